@@ -1,0 +1,58 @@
+# switchyard build, test, demo and benchmarks. Run as root on Debian; `make deps` installs what the
+# build and the tests need, each bench target installs its own peers.
+GO        ?= go
+BIN       := bin/switchyard
+APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl
+TEST_FLAGS ?= -count=1 -timeout 30m
+
+.PHONY: all build generate deps test test-short demo demo-down bench bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/switchyard
+
+# generate rebuilds the BPF objects and their Go bindings with bpf2go (needs clang; `make deps`).
+# The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
+generate:
+	$(GO) generate ./loader/...
+
+# deps installs the Debian packages the build, the lab and the tests use. Idempotent.
+deps:
+	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# test runs the whole suite, including the root-only network-namespace end-to-end tests (they
+# skip with a message when not root).
+test: deps
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+# test-short skips the slow lab experiments and end-to-end runs.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+demo: deps build
+	./$(BIN) lab demo
+
+demo-down:
+	-./$(BIN) lab down
+
+bench: bench-xdp bench-l4 bench-l7 bench-edge bench-dns
+
+bench-xdp: build
+	bash bench/xdp.sh
+bench-l4: deps build
+	bash bench/l4.sh
+bench-l7: build
+	bash bench/l7.sh
+bench-edge: build
+	bash bench/edge.sh
+bench-dns: build
+	bash bench/dns.sh
+
+clean:
+	rm -rf bin bench/out

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* consts.h: constants shared by the switchyard XDP programs. Values that Go must know are
+ * mirrored in maps/consts.go; maps/layout_test.go checks they agree. */
+#pragma once
+
+#define ETH_ALEN 6
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+
+#define IPPROTO_ICMP_ 1
+#define IPPROTO_IPIP_ 4
+#define IPPROTO_TCP_ 6
+#define IPPROTO_UDP_ 17
+#define IPPROTO_IPV6_ 41
+#define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_ICMPV6_ 58
+
+#define FAMILY_V4 4
+#define FAMILY_V6 6
+
+/* Encapsulation overheads (outer IP header only: the Ethernet header is rewritten in place). */
+#define IPV4_HDR_LEN 20
+#define IPV6_HDR_LEN 40
+
+/* Outer header TTL / hop limit. */
+#define OUTER_TTL 64
+
+/* IPv4 "don't fragment" and fragment bits. */
+#define IP_DF 0x4000
+#define IP_MF 0x2000
+#define IP_OFFMASK 0x1FFF
+
+/* ICMP types used. */
+#define ICMP_ECHOREPLY_ 0
+#define ICMP_DEST_UNREACH_ 3
+#define ICMP_FRAG_NEEDED_ 4
+#define ICMP_ECHO_ 8
+#define ICMPV6_PKT_TOOBIG_ 2
+#define ICMPV6_ECHO_REQUEST_ 128
+#define ICMPV6_ECHO_REPLY_ 129
+
+/* How many bytes of the offending packet an ICMP too-big answer quotes: enough for the
+ * IP header and the transport ports, which is what the client kernel needs to find its socket. */
+#define ICMP_QUOTE_LEN 64
+
+/* TCP flags (byte 13 of the TCP header). */
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+/* VIP flags (struct vip_meta.flags). */
+#define VIP_HASH_SRC_ONLY (1U << 0) /* hash the source address only */
+#define VIP_NO_SRC_PORT (1U << 1)   /* leave the source port out of the hash */
+
+/* Connection-table entry flags (struct flow_state.flags). */
+#define FLOW_CLOSING (1U << 0) /* FIN or RST seen from the client */
+
+/* Config flags (struct lb_config.flags). */
+#define CFG_ICMP_TOOBIG (1U << 0) /* answer over-MTU frames with ICMP frag-needed / PTB */
+
+/* last_seen is refreshed at most this often for TCP, to keep the fast path read-mostly. */
+#define TCP_REFRESH_NS 1000000000ULL
+
+/* Hash seed: fixed so that every balancer node computes the same hash (see maps/hash.go). */
+#define FLOW_HASH_SEED 0x5397a1edU
+
+/* Global counter indexes (per-CPU array "counters"). Mirrored in maps/consts.go. */
+enum counter_index {
+	CNT_TX = 0,          /* encapsulated and sent to a backend */
+	CNT_PASS,            /* not for a VIP: passed untouched to the stack */
+	CNT_DROP,            /* dropped (sum of every drop reason) */
+	CNT_CT_HIT,          /* established flow found in the connection table */
+	CNT_CT_MISS_SYN,     /* new flow: TCP SYN, chosen by Maglev */
+	CNT_CT_MISS_NONSYN,  /* no entry for a non-SYN packet (UDP or mid-stream TCP): Maglev */
+	CNT_ICMP_FWD,        /* ICMP frag-needed / packet-too-big forwarded to the flow's backend */
+	CNT_ICMP_ECHO,       /* echo request to a VIP answered in XDP */
+	CNT_ICMP_TOOBIG_TX,  /* frag-needed / packet-too-big sent to a client */
+	CNT_DROP_IP_OPTS,    /* IPv4 with options toward a VIP */
+	CNT_DROP_FRAG,       /* IPv4 fragment or IPv6 fragment header toward a VIP */
+	CNT_DROP_MTU,        /* frame would exceed the MTU after encapsulation */
+	CNT_DROP_NO_BACKEND, /* VIP has no usable backend */
+	CNT_DROP_MALFORMED,  /* truncated or inconsistent headers toward a VIP */
+	CNT_DROP_UNSUPPORTED,/* protocol toward a VIP that switchyard does not balance */
+	CNT_DROP_ENCAP,      /* could not grow or write the frame */
+	CNT_MAX,
+};
+
+/* Decap counters (per-CPU array "decap_counters"). */
+enum decap_counter_index {
+	DCNT_DECAP_V4 = 0, /* IPIP stripped */
+	DCNT_DECAP_6IN6,   /* IP6IP6 stripped */
+	DCNT_DECAP_4IN6,   /* IPv4-in-IPv6 stripped */
+	DCNT_PASS,         /* anything else, passed untouched */
+	DCNT_DROP,         /* tunnel packet for us that could not be stripped */
+	DCNT_MAX,
+};

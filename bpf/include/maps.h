@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* maps.h: the forwarder's maps. Sizes here are defaults; the loader resizes vips, vip_stats,
+ * rings, backends, backend_stats and conntrack from its options before loading. */
+#pragma once
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "structs.h"
+
+#define DEFAULT_MAX_VIPS 64
+#define DEFAULT_MAX_BACKENDS 4096
+#define DEFAULT_RING_SIZE 65537
+#define DEFAULT_CONNTRACK 262144
+
+/* {address, port, protocol} -> VIP; port 0 = any port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, struct vip_key);
+	__type(value, struct vip_meta);
+} vips SEC(".maps");
+
+/* Every address that carries at least one VIP (port 0, proto 0): decides whether a fragment, an
+ * IPv4 packet with options or an ICMP message is "toward a VIP". Value: number of VIPs on it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, struct vip_key);
+	__type(value, __u32);
+} vip_addrs SEC(".maps");
+
+/* Backend id -> backend. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct backend);
+} backends SEC(".maps");
+
+/* Maglev lookup tables, one ring of ring_size slots per VIP id, back to back. Value: backend id
+ * (0 = empty ring). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);
+} rings SEC(".maps");
+
+/* Connection table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DEFAULT_CONNTRACK);
+	__type(key, struct flow_key);
+	__type(value, struct flow_state);
+} conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct counter);
+} vip_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct counter);
+} backend_stats SEC(".maps");
+
+static __always_inline void count(__u32 idx, __u64 bytes)
+{
+	struct counter *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+static __always_inline void count_in(void *map, __u32 idx, __u64 bytes)
+{
+	struct counter *c = bpf_map_lookup_elem(map, &idx);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/* drop counts a drop under its reason and the DROP total. */
+static __always_inline int drop(__u32 reason, __u64 bytes)
+{
+	count(reason, bytes);
+	count(CNT_DROP, bytes);
+	return XDP_DROP;
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* parse.h: bounds-checked header parsing. Every access is checked against data_end before it
+ * is made; a parser returns a negative value when a header is truncated. */
+#pragma once
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "consts.h"
+#include "structs.h"
+
+/* Minimal ICMP headers (the uapi ones pull in libc socket headers). */
+struct icmphdr {
+	__u8 type;
+	__u8 code;
+	__sum16 checksum;
+	union {
+		struct {
+			__be16 id;
+			__be16 sequence;
+		} echo;
+		struct {
+			__be16 __unused;
+			__be16 mtu;
+		} frag;
+	} un;
+};
+
+struct icmp6hdr {
+	__u8 icmp6_type;
+	__u8 icmp6_code;
+	__sum16 icmp6_cksum;
+	__be32 icmp6_mtu;
+};
+
+/* Offsets kept in struct packet are reloaded from the stack, where the verifier no longer knows
+ * their range; every use bounds them again against these limits first. */
+#define MAX_L3_OFF (ETH_HLEN + 4)
+#define MAX_L4_OFF (MAX_L3_OFF + 60)
+
+struct vlan_hdr_ {
+	__be16 tci;
+	__be16 proto;
+};
+
+/* What the forwarder knows about a frame after parsing. */
+struct packet {
+	struct flow_key flow;
+	__u32 l3_off;    /* offset of the IP header */
+	__u32 l4_off;    /* offset of the transport header */
+	__u16 l3_len;    /* IP total length (v4) or 40 + payload length (v6) */
+	__u16 eth_proto; /* host order: ETH_P_IP or ETH_P_IPV6 */
+	__u16 vlan_tci;  /* network order; valid when has_vlan */
+	__u8 has_vlan;
+	__u8 tos;        /* IPv4 TOS or IPv6 traffic class */
+	__u8 tcp_flags;
+	__u8 df;         /* IPv4 don't-fragment bit set */
+	__u8 ip_opts;    /* IPv4 header has options */
+	__u8 frag;       /* IPv4 fragment or IPv6 fragment header */
+};
+
+/* parse_eth reads the Ethernet header and at most one 802.1Q/802.1ad tag. */
+static __always_inline int parse_eth(void *data, void *data_end, struct packet *p)
+{
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__u16 proto = bpf_ntohs(eth->h_proto);
+	__u32 off = sizeof(*eth);
+	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+		struct vlan_hdr_ *vh = data + off;
+		if ((void *)(vh + 1) > data_end)
+			return -1;
+		p->has_vlan = 1;
+		p->vlan_tci = vh->tci;
+		proto = bpf_ntohs(vh->proto);
+		off += sizeof(*vh);
+	}
+	p->eth_proto = proto;
+	p->l3_off = off;
+	return 0;
+}
+
+/* parse_ipv4 reads an IPv4 header at p->l3_off. It records options and fragments instead of
+ * rejecting them: whether they matter depends on whether the packet is toward a VIP. */
+static __always_inline int parse_ipv4(void *data, void *data_end, struct packet *p)
+{
+	__u32 off = p->l3_off;
+	if (off > MAX_L3_OFF)
+		return -1;
+	struct iphdr *ip = data + off;
+	if ((void *)(ip + 1) > data_end)
+		return -1;
+	if (ip->version != 4 || ip->ihl < 5)
+		return -1;
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < ip->ihl * 4)
+		return -1;
+	/* The IP length must fit in the frame (trailing Ethernet padding is allowed). */
+	if (data + off + tot > data_end)
+		return -1;
+	p->ip_opts = ip->ihl != 5;
+	__u16 frag = bpf_ntohs(ip->frag_off);
+	p->frag = (frag & (IP_MF | IP_OFFMASK)) != 0;
+	p->df = (frag & IP_DF) != 0;
+	p->flow.family = FAMILY_V4;
+	p->flow.proto = ip->protocol;
+	p->flow.src[0] = ip->saddr;
+	p->flow.dst[0] = ip->daddr;
+	p->tos = ip->tos;
+	p->l3_len = tot;
+	p->l4_off = off + ip->ihl * 4;
+	return 0;
+}
+
+/* parse_ipv6 reads a fixed IPv6 header. Extension headers other than a fragment header are not
+ * walked: the next header must be the transport (or a fragment header, recorded in p->frag). */
+static __always_inline int parse_ipv6(void *data, void *data_end, struct packet *p)
+{
+	__u32 off = p->l3_off;
+	if (off > MAX_L3_OFF)
+		return -1;
+	struct ipv6hdr *ip6 = data + off;
+	if ((void *)(ip6 + 1) > data_end)
+		return -1;
+	if (ip6->version != 6)
+		return -1;
+	__u16 plen = bpf_ntohs(ip6->payload_len);
+	if (data + off + sizeof(*ip6) + plen > data_end)
+		return -1;
+	p->flow.family = FAMILY_V6;
+	p->flow.proto = ip6->nexthdr;
+	p->frag = ip6->nexthdr == IPPROTO_FRAGMENT_;
+	__builtin_memcpy(p->flow.src, &ip6->saddr, 16);
+	__builtin_memcpy(p->flow.dst, &ip6->daddr, 16);
+	p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	p->l3_len = sizeof(*ip6) + plen;
+	p->l4_off = off + sizeof(*ip6);
+	return 0;
+}
+
+/* parse_ports reads the ports (and TCP flags) of a TCP or UDP header. */
+static __always_inline int parse_ports(void *data, void *data_end, struct packet *p)
+{
+	__u32 off = p->l4_off;
+	if (off > MAX_L4_OFF)
+		return -1;
+	if (p->flow.proto == IPPROTO_TCP_) {
+		struct tcphdr *th = data + off;
+		if ((void *)(th + 1) > data_end)
+			return -1;
+		if (th->doff < 5)
+			return -1;
+		p->flow.sport = th->source;
+		p->flow.dport = th->dest;
+		p->tcp_flags = ((__u8 *)th)[13];
+		return 0;
+	}
+	if (p->flow.proto == IPPROTO_UDP_) {
+		struct udphdr *uh = data + off;
+		if ((void *)(uh + 1) > data_end)
+			return -1;
+		p->flow.sport = uh->source;
+		p->flow.dport = uh->dest;
+		return 0;
+	}
+	return -1;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* structs.h: structs shared with Go. bpf2go generates their Go twins (loader/lb_bpfel.go);
+ * loader/layout_test.go checks the sizes. Addresses are in network byte order; an IPv4 address
+ * sits in addr[0] with addr[1..3] zero. Ports are in network byte order. */
+#pragma once
+#include <linux/types.h>
+
+/* A connection-table key and the input of the flow hash. */
+struct flow_key {
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 pad[2];
+};
+
+/* A connection-table value. */
+struct flow_state {
+	__u32 backend;   /* backend id (index into "backends") */
+	__u32 flags;     /* FLOW_* */
+	__u64 last_seen; /* bpf_ktime_get_ns() of the last packet (refreshed at most once a second for TCP) */
+};
+
+/* VIP lookup key: port 0 means any port. */
+struct vip_key {
+	__u32 addr[4];
+	__u16 port;
+	__u8 proto;
+	__u8 family;
+};
+
+/* VIP value. */
+struct vip_meta {
+	__u32 id;    /* index of the VIP's Maglev ring and stats slot */
+	__u32 flags; /* VIP_* */
+};
+
+/* A backend (the "backends" array, indexed by backend id; id 0 is never used). */
+struct backend {
+	__u32 addr[4];
+	__u8 family; /* 0 = slot empty */
+	__u8 pad[3];
+	__u32 flags;
+};
+
+/* The balancer's configuration (single-entry array "config"). */
+struct lb_config {
+	__u8 if_mac[6];      /* source MAC of encapsulated frames */
+	__u8 nexthop_mac[6]; /* destination MAC of encapsulated frames */
+	__u16 mtu;           /* largest L3 packet the egress link carries */
+	__u16 pad;
+	__u32 ring_size;     /* Maglev ring size (prime) */
+	__u32 src4;          /* outer IPv4 source base (network order) */
+	__u32 src4_mask;     /* host-order mask of the bits of src4 replaced by the flow hash */
+	__u32 src6[4];       /* outer IPv6 source base; the last 32 bits are replaced by the flow hash */
+	__u64 udp_timeout_ns;/* idle time after which a UDP flow re-hashes */
+	__u32 flags;         /* CFG_* */
+	__u32 pad2;
+};
+
+/* Packet and byte counter. */
+struct counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Decap: an address this host accepts tunnels for. */
+struct decap_key {
+	__u32 addr[4];
+	__u8 family;
+	__u8 pad[3];
+};

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* pass.c: two tiny XDP programs.
+ * xdp_pass: attached to the peer of a veth that receives XDP_TX frames. A veth drops frames sent
+ *   to it by XDP_TX/XDP_REDIRECT unless the receiving peer runs an XDP program (or has GRO/NAPI
+ *   enabled); this one passes everything and makes the lab's forwarding path work.
+ * xdp_macswap: the minimal XDP_TX program the benchmarks compare the forwarder with. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SEC("xdp")
+int xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_macswap(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	__u8 tmp[ETH_ALEN];
+	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+	return XDP_TX;
+}

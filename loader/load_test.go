@@ -1,0 +1,71 @@
+package loader
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+)
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs (run `make test` as root)")
+	}
+}
+
+// TestLoadAll loads every program through the kernel verifier.
+func TestLoadAll(t *testing.T) {
+	requireRoot(t)
+	f, err := LoadForwarder(Options{RingSize: 13, MaxVIPs: 4})
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	f.Close()
+	d, err := OpenDecap("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	var p PassObjects
+	if err := LoadPassObjects(&p, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+}
+
+// TestSharedStructSizes checks that the Go twins of the C structs have the C sizes (as recorded
+// in the BTF of the object), so the two sides agree on every map's layout.
+func TestSharedStructSizes(t *testing.T) {
+	spec, err := LoadLB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]uintptr{
+		"flow_key":   unsafe.Sizeof(LBFlowKey{}),
+		"flow_state": unsafe.Sizeof(LBFlowState{}),
+		"vip_key":    unsafe.Sizeof(LBVipKey{}),
+		"vip_meta":   unsafe.Sizeof(LBVipMeta{}),
+		"backend":    unsafe.Sizeof(LBBackend{}),
+		"lb_config":  unsafe.Sizeof(LBLbConfig{}),
+		"counter":    unsafe.Sizeof(LBCounter{}),
+	}
+	want := map[string]uint32{"flow_key": 40, "flow_state": 16, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16}
+	for name, goSize := range cases {
+		var st interface{ TypeName() string }
+		_ = st
+		typ, err := spec.Types.AnyTypeByName(name)
+		if err != nil {
+			t.Fatalf("btf type %s: %v", name, err)
+		}
+		cSize, err := sizeof(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint32(goSize) != cSize || cSize != want[name] {
+			t.Errorf("struct %s: C %d bytes, Go %d bytes, expected %d", name, cSize, goSize, want[name])
+		}
+	}
+	if got := spec.Maps[LBMapCounters].MaxEntries; int(got) != 16 {
+		t.Errorf("counters map has %d entries; update maps.CounterNames with enum counter_index", got)
+	}
+}

@@ -1,0 +1,99 @@
+package maps
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/switchyard/switchyard/loader"
+)
+
+// CounterNames names the forwarder's global counters by index; it mirrors enum counter_index in
+// bpf/include/consts.h (a test checks the count against the map). TX, PASS and DROP count
+// verdicts; the others count events (a frame answered with ICMP too-big counts drop_mtu and
+// icmp_toobig_sent, and its verdict is TX).
+var CounterNames = []string{
+	"tx", "pass", "drop",
+	"conntrack_hit", "conntrack_miss_syn", "conntrack_miss_nonsyn",
+	"icmp_forwarded", "icmp_echo_replied", "icmp_toobig_sent",
+	"drop_ip_options", "drop_fragment", "drop_mtu", "drop_no_backend",
+	"drop_malformed", "drop_unsupported", "drop_encap",
+}
+
+// Counter is a packet and byte count, summed over CPUs.
+type Counter struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// sumPerCPU reads one per-CPU slot and sums it over every possible CPU.
+func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
+	var per []loader.LBCounter
+	if err := m.Lookup(idx, &per); err != nil {
+		return Counter{}, err
+	}
+	var c Counter
+	for _, p := range per {
+		c.Packets += p.Packets
+		c.Bytes += p.Bytes
+	}
+	return c, nil
+}
+
+// Counters reads the global counters by name.
+func (s *Set) Counters() (map[string]Counter, error) {
+	out := make(map[string]Counter, len(CounterNames))
+	for i, name := range CounterNames {
+		c, err := sumPerCPU(s.m.Counters, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("read counter %s: %w", name, err)
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// VIPStats reads a VIP's packets and bytes.
+func (s *Set) VIPStats(id uint32) (Counter, error) {
+	c, err := sumPerCPU(s.m.VipStats, id)
+	if err != nil {
+		return c, fmt.Errorf("read vip %d stats: %w", id, err)
+	}
+	return c, nil
+}
+
+// BackendStats reads a backend's packets and bytes.
+func (s *Set) BackendStats(id uint32) (Counter, error) {
+	c, err := sumPerCPU(s.m.BackendStats, id)
+	if err != nil {
+		return c, fmt.Errorf("read backend %d stats: %w", id, err)
+	}
+	return c, nil
+}
+
+// ResetVIPStats zeroes a VIP's stats slot on every CPU (when its id is given to a new VIP).
+func (s *Set) ResetVIPStats(id uint32) error { return zeroPerCPU(s.m.VipStats, id) }
+
+// ResetBackendStats zeroes a backend's stats slot on every CPU.
+func (s *Set) ResetBackendStats(id uint32) error { return zeroPerCPU(s.m.BackendStats, id) }
+
+// ResetCounters zeroes every global counter.
+func (s *Set) ResetCounters() error {
+	for i := range CounterNames {
+		if err := zeroPerCPU(s.m.Counters, uint32(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func zeroPerCPU(m *ebpf.Map, idx uint32) error {
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count cpus: %w", err)
+	}
+	if err := m.Put(idx, make([]loader.LBCounter, n)); err != nil {
+		return fmt.Errorf("reset stats slot %d: %w", idx, err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package maps
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/switchyard/switchyard/loader"
+)
+
+// Flow is a client-to-VIP 5-tuple.
+type Flow struct {
+	Src   netip.AddrPort
+	Dst   netip.AddrPort
+	Proto Proto
+}
+
+func (f Flow) String() string { return fmt.Sprintf("%s %s -> %s", f.Proto, f.Src, f.Dst) }
+
+// FlowEntry is a connection-table entry.
+type FlowEntry struct {
+	Flow
+	Backend uint32
+	// Closing is set once the client sent FIN or RST.
+	Closing bool
+	// Idle is the time since the entry was last refreshed (at most once a second for TCP).
+	Idle time.Duration
+}
+
+// FlowKey builds the BPF connection-table key of a flow.
+func FlowKey(f Flow) loader.LBFlowKey {
+	s, fam := addrWords(f.Src.Addr())
+	d, _ := addrWords(f.Dst.Addr())
+	return loader.LBFlowKey{Src: s, Dst: d, Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto), Family: fam}
+}
+
+func keyFlow(k loader.LBFlowKey) Flow {
+	return Flow{
+		Src:   netip.AddrPortFrom(wordsAddr(k.Src, k.Family), netPort(k.Sport)),
+		Dst:   netip.AddrPortFrom(wordsAddr(k.Dst, k.Family), netPort(k.Dport)),
+		Proto: Proto(k.Proto),
+	}
+}
+
+func entry(k loader.LBFlowKey, v loader.LBFlowState, now time.Duration) FlowEntry {
+	idle := now - time.Duration(v.LastSeen)
+	if idle < 0 {
+		idle = 0
+	}
+	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, Closing: v.Flags&1 != 0, Idle: idle}
+}
+
+// LookupFlow reads a flow's connection-table entry.
+func (s *Set) LookupFlow(f Flow) (FlowEntry, bool, error) {
+	var v loader.LBFlowState
+	err := s.m.Conntrack.Lookup(FlowKey(f), &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return FlowEntry{}, false, nil
+	}
+	if err != nil {
+		return FlowEntry{}, false, fmt.Errorf("look up flow %s: %w", f, err)
+	}
+	return entry(FlowKey(f), v, monotonicNow()), true, nil
+}
+
+// Flows lists the connection table. The LRU table can change while it is read; entries may be
+// missed or seen twice, which is fine for the counts it serves.
+func (s *Set) Flows() ([]FlowEntry, error) {
+	var (
+		k   loader.LBFlowKey
+		v   loader.LBFlowState
+		out []FlowEntry
+	)
+	now := monotonicNow()
+	it := s.m.Conntrack.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, entry(k, v, now))
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("list flows: %w", err)
+	}
+	return out, nil
+}
+
+// ActiveFlows counts, per backend, the flows that are not closing and were seen within idle
+// (UDP flows past udpTimeout are not counted either).
+func (s *Set) ActiveFlows(idle, udpTimeout time.Duration) (map[uint32]int, error) {
+	flows, err := s.Flows()
+	out := map[uint32]int{}
+	for _, f := range flows {
+		if f.Closing || f.Idle > idle || (f.Proto == UDP && udpTimeout > 0 && f.Idle > udpTimeout) {
+			continue
+		}
+		out[f.Backend]++
+	}
+	return out, err
+}
+
+// DeleteFlowsTo removes every connection-table entry that points at a backend: used when a
+// drain times out, so that the remaining flows re-hash instead of reaching a removed backend.
+func (s *Set) DeleteFlowsTo(backendID uint32) (int, error) {
+	flows, err := s.Flows()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range flows {
+		if f.Backend != backendID {
+			continue
+		}
+		if err := s.m.Conntrack.Delete(FlowKey(f.Flow)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("delete flow %s: %w", f.Flow, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// PutFlow writes a connection-table entry (tests and state migration).
+func (s *Set) PutFlow(f Flow, backendID uint32) error {
+	v := loader.LBFlowState{Backend: backendID, LastSeen: uint64(monotonicNow())}
+	if err := s.m.Conntrack.Put(FlowKey(f), v); err != nil {
+		return fmt.Errorf("put flow %s: %w", f, err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Package maglev builds Maglev lookup tables (Eisenbud et al., NSDI 2016) with weights. The build
+// is deterministic for a given backend set whatever the order the backends are given in: they are
+// sorted by identity and hashed with fixed seeds, so several balancer nodes that know the same
+// backends compute the same table and a flow lands on the same backend whichever node it reaches.
+package maglev
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/big"
+	"sort"
+)
+
+// DefaultSize is the default table size: a prime, so that every skip value generates a full
+// permutation, and more than 100 times the backends of all but the largest pools, which keeps
+// every backend's share within 1% of its ideal.
+const DefaultSize = 65537
+
+// Backend is one entry of a table build.
+type Backend struct {
+	// ID is what the table stores for this backend (0 is reserved for "no backend").
+	ID uint32
+	// Identity names the backend in hashing (its address): the same identity gets the same
+	// permutation on every node, whatever its ID.
+	Identity string
+	// Weight is the backend's relative share; 0 leaves it out of the table (drained, unhealthy).
+	Weight uint32
+}
+
+// ValidateSize checks that size is a usable table size: a prime of at least 3 and below 2^24.
+func ValidateSize(size uint64) error {
+	if size < 3 || size >= 1<<24 {
+		return fmt.Errorf("maglev table size %d out of range: use a prime between 3 and 16777216, such as 65537", size)
+	}
+	if !big.NewInt(int64(size)).ProbablyPrime(20) {
+		return fmt.Errorf("maglev table size %d is not prime: use a prime such as 65537 or 131071", size)
+	}
+	return nil
+}
+
+func hash64(seed byte, s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte{seed, 0x5a, seed})
+	h.Write([]byte(s))
+	x := h.Sum64()
+	// fnv mixes its last bytes weakly; finish with a 64-bit avalanche (splitmix64).
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Build returns a table of size entries holding backend IDs, each backend's share proportional to
+// its weight. A set with no backend of positive weight gives a table of zeros.
+func Build(backends []Backend, size uint64) ([]uint32, error) {
+	if err := ValidateSize(size); err != nil {
+		return nil, err
+	}
+	bs := make([]Backend, 0, len(backends))
+	seen := map[string]bool{}
+	ids := map[uint32]bool{}
+	var maxW uint32
+	for _, b := range backends {
+		if b.Weight == 0 {
+			continue
+		}
+		if b.ID == 0 {
+			return nil, errors.New("build maglev table: backend id 0 is reserved for \"no backend\"")
+		}
+		if seen[b.Identity] {
+			return nil, fmt.Errorf("build maglev table: backend %q given twice", b.Identity)
+		}
+		if ids[b.ID] {
+			return nil, fmt.Errorf("build maglev table: backend id %d given twice", b.ID)
+		}
+		seen[b.Identity], ids[b.ID] = true, true
+		bs = append(bs, b)
+		if b.Weight > maxW {
+			maxW = b.Weight
+		}
+	}
+	table := make([]uint32, size)
+	if len(bs) == 0 {
+		return table, nil
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Identity < bs[j].Identity })
+
+	n := len(bs)
+	offset := make([]uint64, n)
+	skip := make([]uint64, n)
+	next := make([]uint64, n)
+	credit := make([]float64, n)
+	for i, b := range bs {
+		offset[i] = hash64(1, b.Identity) % size
+		skip[i] = hash64(2, b.Identity)%(size-1) + 1
+	}
+	filled := make([]bool, size)
+	var placed uint64
+	for placed < size {
+		for i := range bs {
+			// Weighted Maglev: each round a backend earns weight/maxWeight turns, so shares
+			// follow weights while the fill order stays interleaved (good spread on change).
+			credit[i] += float64(bs[i].Weight) / float64(maxW)
+			for credit[i] >= 1 && placed < size {
+				credit[i]--
+				c := (offset[i] + next[i]*skip[i]) % size
+				for filled[c] {
+					next[i]++
+					c = (offset[i] + next[i]*skip[i]) % size
+				}
+				filled[c] = true
+				table[c] = bs[i].ID
+				next[i]++
+				placed++
+			}
+		}
+	}
+	return table, nil
+}
+
+// Diff lists the slots whose value differs between two tables of the same size.
+func Diff(old, new []uint32) []int {
+	var out []int
+	for i := range new {
+		if i >= len(old) || old[i] != new[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Shares counts the slots each backend ID holds.
+func Shares(table []uint32) map[uint32]int {
+	m := map[uint32]int{}
+	for _, id := range table {
+		m[id]++
+	}
+	return m
+}

@@ -1,0 +1,419 @@
+// Package maps gives typed access to every map of switchyard's XDP forwarder: VIPs, backends,
+// Maglev rings, the connection table, configuration and the per-CPU counters. It is the only code
+// that writes to those maps; the control plane calls it with desired state and it writes the
+// differences.
+package maps
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard/switchyard/loader"
+)
+
+// Proto is an IP protocol number that a VIP balances.
+type Proto uint8
+
+// The protocols a VIP can balance.
+const (
+	TCP Proto = 6
+	UDP Proto = 17
+)
+
+func (p Proto) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	}
+	return fmt.Sprintf("proto-%d", uint8(p))
+}
+
+// ParseProto reads "tcp" or "udp".
+func ParseProto(s string) (Proto, error) {
+	switch s {
+	case "tcp", "TCP":
+		return TCP, nil
+	case "udp", "UDP":
+		return UDP, nil
+	}
+	return 0, fmt.Errorf("parse protocol %q: use tcp or udp", s)
+}
+
+// VIPFlags are per-VIP hashing options.
+type VIPFlags uint32
+
+// VIP hashing options; they mirror VIP_* in bpf/include/consts.h.
+const (
+	// HashSrcOnly hashes the client address only: every connection of a client goes to the
+	// same backend.
+	HashSrcOnly VIPFlags = 1 << 0
+	// NoSrcPort leaves the source port out of the hash.
+	NoSrcPort VIPFlags = 1 << 1
+)
+
+// VIPKey identifies a VIP. Port 0 means every port of the address.
+type VIPKey struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto Proto
+}
+
+func (k VIPKey) String() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
+}
+
+// VIP is a VIP as the forwarder holds it.
+type VIP struct {
+	Key VIPKey
+	// ID selects the VIP's Maglev ring and stats slot: 0 <= ID < MaxVIPs.
+	ID    uint32
+	Flags VIPFlags
+}
+
+// Backend is a backend as the forwarder holds it.
+type Backend struct {
+	// ID indexes the backends array: 1 <= ID < MaxBackends (0 means "no backend").
+	ID   uint32
+	Addr netip.Addr
+}
+
+// Set is the forwarder's maps, with the sizes they were loaded with.
+type Set struct {
+	m           *loader.LBMaps
+	ringSize    uint32
+	maxVIPs     uint32
+	maxBackends uint32
+}
+
+// New wraps loaded maps. ringSize must be the size the rings map was built for (the loader's).
+func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
+	if m == nil || m.Vips == nil {
+		return nil, errors.New("open maps: no maps given")
+	}
+	maxVIPs := m.VipStats.MaxEntries()
+	if ringSize == 0 || m.Rings.MaxEntries() != maxVIPs*ringSize {
+		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
+			m.Rings.MaxEntries(), maxVIPs, ringSize)
+	}
+	return &Set{m: m, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
+}
+
+// RingSize is the Maglev ring size.
+func (s *Set) RingSize() uint32 { return s.ringSize }
+
+// MaxVIPs is how many VIPs the maps hold.
+func (s *Set) MaxVIPs() uint32 { return s.maxVIPs }
+
+// MaxBackends is one more than the largest backend ID.
+func (s *Set) MaxBackends() uint32 { return s.maxBackends }
+
+// addrWords puts an address in the BPF layout: network byte order, IPv4 in the first word.
+func addrWords(a netip.Addr) (w [4]uint32, family uint8) {
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		w[0] = nativeWord(b[:])
+		return w, 4
+	}
+	b := a.As16()
+	for i := 0; i < 4; i++ {
+		w[i] = nativeWord(b[i*4 : i*4+4])
+	}
+	return w, 6
+}
+
+func wordsAddr(w [4]uint32, family uint8) netip.Addr {
+	if family == 4 {
+		var b [4]byte
+		putNativeWord(b[:], w[0])
+		return netip.AddrFrom4(b)
+	}
+	var b [16]byte
+	for i := 0; i < 4; i++ {
+		putNativeWord(b[i*4:], w[i])
+	}
+	return netip.AddrFrom16(b)
+}
+
+// nativeWord reads 4 bytes in memory order as the BPF program (little-endian) loads them.
+func nativeWord(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func putNativeWord(b []byte, w uint32) {
+	b[0], b[1], b[2], b[3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
+}
+
+// netPort converts a port to the network-order value the BPF program sees in a __u16.
+func netPort(p uint16) uint16 { return p<<8 | p>>8 }
+
+func vipKey(k VIPKey) loader.LBVipKey {
+	w, fam := addrWords(k.Addr)
+	return loader.LBVipKey{Addr: w, Port: netPort(k.Port), Proto: uint8(k.Proto), Family: fam}
+}
+
+func addrOnlyKey(a netip.Addr) loader.LBVipKey {
+	w, fam := addrWords(a)
+	return loader.LBVipKey{Addr: w, Family: fam}
+}
+
+// PutVIP adds or updates a VIP.
+func (s *Set) PutVIP(v VIP) error {
+	if !v.Key.Addr.IsValid() {
+		return errors.New("put vip: no address")
+	}
+	if v.ID >= s.maxVIPs {
+		return fmt.Errorf("put vip %s: id %d beyond the %d VIPs the maps hold: raise --max-vips", v.Key, v.ID, s.maxVIPs)
+	}
+	k := vipKey(v.Key)
+	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags)}); err != nil {
+		return fmt.Errorf("put vip %s: %w", v.Key, err)
+	}
+	return s.syncVIPAddr(v.Key.Addr)
+}
+
+// DeleteVIP removes a VIP. Its ring is left as it is; the caller clears it if the id is reused.
+func (s *Set) DeleteVIP(k VIPKey) error {
+	if err := s.m.Vips.Delete(vipKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete vip %s: %w", k, err)
+	}
+	return s.syncVIPAddr(k.Addr)
+}
+
+// syncVIPAddr keeps vip_addrs true: an address is there while at least one VIP uses it.
+func (s *Set) syncVIPAddr(a netip.Addr) error {
+	vips, err := s.VIPs()
+	if err != nil {
+		return err
+	}
+	var n uint32
+	for _, v := range vips {
+		if v.Key.Addr.Unmap() == a.Unmap() {
+			n++
+		}
+	}
+	k := addrOnlyKey(a)
+	if n == 0 {
+		if err := s.m.VipAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete vip address %s: %w", a, err)
+		}
+		return nil
+	}
+	if err := s.m.VipAddrs.Put(k, n); err != nil {
+		return fmt.Errorf("put vip address %s: %w", a, err)
+	}
+	return nil
+}
+
+// VIPs lists the VIPs in the map, sorted by id.
+func (s *Set) VIPs() ([]VIP, error) {
+	var (
+		k   loader.LBVipKey
+		v   loader.LBVipMeta
+		out []VIP
+	)
+	it := s.m.Vips.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, VIP{
+			Key:   VIPKey{Addr: wordsAddr(k.Addr, k.Family), Port: netPort(k.Port), Proto: Proto(k.Proto)},
+			ID:    v.Id,
+			Flags: VIPFlags(v.Flags),
+		})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list vips: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// PutBackend sets a backend slot.
+func (s *Set) PutBackend(b Backend) error {
+	if b.ID == 0 || b.ID >= s.maxBackends {
+		return fmt.Errorf("put backend %s: id %d out of range 1..%d", b.Addr, b.ID, s.maxBackends-1)
+	}
+	if !b.Addr.IsValid() {
+		return fmt.Errorf("put backend %d: no address", b.ID)
+	}
+	w, fam := addrWords(b.Addr)
+	if err := s.m.Backends.Put(b.ID, loader.LBBackend{Addr: w, Family: fam}); err != nil {
+		return fmt.Errorf("put backend %s: %w", b.Addr, err)
+	}
+	return nil
+}
+
+// DeleteBackend empties a backend slot: flows still pinned to it re-hash on their next packet.
+func (s *Set) DeleteBackend(id uint32) error {
+	if id == 0 || id >= s.maxBackends {
+		return fmt.Errorf("delete backend: id %d out of range", id)
+	}
+	if err := s.m.Backends.Put(id, loader.LBBackend{}); err != nil {
+		return fmt.Errorf("delete backend %d: %w", id, err)
+	}
+	return nil
+}
+
+// Backends lists the occupied backend slots.
+func (s *Set) Backends() ([]Backend, error) {
+	var (
+		k   uint32
+		v   loader.LBBackend
+		out []Backend
+	)
+	it := s.m.Backends.Iterate()
+	for it.Next(&k, &v) {
+		if v.Family != 0 {
+			out = append(out, Backend{ID: k, Addr: wordsAddr(v.Addr, v.Family)})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list backends: %w", err)
+	}
+	return out, nil
+}
+
+// Ring reads a VIP's Maglev ring.
+func (s *Set) Ring(vipID uint32) ([]uint32, error) {
+	if vipID >= s.maxVIPs {
+		return nil, fmt.Errorf("read ring: vip id %d out of range", vipID)
+	}
+	out := make([]uint32, s.ringSize)
+	base := vipID * s.ringSize
+	keys := make([]uint32, s.ringSize)
+	for i := range keys {
+		keys[i] = base + uint32(i)
+	}
+	// Arrays have no batch lookup on every kernel; fall back to single lookups when needed.
+	if _, err := s.m.Rings.BatchLookup(nil, &keys, &out, nil); err == nil || errors.Is(err, ebpf.ErrKeyNotExist) {
+		return out, nil
+	}
+	for i := range out {
+		if err := s.m.Rings.Lookup(keys[i], &out[i]); err != nil {
+			return nil, fmt.Errorf("read ring %d slot %d: %w", vipID, i, err)
+		}
+	}
+	return out, nil
+}
+
+// WriteRing makes a VIP's ring equal to table, writing only the slots that differ from old
+// (the ring as it stands; nil means unknown, which writes every slot). It returns the number of
+// slots written.
+func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
+	if vipID >= s.maxVIPs {
+		return 0, fmt.Errorf("write ring: vip id %d out of range", vipID)
+	}
+	if uint32(len(table)) != s.ringSize {
+		return 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
+	}
+	base := vipID * s.ringSize
+	var keys, vals []uint32
+	for i, id := range table {
+		if old != nil && len(old) == len(table) && old[i] == id {
+			continue
+		}
+		keys = append(keys, base+uint32(i))
+		vals = append(vals, id)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	if _, err := s.m.Rings.BatchUpdate(keys, vals, nil); err != nil {
+		for i := range keys {
+			if err := s.m.Rings.Put(keys[i], vals[i]); err != nil {
+				return i, fmt.Errorf("write ring %d: %w", vipID, err)
+			}
+		}
+	}
+	return len(keys), nil
+}
+
+// Config is the forwarder's configuration.
+type Config struct {
+	// IfMAC is the source MAC of encapsulated frames: the interface's own.
+	IfMAC net.HardwareAddr
+	// NextHopMAC is the destination MAC of encapsulated frames: the next hop toward backends.
+	NextHopMAC net.HardwareAddr
+	// MTU is the largest IP packet the egress link carries; larger after encapsulation is dropped.
+	MTU uint16
+	// Src4 is the outer IPv4 source base; its low Src4HashBits bits come from the flow.
+	Src4         netip.Addr
+	Src4HashBits int
+	// Src6 is the outer IPv6 source base; its last 32 bits come from the flow.
+	Src6 netip.Addr
+	// UDPTimeout is how long an idle UDP flow keeps its backend.
+	UDPTimeout time.Duration
+	// ICMPTooBig answers over-MTU frames with ICMP frag-needed / packet-too-big.
+	ICMPTooBig bool
+}
+
+// SetConfig writes the configuration.
+func (s *Set) SetConfig(c Config) error {
+	if len(c.IfMAC) != 6 || len(c.NextHopMAC) != 6 {
+		return errors.New("set config: interface and next-hop MACs must be 6 bytes")
+	}
+	if c.MTU < 576 {
+		return fmt.Errorf("set config: mtu %d below 576", c.MTU)
+	}
+	if c.Src4HashBits < 0 || c.Src4HashBits > 24 {
+		return fmt.Errorf("set config: src4 hash bits %d out of range 0..24", c.Src4HashBits)
+	}
+	var lc loader.LBLbConfig
+	copy(lc.IfMac[:], c.IfMAC)
+	copy(lc.NexthopMac[:], c.NextHopMAC)
+	lc.Mtu = c.MTU
+	lc.RingSize = s.ringSize
+	if c.Src4.IsValid() {
+		w, _ := addrWords(c.Src4)
+		lc.Src4 = w[0]
+	}
+	lc.Src4Mask = uint32(1)<<c.Src4HashBits - 1
+	if c.Src6.IsValid() {
+		lc.Src6, _ = addrWords(c.Src6)
+	}
+	lc.UdpTimeoutNs = uint64(c.UDPTimeout.Nanoseconds())
+	if c.ICMPTooBig {
+		lc.Flags |= 1
+	}
+	if err := s.m.Config.Put(uint32(0), lc); err != nil {
+		return fmt.Errorf("set config: %w", err)
+	}
+	return nil
+}
+
+// Config reads the configuration back.
+func (s *Set) Config() (Config, error) {
+	var lc loader.LBLbConfig
+	if err := s.m.Config.Lookup(uint32(0), &lc); err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	bits := 0
+	for m := lc.Src4Mask; m != 0; m >>= 1 {
+		bits++
+	}
+	return Config{
+		IfMAC:        append(net.HardwareAddr(nil), lc.IfMac[:]...),
+		NextHopMAC:   append(net.HardwareAddr(nil), lc.NexthopMac[:]...),
+		MTU:          lc.Mtu,
+		Src4:         wordsAddr([4]uint32{lc.Src4}, 4),
+		Src4HashBits: bits,
+		Src6:         wordsAddr(lc.Src6, 6),
+		UDPTimeout:   time.Duration(lc.UdpTimeoutNs),
+		ICMPTooBig:   lc.Flags&1 != 0,
+	}, nil
+}
+
+// monotonicNow is the clock bpf_ktime_get_ns() reads.
+func monotonicNow() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
