@@ -56,7 +56,9 @@ static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct 
 static __always_inline __u32 pick_backend(const struct flow_key *f, const struct vip_meta *vip,
 					  const struct lb_config *cfg, __u8 tcp_flags, int track)
 {
-	__u64 now = bpf_ktime_get_ns();
+	/* The coarse clock (CLOCK_MONOTONIC_COARSE, a few ms resolution) is enough for idle
+	 * timeouts and costs a fraction of bpf_ktime_get_ns() on the per-packet path. */
+	__u64 now = bpf_ktime_get_coarse_ns();
 	int syn = f->proto == IPPROTO_TCP_ && (tcp_flags & TCP_SYN) && !(tcp_flags & TCP_ACK);
 	if (!syn || !track) {
 		struct flow_state *st = bpf_map_lookup_elem(&conntrack, f);
@@ -121,18 +123,31 @@ static __always_inline int forward(struct xdp_md *ctx, const struct packet *p, c
 	return verdict_tx(bytes + overhead);
 }
 
-static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
+static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
 {
 	struct vip_key k = {};
 	__builtin_memcpy(k.addr, f->dst, 16);
-	k.port = f->dport;
+	k.port = port;
 	k.proto = f->proto;
 	k.family = f->family;
-	struct vip_meta *v = bpf_map_lookup_elem(&vips, &k);
-	if (v)
-		return v;
-	k.port = 0;
 	return bpf_map_lookup_elem(&vips, &k);
+}
+
+static __always_inline struct vip_meta *find_vip_exact(const struct flow_key *f)
+{
+	return vip_lookup(f, f->dport);
+}
+
+static __always_inline struct vip_meta *find_vip_any_port(const struct flow_key *f)
+{
+	return vip_lookup(f, 0);
+}
+
+/* find_vip looks up {address, port, protocol}, then {address, any port, protocol}. */
+static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
+{
+	struct vip_meta *v = find_vip_exact(f);
+	return v ? v : find_vip_any_port(f);
 }
 
 static __always_inline int is_vip_addr(const struct flow_key *f)
@@ -196,6 +211,14 @@ static __always_inline int process(struct xdp_md *ctx)
 	} else {
 		return verdict_pass(len);
 	}
+	/* Fast path: an unfragmented TCP or UDP packet to a VIP's exact {address, port, protocol}
+	 * costs one hash lookup before the connection table. */
+	if (!p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_) &&
+	    parse_ports(data, data_end, &p) == 0) {
+		struct vip_meta *vip = find_vip_exact(&p.flow);
+		if (vip)
+			return forward(ctx, &p, &p.flow, vip, 1);
+	}
 	if (!is_vip_addr(&p.flow))
 		return verdict_pass(len);
 
@@ -212,7 +235,7 @@ static __always_inline int process(struct xdp_md *ctx)
 		return verdict_pass(len);
 	if (parse_ports(data, data_end, &p))
 		return drop(CNT_DROP_MALFORMED, p.l3_len);
-	struct vip_meta *vip = find_vip(&p.flow);
+	struct vip_meta *vip = find_vip_any_port(&p.flow);
 	if (!vip)
 		return verdict_pass(len);
 	return forward(ctx, &p, &p.flow, vip, 1);
