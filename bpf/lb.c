@@ -27,6 +27,12 @@ static __always_inline int verdict_tx(__u64 bytes)
 	return XDP_TX;
 }
 
+static __always_inline struct lb_config *get_config(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
 static __always_inline struct backend *backend_at(__u32 id)
 {
 	if (id == 0)
@@ -37,72 +43,26 @@ static __always_inline struct backend *backend_at(__u32 id)
 	return be;
 }
 
-/* maglev_pick returns the backend id in the VIP's ring for this flow, 0 when the ring is empty. */
-static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct vip_meta *vip,
-					 const struct lb_config *cfg)
+static __always_inline __u32 vip_gen(__u32 vip_id)
 {
-	__u32 size = cfg->ring_size;
-	if (size == 0)
-		return 0;
-	__u32 slot = vip->id * size + flow_hash(f, vip->flags) % size;
-	__u32 *id = bpf_map_lookup_elem(&rings, &slot);
-	return id ? *id : 0;
+	__u32 *g = bpf_map_lookup_elem(&vip_gens, &vip_id);
+	return g ? *g : 0;
 }
 
-/* pick_backend chooses the backend of a flow. An established flow follows its connection-table
- * entry, so a ring change never moves it; a TCP SYN re-hashes, so a new connection follows the
- * current ring; a UDP entry idle past the timeout re-hashes. When track is false (a quoted flow
- * in an ICMP error) the table is read but never written. */
-static __always_inline __u32 pick_backend(const struct flow_key *f, const struct vip_meta *vip,
-					  const struct lb_config *cfg, __u8 tcp_flags, int track)
+/* The coarse clock (CLOCK_MONOTONIC_COARSE, a few ms resolution) is enough for idle timeouts and
+ * costs a fraction of bpf_ktime_get_ns() on the per-packet path. */
+static __always_inline __u64 now_ns(void)
 {
-	/* The coarse clock (CLOCK_MONOTONIC_COARSE, a few ms resolution) is enough for idle
-	 * timeouts and costs a fraction of bpf_ktime_get_ns() on the per-packet path. */
-	__u64 now = bpf_ktime_get_coarse_ns();
-	int syn = f->proto == IPPROTO_TCP_ && (tcp_flags & TCP_SYN) && !(tcp_flags & TCP_ACK);
-	if (!syn || !track) {
-		struct flow_state *st = bpf_map_lookup_elem(&conntrack, f);
-		if (st && backend_at(st->backend)) {
-			int expired = f->proto == IPPROTO_UDP_ && now - st->last_seen > cfg->udp_timeout_ns;
-			if (!expired) {
-				if (track) {
-					count(CNT_CT_HIT, 0);
-					if (f->proto == IPPROTO_UDP_ || now - st->last_seen > TCP_REFRESH_NS)
-						st->last_seen = now;
-					if ((tcp_flags & (TCP_FIN | TCP_RST)) && !(st->flags & FLOW_CLOSING))
-						st->flags |= FLOW_CLOSING;
-				}
-				return st->backend;
-			}
-		}
-	}
-	__u32 id = maglev_pick(f, vip, cfg);
-	if (!id || !backend_at(id))
-		return 0;
-	if (track) {
-		count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
-		struct flow_state st = {
-			.backend = id,
-			.flags = (tcp_flags & (TCP_FIN | TCP_RST)) ? FLOW_CLOSING : 0,
-			.last_seen = now,
-		};
-		bpf_map_update_elem(&conntrack, f, &st, BPF_ANY);
-	}
-	return id;
+	return bpf_ktime_get_coarse_ns();
 }
 
-/* forward sends the packet to the flow's backend. */
-static __always_inline int forward(struct xdp_md *ctx, const struct packet *p, const struct flow_key *f,
-				   const struct vip_meta *vip, int track)
+/* send checks the MTU, encapsulates toward the backend and counts. */
+static __noinline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id)
 {
-	__u32 zero = 0;
-	struct lb_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct lb_config *cfg = get_config();
+	struct backend *be = backend_at(backend_id);
 	__u64 bytes = p->l3_len;
-	if (!cfg)
-		return drop(CNT_DROP_NO_BACKEND, bytes);
-	__u32 id = pick_backend(f, vip, cfg, p->tcp_flags, track);
-	struct backend *be = backend_at(id);
-	if (!be)
+	if (!cfg || !be)
 		return drop(CNT_DROP_NO_BACKEND, bytes);
 	__u32 overhead = encap_overhead(be);
 	if (p->l3_len + overhead > cfg->mtu) {
@@ -118,9 +78,67 @@ static __always_inline int forward(struct xdp_md *ctx, const struct packet *p, c
 	struct backend target = *be;
 	if (encap(ctx, p, &target, cfg))
 		return drop(CNT_DROP_ENCAP, bytes);
-	count_in(&vip_stats, vip->id, bytes);
-	count_in(&backend_stats, id, bytes);
+	count_in(&vip_stats, vip_id, bytes);
+	count_in(&backend_stats, backend_id, bytes);
 	return verdict_tx(bytes + overhead);
+}
+
+/* established handles a non-SYN TCP or a UDP packet whose connection-table entry is still valid:
+ * its VIP generation unchanged, its backend slot occupied, and for UDP not idle past the timeout.
+ * It returns -1 when the packet must take the slow path (VIP lookup, Maglev). An established flow
+ * never looks at the ring, so a ring change (drain, weights) never moves it. */
+static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
+{
+	struct flow_state *st = bpf_map_lookup_elem(&conntrack, &p->flow);
+	if (!st || vip_gen(st->vip_id) != st->vip_gen || !backend_at(st->backend))
+		return -1;
+	__u64 now = now_ns();
+	if (p->flow.proto == IPPROTO_UDP_) {
+		struct lb_config *cfg = get_config();
+		if (!cfg || now - st->last_seen > cfg->udp_timeout_ns)
+			return -1;
+		st->last_seen = now;
+	} else if (now - st->last_seen > TCP_REFRESH_NS) {
+		st->last_seen = now;
+	}
+	if ((p->tcp_flags & (TCP_FIN | TCP_RST)) && !(st->flags & FLOW_CLOSING))
+		st->flags |= FLOW_CLOSING;
+	count(CNT_CT_HIT, 0);
+	return send(ctx, p, st->backend, st->vip_id);
+}
+
+/* maglev_pick returns the backend id in the VIP's ring for this flow, 0 when the ring is empty. */
+static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct vip_meta *vip)
+{
+	struct lb_config *cfg = get_config();
+	if (!cfg || cfg->ring_size == 0)
+		return 0;
+	__u32 size = cfg->ring_size;
+	__u32 slot = vip->id * size + flow_hash(f, vip->flags) % size;
+	__u32 *id = bpf_map_lookup_elem(&rings, &slot);
+	if (!id || !backend_at(*id))
+		return 0;
+	return *id;
+}
+
+/* new_flow picks a backend from the ring and records the choice (a SYN always comes here, so
+ * new connections follow the current ring). */
+static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip)
+{
+	__u32 id = maglev_pick(&p->flow, vip);
+	if (!id)
+		return drop(CNT_DROP_NO_BACKEND, p->l3_len);
+	int syn = p->flow.proto == IPPROTO_TCP_ && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
+	count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
+	struct flow_state st = {
+		.backend = id,
+		.vip_id = vip->id,
+		.vip_gen = vip_gen(vip->id),
+		.flags = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? FLOW_CLOSING : 0,
+		.last_seen = now_ns(),
+	};
+	bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY);
+	return send(ctx, p, id, vip->id);
 }
 
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
@@ -133,21 +151,19 @@ static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u
 	return bpf_map_lookup_elem(&vips, &k);
 }
 
-static __always_inline struct vip_meta *find_vip_exact(const struct flow_key *f)
-{
-	return vip_lookup(f, f->dport);
-}
-
-static __always_inline struct vip_meta *find_vip_any_port(const struct flow_key *f)
-{
-	return vip_lookup(f, 0);
-}
-
 /* find_vip looks up {address, port, protocol}, then {address, any port, protocol}. */
 static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
 {
-	struct vip_meta *v = find_vip_exact(f);
-	return v ? v : find_vip_any_port(f);
+	struct vip_meta *v = vip_lookup(f, f->dport);
+	return v ? v : vip_lookup(f, 0);
+}
+
+/* maybe_vip_addr is the cheap filter: false proves the address carries no VIP. */
+static __always_inline int maybe_vip_addr(const struct flow_key *f)
+{
+	__u32 slot = vip_addr_slot(f->dst);
+	__u32 *bit = bpf_map_lookup_elem(&vip_filter, &slot);
+	return bit && *bit;
 }
 
 static __always_inline int is_vip_addr(const struct flow_key *f)
@@ -156,6 +172,16 @@ static __always_inline int is_vip_addr(const struct flow_key *f)
 	__builtin_memcpy(k.addr, f->dst, 16);
 	k.family = f->family;
 	return bpf_map_lookup_elem(&vip_addrs, &k) != NULL;
+}
+
+/* quoted_backend picks the backend of the flow an ICMP error quotes: its connection-table entry
+ * when valid, else the ring (the table is never written for it). */
+static __always_inline __u32 quoted_backend(const struct flow_key *f, const struct vip_meta *vip)
+{
+	struct flow_state *st = bpf_map_lookup_elem(&conntrack, f);
+	if (st && vip_gen(st->vip_id) == st->vip_gen && backend_at(st->backend))
+		return st->backend;
+	return maglev_pick(f, vip);
 }
 
 /* handle_icmp deals with ICMP toward a VIP address: echo requests are answered here, frag-needed
@@ -186,8 +212,11 @@ static __always_inline int handle_icmp(struct xdp_md *ctx, struct packet *p)
 		struct vip_meta *vip = find_vip(&f);
 		if (!vip)
 			return verdict_pass(p->l3_len);
+		__u32 id = quoted_backend(&f, vip);
+		if (!id)
+			return drop(CNT_DROP_NO_BACKEND, p->l3_len);
 		count(CNT_ICMP_FWD, p->l3_len);
-		return forward(ctx, p, &f, vip, 0);
+		return send(ctx, p, id, vip->id);
 	}
 	return verdict_pass(p->l3_len);
 }
@@ -211,18 +240,29 @@ static __always_inline int process(struct xdp_md *ctx)
 	} else {
 		return verdict_pass(len);
 	}
-	/* Fast path: an unfragmented TCP or UDP packet to a VIP's exact {address, port, protocol}
-	 * costs one hash lookup before the connection table. */
-	if (!p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_) &&
-	    parse_ports(data, data_end, &p) == 0) {
-		struct vip_meta *vip = find_vip_exact(&p.flow);
+	/* Traffic for the host itself: an array lookup, no hash lookup. */
+	if (!maybe_vip_addr(&p.flow))
+		return verdict_pass(len);
+
+	/* Fast path for unfragmented TCP and UDP: an established flow costs one connection-table
+	 * lookup; a SYN or a new flow one VIP lookup more. */
+	int l4 = !p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_) &&
+		 parse_ports(data, data_end, &p) == 0;
+	if (l4) {
+		int syn = p.flow.proto == IPPROTO_TCP_ && (p.tcp_flags & TCP_SYN) && !(p.tcp_flags & TCP_ACK);
+		if (!syn) {
+			int v = established(ctx, &p);
+			if (v >= 0)
+				return v;
+		}
+		struct vip_meta *vip = find_vip(&p.flow);
 		if (vip)
-			return forward(ctx, &p, &p.flow, vip, 1);
+			return new_flow(ctx, &p, vip);
 	}
 	if (!is_vip_addr(&p.flow))
 		return verdict_pass(len);
 
-	/* Toward a VIP address from here on. */
+	/* Toward a VIP address, but not a balanced TCP/UDP flow. */
 	if (p.ip_opts)
 		return drop(CNT_DROP_IP_OPTS, p.l3_len);
 	if (p.frag)
@@ -233,12 +273,9 @@ static __always_inline int process(struct xdp_md *ctx)
 		return handle_icmp(ctx, &p);
 	if (p.flow.proto != IPPROTO_TCP_ && p.flow.proto != IPPROTO_UDP_)
 		return verdict_pass(len);
-	if (parse_ports(data, data_end, &p))
+	if (!l4)
 		return drop(CNT_DROP_MALFORMED, p.l3_len);
-	struct vip_meta *vip = find_vip_any_port(&p.flow);
-	if (!vip)
-		return verdict_pass(len);
-	return forward(ctx, &p, &p.flow, vip, 1);
+	return verdict_pass(len); /* a port of a VIP address that no VIP balances */
 }
 
 SEC("xdp")

@@ -1,6 +1,7 @@
 package loader_test
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -31,6 +32,15 @@ func BenchmarkXDP(b *testing.B) {
 	copy(ptb[14+20+4:], []byte{0, 0, 0x05, 0x78})
 	fixICMPChecksum(ptb, false)
 
+	minimal := passObjects(b)
+	// The floor program needs its one table entry: the 40 bytes after the Ethernet header.
+	var fk loader.PassFloorKey
+	for i := range fk.W {
+		fk.W[i] = binary.LittleEndian.Uint32(ack[14+4*i:])
+	}
+	if err := minimal.FloorTable.Put(fk, uint64(1)); err != nil {
+		b.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		prog    *ebpf.Program
@@ -42,7 +52,8 @@ func BenchmarkXDP(b *testing.B) {
 		{"new_flow", bench, syn, xdpTX, "conntrack_miss_syn"},
 		{"established", bench, ack, xdpTX, "conntrack_hit"},
 		{"icmp_ptb", bench, ptb, xdpTX, "icmp_forwarded"},
-		{"minimal", minimalProg(b), ack, xdpTX, ""},
+		{"minimal", minimal.XdpMacswap, ack, xdpTX, ""},
+		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, ""},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -66,13 +77,13 @@ func BenchmarkXDP(b *testing.B) {
 	}
 }
 
-func minimalProg(b *testing.B) *ebpf.Program {
+func passObjects(b *testing.B) *loader.PassObjects {
 	var objs loader.PassObjects
 	if err := loader.LoadPassObjects(&objs, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { objs.Close() })
-	return objs.XdpMacswap
+	return &objs
 }
 
 func itoa(i int) string {

@@ -494,3 +494,35 @@ func TestMalformed(t *testing.T) {
 		check("random", f)
 	}
 }
+
+// TestVIPRemovalEndsFlows: removing a VIP stops its established flows at once (the entries'
+// generation no longer matches), and a VIP re-added under the same id starts afresh.
+func TestVIPRemovalEndsFlows(t *testing.T) {
+	dp := newDataplane(t)
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])
+	syn := pkt{src: cli4, dst: vip4, sport: 999, dport: 80, proto: "tcp", flags: "S"}
+	ack := syn
+	ack.flags = "A"
+	if v, _ := dp.run(syn.build(t)); v != xdpTX {
+		t.Fatal("SYN not forwarded")
+	}
+	k := maps.VIPKey{Addr: netip.MustParseAddr(vip4), Port: 80, Proto: maps.TCP}
+	if err := dp.s.DeleteVIP(k); err != nil {
+		t.Fatal(err)
+	}
+	if v, out := dp.run(ack.build(t)); v != xdpPass || len(out) == 0 {
+		t.Fatalf("established packet of a removed VIP: verdict %s, want PASS", verdictName[v])
+	}
+	// Same id, other backend: the old entry must not steer the flow.
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[1])
+	_, out := dp.run(ack.build(t))
+	if got := decodeEncap(t, out).outerDst.String(); got != be4[1] {
+		t.Fatalf("flow of the re-added VIP went to %s, want %s", got, be4[1])
+	}
+	// Re-putting the same VIP (same id) keeps established flows.
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[2])
+	_, out = dp.run(ack.build(t))
+	if got := decodeEncap(t, out).outerDst.String(); got != be4[1] {
+		t.Fatalf("re-putting the VIP moved an established flow to %s", got)
+	}
+}

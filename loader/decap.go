@@ -31,6 +31,9 @@ func OpenDecap(pinDir string) (*Decap, error) {
 	}
 	var co ebpf.CollectionOptions
 	if pinDir != "" {
+		if err := EnsureBPFFS(pinDir); err != nil {
+			return nil, fmt.Errorf("load decap: %w", err)
+		}
 		dir := filepath.Join(pinDir, "maps-"+LayoutVersion)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin directory %s: %w", dir, err)

@@ -4,4 +4,4 @@ package loader
 // needs no clang. `make generate` reruns these; CI regenerates and fails on any difference.
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type flow_key -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter LB ../bpf/lb.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type decap_key Decap ../bpf/decap.c -- -I/usr/include/x86_64-linux-gnu
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel Pass ../bpf/pass.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type floor_key Pass ../bpf/pass.c -- -I/usr/include/x86_64-linux-gnu

@@ -41,8 +41,11 @@ type LBFlowKey struct {
 type LBFlowState struct {
 	_        structs.HostLayout
 	Backend  uint32
-	Flags    uint32
+	VipId    uint16
+	VipGen   uint16
 	LastSeen uint64
+	Flags    uint32
+	Pad      uint32
 }
 
 type LBLbConfig struct {
@@ -86,6 +89,8 @@ const (
 	LBMapCounters     = "counters"
 	LBMapRings        = "rings"
 	LBMapVipAddrs     = "vip_addrs"
+	LBMapVipFilter    = "vip_filter"
+	LBMapVipGens      = "vip_gens"
 	LBMapVipStats     = "vip_stats"
 	LBMapVips         = "vips"
 	LBProgXdpLb       = "xdp_lb"
@@ -149,6 +154,8 @@ type LBMapSpecs struct {
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
+	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
@@ -186,6 +193,8 @@ type LBMaps struct {
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Rings        *ebpf.Map `ebpf:"rings"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
+	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
+	VipGens      *ebpf.Map `ebpf:"vip_gens"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
 	Vips         *ebpf.Map `ebpf:"vips"`
 }
@@ -199,6 +208,8 @@ func (m *LBMaps) Close() error {
 		m.Counters,
 		m.Rings,
 		m.VipAddrs,
+		m.VipFilter,
+		m.VipGens,
 		m.VipStats,
 		m.Vips,
 	)

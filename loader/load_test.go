@@ -49,7 +49,7 @@ func TestSharedStructSizes(t *testing.T) {
 		"lb_config":  unsafe.Sizeof(LBLbConfig{}),
 		"counter":    unsafe.Sizeof(LBCounter{}),
 	}
-	want := map[string]uint32{"flow_key": 40, "flow_state": 16, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16}
+	want := map[string]uint32{"flow_key": 40, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16}
 	for name, goSize := range cases {
 		var st interface{ TypeName() string }
 		_ = st

@@ -94,6 +94,9 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 
 	var co ebpf.CollectionOptions
 	if opts.PinDir != "" {
+		if err := EnsureBPFFS(opts.PinDir); err != nil {
+			return nil, fmt.Errorf("load forwarder: %w", err)
+		}
 		if err := checkPinDir(opts.PinDir); err != nil {
 			return nil, err
 		}
@@ -206,6 +209,10 @@ func AttachOrUpdate(prog *ebpf.Program, ifname string, mode Mode, linkPath strin
 		return nil, false, fmt.Errorf("attach xdp to %s: %w (is another XDP program attached? `ip link show %s`)", ifname, err, ifname)
 	}
 	if linkPath != "" {
+		if err := EnsureBPFFS(linkPath); err != nil {
+			l.Close()
+			return nil, false, err
+		}
 		if err := os.MkdirAll(filepath.Dir(linkPath), 0o700); err != nil {
 			l.Close()
 			return nil, false, fmt.Errorf("create pin directory: %w", err)

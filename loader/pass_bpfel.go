@@ -8,16 +8,24 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type PassFloorKey struct {
+	_ structs.HostLayout
+	W [10]uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	PassProgXdpMacswap = "xdp_macswap"
-	PassProgXdpPass    = "xdp_pass"
+	PassMapFloorTable      = "floor_table"
+	PassProgXdpLookupFloor = "xdp_lookup_floor"
+	PassProgXdpMacswap     = "xdp_macswap"
+	PassProgXdpPass        = "xdp_pass"
 )
 
 // LoadPass returns the embedded CollectionSpec for Pass.
@@ -62,14 +70,16 @@ type PassSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PassProgramSpecs struct {
-	XdpMacswap *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
-	XdpPass    *ebpf.ProgramSpec `ebpf:"xdp_pass"`
+	XdpLookupFloor *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
+	XdpMacswap     *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
+	XdpPass        *ebpf.ProgramSpec `ebpf:"xdp_pass"`
 }
 
 // PassMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PassMapSpecs struct {
+	FloorTable *ebpf.MapSpec `ebpf:"floor_table"`
 }
 
 // PassVariableSpecs contains global variables before they are loaded into the kernel.
@@ -98,10 +108,13 @@ func (o *PassObjects) Close() error {
 //
 // It can be passed to LoadPassObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PassMaps struct {
+	FloorTable *ebpf.Map `ebpf:"floor_table"`
 }
 
 func (m *PassMaps) Close() error {
-	return _PassClose()
+	return _PassClose(
+		m.FloorTable,
+	)
 }
 
 // PassVariables contains all global variables after they have been loaded into the kernel.
@@ -114,12 +127,14 @@ type PassVariables struct {
 //
 // It can be passed to LoadPassObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PassPrograms struct {
-	XdpMacswap *ebpf.Program `ebpf:"xdp_macswap"`
-	XdpPass    *ebpf.Program `ebpf:"xdp_pass"`
+	XdpLookupFloor *ebpf.Program `ebpf:"xdp_lookup_floor"`
+	XdpMacswap     *ebpf.Program `ebpf:"xdp_macswap"`
+	XdpPass        *ebpf.Program `ebpf:"xdp_pass"`
 }
 
 func (p *PassPrograms) Close() error {
 	return _PassClose(
+		p.XdpLookupFloor,
 		p.XdpMacswap,
 		p.XdpPass,
 	)

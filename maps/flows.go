@@ -24,6 +24,8 @@ func (f Flow) String() string { return fmt.Sprintf("%s %s -> %s", f.Proto, f.Src
 type FlowEntry struct {
 	Flow
 	Backend uint32
+	// VIPID is the id of the VIP the flow was balanced for.
+	VIPID uint32
 	// Closing is set once the client sent FIN or RST.
 	Closing bool
 	// Idle is the time since the entry was last refreshed (at most once a second for TCP).
@@ -50,7 +52,7 @@ func entry(k loader.LBFlowKey, v loader.LBFlowState, now time.Duration) FlowEntr
 	if idle < 0 {
 		idle = 0
 	}
-	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, Closing: v.Flags&1 != 0, Idle: idle}
+	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle}
 }
 
 // LookupFlow reads a flow's connection-table entry.
@@ -119,9 +121,13 @@ func (s *Set) DeleteFlowsTo(backendID uint32) (int, error) {
 	return n, nil
 }
 
-// PutFlow writes a connection-table entry (tests and state migration).
-func (s *Set) PutFlow(f Flow, backendID uint32) error {
-	v := loader.LBFlowState{Backend: backendID, LastSeen: uint64(monotonicNow())}
+// PutFlow writes a connection-table entry for a VIP id (tests and state migration).
+func (s *Set) PutFlow(f Flow, backendID, vipID uint32) error {
+	var g uint32
+	if err := s.m.VipGens.Lookup(vipID, &g); err != nil {
+		return fmt.Errorf("put flow %s: vip id %d: %w", f, vipID, err)
+	}
+	v := loader.LBFlowState{Backend: backendID, VipId: uint16(vipID), VipGen: uint16(g), LastSeen: uint64(monotonicNow())}
 	if err := s.m.Conntrack.Put(FlowKey(f), v); err != nil {
 		return fmt.Errorf("put flow %s: %w", f, err)
 	}

@@ -175,14 +175,42 @@ func (s *Set) PutVIP(v VIP) error {
 		return fmt.Errorf("put vip %s: id %d beyond the %d VIPs the maps hold: raise --max-vips", v.Key, v.ID, s.maxVIPs)
 	}
 	k := vipKey(v.Key)
+	var old loader.LBVipMeta
+	keep := s.m.Vips.Lookup(k, &old) == nil && old.Id == v.ID
+	if !keep {
+		// A VIP new to this id: connection-table entries made for the id's previous VIP must
+		// not be taken for this one's.
+		if err := s.bumpGen(v.ID); err != nil {
+			return fmt.Errorf("put vip %s: %w", v.Key, err)
+		}
+	}
 	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags)}); err != nil {
 		return fmt.Errorf("put vip %s: %w", v.Key, err)
 	}
 	return s.syncVIPAddr(v.Key.Addr)
 }
 
-// DeleteVIP removes a VIP. Its ring is left as it is; the caller clears it if the id is reused.
+// bumpGen invalidates every connection-table entry made for a VIP id (see struct flow_state).
+func (s *Set) bumpGen(id uint32) error {
+	var g uint32
+	if err := s.m.VipGens.Lookup(id, &g); err != nil {
+		return fmt.Errorf("read vip generation %d: %w", id, err)
+	}
+	if err := s.m.VipGens.Put(id, uint32(uint16(g+1))); err != nil {
+		return fmt.Errorf("bump vip generation %d: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteVIP removes a VIP; its established flows stop at once (their entries are invalidated).
+// Its ring is left as it is; the caller rewrites it when the id is reused.
 func (s *Set) DeleteVIP(k VIPKey) error {
+	var old loader.LBVipMeta
+	if err := s.m.Vips.Lookup(vipKey(k), &old); err == nil {
+		if err := s.bumpGen(old.Id); err != nil {
+			return fmt.Errorf("delete vip %s: %w", k, err)
+		}
+	}
 	if err := s.m.Vips.Delete(vipKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
@@ -206,10 +234,36 @@ func (s *Set) syncVIPAddr(a netip.Addr) error {
 		if err := s.m.VipAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete vip address %s: %w", a, err)
 		}
-		return nil
+		return s.syncFilter()
 	}
 	if err := s.m.VipAddrs.Put(k, n); err != nil {
 		return fmt.Errorf("put vip address %s: %w", a, err)
+	}
+	return s.syncFilter()
+}
+
+// syncFilter makes vip_filter hold a bit for every address in vip_addrs and nothing else.
+func (s *Set) syncFilter() error {
+	want := make([]uint32, vipFilterSlots)
+	var k loader.LBVipKey
+	var n uint32
+	it := s.m.VipAddrs.Iterate()
+	for it.Next(&k, &n) {
+		want[vipAddrSlot(k.Addr)] = 1
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list vip addresses: %w", err)
+	}
+	for i, w := range want {
+		var cur uint32
+		if err := s.m.VipFilter.Lookup(uint32(i), &cur); err != nil {
+			return fmt.Errorf("read vip filter: %w", err)
+		}
+		if cur != w {
+			if err := s.m.VipFilter.Put(uint32(i), w); err != nil {
+				return fmt.Errorf("write vip filter: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -411,9 +465,9 @@ func (s *Set) Config() (Config, error) {
 	}, nil
 }
 
-// monotonicNow is the clock bpf_ktime_get_ns() reads.
+// monotonicNow is the clock the forwarder stamps flows with (bpf_ktime_get_coarse_ns).
 func monotonicNow() time.Duration {
 	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
 	return time.Duration(ts.Nano())
 }

@@ -64,6 +64,9 @@
 /* last_seen is refreshed at most this often for TCP, to keep the fast path read-mostly. */
 #define TCP_REFRESH_NS 1000000000ULL
 
+/* Slots of the VIP-address filter (must be a power of two). */
+#define VIP_FILTER_SLOTS 4096
+
 /* Hash seed: fixed so that every balancer node computes the same hash (see maps/hash.go). */
 #define FLOW_HASH_SEED 0x5397a1edU
 

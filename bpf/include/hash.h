@@ -60,3 +60,9 @@ static __always_inline __u32 flow_entropy(const struct flow_key *f)
 	__u32 x = f->src[0] ^ f->src[3] ^ ((__u32)f->sport << 16) ^ f->sport;
 	return mm3_fmix(x);
 }
+
+/* vip_addr_slot is the vip_filter slot of a destination address (maps/hash.go mirrors it). */
+static __always_inline __u32 vip_addr_slot(const __u32 *addr)
+{
+	return mm3_fmix(addr[0] ^ addr[1] ^ addr[2] ^ addr[3] ^ FLOW_HASH_SEED) & (VIP_FILTER_SLOTS - 1);
+}

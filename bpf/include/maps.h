@@ -29,6 +29,23 @@ struct {
 	__type(value, __u32);
 } vip_addrs SEC(".maps");
 
+/* VIP id -> generation; see struct flow_state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} vip_gens SEC(".maps");
+
+/* A one-bit-per-slot filter of VIP addresses, indexed by vip_addr_slot(): a zero slot proves the
+ * address carries no VIP, so traffic for the host costs no hash lookup at all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, VIP_FILTER_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} vip_filter SEC(".maps");
+
 /* Backend id -> backend. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

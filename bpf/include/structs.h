@@ -16,11 +16,16 @@ struct flow_key {
 	__u8 pad[2];
 };
 
-/* A connection-table value. */
+/* A connection-table value. vip_id and vip_gen let an established packet skip the VIP lookup:
+ * the entry is valid while vip_gens[vip_id] still equals vip_gen (the control plane bumps it when
+ * it removes or re-assigns the VIP). */
 struct flow_state {
 	__u32 backend;   /* backend id (index into "backends") */
+	__u16 vip_id;
+	__u16 vip_gen;
+	__u64 last_seen; /* coarse monotonic ns of the last packet (refreshed at most once a second for TCP) */
 	__u32 flags;     /* FLOW_* */
-	__u64 last_seen; /* bpf_ktime_get_ns() of the last packet (refreshed at most once a second for TCP) */
+	__u32 pad;
 };
 
 /* VIP lookup key: port 0 means any port. */
