@@ -57,7 +57,7 @@ static __always_inline __u64 now_ns(void)
 }
 
 /* send checks the MTU, encapsulates toward the backend and counts. */
-static __noinline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id)
+static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id)
 {
 	struct lb_config *cfg = get_config();
 	struct backend *be = backend_at(backend_id);
@@ -75,8 +75,7 @@ static __noinline int send(struct xdp_md *ctx, const struct packet *p, __u32 bac
 		count(CNT_DROP, bytes);
 		return XDP_DROP;
 	}
-	struct backend target = *be;
-	if (encap(ctx, p, &target, cfg))
+	if (encap(ctx, p, be, cfg))
 		return drop(CNT_DROP_ENCAP, bytes);
 	count_in(&vip_stats, vip_id, bytes);
 	count_in(&backend_stats, backend_id, bytes);
