@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# bench/dns.sh — dnsperf against switchyard, NSD and Knot serving the same zone on loopback, in one
+# run, alternating rounds. Prints a table and writes a flat JSON object to bench/out/dns.json.
+# Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 3 x 5 s, two phases).
+# Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-dns).
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+CLIENTS=${CLIENTS:-4}
+OUTSTANDING=${OUTSTANDING:-200}
+BIN=${BIN:-bin/switchyard}
+OUT=bench/out/dns.json
+PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355
+
+[ -x "$BIN" ] || { echo "dns bench: $BIN missing; run: go build -o bin/switchyard ./cmd/switchyard" >&2; exit 1; }
+
+need=""
+for p in nsd knot dnsperf dnsutils; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+if [ -n "$need" ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# The same zone for the three servers. The dynamic names exist as plain A records for NSD and Knot;
+# switchyard answers them through its policies.
+cat > "$WORK/bench.test.zone" <<'ZONE'
+$ORIGIN bench.test.
+$TTL 300
+@    IN SOA ns1.bench.test. hostmaster.bench.test. 1 3600 600 604800 60
+@    IN NS  ns1.bench.test.
+ns1  IN A   127.0.0.1
+www  IN A   192.0.2.1
+www  IN AAAA 2001:db8::1
+api  IN A   192.0.2.2
+cdn  IN CNAME www
+@    IN MX  10 mail
+mail IN A   192.0.2.25
+@    IN TXT "v=spf1 -all"
+ZONE
+# NSD and Knot get static records for the dynamic names.
+cp "$WORK/bench.test.zone" "$WORK/peer.zone"
+printf 'app IN A 198.51.100.34\nw   IN A 198.51.100.34\n' >> "$WORK/peer.zone"
+
+cat > "$WORK/switchyard.yaml" <<YAML
+listen: 127.0.0.1:$PORT_SY
+groups:
+  g1: [10.1.0.0/16]
+  g2: [10.2.0.0/16]
+zones:
+  - origin: bench.test.
+    file: bench.test.zone
+    names:
+      - name: app
+        ttl: 30
+        policy: geolocation
+        geo: {g1: [b34, b06], g2: [b35, b34], default: [b06]}
+        sites:
+          - {name: b34, addresses: [198.51.100.34]}
+          - {name: b35, addresses: [198.51.100.35]}
+          - {name: b06, addresses: [198.51.100.6]}
+      - name: w
+        ttl: 30
+        policy: weighted
+        sites:
+          - {name: b34, addresses: [198.51.100.34], weight: 5}
+          - {name: b35, addresses: [198.51.100.35], weight: 3}
+          - {name: b06, addresses: [198.51.100.6], weight: 2}
+YAML
+
+cat > "$WORK/nsd.conf" <<CONF
+server:
+  ip-address: 127.0.0.1@$PORT_NSD
+  server-count: 2
+  username: ""
+  chroot: ""
+  zonesdir: "$WORK"
+  pidfile: "$WORK/nsd.pid"
+  xfrdfile: "$WORK/xfrd.state"
+  zonelistfile: "$WORK/zone.list"
+  database: ""
+  logfile: "$WORK/nsd.log"
+  verbosity: 0
+  # NSD rate-limits responses by default; a benchmark from one address would hit it.
+  rrl-ratelimit: 0
+remote-control:
+  control-enable: no
+zone:
+  name: bench.test
+  zonefile: peer.zone
+CONF
+
+mkdir -p "$WORK/knot"
+cat > "$WORK/knot.conf" <<CONF
+server:
+  rundir: "$WORK/knot"
+  listen: 127.0.0.1@$PORT_KNOT
+  udp-workers: 2
+  tcp-workers: 1
+  background-workers: 1
+log:
+  - target: stderr
+    any: error
+database:
+  storage: "$WORK/knot"
+template:
+  - id: default
+    storage: "$WORK"
+    zonefile-sync: -1
+    journal-content: none
+zone:
+  - domain: bench.test
+    file: peer.zone
+CONF
+
+# Query files: static names (the NSD comparison) and dynamic names.
+cat > "$WORK/static.txt" <<'Q'
+www.bench.test A
+www.bench.test AAAA
+api.bench.test A
+cdn.bench.test A
+bench.test MX
+bench.test TXT
+missing.bench.test A
+www.bench.test MX
+Q
+printf 'app.bench.test A\nw.bench.test A\n' > "$WORK/dynamic.txt"
+ECS_G1="8:000118000a0100" # EDNS Client Subnet option, family 1, /24, 10.1.0.0
+
+start() { # name -> starts the server in the background, waits until it answers
+  case $1 in
+  switchyard) "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
+  nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & port=$PORT_NSD ;;
+  knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
+  esac
+  PID=$!
+  PIDS+=("$PID")
+  for _ in $(seq 50); do
+    dig +short +time=1 +tries=1 @127.0.0.1 -p "$port" www.bench.test A 2>/dev/null | grep -q 192.0.2.1 && return 0
+    sleep 0.1
+  done
+  echo "dns bench: $1 did not start; logs:" >&2
+  cat "$WORK"/*.log "$WORK"/*.out >&2 2>/dev/null || true
+  exit 1
+}
+stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
+port_of() { case $1 in switchyard) echo $PORT_SY ;; nsd) echo $PORT_NSD ;; knot) echo $PORT_KNOT ;; esac; }
+
+# perf NAME FILE [dnsperf args] -> "qps lost avg_latency_ms sent"
+perf() {
+  local name=$1 file=$2; shift 2
+  dnsperf -s 127.0.0.1 -p "$(port_of "$name")" -d "$file" -l "$SECONDS_PER_RUN" -c "$CLIENTS" \
+    -q "$OUTSTANDING" -T 1 -t 2 "$@" 2>&1 | awk '
+      /Queries sent:/ {sent=$3}
+      /Queries lost:/ {lost=$3}
+      /Queries per second:/ {qps=$4}
+      /Average Latency/ {lat=$4*1000}
+      END {printf "%s %s %.3f %s\n", qps, lost, lat, sent}'
+}
+
+declare -A QPS LOST LAT
+add() { # key qps lost lat
+  QPS[$1]=$(awk -v a="${QPS[$1]:-0}" -v b="$2" 'BEGIN{print a+b}')
+  LOST[$1]=$(( ${LOST[$1]:-0} + $3 ))
+  LAT[$1]=$(awk -v a="${LAT[$1]:-0}" -v b="$4" 'BEGIN{print a+b}')
+}
+
+echo "dns bench: $ROUNDS rounds x ${SECONDS_PER_RUN}s per server and phase, dnsperf -c $CLIENTS -q $OUTSTANDING, $(nproc) cores"
+for r in $(seq "$ROUNDS"); do
+  # Alternate the order every round so no server always runs on a warmer or busier machine.
+  if (( r % 2 )); then order="switchyard nsd knot"; else order="knot nsd switchyard"; fi
+  for s in $order; do
+    start "$s"
+    read -r q l t _ < <(perf "$s" "$WORK/static.txt" -e)
+    add "$s/static" "$q" "$l" "$t"
+    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms"
+    if [ "$s" = switchyard ]; then
+      read -r q l t _ < <(perf "$s" "$WORK/dynamic.txt" -E "$ECS_G1")
+      add "$s/ecs" "$q" "$l" "$t"
+      echo "  round $r $s dynamic+ECS: ${q} q/s, lost $l, ${t} ms"
+    else
+      read -r q l t _ < <(perf "$s" "$WORK/dynamic.txt" -E "$ECS_G1")
+      add "$s/ecs" "$q" "$l" "$t"
+      echo "  round $r $s same names (static A) + ECS: ${q} q/s, lost $l, ${t} ms"
+    fi
+    stop
+  done
+done
+
+avg() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'; }
+avgf() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.3f", a/n}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print 0 }'; }
+
+sy=$(avg "${QPS[switchyard/static]}"); nsd=$(avg "${QPS[nsd/static]}"); knot=$(avg "${QPS[knot/static]}")
+sye=$(avg "${QPS[switchyard/ecs]}"); nsde=$(avg "${QPS[nsd/ecs]}"); knote=$(avg "${QPS[knot/ecs]}")
+echo
+printf '%-12s | %12s | %8s | %10s | %14s | %8s | %10s\n' server "static q/s" lost "latency ms" "dyn+ECS q/s" lost "latency ms"
+printf -- '-------------|--------------|----------|------------|----------------|----------|-----------\n'
+for s in switchyard nsd knot; do
+  printf '%-12s | %12s | %8s | %10s | %14s | %8s | %10s\n' "$s" "$(avg "${QPS[$s/static]}")" "${LOST[$s/static]}" \
+    "$(avgf "${LAT[$s/static]}")" "$(avg "${QPS[$s/ecs]}")" "${LOST[$s/ecs]}" "$(avgf "${LAT[$s/ecs]}")"
+done
+echo
+echo "switchyard / nsd (static): $(ratio "$sy" "$nsd")   switchyard / knot (static): $(ratio "$sy" "$knot")"
+echo "switchyard dynamic+ECS / switchyard static: $(ratio "$sye" "$sy")   switchyard dynamic+ECS / nsd static+ECS: $(ratio "$sye" "$nsde")"
+echo "(NSD and Knot answer the dynamic names as plain static records and ignore the ECS option.)"
+
+mkdir -p bench/out
+cat > "$OUT" <<JSON
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN}
+JSON
+echo "wrote $OUT"

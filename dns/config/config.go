@@ -1,0 +1,509 @@
+// Package config reads the YAML configuration of the switchyard DNS stop: the zones it is
+// authoritative for, their static records (inline or from RFC 1035 zone files), and the dynamic
+// service names answered by a routing policy over health-checked sites. Errors name the line and
+// the field, so an operator can fix the file without reading the code.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Policy names accepted in a dynamic name's `policy` field.
+const (
+	PolicyGeolocation = "geolocation"
+	PolicyLatency     = "latency"
+	PolicyWeighted    = "weighted"
+	PolicyFailover    = "failover"
+)
+
+// All-down behaviours accepted in `all_down`.
+const (
+	// AllDownFailClosed answers NODATA when every site of a name is down: clients fail fast
+	// instead of being sent to dead addresses.
+	AllDownFailClosed = "fail-closed"
+	// AllDownAnswerAll answers with every site when all are down, on the theory that the health
+	// checks may be wrong and some address is better than none.
+	AllDownAnswerAll = "answer-all"
+)
+
+// Config is the whole DNS stop configuration.
+type Config struct {
+	// Listen is the address:port the server binds for UDP and TCP (port 0 picks a free port).
+	Listen string `yaml:"listen"`
+	// QueryLog logs every query with log/slog at Info level when true.
+	QueryLog bool `yaml:"query_log"`
+	// MaxUDPSize caps the EDNS buffer size the server honours (default 1232, the DNS flag day value).
+	MaxUDPSize int `yaml:"max_udp_size"`
+	// RateLimit is the optional response-rate limit per client /24 (or /56); 0 disables it.
+	RateLimit RateLimit `yaml:"rate_limit"`
+	// Groups maps a client group name to the subnets it covers; geolocation and latency tables are
+	// keyed on groups. The longest matching prefix wins.
+	Groups map[string][]string `yaml:"groups"`
+	// Zones are the zones the server is authoritative for.
+	Zones []Zone `yaml:"zones"`
+
+	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
+	Dir string `yaml:"-"`
+}
+
+// RateLimit configures response-rate limiting (RRL) per client network.
+type RateLimit struct {
+	// ResponsesPerSecond is the sustained rate allowed per client network; 0 disables RRL.
+	ResponsesPerSecond int `yaml:"responses_per_second"`
+	// Slip answers every Nth limited query with a truncated response (so real clients retry over
+	// TCP) instead of dropping it; 0 drops all limited queries.
+	Slip int `yaml:"slip"`
+}
+
+// Zone is one zone of authority.
+type Zone struct {
+	// Origin is the zone apex, e.g. "example.com.".
+	Origin string `yaml:"origin"`
+	// TTL is the default TTL of records without one (seconds, default 300).
+	TTL uint32 `yaml:"ttl"`
+	// File is an RFC 1035 zone file with the static records; relative to the config file.
+	File string `yaml:"file"`
+	// Records are static records in zone-file syntax, names relative to Origin.
+	Records []string `yaml:"records"`
+	// SOA is used when neither File nor Records carry one.
+	SOA *SOA `yaml:"soa"`
+	// Names are the dynamic service names of this zone.
+	Names []Name `yaml:"names"`
+
+	// Line is the line of the zone in the YAML file, for error messages.
+	Line int `yaml:"-"`
+}
+
+// SOA is a shorthand for the zone's start of authority.
+type SOA struct {
+	NS      string `yaml:"ns"`
+	Mbox    string `yaml:"mbox"`
+	Serial  uint32 `yaml:"serial"`
+	Refresh uint32 `yaml:"refresh"`
+	Retry   uint32 `yaml:"retry"`
+	Expire  uint32 `yaml:"expire"`
+	Minimum uint32 `yaml:"minimum"`
+}
+
+// Name is a dynamic service name answered by a routing policy over sites.
+type Name struct {
+	// Name is relative to the zone origin ("app") or absolute ("app.example.com.").
+	Name string `yaml:"name"`
+	// TTL of the answers (seconds); application names want it short, content names long.
+	TTL uint32 `yaml:"ttl"`
+	// Policy is one of geolocation, latency, weighted, failover.
+	Policy string `yaml:"policy"`
+	// AllDown is fail-closed (default) or answer-all.
+	AllDown string `yaml:"all_down"`
+	// Answers is how many records a weighted answer carries (default 1); more records let the
+	// clients behind one large resolver spread over several sites.
+	Answers int `yaml:"answers"`
+	// Sites are the locations (the lesson's "zones") the name can resolve to.
+	Sites []Site `yaml:"sites"`
+	// Geo maps a client group (or "default") to a chain of sites: the first live one answers.
+	Geo map[string][]string `yaml:"geo"`
+	// Latency maps a client group (or "default") to a site -> latency table; the lowest live wins.
+	// A value of 0 or an absent site means "use the measured health-check round trip".
+	Latency map[string]map[string]float64 `yaml:"latency"`
+	// Chain is the failover order: primary, then secondary sites.
+	Chain []string `yaml:"chain"`
+
+	// Line is the line of the name in the YAML file, for error messages.
+	Line int `yaml:"-"`
+}
+
+// Site is one location a dynamic name can point to.
+type Site struct {
+	// Name identifies the site in tables and metrics ("b34").
+	Name string `yaml:"name"`
+	// Addresses are the IPv4/IPv6 addresses answered for this site (A and AAAA records).
+	Addresses []string `yaml:"addresses"`
+	// Weight is the target share for the weighted policy (any positive scale).
+	Weight float64 `yaml:"weight"`
+	// Check is the health check of the site; absent means always up.
+	Check *Check `yaml:"check"`
+
+	// Line is the line of the site in the YAML file, for error messages.
+	Line int `yaml:"-"`
+}
+
+// Check is a health check of a site's target.
+type Check struct {
+	// Type is tcp (connect) or http (GET, status compared with ExpectStatus).
+	Type string `yaml:"type"`
+	// Target is the address:port probed.
+	Target string `yaml:"target"`
+	// Path is the HTTP path (default /).
+	Path string `yaml:"path"`
+	// ExpectStatus is the HTTP status that counts as up (default: any 2xx or 3xx).
+	ExpectStatus int `yaml:"expect_status"`
+	// Interval between probes (default 1s).
+	Interval Duration `yaml:"interval"`
+	// Timeout of one probe (default: the interval, at most 2s).
+	Timeout Duration `yaml:"timeout"`
+	// Rise is the number of consecutive successes that bring a down site back (default 2).
+	Rise int `yaml:"rise"`
+	// Fall is the number of consecutive failures that take an up site out (default 3).
+	Fall int `yaml:"fall"`
+}
+
+// Duration is a time.Duration written as "500ms" or "2s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: parse duration %q: use a Go duration such as 500ms or 2s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML decodes a zone strictly and records its line.
+func (z *Zone) UnmarshalYAML(n *yaml.Node) error {
+	type plain Zone
+	if err := strict(n, (*plain)(z)); err != nil {
+		return err
+	}
+	z.Line = n.Line
+	return nil
+}
+
+// UnmarshalYAML decodes a name strictly and records its line.
+func (nm *Name) UnmarshalYAML(n *yaml.Node) error {
+	type plain Name
+	if err := strict(n, (*plain)(nm)); err != nil {
+		return err
+	}
+	nm.Line = n.Line
+	return nil
+}
+
+// UnmarshalYAML decodes a site strictly and records its line.
+func (s *Site) UnmarshalYAML(n *yaml.Node) error {
+	type plain Site
+	if err := strict(n, (*plain)(s)); err != nil {
+		return err
+	}
+	s.Line = n.Line
+	return nil
+}
+
+// UnmarshalYAML decodes a check strictly.
+func (c *Check) UnmarshalYAML(n *yaml.Node) error {
+	type plain Check
+	return strict(n, (*plain)(c))
+}
+
+// strict decodes a mapping node into v and rejects keys that are not yaml tags of v, because
+// yaml.v3's KnownFields does not reach into custom unmarshalers and a typo ("wieght") would
+// otherwise be silently ignored.
+func strict(n *yaml.Node, v any) error {
+	if n.Kind == yaml.MappingNode {
+		known := map[string]bool{}
+		t := reflect.TypeOf(v).Elem()
+		for i := 0; i < t.NumField(); i++ {
+			tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+			if tag != "" && tag != "-" {
+				known[tag] = true
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if !known[k.Value] {
+				keys := make([]string, 0, len(known))
+				for key := range known {
+					keys = append(keys, key)
+				}
+				return fmt.Errorf("line %d: unknown field %q (known fields: %s)", k.Line, k.Value, strings.Join(sorted(keys), ", "))
+			}
+		}
+	}
+	return n.Decode(v)
+}
+
+// Load reads and validates a configuration file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.Dir = filepath.Dir(path)
+	return c, nil
+}
+
+// Parse decodes and validates a configuration from YAML bytes.
+func Parse(b []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("parse config: the file is empty; it needs at least `zones:`")
+		}
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func sorted(s []string) []string { slices.Sort(s); return s }
+
+// Validate fills defaults and checks the configuration; it returns the first problem with its
+// line and field.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:5353"
+	}
+	if c.MaxUDPSize == 0 {
+		c.MaxUDPSize = 1232
+	}
+	if c.MaxUDPSize < 512 || c.MaxUDPSize > 65535 {
+		return fmt.Errorf("field max_udp_size: %d is out of range; use 512..65535 (1232 is the usual value)", c.MaxUDPSize)
+	}
+	if c.RateLimit.ResponsesPerSecond < 0 || c.RateLimit.Slip < 0 {
+		return errors.New("field rate_limit: responses_per_second and slip must be >= 0")
+	}
+	for g, subnets := range c.Groups {
+		if g == "default" {
+			return errors.New("field groups: \"default\" is reserved for clients outside every group; rename the group")
+		}
+		for _, s := range subnets {
+			if _, err := netip.ParsePrefix(s); err != nil {
+				return fmt.Errorf("field groups.%s: parse subnet %q: write it as 10.1.0.0/16 or 2001:db8::/32", g, s)
+			}
+		}
+	}
+	if len(c.Zones) == 0 {
+		return errors.New("field zones: no zone configured; add at least one zone with an origin")
+	}
+	seen := map[string]bool{}
+	for i := range c.Zones {
+		z := &c.Zones[i]
+		if err := c.validateZone(z); err != nil {
+			return err
+		}
+		if seen[z.Origin] {
+			return fmt.Errorf("line %d: field zones[%d].origin: zone %s is configured twice", z.Line, i, z.Origin)
+		}
+		seen[z.Origin] = true
+	}
+	return nil
+}
+
+func (c *Config) validateZone(z *Zone) error {
+	if z.Origin == "" {
+		return fmt.Errorf("line %d: field origin: missing; set it to the zone apex, e.g. example.com.", z.Line)
+	}
+	z.Origin = strings.ToLower(z.Origin)
+	if !strings.HasSuffix(z.Origin, ".") {
+		z.Origin += "."
+	}
+	if z.TTL == 0 {
+		z.TTL = 300
+	}
+	names := map[string]bool{}
+	for i := range z.Names {
+		n := &z.Names[i]
+		if err := c.validateName(z, n); err != nil {
+			return fmt.Errorf("line %d: zone %s name %q: %w", n.Line, z.Origin, n.Name, err)
+		}
+		if names[n.Name] {
+			return fmt.Errorf("line %d: zone %s: dynamic name %s is configured twice", n.Line, z.Origin, n.Name)
+		}
+		names[n.Name] = true
+	}
+	return nil
+}
+
+// Absolute returns name made absolute against origin, lowercased.
+func Absolute(name, origin string) string {
+	name = strings.ToLower(name)
+	switch {
+	case name == "@" || name == "":
+		return origin
+	case strings.HasSuffix(name, "."):
+		return name
+	default:
+		return name + "." + origin
+	}
+}
+
+func (c *Config) validateName(z *Zone, n *Name) error {
+	if n.Name == "" {
+		return errors.New("field name: missing; give the service name, e.g. app")
+	}
+	n.Name = Absolute(n.Name, z.Origin)
+	if !strings.HasSuffix(n.Name, z.Origin) {
+		return fmt.Errorf("field name: %s is outside zone %s; use a name under the origin", n.Name, z.Origin)
+	}
+	if n.TTL == 0 {
+		n.TTL = 60
+	}
+	if n.AllDown == "" {
+		n.AllDown = AllDownFailClosed
+	}
+	if n.AllDown != AllDownFailClosed && n.AllDown != AllDownAnswerAll {
+		return fmt.Errorf("field all_down: %q is unknown; use fail-closed or answer-all", n.AllDown)
+	}
+	if n.Answers == 0 {
+		n.Answers = 1
+	}
+	if n.Answers < 0 {
+		return fmt.Errorf("field answers: %d must be positive", n.Answers)
+	}
+	if len(n.Sites) == 0 {
+		return errors.New("field sites: no site; add at least one site with addresses")
+	}
+	sites := map[string]bool{}
+	for i := range n.Sites {
+		s := &n.Sites[i]
+		if err := validateSite(s); err != nil {
+			return fmt.Errorf("line %d: site %q: %w", s.Line, s.Name, err)
+		}
+		if sites[s.Name] {
+			return fmt.Errorf("line %d: site %q is listed twice", s.Line, s.Name)
+		}
+		sites[s.Name] = true
+	}
+	checkSites := func(field string, list []string) error {
+		for _, s := range list {
+			if !sites[s] {
+				return fmt.Errorf("field %s: site %q is not among this name's sites", field, s)
+			}
+		}
+		return nil
+	}
+	groupKnown := func(field, g string) error {
+		if g == "default" {
+			return nil
+		}
+		if _, ok := c.Groups[g]; !ok {
+			return fmt.Errorf("field %s: group %q is not defined under the top-level groups:", field, g)
+		}
+		return nil
+	}
+	switch n.Policy {
+	case PolicyGeolocation:
+		if len(n.Geo) == 0 {
+			return errors.New("field geo: the geolocation policy needs a geo table (group -> [sites]) with a default")
+		}
+		if _, ok := n.Geo["default"]; !ok {
+			return errors.New("field geo: no default entry; add `default: [site]` for clients outside every group")
+		}
+		for g, chain := range n.Geo {
+			if err := groupKnown("geo."+g, g); err != nil {
+				return err
+			}
+			if len(chain) == 0 {
+				return fmt.Errorf("field geo.%s: empty chain; list at least one site", g)
+			}
+			if err := checkSites("geo."+g, chain); err != nil {
+				return err
+			}
+		}
+	case PolicyLatency:
+		if len(n.Latency) == 0 {
+			return errors.New("field latency: the latency policy needs a latency table (group -> site -> latency)")
+		}
+		for g, row := range n.Latency {
+			if err := groupKnown("latency."+g, g); err != nil {
+				return err
+			}
+			for s, v := range row {
+				if !sites[s] {
+					return fmt.Errorf("field latency.%s: site %q is not among this name's sites", g, s)
+				}
+				if v < 0 {
+					return fmt.Errorf("field latency.%s.%s: negative latency %v", g, s, v)
+				}
+			}
+		}
+	case PolicyWeighted:
+		total := 0.0
+		for _, s := range n.Sites {
+			if s.Weight < 0 {
+				return fmt.Errorf("field sites.%s.weight: negative weight %v", s.Name, s.Weight)
+			}
+			total += s.Weight
+		}
+		if total == 0 {
+			return errors.New("field weight: every site has weight 0; give the sites positive weights (target shares)")
+		}
+	case PolicyFailover:
+		if len(n.Chain) == 0 {
+			return errors.New("field chain: the failover policy needs a chain [primary, secondary, ...]")
+		}
+		if err := checkSites("chain", n.Chain); err != nil {
+			return err
+		}
+	case "":
+		return errors.New("field policy: missing; use geolocation, latency, weighted or failover")
+	default:
+		return fmt.Errorf("field policy: %q is unknown; use geolocation, latency, weighted or failover", n.Policy)
+	}
+	return nil
+}
+
+func validateSite(s *Site) error {
+	if s.Name == "" {
+		return errors.New("field name: missing; name the site, e.g. b34")
+	}
+	if len(s.Addresses) == 0 {
+		return errors.New("field addresses: no address; list the IPv4/IPv6 addresses to answer")
+	}
+	for _, a := range s.Addresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return fmt.Errorf("field addresses: parse %q: not an IP address", a)
+		}
+	}
+	if c := s.Check; c != nil {
+		if c.Type == "" {
+			c.Type = "tcp"
+		}
+		if c.Type != "tcp" && c.Type != "http" {
+			return fmt.Errorf("field check.type: %q is unknown; use tcp or http", c.Type)
+		}
+		if _, err := netip.ParseAddrPort(c.Target); err != nil {
+			return fmt.Errorf("field check.target: parse %q: write it as address:port, e.g. 192.0.2.1:80", c.Target)
+		}
+		if c.Path == "" {
+			c.Path = "/"
+		}
+		if c.Interval == 0 {
+			c.Interval = Duration(time.Second)
+		}
+		if c.Timeout == 0 {
+			c.Timeout = min(c.Interval, Duration(2*time.Second))
+		}
+		if c.Rise == 0 {
+			c.Rise = 2
+		}
+		if c.Fall == 0 {
+			c.Fall = 3
+		}
+		if c.Rise < 0 || c.Fall < 0 || c.Interval < 0 || c.Timeout < 0 {
+			return errors.New("field check: rise, fall, interval and timeout must be positive")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+// Package policy decides which sites a dynamic DNS name resolves to: geolocation (a client group
+// table with fallback chains), latency (the lowest-latency live site for the client's group),
+// weighted (target shares by smooth weighted round robin) and failover (a primary/secondary
+// chain). Decisions only read health state; probing lives in package health.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/dns/config"
+)
+
+// Groups maps client addresses to configured client groups by longest prefix match.
+type Groups struct {
+	entries []groupEntry // sorted by prefix length, longest first
+}
+
+type groupEntry struct {
+	prefix netip.Prefix
+	group  string
+}
+
+// NewGroups compiles the group table; subnets were validated by package config.
+func NewGroups(groups map[string][]string) (*Groups, error) {
+	g := &Groups{}
+	for name, subnets := range groups {
+		for _, s := range subnets {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("parse group %s subnet %q: %w", name, s, err)
+			}
+			g.entries = append(g.entries, groupEntry{prefix: p.Masked(), group: name})
+		}
+	}
+	sort.SliceStable(g.entries, func(i, j int) bool {
+		if g.entries[i].prefix.Bits() != g.entries[j].prefix.Bits() {
+			return g.entries[i].prefix.Bits() > g.entries[j].prefix.Bits()
+		}
+		return g.entries[i].group < g.entries[j].group
+	})
+	return g, nil
+}
+
+// Match returns the group of addr and the length of the matching prefix, which is the scope an
+// EDNS Client Subnet answer may be cached for. ok is false when no group covers addr.
+func (g *Groups) Match(addr netip.Addr) (group string, bits int, ok bool) {
+	addr = addr.Unmap()
+	for _, e := range g.entries {
+		if e.prefix.Contains(addr) {
+			return e.group, e.prefix.Bits(), true
+		}
+	}
+	return "", 0, false
+}
+
+// Site is one location of a name.
+type Site struct {
+	// Name is the configured site name.
+	Name string
+	// Key identifies the site in the health checker: "fqdn/site".
+	Key string
+	// V4 and V6 are the addresses answered in A and AAAA records.
+	V4, V6 []netip.Addr
+	// Weight is the weighted policy's share.
+	Weight float64
+}
+
+// Name is a compiled dynamic name.
+type Name struct {
+	FQDN    string
+	TTL     uint32
+	Policy  string
+	AllDown string
+	Answers int
+	Sites   []Site
+
+	geo     map[string][]int
+	latency map[string][]float64 // per site index; 0 means "use the measured RTT"
+	chain   []int
+
+	mu      sync.Mutex // guards current: weighted state is shared by every query of the name
+	current []float64
+}
+
+// Compile builds the dynamic names of every zone, keyed by FQDN.
+func Compile(c *config.Config) map[string]*Name {
+	out := map[string]*Name{}
+	for _, z := range c.Zones {
+		for _, nc := range z.Names {
+			n := &Name{FQDN: nc.Name, TTL: nc.TTL, Policy: nc.Policy, AllDown: nc.AllDown,
+				Answers: nc.Answers, geo: map[string][]int{}, latency: map[string][]float64{}}
+			idx := map[string]int{}
+			for i, sc := range nc.Sites {
+				s := Site{Name: sc.Name, Key: nc.Name + "/" + sc.Name, Weight: sc.Weight}
+				for _, a := range sc.Addresses {
+					ip := netip.MustParseAddr(a).Unmap()
+					if ip.Is4() {
+						s.V4 = append(s.V4, ip)
+					} else {
+						s.V6 = append(s.V6, ip)
+					}
+				}
+				idx[sc.Name] = i
+				n.Sites = append(n.Sites, s)
+			}
+			indices := func(names []string) []int {
+				out := make([]int, len(names))
+				for i, s := range names {
+					out[i] = idx[s]
+				}
+				return out
+			}
+			for g, chain := range nc.Geo {
+				n.geo[g] = indices(chain)
+			}
+			for g, row := range nc.Latency {
+				v := make([]float64, len(n.Sites))
+				for s, l := range row {
+					v[idx[s]] = l
+				}
+				n.latency[g] = v
+			}
+			n.chain = indices(nc.Chain)
+			n.current = make([]float64, len(n.Sites))
+			out[nc.Name] = n
+		}
+	}
+	return out
+}
+
+// ClientDependent reports whether the answer depends on the client's group, which decides the
+// EDNS Client Subnet scope: 0 for policies that answer every client alike.
+func (n *Name) ClientDependent() bool {
+	return n.Policy == config.PolicyGeolocation || n.Policy == config.PolicyLatency
+}
+
+// Decision is the outcome of a policy for one query.
+type Decision struct {
+	// Sites are the indices of the sites to answer, in order; empty means answer NODATA.
+	Sites []int
+	// Reason is a short label for metrics and the query log: primary, fallback, weighted,
+	// lowest-latency, all-down-answer-all, all-down-fail-closed.
+	Reason string
+}
+
+// Health tells the policy which sites are up and how far they measured.
+type Health interface {
+	Up(key string) bool
+	RTT(key string) time.Duration
+}
+
+// Decide runs the name's policy for a client in group (empty when no group matched).
+func (n *Name) Decide(group string, h Health) Decision {
+	up := func(i int) bool { return h.Up(n.Sites[i].Key) }
+	var d Decision
+	switch n.Policy {
+	case config.PolicyGeolocation:
+		chain, ok := n.geo[group]
+		if !ok {
+			chain = n.geo["default"]
+		}
+		d = n.fromChain(chain, up)
+	case config.PolicyFailover:
+		d = n.fromChain(n.chain, up)
+	case config.PolicyLatency:
+		d = n.lowestLatency(group, h, up)
+	case config.PolicyWeighted:
+		d = n.weighted(up)
+	}
+	if len(d.Sites) > 0 {
+		return d
+	}
+	if n.AllDown == config.AllDownAnswerAll {
+		all := make([]int, len(n.Sites))
+		for i := range all {
+			all[i] = i
+		}
+		return Decision{Sites: all, Reason: "all-down-answer-all"}
+	}
+	return Decision{Reason: "all-down-fail-closed"}
+}
+
+// fromChain answers the first live site of chain; when the whole chain is dead it falls back to
+// any live site of the name, in configuration order, before declaring the name all down.
+func (n *Name) fromChain(chain []int, up func(int) bool) Decision {
+	for k, i := range chain {
+		if up(i) {
+			reason := "primary"
+			if k > 0 {
+				reason = "fallback"
+			}
+			return Decision{Sites: []int{i}, Reason: reason}
+		}
+	}
+	for i := range n.Sites {
+		if up(i) {
+			return Decision{Sites: []int{i}, Reason: "fallback"}
+		}
+	}
+	return Decision{}
+}
+
+func (n *Name) lowestLatency(group string, h Health, up func(int) bool) Decision {
+	row, ok := n.latency[group]
+	if !ok {
+		row = n.latency["default"]
+	}
+	best, bestV := -1, math.Inf(1)
+	for i := range n.Sites {
+		if !up(i) {
+			continue
+		}
+		v := 0.0
+		if row != nil {
+			v = row[i]
+		}
+		if v == 0 {
+			// No configured figure: use the measured probe round trip in milliseconds.
+			v = math.Inf(1)
+			if rtt := h.RTT(n.Sites[i].Key); rtt > 0 {
+				v = float64(rtt) / float64(time.Millisecond)
+			}
+		}
+		if best < 0 || v < bestV {
+			best, bestV = i, v
+		}
+	}
+	if best < 0 {
+		return Decision{}
+	}
+	return Decision{Sites: []int{best}, Reason: "lowest-latency"}
+}
+
+// weighted runs smooth weighted round robin (the nginx algorithm) over the live sites: over any
+// window of sum(weights) picks, each site is chosen in proportion to its weight, evenly spread.
+// With Answers > 1 the next sites in the rotation follow the pick, so clients that spread over
+// the records they get dilute the skew of one large resolver bound to one answer.
+func (n *Name) weighted(up func(int) bool) Decision {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	total, best := 0.0, -1
+	for i, s := range n.Sites {
+		if !up(i) || s.Weight <= 0 {
+			continue
+		}
+		n.current[i] += s.Weight
+		total += s.Weight
+		if best < 0 || n.current[i] > n.current[best] {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Decision{}
+	}
+	n.current[best] -= total
+	sites := []int{best}
+	if n.Answers > 1 {
+		rest := make([]int, 0, len(n.Sites))
+		for i, s := range n.Sites {
+			if i != best && up(i) && s.Weight > 0 {
+				rest = append(rest, i)
+			}
+		}
+		sort.SliceStable(rest, func(a, b int) bool { return n.current[rest[a]] > n.current[rest[b]] })
+		for _, i := range rest {
+			if len(sites) >= n.Answers {
+				break
+			}
+			sites = append(sites, i)
+		}
+	}
+	return Decision{Sites: sites, Reason: "weighted"}
+}

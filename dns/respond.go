@@ -1,0 +1,269 @@
+package dns
+
+import (
+	"net/netip"
+	"strings"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/zone"
+)
+
+// outcome describes one answered query for metrics and the query log.
+type outcome struct {
+	name   string // metric label: dynamic name, zone origin, or "-"
+	qname  string
+	qtype  uint16
+	rcode  int
+	reason string // policy decision, "" for static answers
+	sites  string
+	trunc  bool
+	// cacheable is true when the response depends on nothing but the query bytes.
+	cacheable bool
+}
+
+// Respond builds the wire response to the wire query raw from client src. It returns nil when the
+// query must be dropped (too short to carry a header, or a response rather than a query). It is
+// the whole message path, so the fuzz test drives it directly.
+func (s *Server) Respond(raw []byte, src netip.Addr, tcp bool) []byte {
+	st := s.state.Load()
+	var key []byte
+	if st.cache != nil && !st.cfg.QueryLog {
+		var scratch [cacheKeyMax]byte
+		key = cacheKey(scratch[:0], raw, tcp)
+		if e := st.cache.get(key); e != nil {
+			e.queries.Inc()
+			return e.response(raw)
+		}
+	}
+	out, oc := s.respond(raw, src, tcp)
+	if oc != nil {
+		s.observe(oc, src)
+		if key != nil && oc.cacheable {
+			st.cache.put(key, out, s.queryCounter(oc))
+		}
+	}
+	return out
+}
+
+func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome) {
+	if len(raw) < 12 || raw[2]&0x80 != 0 {
+		// No header, or QR set: answering responses would make the server a reflector.
+		return nil, nil
+	}
+	st := s.state.Load()
+	req := new(mdns.Msg)
+	if err := req.Unpack(raw); err != nil {
+		// Compression loops, oversized labels, truncated sections all land here.
+		return headerOnly(raw, mdns.RcodeFormatError), &outcome{name: "-", rcode: mdns.RcodeFormatError}
+	}
+	resp := new(mdns.Msg)
+	resp.Id = req.Id
+	resp.Response = true
+	resp.Opcode = req.Opcode
+	resp.RecursionDesired = req.RecursionDesired
+	resp.CheckingDisabled = req.CheckingDisabled
+	resp.Question = req.Question
+	oc := &outcome{name: "-"}
+	if len(req.Question) == 1 {
+		oc.qname = req.Question[0].Name
+		oc.qtype = req.Question[0].Qtype
+	}
+	fail := func(rcode int) ([]byte, *outcome) {
+		resp.Rcode = rcode
+		oc.rcode = rcode
+		return s.pack(resp, 512, oc), oc
+	}
+	if req.Opcode != mdns.OpcodeQuery {
+		return fail(mdns.RcodeNotImplemented)
+	}
+	if len(req.Question) != 1 || len(req.Answer) != 0 || len(req.Ns) != 0 {
+		return fail(mdns.RcodeFormatError)
+	}
+
+	// EDNS (RFC 6891): one OPT with the root owner, version 0; BADVERS otherwise.
+	var opt *mdns.OPT
+	for _, rr := range req.Extra {
+		if o, ok := rr.(*mdns.OPT); ok {
+			if opt != nil || o.Hdr.Name != "." {
+				return fail(mdns.RcodeFormatError)
+			}
+			opt = o
+		}
+	}
+	limit := 512
+	var ecs *mdns.EDNS0_SUBNET
+	client := src
+	ecsBits := -1
+	if tcp {
+		limit = mdns.MaxMsgSize
+	}
+	if opt != nil {
+		ro := &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT}}
+		ro.SetUDPSize(uint16(st.cfg.MaxUDPSize))
+		if opt.Do() {
+			ro.SetDo()
+		}
+		resp.Extra = append(resp.Extra, ro)
+		if opt.Version() != 0 {
+			return fail(mdns.RcodeBadVers)
+		}
+		if !tcp {
+			limit = max(512, min(int(opt.UDPSize()), st.cfg.MaxUDPSize))
+		}
+		for _, o := range opt.Option {
+			if e, ok := o.(*mdns.EDNS0_SUBNET); ok {
+				if ecs != nil {
+					return fail(mdns.RcodeFormatError)
+				}
+				ecs = e
+			}
+			// Other options (cookies, padding, unknown codes) are ignored, as RFC 6891 6.1.2 asks.
+		}
+		if ecs != nil {
+			addr, ok := ecsAddr(ecs)
+			if !ok {
+				return fail(mdns.RcodeFormatError) // RFC 7871 7.1.2
+			}
+			echo := &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET, Family: ecs.Family,
+				SourceNetmask: ecs.SourceNetmask, Address: ecs.Address}
+			ro.Option = append(ro.Option, echo)
+			ecs = echo
+			if ecs.SourceNetmask > 0 {
+				client = addr
+				ecsBits = int(ecs.SourceNetmask)
+			}
+		}
+	}
+
+	q := req.Question[0]
+	switch {
+	case q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY:
+		return fail(mdns.RcodeNotImplemented)
+	case q.Qtype == mdns.TypeAXFR || q.Qtype == mdns.TypeIXFR || q.Qtype == mdns.TypeMAILA ||
+		q.Qtype == mdns.TypeMAILB || q.Qtype == mdns.TypeTKEY:
+		return fail(mdns.RcodeNotImplemented)
+	case q.Qtype == mdns.TypeOPT || q.Qtype == mdns.TypeTSIG || q.Qtype == mdns.TypeNone:
+		return fail(mdns.RcodeFormatError)
+	}
+	qname := strings.ToLower(q.Name)
+	z := st.store.Find(qname)
+	if z == nil {
+		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects.
+		return fail(mdns.RcodeRefused)
+	}
+	oc.name = z.Origin
+	res := z.Lookup(qname, q.Qtype)
+	resp.Authoritative = true
+	resp.Answer, resp.Ns = res.Answer, res.Ns
+	resp.Extra = append(resp.Extra, res.Extra...)
+	switch res.Kind {
+	case zone.NXDomain:
+		resp.Rcode = mdns.RcodeNameError
+	case zone.Referral:
+		resp.Authoritative = false
+	case zone.Dynamic:
+		n := st.names[res.DynamicName]
+		oc.name = n.FQDN
+		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc)
+	}
+	oc.rcode = resp.Rcode
+	oc.cacheable = res.Kind != zone.Dynamic && ecs == nil
+	return s.pack(resp, limit, oc), oc
+}
+
+// answerDynamic fills resp from the name's policy decision for client.
+func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *policy.Name, qtype uint16,
+	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome) {
+	group, bits, matched := st.groups.Match(client)
+	if ecs != nil {
+		// The scope tells the resolver which clients may share this answer: the matched group
+		// prefix for client-dependent policies, the whole internet (0) otherwise.
+		switch {
+		case !n.ClientDependent() || ecsBits < 0:
+			ecs.SourceScope = 0
+		case matched:
+			ecs.SourceScope = uint8(bits)
+		default:
+			ecs.SourceScope = uint8(ecsBits)
+		}
+	}
+	d := n.Decide(group, st.health)
+	oc.reason = d.Reason
+	cname := resp.Answer // CNAMEs that led to the dynamic name, if any
+	var names []string
+	for _, i := range d.Sites {
+		site := n.Sites[i]
+		names = append(names, site.Name)
+		addrs := site.V4
+		if qtype == mdns.TypeAAAA {
+			addrs = site.V6
+		} else if qtype != mdns.TypeA && qtype != mdns.TypeANY {
+			addrs = nil
+		}
+		for _, a := range addrs {
+			hdr := mdns.RR_Header{Name: n.FQDN, Class: mdns.ClassINET, Ttl: n.TTL}
+			if a.Is4() {
+				hdr.Rrtype = mdns.TypeA
+				resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr, A: a.AsSlice()})
+			} else {
+				hdr.Rrtype = mdns.TypeAAAA
+				resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+			}
+		}
+	}
+	oc.sites = strings.Join(names, ",")
+	if len(resp.Answer) == len(cname) {
+		// NODATA: other types, or fail-closed with every site down. The negative TTL is capped by
+		// the name's TTL so a recovered site is not hidden longer than a positive answer would be.
+		soa := z.Negative()
+		soa.Header().Ttl = min(soa.Header().Ttl, n.TTL)
+		resp.Ns = []mdns.RR{soa}
+	}
+}
+
+// ecsAddr validates an EDNS Client Subnet option and returns its address.
+func ecsAddr(e *mdns.EDNS0_SUBNET) (netip.Addr, bool) {
+	switch e.Family {
+	case 1:
+		a, ok := netip.AddrFromSlice(e.Address.To4())
+		return a, ok && e.SourceNetmask <= 32 && e.SourceScope == 0
+	case 2:
+		a, ok := netip.AddrFromSlice(e.Address.To16())
+		return a, ok && e.SourceNetmask <= 128 && e.SourceScope == 0
+	case 0:
+		// dig sends family 0 with prefix 0 for "+subnet=0": the client opts out of ECS.
+		return netip.Addr{}, e.SourceNetmask == 0
+	}
+	return netip.Addr{}, false
+}
+
+// pack serialises resp within limit bytes, truncating (TC=1) when the answer does not fit so the
+// client retries over TCP.
+func (s *Server) pack(resp *mdns.Msg, limit int, oc *outcome) []byte {
+	if resp.Len() > limit {
+		resp.Truncate(limit)
+		oc.trunc = resp.Truncated
+	}
+	resp.Compress = true
+	b, err := resp.Pack()
+	if err != nil {
+		s.log.Warn("pack dns response", "err", err, "question", resp.Question)
+		resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
+		resp.Rcode = mdns.RcodeServerFailure
+		oc.rcode = resp.Rcode
+		b, _ = resp.Pack()
+	}
+	return b
+}
+
+// headerOnly answers a query that could not be parsed: the ID and opcode are echoed, every
+// section is empty.
+func headerOnly(raw []byte, rcode int) []byte {
+	b := make([]byte, 12)
+	copy(b, raw[:2])
+	b[2] = 0x80 | raw[2]&0x78 | raw[2]&0x01 // QR, opcode, RD
+	b[3] = byte(rcode & 0xF)
+	return b
+}

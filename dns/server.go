@@ -1,0 +1,358 @@
+// Package dns is the switchyard DNS stop: an authoritative server over UDP and TCP for the zones
+// of a YAML configuration, whose dynamic service names are answered by routing policies
+// (geolocation, latency, weighted, failover) over health-checked sites. It is embeddable:
+// NewServer, Start, Addr, Reload, Close; the CLI `switchyard dns run` and the lab use this API.
+package dns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/health"
+	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/zone"
+)
+
+// Options tune an embedded server.
+type Options struct {
+	// Logger receives server logs and, with query_log, one line per query; nil discards.
+	Logger *slog.Logger
+	// Registry receives the switchyard_dns_* metrics; nil creates a private registry (see
+	// Server.Registry), so several servers can live in one process.
+	Registry *prometheus.Registry
+	// ManualHealth disables the periodic health probes: the caller drives them with
+	// Health().Round, as the lab does to run the lesson's timeline on a model clock.
+	ManualHealth bool
+}
+
+// state is everything a reload replaces at once; queries load it once and use it throughout.
+type state struct {
+	cfg    *config.Config
+	store  *zone.Store
+	names  map[string]*policy.Name
+	groups *policy.Groups
+	health *health.Checker
+	rrl    *limiter
+	cache  *answerCache
+}
+
+// Server is an authoritative DNS server.
+type Server struct {
+	opt     Options
+	log     *slog.Logger
+	state   atomic.Pointer[state]
+	metrics *metrics
+
+	mu          sync.Mutex     // guards the fields below
+	udp         *net.UDPConn   // the first UDP socket; Addr reports it
+	udpConns    []*net.UDPConn // one SO_REUSEPORT socket per worker
+	tcp         *net.TCPListener
+	healthStop  context.CancelFunc
+	wg          sync.WaitGroup
+	closed      bool
+	tcpConns    map[net.Conn]struct{}
+	serveCtx    context.Context
+	serveCancel context.CancelFunc
+}
+
+// NewServer validates cfg and prepares a server; nothing is bound until Start.
+func NewServer(cfg *config.Config, opt Options) (*Server, error) {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opt.Registry == nil {
+		opt.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}}
+	m, err := newMetrics(opt.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	st, err := s.build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.state.Store(st)
+	return s, nil
+}
+
+// build compiles cfg into a state, carrying health state over from prev.
+func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	store, err := zone.Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := policy.NewGroups(cfg.Groups)
+	if err != nil {
+		return nil, err
+	}
+	names := policy.Compile(cfg)
+	targets := map[string]config.Check{}
+	for _, z := range cfg.Zones {
+		for _, n := range z.Names {
+			for _, site := range n.Sites {
+				if site.Check != nil {
+					targets[n.Name+"/"+site.Name] = *site.Check
+				}
+			}
+		}
+	}
+	var prevHealth *health.Checker
+	if prev != nil {
+		prevHealth = prev.health
+	}
+	hc := health.New(targets, prevHealth, s.healthChanged)
+	for _, n := range names {
+		for _, site := range n.Sites {
+			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
+		}
+	}
+	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
+		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache()}, nil
+}
+
+func (s *Server) healthChanged(key string, up bool) {
+	name, site := splitKey(key)
+	s.metrics.siteUp.WithLabelValues(name, site).Set(boolFloat(up))
+	s.metrics.transitions.WithLabelValues(name, site, map[bool]string{true: "up", false: "down"}[up]).Inc()
+	s.log.Info("dns site health changed", "name", name, "site", site, "up", up)
+}
+
+func splitKey(key string) (string, string) {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return key, ""
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Registry returns the registry holding the server's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.opt.Registry }
+
+// Health returns the current health checker (it changes on reload).
+func (s *Server) Health() *health.Checker { return s.state.Load().health }
+
+// Config returns the configuration being served.
+func (s *Server) Config() *config.Config { return s.state.Load().cfg }
+
+// Start binds UDP and TCP on the configured address (the same port for both, also when the
+// port is 0) and serves until ctx ends or Close is called.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.udp != nil {
+		return errors.New("start dns server: already started")
+	}
+	listen := s.state.Load().cfg.Listen
+	workers := max(2, runtime.GOMAXPROCS(0))
+	conns, tcp, err := bindSockets(listen, workers)
+	if err != nil {
+		return err
+	}
+	udp := conns[0]
+	s.udp, s.udpConns, s.tcp = udp, conns, tcp
+	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
+	for _, c := range conns {
+		s.wg.Add(1)
+		go s.serveUDP(c)
+	}
+	s.wg.Add(1)
+	go s.serveTCP()
+	s.startHealth(s.state.Load())
+	go func() {
+		<-s.serveCtx.Done()
+		s.Close()
+	}()
+	s.log.Info("dns server listening", "udp", udp.LocalAddr().String(), "tcp", tcp.Addr().String())
+	return nil
+}
+
+func (s *Server) startHealth(st *state) {
+	if s.opt.ManualHealth || s.serveCtx == nil {
+		return
+	}
+	if s.healthStop != nil {
+		s.healthStop()
+	}
+	ctx, cancel := context.WithCancel(s.serveCtx)
+	s.healthStop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		st.health.Run(ctx)
+	}()
+}
+
+// Addr returns the bound address (UDP and TCP share it); invalid before Start.
+func (s *Server) Addr() netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.udp == nil {
+		return netip.AddrPort{}
+	}
+	return s.udp.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// Reload replaces the zones and names with cfg. When cfg is invalid the error is returned and
+// the old zones keep serving; queries in flight finish on the state they started with.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.state.Load()
+	st, err := s.build(cfg, old)
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload dns config (old zones kept): %w", err)
+	}
+	if cfg.Listen != old.cfg.Listen && s.udp != nil {
+		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
+	}
+	s.state.Store(st)
+	s.startHealth(st)
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
+	return nil
+}
+
+// ReloadWith loads a configuration with load (typically config.Load of the file) and reloads it;
+// a load error counts as a failed reload and keeps the old zones, like an invalid configuration.
+func (s *Server) ReloadWith(load func() (*config.Config, error)) error {
+	cfg, err := load()
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload dns config (old zones kept): %w", err)
+	}
+	return s.Reload(cfg)
+}
+
+// Close stops serving and waits for the workers; it is safe to call twice.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed || s.udp == nil {
+		s.closed = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.serveCancel()
+	for _, c := range s.udpConns {
+		c.Close()
+	}
+	s.tcp.Close()
+	for c := range s.tcpConns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// tcpIdle bounds how long an idle TCP client may hold a connection (RFC 7766 suggests seconds).
+const tcpIdle = 10 * time.Second
+
+// maxTCPConns bounds concurrent TCP clients so a flood of connections cannot exhaust memory.
+const maxTCPConns = 512
+
+func (s *Server) serveTCP() {
+	defer s.wg.Done()
+	sem := make(chan struct{}, maxTCPConns)
+	for {
+		c, err := s.tcp.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.tcpConns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.tcpConns, c)
+				s.mu.Unlock()
+				c.Close()
+				<-sem
+				s.wg.Done()
+			}()
+			s.serveTCPConn(c)
+		}()
+	}
+}
+
+func (s *Server) serveTCPConn(c net.Conn) {
+	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	var lenBuf [2]byte
+	buf := make([]byte, 65535)
+	for {
+		c.SetReadDeadline(time.Now().Add(tcpIdle))
+		if _, err := io.ReadFull(c, lenBuf[:]); err != nil {
+			return
+		}
+		n := int(lenBuf[0])<<8 | int(lenBuf[1])
+		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+			return
+		}
+		out := s.Respond(buf[:n], src, true)
+		if out == nil {
+			return
+		}
+		frame := make([]byte, 2+len(out))
+		frame[0], frame[1] = byte(len(out)>>8), byte(len(out))
+		copy(frame[2:], out)
+		c.SetWriteDeadline(time.Now().Add(tcpIdle))
+		if _, err := c.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// Zones returns the zones being served, sorted by origin.
+func (s *Server) Zones() []*zone.Zone { return s.state.Load().store.Zones() }
+
+// Names returns the dynamic names being served.
+func (s *Server) Names() []*policy.Name {
+	st := s.state.Load()
+	out := make([]*policy.Name, 0, len(st.names))
+	for _, n := range st.names {
+		out = append(out, n)
+	}
+	return out
+}
