@@ -1,0 +1,523 @@
+// Package l7 is switchyard's layer-7 proxy tier: it terminates HTTP/1.1, HTTP/2 (TLS and h2c)
+// and upgrades, routes every request by host, path, method, header and query to an application
+// pool, balances it over the pool's backends, and guards the pools with health checks, outlier
+// ejection, retry budgets, in-flight limits and per-client rate limits.
+//
+// Embed it with NewServer(cfg) and Serve(listener); run it as a process with ListenAndServe.
+package l7
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/route"
+)
+
+// Config is the L7 configuration file.
+type Config struct {
+	// Listeners are the addresses the proxy accepts clients on.
+	Listeners []Listener `yaml:"listeners"`
+	// Admin is the admin/metrics endpoint.
+	Admin Admin `yaml:"admin"`
+	// Limits bound global resources.
+	Limits Limits `yaml:"limits"`
+	// Timeouts for client connections and requests.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// AccessLog is "stdout", "stderr", "off" or a file path; "off" by default.
+	AccessLog string `yaml:"access_log"`
+	// RateLimit applies to every route that sets none of its own.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Routes are tried in order; the first match wins.
+	Routes []Route `yaml:"routes"`
+	// Pools are the application pools routes send to.
+	Pools []Pool `yaml:"pools"`
+
+	lines map[string]int // field path -> line, for errors
+}
+
+// Listener is one client-facing address.
+type Listener struct {
+	// Address is host:port, e.g. "127.0.0.1:8080" or a VIP on loopback "10.0.0.100:80".
+	Address string `yaml:"address"`
+	// H2C accepts HTTP/2 without TLS (prior knowledge) beside HTTP/1.1.
+	H2C bool `yaml:"h2c"`
+	// TLS terminates TLS with these certificates, chosen by SNI; HTTP/2 is offered by ALPN.
+	TLS *TLS `yaml:"tls"`
+	// RedirectHTTPS answers every request with 308 to https on this port instead of proxying.
+	RedirectHTTPS int `yaml:"redirect_https"`
+}
+
+// TLS lists certificate files.
+type TLS struct {
+	Certificates []Certificate `yaml:"certificates"`
+}
+
+// Certificate is one PEM certificate chain and its key.
+type Certificate struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Admin is the admin endpoint address; empty disables it.
+type Admin struct {
+	Address string `yaml:"address"`
+}
+
+// Limits bound the proxy's global resources.
+type Limits struct {
+	// MaxInFlight is the global in-flight request limit; past it requests are shed with 503.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxHeaderBytes bounds a request head; larger ones get 431.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+}
+
+// Timeouts for the client side.
+type Timeouts struct {
+	// ReadHeader bounds the time to receive a request head; it cuts off slowloris clients.
+	ReadHeader time.Duration `yaml:"read_header"`
+	// Idle closes keep-alive connections without a request for this long.
+	Idle time.Duration `yaml:"idle"`
+	// Total bounds a whole request, body upload and response included, unless a route overrides.
+	Total time.Duration `yaml:"total"`
+}
+
+// RateLimit is a token bucket per client.
+type RateLimit struct {
+	// Key is "client" (address) or "header:NAME".
+	Key string `yaml:"key"`
+	// Rate is tokens per second; Burst is the bucket size.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+}
+
+// Route sends matching requests to a pool.
+type Route struct {
+	Name      string        `yaml:"name"`
+	Match     Match         `yaml:"match"`
+	Pool      string        `yaml:"pool"`
+	Retry     *Retry        `yaml:"retry"`
+	Timeout   time.Duration `yaml:"timeout"`
+	RateLimit *RateLimit    `yaml:"rate_limit"`
+}
+
+// Match holds a route's conditions; all set ones must hold.
+type Match struct {
+	Host    string       `yaml:"host"`
+	Path    PathMatch    `yaml:"path"`
+	Methods []string     `yaml:"methods"`
+	Headers []route.Cond `yaml:"headers"`
+	Query   []route.Cond `yaml:"query"`
+}
+
+// PathMatch sets one of exact, prefix or regex.
+type PathMatch struct {
+	Exact  string `yaml:"exact"`
+	Prefix string `yaml:"prefix"`
+	Regex  string `yaml:"regex"`
+}
+
+// Retry configures retries of a route.
+type Retry struct {
+	// Attempts is the number of retries after the first try.
+	Attempts int `yaml:"attempts"`
+	// OnStatus lists upstream statuses that are retried (connect errors always are).
+	OnStatus []int `yaml:"on_status"`
+	// NonIdempotent opts the route in to retrying POST, PATCH and other non-idempotent methods.
+	NonIdempotent bool `yaml:"non_idempotent"`
+	// BufferBody buffers request bodies up to this many bytes so they can be replayed; a larger
+	// or unbuffered body is never replayed, so the request is not retried.
+	BufferBody int64 `yaml:"buffer_body"`
+}
+
+// Pool is a set of backends doing the same work.
+type Pool struct {
+	Name string `yaml:"name"`
+	// Balance is round_robin (default), least_request, hash or sticky.
+	Balance  string    `yaml:"balance"`
+	Hash     *Hash     `yaml:"hash"`
+	Sticky   *Sticky   `yaml:"sticky"`
+	Backends []Backend `yaml:"backends"`
+	// Protocol to the backends: http1 (default), h2c, or h2 (TLS).
+	Protocol string `yaml:"protocol"`
+	// InsecureSkipVerify skips verification of backend certificates for protocol h2.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// MaxInFlight bounds requests in flight to the pool; past it requests are shed with 503.
+	MaxInFlight int          `yaml:"max_in_flight"`
+	Timeouts    PoolTimeouts `yaml:"timeouts"`
+	// MaxIdlePerBackend bounds pooled idle upstream connections per backend.
+	MaxIdlePerBackend int          `yaml:"max_idle_per_backend"`
+	Health            *Health      `yaml:"health"`
+	Outlier           *Outlier     `yaml:"outlier"`
+	RetryBudget       *RetryBudget `yaml:"retry_budget"`
+}
+
+// Hash configures consistent hashing.
+type Hash struct {
+	// Key is header:NAME, cookie:NAME, path or client.
+	Key string `yaml:"key"`
+	// LoadFactor bounds a backend's in-flight requests to this multiple of the average (> 1).
+	LoadFactor float64 `yaml:"load_factor"`
+}
+
+// Sticky configures cookie sessions.
+type Sticky struct {
+	Cookie string        `yaml:"cookie"`
+	TTL    time.Duration `yaml:"ttl"`
+}
+
+// Backend is one upstream server.
+type Backend struct {
+	Address string `yaml:"address"`
+	Weight  int    `yaml:"weight"`
+}
+
+// PoolTimeouts for the upstream side.
+type PoolTimeouts struct {
+	Connect time.Duration `yaml:"connect"`
+	Header  time.Duration `yaml:"header"`
+	Idle    time.Duration `yaml:"idle"`
+}
+
+// Health configures active checks.
+type Health struct {
+	Path     string        `yaml:"path"`
+	Interval time.Duration `yaml:"interval"`
+	Timeout  time.Duration `yaml:"timeout"`
+	Rise     int           `yaml:"rise"`
+	Fall     int           `yaml:"fall"`
+	Expect   int           `yaml:"expect_status"`
+}
+
+// Outlier configures passive ejection.
+type Outlier struct {
+	ConsecutiveErrors int           `yaml:"consecutive_errors"`
+	EjectionTime      time.Duration `yaml:"ejection_time"`
+	MaxEjectedPercent int           `yaml:"max_ejected_percent"`
+}
+
+// RetryBudget bounds retries to a share of requests.
+type RetryBudget struct {
+	Percent      float64 `yaml:"percent"`
+	MinPerSecond int     `yaml:"min_per_second"`
+}
+
+// LoadConfig reads and validates a configuration file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses YAML, rejects unknown fields, applies defaults and validates. Errors name
+// the line and the field.
+func ParseConfig(data []byte) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("parse config: the file is empty; start from the example in docs/l7.md")
+		}
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	cfg.lines = map[string]int{}
+	indexLines(&root, "", cfg.lines)
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// indexLines records the line of every mapping key and sequence item by its field path, such as
+// "pools[0].health.interval".
+func indexLines(n *yaml.Node, path string, out map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			indexLines(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			out[p] = n.Content[i].Line
+			indexLines(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			out[p] = c.Line
+			indexLines(c, p, out)
+		}
+	}
+}
+
+// fieldError names the line and field of a validation error.
+func (c *Config) fieldError(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	// Fall back to the nearest enclosing field that has a line (a defaulted field has none).
+	for p := field; p != ""; {
+		if line, ok := c.lines[p]; ok {
+			return fmt.Errorf("config line %d: %s: %s", line, field, msg)
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return fmt.Errorf("config: %s: %s", field, msg)
+}
+
+func (c *Config) defaults() {
+	if c.Limits.MaxInFlight == 0 {
+		c.Limits.MaxInFlight = 10000
+	}
+	if c.Limits.MaxHeaderBytes == 0 {
+		c.Limits.MaxHeaderBytes = 64 << 10
+	}
+	if c.Timeouts.ReadHeader == 0 {
+		c.Timeouts.ReadHeader = 10 * time.Second
+	}
+	if c.Timeouts.Idle == 0 {
+		c.Timeouts.Idle = 60 * time.Second
+	}
+	if c.Timeouts.Total == 0 {
+		c.Timeouts.Total = 60 * time.Second
+	}
+	if c.AccessLog == "" {
+		c.AccessLog = "off"
+	}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		if p.Balance == "" {
+			p.Balance = "round_robin"
+		}
+		if p.Protocol == "" {
+			p.Protocol = "http1"
+		}
+		if p.Timeouts.Connect == 0 {
+			p.Timeouts.Connect = 2 * time.Second
+		}
+		if p.Timeouts.Header == 0 {
+			p.Timeouts.Header = 30 * time.Second
+		}
+		if p.Timeouts.Idle == 0 {
+			p.Timeouts.Idle = 90 * time.Second
+		}
+		if p.MaxIdlePerBackend == 0 {
+			p.MaxIdlePerBackend = 256
+		}
+		for j := range p.Backends {
+			if p.Backends[j].Weight == 0 {
+				p.Backends[j].Weight = 1
+			}
+		}
+		if h := p.Health; h != nil {
+			if h.Path == "" {
+				h.Path = "/health"
+			}
+			if h.Interval == 0 {
+				h.Interval = 2 * time.Second
+			}
+			if h.Timeout == 0 {
+				h.Timeout = time.Second
+			}
+			if h.Rise == 0 {
+				h.Rise = 2
+			}
+			if h.Fall == 0 {
+				h.Fall = 2
+			}
+			if h.Expect == 0 {
+				h.Expect = 200
+			}
+		}
+		if o := p.Outlier; o != nil {
+			if o.EjectionTime == 0 {
+				o.EjectionTime = 10 * time.Second
+			}
+			if o.MaxEjectedPercent == 0 {
+				o.MaxEjectedPercent = 50
+			}
+		}
+		if p.RetryBudget == nil {
+			p.RetryBudget = &RetryBudget{Percent: 20, MinPerSecond: 3}
+		}
+		if p.Balance == "sticky" && p.Sticky == nil {
+			p.Sticky = &Sticky{}
+		}
+		if p.Sticky != nil && p.Sticky.Cookie == "" {
+			p.Sticky.Cookie = "switchyard_session"
+		}
+		if p.Hash != nil && p.Hash.LoadFactor == 0 {
+			p.Hash.LoadFactor = 1.25
+		}
+	}
+}
+
+var errNoListener = errors.New("no listeners; add listeners: [{address: 127.0.0.1:8080}]")
+
+func (c *Config) validate() error {
+	if len(c.Listeners) == 0 {
+		return fmt.Errorf("config: %w", errNoListener)
+	}
+	for i, l := range c.Listeners {
+		f := fmt.Sprintf("listeners[%d]", i)
+		if !strings.Contains(l.Address, ":") {
+			return c.fieldError(f+".address", "%q is not host:port; write e.g. 127.0.0.1:8080", l.Address)
+		}
+		if l.TLS != nil {
+			if len(l.TLS.Certificates) == 0 {
+				return c.fieldError(f+".tls.certificates", "empty; list cert and key files")
+			}
+			for j, cert := range l.TLS.Certificates {
+				if cert.Cert == "" || cert.Key == "" {
+					return c.fieldError(fmt.Sprintf("%s.tls.certificates[%d]", f, j), "set both cert and key")
+				}
+			}
+		}
+		if l.RedirectHTTPS < 0 || l.RedirectHTTPS > 65535 {
+			return c.fieldError(f+".redirect_https", "port %d out of range 1-65535", l.RedirectHTTPS)
+		}
+	}
+	if err := c.validateRateLimit("rate_limit", c.RateLimit); err != nil {
+		return err
+	}
+	switch {
+	case c.Limits.MaxInFlight < 0:
+		return c.fieldError("limits.max_in_flight", "negative; use a positive limit")
+	case c.Limits.MaxHeaderBytes < 1024:
+		return c.fieldError("limits.max_header_bytes", "%d is below 1024 bytes", c.Limits.MaxHeaderBytes)
+	}
+	pools := map[string]bool{}
+	for i, p := range c.Pools {
+		f := fmt.Sprintf("pools[%d]", i)
+		if err := c.validatePool(f, p); err != nil {
+			return err
+		}
+		if pools[p.Name] {
+			return c.fieldError(f+".name", "duplicate pool %q; pool names must be unique", p.Name)
+		}
+		pools[p.Name] = true
+	}
+	for i, r := range c.Routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		if !pools[r.Pool] {
+			return c.fieldError(f+".pool", "route %q sends to unknown pool %q; define it under pools", r.Name, r.Pool)
+		}
+		if rt := r.Retry; rt != nil {
+			if rt.Attempts < 0 || rt.Attempts > 10 {
+				return c.fieldError(f+".retry.attempts", "%d outside 0-10", rt.Attempts)
+			}
+			for _, s := range rt.OnStatus {
+				if s < 100 || s > 599 {
+					return c.fieldError(f+".retry.on_status", "%d is not an HTTP status", s)
+				}
+			}
+		}
+		if err := c.validateRateLimit(f+".rate_limit", r.RateLimit); err != nil {
+			return err
+		}
+	}
+	if _, err := route.Compile(c.routeSpecs()); err != nil {
+		return c.fieldError("routes", "%v", err)
+	}
+	return nil
+}
+
+func (c *Config) validatePool(f string, p Pool) error {
+	if p.Name == "" {
+		return c.fieldError(f+".name", "empty; name the pool")
+	}
+	if len(p.Backends) == 0 {
+		return c.fieldError(f+".backends", "pool %q has no backends; list at least one address", p.Name)
+	}
+	for j, b := range p.Backends {
+		if !strings.Contains(b.Address, ":") {
+			return c.fieldError(fmt.Sprintf("%s.backends[%d].address", f, j), "%q is not host:port", b.Address)
+		}
+		if b.Weight < 0 {
+			return c.fieldError(fmt.Sprintf("%s.backends[%d].weight", f, j), "negative weight")
+		}
+	}
+	switch p.Balance {
+	case "round_robin", "least_request":
+	case "hash":
+		if p.Hash == nil {
+			return c.fieldError(f+".hash", "balance hash needs hash: {key: header:NAME|cookie:NAME|path|client}")
+		}
+		if _, err := balance.ParseKey(p.Hash.Key); err != nil {
+			return c.fieldError(f+".hash.key", "%v", err)
+		}
+	case "sticky":
+	default:
+		return c.fieldError(f+".balance", "unknown %q; use round_robin, least_request, hash or sticky", p.Balance)
+	}
+	switch p.Protocol {
+	case "http1", "h2c", "h2":
+	default:
+		return c.fieldError(f+".protocol", "unknown %q; use http1, h2c or h2", p.Protocol)
+	}
+	if h := p.Health; h != nil {
+		if !strings.HasPrefix(h.Path, "/") {
+			return c.fieldError(f+".health.path", "%q does not start with /", h.Path)
+		}
+		if h.Timeout > h.Interval {
+			return c.fieldError(f+".health.timeout", "%v is longer than the interval %v", h.Timeout, h.Interval)
+		}
+	}
+	if o := p.Outlier; o != nil && (o.MaxEjectedPercent < 0 || o.MaxEjectedPercent > 100) {
+		return c.fieldError(f+".outlier.max_ejected_percent", "%d outside 0-100", o.MaxEjectedPercent)
+	}
+	if b := p.RetryBudget; b.Percent < 0 || b.Percent > 100 {
+		return c.fieldError(f+".retry_budget.percent", "%v outside 0-100", b.Percent)
+	}
+	return nil
+}
+
+func (c *Config) validateRateLimit(f string, r *RateLimit) error {
+	if r == nil {
+		return nil
+	}
+	if r.Rate <= 0 {
+		return c.fieldError(f+".rate", "must be > 0 requests per second")
+	}
+	if r.Key != "client" && !strings.HasPrefix(r.Key, "header:") {
+		return c.fieldError(f+".key", "%q: use client or header:NAME", r.Key)
+	}
+	return nil
+}
+
+// routeSpecs converts the routes to the matcher's form.
+func (c *Config) routeSpecs() []route.Spec {
+	specs := make([]route.Spec, len(c.Routes))
+	for i, r := range c.Routes {
+		specs[i] = route.Spec{Name: r.Name, Host: r.Match.Host, PathExact: r.Match.Path.Exact,
+			PathPrefix: r.Match.Path.Prefix, PathRegex: r.Match.Path.Regex, Methods: r.Match.Methods,
+			Headers: r.Match.Headers, Query: r.Match.Query}
+	}
+	return specs
+}

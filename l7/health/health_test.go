@@ -1,0 +1,104 @@
+package health
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/balance"
+)
+
+func TestCheckerRiseAndFall(t *testing.T) {
+	var status atomic.Int64
+	status.Store(200)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hc" {
+			w.WriteHeader(404)
+			return
+		}
+		w.WriteHeader(int(status.Load()))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	b := balance.NewBackend(ln.Addr().String(), 1)
+	var transitions atomic.Int64
+	c := NewChecker(Check{Path: "/hc", Interval: 20 * time.Millisecond, Timeout: 15 * time.Millisecond, Rise: 2, Fall: 3, Expect: 200},
+		&http.Client{}, func(*balance.Backend, bool) { transitions.Add(1) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, []*balance.Backend{b}); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(100 * time.Millisecond)
+	if !b.Healthy() || transitions.Load() != 0 {
+		t.Fatal("healthy backend marked down")
+	}
+	status.Store(503)
+	start := time.Now()
+	wait(t, func() bool { return !b.Healthy() })
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Errorf("marked down after %v; fall 3 at 20ms needs about 40-60ms", d)
+	}
+	status.Store(200)
+	wait(t, func() bool { return b.Healthy() })
+	if transitions.Load() != 2 {
+		t.Errorf("%d transitions, want 2", transitions.Load())
+	}
+	// A dead address fails the probe.
+	dead := balance.NewBackend("127.0.0.1:1", 1)
+	if err := c.Probe(context.Background(), dead); err == nil {
+		t.Error("probe of a closed port succeeded")
+	}
+}
+
+func wait(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDetectorEjectsWithCap(t *testing.T) {
+	bs := []*balance.Backend{balance.NewBackend("a:1", 1), balance.NewBackend("b:1", 1), balance.NewBackend("c:1", 1), balance.NewBackend("d:1", 1)}
+	d := NewDetector(Outlier{ConsecutiveErrors: 3, EjectionTime: time.Minute, MaxEjectedPercent: 50}, bs, nil)
+	// Errors interrupted by a success do not eject.
+	d.Failure(bs[0])
+	d.Failure(bs[0])
+	d.Success(bs[0])
+	d.Failure(bs[0])
+	if bs[0].Ejected() {
+		t.Fatal("ejected without 3 consecutive errors")
+	}
+	for _, b := range bs {
+		for i := 0; i < 3; i++ {
+			d.Failure(b)
+		}
+	}
+	n := 0
+	for _, b := range bs {
+		if b.Ejected() {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d of 4 ejected, want 2 (50%% cap)", n)
+	}
+	short := NewDetector(Outlier{ConsecutiveErrors: 1, EjectionTime: 30 * time.Millisecond, MaxEjectedPercent: 100}, bs[3:], nil)
+	bs[3].Eject(time.Time{})
+	short.Failure(bs[3])
+	if !bs[3].Ejected() {
+		t.Fatal("not ejected")
+	}
+	time.Sleep(40 * time.Millisecond)
+	if bs[3].Ejected() {
+		t.Error("ejection did not expire")
+	}
+}

@@ -1,0 +1,418 @@
+package l7
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/route"
+)
+
+type ctxKey int
+
+const (
+	exchangeKey ctxKey = iota
+	schemeKey
+)
+
+// exchange carries one request's decisions through the reverse proxy and back to the logger.
+type exchange struct {
+	route    *routeRT
+	backend  *balance.Backend
+	attempts int
+	scheme   string
+}
+
+// errNoBackend means every backend of the pool is unhealthy, ejected, drained or already tried.
+var errNoBackend = errors.New("no available backend")
+
+// ServeHTTP is the proxy's request path: admission, normalisation, routing, rate limiting, pool
+// admission, then the reverse proxy whose transport picks and retries backends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	st := s.state.Load()
+	rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+	ex := &exchange{scheme: schemeOf(r)}
+	defer func() { s.observe(r, rec, ex, start) }()
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		// Let the response start while the request body still streams up (bidirectional
+		// streaming); HTTP/1 in net/http is half duplex unless asked.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+
+	if !st.global.TryAcquire() {
+		s.metrics.shed.WithLabelValues("global").Inc()
+		shed(rec, "proxy")
+		return
+	}
+	defer st.global.Release()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+
+	clean, err := route.NormalizePath(r.URL.Path, r.URL.EscapedPath())
+	if err != nil {
+		s.metrics.refused.WithLabelValues("400").Inc()
+		http.Error(rec, "bad request path: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	m := st.table.Match(r, clean)
+	if m == nil {
+		http.Error(rec, "no route matches "+r.Method+" "+clean, http.StatusNotFound)
+		return
+	}
+	rt := st.routes[m.Index]
+	ex.route = rt
+	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(r)) {
+		s.metrics.limited.WithLabelValues(rt.cfg.Name).Inc()
+		rec.Header().Set("Retry-After", strconv.Itoa(int(rt.limiter.RetryAfter().Seconds()+0.999)))
+		http.Error(rec, "rate limit exceeded; slow down", http.StatusTooManyRequests)
+		return
+	}
+	p := rt.pool
+	if !p.gate.TryAcquire() {
+		s.metrics.shed.WithLabelValues(p.name).Inc()
+		shed(rec, "pool "+p.name)
+		return
+	}
+	defer p.gate.Release()
+	p.budget.Request()
+
+	// An upgraded connection (WebSocket) lives as long as its peers keep it open; the total
+	// timeout would cut it, so only requests with a response body of their own get it.
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if r.Header.Get("Upgrade") == "" {
+		ctx, cancel = context.WithTimeout(r.Context(), rt.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	defer cancel()
+	r = r.WithContext(context.WithValue(ctx, exchangeKey, ex))
+	r.URL.Path, r.URL.RawPath = clean, ""
+	if s.retryable(rt, r) {
+		s.bufferBody(rt, r)
+	}
+	s.proxy.ServeHTTP(rec, r)
+}
+
+// shed answers 503 with the headers that tell a client this was deliberate load shedding.
+func shed(w http.ResponseWriter, scope string) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("X-Load-Shed", "1")
+	http.Error(w, "overloaded ("+scope+" in-flight limit); retry later", http.StatusServiceUnavailable)
+}
+
+func schemeOf(r *http.Request) string {
+	if v, ok := r.Context().Value(schemeKey).(string); ok {
+		return v
+	}
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// idempotent methods may be retried without the route opting in (RFC 9110 9.2.2).
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// retryable says whether the route's retry policy covers this request's method.
+func (s *Server) retryable(rt *routeRT, r *http.Request) bool {
+	rc := rt.cfg.Retry
+	return rc != nil && rc.Attempts > 0 && (idempotent(r.Method) || rc.NonIdempotent)
+}
+
+// bufferBody reads a request body up to the route's buffer size so a retry can replay it. A body
+// that does not fit streams on unbuffered and its request is never retried.
+func (s *Server) bufferBody(rt *routeRT, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return
+	}
+	limit := rt.cfg.Retry.BufferBody
+	if limit <= 0 || r.ContentLength > limit {
+		return
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(buf)) > limit {
+		// Too large (or broken): hand the upstream what was read plus the rest, unreplayable.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(buf))
+	r.ContentLength = int64(len(buf))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+}
+
+// newReverseProxy builds the httputil.ReverseProxy that does header hygiene, streaming, trailers
+// and upgrades; the Server is its transport, which is where backends are chosen and retried.
+func (s *Server) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      s,
+		FlushInterval:  0, // streaming responses (unknown length, event streams) flush at once
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   s.proxyError,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BufferPool:     bufferPool{},
+	}
+}
+
+// rewrite sets the forwarding headers. ReverseProxy has already removed hop-by-hop headers and
+// any inbound X-Forwarded-* and Forwarded; the proxy appends to the client's X-Forwarded-For
+// chain like nginx's $proxy_add_x_forwarded_for, and sets its own proto and Forwarded element.
+func rewrite(pr *httputil.ProxyRequest) {
+	ex := pr.In.Context().Value(exchangeKey).(*exchange)
+	if prior := pr.In.Header["X-Forwarded-For"]; len(prior) > 0 {
+		pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+	}
+	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Forwarded-Proto", ex.scheme)
+	client := balance.ClientIP(pr.In)
+	if strings.Contains(client, ":") {
+		client = `"[` + client + `]"`
+	}
+	fwd := "for=" + client + ";proto=" + ex.scheme
+	if pr.In.Host != "" {
+		fwd += ";host=" + strconv.Quote(pr.In.Host)
+	}
+	if prior := pr.In.Header.Get("Forwarded"); prior != "" {
+		fwd = prior + ", " + fwd
+	}
+	pr.Out.Header.Set("Forwarded", fwd)
+	via := fmt.Sprintf("%d.%d switchyard", pr.In.ProtoMajor, pr.In.ProtoMinor)
+	if pr.In.ProtoMajor == 2 {
+		via = "2 switchyard"
+	}
+	if prior := pr.In.Header.Get("Via"); prior != "" {
+		via = prior + ", " + via
+	}
+	pr.Out.Header.Set("Via", via)
+	pr.Out.Host = pr.In.Host
+}
+
+// modifyResponse adds Via and the sticky-session cookie.
+func modifyResponse(resp *http.Response) error {
+	ex := resp.Request.Context().Value(exchangeKey).(*exchange)
+	resp.Header.Add("Via", fmt.Sprintf("%d.%d switchyard", resp.ProtoMajor, resp.ProtoMinor))
+	p := ex.route.pool
+	if p.sticky != nil && ex.backend != nil && p.sticky.NeedsCookie(resp.Request, ex.backend) {
+		c := &http.Cookie{Name: p.sticky.CookieName, Value: balance.ID(ex.backend), Path: "/", HttpOnly: true,
+			Secure: ex.scheme == "https", SameSite: http.SameSiteLaxMode}
+		if ttl := p.cfg.Sticky.TTL; ttl > 0 {
+			c.MaxAge = int(ttl.Seconds())
+		}
+		resp.Header.Add("Set-Cookie", c.String())
+	}
+	return nil
+}
+
+// proxyError turns transport errors into statuses: 503 when no backend is available, 504 on a
+// timeout, 502 otherwise.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := http.StatusBadGateway, "upstream error"
+	var ne net.Error
+	switch {
+	case errors.Is(err, errNoBackend):
+		code, msg = http.StatusServiceUnavailable, "no available backend"
+		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		code, msg = http.StatusGatewayTimeout, "upstream timeout"
+	case errors.Is(err, context.Canceled):
+		code, msg = 499, "client closed request"
+	}
+	if code != 499 {
+		http.Error(w, msg, code)
+	} else {
+		w.WriteHeader(code)
+	}
+}
+
+// RoundTrip picks a backend for the request, forwards it, and retries on connect errors and the
+// route's retry statuses, to a different backend each time, within the pool's retry budget.
+func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
+	ex := req.Context().Value(exchangeKey).(*exchange)
+	p, rt := ex.route.pool, ex.route
+	tried := make([]*balance.Backend, 0, 2)
+	exclude := func(b *balance.Backend) bool {
+		for _, t := range tried {
+			if t == b {
+				return true
+			}
+		}
+		return false
+	}
+	maxAttempts := 1
+	if s.retryable(rt, req) && req.GetBody != nil {
+		maxAttempts += rt.cfg.Retry.Attempts
+	}
+	var lastErr error
+	for {
+		b := p.picker.Pick(req, exclude)
+		if b == nil {
+			if lastErr == nil || len(tried) == 0 {
+				return nil, errNoBackend
+			}
+			return nil, lastErr
+		}
+		tried = append(tried, b)
+		ex.attempts++
+		s.decisions.Add(1)
+		out := req
+		if ex.attempts > 1 {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, fmt.Errorf("replay request body: %w", err)
+			}
+			out = req.Clone(req.Context())
+			out.Body = body
+		}
+		out.URL.Scheme, out.URL.Host = p.scheme, b.Address
+		b.Acquire()
+		resp, err := p.transport.RoundTrip(out)
+		again := ex.attempts < maxAttempts && req.Context().Err() == nil
+		if err != nil {
+			b.Release()
+			s.passive(p, b, false)
+			lastErr = fmt.Errorf("forward to %s: %w", b.Address, err)
+			if again && s.spendRetry(p) {
+				continue
+			}
+			return nil, lastErr
+		}
+		s.passive(p, b, resp.StatusCode < 500)
+		if again && rt.retryOn[resp.StatusCode] && s.spendRetry(p) {
+			// Drain a little so the connection can be reused, then drop this response.
+			io.CopyN(io.Discard, resp.Body, 4<<10)
+			resp.Body.Close()
+			b.Release()
+			continue
+		}
+		ex.backend = b
+		resp.Body = releaseOnClose(resp.Body, b)
+		return resp, nil
+	}
+}
+
+func (s *Server) spendRetry(p *pool) bool {
+	if !p.budget.TryRetry() {
+		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
+		return false
+	}
+	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
+	return true
+}
+
+// passive feeds outlier detection: connect errors and 5xx count as failures.
+func (s *Server) passive(p *pool, b *balance.Backend, ok bool) {
+	if p.detector == nil {
+		return
+	}
+	if ok {
+		p.detector.Success(b)
+	} else {
+		p.detector.Failure(b)
+	}
+}
+
+// releaseOnClose ends the backend's in-flight count when the response body is closed. An
+// upgraded (101) body is also a writer and stays one, because ReverseProxy needs it to be.
+func releaseOnClose(body io.ReadCloser, b *balance.Backend) io.ReadCloser {
+	rb := &releaseBody{ReadCloser: body, b: b}
+	if rw, ok := body.(io.ReadWriteCloser); ok {
+		return &releaseRWBody{releaseBody: rb, w: rw}
+	}
+	return rb
+}
+
+type releaseBody struct {
+	io.ReadCloser
+	b    *balance.Backend
+	done bool
+}
+
+func (r *releaseBody) Close() error {
+	if !r.done {
+		r.done = true
+		r.b.Release()
+	}
+	return r.ReadCloser.Close()
+}
+
+type releaseRWBody struct {
+	*releaseBody
+	w io.Writer
+}
+
+func (r *releaseRWBody) Write(p []byte) (int, error) { return r.w.Write(p) }
+
+// recorder captures the status and size of a response for the log and metrics. It unwraps for
+// http.ResponseController, so flushing and hijacking (upgrades) reach the real writer.
+type recorder struct {
+	http.ResponseWriter
+	code    int
+	bytes   int64
+	written bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.written || code < 200 {
+		r.code = code
+	}
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		r.written = true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.written = true
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Flush() { http.NewResponseController(r.ResponseWriter).Flush() }
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// observe records metrics and the access log line of one request.
+func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start time.Time) {
+	elapsed := time.Since(start)
+	routeName, poolName, backend := "", "", ""
+	if ex.route != nil {
+		routeName, poolName = ex.route.cfg.Name, ex.route.pool.name
+	}
+	if ex.backend != nil {
+		backend = ex.backend.Address
+	}
+	code := strconv.Itoa(rec.code)
+	s.metrics.requests.WithLabelValues(routeName, poolName, backend, code).Inc()
+	s.metrics.duration.WithLabelValues(routeName, poolName).Observe(elapsed.Seconds())
+	if s.access != nil {
+		s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("client", r.RemoteAddr), slog.String("method", r.Method), slog.String("host", r.Host),
+			slog.String("path", r.URL.Path), slog.String("proto", r.Proto), slog.Int("status", rec.code),
+			slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed), slog.String("route", routeName),
+			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", ex.attempts))
+	}
+}

@@ -1,0 +1,257 @@
+// Package route matches HTTP requests to L7 routes. Routes are tried in the order they are
+// written and the first whose every condition holds wins; there is no implicit ordering by
+// specificity, so the precedence an operator reads in the file is the one applied.
+package route
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Spec is the configuration of one route's conditions. Every set field must match.
+type Spec struct {
+	// Name identifies the route in metrics, logs and the admin API.
+	Name string
+	// Host matches the request host without port: "example.com" exactly, "*.example.com" any
+	// subdomain. Empty matches every host.
+	Host string
+	// PathExact, PathPrefix and PathRegex match the normalised path; at most one may be set.
+	// A prefix matches on segment boundaries: "/asset" matches "/asset" and "/asset/x", not "/assets".
+	PathExact, PathPrefix, PathRegex string
+	// Methods lists accepted methods; empty accepts all.
+	Methods []string
+	// Headers and Query are conditions on request headers and query parameters.
+	Headers, Query []Cond
+}
+
+// Cond matches one header or query parameter: Present only requires it to exist, Regex matches
+// its value against a regular expression, otherwise Value must be equal.
+type Cond struct {
+	Name    string
+	Value   string
+	Regex   string
+	Present bool
+}
+
+// Route is a compiled Spec.
+type Route struct {
+	Spec
+	// Index is the position in the table, which is its precedence.
+	Index   int
+	pathRe  *regexp.Regexp
+	methods map[string]bool
+	headers []cond
+	query   []cond
+}
+
+type cond struct {
+	name    string
+	value   string
+	re      *regexp.Regexp
+	present bool
+}
+
+// Table is an ordered list of routes.
+type Table struct {
+	Routes []*Route
+}
+
+// Compile checks and compiles the specs in order.
+func Compile(specs []Spec) (*Table, error) {
+	t := &Table{}
+	seen := map[string]bool{}
+	for i, s := range specs {
+		if s.Name == "" {
+			return nil, fmt.Errorf("compile route %d: name is empty; give every route a unique name", i)
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("compile route %q: duplicate name; route names must be unique", s.Name)
+		}
+		seen[s.Name] = true
+		r, err := compile(s)
+		if err != nil {
+			return nil, fmt.Errorf("compile route %q: %w", s.Name, err)
+		}
+		r.Index = i
+		t.Routes = append(t.Routes, r)
+	}
+	return t, nil
+}
+
+func compile(s Spec) (*Route, error) {
+	r := &Route{Spec: s}
+	n := 0
+	for _, p := range []string{s.PathExact, s.PathPrefix, s.PathRegex} {
+		if p != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, fmt.Errorf("set more than one of path exact, prefix and regex; keep one")
+	}
+	if s.PathExact != "" && !strings.HasPrefix(s.PathExact, "/") {
+		return nil, fmt.Errorf("exact path %q does not start with /", s.PathExact)
+	}
+	if s.PathPrefix != "" && !strings.HasPrefix(s.PathPrefix, "/") {
+		return nil, fmt.Errorf("path prefix %q does not start with /", s.PathPrefix)
+	}
+	if s.PathRegex != "" {
+		re, err := regexp.Compile(anchor(s.PathRegex))
+		if err != nil {
+			return nil, fmt.Errorf("compile path regex: %w", err)
+		}
+		r.pathRe = re
+	}
+	if len(s.Methods) > 0 {
+		r.methods = map[string]bool{}
+		for _, m := range s.Methods {
+			r.methods[strings.ToUpper(m)] = true
+		}
+	}
+	var err error
+	if r.headers, err = compileConds("header", s.Headers, http.CanonicalHeaderKey); err != nil {
+		return nil, err
+	}
+	if r.query, err = compileConds("query", s.Query, func(s string) string { return s }); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// anchor makes a regex match the whole path, the way an operator reading "/v[0-9]+/x" expects.
+func anchor(re string) string {
+	if !strings.HasPrefix(re, "^") {
+		re = "^" + re
+	}
+	if !strings.HasSuffix(re, "$") {
+		re += "$"
+	}
+	return re
+}
+
+func compileConds(kind string, cs []Cond, canon func(string) string) ([]cond, error) {
+	out := make([]cond, 0, len(cs))
+	for _, c := range cs {
+		if c.Name == "" {
+			return nil, fmt.Errorf("%s condition has no name; set name", kind)
+		}
+		x := cond{name: canon(c.Name), value: c.Value, present: c.Present}
+		if c.Regex != "" {
+			re, err := regexp.Compile(anchor(c.Regex))
+			if err != nil {
+				return nil, fmt.Errorf("compile %s %q regex: %w", kind, c.Name, err)
+			}
+			x.re = re
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// Match returns the first route matching the request whose path was already normalised by
+// NormalizePath, or nil.
+func (t *Table) Match(r *http.Request, cleanPath string) *Route {
+	host := hostOnly(r.Host)
+	var query map[string][]string
+	for _, rt := range t.Routes {
+		if !rt.matchHost(host) || !rt.matchPath(cleanPath) {
+			continue
+		}
+		if rt.methods != nil && !rt.methods[r.Method] {
+			continue
+		}
+		if !matchConds(rt.headers, func(n string) ([]string, bool) { v, ok := r.Header[n]; return v, ok }) {
+			continue
+		}
+		if len(rt.query) > 0 {
+			if query == nil {
+				query = r.URL.Query() // parsed once, only when a route needs it
+			}
+			if !matchConds(rt.query, func(n string) ([]string, bool) { v, ok := query[n]; return v, ok }) {
+				continue
+			}
+		}
+		return rt
+	}
+	return nil
+}
+
+func (rt *Route) matchHost(host string) bool {
+	switch {
+	case rt.Host == "":
+		return true
+	case strings.HasPrefix(rt.Host, "*."):
+		return strings.HasSuffix(host, rt.Host[1:])
+	}
+	return strings.EqualFold(host, rt.Host)
+}
+
+func (rt *Route) matchPath(p string) bool {
+	switch {
+	case rt.PathExact != "":
+		return p == rt.PathExact
+	case rt.PathPrefix != "":
+		pre := strings.TrimSuffix(rt.PathPrefix, "/")
+		return pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
+	case rt.pathRe != nil:
+		return rt.pathRe.MatchString(p)
+	}
+	return true
+}
+
+func matchConds(cs []cond, get func(string) ([]string, bool)) bool {
+	for _, c := range cs {
+		vals, ok := get(c.name)
+		if !ok {
+			return false
+		}
+		if c.present {
+			continue
+		}
+		hit := false
+		for _, v := range vals {
+			if (c.re != nil && c.re.MatchString(v)) || (c.re == nil && v == c.value) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}
+
+// NormalizePath returns the path used both for matching and for the upstream request: the
+// percent-decoded path with "." and ".." segments resolved and repeated slashes merged, keeping a
+// trailing slash. Because the backend receives this same path, "/tracking/../admin" is matched
+// and forwarded as "/admin", never as a /tracking request the backend would resolve elsewhere.
+// It refuses paths a backend could decode differently: an encoded slash or backslash, NUL, and
+// anything not starting with "/".
+func NormalizePath(decoded, raw string) (string, error) {
+	if !strings.HasPrefix(decoded, "/") {
+		return "", fmt.Errorf("normalize path %q: does not start with /", decoded)
+	}
+	lower := strings.ToLower(raw)
+	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(decoded, "\\") {
+		return "", fmt.Errorf("normalize path %q: encoded slash or backslash is ambiguous", raw)
+	}
+	if strings.ContainsRune(decoded, 0) {
+		return "", fmt.Errorf("normalize path: contains NUL")
+	}
+	clean := path.Clean(decoded)
+	if strings.HasSuffix(decoded, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean, nil
+}

@@ -1,0 +1,411 @@
+package l7
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/guard"
+)
+
+// Server is an L7 proxy instance. It is safe for concurrent use; Reload swaps its configuration
+// while it serves.
+type Server struct {
+	state   atomic.Pointer[state]
+	proxy   *httputil.ReverseProxy
+	metrics *metrics
+	log     *slog.Logger
+	access  *slog.Logger
+	closer  io.Closer // access log file
+	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
+	decisions atomic.Int64
+
+	mu      sync.Mutex
+	servers []*http.Server
+	lns     []net.Listener
+	path    string // config file, for Reload from the admin endpoint and SIGHUP
+}
+
+// Option tunes NewServer.
+type Option func(*Server)
+
+// WithLogger sets the operational logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithConfigPath remembers the file the configuration came from, so ReloadFile can re-read it.
+func WithConfigPath(path string) Option { return func(s *Server) { s.path = path } }
+
+// NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
+// Serve with a listener, or ListenAndServe for the configured listeners.
+func NewServer(cfg *Config, opts ...Option) (*Server, error) {
+	s := &Server{metrics: newMetrics(), log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.openAccessLog(cfg.AccessLog); err != nil {
+		return nil, err
+	}
+	st, err := s.buildState(cfg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build proxy: %w", err)
+	}
+	s.proxy = s.newReverseProxy()
+	s.startHealth(st)
+	s.state.Store(st)
+	return s, nil
+}
+
+func (s *Server) openAccessLog(dest string) error {
+	var w io.Writer
+	switch dest {
+	case "", "off":
+		return nil
+	case "stdout":
+		w = os.Stdout
+	case "stderr":
+		w = os.Stderr
+	default:
+		f, err := os.OpenFile(dest, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open access log: %w", err)
+		}
+		s.closer, w = f, f
+	}
+	s.access = slog.New(slog.NewJSONHandler(w, nil))
+	return nil
+}
+
+// Decisions returns how many balancing decisions (backend picks) the server has made.
+func (s *Server) Decisions() int64 { return s.decisions.Load() }
+
+// Config returns the configuration in effect.
+func (s *Server) Config() *Config { return s.state.Load().cfg }
+
+// Reload swaps in a new configuration. On error the old one stays in effect and keeps serving.
+// Listener and access-log changes need a restart; routes, pools and limits change at once.
+func (s *Server) Reload(cfg *Config) error {
+	old := s.state.Load()
+	st, err := s.buildState(cfg, old)
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload: %w", err)
+	}
+	s.startHealth(st)
+	s.state.Store(st)
+	old.cancel()
+	// Idle upstream connections of the old pools are closed once in-flight requests had time to
+	// finish; busy ones close when their responses end.
+	time.AfterFunc(5*time.Second, func() {
+		for _, p := range old.pools {
+			p.closeIdle()
+		}
+	})
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("configuration reloaded", "routes", len(cfg.Routes), "pools", len(cfg.Pools))
+	return nil
+}
+
+// ReloadFile re-reads the configuration file given with WithConfigPath.
+func (s *Server) ReloadFile() error {
+	if s.path == "" {
+		return errors.New("reload: no configuration file; the server was built from memory")
+	}
+	cfg, err := LoadConfig(s.path)
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload: %w", err)
+	}
+	return s.Reload(cfg)
+}
+
+// httpServer is a client-facing http.Server with the configured timeouts.
+func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Server {
+	cfg := s.state.Load().cfg
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.Timeouts.ReadHeader,
+		IdleTimeout:       cfg.Timeouts.Idle,
+		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(context.Background(), schemeKey, scheme) },
+		Protocols:         new(http.Protocols),
+		ConnState: func(c net.Conn, cs http.ConnState) {
+			if g, ok := c.(*guard.Conn); ok {
+				g.SetActive(cs == http.StateActive)
+			}
+		},
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(h2c)
+	s.mu.Lock()
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	return srv
+}
+
+func (s *Server) guard(ln net.Listener) net.Listener {
+	return &guard.Listener{Listener: ln, MaxHeaderBytes: s.state.Load().cfg.Limits.MaxHeaderBytes, OnReject: s.onReject}
+}
+
+func (s *Server) onReject(remote net.Addr, r *guard.Rejection) {
+	s.metrics.refused.WithLabelValues(fmt.Sprint(r.Status)).Inc()
+	s.log.Debug("request refused", "client", remote.String(), "status", r.Status, "reason", r.Reason)
+}
+
+// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.serve(ln, s, true, "http")
+}
+
+func (s *Server) serve(ln net.Listener, h http.Handler, h2c bool, scheme string) error {
+	err := s.httpServer(h, h2c, scheme).Serve(s.guard(ln))
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ServeTLS terminates TLS on ln with the given configuration (certificates chosen by SNI) and
+// serves HTTP/2 to clients that negotiate it by ALPN and HTTP/1.1 to the rest.
+func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
+	tc = tc.Clone()
+	tc.NextProtos = []string{"h2", "http/1.1"}
+	srv := s.httpServer(s, false, "https")
+	srv.Protocols.SetHTTP2(true)
+	srv.TLSConfig = tc
+	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can go through
+	// the request-head guard; HTTP/2 ones stay *tls.Conn so http.Server runs its HTTP/2 server on
+	// them (HTTP/2 framing has no smuggling ambiguity to screen).
+	conns := newChanListener(ln.Addr())
+	s.mu.Lock()
+	s.lns = append(s.lns, conns, ln)
+	s.mu.Unlock()
+	go func() {
+		defer conns.Close()
+		for {
+			raw, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
+		}
+	}()
+	err := srv.Serve(conns)
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *chanListener) {
+	c := tls.Server(raw, tc)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return
+	}
+	var conn net.Conn = c
+	if c.ConnectionState().NegotiatedProtocol != "h2" {
+		conn = guard.Wrap(c, s.state.Load().cfg.Limits.MaxHeaderBytes, s.onReject)
+	}
+	if !conns.deliver(conn) {
+		conn.Close()
+	}
+}
+
+// LoadTLS reads the listener's certificate files.
+func LoadTLS(t *TLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	for _, c := range t.Certificates {
+		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load certificate %s: %w", c.Cert, err)
+		}
+		// With several certificates crypto/tls picks the one whose names match the client's SNI.
+		tc.Certificates = append(tc.Certificates, cert)
+	}
+	return tc, nil
+}
+
+// redirectHandler answers every request with a permanent redirect to https on port.
+func redirectHandler(port int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		target := "https://" + net.JoinHostPort(host, fmt.Sprint(port)) + r.URL.RequestURI()
+		if port == 443 {
+			target = "https://" + host + r.URL.RequestURI()
+		}
+		http.Redirect(w, r, target, http.StatusPermanentRedirect)
+	})
+}
+
+// ListenAndServe opens every configured listener and the admin endpoint and serves until ctx is
+// done, then shuts down gracefully: listeners close, in-flight requests get up to the total
+// timeout to finish.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	cfg := s.state.Load().cfg
+	errc := make(chan error, len(cfg.Listeners)+1)
+	var lns []net.Listener
+	fail := func(err error) error {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return err
+	}
+	for _, l := range cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Address)
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return fail(fmt.Errorf("listen on %s: %w (a VIP must be on an interface first, e.g. ip addr add VIP/32 dev lo)", l.Address, err))
+		}
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", l.Address, err))
+		}
+		lns = append(lns, ln)
+		switch {
+		case l.TLS != nil:
+			tc, err := LoadTLS(l.TLS)
+			if err != nil {
+				return fail(err)
+			}
+			go func() { errc <- s.ServeTLS(ln, tc) }()
+		case l.RedirectHTTPS > 0:
+			go func() { errc <- s.serve(ln, redirectHandler(l.RedirectHTTPS), false, "http") }()
+		default:
+			go func() { errc <- s.serve(ln, s, l.H2C, "http") }()
+		}
+		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C)
+	}
+	if cfg.Admin.Address != "" {
+		ln, err := net.Listen("tcp", cfg.Admin.Address)
+		if err != nil {
+			return fail(fmt.Errorf("listen on admin %s: %w", cfg.Admin.Address, err))
+		}
+		lns = append(lns, ln)
+		go func() {
+			err := s.httpServer(s.AdminHandler(), false, "http").Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			errc <- err
+		}()
+		s.log.Info("l7 admin listening", "address", ln.Addr().String())
+	}
+	s.mu.Lock()
+	s.lns = append(s.lns, lns...)
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil {
+			s.Close()
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Total)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Shutdown stops accepting, waits for in-flight requests (until ctx ends) and stops checkers.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	servers, lns := s.servers, s.lns
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	var first error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil && first == nil {
+			first = fmt.Errorf("shut down: %w", err)
+		}
+	}
+	s.stop()
+	return first
+}
+
+// Close stops everything at once, cutting in-flight requests.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	servers, lns := s.servers, s.lns
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, srv := range servers {
+		srv.Close()
+	}
+	s.stop()
+	return nil
+}
+
+func (s *Server) stop() {
+	st := s.state.Load()
+	st.cancel()
+	for _, p := range st.pools {
+		p.closeIdle()
+	}
+	if s.closer != nil {
+		s.closer.Close()
+	}
+}
+
+// chanListener is a net.Listener fed by the TLS accept loop with handshaken HTTP/1.1 connections.
+type chanListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// bufferPool recycles the 32 KiB copy buffers of ReverseProxy.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

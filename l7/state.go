@@ -1,0 +1,199 @@
+package l7
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/health"
+	"github.com/switchyard/switchyard/l7/limit"
+	"github.com/switchyard/switchyard/l7/route"
+)
+
+// state is everything a configuration produces at run time. A reload builds a new state and swaps
+// it in atomically; requests already running keep the state they started with.
+type state struct {
+	cfg    *Config
+	table  *route.Table
+	routes []*routeRT // by route.Index
+	pools  map[string]*pool
+	global *limit.Gate
+	cancel context.CancelFunc // stops health checkers
+}
+
+// routeRT is a route's runtime.
+type routeRT struct {
+	cfg     Route
+	pool    *pool
+	limiter *limit.Buckets
+	keyOf   func(*http.Request) string
+	timeout time.Duration
+	retryOn map[int]bool
+}
+
+// pool is a pool's runtime.
+type pool struct {
+	name      string
+	cfg       Pool
+	backends  []*balance.Backend
+	picker    balance.Picker
+	sticky    *balance.Sticky
+	transport http.RoundTripper
+	closeIdle func()
+	scheme    string
+	gate      *limit.Gate
+	budget    *limit.RetryBudget
+	detector  *health.Detector
+}
+
+// buildState compiles cfg. Backends present in prev (same pool, same address) are reused so
+// health, drain and ejection state survive a reload.
+func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
+	table, err := route.Compile(cfg.routeSpecs())
+	if err != nil {
+		return nil, err
+	}
+	st := &state{cfg: cfg, table: table, pools: map[string]*pool{}, global: limit.NewGate(cfg.Limits.MaxInFlight)}
+	for _, pc := range cfg.Pools {
+		st.pools[pc.Name] = s.buildPool(pc, prev)
+	}
+	for _, rc := range cfg.Routes {
+		rt := &routeRT{cfg: rc, pool: st.pools[rc.Pool], timeout: cfg.Timeouts.Total}
+		if rc.Timeout > 0 {
+			rt.timeout = rc.Timeout
+		}
+		rl := rc.RateLimit
+		if rl == nil {
+			rl = cfg.RateLimit
+		}
+		if rl != nil {
+			rt.limiter = limit.NewBuckets(rl.Rate, rl.Burst)
+			rt.keyOf = balance.ClientIP
+			if name, ok := strings.CutPrefix(rl.Key, "header:"); ok {
+				name = http.CanonicalHeaderKey(name)
+				rt.keyOf = func(r *http.Request) string { return r.Header.Get(name) }
+			}
+		}
+		if rc.Retry != nil {
+			rt.retryOn = map[int]bool{}
+			for _, code := range rc.Retry.OnStatus {
+				rt.retryOn[code] = true
+			}
+		}
+		st.routes = append(st.routes, rt)
+	}
+	return st, nil
+}
+
+func (s *Server) buildPool(pc Pool, prev *state) *pool {
+	p := &pool{name: pc.Name, cfg: pc, gate: limit.NewGate(pc.MaxInFlight), scheme: "http",
+		budget: limit.NewRetryBudget(pc.RetryBudget.Percent, pc.RetryBudget.MinPerSecond)}
+	var old map[string]*balance.Backend
+	if prev != nil {
+		if op := prev.pools[pc.Name]; op != nil {
+			old = map[string]*balance.Backend{}
+			for _, b := range op.backends {
+				old[b.Address] = b
+			}
+		}
+	}
+	for _, bc := range pc.Backends {
+		b := old[bc.Address]
+		if b == nil || b.Weight != bc.Weight {
+			nb := balance.NewBackend(bc.Address, bc.Weight)
+			if b != nil {
+				nb.SetHealthy(b.Healthy())
+				nb.SetDraining(b.Draining())
+			}
+			b = nb
+		}
+		p.backends = append(p.backends, b)
+	}
+	switch pc.Balance {
+	case "least_request":
+		p.picker = balance.NewLeastRequest(p.backends)
+	case "hash":
+		key, _ := balance.ParseKey(pc.Hash.Key) // validated with the config
+		p.picker = balance.NewRing(p.backends, key, pc.Hash.LoadFactor)
+	default:
+		p.picker = balance.NewRoundRobin(p.backends)
+	}
+	if pc.Sticky != nil {
+		p.sticky = balance.NewSticky(p.picker, p.backends, pc.Sticky.Cookie)
+		p.picker = p.sticky
+	}
+	p.transport, p.closeIdle = newTransport(pc)
+	if pc.Protocol == "h2" {
+		p.scheme = "https"
+	}
+	if pc.Outlier != nil {
+		p.detector = health.NewDetector(health.Outlier{ConsecutiveErrors: pc.Outlier.ConsecutiveErrors,
+			EjectionTime: pc.Outlier.EjectionTime, MaxEjectedPercent: pc.Outlier.MaxEjectedPercent},
+			p.backends, func(b *balance.Backend, _ bool) {
+				s.metrics.ejections.WithLabelValues(pc.Name, b.Address).Inc()
+				s.log.Warn("backend ejected", "pool", pc.Name, "backend", b.Address, "for", pc.Outlier.EjectionTime)
+			})
+	}
+	for _, b := range p.backends {
+		s.metrics.healthy.WithLabelValues(pc.Name, b.Address).Set(boolGauge(b.Healthy()))
+	}
+	return p
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// startHealth launches the active checkers of every pool that configures them.
+func (s *Server) startHealth(st *state) {
+	ctx, cancel := context.WithCancel(context.Background())
+	st.cancel = cancel
+	for _, p := range st.pools {
+		h := p.cfg.Health
+		if h == nil {
+			continue
+		}
+		c := health.NewChecker(health.Check{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout,
+			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme},
+			&http.Client{Transport: p.transport},
+			func(b *balance.Backend, healthy bool) {
+				s.metrics.healthy.WithLabelValues(p.name, b.Address).Set(boolGauge(healthy))
+				s.log.Info("backend health", "pool", p.name, "backend", b.Address, "healthy", healthy)
+			})
+		go c.Run(ctx, p.backends)
+	}
+}
+
+// newTransport builds a pooled upstream transport for the pool's protocol.
+func newTransport(pc Pool) (http.RoundTripper, func()) {
+	dialer := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   pc.MaxIdlePerBackend,
+		IdleConnTimeout:       pc.Timeouts.Idle,
+		ResponseHeaderTimeout: pc.Timeouts.Header,
+		TLSHandshakeTimeout:   pc.Timeouts.Connect,
+		ExpectContinueTimeout: time.Second,
+		// The proxy forwards the client's Accept-Encoding and must not decompress bodies itself.
+		DisableCompression: true,
+		Protocols:          new(http.Protocols),
+	}
+	switch pc.Protocol {
+	case "h2c":
+		t.Protocols.SetUnencryptedHTTP2(true)
+	case "h2":
+		t.Protocols.SetHTTP2(true)
+		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: pc.InsecureSkipVerify} //nolint:gosec // opt-in per pool
+	default:
+		t.Protocols.SetHTTP1(true)
+	}
+	return t, t.CloseIdleConnections
+}
