@@ -526,3 +526,29 @@ func TestVIPRemovalEndsFlows(t *testing.T) {
 		t.Fatalf("re-putting the VIP moved an established flow to %s", got)
 	}
 }
+
+// TestDeleteFlowsPerVIP: cutting one VIP's flows to a backend leaves that backend's flows of
+// other VIPs alone (drain timeout of an address shared by two VIPs).
+func TestDeleteFlowsPerVIP(t *testing.T) {
+	dp := newDataplane(t)
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])
+	dp.vip(1, vip4, 443, maps.TCP, 0, be4[0])
+	for sport := uint16(100); sport < 110; sport++ {
+		for _, port := range []uint16{80, 443} {
+			dp.run(pkt{src: cli4, dst: vip4, sport: sport, dport: port, proto: "tcp", flags: "S"}.build(t))
+		}
+	}
+	n, err := dp.s.DeleteFlows(0, dp.backendID(be4[0]))
+	if err != nil || n != 10 {
+		t.Fatalf("deleted %d flows (%v), want 10", n, err)
+	}
+	flows, _ := dp.s.Flows()
+	if len(flows) != 10 {
+		t.Fatalf("%d flows left, want the other VIP's 10", len(flows))
+	}
+	for _, f := range flows {
+		if f.VIPID != 1 || f.Dst.Port() != 443 {
+			t.Fatalf("wrong flow left: %+v", f)
+		}
+	}
+}

@@ -101,16 +101,26 @@ func (s *Set) ActiveFlows(idle, udpTimeout time.Duration) (map[uint32]int, error
 	return out, err
 }
 
-// DeleteFlowsTo removes every connection-table entry that points at a backend: used when a
-// drain times out, so that the remaining flows re-hash instead of reaching a removed backend.
+// DeleteFlowsTo removes every connection-table entry that points at a backend, for any VIP.
 func (s *Set) DeleteFlowsTo(backendID uint32) (int, error) {
+	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID })
+}
+
+// DeleteFlows removes the connection-table entries of one VIP that point at a backend: used when
+// a drain times out, so that the remaining flows re-hash instead of reaching the backend, while
+// the same backend keeps its flows of other VIPs.
+func (s *Set) DeleteFlows(vipID, backendID uint32) (int, error) {
+	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID && f.VIPID == vipID })
+}
+
+func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {
 	flows, err := s.Flows()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, f := range flows {
-		if f.Backend != backendID {
+		if !match(f) {
 			continue
 		}
 		if err := s.m.Conntrack.Delete(FlowKey(f.Flow)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

@@ -5,6 +5,7 @@
 package maps
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -89,6 +90,7 @@ type Backend struct {
 // Set is the forwarder's maps, with the sizes they were loaded with.
 type Set struct {
 	m           *loader.LBMaps
+	rings       *ebpf.Memory // the rings map, memory-mapped
 	ringSize    uint32
 	maxVIPs     uint32
 	maxBackends uint32
@@ -104,7 +106,11 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
 			m.Rings.MaxEntries(), maxVIPs, ringSize)
 	}
-	return &Set{m: m, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
+	mem, err := m.Rings.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("open maps: map the rings: %w", err)
+	}
+	return &Set{m: m, rings: mem, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
 }
 
 // RingSize is the Maglev ring size.
@@ -335,32 +341,30 @@ func (s *Set) Backends() ([]Backend, error) {
 	return out, nil
 }
 
-// Ring reads a VIP's Maglev ring.
+// ringStride is the distance between two slots of the mapped rings: the kernel rounds array
+// values up to 8 bytes.
+const ringStride = 8
+
+// Ring reads a VIP's Maglev ring (one copy from the memory-mapped rings map).
 func (s *Set) Ring(vipID uint32) ([]uint32, error) {
 	if vipID >= s.maxVIPs {
 		return nil, fmt.Errorf("read ring: vip id %d out of range", vipID)
 	}
+	buf := make([]byte, ringStride*s.ringSize)
+	if _, err := s.rings.ReadAt(buf, int64(vipID)*int64(s.ringSize)*ringStride); err != nil {
+		return nil, fmt.Errorf("read ring %d: %w", vipID, err)
+	}
 	out := make([]uint32, s.ringSize)
-	base := vipID * s.ringSize
-	keys := make([]uint32, s.ringSize)
-	for i := range keys {
-		keys[i] = base + uint32(i)
-	}
-	// Arrays have no batch lookup on every kernel; fall back to single lookups when needed.
-	if _, err := s.m.Rings.BatchLookup(nil, &keys, &out, nil); err == nil || errors.Is(err, ebpf.ErrKeyNotExist) {
-		return out, nil
-	}
 	for i := range out {
-		if err := s.m.Rings.Lookup(keys[i], &out[i]); err != nil {
-			return nil, fmt.Errorf("read ring %d slot %d: %w", vipID, i, err)
-		}
+		out[i] = binary.NativeEndian.Uint32(buf[ringStride*i:])
 	}
 	return out, nil
 }
 
 // WriteRing makes a VIP's ring equal to table, writing only the slots that differ from old
 // (the ring as it stands; nil means unknown, which writes every slot). It returns the number of
-// slots written.
+// slots written. Each slot is one aligned 4-byte store into the mapped ring, so the forwarder
+// reads either the old or the new backend of a slot, never a mix.
 func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
 	if vipID >= s.maxVIPs {
 		return 0, fmt.Errorf("write ring: vip id %d out of range", vipID)
@@ -368,26 +372,20 @@ func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
 	if uint32(len(table)) != s.ringSize {
 		return 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
 	}
-	base := vipID * s.ringSize
-	var keys, vals []uint32
+	base := int64(vipID) * int64(s.ringSize) * ringStride
+	var word [4]byte
+	n := 0
 	for i, id := range table {
 		if old != nil && len(old) == len(table) && old[i] == id {
 			continue
 		}
-		keys = append(keys, base+uint32(i))
-		vals = append(vals, id)
-	}
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	if _, err := s.m.Rings.BatchUpdate(keys, vals, nil); err != nil {
-		for i := range keys {
-			if err := s.m.Rings.Put(keys[i], vals[i]); err != nil {
-				return i, fmt.Errorf("write ring %d: %w", vipID, err)
-			}
+		binary.NativeEndian.PutUint32(word[:], id)
+		if _, err := s.rings.WriteAt(word[:], base+int64(i)*ringStride); err != nil {
+			return n, fmt.Errorf("write ring %d slot %d: %w", vipID, i, err)
 		}
+		n++
 	}
-	return len(keys), nil
+	return n, nil
 }
 
 // Config is the forwarder's configuration.

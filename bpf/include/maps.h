@@ -55,9 +55,11 @@ struct {
 } backends SEC(".maps");
 
 /* Maglev lookup tables, one ring of ring_size slots per VIP id, back to back. Value: backend id
- * (0 = empty ring). */
+ * (0 = empty ring). Memory-mapped, so that the control plane reads a whole ring with one copy and
+ * writes only the slots that change, without a syscall per slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE);
 	__type(key, __u32);
 	__type(value, __u32);

@@ -1,0 +1,481 @@
+// Package config reads, validates and writes the L4 balancer's YAML configuration: the interface
+// and its options, the VIPs, their backends and health checks. Every error names the line and the
+// field at fault and says how to fix it, so that a bad reload can be corrected from the log alone.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/maps/maglev"
+)
+
+// Policies for a VIP whose every backend fails its health checks.
+const (
+	// AllDownKeep keeps every (non-drained) backend in the ring as if healthy: a check that
+	// fails everywhere at once is more often the checker's fault than every backend's.
+	AllDownKeep = "keep"
+	// AllDownDrop empties the ring: new flows are dropped (counted as drop_no_backend).
+	AllDownDrop = "drop"
+)
+
+// Hash options of a VIP, mapped to maps.VIPFlags.
+const (
+	HashFiveTuple    = "five-tuple"
+	HashSourceOnly   = "source-only"
+	HashNoSourcePort = "no-source-port"
+)
+
+// Config is the whole balancer configuration.
+type Config struct {
+	// Interface is the network interface the forwarder is attached to.
+	Interface string `yaml:"interface"`
+	// XDPMode is native (default) or generic.
+	XDPMode string `yaml:"xdp_mode,omitempty"`
+	// PinDir is where maps and link are pinned; default /sys/fs/bpf/switchyard/<interface>.
+	PinDir string `yaml:"pin_dir,omitempty"`
+	// Socket is the unix socket of the control API; default /run/switchyard/<interface>.sock.
+	Socket string `yaml:"socket,omitempty"`
+	// Metrics is the address of the Prometheus endpoint; empty serves none.
+	Metrics string `yaml:"metrics,omitempty"`
+	// NextHop is the router toward the backends; empty means the default route's gateway.
+	NextHop string `yaml:"next_hop,omitempty"`
+	// MTU is the egress MTU; 0 means the interface's.
+	MTU int `yaml:"mtu,omitempty"`
+	// ICMPTooBig answers packets too big after encapsulation with ICMP (default true).
+	ICMPTooBig *bool `yaml:"icmp_too_big,omitempty"`
+	// EncapSource4 is the outer IPv4 source base; its low 8 bits come from the flow hash.
+	EncapSource4 string `yaml:"encap_source4,omitempty"`
+	// EncapSource6 is the outer IPv6 source base; its last 32 bits come from the flow hash.
+	EncapSource6 string `yaml:"encap_source6,omitempty"`
+	// UDPTimeout is how long an idle UDP flow keeps its backend (default 30s).
+	UDPTimeout Duration `yaml:"udp_timeout,omitempty"`
+	// DrainTimeout ends the established flows of a drained backend (default 5m; 0 after
+	// defaults is impossible, use a very long value to wait for ever).
+	DrainTimeout Duration `yaml:"drain_timeout,omitempty"`
+	// FlowIdle is how long a TCP flow may be silent and still count as active (default 5m).
+	FlowIdle Duration `yaml:"flow_idle,omitempty"`
+	// RingSize is the Maglev ring size, a prime (default 65537).
+	RingSize uint32 `yaml:"ring_size,omitempty"`
+	// MaxVIPs is how many VIPs the maps hold (default 64).
+	MaxVIPs uint32 `yaml:"max_vips,omitempty"`
+	// MaxBackends is how many distinct backend addresses the maps hold, plus one (default 4096).
+	MaxBackends uint32 `yaml:"max_backends,omitempty"`
+	// ConnTableSize is the size of the LRU connection table (default 262144).
+	ConnTableSize uint32 `yaml:"conn_table_size,omitempty"`
+	// AllBackendsDown is the policy when every backend of a VIP is unhealthy: keep or drop.
+	AllBackendsDown string `yaml:"all_backends_down,omitempty"`
+	// VIPs are the balanced services.
+	VIPs []VIP `yaml:"vips"`
+}
+
+// VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
+type VIP struct {
+	// Name identifies the VIP in the CLI and metrics; default "<address>:<port>/<protocol>".
+	Name string `yaml:"name,omitempty"`
+	// Address is the VIP address (IPv4 or IPv6).
+	Address string `yaml:"address"`
+	// Port is the service port; 0 balances every port of the address.
+	Port uint16 `yaml:"port"`
+	// Protocol is tcp (default) or udp.
+	Protocol string `yaml:"protocol,omitempty"`
+	// Hash is five-tuple (default), source-only or no-source-port.
+	Hash string `yaml:"hash,omitempty"`
+	// Health is the backend health check; nil means backends are always healthy.
+	Health *HealthCheck `yaml:"health,omitempty"`
+	// Backends serve the VIP.
+	Backends []Backend `yaml:"backends"`
+}
+
+// Backend is one real server of a VIP.
+type Backend struct {
+	// Address is the backend's tunnel address (where its decap program listens).
+	Address string `yaml:"address"`
+	// Weight is its relative share of new flows (default 1).
+	Weight uint32 `yaml:"weight,omitempty"`
+	// Drained takes it out of the ring; its established flows continue until drain_timeout.
+	Drained bool `yaml:"drained,omitempty"`
+}
+
+// HealthCheck describes how a VIP's backends are probed.
+type HealthCheck struct {
+	// Type is tcp (connect) or http (GET).
+	Type string `yaml:"type"`
+	// Port is the port probed on the backend address; default the VIP port.
+	Port uint16 `yaml:"port,omitempty"`
+	// Path is the HTTP path (default /).
+	Path string `yaml:"path,omitempty"`
+	// ExpectStatus is the HTTP status that means healthy (default 200).
+	ExpectStatus int `yaml:"expect_status,omitempty"`
+	// Interval between probes (default 2s).
+	Interval Duration `yaml:"interval,omitempty"`
+	// Timeout of one probe (default 1s, at most the interval).
+	Timeout Duration `yaml:"timeout,omitempty"`
+	// Rise is how many successes in a row make an unhealthy backend healthy (default 2).
+	Rise int `yaml:"rise,omitempty"`
+	// Fall is how many failures in a row make a healthy backend unhealthy (default 3).
+	Fall int `yaml:"fall,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s", "5m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: parse duration %q: use a number with a unit such as 500ms, 30s or 5m", n.Line, n.Value)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: duration %q is negative", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// FieldError is a validation error located in the file.
+type FieldError struct {
+	// Line is the 1-based line of the field (0 when unknown, e.g. a field left out).
+	Line int
+	// Field is the path of the field, such as vips[0].backends[1].address.
+	Field string
+	// Msg says what is wrong and how to fix it.
+	Msg string
+}
+
+// Error renders "line N: field: message".
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+}
+
+// Load reads and validates a configuration file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a configuration; unknown fields are errors.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty: give at least `interface:`")
+		}
+		return nil, fmt.Errorf("decode yaml: %w", err)
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(b, &root)
+	if err := c.validate(&root); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Marshal writes the configuration as YAML (comments of the original file are not kept).
+func (c *Config) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Save writes the configuration to path atomically (temporary file then rename), readable by
+// root only as it names the control socket.
+func (c *Config) Save(path string) error {
+	b, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".switchyard-lb-*.yaml")
+	if err != nil {
+		return fmt.Errorf("save config: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save config: %w", err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save config: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save config: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("save config: %w", err)
+	}
+	return nil
+}
+
+// Clone is a deep copy, so that a change can be validated before it replaces the running one.
+func (c *Config) Clone() *Config {
+	n := *c
+	if c.ICMPTooBig != nil {
+		v := *c.ICMPTooBig
+		n.ICMPTooBig = &v
+	}
+	n.VIPs = make([]VIP, len(c.VIPs))
+	for i, v := range c.VIPs {
+		n.VIPs[i] = v.clone()
+	}
+	return &n
+}
+
+func (v VIP) clone() VIP {
+	if v.Health != nil {
+		h := *v.Health
+		v.Health = &h
+	}
+	v.Backends = append([]Backend(nil), v.Backends...)
+	return v
+}
+
+// Defaults applied by ApplyDefaults.
+const (
+	DefaultRingSize      = maglev.DefaultSize
+	DefaultMaxVIPs       = 64
+	DefaultMaxBackends   = 4096
+	DefaultConnTableSize = 262144
+	DefaultUDPTimeout    = 30 * time.Second
+	DefaultDrainTimeout  = 5 * time.Minute
+	DefaultFlowIdle      = 5 * time.Minute
+)
+
+// ApplyDefaults fills every unset option. It is idempotent and keeps set values; it is called
+// after flags override the file, so the interface-dependent defaults see the final interface.
+func (c *Config) ApplyDefaults() {
+	if c.XDPMode == "" {
+		c.XDPMode = "native"
+	}
+	if c.PinDir == "" && c.Interface != "" {
+		c.PinDir = DefaultPinDir(c.Interface)
+	}
+	if c.Socket == "" && c.Interface != "" {
+		c.Socket = DefaultSocket(c.Interface)
+	}
+	if c.ICMPTooBig == nil {
+		t := true
+		c.ICMPTooBig = &t
+	}
+	if c.UDPTimeout == 0 {
+		c.UDPTimeout = Duration(DefaultUDPTimeout)
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = Duration(DefaultDrainTimeout)
+	}
+	if c.FlowIdle == 0 {
+		c.FlowIdle = Duration(DefaultFlowIdle)
+	}
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+	}
+	if c.MaxVIPs == 0 {
+		c.MaxVIPs = DefaultMaxVIPs
+	}
+	if c.MaxBackends == 0 {
+		c.MaxBackends = DefaultMaxBackends
+	}
+	if c.ConnTableSize == 0 {
+		c.ConnTableSize = DefaultConnTableSize
+	}
+	if c.AllBackendsDown == "" {
+		c.AllBackendsDown = AllDownKeep
+	}
+}
+
+// DefaultPinDir is the pin directory of an interface.
+func DefaultPinDir(iface string) string { return "/sys/fs/bpf/switchyard/" + iface }
+
+// DefaultSocket is the control socket of an interface.
+func DefaultSocket(iface string) string { return "/run/switchyard/" + iface + ".sock" }
+
+// VIPDefaults fills a VIP's unset fields (name, protocol, hash, weights, health defaults).
+func (v *VIP) VIPDefaults() {
+	if v.Protocol == "" {
+		v.Protocol = "tcp"
+	}
+	if v.Hash == "" {
+		v.Hash = HashFiveTuple
+	}
+	if v.Name == "" {
+		if a, err := netip.ParseAddr(v.Address); err == nil {
+			v.Name = fmt.Sprintf("%s/%s", netip.AddrPortFrom(a, v.Port), v.Protocol)
+		}
+	}
+	for i := range v.Backends {
+		if v.Backends[i].Weight == 0 {
+			v.Backends[i].Weight = 1
+		}
+	}
+	if h := v.Health; h != nil {
+		if h.Port == 0 {
+			h.Port = v.Port
+		}
+		if h.Type == "http" {
+			if h.Path == "" {
+				h.Path = "/"
+			}
+			if h.ExpectStatus == 0 {
+				h.ExpectStatus = 200
+			}
+		}
+		if h.Interval == 0 {
+			h.Interval = Duration(2 * time.Second)
+		}
+		if h.Timeout == 0 {
+			h.Timeout = Duration(time.Second)
+			if h.Timeout > h.Interval {
+				h.Timeout = h.Interval
+			}
+		}
+		if h.Rise == 0 {
+			h.Rise = 2
+		}
+		if h.Fall == 0 {
+			h.Fall = 3
+		}
+	}
+}
+
+// Key is the VIP's map key; the VIP must be valid.
+func (v *VIP) Key() maps.VIPKey {
+	a, _ := netip.ParseAddr(v.Address)
+	p, _ := maps.ParseProto(v.Protocol)
+	return maps.VIPKey{Addr: a.Unmap(), Port: v.Port, Proto: p}
+}
+
+// Flags are the VIP's hash flags; the VIP must be valid.
+func (v *VIP) Flags() maps.VIPFlags {
+	f, _ := ParseHash(v.Hash)
+	return f
+}
+
+// ParseHash reads a hash option.
+func ParseHash(s string) (maps.VIPFlags, error) {
+	switch s {
+	case "", HashFiveTuple:
+		return 0, nil
+	case HashSourceOnly:
+		return maps.HashSrcOnly, nil
+	case HashNoSourcePort:
+		return maps.NoSrcPort, nil
+	}
+	return 0, fmt.Errorf("unknown hash %q: use five-tuple, source-only or no-source-port", s)
+}
+
+// HashName is the inverse of ParseHash.
+func HashName(f maps.VIPFlags) string {
+	switch {
+	case f&maps.HashSrcOnly != 0:
+		return HashSourceOnly
+	case f&maps.NoSrcPort != 0:
+		return HashNoSourcePort
+	}
+	return HashFiveTuple
+}
+
+// FindVIP finds a VIP by name or by "address:port/protocol" (or "address:port", tcp assumed).
+func (c *Config) FindVIP(ref string) (int, error) {
+	for i := range c.VIPs {
+		if c.VIPs[i].Name == ref {
+			return i, nil
+		}
+	}
+	if k, err := ParseVIPRef(ref); err == nil {
+		for i := range c.VIPs {
+			if c.VIPs[i].Key() == k {
+				return i, nil
+			}
+		}
+	}
+	names := make([]string, len(c.VIPs))
+	for i, v := range c.VIPs {
+		names[i] = v.Name
+	}
+	if len(names) == 0 {
+		return -1, fmt.Errorf("unknown vip %q: no VIP is configured; add one with `switchyard vip add`", ref)
+	}
+	return -1, fmt.Errorf("unknown vip %q: give a name or address:port/protocol (configured: %s; see `switchyard vip list`)", ref, strings.Join(names, ", "))
+}
+
+// ParseVIPRef reads "address[:port][/protocol]"; a bare IPv6 address needs no brackets.
+func ParseVIPRef(s string) (maps.VIPKey, error) {
+	proto := maps.TCP
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		p, err := maps.ParseProto(s[i+1:])
+		if err != nil {
+			return maps.VIPKey{}, err
+		}
+		proto, s = p, s[:i]
+	}
+	a, port, err := ParseAddrPort(s)
+	if err != nil {
+		return maps.VIPKey{}, err
+	}
+	return maps.VIPKey{Addr: a, Port: port, Proto: proto}, nil
+}
+
+// ParseAddrPort reads "a.b.c.d:port", "[v6]:port" or a bare address (port 0).
+func ParseAddrPort(s string) (netip.Addr, uint16, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), ap.Port(), nil
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("invalid address %q: use 198.18.100.1, 198.18.100.1:80 or [fd00:5e::1]:80", s)
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, 0, fmt.Errorf("invalid address %q: zones are not supported", s)
+	}
+	return a.Unmap(), 0, nil
+}
+
+// FindBackend finds a backend of a VIP by address.
+func (v *VIP) FindBackend(addr string) (int, error) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return -1, fmt.Errorf("invalid backend address %q: use an IPv4 or IPv6 address such as 198.18.3.1", addr)
+	}
+	for i, b := range v.Backends {
+		if ba, err := netip.ParseAddr(b.Address); err == nil && ba.Unmap() == a.Unmap() {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("unknown backend %s in vip %s: see `switchyard backend list %s`", addr, v.Name, v.Name)
+}
+
+// itoa is strconv.Itoa, named for the field paths.
+func itoa(i int) string { return strconv.Itoa(i) }

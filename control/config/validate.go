@@ -1,0 +1,220 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/maps"
+)
+
+// locator finds the line of a field path in the parsed document.
+type locator struct{ root *yaml.Node }
+
+// line returns the line of the node at path (map keys and sequence indexes), or of the deepest
+// existing parent when the field is missing, or 0.
+func (l locator) line(path ...any) int {
+	n := l.root
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, p := range path {
+		var next *yaml.Node
+		switch p := p.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == p {
+						next = n.Content[i+1]
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && p < len(n.Content) {
+				next = n.Content[p]
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		line = n.Line
+	}
+	return line
+}
+
+// fieldPath renders a path as vips[0].backends[1].address.
+func fieldPath(path ...any) string {
+	var b strings.Builder
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(p)
+		case int:
+			b.WriteString("[" + itoa(p) + "]")
+		}
+	}
+	return b.String()
+}
+
+func (l locator) errf(path []any, format string, args ...any) error {
+	return &FieldError{Line: l.line(path...), Field: fieldPath(path...), Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks a configuration built in memory (by the API), without file positions.
+func (c *Config) Validate() error { return c.validate(nil) }
+
+func (c *Config) validate(root *yaml.Node) error {
+	l := locator{root}
+	at := func(p ...any) []any { return p }
+	if c.Interface == "" {
+		return l.errf(at("interface"), "missing: name the interface the balancer runs on, e.g. `interface: eth0` (or --iface)")
+	}
+	switch c.XDPMode {
+	case "", "native", "generic":
+	default:
+		return l.errf(at("xdp_mode"), "unknown mode %q: use native or generic", c.XDPMode)
+	}
+	if c.NextHop != "" {
+		if _, err := netip.ParseAddr(c.NextHop); err != nil {
+			return l.errf(at("next_hop"), "invalid address %q: give the router's IP address", c.NextHop)
+		}
+	}
+	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535) {
+		return l.errf(at("mtu"), "%d out of range: use 576..65535, or leave it out for the interface MTU", c.MTU)
+	}
+	if c.EncapSource4 != "" {
+		if a, err := netip.ParseAddr(c.EncapSource4); err != nil || !a.Unmap().Is4() {
+			return l.errf(at("encap_source4"), "invalid IPv4 address %q", c.EncapSource4)
+		}
+	}
+	if c.EncapSource6 != "" {
+		if a, err := netip.ParseAddr(c.EncapSource6); err != nil || !a.Is6() || a.Is4In6() {
+			return l.errf(at("encap_source6"), "invalid IPv6 address %q", c.EncapSource6)
+		}
+	}
+	if c.RingSize != 0 && (c.RingSize < 3 || c.RingSize >= 1<<24 || !big.NewInt(int64(c.RingSize)).ProbablyPrime(20)) {
+		return l.errf(at("ring_size"), "%d is not a prime between 3 and 16777216: use a prime such as 65537", c.RingSize)
+	}
+	if c.MaxBackends == 1 {
+		return l.errf(at("max_backends"), "1 leaves no room (id 0 is reserved): use at least 2")
+	}
+	switch c.AllBackendsDown {
+	case "", AllDownKeep, AllDownDrop:
+	default:
+		return l.errf(at("all_backends_down"), "unknown policy %q: use keep or drop", c.AllBackendsDown)
+	}
+	maxVIPs := c.MaxVIPs
+	if maxVIPs == 0 {
+		maxVIPs = DefaultMaxVIPs
+	}
+	if uint32(len(c.VIPs)) > maxVIPs {
+		return l.errf(at("vips"), "%d VIPs, more than max_vips %d: raise max_vips (restart with `lb detach` first, as the maps change size)", len(c.VIPs), maxVIPs)
+	}
+	names := map[string]int{}
+	keys := map[maps.VIPKey]int{}
+	addrs := map[netip.Addr]bool{}
+	for i := range c.VIPs {
+		v := &c.VIPs[i]
+		if err := v.validate(l, i); err != nil {
+			return err
+		}
+		if j, dup := names[v.Name]; dup {
+			return l.errf(at("vips", i, "name"), "name %q already used by vips[%d]: give each VIP its own name", v.Name, j)
+		}
+		names[v.Name] = i
+		if j, dup := keys[v.Key()]; dup {
+			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.Key(), j)
+		}
+		keys[v.Key()] = i
+		for _, b := range v.Backends {
+			a, _ := netip.ParseAddr(b.Address)
+			addrs[a.Unmap()] = true
+		}
+	}
+	maxB := c.MaxBackends
+	if maxB == 0 {
+		maxB = DefaultMaxBackends
+	}
+	if uint32(len(addrs)) >= maxB {
+		return l.errf(at("vips"), "%d distinct backend addresses, the maps hold %d: raise max_backends", len(addrs), maxB-1)
+	}
+	return nil
+}
+
+func (v *VIP) validate(l locator, i int) error {
+	at := func(p ...any) []any { return append([]any{"vips", i}, p...) }
+	a, err := netip.ParseAddr(v.Address)
+	if err != nil || a.Zone() != "" {
+		return l.errf(at("address"), "invalid address %q: give an IPv4 or IPv6 address such as 198.18.100.1", v.Address)
+	}
+	if a.IsUnspecified() || a.IsMulticast() {
+		return l.errf(at("address"), "%s cannot be a VIP: use a unicast address", a)
+	}
+	if _, err := maps.ParseProto(v.Protocol); v.Protocol != "" && err != nil {
+		return l.errf(at("protocol"), "unknown protocol %q: use tcp or udp", v.Protocol)
+	}
+	if _, err := ParseHash(v.Hash); err != nil {
+		return l.errf(at("hash"), "%v", err)
+	}
+	if v.Name != "" && strings.ContainsAny(v.Name, " \t\n") {
+		return l.errf(at("name"), "%q contains white space: use letters, digits, - or _", v.Name)
+	}
+	if h := v.Health; h != nil {
+		switch h.Type {
+		case "tcp", "http":
+		case "":
+			return l.errf(at("health", "type"), "missing: use tcp or http")
+		default:
+			return l.errf(at("health", "type"), "unknown check %q: use tcp or http", h.Type)
+		}
+		if h.Port == 0 && v.Port == 0 {
+			return l.errf(at("health", "port"), "missing: the VIP balances every port, so name the port to probe")
+		}
+		if h.Type == "tcp" && (h.Path != "" || h.ExpectStatus != 0) {
+			return l.errf(at("health", "path"), "path and expect_status apply to http checks only: use type: http or remove them")
+		}
+		if h.Path != "" && !strings.HasPrefix(h.Path, "/") {
+			return l.errf(at("health", "path"), "%q must start with /", h.Path)
+		}
+		if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
+			return l.errf(at("health", "expect_status"), "%d is not an HTTP status: use 100..599", h.ExpectStatus)
+		}
+		if h.Rise < 0 || h.Fall < 0 {
+			return l.errf(at("health", "rise"), "rise and fall must be positive counts")
+		}
+		if h.Interval != 0 && h.Timeout > h.Interval {
+			return l.errf(at("health", "timeout"), "%s is longer than the interval %s: make it shorter", h.Timeout.D(), h.Interval.D())
+		}
+	}
+	seen := map[netip.Addr]int{}
+	for j, b := range v.Backends {
+		ba, err := netip.ParseAddr(b.Address)
+		if err != nil || ba.Zone() != "" {
+			return l.errf(at("backends", j, "address"), "invalid address %q: give the backend's IPv4 or IPv6 tunnel address", b.Address)
+		}
+		if ba.IsUnspecified() || ba.IsMulticast() {
+			return l.errf(at("backends", j, "address"), "%s cannot be a backend: use a unicast address", ba)
+		}
+		if k, dup := seen[ba.Unmap()]; dup {
+			return l.errf(at("backends", j, "address"), "%s already listed as backends[%d]: list each backend once and use weight", ba, k)
+		}
+		seen[ba.Unmap()] = j
+		if b.Weight > 1<<16 {
+			return l.errf(at("backends", j, "weight"), "%d too large: use 1..65536 (0 or left out means 1; drain to take it out)", b.Weight)
+		}
+	}
+	v.VIPDefaults()
+	return nil
+}

@@ -1,0 +1,403 @@
+// Package daemon is the L4 balancer's daemon: it loads and attaches the forwarder (or adopts the
+// one pinned by an earlier run), reconciles the maps to the configuration, runs health checks,
+// drains backends, follows the next hop, serves the control socket and the metrics, and reloads
+// its configuration on SIGHUP. Stopping it leaves the program attached and the maps pinned, so
+// traffic keeps flowing until the next daemon adopts them; `lb detach` removes everything.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/control/metrics"
+	"github.com/switchyard/switchyard/control/nexthop"
+	"github.com/switchyard/switchyard/control/reconcile"
+	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/maps"
+)
+
+// Options configure a daemon.
+type Options struct {
+	// Config is the starting configuration, validated, with flag overrides and defaults applied.
+	Config *config.Config
+	// ConfigPath is the file it came from; reloads read it and CLI changes are written back to
+	// it. Empty means changes persist only through `lb config save --path`.
+	ConfigPath string
+	// Override re-applies command-line overrides to a reloaded file (may be nil).
+	Override func(*config.Config)
+	// Logger receives structured logs; nil logs to stderr.
+	Logger *slog.Logger
+	// Version is reported by `lb status`.
+	Version string
+	// Ready, when set, is called once the daemon serves its socket.
+	Ready func()
+}
+
+// Daemon is a running balancer control plane.
+type Daemon struct {
+	opt     Options
+	log     *slog.Logger
+	started time.Time
+
+	fwd     *loader.Forwarder
+	set     *maps.Set
+	lnk     link.Link
+	adopted bool
+
+	mu      sync.Mutex // guards everything below, and every reconcile
+	cfg     *config.Config
+	rec     *reconcile.Reconciler
+	hm      *health.Manager
+	drains  map[health.Key]*drain
+	nh      nexthop.Result
+	nhOK    bool
+	counts  counts
+	sampler sampler
+}
+
+type drain struct {
+	start   time.Time
+	expired bool
+}
+
+// counts are the daemon's own event counters, exported as metrics.
+type counts struct {
+	rebuilds, slots, reloads, reloadErrors, applyErrors, healthChanges, drainsExpired uint64
+}
+
+// New checks the options; Run does the work.
+func New(opt Options) (*Daemon, error) {
+	if opt.Config == nil {
+		return nil, errors.New("start daemon: no configuration")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("start daemon: not root: loading XDP programs needs root (CAP_BPF, CAP_NET_ADMIN): run with sudo")
+	}
+	if err := opt.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("start daemon: %w", err)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return &Daemon{opt: opt, log: log.With("stop", "l4", "iface", opt.Config.Interface), cfg: opt.Config, drains: map[health.Key]*drain{}}, nil
+}
+
+// Run serves until ctx ends. It returns after releasing its handles; the program stays
+// attached and the maps stay pinned.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.started = time.Now()
+	cfg := d.cfg
+	if _, err := loader.InterfaceIndex(cfg.Interface); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	// The socket first: a second daemon for the same interface must fail before it touches the
+	// maps or swaps the program. Calls wait in the backlog until Serve starts below.
+	ln, err := api.Listen(cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer os.Remove(cfg.Socket)
+	defer ln.Close()
+	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
+		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	d.fwd = fwd
+	defer fwd.Close()
+	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	if d.rec, err = reconcile.New(d.set); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.hm = health.NewManager(ctx)
+	defer d.hm.Stop()
+
+	// The frame config first (an adopted one is kept when the next hop is not resolved yet),
+	// then the maps, then the program: a fresh program never runs on empty maps.
+	d.mu.Lock()
+	nh, nhErr := nexthop.Resolve(cfg.Interface, parseAddr(cfg.NextHop), 2*time.Second)
+	if nhErr == nil {
+		d.nh, d.nhOK = nh, true
+	} else {
+		d.log.Error("next hop not resolved; retrying in the background (encapsulated frames cannot leave until it is)", "err", nhErr)
+	}
+	if err := d.writeMapConfigLocked(); err != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	d.syncHealthLocked()
+	res, err := d.applyLocked(cfg)
+	d.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	d.lnk, d.adopted, err = fwd.Attach(cfg.Interface, loader.Mode(cfg.XDPMode))
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer d.lnk.Close()
+	linkID, progID := d.ids()
+	d.log.Info("forwarder running", "adopted", d.adopted, "link_id", linkID, "prog_id", progID, "xdp_mode", cfg.XDPMode,
+		"pin_dir", cfg.PinDir, "vips", len(cfg.VIPs), "slots_written", res.SlotsWritten, "gateway", d.nh.Gateway, "next_hop_mac", d.nh.NextHopMAC.String())
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := api.Serve(ctx, ln, d.ops(), d.log); err != nil {
+			d.log.Error("control socket stopped", "err", err)
+		}
+	}()
+	if cfg.Metrics != "" {
+		mln, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			return fmt.Errorf("start daemon: listen for metrics on %s: %w (is the port in use?)", cfg.Metrics, err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metrics.NewCollector(d.snapshot))
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx) // waits for scrapes in flight, which read the maps
+		}()
+		go func() {
+			defer wg.Done()
+			_ = srv.Serve(mln)
+		}()
+		d.log.Info("metrics served", "addr", mln.Addr().String())
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nexthop.Follow(ctx, cfg.Interface, parseAddr(cfg.NextHop), 10*time.Second, d.onNextHop, func(err error) {
+			d.log.Warn("next hop", "err", err)
+		})
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	d.log.Info("control socket ready", "socket", cfg.Socket)
+	if d.opt.Ready != nil {
+		d.opt.Ready()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping; the program stays attached and the maps pinned (`switchyard lb detach` removes them)")
+			return nil
+		case <-hup:
+			if _, err := d.Reload(); err != nil {
+				d.log.Error("reload failed; the running configuration stays", "err", err)
+			}
+		case ch := <-d.hm.Changes():
+			d.onHealth(ch)
+		case now := <-tick.C:
+			d.sampler.sample(d.set, d.idsSnapshot(), now)
+			d.expireDrains(now)
+		}
+	}
+}
+
+// ids returns the link and program ids (0 when unknown).
+func (d *Daemon) ids() (linkID, progID uint32) {
+	if d.lnk != nil {
+		if info, err := d.lnk.Info(); err == nil {
+			linkID = uint32(info.ID)
+		}
+	}
+	if d.fwd != nil {
+		if info, err := d.fwd.Objs.XdpLb.Info(); err == nil {
+			if id, ok := info.ID(); ok {
+				progID = uint32(id)
+			}
+		}
+	}
+	return
+}
+
+func parseAddr(s string) netip.Addr {
+	a, _ := netip.ParseAddr(s)
+	return a.Unmap()
+}
+
+// onNextHop writes a changed next hop into the map config.
+func (d *Daemon) onNextHop(r nexthop.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nhOK && d.nh.Equal(r) {
+		return
+	}
+	d.nh, d.nhOK = r, true
+	if err := d.writeMapConfigLocked(); err != nil {
+		d.log.Error("write next hop", "err", err)
+		return
+	}
+	d.log.Info("next hop", "gateway", r.Gateway, "mac", r.NextHopMAC.String(), "mtu", r.MTU)
+}
+
+// writeMapConfigLocked writes the forwarder config from the configuration and the next hop.
+func (d *Daemon) writeMapConfigLocked() error {
+	cfg := d.cfg
+	mc := maps.Config{
+		UDPTimeout: cfg.UDPTimeout.D(),
+		ICMPTooBig: cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
+	}
+	if d.nhOK {
+		mc.IfMAC, mc.NextHopMAC = d.nh.IfMAC, d.nh.NextHopMAC
+		mc.MTU = uint16(d.nh.MTU)
+	} else if old, err := d.set.Config(); err == nil && !isZeroMAC(old.NextHopMAC) {
+		// Adopting: keep what the previous daemon resolved until we know better.
+		mc.IfMAC, mc.NextHopMAC, mc.MTU = old.IfMAC, old.NextHopMAC, old.MTU
+	} else {
+		mc.IfMAC, mc.NextHopMAC = make([]byte, 6), make([]byte, 6)
+		if ifc, err := net.InterfaceByName(cfg.Interface); err == nil {
+			mc.IfMAC = ifc.HardwareAddr
+			mc.MTU = uint16(ifc.MTU)
+		}
+	}
+	if cfg.MTU != 0 {
+		mc.MTU = uint16(cfg.MTU)
+	}
+	if mc.MTU < 576 {
+		mc.MTU = 1500
+	}
+	src4, src6 := parseAddr(cfg.EncapSource4), parseAddr(cfg.EncapSource6)
+	if src4.IsValid() {
+		mc.Src4, mc.Src4HashBits = src4, 8
+	} else {
+		mc.Src4 = interfaceAddr(cfg.Interface, true)
+	}
+	if src6.IsValid() {
+		mc.Src6 = src6
+	} else {
+		mc.Src6 = interfaceAddr(cfg.Interface, false)
+	}
+	return d.set.SetConfig(mc)
+}
+
+func isZeroMAC(m net.HardwareAddr) bool {
+	for _, b := range m {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// interfaceAddr is the interface's first global address of a family (the default outer source).
+func interfaceAddr(iface string, v4 bool) netip.Addr {
+	ifc, err := net.InterfaceByName(iface)
+	if err != nil {
+		return netip.Addr{}
+	}
+	addrs, _ := ifc.Addrs()
+	for _, a := range addrs {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr().Unmap()
+		if ip.Is4() == v4 && ip.IsGlobalUnicast() {
+			return ip
+		}
+	}
+	return netip.Addr{}
+}
+
+// Reload re-reads the configuration file and applies it; on error the running state stays.
+func (d *Daemon) Reload() (api.ChangeResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.counts.reloads++
+	fail := func(err error) (api.ChangeResult, error) {
+		d.counts.reloadErrors++
+		return api.ChangeResult{}, err
+	}
+	if d.opt.ConfigPath == "" {
+		return fail(errors.New("reload: the daemon was started without --config: nothing to reload"))
+	}
+	next, err := config.Load(d.opt.ConfigPath)
+	if err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	if d.opt.Override != nil {
+		d.opt.Override(next)
+	}
+	next.ApplyDefaults()
+	if err := next.Validate(); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	if err := fixedFields(d.cfg, next); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	old := d.cfg
+	d.cfg = next
+	if err := d.writeMapConfigLocked(); err != nil {
+		d.cfg = old
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	d.syncHealthLocked()
+	res, err := d.applyLocked(next)
+	if err != nil {
+		d.cfg = old
+		d.syncHealthLocked()
+		if _, rerr := d.applyLocked(old); rerr != nil {
+			d.log.Error("restore the running state after a failed reload", "err", rerr)
+		}
+		_ = d.writeMapConfigLocked()
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	d.log.Info("configuration reloaded", "path", d.opt.ConfigPath, "vips", len(next.VIPs), "slots_written", res.SlotsWritten)
+	return api.ChangeResult{Message: fmt.Sprintf("reloaded %s: %d VIPs", d.opt.ConfigPath, len(next.VIPs)), SlotsWritten: res.SlotsWritten}, nil
+}
+
+// fixedFields refuses changes that need a restart (map sizes, pins, interface).
+func fixedFields(cur, next *config.Config) error {
+	type f struct {
+		name     string
+		old, new any
+	}
+	for _, x := range []f{
+		{"interface", cur.Interface, next.Interface}, {"pin_dir", cur.PinDir, next.PinDir},
+		{"ring_size", cur.RingSize, next.RingSize}, {"max_vips", cur.MaxVIPs, next.MaxVIPs},
+		{"max_backends", cur.MaxBackends, next.MaxBackends}, {"conn_table_size", cur.ConnTableSize, next.ConnTableSize},
+		{"xdp_mode", cur.XDPMode, next.XDPMode}, {"socket", cur.Socket, next.Socket}, {"metrics", cur.Metrics, next.Metrics},
+	} {
+		if x.old != x.new {
+			return fmt.Errorf("%s changed from %v to %v: this needs a restart of `lb run` (map sizes also need `lb detach`); put it back to reload the rest", x.name, x.old, x.new)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+// Package metrics exports the L4 balancer's state as Prometheus metrics with switchyard_l4_
+// names: data-plane counters summed over CPUs, per VIP and per backend traffic and active flows,
+// backend states and health, table rebuilds, reloads and probe counts. Values are read at scrape
+// time from a snapshot function, so nothing is duplicated between the maps and the metrics.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/control/api"
+)
+
+// Snapshot is what one scrape exports.
+type Snapshot struct {
+	Stats    api.Stats
+	Backends []api.BackendInfo
+	// ReadError is set when the counters could not be read (the scrape exports what it has).
+	ReadError                                            bool
+	RingRebuilds, SlotsWritten                           uint64
+	Reloads, ReloadErrors, ApplyErrors                   uint64
+	HealthChanges, DrainsExpired, ProbesOK, ProbesFailed uint64
+	NextHopResolved                                      bool
+}
+
+// Collector is a prometheus.Collector over a snapshot function.
+type Collector struct {
+	snap func() Snapshot
+}
+
+// NewCollector makes a collector; snap is called once per scrape.
+func NewCollector(snap func() Snapshot) *Collector { return &Collector{snap: snap} }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("switchyard_l4_"+name, help, labels, nil)
+}
+
+var (
+	dPackets       = desc("xdp_packets_total", "Packets counted by the XDP forwarder, by counter (verdicts tx/pass/drop and events), summed over CPUs.", "counter")
+	dBytes         = desc("xdp_bytes_total", "Bytes counted by the XDP forwarder, by counter, summed over CPUs.", "counter")
+	dVIPPackets    = desc("vip_packets_total", "Packets forwarded for a VIP.", "vip")
+	dVIPBytes      = desc("vip_bytes_total", "Bytes (inner IP) forwarded for a VIP.", "vip")
+	dVIPFlows      = desc("vip_active_flows", "Active (not closing, recently seen) connection-table entries of a VIP.", "vip")
+	dBEPackets     = desc("backend_packets_total", "Packets forwarded to a backend address (over every VIP).", "backend")
+	dBEBytes       = desc("backend_bytes_total", "Bytes (inner IP) forwarded to a backend address.", "backend")
+	dBEFlows       = desc("backend_active_flows", "Active connection-table entries of a backend of a VIP.", "vip", "backend")
+	dBEState       = desc("backend_state", "1 for the backend's current state (active, draining, drained, unhealthy, unhealthy-kept).", "vip", "backend", "state")
+	dBEHealthy     = desc("backend_healthy", "1 when the backend passes its health check (or has none), else 0.", "vip", "backend")
+	dBEWeight      = desc("backend_weight", "Configured weight of the backend.", "vip", "backend")
+	dBEShare       = desc("backend_ring_share", "Fraction of the VIP's Maglev ring slots held by the backend.", "vip", "backend")
+	dFlows         = desc("conntrack_entries", "Entries in the connection table (closing and idle included).")
+	dRebuilds      = desc("ring_rebuilds_total", "Maglev rings rewritten (at least one slot changed).")
+	dSlots         = desc("ring_slots_written_total", "Maglev ring slots written.")
+	dReloads       = desc("config_reloads_total", "Configuration reloads (SIGHUP or `lb config reload`).")
+	dReloadErrors  = desc("config_reload_errors_total", "Configuration reloads refused (the running state was kept).")
+	dApplyErrors   = desc("apply_errors_total", "Map reconciliations that failed.")
+	dHealthChanges = desc("health_changes_total", "Backend health state changes.")
+	dProbes        = desc("health_probes_total", "Health probes run, by result.", "result")
+	dDrains        = desc("drain_timeouts_total", "Drains that reached drain_timeout.")
+	dNextHop       = desc("next_hop_resolved", "1 when the next hop MAC is resolved.")
+)
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dBEPackets, dBEBytes, dBEFlows,
+		dBEState, dBEHealthy, dBEWeight, dBEShare, dFlows, dRebuilds, dSlots, dReloads, dReloadErrors, dApplyErrors,
+		dHealthChanges, dProbes, dDrains, dNextHop} {
+		ch <- d
+	}
+}
+
+// States lists every backend state, so each gets a 0 or 1 series.
+var States = []string{api.StateActive, api.StateDraining, api.StateDrained, api.StateUnhealthy, api.StateAllDownKept}
+
+// Collect reads a snapshot and sends it.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snap()
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	for name, v := range s.Stats.Counters {
+		counter(dPackets, float64(v.Packets), name)
+		counter(dBytes, float64(v.Bytes), name)
+	}
+	for _, v := range s.Stats.VIPs {
+		counter(dVIPPackets, float64(v.Packets), v.Name)
+		counter(dVIPBytes, float64(v.Bytes), v.Name)
+		gauge(dVIPFlows, float64(v.ActiveFlows), v.Name)
+	}
+	for _, b := range s.Stats.Backends {
+		counter(dBEPackets, float64(b.Packets), b.Address)
+		counter(dBEBytes, float64(b.Bytes), b.Address)
+	}
+	for _, b := range s.Backends {
+		gauge(dBEFlows, float64(b.ActiveFlows), b.VIP, b.Address)
+		for _, st := range States {
+			gauge(dBEState, b2f(b.State == st), b.VIP, b.Address, st)
+		}
+		gauge(dBEHealthy, b2f(b.Health != "unhealthy"), b.VIP, b.Address)
+		gauge(dBEWeight, float64(b.Weight), b.VIP, b.Address)
+		gauge(dBEShare, b.RingShare, b.VIP, b.Address)
+	}
+	gauge(dFlows, float64(s.Stats.Flows))
+	counter(dRebuilds, float64(s.RingRebuilds))
+	counter(dSlots, float64(s.SlotsWritten))
+	counter(dReloads, float64(s.Reloads))
+	counter(dReloadErrors, float64(s.ReloadErrors))
+	counter(dApplyErrors, float64(s.ApplyErrors))
+	counter(dHealthChanges, float64(s.HealthChanges))
+	counter(dProbes, float64(s.ProbesOK), "ok")
+	counter(dProbes, float64(s.ProbesFailed), "fail")
+	counter(dDrains, float64(s.DrainsExpired))
+	gauge(dNextHop, b2f(s.NextHopResolved))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
