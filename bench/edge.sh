@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# bench/edge.sh — cache-hit serving of a small (480 B) and a 100 KB object: switchyard's edge
+# against Varnish and nginx proxy_cache, in front of the same origin, on the same machine, in one
+# run, alternating rounds. wrk drives each cache; the table shows requests/s and p99, and the
+# ratios. Writes a flat JSON object to bench/out/edge.json.
+# Bounded: ROUNDS x 3 caches x 2 objects x SECONDS_PER_RUN of load (defaults 3 x 3 x 2 x 4 s).
+# Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
+# wrapped in `flock /tmp/switchyard-bench.lock` on a shared machine.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-4}
+THREADS=${THREADS:-2}
+CONNECTIONS=${CONNECTIONS:-64}
+BIN=${BIN:-bin/switchyard}
+OUT=bench/out/edge.json
+PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183
+
+[ -x "$BIN" ] || { echo "edge bench: $BIN missing; run: go build -o bin/switchyard ./cmd/switchyard" >&2; exit 1; }
+
+need=""
+for p in varnish nginx wrk curl; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+if [ -n "$need" ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/switchyard-edge-bench.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+go build -o "$WORK/origin" ./bench/edge
+"$WORK/origin" -listen 127.0.0.1:$PORT_ORIGIN &
+PIDS+=($!)
+
+# switchyard: memory tier only, like the two peers' memory storage.
+"$BIN" edge run --listen 127.0.0.1:$PORT_SY --origin http://127.0.0.1:$PORT_ORIGIN --memory 256MiB >"$WORK/switchyard.log" 2>&1 &
+PIDS+=($!)
+
+# Varnish: default VCL with the origin as backend, 256 MB malloc storage, in the foreground.
+varnishd -F -a 127.0.0.1:$PORT_VARNISH -b 127.0.0.1:$PORT_ORIGIN -s malloc,256m -n "$WORK/varnish" \
+  >"$WORK/varnish.log" 2>&1 &
+PIDS+=($!)
+
+# nginx: proxy_cache in front of the origin, one worker per core, no access log (neither of the
+# others logs requests either).
+mkdir -p "$WORK/nginx-cache"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes auto;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  proxy_cache_path $WORK/nginx-cache keys_zone=edge:64m max_size=256m;
+  upstream origin { server 127.0.0.1:$PORT_ORIGIN; keepalive 64; }
+  server {
+    listen 127.0.0.1:$PORT_NGINX;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache edge;
+      proxy_cache_lock on;
+      add_header X-Cache \$upstream_cache_status;
+    }
+  }
+}
+CONF
+nginx -c "$WORK/nginx.conf" -g 'daemon off;' &
+PIDS+=($!)
+
+declare -A PORT=([switchyard]=$PORT_SY [varnish]=$PORT_VARNISH [nginx]=$PORT_NGINX)
+for name in switchyard varnish nginx; do
+  for i in $(seq 1 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/small" && break
+    [ "$i" = 100 ] && { echo "edge bench: $name did not start" >&2; cat "$WORK"/*.log >&2 || true; exit 1; }
+    sleep 0.1
+  done
+  # Warm: each cache fetches both objects once; the measured phase is hits only.
+  for obj in small 100k; do curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/$obj"; curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/$obj"; done
+done
+before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
+
+# run_wrk NAME OBJ -> appends "rps p99_ms" to $WORK/NAME-OBJ
+run_wrk() {
+  local out
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$1]}/$2")
+  echo "$out" | awk '
+    /Requests\/sec:/ { rps = $2 }
+    /^ *99%/ { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+               ms = (u == "us") ? v / 1000 : (u == "s") ? v * 1000 : v }
+    /Non-2xx/ { bad = 1 }
+    END { if (bad) { print "non-2xx responses" > "/dev/stderr"; exit 1 } printf "%s %s\n", rps, ms }' >> "$WORK/$1-$2"
+}
+
+ORDER=(switchyard varnish nginx)
+for r in $(seq 1 "$ROUNDS"); do
+  for obj in small 100k; do
+    for name in "${ORDER[@]}"; do run_wrk "$name" "$obj"; done
+  done
+  ORDER=("${ORDER[@]:1}" "${ORDER[0]}")  # rotate who goes first each round
+done
+after=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
+
+# median of column $2 in file $1
+median() { sort -g -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
+
+declare -A RPS P99
+for name in switchyard varnish nginx; do
+  for obj in small 100k; do
+    RPS[$name-$obj]=$(median "$WORK/$name-$obj" 1)
+    P99[$name-$obj]=$(median "$WORK/$name-$obj" 2)
+  done
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+
+echo
+echo "edge cache hits: wrk -t$THREADS -c$CONNECTIONS, ${SECONDS_PER_RUN}s x $ROUNDS rounds per cell (median), $(nproc) cores shared by load and servers"
+printf '%-11s | %-6s | %12s | %9s | %9s | %9s\n' cache object "requests/s" "p99 ms" "vs varnish" "vs nginx"
+printf -- '------------|--------|--------------|-----------|-----------|----------\n'
+for obj in small 100k; do
+  for name in switchyard varnish nginx; do
+    printf '%-11s | %-6s | %12.0f | %9.2f | %9s | %9s\n' "$name" "$obj" "${RPS[$name-$obj]}" "${P99[$name-$obj]}" \
+      "$(ratio "${RPS[$name-$obj]}" "${RPS[varnish-$obj]}")" "$(ratio "${RPS[$name-$obj]}" "${RPS[nginx-$obj]}")"
+  done
+done
+echo "origin requests during the measured phase: $((after - before)) (0 means every measured response was a hit)"
+
+mkdir -p bench/out
+cat > "$OUT" <<JSON
+{
+  "switchyard_rps": ${RPS[switchyard-small]},
+  "varnish_rps": ${RPS[varnish-small]},
+  "nginx_rps": ${RPS[nginx-small]},
+  "switchyard_p99_ms": ${P99[switchyard-small]},
+  "varnish_p99_ms": ${P99[varnish-small]},
+  "nginx_p99_ms": ${P99[nginx-small]},
+  "ratio_vs_varnish": $(ratio "${RPS[switchyard-small]}" "${RPS[varnish-small]}"),
+  "ratio_vs_nginx": $(ratio "${RPS[switchyard-small]}" "${RPS[nginx-small]}"),
+  "switchyard_100k_rps": ${RPS[switchyard-100k]},
+  "varnish_100k_rps": ${RPS[varnish-100k]},
+  "nginx_100k_rps": ${RPS[nginx-100k]},
+  "switchyard_100k_p99_ms": ${P99[switchyard-100k]},
+  "varnish_100k_p99_ms": ${P99[varnish-100k]},
+  "nginx_100k_p99_ms": ${P99[nginx-100k]},
+  "ratio_100k_vs_varnish": $(ratio "${RPS[switchyard-100k]}" "${RPS[varnish-100k]}"),
+  "ratio_100k_vs_nginx": $(ratio "${RPS[switchyard-100k]}" "${RPS[nginx-100k]}"),
+  "origin_requests_measured": $((after - before)),
+  "rounds": $ROUNDS,
+  "seconds_per_run": $SECONDS_PER_RUN,
+  "connections": $CONNECTIONS
+}
+JSON
+echo "wrote $OUT"

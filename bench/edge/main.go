@@ -1,0 +1,44 @@
+// Command edge is the origin of the edge benchmark (bench/edge.sh): it serves the objects the three
+// caches (switchyard, Varnish, nginx proxy_cache) are measured on, all cacheable for an hour, and
+// counts requests so the script can check that the measured phase ran from cache.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18080", "address to serve on")
+	flag.Parse()
+	objects := map[string][]byte{
+		"/small": []byte(strings.Repeat("s", 480)),     // the lessons' 480-byte tracking response
+		"/100k":  []byte(strings.Repeat("k", 100<<10)), // a 100 KB asset
+	}
+	modified := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)
+	var requests atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, requests.Load())
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := objects[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		requests.Add(1)
+		h := w.Header()
+		h.Set("Cache-Control", "public, max-age=3600")
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Last-Modified", modified)
+		h.Set("Etag", fmt.Sprintf(`"%d"`, len(body)))
+		w.Write(body)
+	})
+	log.Fatal(http.ListenAndServe(*listen, mux))
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/switchyard/switchyard/edge"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "edge",
+		Usage: "run the RFC 9111 edge cache, and purge, push and inspect running edges",
+		Description: `The edge stop: an HTTP cache close to the user with request collapsing, stale serving,
+   a memory and a disk tier, purge/push, and smart tiered caching. See docs/edge.md.
+
+   Examples:
+     switchyard edge run --config /etc/switchyard/edge.yaml
+     switchyard edge run --listen 127.0.0.1:8080 --origin http://127.0.0.1:8000 --admin-listen 127.0.0.1:9091 --token s3cret
+     switchyard edge purge --admin 127.0.0.1:9091 --token s3cret http://www.example.com/index.html
+     switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/ --tag shipments --soft
+     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common-objects.txt
+     switchyard edge stats --admin 127.0.0.1:9091`,
+		Subcommands: []*cli.Command{edgeRunCommand(), edgePurgeCommand(), edgePushCommand(), edgeStatsCommand()},
+	})
+}
+
+func edgeRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run an edge cache in the foreground until SIGINT or SIGTERM",
+		Description: `Reads the YAML config (--config), then applies any flags given on top of it.
+
+   Examples:
+     switchyard edge run --config edge.yaml
+     switchyard edge run --origin http://127.0.0.1:8000 --listen :8080 --memory 512MiB --disk-dir /var/cache/sy --disk-size 10GiB`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML config file"},
+			&cli.StringFlag{Name: "listen", Usage: "client address (overrides listen)"},
+			&cli.StringFlag{Name: "origin", Usage: "origin base URL (overrides origin)"},
+			&cli.StringFlag{Name: "admin-listen", Usage: "admin API address (overrides admin.listen)"},
+			&cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_EDGE_TOKEN"}, Usage: "admin bearer token (overrides admin.token)"},
+			&cli.StringFlag{Name: "memory", Usage: "memory tier budget, e.g. 256MiB (overrides memory.max_bytes)"},
+			&cli.StringFlag{Name: "disk-dir", Usage: "disk tier directory (overrides disk.dir)"},
+			&cli.StringFlag{Name: "disk-size", Usage: "disk tier budget, e.g. 10GiB (overrides disk.max_bytes)"},
+			&cli.DurationFlag{Name: "grace", Usage: "default stale-while-revalidate/stale-if-error window (overrides grace)"},
+			&cli.StringSliceFlag{Name: "tier", Usage: "upper-tier candidate base URL, repeatable (overrides tiers.candidates)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := edgeConfigFromFlags(c)
+			if err != nil {
+				return err
+			}
+			e, err := edge.New(cfg)
+			if err != nil {
+				return err
+			}
+			if err := e.Start(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "edge listening on %s, origin %s", e.Addr(), cfg.Origin)
+			if a := e.AdminAddr(); a != "" {
+				fmt.Fprintf(c.App.Writer, ", admin on %s", a)
+			}
+			fmt.Fprintln(c.App.Writer)
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			<-ctx.Done()
+			return e.Close()
+		},
+	}
+}
+
+// edgeConfigFromFlags loads --config (if any) and applies the flags on top.
+func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
+	var cfg edge.Config
+	if p := c.String("config"); p != "" {
+		var err error
+		if cfg, err = edge.LoadConfig(p); err != nil {
+			return cfg, err
+		}
+	}
+	set := func(name string, dst *string) {
+		if c.IsSet(name) {
+			*dst = c.String(name)
+		}
+	}
+	set("listen", &cfg.Listen)
+	set("origin", &cfg.Origin)
+	set("admin-listen", &cfg.Admin.Listen)
+	set("token", &cfg.Admin.Token)
+	set("disk-dir", &cfg.Disk.Dir)
+	for _, f := range []struct {
+		name string
+		dst  *edge.ByteSize
+	}{{"memory", &cfg.Memory.MaxBytes}, {"disk-size", &cfg.Disk.MaxBytes}} {
+		if c.IsSet(f.name) {
+			n, err := edge.ParseByteSize(c.String(f.name))
+			if err != nil {
+				return cfg, fmt.Errorf("flag --%s: %w", f.name, err)
+			}
+			*f.dst = edge.ByteSize(n)
+		}
+	}
+	if c.IsSet("grace") {
+		cfg.Grace = edge.Duration(c.Duration("grace"))
+	}
+	if c.IsSet("tier") {
+		cfg.Tiers.Candidates = c.StringSlice("tier")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("configure edge: %w (set it in --config or with a flag)", err)
+	}
+	return cfg, nil
+}
+
+// adminFlags are shared by purge, push and stats.
+func adminFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "admin", Aliases: []string{"a"}, Required: true, Usage: "admin API address of an edge, repeatable to reach every edge"},
+		&cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_EDGE_TOKEN"}, Usage: "admin bearer token"},
+		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "per-edge request timeout"},
+	}
+}
+
+func adminClients(c *cli.Context) ([]edge.AdminClient, error) {
+	if c.String("token") == "" {
+		return nil, fmt.Errorf("missing admin token: pass --token or set SWITCHYARD_EDGE_TOKEN")
+	}
+	var out []edge.AdminClient
+	for _, a := range c.StringSlice("admin") {
+		out = append(out, edge.AdminClient{Base: a, Token: c.String("token")})
+	}
+	return out, nil
+}
+
+func edgePurgeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "purge",
+		Usage:     "purge cached responses by URL, prefix or tag on one or more edges",
+		ArgsUsage: "[URL...]",
+		Description: `Hard purges remove entries; --soft marks them stale (still usable for grace and
+   stale-if-error, revalidated before being served fresh).
+
+   Examples:
+     switchyard edge purge --admin 127.0.0.1:9091 --token s3cret http://www.example.com/index.html
+     switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/
+     switchyard edge purge --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --tag shipments --soft`,
+		Flags: append(adminFlags(),
+			&cli.StringSliceFlag{Name: "prefix", Usage: "absolute URL prefix, repeatable"},
+			&cli.StringSliceFlag{Name: "tag", Usage: "Surrogate-Key / Cache-Tag value, repeatable"},
+			&cli.BoolFlag{Name: "soft", Usage: "mark stale instead of removing"},
+		),
+		Action: func(c *cli.Context) error {
+			p := edge.PurgeRequest{URLs: c.Args().Slice(), Prefixes: c.StringSlice("prefix"), Tags: c.StringSlice("tag"), Soft: c.Bool("soft")}
+			if len(p.URLs)+len(p.Prefixes)+len(p.Tags) == 0 {
+				return fmt.Errorf("nothing to purge: give URLs as arguments, or --prefix, or --tag")
+			}
+			clients, err := adminClients(c)
+			if err != nil {
+				return err
+			}
+			for _, cl := range clients {
+				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+				res, err := cl.Purge(ctx, p)
+				cancel()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "%s: purged %d\n", cl.Base, res.Purged)
+			}
+			return nil
+		},
+	}
+}
+
+func edgePushCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "push",
+		Usage:     "push (prewarm) URLs to every edge given",
+		ArgsUsage: "[URL...]",
+		Description: `Each edge fetches the URLs it does not hold fresh, so common objects (page shell,
+   scripts, styles) are in place before the first user asks; unique objects stay pull-based.
+
+   Examples:
+     switchyard edge push --admin 127.0.0.1:9091 http://www.example.com/app.js http://www.example.com/style.css
+     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common.txt --refresh`,
+		Flags: append(adminFlags(),
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file with one URL per line (# comments allowed)"},
+			&cli.BoolFlag{Name: "refresh", Usage: "revalidate even fresh copies (after an update at the origin)"},
+		),
+		Action: func(c *cli.Context) error {
+			urls := c.Args().Slice()
+			if f := c.String("file"); f != "" {
+				more, err := readURLList(f)
+				if err != nil {
+					return err
+				}
+				urls = append(urls, more...)
+			}
+			if len(urls) == 0 {
+				return fmt.Errorf("nothing to push: give URLs as arguments or --file")
+			}
+			clients, err := adminClients(c)
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for _, cl := range clients {
+				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+				res, err := cl.Push(ctx, edge.PushRequest{URLs: urls, Refresh: c.Bool("refresh")})
+				cancel()
+				if err != nil {
+					return err
+				}
+				for _, r := range res {
+					if r.Error != "" || r.Status >= 400 {
+						failed++
+						fmt.Fprintf(c.App.Writer, "%s: %s: failed: %d %s\n", cl.Base, r.URL, r.Status, r.Error)
+						continue
+					}
+					fmt.Fprintf(c.App.Writer, "%s: %s: %d %s\n", cl.Base, r.URL, r.Status, r.Cache)
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("push: %d URL(s) failed", failed)
+			}
+			return nil
+		},
+	}
+}
+
+// readURLList reads one URL per line, skipping blanks and # comments.
+func readURLList(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read URL list: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read URL list %s: %w", path, err)
+	}
+	return out, nil
+}
+
+func edgeStatsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stats",
+		Usage: "show an edge's counters, hit ratio, storage and tier selection",
+		Description: `Examples:
+     switchyard edge stats --admin 127.0.0.1:9091 --token s3cret
+     switchyard edge stats --admin 127.0.0.1:9091 --json`,
+		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"}),
+		Action: func(c *cli.Context) error {
+			clients, err := adminClients(c)
+			if err != nil {
+				return err
+			}
+			for _, cl := range clients {
+				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+				rep, err := cl.Stats(ctx)
+				cancel()
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					enc := json.NewEncoder(c.App.Writer)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(rep); err != nil {
+						return fmt.Errorf("print stats: %w", err)
+					}
+					continue
+				}
+				printStats(c, cl.Base, rep)
+			}
+			return nil
+		},
+	}
+}
+
+func printStats(c *cli.Context, base string, rep edge.StatsReport) {
+	w := c.App.Writer
+	fmt.Fprintf(w, "edge %s: %d objects, memory %d bytes, disk %d bytes\n", base, rep.Objects, rep.MemoryBytes, rep.DiskBytes)
+	names := make([]string, 0, len(rep.Counters))
+	for k := range rep.Counters {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k == "hit_ratio" {
+			fmt.Fprintf(w, "  %-18s %.4f\n", k, rep.Counters[k])
+			continue
+		}
+		fmt.Fprintf(w, "  %-18s %.0f\n", k, rep.Counters[k])
+	}
+	for _, t := range rep.Tiers {
+		sel := ""
+		if t.Selected {
+			sel = " (selected)"
+		}
+		fmt.Fprintf(w, "  tier %s: %.2f ms to origin%s\n", t.URL, t.ScoreMS, sel)
+	}
+}

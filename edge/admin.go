@@ -1,0 +1,266 @@
+package edge
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/store"
+)
+
+// PurgeRequest selects entries to purge. Soft purges mark entries stale (they may still be served
+// stale, for grace or stale-if-error, and are revalidated before being served fresh); hard purges
+// remove them.
+type PurgeRequest struct {
+	// URLs are absolute URLs ("http://host/path?q") whose every variant is purged.
+	URLs []string `json:"urls,omitempty"`
+	// Prefixes are absolute URL prefixes ("http://host/static/").
+	Prefixes []string `json:"prefixes,omitempty"`
+	// Tags match Surrogate-Key and Cache-Tag values of stored responses.
+	Tags []string `json:"tags,omitempty"`
+	// Soft marks entries stale instead of removing them.
+	Soft bool `json:"soft,omitempty"`
+}
+
+// PurgeResult says how many entries a purge touched.
+type PurgeResult struct {
+	// Purged is the number of entries (variants) removed or marked stale.
+	Purged int `json:"purged"`
+}
+
+// PushRequest lists URLs to prewarm. Each edge fetches them from its upstream unless it already
+// holds a fresh copy (or Refresh is set), so common objects are in place before the first user.
+type PushRequest struct {
+	// URLs are absolute URLs; their host becomes the Host header, as a client's request would.
+	URLs []string `json:"urls"`
+	// Refresh fetches even when a fresh copy is stored (after an update at the origin).
+	Refresh bool `json:"refresh,omitempty"`
+}
+
+// PushResult reports one pushed URL.
+type PushResult struct {
+	// URL is the pushed URL.
+	URL string `json:"url"`
+	// Status is the status the edge got for it (200 when stored or already fresh).
+	Status int `json:"status,omitempty"`
+	// Cache is the X-Cache of the prewarm fetch: MISS (fetched), HIT (already fresh), ...
+	Cache string `json:"cache,omitempty"`
+	// Error says why the URL could not be pushed.
+	Error string `json:"error,omitempty"`
+}
+
+// PrefetchHeader is sent upstream on fetches made for a push, so an origin can tell pushed
+// copies from pulled ones (the propagation experiment counts them apart).
+const PrefetchHeader = "X-Switchyard-Prefetch"
+
+// keyOfURL turns an absolute URL into a primary key, as a request for it would have.
+func keyOfURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%q is not an absolute URL; write it like http://www.example.com/path", raw)
+	}
+	return primaryKey(u.Host, u.RequestURI()), nil
+}
+
+// Purge removes or soft-purges the selected entries.
+func (e *Edge) Purge(p PurgeRequest) (PurgeResult, error) {
+	var keys []string
+	for _, raw := range p.URLs {
+		k, err := keyOfURL(raw)
+		if err != nil {
+			return PurgeResult{}, fmt.Errorf("purge: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	var prefixes []string
+	for _, raw := range p.Prefixes {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return PurgeResult{}, fmt.Errorf("purge: prefix %q is not an absolute URL; write it like http://www.example.com/static/", raw)
+		}
+		prefixes = append(prefixes, strings.ToLower(u.Host)+u.RequestURI())
+	}
+	match := func(primary string, tags []string) bool {
+		return slices.Contains(keys, primary) ||
+			slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(primary, p) }) ||
+			slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(p.Tags, t) })
+	}
+	e.markPurged(match, p.Soft)
+	// Collect matching stored entries first: mutating while iterating the index is not allowed.
+	var hit []*store.Meta
+	e.store.All(func(m *store.Meta) bool {
+		if match(m.Primary, m.Tags) {
+			hit = append(hit, m)
+		}
+		return true
+	})
+	n := 0
+	for _, m := range hit {
+		if p.Soft {
+			c := m.Clone()
+			c.Invalid = true
+			if err := e.store.Update(c); err != nil {
+				return PurgeResult{Purged: n}, fmt.Errorf("soft purge %s: %w", m.Key, err)
+			}
+		} else {
+			e.store.Delete(m.Key)
+			if len(m.Vary) == 0 {
+				e.keysOf(m.Primary) // forget its variant set too
+			}
+		}
+		n++
+	}
+	e.stats.Purged.Add(int64(n))
+	return PurgeResult{Purged: n}, nil
+}
+
+// Push prewarms URLs: each one is requested through the edge's own cache path, so a stored fresh
+// copy is kept and a miss is fetched once (collapsed with any client fetching it too).
+func (e *Edge) Push(p PushRequest) []PushResult {
+	out := make([]PushResult, 0, len(p.URLs))
+	for _, raw := range p.URLs {
+		res := PushResult{URL: raw}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			res.Error = fmt.Sprintf("%q is not an absolute URL; write it like http://www.example.com/app.js", raw)
+			out = append(out, res)
+			continue
+		}
+		r := httptest.NewRequest(http.MethodGet, u.RequestURI(), nil)
+		r.Host = u.Host
+		r.RemoteAddr = "127.0.0.1:0"
+		r.Header.Set(PrefetchHeader, "1")
+		if p.Refresh {
+			r.Header.Set("Cache-Control", "no-cache") // revalidate (or refetch) whatever is stored
+		}
+		rec := httptest.NewRecorder()
+		if err := e.serveRecorded(rec, r); err != nil {
+			res.Error = err.Error()
+			out = append(out, res)
+			continue
+		}
+		res.Status, res.Cache = rec.Code, rec.Header().Get("X-Cache")
+		if res.Cache == Miss || res.Cache == Revalidated {
+			e.stats.Pushed.Add(1)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// serveRecorded runs the cache path for an internal request. A response aborted mid-body (the
+// origin failed while sending it) panics with http.ErrAbortHandler, which net/http recovers for
+// client requests; here it becomes an error.
+func (e *Edge) serveRecorded(rec *httptest.ResponseRecorder, r *http.Request) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			err = fmt.Errorf("push %s: upstream body ended early", r.URL.Path)
+		}
+	}()
+	e.serveCacheable(rec, r)
+	return nil
+}
+
+// StatsReport is the body of GET /stats.
+type StatsReport struct {
+	// Counters are the Stats counters by name, plus hit_ratio.
+	Counters map[string]float64 `json:"counters"`
+	// Objects is the number of stored entries.
+	Objects int `json:"objects"`
+	// MemoryBytes is the weighted size of the memory tier.
+	MemoryBytes uint64 `json:"memory_bytes"`
+	// DiskBytes is the weighted size of the disk tier.
+	DiskBytes uint64 `json:"disk_bytes"`
+	// Tiers are the upper-tier candidates' last measurements.
+	Tiers []TierStatus `json:"tiers,omitempty"`
+}
+
+// Report returns the stats report.
+func (e *Edge) Report() StatsReport {
+	m, d := e.store.Bytes()
+	return StatsReport{Counters: e.stats.Snapshot(), Objects: e.store.Len(), MemoryBytes: m, DiskBytes: d, Tiers: e.Tiers()}
+}
+
+// AdminHandler serves the admin API: POST /purge, POST /push, GET /stats (bearer token
+// required) and GET /metrics (Prometheus, open like any scrape target).
+func (e *Edge) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST /purge", e.authed(func(w http.ResponseWriter, r *http.Request) {
+		var p PurgeRequest
+		if !decodeJSON(w, r, &p) {
+			return
+		}
+		res, err := e.Purge(p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, res)
+	}))
+	mux.HandleFunc("POST /push", e.authed(func(w http.ResponseWriter, r *http.Request) {
+		var p PushRequest
+		if !decodeJSON(w, r, &p) {
+			return
+		}
+		writeJSON(w, e.Push(p))
+	}))
+	mux.HandleFunc("GET /stats", e.authed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, e.Report())
+	}))
+	return mux
+}
+
+// authed requires "Authorization: Bearer <admin.token>", compared in constant time.
+func (e *Edge) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || e.cfg.Admin.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(e.cfg.Admin.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-edge"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer <admin.token>", http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		http.Error(w, "decode request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// Fresh reports whether the edge holds a fresh response for an absolute URL with no Vary
+// (tests and experiments use it to check propagation without making a request).
+func (e *Edge) Fresh(raw string) bool {
+	k, err := keyOfURL(raw)
+	if err != nil {
+		return false
+	}
+	ent, ok := e.store.Get(k)
+	if !ok {
+		return false
+	}
+	return cachecontrol.Decide(nil, ent.Meta.Directives, ent.Meta.Age(time.Now()), lifetime(ent.Meta), 0) == cachecontrol.Fresh
+}

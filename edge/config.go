@@ -1,0 +1,287 @@
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the edge's configuration, read from YAML (see docs/edge.md for a full example).
+type Config struct {
+	// Listen is the address clients connect to, e.g. "127.0.0.1:8080" (":0" picks a port).
+	Listen string `yaml:"listen"`
+	// Origin is the base URL misses are fetched from, e.g. "http://127.0.0.1:8000".
+	Origin string `yaml:"origin"`
+	// Admin configures the authenticated purge/push/stats API.
+	Admin AdminConfig `yaml:"admin"`
+	// Memory sizes the memory tier.
+	Memory MemoryConfig `yaml:"memory"`
+	// Disk configures the optional disk tier.
+	Disk DiskConfig `yaml:"disk"`
+	// Grace is the operator's default for stale-while-revalidate and stale-if-error, used for
+	// responses that carry neither directive (Varnish calls this grace). Zero disables it.
+	Grace Duration `yaml:"grace"`
+	// PassTTL is how long a URL whose response was found uncacheable goes straight to the origin
+	// instead of queueing behind a collapsed fetch (Varnish's hit-for-miss).
+	PassTTL Duration `yaml:"pass_ttl"`
+	// FetchTimeout bounds one upstream fetch, headers and body.
+	FetchTimeout Duration `yaml:"fetch_timeout"`
+	// Heuristic tunes freshness of responses with Last-Modified and no explicit expiry.
+	Heuristic HeuristicConfig `yaml:"heuristic"`
+	// Tiers configures smart tiered caching through an upper tier chosen by latency.
+	Tiers TierConfig `yaml:"tiers"`
+}
+
+// AdminConfig configures the admin API.
+type AdminConfig struct {
+	// Listen is the admin API's address; "" disables it.
+	Listen string `yaml:"listen"`
+	// Token is the bearer token the admin API requires.
+	Token string `yaml:"token"`
+	// TokenFile names a file holding the token, an alternative to Token.
+	TokenFile string `yaml:"token_file"`
+}
+
+// MemoryConfig sizes the memory tier.
+type MemoryConfig struct {
+	// MaxBytes is the memory tier's budget (default 256MiB).
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxObjects bounds the memory tier by object count instead of bytes when positive.
+	MaxObjects int `yaml:"max_objects"`
+	// MaxObjectBytes is the largest body kept in memory (default 8MiB).
+	MaxObjectBytes ByteSize `yaml:"max_object_bytes"`
+}
+
+// DiskConfig configures the disk tier.
+type DiskConfig struct {
+	// Dir is the cache directory; "" disables the disk tier.
+	Dir string `yaml:"dir"`
+	// MaxBytes is the disk tier's budget (default 1GiB).
+	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
+// HeuristicConfig tunes heuristic freshness (RFC 9111 4.2.2).
+type HeuristicConfig struct {
+	// Fraction of the time since Last-Modified (default 0.1).
+	Fraction float64 `yaml:"fraction"`
+	// Max caps the heuristic lifetime (default 24h).
+	Max Duration `yaml:"max"`
+}
+
+// TierConfig configures smart tiered caching.
+type TierConfig struct {
+	// Candidates are base URLs of upper-tier edges. The edge measures each one's latency to the
+	// origin and fetches misses through the best, falling back to the origin when it fails.
+	Candidates []string `yaml:"candidates"`
+	// ProbeInterval is how often the candidates are measured again (default 30s).
+	ProbeInterval Duration `yaml:"probe_interval"`
+	// ProbeSamples is how many requests each measurement takes the minimum of (default 3).
+	ProbeSamples int `yaml:"probe_samples"`
+}
+
+// Duration is a time.Duration that reads from YAML as "250ms", "10s", "1h".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration; write it like 250ms, 10s or 2m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ByteSize is a byte count that reads from YAML as 1048576, "512KiB", "64MiB", "2GiB" or "1GB".
+type ByteSize int64
+
+// UnmarshalYAML parses a byte count with an optional unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// ParseByteSize parses "4096", "512KiB", "64MiB", "2GiB", "10MB" (decimal units are powers of 1000).
+func ParseByteSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a byte size; write it like 1048576, 512KiB, 64MiB or 2GiB", s)
+	}
+	return n * mult, nil
+}
+
+// LoadConfig reads a YAML config file. Errors name the file, the line and the field.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read edge config: %w", err)
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses YAML, rejects unknown fields, fills defaults and validates.
+func ParseConfig(b []byte) (Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return Config{}, fmt.Errorf("parse edge config: %w", err)
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	// io.EOF means an empty document: every field takes its default.
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("parse edge config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			if line := lineOf(&root, strings.Split(fe.field, ".")); line > 0 {
+				return Config{}, fmt.Errorf("line %d: %w", line, err)
+			}
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// fieldError is a validation error about one YAML field, so the loader can add its line.
+type fieldError struct {
+	field string
+	msg   string
+}
+
+// Error names the field and the problem.
+func (e *fieldError) Error() string { return "field " + e.field + ": " + e.msg }
+
+// lineOf finds the line of the key at path in a YAML document, or 0.
+func lineOf(n *yaml.Node, path []string) int {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, p := range path {
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == p {
+				line, n, found = n.Content[i].Line, n.Content[i+1], true
+				break
+			}
+		}
+		if !found {
+			return line
+		}
+	}
+	return line
+}
+
+// Validate fills defaults and checks every field, naming the field and the fix on error.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return &fieldError{"listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080", c.Listen)}
+	}
+	if c.Origin == "" {
+		return &fieldError{"origin", "missing; set the base URL misses are fetched from, like http://127.0.0.1:8000"}
+	}
+	if err := checkBaseURL(c.Origin); err != nil {
+		return &fieldError{"origin", err.Error()}
+	}
+	if c.Admin.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			return &fieldError{"admin.listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:9091", c.Admin.Listen)}
+		}
+		if c.Admin.Token == "" && c.Admin.TokenFile != "" {
+			b, err := os.ReadFile(c.Admin.TokenFile)
+			if err != nil {
+				return &fieldError{"admin.token_file", fmt.Sprintf("read token: %v", err)}
+			}
+			c.Admin.Token = strings.TrimSpace(string(b))
+		}
+		if c.Admin.Token == "" {
+			return &fieldError{"admin.token", "missing; the admin API purges and pushes, so it needs a bearer token (admin.token or admin.token_file)"}
+		}
+	}
+	if c.Memory.MaxBytes == 0 && c.Memory.MaxObjects == 0 {
+		c.Memory.MaxBytes = 256 << 20
+	}
+	if c.Memory.MaxObjects < 0 {
+		return &fieldError{"memory.max_objects", "must not be negative"}
+	}
+	if c.Memory.MaxObjectBytes == 0 {
+		c.Memory.MaxObjectBytes = 8 << 20
+	}
+	if c.Disk.Dir != "" && c.Disk.MaxBytes == 0 {
+		c.Disk.MaxBytes = 1 << 30
+	}
+	if c.PassTTL == 0 {
+		c.PassTTL = Duration(2 * time.Minute)
+	}
+	if c.FetchTimeout == 0 {
+		c.FetchTimeout = Duration(60 * time.Second)
+	}
+	if c.Heuristic.Fraction == 0 {
+		c.Heuristic.Fraction = 0.1
+	}
+	if c.Heuristic.Fraction < 0 || c.Heuristic.Fraction > 1 {
+		return &fieldError{"heuristic.fraction", fmt.Sprintf("%v is outside 0..1; RFC 9111 suggests 0.1", c.Heuristic.Fraction)}
+	}
+	if c.Heuristic.Max == 0 {
+		c.Heuristic.Max = Duration(24 * time.Hour)
+	}
+	for i, t := range c.Tiers.Candidates {
+		if err := checkBaseURL(t); err != nil {
+			return &fieldError{"tiers.candidates", fmt.Sprintf("entry %d: %v", i+1, err)}
+		}
+	}
+	if c.Tiers.ProbeInterval == 0 {
+		c.Tiers.ProbeInterval = Duration(30 * time.Second)
+	}
+	if c.Tiers.ProbeSamples <= 0 {
+		c.Tiers.ProbeSamples = 3
+	}
+	return nil
+}
+
+// checkBaseURL accepts http(s)://host[:port] with an optional path prefix.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) base URL; write it like http://127.0.0.1:8000", s)
+	}
+	return nil
+}

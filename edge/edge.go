@@ -1,0 +1,432 @@
+// Package edge is switchyard's edge cache: an HTTP cache close to the user that follows RFC 9111
+// and RFC 5861, collapses concurrent misses into one upstream fetch streamed to every waiter,
+// serves stale responses while revalidating or when the origin fails, keeps responses in a memory
+// tier and a disk tier that survives restarts, and takes purges and pushes through an
+// authenticated admin API. With upper-tier candidates configured it fetches misses through the
+// one with the lowest measured latency to the origin, falling back to the origin directly.
+//
+// It is embeddable: New builds an Edge from a Config, Edge is an http.Handler, and Start listens
+// on the configured addresses (":0" works) so the lab and the tests can run it anywhere.
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/store"
+)
+
+// Edge is one edge cache. Create it with New; it is safe for concurrent use.
+type Edge struct {
+	cfg       Config
+	log       *slog.Logger
+	store     *store.Store
+	stats     Stats
+	registry  *prometheus.Registry
+	upstream  *upstream
+	heuristic cachecontrol.Heuristic
+
+	// fills are the upstream fetches in flight, by variant key (request collapsing).
+	fillsMu sync.Mutex
+	fills   map[string]*fill
+
+	// pass remembers URLs whose responses were uncacheable, so they skip the collapsing queue.
+	pass *otter.Cache[string, struct{}]
+
+	// variants maps a primary key to the Vary header names and variant keys stored under it.
+	variantsMu sync.RWMutex
+	variants   map[string]*variantSet
+
+	servers []*http.Server
+	addrs   []net.Addr
+}
+
+// variantSet is what the edge knows about the variants of one URL.
+type variantSet struct {
+	names []string
+	keys  map[string]struct{}
+}
+
+// Option changes an Edge built by New.
+type Option func(*Edge)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(e *Edge) { e.log = l } }
+
+// New builds an Edge: it validates cfg, opens the store (rebuilding the disk index) and, with
+// tier candidates, starts measuring them. Call Close to stop it.
+func New(cfg Config, opts ...Option) (*Edge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configure edge: %w", err)
+	}
+	e := &Edge{
+		cfg:       cfg,
+		log:       slog.Default(),
+		fills:     map[string]*fill{},
+		variants:  map[string]*variantSet{},
+		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	st, err := store.Open(store.Config{
+		MemoryBytes:    int64(cfg.Memory.MaxBytes),
+		MemoryObjects:  cfg.Memory.MaxObjects,
+		MaxObjectBytes: int64(cfg.Memory.MaxObjectBytes),
+		Dir:            cfg.Disk.Dir,
+		DiskBytes:      int64(cfg.Disk.MaxBytes),
+		OnEvict: func(tier string) {
+			if tier == "disk" {
+				e.stats.DiskEvictions.Add(1)
+			} else {
+				e.stats.MemoryEvictions.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create edge: %w", err)
+	}
+	e.store = st
+	st.All(func(m *store.Meta) bool {
+		if len(m.Vary) > 0 {
+			e.rememberVariant(m)
+		}
+		return true
+	})
+	e.pass, err = otter.New(&otter.Options[string, struct{}]{
+		MaximumSize:      100_000,
+		ExpiryCalculator: otter.ExpiryWriting[string, struct{}](time.Duration(cfg.PassTTL)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create edge: pass memory: %w", err)
+	}
+	if e.upstream, err = newUpstream(e, cfg); err != nil {
+		return nil, fmt.Errorf("create edge: %w", err)
+	}
+	e.registry = newRegistry(e)
+	return e, nil
+}
+
+// Stats returns the live counters.
+func (e *Edge) Stats() *Stats { return &e.stats }
+
+// Registry returns the Prometheus registry holding this edge's switchyard_edge_* metrics.
+func (e *Edge) Registry() *prometheus.Registry { return e.registry }
+
+// Start listens on cfg.Listen (and cfg.Admin.Listen when set) and serves in the background.
+func (e *Edge) Start() error {
+	bind := func(addr string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
+		e.servers = append(e.servers, srv)
+		e.addrs = append(e.addrs, ln.Addr())
+		go srv.Serve(ln)
+		return nil
+	}
+	if err := bind(e.cfg.Listen, e); err != nil {
+		return err
+	}
+	if e.cfg.Admin.Listen != "" {
+		if err := bind(e.cfg.Admin.Listen, e.AdminHandler()); err != nil {
+			e.Close()
+			return err
+		}
+	}
+	e.log.Info("edge started", "listen", e.addrs[0].String(), "origin", e.cfg.Origin)
+	return nil
+}
+
+// Addr returns the address the cache listens on, after Start.
+func (e *Edge) Addr() string { return e.addrs[0].String() }
+
+// URL returns "http://" + Addr().
+func (e *Edge) URL() string { return "http://" + e.Addr() }
+
+// AdminAddr returns the admin API's address after Start, or "" when it is disabled.
+func (e *Edge) AdminAddr() string {
+	if len(e.addrs) < 2 {
+		return ""
+	}
+	return e.addrs[1].String()
+}
+
+// Close stops the listeners, the tier prober and idle upstream connections.
+func (e *Edge) Close() error {
+	var errs []error
+	for _, s := range e.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, s.Close())
+		}
+		cancel()
+	}
+	e.upstream.close()
+	e.pass.StopAllGoroutines()
+	return errors.Join(errs...)
+}
+
+// rttPath is answered by the edge itself: upper-tier candidates report their latency to the
+// origin on it, and lower tiers time it to measure their latency to the candidate.
+const rttPath = "/.well-known/switchyard-edge/rtt"
+
+// ServeHTTP answers one client request.
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == rttPath {
+		e.serveRTT(w, r)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		e.serveCacheable(w, r)
+	default:
+		e.serveUnsafe(w, r)
+	}
+}
+
+// primaryKey is the cache key shared by every variant: the lower-cased host and the request
+// URI. Scheme is left out because the edge serves one scheme per listener.
+func primaryKey(host, requestURI string) string {
+	return strings.ToLower(host) + requestURI
+}
+
+// variantKey appends the values of the request headers the URL varies on, so each variant is
+// its own entry (RFC 9111 4.1). Values are normalised by trimming and lower-casing.
+func variantKey(primary string, names []string, h http.Header) string {
+	if len(names) == 0 {
+		return primary
+	}
+	var b strings.Builder
+	b.WriteString(primary)
+	for _, n := range names {
+		b.WriteString("\n")
+		b.WriteString(n)
+		b.WriteString(":")
+		b.WriteString(varyValue(h, n))
+	}
+	return b.String()
+}
+
+// varyValue normalises the value of a request header named by Vary: field lines and list
+// elements joined by "," without spaces, lower-cased, so "gzip, br" and "GZIP,br" select the same
+// variant (RFC 9111 4.1 allows normalising whitespace and case where the field's semantics do).
+func varyValue(h http.Header, name string) string {
+	var parts []string
+	for _, line := range h.Values(name) {
+		for _, p := range strings.Split(line, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, strings.ToLower(p))
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// varyNames returns the canonical header names of a response's Vary field, sorted by appearance.
+func varyNames(h http.Header) []string {
+	var out []string
+	for _, line := range h.Values("Vary") {
+		for _, f := range strings.Split(line, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	return out
+}
+
+// lookupKey returns the variant key of a request under what the edge knows of the URL's Vary.
+func (e *Edge) lookupKey(primary string, h http.Header) string {
+	e.variantsMu.RLock()
+	vs := e.variants[primary]
+	e.variantsMu.RUnlock()
+	if vs == nil {
+		return primary
+	}
+	return variantKey(primary, vs.names, h)
+}
+
+// rememberVariant records the Vary names and key of a stored variant.
+func (e *Edge) rememberVariant(m *store.Meta) {
+	e.variantsMu.Lock()
+	defer e.variantsMu.Unlock()
+	vs := e.variants[m.Primary]
+	if vs == nil || !equalNames(vs.names, m.Vary) {
+		vs = &variantSet{names: m.Vary, keys: map[string]struct{}{}}
+		e.variants[m.Primary] = vs
+	}
+	vs.keys[m.Key] = struct{}{}
+}
+
+func equalNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// keysOf returns every stored key of a URL: the primary key and any variants.
+func (e *Edge) keysOf(primary string) []string {
+	keys := []string{primary}
+	e.variantsMu.Lock()
+	if vs := e.variants[primary]; vs != nil {
+		for k := range vs.keys {
+			keys = append(keys, k)
+		}
+		delete(e.variants, primary)
+	}
+	e.variantsMu.Unlock()
+	return keys
+}
+
+// invalidate removes every variant of a URL (RFC 9111 4.4), and keeps a fetch of it in flight
+// from storing its response.
+func (e *Edge) invalidate(primary string) int {
+	e.markPurged(func(p string, _ []string) bool { return p == primary }, false)
+	n := 0
+	for _, k := range e.keysOf(primary) {
+		if _, ok := e.store.Get(k); ok {
+			n++
+		}
+		e.store.Delete(k)
+	}
+	return n
+}
+
+// serveUnsafe forwards a request with an unsafe (or unknown) method and, when upstream answers
+// with a non-error status, invalidates the target URI and the same-origin Location and
+// Content-Location URIs (RFC 9111 4.4).
+func (e *Edge) serveUnsafe(w http.ResponseWriter, r *http.Request) {
+	status := e.passThrough(w, r)
+	if status < 200 || status >= 400 {
+		return
+	}
+	e.invalidate(primaryKey(r.Host, r.URL.RequestURI()))
+	for _, name := range []string{"Location", "Content-Location"} {
+		v := w.Header().Get(name)
+		if v == "" {
+			continue
+		}
+		u, err := r.URL.Parse(v)
+		if err != nil || (u.Host != "" && !strings.EqualFold(u.Host, r.Host)) {
+			continue // another origin's URI is not ours to invalidate
+		}
+		e.invalidate(primaryKey(r.Host, u.RequestURI()))
+	}
+}
+
+// passThrough sends a request upstream without the cache and copies the response to the client.
+// It returns the status sent (502 when upstream failed).
+func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
+	e.stats.count(Bypass)
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(e.cfg.FetchTimeout))
+	defer cancel()
+	out := e.upstreamRequest(ctx, r, r.Method, r.Body)
+	out.ContentLength = r.ContentLength
+	resp, err := e.upstream.do(out)
+	if err != nil {
+		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
+		writeError(w, http.StatusBadGateway, Bypass, "upstream failed: "+err.Error())
+		return http.StatusBadGateway
+	}
+	defer resp.Body.Close()
+	copyHeader(w.Header(), resp.Header)
+	addVia(w.Header())
+	setCacheHeaders(w.Header(), Bypass, parseAge(resp.Header))
+	w.WriteHeader(resp.StatusCode)
+	if r.Method != http.MethodHead {
+		n, _ := copyBody(w, resp.Body)
+		e.stats.OriginBytes.Add(n)
+	}
+	return resp.StatusCode
+}
+
+// upstreamRequest builds the request sent upstream for client request r: same URI and Host,
+// end-to-end headers only, and a Via entry.
+func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method string, body interface {
+	Read([]byte) (int, error)
+	Close() error
+}) *http.Request {
+	out := (&http.Request{
+		Method:     method,
+		URL:        &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery},
+		Header:     make(http.Header, len(r.Header)+2),
+		Host:       r.Host,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+	}).WithContext(ctx)
+	if body != nil && method != http.MethodGet && method != http.MethodHead {
+		out.Body = body
+	}
+	copyHeader(out.Header, r.Header)
+	out.Header.Add("Via", viaValue)
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		out.Header.Add("X-Forwarded-For", ip)
+	}
+	return out
+}
+
+// viaValue is the edge's Via entry, added to requests it forwards and to responses it returns
+// (RFC 9110 7.6.3).
+const viaValue = "1.1 switchyard-edge"
+
+// addVia appends the edge's Via entry to a response header unless it is already the last one.
+func addVia(h http.Header) {
+	vv := h["Via"]
+	if len(vv) > 0 && vv[len(vv)-1] == viaValue {
+		return
+	}
+	h["Via"] = append(vv[:len(vv):len(vv)], viaValue) // never write into a shared backing array
+}
+
+// hopByHop are the header fields that describe one connection and are never forwarded or stored.
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// copyHeader copies src to dst without hop-by-hop fields (including those Connection names).
+func copyHeader(dst, src http.Header) {
+	for k, vv := range src {
+		dst[k] = append([]string(nil), vv...)
+	}
+	for _, c := range src.Values("Connection") {
+		for _, f := range strings.Split(c, ",") {
+			dst.Del(strings.TrimSpace(f))
+		}
+	}
+	for _, h := range hopByHop {
+		dst.Del(h)
+	}
+}
+
+// writeError answers with a short plain-text error, still labelled with X-Cache and Age.
+func writeError(w http.ResponseWriter, status int, label, msg string) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	setCacheHeaders(h, label, 0)
+	w.WriteHeader(status)
+	fmt.Fprintln(w, msg)
+}

@@ -1,0 +1,127 @@
+package edge
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// X-Cache labels: what the edge did for a response.
+const (
+	// Hit means a fresh stored response answered.
+	Hit = "HIT"
+	// Miss means the response came from upstream (and was stored when cacheable).
+	Miss = "MISS"
+	// Stale means a stored response past its freshness answered (max-stale,
+	// stale-while-revalidate, stale-if-error, grace, soft purge).
+	Stale = "STALE"
+	// Revalidated means a stored response answered after upstream confirmed it with a 304.
+	Revalidated = "REVALIDATED"
+	// Bypass means the request went to upstream without the cache (unsafe method, uncacheable URL).
+	Bypass = "BYPASS"
+)
+
+// Stats are the edge's counters. They feed both /stats and the Prometheus metrics.
+type Stats struct {
+	// Hits, Misses, StaleServed, Revalidated and Bypassed count responses by X-Cache label.
+	Hits, Misses, StaleServed, Revalidated, Bypassed atomic.Int64
+	// Collapsed counts requests that waited on another request's upstream fetch.
+	Collapsed atomic.Int64
+	// OriginRequests and OriginBytes count upstream fetches and the body bytes they brought.
+	OriginRequests, OriginBytes atomic.Int64
+	// Revalidations counts conditional upstream requests; NotModified those answered 304.
+	Revalidations, NotModified atomic.Int64
+	// MemoryEvictions and DiskEvictions count entries evicted for lack of room.
+	MemoryEvictions, DiskEvictions atomic.Int64
+	// Purged counts entries removed or marked stale by purges; Pushed counts pushed URLs stored.
+	Purged, Pushed atomic.Int64
+	// TierFallbacks counts fetches that went to the origin because the upper tier failed.
+	TierFallbacks atomic.Int64
+}
+
+// count records one response with the given X-Cache label.
+func (s *Stats) count(label string) {
+	switch label {
+	case Hit:
+		s.Hits.Add(1)
+	case Miss:
+		s.Misses.Add(1)
+	case Stale:
+		s.StaleServed.Add(1)
+	case Revalidated:
+		s.Revalidated.Add(1)
+	case Bypass:
+		s.Bypassed.Add(1)
+	}
+}
+
+// HitRatio is the share of cacheable requests answered without waiting for upstream:
+// (HIT + STALE) / (HIT + STALE + MISS + REVALIDATED). Bypassed requests are not counted.
+func (s *Stats) HitRatio() float64 {
+	served := float64(s.Hits.Load() + s.StaleServed.Load())
+	all := served + float64(s.Misses.Load()+s.Revalidated.Load())
+	if all == 0 {
+		return 0
+	}
+	return served / all
+}
+
+// Snapshot returns the counters as a flat map for the stats API.
+func (s *Stats) Snapshot() map[string]float64 {
+	return map[string]float64{
+		"hits": float64(s.Hits.Load()), "misses": float64(s.Misses.Load()),
+		"stale": float64(s.StaleServed.Load()), "revalidated": float64(s.Revalidated.Load()),
+		"bypass": float64(s.Bypassed.Load()), "collapsed": float64(s.Collapsed.Load()),
+		"origin_requests": float64(s.OriginRequests.Load()), "origin_bytes": float64(s.OriginBytes.Load()),
+		"revalidations": float64(s.Revalidations.Load()), "not_modified": float64(s.NotModified.Load()),
+		"memory_evictions": float64(s.MemoryEvictions.Load()), "disk_evictions": float64(s.DiskEvictions.Load()),
+		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
+		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
+	}
+}
+
+// newRegistry exposes the stats as switchyard_edge_* metrics on a registry of the edge's own, so
+// several edges can live in one process (the lab, the tests).
+func newRegistry(e *Edge) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	s := &e.stats
+	counter := func(name, help string, v *atomic.Int64, labels prometheus.Labels) {
+		r.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_edge_" + name, Help: help, ConstLabels: labels,
+		}, func() float64 { return float64(v.Load()) }))
+	}
+	counter("hits_total", "Responses served fresh from the cache (X-Cache: HIT).", &s.Hits, nil)
+	counter("misses_total", "Responses fetched from upstream (X-Cache: MISS).", &s.Misses, nil)
+	counter("stale_served_total", "Stale responses served (X-Cache: STALE).", &s.StaleServed, nil)
+	counter("revalidated_total", "Responses served after a 304 from upstream (X-Cache: REVALIDATED).", &s.Revalidated, nil)
+	counter("bypass_total", "Requests passed to upstream without the cache (X-Cache: BYPASS).", &s.Bypassed, nil)
+	counter("revalidations_total", "Conditional requests sent upstream to validate a stored response.", &s.Revalidations, nil)
+	counter("collapsed_requests_total", "Requests that waited on another request's upstream fetch instead of making their own.", &s.Collapsed, nil)
+	counter("origin_requests_total", "Requests sent upstream (origin or upper tier).", &s.OriginRequests, nil)
+	counter("origin_bytes_total", "Body bytes received from upstream.", &s.OriginBytes, nil)
+	counter("evictions_total", "Entries evicted for lack of room.", &s.MemoryEvictions, prometheus.Labels{"tier": "memory"})
+	counter("evictions_total", "Entries evicted for lack of room.", &s.DiskEvictions, prometheus.Labels{"tier": "disk"})
+	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)
+	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
+	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_edge_hit_ratio",
+		Help: "(HIT+STALE)/(HIT+STALE+MISS+REVALIDATED) since start.",
+	}, s.HitRatio))
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_edge_objects", Help: "Entries stored.",
+	}, func() float64 { return float64(e.store.Len()) }))
+	for _, tier := range []string{"memory", "disk"} {
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_edge_stored_bytes", Help: "Weighted bytes held by each tier.",
+			ConstLabels: prometheus.Labels{"tier": tier},
+		}, func() float64 {
+			m, d := e.store.Bytes()
+			if tier == "memory" {
+				return float64(m)
+			}
+			return float64(d)
+		}))
+	}
+	return r
+}
