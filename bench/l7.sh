@@ -3,6 +3,8 @@
 # three in front of the same nginx backend on loopback, in one run, several rounds alternating.
 # Load is wrk over persistent HTTP/1.1 connections, then h2load over h2c (prior knowledge, HTTP/1.1
 # upstream); each proxy keeps a pool of upstream keep-alive connections and writes no access log.
+# Each proxy gets the same CPU budget (2 workers/threads/GOMAXPROCS) and its CPU time per request
+# is read from /proc during its own runs.
 # Prints tables and writes a flat JSON object to bench/out/l7.json. Tunables (environment): ROUNDS (3), DURATION seconds per run (5),
 # CONNS (64), THREADS (2). Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
 set -euo pipefail
@@ -108,10 +110,11 @@ routes: [{name: all, pool: app}]
 pools: [{name: app, balance: round_robin, backends: [{address: "127.0.0.1:$BACKEND_PORT"}]}]
 CONF
 
+# Same CPU budget for each proxy: nginx 2 workers, HAProxy 2 threads, switchyard GOMAXPROCS=2.
 nginx -c "$work/backend.conf" & pids+=($!)
-nginx -c "$work/nginx.conf" & pids+=($!)
-haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 & pids+=($!)
-GOMAXPROCS=2 ./bin/switchyard l7 run --config "$work/l7.yaml" --log-level warn 2>"$work/l7.log" & pids+=($!)
+nginx -c "$work/nginx.conf" & pids+=($!); nginx_pid=$!
+haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 & pids+=($!); haproxy_pid=$!
+GOMAXPROCS=2 ./bin/switchyard l7 run --config "$work/l7.yaml" --log-level warn 2>"$work/l7.log" & pids+=($!); sw_pid=$!
 
 for port in $BACKEND_PORT $NGINX_PORT $HAPROXY_PORT $SW_PORT; do
   for _ in $(seq 50); do curl -fs -o /dev/null "http://127.0.0.1:$port/tracking" && break; sleep 0.1; done
@@ -121,9 +124,13 @@ done
 # to_ms converts wrk's latency figures (us, ms, s) to milliseconds.
 to_ms() { awk -v v="$1" 'BEGIN { n=v+0; if (v ~ /us$/) n/=1000; else if (v ~ /ms$/) n=n; else if (v ~ /s$/) n*=1000; printf "%.3f", n }'; }
 
-declare -A rps p50 p99
+declare -A rps p50 p99 cpu
 names=(switchyard nginx haproxy)
 declare -A port=([switchyard]=$SW_PORT [nginx]=$NGINX_PORT [haproxy]=$HAPROXY_PORT)
+# CPU per request of each proxy (user + system, from /proc, all threads; nginx: its workers).
+declare -A procs=([switchyard]="$sw_pid" [nginx]="$(pgrep -P "$nginx_pid" | tr '\n' ' ')" [haproxy]="$haproxy_pid")
+tick=$(getconf CLK_TCK)
+cpu_ticks() { local t=0 f; for p in "$@"; do for f in /proc/"$p"/task/*/stat; do t=$((t + $(awk '{print $14+$15}' "$f" 2>/dev/null || echo 0))); done; done; echo "$t"; }
 
 # Warm each proxy's upstream pool so the first round does not pay for connection setup.
 for n in "${names[@]}"; do wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:${port[$n]}/tracking" >/dev/null; done
@@ -133,29 +140,33 @@ for r in $(seq "$ROUNDS"); do
   # Rotate the order every round so no proxy always runs first or last.
   order=("${names[@]:$(( (r-1) % 3 ))}" "${names[@]:0:$(( (r-1) % 3 ))}")
   for n in "${order[@]}"; do
+    t0=$(cpu_ticks ${procs[$n]})
     out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:${port[$n]}/tracking?no=1")
+    t1=$(cpu_ticks ${procs[$n]})
     errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ {print}')
     [ -z "$errs" ] || echo "  round $r $n: $errs" >&2
     rps[$n]="${rps[$n]:-} $(echo "$out" | awk '/Requests\/sec/ {print $2}')"
     p50[$n]="${p50[$n]:-} $(to_ms "$(echo "$out" | awk '$1=="50%" {print $2}')")"
     p99[$n]="${p99[$n]:-} $(to_ms "$(echo "$out" | awk '$1=="99%" {print $2}')")"
-    printf "  round %d %-10s %10.0f req/s  p50 %7s ms  p99 %7s ms\n" "$r" "$n" \
-      "$(echo "${rps[$n]}" | awk '{print $NF}')" "$(echo "${p50[$n]}" | awk '{print $NF}')" "$(echo "${p99[$n]}" | awk '{print $NF}')"
+    cpu[$n]="${cpu[$n]:-} $(awk -v d=$((t1 - t0)) -v t="$tick" -v r="$(echo "${rps[$n]}" | awk '{print $NF}')" -v s="$DURATION" 'BEGIN { printf "%.1f", d / t / (r * s) * 1e6 }')"
+    printf "  round %d %-10s %10.0f req/s  p50 %7s ms  p99 %7s ms  cpu %6s us/req\n" "$r" "$n" \
+      "$(echo "${rps[$n]}" | awk '{print $NF}')" "$(echo "${p50[$n]}" | awk '{print $NF}')" "$(echo "${p99[$n]}" | awk '{print $NF}')" \
+      "$(echo "${cpu[$n]}" | awk '{print $NF}')"
   done
 done
 
 # median of a list of numbers
 median() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{a[NR]=$1} END { if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2 }'; }
-declare -A mr m50 m99
-for n in "${names[@]}"; do mr[$n]=$(median "${rps[$n]}"); m50[$n]=$(median "${p50[$n]}"); m99[$n]=$(median "${p99[$n]}"); done
+declare -A mr m50 m99 mcpu
+for n in "${names[@]}"; do mr[$n]=$(median "${rps[$n]}"); m50[$n]=$(median "${p50[$n]}"); m99[$n]=$(median "${p99[$n]}"); mcpu[$n]=$(median "${cpu[$n]}"); done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
 
 echo
 echo "median of $ROUNDS rounds"
-printf "%-12s %12s %10s %10s %14s %14s\n" proxy "req/s" "p50 ms" "p99 ms" "rps vs nginx" "p99 vs nginx"
+printf "%-12s %12s %10s %10s %14s %14s %12s\n" proxy "req/s" "p50 ms" "p99 ms" "rps vs nginx" "p99 vs nginx" "cpu us/req"
 for n in "${names[@]}"; do
-  printf "%-12s %12.0f %10s %10s %14s %14s\n" "$n" "${mr[$n]}" "${m50[$n]}" "${m99[$n]}" \
-    "$(ratio "${mr[$n]}" "${mr[nginx]}")" "$(ratio "${m99[$n]}" "${m99[nginx]}")"
+  printf "%-12s %12.0f %10s %10s %14s %14s %12s\n" "$n" "${mr[$n]}" "${m50[$n]}" "${m99[$n]}" \
+    "$(ratio "${mr[$n]}" "${mr[nginx]}")" "$(ratio "${m99[$n]}" "${m99[nginx]}")" "${mcpu[$n]}"
 done
 echo "switchyard vs haproxy: req/s ratio $(ratio "${mr[switchyard]}" "${mr[haproxy]}"), p99 ratio $(ratio "${m99[switchyard]}" "${m99[haproxy]}")"
 echo "target: req/s ratio vs nginx >= 1.000 with p99 ratio <= 1.000"
@@ -185,6 +196,6 @@ done
 
 mkdir -p bench/out
 cat >bench/out/l7.json <<JSON
-{"switchyard_rps": ${mr[switchyard]}, "nginx_rps": ${mr[nginx]}, "haproxy_rps": ${mr[haproxy]}, "switchyard_p50_ms": ${m50[switchyard]}, "nginx_p50_ms": ${m50[nginx]}, "haproxy_p50_ms": ${m50[haproxy]}, "switchyard_p99_ms": ${m99[switchyard]}, "nginx_p99_ms": ${m99[nginx]}, "haproxy_p99_ms": ${m99[haproxy]}, "ratio_vs_nginx": $(ratio "${mr[switchyard]}" "${mr[nginx]}"), "ratio_vs_haproxy": $(ratio "${mr[switchyard]}" "${mr[haproxy]}"), "p99_ratio_vs_nginx": $(ratio "${m99[switchyard]}" "${m99[nginx]}"), "h2_switchyard_rps": ${h2r[switchyard]}, "h2_nginx_rps": ${h2r[nginx]}, "h2_haproxy_rps": ${h2r[haproxy]}, "h2_switchyard_mean_ms": ${h2m[switchyard]}, "h2_nginx_mean_ms": ${h2m[nginx]}, "h2_haproxy_mean_ms": ${h2m[haproxy]}, "h2_ratio_vs_nginx": $(ratio "${h2r[switchyard]}" "${h2r[nginx]}"), "rounds": $ROUNDS, "duration_s": $DURATION, "connections": $CONNS, "cores": $(nproc)}
+{"switchyard_rps": ${mr[switchyard]}, "nginx_rps": ${mr[nginx]}, "haproxy_rps": ${mr[haproxy]}, "switchyard_p50_ms": ${m50[switchyard]}, "nginx_p50_ms": ${m50[nginx]}, "haproxy_p50_ms": ${m50[haproxy]}, "switchyard_p99_ms": ${m99[switchyard]}, "nginx_p99_ms": ${m99[nginx]}, "haproxy_p99_ms": ${m99[haproxy]}, "ratio_vs_nginx": $(ratio "${mr[switchyard]}" "${mr[nginx]}"), "ratio_vs_haproxy": $(ratio "${mr[switchyard]}" "${mr[haproxy]}"), "p99_ratio_vs_nginx": $(ratio "${m99[switchyard]}" "${m99[nginx]}"), "h2_switchyard_rps": ${h2r[switchyard]}, "h2_nginx_rps": ${h2r[nginx]}, "h2_haproxy_rps": ${h2r[haproxy]}, "h2_switchyard_mean_ms": ${h2m[switchyard]}, "h2_nginx_mean_ms": ${h2m[nginx]}, "h2_haproxy_mean_ms": ${h2m[haproxy]}, "h2_ratio_vs_nginx": $(ratio "${h2r[switchyard]}" "${h2r[nginx]}"), "switchyard_cpu_us_per_req": ${mcpu[switchyard]}, "nginx_cpu_us_per_req": ${mcpu[nginx]}, "haproxy_cpu_us_per_req": ${mcpu[haproxy]}, "cpu_ratio_vs_nginx": $(ratio "${mcpu[switchyard]}" "${mcpu[nginx]}"), "rounds": $ROUNDS, "duration_s": $DURATION, "connections": $CONNS, "cores": $(nproc)}
 JSON
 echo "wrote bench/out/l7.json"

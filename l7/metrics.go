@@ -17,8 +17,10 @@ type metrics struct {
 	ejections *prometheus.CounterVec
 	healthy   *prometheus.GaugeVec
 	inFlight  prometheus.Gauge
-	refused   *prometheus.CounterVec
-	reloads   *prometheus.CounterVec
+	// shedGlobal is shed{scope="global"}, resolved once for the request path.
+	shedGlobal prometheus.Counter
+	refused    *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -66,6 +68,7 @@ func newMetrics() *metrics {
 			Help: "Configuration reloads by result (ok|error); on error the old configuration stays.",
 		}, []string{"result"}),
 	}
+	m.shedGlobal = m.shed.WithLabelValues("global")
 	m.reg.MustRegister(m.requests, m.duration, m.retries, m.shed, m.limited, m.ejections, m.healthy,
 		m.inFlight, m.refused, m.reloads, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -83,6 +83,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 	pool := x509.NewCertPool()
 	pool.AddCert(acert)
 	pool.AddCert(bcert)
+	before := s.fastServed.Load()
 	for _, tcase := range []struct {
 		name string
 		h2   bool
@@ -104,6 +105,10 @@ pools: [{name: p, backends: [{address: %q}]}]
 		if resp.Header.Get("X-Seen-X-Forwarded-Proto") != "https" {
 			t.Errorf("X-Forwarded-Proto = %q over TLS", resp.Header.Get("X-Seen-X-Forwarded-Proto"))
 		}
+	}
+	// HTTP/1.1 over TLS takes the fast path, HTTP/2 does not.
+	if got := s.fastServed.Load() - before; got != 1 {
+		t.Errorf("fast path served %d TLS requests, want 1 (the HTTP/1.1 one)", got)
 	}
 }
 

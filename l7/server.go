@@ -30,11 +30,15 @@ type Server struct {
 	closer  io.Closer // access log file
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
+	// fastServed counts requests answered on the HTTP/1.1 fast path (tests check it is taken).
+	fastServed atomic.Int64
 
-	mu      sync.Mutex
-	servers []*http.Server
-	lns     []net.Listener
-	path    string // config file, for Reload from the admin endpoint and SIGHUP
+	mu       sync.Mutex
+	servers  []*http.Server
+	lns      []net.Listener
+	fconns   map[*fastConn]struct{} // connections on the HTTP/1.1 fast path
+	shutting atomic.Bool
+	path     string // config file, for Reload from the admin endpoint and SIGHUP
 }
 
 // Option tunes NewServer.
@@ -49,7 +53,7 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default()}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*fastConn]struct{}{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -163,9 +167,10 @@ func (s *Server) onReject(remote net.Addr, r *guard.Rejection) {
 	s.log.Debug("request refused", "client", remote.String(), "status", r.Status, "reason", r.Reason)
 }
 
-// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown.
+// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown. HTTP/1.1 requests take
+// the fast path (fast.go); the rest go to net/http.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.serve(ln, s, true, "http")
+	return s.serveFast(ln, true, "http")
 }
 
 func (s *Server) serve(ln net.Listener, h http.Handler, h2c bool, scheme string) error {
@@ -184,9 +189,9 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	srv := s.httpServer(s, false, "https")
 	srv.Protocols.SetHTTP2(true)
 	srv.TLSConfig = tc
-	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can go through
-	// the request-head guard; HTTP/2 ones stay *tls.Conn so http.Server runs its HTTP/2 server on
-	// them (HTTP/2 framing has no smuggling ambiguity to screen).
+	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
+	// fast path (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
+	// http.Server runs its HTTP/2 server on them (HTTP/2 framing has no smuggling ambiguity).
 	conns := newChanListener(ln.Addr())
 	s.mu.Lock()
 	s.lns = append(s.lns, conns, ln)
@@ -216,12 +221,13 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		raw.Close()
 		return
 	}
-	var conn net.Conn = c
 	if c.ConnectionState().NegotiatedProtocol != "h2" {
-		conn = guard.Wrap(c, s.state.Load().cfg.Limits.MaxHeaderBytes, s.onReject)
+		// HTTP/1.1 over TLS takes the fast path too; it hands over to srv like plain HTTP.
+		s.serveConn(c, "https", conns)
+		return
 	}
-	if !conns.deliver(conn) {
-		conn.Close()
+	if !conns.deliver(c) {
+		c.Close()
 	}
 }
 
@@ -286,7 +292,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		case l.RedirectHTTPS > 0:
 			go func() { errc <- s.serve(ln, redirectHandler(l.RedirectHTTPS), false, "http") }()
 		default:
-			go func() { errc <- s.serve(ln, s, l.H2C, "http") }()
+			go func() { errc <- s.serveFast(ln, l.H2C, "http") }()
 		}
 		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C)
 	}
@@ -326,10 +332,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	servers, lns := s.servers, s.lns
 	s.mu.Unlock()
+	s.shutting.Store(true)
 	for _, ln := range lns {
 		ln.Close()
 	}
 	var first error
+	// Fast-path connections between requests close now; busy ones close after their response.
+	for s.closeFast(false) > 0 {
+		select {
+		case <-ctx.Done():
+			s.closeFast(true)
+			first = fmt.Errorf("shut down: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil && first == nil {
 			first = fmt.Errorf("shut down: %w", err)
@@ -344,9 +362,11 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	servers, lns := s.servers, s.lns
 	s.mu.Unlock()
+	s.shutting.Store(true)
 	for _, ln := range lns {
 		ln.Close()
 	}
+	s.closeFast(true)
 	for _, srv := range servers {
 		srv.Close()
 	}

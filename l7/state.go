@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/health"
 	"github.com/switchyard/switchyard/l7/limit"
@@ -23,6 +25,9 @@ type state struct {
 	pools  map[string]*pool
 	global *limit.Gate
 	cancel context.CancelFunc // stops health checkers
+	// needHeaders: some route, rate limit or hash key reads request headers, so the fast path
+	// must build the header map (otherwise it skips that allocation).
+	needHeaders bool
 }
 
 // routeRT is a route's runtime.
@@ -33,6 +38,9 @@ type routeRT struct {
 	keyOf   func(*http.Request) string
 	timeout time.Duration
 	retryOn map[int]bool
+	// series resolved once per configuration, so the request path does no label lookup
+	limitedCount prometheus.Counter
+	durationObs  prometheus.Observer
 }
 
 // pool is a pool's runtime.
@@ -43,11 +51,14 @@ type pool struct {
 	picker    balance.Picker
 	sticky    *balance.Sticky
 	transport http.RoundTripper
-	closeIdle func()
+	closeIdle func() // closes idle upstream connections; the pool is retired
 	scheme    string
 	gate      *limit.Gate
 	budget    *limit.RetryBudget
 	detector  *health.Detector
+	// up is the fast path's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
+	up        *upstreams
+	shedCount prometheus.Counter
 }
 
 // buildState compiles cfg. Backends present in prev (same pool, same address) are reused so
@@ -60,9 +71,15 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 	st := &state{cfg: cfg, table: table, pools: map[string]*pool{}, global: limit.NewGate(cfg.Limits.MaxInFlight)}
 	for _, pc := range cfg.Pools {
 		st.pools[pc.Name] = s.buildPool(pc, prev)
+		if pc.Hash != nil && (strings.HasPrefix(pc.Hash.Key, "header:") || strings.HasPrefix(pc.Hash.Key, "cookie:")) {
+			st.needHeaders = true
+		}
 	}
 	for _, rc := range cfg.Routes {
-		rt := &routeRT{cfg: rc, pool: st.pools[rc.Pool], timeout: cfg.Timeouts.Total}
+		rt := &routeRT{cfg: rc, pool: st.pools[rc.Pool], timeout: cfg.Timeouts.Total,
+			limitedCount: s.metrics.limited.WithLabelValues(rc.Name),
+			durationObs:  s.metrics.duration.WithLabelValues(rc.Name, rc.Pool)}
+		st.needHeaders = st.needHeaders || len(rc.Match.Headers) > 0
 		if rc.Timeout > 0 {
 			rt.timeout = rc.Timeout
 		}
@@ -76,6 +93,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			if name, ok := strings.CutPrefix(rl.Key, "header:"); ok {
 				name = http.CanonicalHeaderKey(name)
 				rt.keyOf = func(r *http.Request) string { return r.Header.Get(name) }
+				st.needHeaders = true
 			}
 		}
 		if rc.Retry != nil {
@@ -126,10 +144,20 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 		p.sticky = balance.NewSticky(p.picker, p.backends, pc.Sticky.Cookie)
 		p.picker = p.sticky
 	}
-	p.transport, p.closeIdle = newTransport(pc)
-	if pc.Protocol == "h2" {
+	var closeTransport func()
+	p.transport, closeTransport = newTransport(pc)
+	p.closeIdle = closeTransport
+	switch pc.Protocol {
+	case "h2":
 		p.scheme = "https"
+	case "h2c":
+	default:
+		p.up = newUpstreams(pc)
+		// A pool is closed only when its configuration is retired (reload, stop): connections
+		// still busy then are closed when their responses end instead of pooled.
+		p.closeIdle = func() { closeTransport(); p.up.closeIdle(true) }
 	}
+	p.shedCount = s.metrics.shed.WithLabelValues(pc.Name)
 	if pc.Outlier != nil {
 		p.detector = health.NewDetector(health.Outlier{ConsecutiveErrors: pc.Outlier.ConsecutiveErrors,
 			EjectionTime: pc.Outlier.EjectionTime, MaxEjectedPercent: pc.Outlier.MaxEjectedPercent},

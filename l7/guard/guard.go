@@ -7,6 +7,9 @@
 // The guard follows message framing (Content-Length and chunked bodies) so it inspects every head
 // of a keep-alive connection, not just the first. Bodies pass through untouched; after an upgrade
 // request or the HTTP/2 preface it steps aside.
+//
+// Its parser (ParseHead, HeadEnd, ChunkScanner) is also the proxy's HTTP/1.1 fast-path parser,
+// so both request paths refuse exactly the same shapes with the same response (WriteRejection).
 package guard
 
 import (
@@ -14,7 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +55,7 @@ type state int
 const (
 	stHead state = iota
 	stBody
-	stChunkSize
-	stChunkData
-	stTrailer
+	stChunked
 	stPass
 	stRejected
 )
@@ -69,7 +70,8 @@ type Conn struct {
 
 	st        state
 	head      []byte
-	line      []byte
+	parsed    Head
+	chunk     ChunkScanner
 	remaining int64
 	out       []byte
 	buf       []byte
@@ -141,12 +143,19 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		if r := c.rejection; r != nil {
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-			body := r.Reason + "\n"
-			fmt.Fprintf(c.Conn, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-				r.Status, statusText(r.Status), len(body), body)
+			WriteRejection(c.Conn, r)
 		}
 	})
 	return c.Conn.Close()
+}
+
+// WriteRejection writes the refusal response (which closes the connection) to w. The guard and
+// the proxy's fast path answer refused heads with these same bytes.
+func WriteRejection(w io.Writer, r *Rejection) error {
+	body := r.Reason + "\n"
+	_, err := fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		r.Status, statusText(r.Status), len(body), body)
+	return err
 }
 
 func statusText(code int) string {
@@ -190,7 +199,7 @@ func (c *Conn) feed(data []byte) *Rejection {
 				c.st = stPass
 				return nil
 			}
-			end := headEnd(c.head, from)
+			end := HeadEnd(c.head, from)
 			if end < 0 {
 				if len(c.head) > c.max {
 					return &Rejection{431, "request header fields too large"}
@@ -200,15 +209,15 @@ func (c *Conn) feed(data []byte) *Rejection {
 			if end > c.max {
 				return &Rejection{431, "request header fields too large"}
 			}
-			next, rej := c.inspect(c.head[:end])
-			if rej != nil {
+			if rej := ParseHead(c.head[:end], &c.parsed); rej != nil {
 				return rej
 			}
+			next := c.next(&c.parsed)
 			c.out = append(c.out, c.head[:end]...)
 			data = append([]byte(nil), c.head[end:]...)
 			c.head = c.head[:0]
 			c.st = next
-		case stBody, stChunkData:
+		case stBody:
 			n := int64(len(data))
 			if n > c.remaining {
 				n = c.remaining
@@ -217,56 +226,27 @@ func (c *Conn) feed(data []byte) *Rejection {
 			data = data[n:]
 			c.remaining -= n
 			if c.remaining == 0 {
-				if c.st == stBody {
-					c.st = stHead
-				} else {
-					c.st = stChunkSize
-				}
+				c.st = stHead
 			}
-		case stChunkSize, stTrailer:
-			i := bytes.IndexByte(data, '\n')
-			if i < 0 {
-				c.line = append(c.line, data...)
-				c.out = append(c.out, data...)
-				if len(c.line) > 4096 {
-					return &Rejection{400, "chunk line too long"}
-				}
-				return nil
+		case stChunked:
+			n, done, rej := c.chunk.Scan(data)
+			c.out = append(c.out, data[:n]...)
+			data = data[n:]
+			if rej != nil {
+				return rej
 			}
-			c.line = append(c.line, data[:i+1]...)
-			c.out = append(c.out, data[:i+1]...)
-			data = data[i+1:]
-			line := bytes.TrimRight(c.line, "\r\n")
-			c.line = c.line[:0]
-			if c.st == stTrailer {
-				if len(line) == 0 {
-					c.st = stHead
-				}
-				continue
-			}
-			if len(line) == 0 {
-				continue // the CRLF that ends the previous chunk's data
-			}
-			if j := bytes.IndexByte(line, ';'); j >= 0 {
-				line = line[:j]
-			}
-			size, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
-			if err != nil || size < 0 {
-				return &Rejection{400, "invalid chunk size"}
-			}
-			if size == 0 {
-				c.st = stTrailer
-			} else {
-				c.remaining = size
-				c.st = stChunkData
+			if done {
+				c.st = stHead
 			}
 		}
 	}
 	return nil
 }
 
-// headEnd finds the end of a head (the blank line), searching from offset from.
-func headEnd(b []byte, from int) int {
+// HeadEnd returns the length of the head at the start of b (through the blank line that ends
+// it), or -1 when b does not hold a whole head yet; the search starts at offset from, so a caller
+// that appends data can resume where it stopped (from = previous length - 3).
+func HeadEnd(b []byte, from int) int {
 	for i := from; i < len(b); i++ {
 		if b[i] != '\n' {
 			continue
@@ -281,79 +261,238 @@ func headEnd(b []byte, from int) int {
 	return -1
 }
 
-// inspect checks one head and returns the state for what follows it.
-func (c *Conn) inspect(head []byte) (state, *Rejection) {
-	lines := bytes.Split(head, []byte("\n"))
-	var cl []string
-	te, upgrade := "", false
-	for i, raw := range lines {
-		if i == 0 {
-			continue // the request line is the server's to judge
+// Field is one header field of a head; both slices point into the head's bytes.
+type Field struct {
+	Name, Value []byte
+}
+
+// Head is a parsed request (or response) head. ParseHead reuses its slices, so a connection can
+// keep one Head for all its requests; every byte slice points into the parsed buffer.
+type Head struct {
+	// Line is the first line (request line or status line) without its line ending.
+	Line []byte
+	// Fields are the header fields in order, values trimmed of surrounding whitespace.
+	Fields []Field
+	// ContentLength is the body length from Content-Length, or -1 when absent.
+	ContentLength int64
+	// Chunked reports a Transfer-Encoding whose final coding is chunked; TransferEncoding holds
+	// the combined field value.
+	Chunked          bool
+	TransferEncoding []byte
+	// Upgrade reports an Upgrade header field.
+	Upgrade bool
+}
+
+// ParseHead parses and screens one head (which must end with its blank line, see HeadEnd) into
+// h. It refuses the shapes a proxy must not forward: Content-Length together with
+// Transfer-Encoding, duplicate or invalid Content-Length, a Transfer-Encoding not ending in
+// chunked, obsolete line folding and invalid header names. The first line is left to the caller.
+func ParseHead(head []byte, h *Head) *Rejection {
+	h.Line, h.Fields, h.ContentLength, h.Chunked, h.TransferEncoding, h.Upgrade = nil, h.Fields[:0], -1, false, nil, false
+	var cl []byte
+	ncl, nte := 0, 0
+	first := true
+	for len(head) > 0 {
+		var l []byte
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			l, head = head[:i], head[i+1:]
+		} else {
+			l, head = head, nil
 		}
-		l := bytes.TrimSuffix(raw, []byte("\r"))
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		if first {
+			h.Line, first = l, false
+			continue
+		}
 		if len(l) == 0 {
 			continue
 		}
 		if l[0] == ' ' || l[0] == '\t' {
-			return 0, &Rejection{400, "obsolete line folding is not allowed (RFC 9112 5.2)"}
+			return &Rejection{400, "obsolete line folding is not allowed (RFC 9112 5.2)"}
 		}
 		colon := bytes.IndexByte(l, ':')
 		if colon <= 0 {
-			return 0, &Rejection{400, "invalid header line"}
+			return &Rejection{400, "invalid header line"}
 		}
 		name := l[:colon]
 		for _, ch := range name {
 			if !isTokenChar(ch) {
-				return 0, &Rejection{400, fmt.Sprintf("invalid header name %q", name)}
+				return &Rejection{400, fmt.Sprintf("invalid header name %q", name)}
 			}
 		}
-		value := string(bytes.TrimSpace(l[colon+1:]))
+		value := bytes.TrimSpace(l[colon+1:])
+		h.Fields = append(h.Fields, Field{name, value})
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			cl = append(cl, value)
+			cl = value
+			ncl++
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			if te != "" {
-				te += ","
+			if nte == 0 {
+				h.TransferEncoding = value
+			} else {
+				// Rare: several fields; join them once (allocation only on this path).
+				h.TransferEncoding = append(append(append([]byte(nil), h.TransferEncoding...), ','), value...)
 			}
-			te += value
+			nte++
 		case bytes.EqualFold(name, []byte("Upgrade")):
-			upgrade = true
+			h.Upgrade = true
 		}
 	}
-	if len(cl) > 0 && te != "" {
-		return 0, &Rejection{400, "Content-Length together with Transfer-Encoding"}
+	if ncl > 0 && nte > 0 {
+		return &Rejection{400, "Content-Length together with Transfer-Encoding"}
 	}
-	if len(cl) > 1 {
-		return 0, &Rejection{400, "duplicate Content-Length"}
+	if ncl > 1 {
+		return &Rejection{400, "duplicate Content-Length"}
 	}
-	next := stHead
 	switch {
-	case te != "":
+	case nte > 0:
 		// Only "chunked" as the final coding frames a request; anything else the server refuses.
-		if !endsWithChunked(te) {
-			return 0, &Rejection{400, "Transfer-Encoding must end with chunked"}
+		if !endsWithChunked(h.TransferEncoding) {
+			return &Rejection{400, "Transfer-Encoding must end with chunked"}
 		}
-		next = stChunkSize
-	case len(cl) == 1:
-		n, err := strconv.ParseInt(cl[0], 10, 64)
-		if err != nil || n < 0 || cl[0] == "" || cl[0][0] == '+' {
-			return 0, &Rejection{400, fmt.Sprintf("invalid Content-Length %q", cl[0])}
+		h.Chunked = true
+	case ncl == 1:
+		n, ok := parseDecimal(cl)
+		if !ok {
+			return &Rejection{400, fmt.Sprintf("invalid Content-Length %q", cl)}
 		}
-		if n > 0 {
-			c.remaining = n
-			next = stBody
-		}
+		h.ContentLength = n
 	}
-	if upgrade {
-		// After an upgrade the bytes are another protocol; the server hijacks the connection.
-		next = stPass
-	}
-	return next, nil
+	return nil
 }
 
-func endsWithChunked(te string) bool {
-	parts := bytes.Split([]byte(te), []byte(","))
-	last := bytes.TrimSpace(parts[len(parts)-1])
+// parseDecimal parses a Content-Length: digits only (no sign, no list), at most 18 of them.
+func parseDecimal(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	return n, true
+}
+
+// next is the framing state for what follows a screened head.
+func (c *Conn) next(h *Head) state {
+	switch {
+	case h.Upgrade:
+		// After an upgrade the bytes are another protocol; the server hijacks the connection.
+		return stPass
+	case h.Chunked:
+		c.chunk = ChunkScanner{line: c.chunk.line[:0]}
+		return stChunked
+	case h.ContentLength > 0:
+		c.remaining = h.ContentLength
+		return stBody
+	}
+	return stHead
+}
+
+// ChunkScanner follows the framing of a chunked body (RFC 9112 7.1) without decoding it, so a
+// proxy can pass the body on byte for byte and still know where it ends. The zero value is ready
+// for a new body.
+type ChunkScanner struct {
+	st        int // chunkSize, chunkData or chunkTrailer
+	remaining int64
+	line      []byte
+}
+
+const (
+	chunkSize = iota
+	chunkData
+	chunkTrailer
+)
+
+// Scan consumes the bytes at the start of p that belong to the body and returns how many did.
+// done reports that the body (with its trailer section) ended at p[n-1]; the scanner is then
+// reset for the next body. A malformed chunk line is refused.
+func (s *ChunkScanner) Scan(p []byte) (n int, done bool, rej *Rejection) {
+	for n < len(p) {
+		if s.st == chunkData {
+			k := int64(len(p) - n)
+			if k > s.remaining {
+				k = s.remaining
+			}
+			n += int(k)
+			s.remaining -= k
+			if s.remaining == 0 {
+				s.st = chunkSize
+			}
+			continue
+		}
+		i := bytes.IndexByte(p[n:], '\n')
+		if i < 0 {
+			s.line = append(s.line, p[n:]...)
+			n = len(p)
+			if len(s.line) > 4096 {
+				return n, false, &Rejection{400, "chunk line too long"}
+			}
+			return n, false, nil
+		}
+		s.line = append(s.line, p[n:n+i+1]...)
+		n += i + 1
+		line := bytes.TrimRight(s.line, "\r\n")
+		s.line = s.line[:0]
+		if s.st == chunkTrailer {
+			if len(line) == 0 {
+				s.st = chunkSize
+				return n, true, nil
+			}
+			continue
+		}
+		if len(line) == 0 {
+			continue // the CRLF that ends the previous chunk's data
+		}
+		if j := bytes.IndexByte(line, ';'); j >= 0 {
+			line = line[:j]
+		}
+		size, ok := parseHex(bytes.TrimSpace(line))
+		if !ok {
+			return n, false, &Rejection{400, "invalid chunk size"}
+		}
+		if size == 0 {
+			s.st = chunkTrailer
+		} else {
+			s.remaining = size
+			s.st = chunkData
+		}
+	}
+	return n, false, nil
+}
+
+// parseHex parses a chunk size: hex digits only, at most 15 of them (no overflow).
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range b {
+		var d byte
+		switch {
+		case ch >= '0' && ch <= '9':
+			d = ch - '0'
+		case ch >= 'a' && ch <= 'f':
+			d = ch - 'a' + 10
+		case ch >= 'A' && ch <= 'F':
+			d = ch - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+func endsWithChunked(te []byte) bool {
+	last := te
+	if i := bytes.LastIndexByte(te, ','); i >= 0 {
+		last = te[i+1:]
+	}
+	last = bytes.TrimSpace(last)
 	return bytes.EqualFold(last, []byte("chunked"))
 }
 
@@ -363,5 +502,5 @@ func isTokenChar(ch byte) bool {
 	case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
 		return true
 	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), ch) >= 0
+	return strings.IndexByte("!#$%&'*+-.^_`|~", ch) >= 0
 }

@@ -1,0 +1,790 @@
+package l7
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/guard"
+	"github.com/switchyard/switchyard/l7/route"
+)
+
+// The HTTP/1.1 fast path. net/http's server and transport cost a background read goroutine per
+// connection, a read and write goroutine per upstream connection, hand-offs between them and a
+// header map per message; under keep-alive load that was three quarters of the proxy's CPU. The
+// fast path owns the client connection instead: one goroutine parses each request head once
+// (the guard's parser, so smuggling shapes are refused by the same code), routes, balances,
+// writes the rewritten head and a buffered body to a pooled upstream connection in one write,
+// and streams the response back with its framing, all from reused buffers.
+//
+// Whatever it does not handle it hands over, at a request boundary and with the bytes it has
+// already read, to the net/http path (guard + http.Server + ReverseProxy) for the rest of the
+// connection: h2c, HTTP/1.0, upgrades, Expect: 100-continue, absolute-form targets, anything
+// net/http would refuse or answer itself (bad paths, no route), retried routes (they may need
+// a buffered body and a second backend), sticky pools (cookies) and h2/h2c pools.
+
+// fastConn is one client connection served on the fast path.
+type fastConn struct {
+	s        *Server
+	c        net.Conn
+	in       connReader
+	scheme   string
+	remote   string
+	clientIP string
+	fallback *chanListener
+	active   atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
+	// clientClose: the client asked to close after this response (Connection: close).
+	clientClose bool
+
+	head     guard.Head
+	rhead    guard.Head
+	req      http.Request // reused for matching and balancing
+	url      url.URL
+	lastHost []byte
+	tokens   [][]byte // Connection header tokens of the message being copied
+	out      []byte   // upstream request head (and buffered body); then the response head
+	chunk    guard.ChunkScanner
+
+	// the last requests_total series used, so steady traffic does no label lookup
+	mRoute *routeRT
+	mBack  *balance.Backend
+	mCode  int
+	mCount prometheus.Counter
+}
+
+// serveFast accepts connections on ln and serves them on the fast path; connections it cannot
+// serve go to an http.Server (HTTP/1.1 with the guard, and h2c when allowed) on the same
+// handler.
+func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
+	fb := newChanListener(ln.Addr())
+	srv := s.httpServer(s, h2c, scheme)
+	s.mu.Lock()
+	s.lns = append(s.lns, ln, fb)
+	s.mu.Unlock()
+	go srv.Serve(fb)
+	defer fb.Close()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
+				return nil
+			}
+			// Out of descriptors and the like: back off instead of spinning, like net/http.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("l7 accept", "error", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		go s.serveConn(c, scheme, fb)
+	}
+}
+
+// serveConn serves one accepted (for TLS: handshaken, not h2) connection on the fast path,
+// handing it to fb's http.Server when the fast path cannot serve it.
+func (s *Server) serveConn(c net.Conn, scheme string, fb *chanListener) {
+	fc := &fastConn{s: s, c: c, scheme: scheme, fallback: fb, remote: c.RemoteAddr().String()}
+	fc.req.RemoteAddr = fc.remote
+	fc.clientIP = balance.ClientIP(&fc.req)
+	if !s.track(fc, true) {
+		c.Close()
+		return
+	}
+	fc.serve()
+}
+
+// track registers (on) or forgets a fast-path connection for Shutdown and Close; it refuses
+// new ones once shutting down.
+func (s *Server) track(fc *fastConn, on bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		if s.shutting.Load() {
+			return false
+		}
+		s.fconns[fc] = struct{}{}
+	} else {
+		delete(s.fconns, fc)
+	}
+	return true
+}
+
+// closeFast closes the fast-path connections: all of them, or only those between requests.
+func (s *Server) closeFast(all bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fc := range s.fconns {
+		if all || !fc.active.Load() {
+			fc.c.Close()
+		}
+	}
+	return len(s.fconns)
+}
+
+func (fc *fastConn) serve() {
+	handedOff := false
+	defer func() {
+		fc.s.track(fc, false)
+		if !handedOff {
+			fc.c.Close()
+		}
+	}()
+	fc.in = connReader{c: fc.c, buf: make([]byte, 4<<10)}
+	for !fc.s.shutting.Load() {
+		st := fc.s.state.Load()
+		end, err := fc.readRequestHead(st.cfg)
+		if err != nil {
+			if errors.Is(err, errHeadTooLarge) {
+				fc.refuse(&guard.Rejection{Status: 431, Reason: "request header fields too large"})
+			}
+			return
+		}
+		if rej := guard.ParseHead(fc.in.buffered()[:end], &fc.head); rej != nil {
+			fc.refuse(rej)
+			return
+		}
+		if end > st.cfg.Limits.MaxHeaderBytes {
+			fc.refuse(&guard.Rejection{Status: 431, Reason: "request header fields too large"})
+			return
+		}
+		keep, fallback := fc.handle(st, end)
+		if fallback {
+			handedOff = fc.handOff()
+			return
+		}
+		if !keep {
+			return
+		}
+	}
+}
+
+// refuse answers a refused head the way the guard does, and counts it.
+func (fc *fastConn) refuse(r *guard.Rejection) {
+	fc.s.onReject(fc.c.RemoteAddr(), r)
+	_ = fc.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = guard.WriteRejection(fc.c, r)
+}
+
+// handOff gives the connection, with the unconsumed bytes, to the net/http path.
+func (fc *fastConn) handOff() bool {
+	pre := append([]byte(nil), fc.in.buffered()...)
+	_ = fc.c.SetDeadline(time.Time{})
+	conn := guard.Wrap(&prefixConn{Conn: fc.c, pre: pre}, fc.s.state.Load().cfg.Limits.MaxHeaderBytes, fc.s.onReject)
+	return fc.fallback.deliver(conn)
+}
+
+// readRequestHead waits for the next request head: idle timeout until its first byte, then the
+// read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
+func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
+	fc.active.Store(false)
+	for {
+		b := fc.in.buffered()
+		i := 0
+		for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+			i++
+		}
+		fc.in.consume(i)
+		if fc.in.r < fc.in.w {
+			break
+		}
+		fc.in.setDeadline(time.Now().Add(cfg.Timeouts.Idle))
+		if err := fc.in.fill(cfg.Limits.MaxHeaderBytes); err != nil {
+			return 0, err
+		}
+	}
+	fc.active.Store(true)
+	if end := guard.HeadEnd(fc.in.buffered(), 0); end >= 0 {
+		return end, nil
+	}
+	fc.in.setDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
+	return fc.in.readHead(cfg.Limits.MaxHeaderBytes)
+}
+
+// reqInfo is what handle learns from a request head's fields.
+type reqInfo struct {
+	host           []byte
+	hosts          int
+	close          bool
+	teTrailers     bool
+	xff            int // number of X-Forwarded-For fields
+	forwarded, via []byte
+	unsafe         bool // something net/http would refuse or handle specially
+}
+
+// inspectRequest scans the request's fields once.
+func (fc *fastConn) inspectRequest() reqInfo {
+	var ri reqInfo
+	fc.tokens = fc.tokens[:0]
+	for _, f := range fc.head.Fields {
+		if !validValue(f.Value) {
+			ri.unsafe = true
+		}
+		switch {
+		case bytes.EqualFold(f.Name, hHost):
+			ri.host = f.Value
+			ri.hosts++
+		case bytes.EqualFold(f.Name, hConnection):
+			fc.tokens, ri.close = connectionTokens(fc.tokens, f.Value, ri.close)
+		case bytes.EqualFold(f.Name, hExpect):
+			ri.unsafe = true
+		case bytes.EqualFold(f.Name, hTE):
+			ri.teTrailers = ri.teTrailers || containsToken(f.Value, "trailers")
+		case bytes.EqualFold(f.Name, hXFF):
+			ri.xff++
+		case bytes.EqualFold(f.Name, hForwarded):
+			if ri.forwarded == nil {
+				ri.forwarded = f.Value
+			}
+		case bytes.EqualFold(f.Name, hVia):
+			if ri.via == nil {
+				ri.via = f.Value
+			}
+		}
+	}
+	if ri.hosts != 1 || !validHost(ri.host) || fc.head.Upgrade ||
+		(fc.head.Chunked && !bytes.EqualFold(fc.head.TransferEncoding, []byte("chunked"))) {
+		ri.unsafe = true
+	}
+	return ri
+}
+
+// handle serves one request whose head (end bytes) is buffered. keep reports that the
+// connection may serve another request; fallback that net/http must take the connection over,
+// starting with this request.
+func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
+	start := time.Now()
+	method, target, ok := parseRequestLine(fc.head.Line)
+	if !ok {
+		return false, true
+	}
+	ri := fc.inspectRequest()
+	if ri.unsafe {
+		return false, true
+	}
+	fc.clientClose = ri.close
+	pathPart, query := target, []byte(nil)
+	if q := bytes.IndexByte(target, '?'); q >= 0 {
+		pathPart, query = target[:q], target[q+1:]
+	}
+	// Paths with escapes or characters that need them take the url package's exact decoding;
+	// plain ones (nearly all) are used as they are.
+	var clean string
+	upstreamTarget := target
+	if plainPath(pathPart) && plainQuery(query) {
+		p := string(pathPart)
+		c, err := route.NormalizePath(p, p)
+		if err != nil {
+			return false, true
+		}
+		clean = c
+		if c != p {
+			upstreamTarget = appendTarget(nil, c, query)
+		}
+	} else {
+		u, err := url.ParseRequestURI(string(target))
+		if err != nil {
+			return false, true
+		}
+		c, err := route.NormalizePath(u.Path, u.EscapedPath())
+		if err != nil {
+			return false, true
+		}
+		clean = c
+		upstreamTarget = []byte((&url.URL{Path: c, RawQuery: u.RawQuery}).RequestURI())
+	}
+
+	fc.req.Method = method
+	if !bytes.Equal(ri.host, fc.lastHost) || fc.req.Host == "" {
+		fc.req.Host = string(ri.host)
+		fc.lastHost = append(fc.lastHost[:0], ri.host...)
+	}
+	fc.url.Path = clean
+	fc.url.RawQuery = ""
+	if len(query) > 0 {
+		fc.url.RawQuery = string(query)
+	}
+	fc.req.URL = &fc.url
+	if st.needHeaders {
+		fc.req.Header = make(http.Header, len(fc.head.Fields))
+		for _, f := range fc.head.Fields {
+			fc.req.Header.Add(string(f.Name), string(f.Value))
+		}
+	} else {
+		fc.req.Header = nil
+	}
+	m := st.table.Match(&fc.req, clean)
+	if m == nil {
+		return false, true
+	}
+	rt := st.routes[m.Index]
+	p := rt.pool
+	if p.up == nil || p.sticky != nil || fc.s.retryable(rt, &fc.req) {
+		return false, true
+	}
+
+	// From here the request is ours.
+	hasBody := fc.head.Chunked || fc.head.ContentLength > 0
+	s := fc.s
+	s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
+	fc.in.consume(end)
+	deadline := start.Add(rt.timeout)
+	fc.in.setDeadline(deadline)
+	if !st.global.TryAcquire() {
+		s.metrics.shedGlobal.Inc()
+		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", true, hasBody || ri.close)
+		fc.observe(nil, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
+		return !hasBody && !ri.close, false
+	}
+	defer st.global.Release()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(&fc.req)) {
+		rt.limitedCount.Inc()
+		fc.out = append(fc.out[:0], "Retry-After: "...)
+		fc.out = strconv.AppendInt(fc.out, int64(rt.limiter.RetryAfter().Seconds()+0.999), 10)
+		fc.out = append(fc.out, "\r\n"...)
+		fc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", fc.out, hasBody || ri.close)
+		fc.observe(rt, nil, http.StatusTooManyRequests, 0, start, 0, clean)
+		return !hasBody && !ri.close, false
+	}
+	if !p.gate.TryAcquire() {
+		p.shedCount.Inc()
+		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (pool "+p.name+" in-flight limit); retry later", true, hasBody || ri.close)
+		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
+		return !hasBody && !ri.close, false
+	}
+	defer p.gate.Release()
+	p.budget.Request()
+
+	b := p.picker.Pick(&fc.req, nil)
+	if b == nil {
+		fc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), hasBody || ri.close)
+		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
+		return !hasBody && !ri.close, false
+	}
+	s.decisions.Add(1)
+	b.Acquire()
+	defer b.Release()
+	ex := exchange{route: rt, backend: b, attempts: 1}
+	code, n, keep := fc.forward(&ex, method, upstreamTarget, &ri, deadline)
+	fc.observe(rt, b, code, n, start, 1, clean)
+	return keep && !ri.close, false
+}
+
+// forward sends the request to backend ex.backend and streams the response back. It returns the
+// status (499 when the client went away), the body bytes sent and whether the client connection
+// stays usable.
+func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqInfo, deadline time.Time) (int, int64, bool) {
+	p, b := ex.route.pool, ex.backend
+	out := fc.buildUpstreamHead(method, target, ri)
+	// The body part already read goes in the same write as the head; a body that is all there
+	// can be replayed on a fresh connection when a pooled one turns out to be closed.
+	var bodyDone bool
+	var remaining int64
+	switch {
+	case fc.head.Chunked:
+		fc.chunk = guard.ChunkScanner{}
+		n, done, rej := fc.chunk.Scan(fc.in.buffered())
+		if rej != nil {
+			fc.s.onReject(fc.c.RemoteAddr(), rej)
+			fc.writeError(rej.Status, rej.Reason, nil, true)
+			return rej.Status, 0, false
+		}
+		out = append(out, fc.in.buffered()[:n]...)
+		fc.in.consume(n)
+		bodyDone = done
+	case fc.head.ContentLength > 0:
+		n := min(int64(len(fc.in.buffered())), fc.head.ContentLength)
+		out = append(out, fc.in.buffered()[:n]...)
+		fc.in.consume(int(n))
+		remaining = fc.head.ContentLength - n
+		bodyDone = remaining == 0
+	default:
+		bodyDone = true
+	}
+	fc.out = out
+
+	var uc *upConn
+	var err error
+	for attempt := 0; ; attempt++ {
+		uc, err = p.up.get(b, time.Now())
+		if err != nil {
+			break
+		}
+		err = fc.sendHead(uc, p, deadline)
+		if err == nil && bodyDone {
+			err = fc.awaitResponse(uc, method)
+		}
+		// A pooled connection the backend had closed fails before any response byte: try once
+		// more on a new one when the request can be replayed (net/http's transport does the same).
+		if err != nil && uc.reused && attempt == 0 && bodyDone && uc.w == 0 && (idempotent(method) || isWriteErr(err)) {
+			uc.c.Close()
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if uc != nil {
+			uc.c.Close()
+		}
+		fc.s.passive(p, b, false)
+		code, n, keep := fc.upstreamError(err, !bodyDone)
+		// The unread rest of a body would be taken for the next request: close instead.
+		return code, n, keep && bodyDone
+	}
+
+	// A body still arriving streams up on its own goroutine while the response streams down, so
+	// a backend may answer before the upload ends (full duplex, like the net/http path).
+	var upload chan error
+	if !bodyDone {
+		upload = make(chan error, 1)
+		uc.setDeadline(deadline) // an upload is bounded by the total timeout, not the header one
+		go func() { upload <- fc.copyRequestBody(uc, remaining) }()
+		if err := fc.awaitResponse(uc, method); err != nil {
+			uc.c.Close()
+			uerr := <-upload
+			fc.s.passive(p, b, false)
+			if errors.Is(uerr, errClientBody) {
+				return 499, 0, false
+			}
+			return fc.upstreamError(err, false)
+		}
+	}
+	// The upstream connection goes back to the pool as soon as the response has been read from
+	// it, before the last write to the client: a client's next request then finds it idle.
+	var uploadErr error
+	finish := func(keep bool) {
+		if !keep {
+			uc.c.Close() // first, so an upload still writing to it stops
+		}
+		if upload != nil {
+			if uploadErr = <-upload; uploadErr != nil && keep {
+				keep = false
+				uc.c.Close()
+			}
+		}
+		if keep {
+			p.up.put(b, uc, time.Now())
+		}
+	}
+	code, n, cerr := fc.copyResponse(uc, method, deadline, finish)
+	if errors.Is(uploadErr, errClientBody) {
+		cerr = uploadErr
+	}
+	fc.s.passive(p, b, code < 500)
+	if cerr != nil {
+		if errors.Is(cerr, errClientGone) || errors.Is(cerr, errClientBody) {
+			return 499, n, false
+		}
+		return code, n, false
+	}
+	return code, n, true
+}
+
+var (
+	errClientGone = errors.New("client connection failed")
+	errClientBody = errors.New("read request body from client")
+	errUpstream   = errors.New("upstream response")
+)
+
+// isWriteErr reports an error from writing the request, not reading the response.
+func isWriteErr(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "write"
+}
+
+// upstreamError answers an upstream failure before any response byte: 504 on a timeout, 502
+// otherwise (like proxyError).
+func (fc *fastConn) upstreamError(err error, closeConn bool) (int, int64, bool) {
+	code, msg := http.StatusBadGateway, "upstream error"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		code, msg = http.StatusGatewayTimeout, "upstream timeout"
+	}
+	fc.s.log.Debug("upstream error", "client", fc.remote, "error", err)
+	if fc.writeError(code, msg, nil, closeConn || fc.clientClose) != nil {
+		return 499, 0, false
+	}
+	return code, 0, true
+}
+
+// sendHead writes the request head and the buffered body part in one write.
+func (fc *fastConn) sendHead(uc *upConn, p *pool, deadline time.Time) error {
+	hd := time.Now().Add(p.cfg.Timeouts.Header)
+	if hd.After(deadline) {
+		hd = deadline
+	}
+	uc.setDeadline(hd)
+	_, err := uc.c.Write(fc.out)
+	return err
+}
+
+// copyRequestBody streams the rest of a request body (Content-Length remaining, or chunked
+// through fc.chunk) to the upstream. If the upstream stops taking it, the rest is still read
+// from the client so the connection stays in step; a client read error aborts the upstream.
+func (fc *fastConn) copyRequestBody(uc *upConn, remaining int64) error {
+	var werr error
+	size := len(fc.in.buf)
+	for {
+		if len(fc.in.buffered()) == 0 {
+			if err := fc.in.fill(size); err != nil {
+				uc.c.Close() // the backend must not take a truncated body as complete
+				return errClientBody
+			}
+		}
+		data := fc.in.buffered()
+		var done bool
+		if fc.head.Chunked {
+			n, d, rej := fc.chunk.Scan(data)
+			if rej != nil {
+				uc.c.Close()
+				return errClientBody
+			}
+			data, done = data[:n], d
+		} else {
+			data = data[:min(int64(len(data)), remaining)]
+			remaining -= int64(len(data))
+			done = remaining == 0
+		}
+		if werr == nil {
+			_, werr = uc.c.Write(data)
+		}
+		fc.in.consume(len(data))
+		if done {
+			return werr
+		}
+	}
+}
+
+// awaitResponse reads the response head into fc.rhead; heads of interim (1xx) responses are
+// forwarded to the client as they come.
+func (fc *fastConn) awaitResponse(uc *upConn, method string) error {
+	for {
+		end, err := uc.readHead(64 << 10)
+		if err != nil {
+			return err
+		}
+		if rej := guard.ParseHead(uc.buffered()[:end], &fc.rhead); rej != nil {
+			return errors.Join(errUpstream, rej)
+		}
+		code, ok := statusCode(fc.rhead.Line)
+		if !ok || code == http.StatusSwitchingProtocols {
+			return errors.Join(errUpstream, errors.New("bad status line"))
+		}
+		if code >= 200 {
+			return nil
+		}
+		fc.responseTokens()
+		head := fc.buildResponseHead(code, noBody)
+		uc.consume(end)
+		if _, err := fc.c.Write(head); err != nil {
+			return errors.Join(errClientGone, err)
+		}
+	}
+}
+
+// framing of a response body.
+type framing int
+
+const (
+	noBody framing = iota
+	lengthBody
+	chunkedBody
+	closeBody // ends when the upstream closes; sent to the client chunked
+)
+
+// copyResponse writes the response head and streams the body. It calls finish exactly once, as
+// soon as the upstream side is done, saying whether the upstream connection can be reused.
+func (fc *fastConn) copyResponse(uc *upConn, method string, deadline time.Time, finish func(keep bool)) (code int, n int64, err error) {
+	finished := false
+	release := func(keep bool) {
+		if !finished {
+			finished = true
+			finish(keep)
+		}
+	}
+	defer release(false)
+	end := max(guard.HeadEnd(uc.buffered(), 0), 0) // awaitResponse left a whole head buffered
+	code, _ = statusCode(fc.rhead.Line)
+	h := &fc.rhead
+	fr := closeBody
+	switch {
+	case method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified:
+		fr = noBody
+	case h.Chunked:
+		fr = chunkedBody
+	case h.ContentLength >= 0:
+		fr = lengthBody
+	}
+	upClose := fc.responseTokens()
+	head := fc.buildResponseHead(code, fr)
+	uc.consume(end)
+
+	// The first write carries the head and whatever body bytes arrived with it.
+	remaining := h.ContentLength
+	var chunk guard.ChunkScanner
+	done := fr == noBody
+	take := func() []byte {
+		data := uc.buffered()
+		switch fr {
+		case lengthBody:
+			data = data[:min(int64(len(data)), remaining)]
+			remaining -= int64(len(data))
+			done = remaining == 0
+		case chunkedBody:
+			k, d, rej := chunk.Scan(data)
+			if rej != nil {
+				err = errors.Join(errUpstream, rej)
+			}
+			data, done = data[:k], d
+		}
+		uc.consume(len(data))
+		return data
+	}
+	// Bytes beyond the response mean the backend is out of step: never reuse that connection.
+	reusable := func() bool { return !upClose && fr != closeBody && len(uc.buffered()) == 0 && err == nil }
+	if !done && len(uc.buffered()) > 0 {
+		body := take()
+		n += int64(len(body))
+		if fr == closeBody {
+			head = appendChunk(head, body)
+		} else {
+			head = append(head, body...)
+		}
+	}
+	fc.out = head
+	if done {
+		release(reusable())
+	}
+	if _, werr := fc.c.Write(head); werr != nil {
+		return code, n, errors.Join(errClientGone, werr)
+	}
+	if !done {
+		// The rest of the body is bounded by the total timeout, no longer the header timeout.
+		uc.setDeadline(deadline)
+	}
+	for !done && err == nil {
+		if rerr := uc.fill(len(uc.buf)); rerr != nil {
+			if fr == closeBody && errors.Is(rerr, io.EOF) {
+				release(false)
+				if _, werr := fc.c.Write([]byte("0\r\n\r\n")); werr != nil {
+					return code, n, errors.Join(errClientGone, werr)
+				}
+				return code, n, nil
+			}
+			return code, n, errors.Join(errUpstream, rerr)
+		}
+		body := take()
+		if len(body) == 0 {
+			continue
+		}
+		n += int64(len(body))
+		if done {
+			// body still points into uc's buffer: copy it out before the connection is reused.
+			fc.out = append(fc.out[:0], body...)
+			body = fc.out
+			release(reusable())
+		}
+		var werr error
+		if fr == closeBody {
+			fc.out = appendChunk(fc.out[:0], body)
+			_, werr = fc.c.Write(fc.out)
+		} else {
+			_, werr = fc.c.Write(body)
+		}
+		if werr != nil {
+			return code, n, errors.Join(errClientGone, werr)
+		}
+	}
+	return code, n, err
+}
+
+// appendChunk appends data as one chunk of a chunked body.
+func appendChunk(dst, data []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(data)), 16)
+	return append(append(append(dst, "\r\n"...), data...), "\r\n"...)
+}
+
+// observe records metrics and the access log line of a fast-path request, with pre-resolved
+// series so steady traffic allocates nothing here.
+func (fc *fastConn) observe(rt *routeRT, b *balance.Backend, code int, n int64, start time.Time, attempts int, path string) {
+	s := fc.s
+	elapsed := time.Since(start)
+	if fc.mCount == nil || fc.mRoute != rt || fc.mBack != b || fc.mCode != code {
+		routeName, poolName, backend := "", "", ""
+		if rt != nil {
+			routeName, poolName = rt.cfg.Name, rt.pool.name
+		}
+		if b != nil {
+			backend = b.Address
+		}
+		fc.mRoute, fc.mBack, fc.mCode = rt, b, code
+		fc.mCount = s.metrics.requests.WithLabelValues(routeName, poolName, backend, strconv.Itoa(code))
+	}
+	fc.mCount.Inc()
+	if rt != nil {
+		rt.durationObs.Observe(elapsed.Seconds())
+	} else {
+		s.metrics.duration.WithLabelValues("", "").Observe(elapsed.Seconds())
+	}
+	if s.access != nil {
+		routeName, poolName, backend := "", "", ""
+		if rt != nil {
+			routeName, poolName = rt.cfg.Name, rt.pool.name
+		}
+		if b != nil {
+			backend = b.Address
+		}
+		s.access.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("client", fc.remote), slog.String("method", fc.req.Method), slog.String("host", fc.req.Host),
+			slog.String("path", path), slog.String("proto", "HTTP/1.1"), slog.Int("status", code),
+			slog.Int64("bytes", n), slog.Duration("duration", elapsed), slog.String("route", routeName),
+			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", attempts))
+	}
+}
+
+// errorResponse writes a proxy-made answer; shed ones carry the load-shedding headers.
+func (fc *fastConn) errorResponse(code int, msg string, shed, closeConn bool) {
+	var extra []byte
+	if shed {
+		extra = []byte("Retry-After: 1\r\nX-Load-Shed: 1\r\n")
+	}
+	fc.writeError(code, msg, extra, closeConn)
+}
+
+// writeError writes what http.Error would: a plain-text body with the message.
+func (fc *fastConn) writeError(code int, msg string, extra []byte, closeConn bool) error {
+	buf := make([]byte, 0, 256)
+	buf = append(buf, "HTTP/1.1 "...)
+	buf = strconv.AppendInt(buf, int64(code), 10)
+	buf = append(append(append(buf, ' '), statusText(code)...), "\r\n"...)
+	buf = append(buf, "Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
+	buf = append(buf, extra...)
+	if closeConn {
+		buf = append(buf, "Connection: close\r\n"...)
+	}
+	buf = append(buf, "Content-Length: "...)
+	buf = strconv.AppendInt(buf, int64(len(msg)+1), 10)
+	buf = append(append(append(buf, "\r\n\r\n"...), msg...), '\n')
+	_, err := fc.c.Write(buf)
+	return err
+}
+
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	return "status code " + strconv.Itoa(code)
+}
