@@ -1,0 +1,109 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/testenv/app"
+	"github.com/switchyard/switchyard/testenv/fwd"
+	"github.com/switchyard/switchyard/testenv/lab"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end lab tests need root (network namespaces, XDP): run `make test` as root")
+	}
+	if testing.Short() {
+		t.Skip("end-to-end lab tests are skipped with -short")
+	}
+}
+
+// uniquePrefix names a test's namespaces so that they never collide with a running lab
+// (prefix "sy") or with another test.
+func uniquePrefix() string {
+	b := make([]byte, 3)
+	rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// testLab builds a lab with a unique prefix and removes everything it made when the test ends,
+// passed or failed.
+func testLab(t *testing.T, backends int) *lab.Lab {
+	t.Helper()
+	requireRoot(t)
+	s := lab.Spec{Prefix: uniquePrefix(), Clients: 2, Balancers: 1, Backends: backends}
+	l, err := lab.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Destroy(s.Prefix); err != nil {
+			t.Errorf("destroy lab: %v", err)
+		}
+	})
+	if err := l.Build(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// withApps runs the backends' app servers in-process for the test.
+func withApps(t *testing.T, l *lab.Lab) map[string]*app.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	apps, err := l.StartApps(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apps
+}
+
+// withForwarder loads the forwarder directly on the lab's balancer.
+func withForwarder(t *testing.T, l *lab.Lab) *fwd.Forwarder {
+	t.Helper()
+	f, err := l.StartForwarder(l.Balancer(), 4099)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// get does one request and returns the status, the backend's name and the body.
+func get(c *http.Client, url string) (int, string, string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(app.Header), string(b), err
+}
+
+// eventually polls cond every 100 ms until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// fmtSscanf is fmt.Sscanf after squeezing runs of spaces, so that table columns parse.
+func fmtSscanf(line, format string, args ...any) (int, error) {
+	return fmt.Sscanf(strings.Join(strings.Fields(line), " "), format, args...)
+}

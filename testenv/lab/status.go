@@ -1,0 +1,179 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/switchyard/switchyard/testenv/topo"
+)
+
+// NSStatus is one namespace of a running lab.
+type NSStatus struct {
+	Name       string       `json:"name"`
+	Host       string       `json:"host"`
+	Role       topo.Role    `json:"role"`
+	Exists     bool         `json:"exists"`
+	Interfaces []topo.Iface `json:"interfaces"`
+	// Processes maps the processes the lab runs in the namespace to their pid (0: not running).
+	Processes map[string]int `json:"processes,omitempty"`
+}
+
+// BackendStatus is one backend of a VIP.
+type BackendStatus struct {
+	Address string `json:"address"`
+	Host    string `json:"host"`
+	NS      string `json:"ns"`
+}
+
+// VIPStatus is one VIP with its backends.
+type VIPStatus struct {
+	VIP
+	Backends []BackendStatus `json:"backends"`
+	// Balancers are the namespaces whose forwarders serve the VIP.
+	Balancers []string `json:"balancers"`
+}
+
+// Status is `switchyard lab status`: every namespace with its role, interfaces and addresses,
+// and every VIP with its backends.
+type Status struct {
+	Prefix     string            `json:"prefix"`
+	Up         bool              `json:"up"`
+	Balancer   string            `json:"balancer_mode"`
+	Namespaces []NSStatus        `json:"namespaces"`
+	VIPs       []VIPStatus       `json:"vips"`
+	Sockets    map[string]string `json:"sockets,omitempty"`
+	Notes      []string          `json:"notes,omitempty"`
+}
+
+// GetStatus reads the live state of a lab. A lab that is not up (or half torn down) gives
+// Up false and whatever namespaces with the prefix remain.
+func GetStatus(prefix string) (*Status, error) {
+	out := &Status{Prefix: prefix}
+	st, err := LoadState(prefix)
+	if err != nil {
+		names, lerr := topo.List(prefix)
+		if lerr != nil {
+			return nil, lerr
+		}
+		for _, n := range names {
+			out.Namespaces = append(out.Namespaces, NSStatus{Name: n, Exists: true})
+		}
+		return out, nil
+	}
+	procs, err := Running(prefix)
+	if err != nil {
+		return nil, err
+	}
+	out.Up, out.Balancer, out.Sockets, out.Notes = true, st.Balancer, st.Sockets, st.Notes
+	add := func(ns, host string, role topo.Role) {
+		s := NSStatus{Name: ns, Host: host, Role: role, Exists: topo.Exists(ns)}
+		if s.Exists {
+			ifs, err := topo.Interfaces(ns)
+			if err == nil {
+				s.Interfaces = ifs
+			}
+		} else {
+			out.Up = false
+		}
+		for _, p := range st.Procs {
+			if p.NS == ns {
+				if s.Processes == nil {
+					s.Processes = map[string]int{}
+				}
+				s.Processes[p.Name] = procs[p.Name]
+				if procs[p.Name] == 0 {
+					out.Up = false
+				}
+			}
+		}
+		out.Namespaces = append(out.Namespaces, s)
+	}
+	add(st.Topo.RouterNS, "rt", topo.Router)
+	for _, n := range st.Topo.Nodes {
+		add(n.NS, n.Name, n.Role)
+	}
+	var lbs []string
+	for _, n := range st.Topo.ByRole(topo.Balancer) {
+		lbs = append(lbs, n.NS)
+	}
+	for _, v := range st.VIPs {
+		vs := VIPStatus{VIP: v, Balancers: lbs}
+		for _, b := range v.Backends {
+			n, _ := nodeByAddr(st.Topo, b)
+			vs.Backends = append(vs.Backends, BackendStatus{Address: b.String(), Host: n.Name, NS: n.NS})
+		}
+		out.VIPs = append(out.VIPs, vs)
+	}
+	return out, nil
+}
+
+func nodeByAddr(t *topo.Topology, a netip.Addr) (topo.Node, bool) {
+	for _, n := range t.Nodes {
+		if n.Addr4 == a || n.Addr6 == a {
+			return n, true
+		}
+	}
+	return topo.Node{}, false
+}
+
+// Print writes the status as text.
+func (s *Status) Print(w io.Writer) {
+	if len(s.Namespaces) == 0 {
+		fmt.Fprintf(w, "lab %q is down (start it with `switchyard lab up`)\n", s.Prefix)
+		return
+	}
+	state := "up"
+	if !s.Up {
+		state = "DEGRADED or partly down (`switchyard lab down` cleans up, `lab up` rebuilds)"
+	}
+	fmt.Fprintf(w, "lab %q: %s, balancer: %s\n\n", s.Prefix, state, s.Balancer)
+	fmt.Fprintf(w, "%-10s %-9s %-8s %-36s %s\n", "NAMESPACE", "ROLE", "IFACE", "ADDRESSES", "PROCESSES / XDP")
+	for _, n := range s.Namespaces {
+		if !n.Exists {
+			fmt.Fprintf(w, "%-10s %-9s MISSING\n", n.Name, n.Role)
+			continue
+		}
+		first := true
+		for _, f := range n.Interfaces {
+			if f.Name == "lo" && len(f.Addrs) == 0 {
+				continue
+			}
+			extra := ""
+			if f.XDP != 0 {
+				extra = fmt.Sprintf("xdp prog %d", f.XDP)
+			}
+			name, role := "", ""
+			if first {
+				name, role = n.Name, string(n.Role)
+				var ps []string
+				for p, pid := range n.Processes {
+					if pid == 0 {
+						ps = append(ps, p+"(DEAD)")
+					} else {
+						ps = append(ps, fmt.Sprintf("%s(pid %d)", p, pid))
+					}
+				}
+				sort.Strings(ps)
+				if len(ps) > 0 {
+					extra = strings.TrimSpace(strings.Join(ps, " ") + " " + extra)
+				}
+				first = false
+			}
+			fmt.Fprintf(w, "%-10s %-9s %-8s %-36s %s\n", name, role, f.Name, strings.Join(f.Addrs, " "), extra)
+		}
+	}
+	fmt.Fprintf(w, "\n%-6s %-26s %-5s %s\n", "VIP", "ADDRESS", "PROTO", "BACKENDS")
+	for _, v := range s.VIPs {
+		var bes []string
+		for _, b := range v.Backends {
+			bes = append(bes, b.Host+"="+b.Address)
+		}
+		fmt.Fprintf(w, "%-6s %-26s %-5s %s\n", v.Name, netip.AddrPortFrom(netip.MustParseAddr(v.Address), v.Port), v.Protocol, strings.Join(bes, " "))
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}

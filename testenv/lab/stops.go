@@ -1,0 +1,143 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/switchyard/switchyard/testenv/topo"
+)
+
+// The lab's DNS zone: www.lab.test answers the edge cache; app.lab.test the L7 VIP.
+const (
+	Zone    = "lab.test."
+	WWWName = "www.lab.test"
+)
+
+// The stops' configurations are written as YAML text: each stop owns its configuration types,
+// and the lab only fills in the lab's addresses in the shapes their docs give.
+
+// dnsConfig serves lab.test. on port 53 of the DNS host.
+func dnsConfig(l *Lab, dns topo.Node) string {
+	var recs []string
+	recs = append(recs, `"@ NS ns1"`, fmt.Sprintf(`"ns1 A %s"`, dns.Addr4))
+	if e, ok := l.Topo.Node("edge"); ok {
+		recs = append(recs, fmt.Sprintf(`"www A %s"`, e.Addr4), fmt.Sprintf(`"www AAAA %s"`, e.Addr6))
+	}
+	recs = append(recs, fmt.Sprintf(`"app A %s"`, L7VIP), fmt.Sprintf(`"web A %s"`, WebVIP4), fmt.Sprintf(`"web AAAA %s"`, WebVIP6))
+	return fmt.Sprintf(`listen: 0.0.0.0:53
+zones:
+  - origin: %s
+    ttl: 30
+    soa: {ns: ns1, mbox: hostmaster, serial: 1, minimum: 30}
+    records: [%s]
+`, Zone, strings.Join(recs, ", "))
+}
+
+// edgeConfig caches in front of the L7 VIP.
+func edgeConfig(origin netip.Addr) string {
+	return fmt.Sprintf(`listen: 0.0.0.0:80
+origin: http://%s:80
+admin:
+  listen: 127.0.0.1:9091
+  token: lab-only-token
+memory:
+  max_bytes: 64MiB
+`, origin)
+}
+
+// l7Config proxies everything to the app backends, listening on every address (the L7 VIP on
+// lo for the clients, the host's own address for the L4 daemon's health checks).
+func l7Config(bes []topo.Node) string {
+	var b []string
+	for _, n := range bes {
+		b = append(b, fmt.Sprintf("{address: %s:80}", n.Addr4))
+	}
+	return fmt.Sprintf(`listeners:
+  - address: 0.0.0.0:80
+admin: {address: 127.0.0.1:9901}
+routes:
+  - name: all
+    match: {path: {prefix: /}}
+    pool: app
+pools:
+  - name: app
+    balance: least_request
+    backends: [%s]
+    health: {path: /health, interval: 1s, timeout: 500ms, rise: 2, fall: 2, expect_status: 200}
+`, strings.Join(b, ", "))
+}
+
+// writeConfig writes a stop's configuration into the lab's state directory.
+func writeConfig(prefix, name, body string) (string, error) {
+	if err := os.MkdirAll(StateDir(prefix), 0o700); err != nil {
+		return "", fmt.Errorf("create lab state directory: %w", err)
+	}
+	p := filepath.Join(StateDir(prefix), name+".yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		return "", fmt.Errorf("write %s config: %w", name, err)
+	}
+	return p, nil
+}
+
+// startStops starts the other stops whose commands exist: the L7 proxies on the L7 hosts (app
+// servers otherwise), the edge cache and the DNS server.
+func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv ...string) error) error {
+	bes := l.Topo.ByRole(topo.Backend)
+	for _, n := range l.Topo.ByRole(topo.L7) {
+		if !o.Stops["l7"] {
+			// An app server answers for the L7 VIP, so that the path through it works.
+			if err := start(n.Name, n.NS, appArgv(o.Exe, n)...); err != nil {
+				return err
+			}
+			st.Running[n.Name] = "app"
+			continue
+		}
+		p, err := writeConfig(st.Prefix, n.Name, l7Config(bes))
+		if err != nil {
+			return err
+		}
+		if err := start(n.Name, n.NS, o.Exe, "l7", "run", "--config", p); err != nil {
+			return err
+		}
+		st.Running[n.Name] = "l7"
+	}
+	if len(l.Topo.ByRole(topo.L7)) > 0 && !o.Stops["l7"] {
+		st.Notes = append(st.Notes, "l7 namespaces run app servers: this binary has no `switchyard l7 run`")
+	}
+	if n, ok := l.Topo.Node("edge"); ok {
+		origin := L7VIP
+		if len(l.Topo.ByRole(topo.L7)) == 0 {
+			origin = WebVIP4
+		}
+		if o.Stops["edge"] {
+			p, err := writeConfig(st.Prefix, n.Name, edgeConfig(origin))
+			if err != nil {
+				return err
+			}
+			if err := start(n.Name, n.NS, o.Exe, "edge", "run", "--config", p); err != nil {
+				return err
+			}
+			st.Running[n.Name] = "edge"
+		} else {
+			st.Notes = append(st.Notes, "edge namespace is empty: this binary has no `switchyard edge run`")
+		}
+	}
+	if n, ok := l.Topo.Node("dns"); ok {
+		if o.Stops["dns"] {
+			p, err := writeConfig(st.Prefix, n.Name, dnsConfig(l, n))
+			if err != nil {
+				return err
+			}
+			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p); err != nil {
+				return err
+			}
+			st.Running[n.Name] = "dns"
+		} else {
+			st.Notes = append(st.Notes, "dns namespace is empty: this binary has no `switchyard dns run`")
+		}
+	}
+	return nil
+}

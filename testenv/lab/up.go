@@ -1,0 +1,282 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/testenv/topo"
+)
+
+// Balancer modes of `lab up`.
+const (
+	// ModeDaemon runs `switchyard lb run` in each balancer namespace (health checks, drain,
+	// the operator CLI over its socket).
+	ModeDaemon = "daemon"
+	// ModeDirect loads the forwarder once from `lab up` and writes its maps directly; the pinned
+	// link keeps it attached after `lab up` exits. No health checks.
+	ModeDirect = "direct"
+)
+
+// UpOptions say what `lab up` builds and runs.
+type UpOptions struct {
+	Spec Spec
+	// Exe is the switchyard binary the lab's processes run.
+	Exe string
+	// Balancer is ModeDaemon or ModeDirect.
+	Balancer string
+	// Stops are the other stops whose commands exist in Exe (dns, edge, l7); a namespace for a
+	// stop that is missing stays empty, and the L7 namespaces run app servers instead.
+	Stops map[string]bool
+	// Health is the daemon's health check on TCP VIPs: nil takes DefaultHealth, and NoHealth
+	// turns health checking off.
+	Health   *DaemonHealth
+	NoHealth bool
+}
+
+// State is what `lab up` built, saved as <state dir>/state.json for status, demo and down.
+type State struct {
+	Prefix   string         `json:"prefix"`
+	Created  time.Time      `json:"created"`
+	Balancer string         `json:"balancer"`
+	Topo     *topo.Topology `json:"topology"`
+	VIPs     []VIP          `json:"vips"`
+	Procs    []Proc         `json:"processes"`
+	// Sockets maps each balancer namespace to its daemon's API socket (daemon mode).
+	Sockets map[string]string `json:"sockets,omitempty"`
+	// Running maps each host to what runs there: app, l7, edge, dns (app also on L7 hosts when
+	// the binary has no L7 stop).
+	Running map[string]string `json:"running"`
+	// Notes says what of the full path runs and what is missing.
+	Notes []string `json:"notes,omitempty"`
+}
+
+func statePath(prefix string) string { return filepath.Join(StateDir(prefix), "state.json") }
+
+// LoadState reads the state of a lab that is up.
+func LoadState(prefix string) (*State, error) {
+	b, err := os.ReadFile(statePath(prefix))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read lab state: no lab %q is up (start one with `switchyard lab up`)", prefix)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lab state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("read lab state %s: %w (remove it with `switchyard lab down`)", statePath(prefix), err)
+	}
+	return &s, nil
+}
+
+func (s *State) save() error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode lab state: %w", err)
+	}
+	if err := os.MkdirAll(StateDir(s.Prefix), 0o700); err != nil {
+		return fmt.Errorf("create lab state directory: %w", err)
+	}
+	if err := os.WriteFile(statePath(s.Prefix), b, 0o600); err != nil {
+		return fmt.Errorf("write lab state: %w", err)
+	}
+	return nil
+}
+
+// Lab rebuilds the plan from a saved state.
+func (s *State) Lab() *Lab { return &Lab{Topo: s.Topo, VIPs: s.VIPs} }
+
+// Up builds the lab and starts its processes. Running it again on a lab that is up changes
+// nothing that already runs.
+func Up(o UpOptions) (*State, error) {
+	l, err := Plan(o.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Build(); err != nil {
+		return nil, err
+	}
+	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
+	if old, err := LoadState(o.Spec.Prefix); err == nil {
+		st.Created = old.Created
+	}
+	start := func(name, ns string, argv ...string) error {
+		p, err := StartProcess(st.Prefix, name, ns, argv...)
+		if err != nil {
+			return err
+		}
+		st.Procs = append(st.Procs, p)
+		return nil
+	}
+	for _, n := range l.Topo.ByRole(topo.Backend) {
+		if err := start(n.Name, n.NS, appArgv(o.Exe, n)...); err != nil {
+			return st, err
+		}
+		st.Running[n.Name] = "app"
+	}
+	if err := startStops(o, l, st, start); err != nil {
+		return st, err
+	}
+	for _, n := range l.Topo.ByRole(topo.Balancer) {
+		switch o.Balancer {
+		case ModeDaemon:
+			h := o.Health
+			if h == nil {
+				h = DefaultHealth()
+			}
+			if o.NoHealth {
+				h = nil
+			}
+			cfgPath, sock, err := writeDaemonConfig(st, n, h)
+			if err != nil {
+				return st, err
+			}
+			st.Sockets[n.NS] = sock
+			if err := start(n.Name, n.NS, o.Exe, "lb", "run", "--config", cfgPath); err != nil {
+				return st, err
+			}
+		case ModeDirect:
+			f, err := l.StartForwarder(n, 65537)
+			if err != nil {
+				return st, err
+			}
+			f.Close() // the pinned link keeps the program attached
+		default:
+			return st, fmt.Errorf("lab up: unknown balancer mode %q: use daemon or direct", o.Balancer)
+		}
+	}
+	if err := st.save(); err != nil {
+		return st, err
+	}
+	if o.Balancer == ModeDaemon {
+		for ns, sock := range st.Sockets {
+			if err := waitFile(sock, 15*time.Second); err != nil {
+				return st, fmt.Errorf("lab up: the balancer daemon in %s did not open its socket: %w (see its log in %s)", ns, err, StateDir(st.Prefix))
+			}
+		}
+	}
+	return st, nil
+}
+
+func waitFile(p string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not there after %s", p, d)
+}
+
+// appArgv is the command line of an app server on a node: HTTP on every address, UDP echo on
+// the host's address and on each VIP of its loopback.
+func appArgv(exe string, n topo.Node) []string {
+	argv := []string{exe, "lab", "app", "--name", n.Name, "--listen", ":80", "--udp", netip.AddrPortFrom(n.Addr4, 7).String()}
+	for _, a := range n.Loopback {
+		argv = append(argv, "--udp", netip.AddrPortFrom(a, 7).String())
+	}
+	return argv
+}
+
+// DaemonConfig is the part of `switchyard lb run`'s YAML configuration the lab writes (the
+// shape agreed in the L4 contract).
+type DaemonConfig struct {
+	Interface       string      `yaml:"interface"`
+	XDPMode         string      `yaml:"xdp_mode"`
+	PinDir          string      `yaml:"pin_dir"`
+	Socket          string      `yaml:"socket"`
+	Metrics         string      `yaml:"metrics,omitempty"`
+	NextHop         string      `yaml:"next_hop"`
+	EncapSource4    string      `yaml:"encap_source4"`
+	EncapSource6    string      `yaml:"encap_source6"`
+	DrainTimeout    string      `yaml:"drain_timeout,omitempty"`
+	AllBackendsDown string      `yaml:"all_backends_down,omitempty"`
+	VIPs            []DaemonVIP `yaml:"vips"`
+}
+
+// DaemonVIP is one VIP of DaemonConfig.
+type DaemonVIP struct {
+	Name     string          `yaml:"name"`
+	Address  string          `yaml:"address"`
+	Port     uint16          `yaml:"port"`
+	Protocol string          `yaml:"protocol"`
+	Health   *DaemonHealth   `yaml:"health,omitempty"`
+	Backends []DaemonBackend `yaml:"backends"`
+}
+
+// DaemonHealth is a VIP's health check.
+type DaemonHealth struct {
+	Type         string `yaml:"type"`
+	Port         uint16 `yaml:"port,omitempty"`
+	Path         string `yaml:"path,omitempty"`
+	ExpectStatus int    `yaml:"expect_status,omitempty"`
+	Interval     string `yaml:"interval"`
+	Timeout      string `yaml:"timeout"`
+	Rise         int    `yaml:"rise"`
+	Fall         int    `yaml:"fall"`
+}
+
+// DaemonBackend is one backend of a DaemonVIP.
+type DaemonBackend struct {
+	Address string `yaml:"address"`
+	Weight  uint32 `yaml:"weight"`
+}
+
+// DefaultHealth is the lab's health check: HTTP /health every second, 3 failures mark a
+// backend down, 2 successes bring it back.
+func DefaultHealth() *DaemonHealth {
+	return &DaemonHealth{Type: "http", Port: 80, Path: "/health", ExpectStatus: 200, Interval: "1s", Timeout: "500ms", Rise: 2, Fall: 3}
+}
+
+// DaemonConfigFor is the daemon configuration of balancer n serving the lab's VIPs, with
+// health checks h on TCP VIPs (nil: none).
+func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *DaemonHealth) DaemonConfig {
+	seg := l.Topo.Segment(n.Segment)
+	c := DaemonConfig{
+		Interface: n.Iface, XDPMode: "native", PinDir: PinDir(n.NS, n.Iface), Socket: socket,
+		NextHop: seg.Router4.String(), EncapSource4: Encap4.String(), EncapSource6: Encap6.String(),
+		DrainTimeout: "5m", AllBackendsDown: "keep",
+	}
+	for _, v := range l.VIPs {
+		dv := DaemonVIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol}
+		if v.Protocol == "tcp" {
+			dv.Health = h
+		}
+		for _, b := range v.Backends {
+			dv.Backends = append(dv.Backends, DaemonBackend{Address: b.String(), Weight: 1})
+		}
+		c.VIPs = append(c.VIPs, dv)
+	}
+	return c
+}
+
+// WriteDaemonConfig writes a daemon configuration as YAML.
+func WriteDaemonConfig(path string, c DaemonConfig) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode daemon config: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write daemon config: %w", err)
+	}
+	return nil
+}
+
+// SocketPath is the lab's daemon socket of a balancer namespace.
+func SocketPath(prefix, ns string) string { return filepath.Join(StateDir(prefix), ns+".sock") }
+
+func writeDaemonConfig(st *State, n topo.Node, h *DaemonHealth) (string, string, error) {
+	sock := SocketPath(st.Prefix, n.NS)
+	p := filepath.Join(StateDir(st.Prefix), n.NS+".yaml")
+	if err := os.MkdirAll(StateDir(st.Prefix), 0o700); err != nil {
+		return "", "", fmt.Errorf("create lab state directory: %w", err)
+	}
+	return p, sock, WriteDaemonConfig(p, DaemonConfigFor(st.Lab(), n, sock, h))
+}
