@@ -355,10 +355,13 @@ func TestFailoverFollowsHealthChecks(t *testing.T) {
 			srv := healthServer(t, typ, "fail-closed", primary, secondary)
 			waitAnswer(t, srv, "192.0.2.1", time.Second)
 			primary.stop()
-			// Leaves after fall (3) x interval (50 ms): not before ~100 ms, well within 1 s.
+			// Leaves after fall (3) x interval (50 ms), well within 2 s. The exact count of
+			// failures is the state machine's (dns/health tests it deterministically); here, on
+			// a loaded machine a probe may time out before the stop, so only check that the
+			// answer did not change before a probe could see the stop.
 			took := waitAnswer(t, srv, "192.0.2.2", 2*time.Second)
-			if took < 90*time.Millisecond {
-				t.Errorf("primary left after %s, before fall x interval", took)
+			if took < 40*time.Millisecond {
+				t.Errorf("primary left after %s, before a probe could have seen it down", took)
 			}
 			primary.start(primary.addr)
 			waitAnswer(t, srv, "192.0.2.1", 2*time.Second)

@@ -594,7 +594,18 @@ vips:
 	os.WriteFile(cfgPath, []byte(strings.Replace(string(good), "      - address: 198.18.3.3\n", "      - address: 198.18.3.4\n        weight: 1\n      - address: 198.18.3.3\n", 1)), 0o600)
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(5 * time.Second)
-	for backendIDs(t, s)["198.18.3.4"] == 0 {
+	// The reload is complete once the new backend is in the ring (its slot is written first).
+	inRing := func(addr string) bool {
+		id := backendIDs(t, s)[addr]
+		ring, _ := s.Ring(web)
+		for _, x := range ring {
+			if id != 0 && x == id {
+				return true
+			}
+		}
+		return false
+	}
+	for !inRing("198.18.3.4") {
 		if time.Now().After(deadline) {
 			t.Fatalf("SIGHUP did not reload:\n%s", d.log)
 		}
