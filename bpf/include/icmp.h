@@ -119,11 +119,12 @@ static __always_inline __u64 sum_bytes(void *start, __u32 n)
 	return r < 0 ? 0 : (__u64)r;
 }
 
-/* send_toobig answers a frame that would exceed the MTU after encapsulation with ICMP
- * frag-needed (IPv4) or packet-too-big (IPv6) from the VIP to the client, quoting the first
- * ICMP_QUOTE_LEN bytes of the offending packet, and turns the frame around (XDP_TX).
- * l2 is the Ethernet header length, passed as a constant. */
-static __always_inline int send_toobig_l2(struct xdp_md *ctx, const struct packet *p, __u16 mtu, const __u32 l2)
+/* reply_frame turns the frame into a reply of l2 + hdr + ICMP_QUOTE_LEN bytes: it makes room for
+ * hdr bytes of new headers in front of the offending packet (which stays, as the quote), cuts it
+ * to the quote length, and writes the Ethernet header back toward the sender (VLAN tag kept).
+ * hdr and l2 are constants at every call site. */
+static __always_inline int reply_frame(struct xdp_md *ctx, const struct packet *p, const __u32 l2,
+				       const __u32 hdr, __u16 proto)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -133,32 +134,46 @@ static __always_inline int send_toobig_l2(struct xdp_md *ctx, const struct packe
 	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
 	__builtin_memcpy(smac, oeth->h_source, ETH_ALEN);
 	__builtin_memcpy(dmac, oeth->h_dest, ETH_ALEN);
-	__u16 tci = p->vlan_tci;
-	__u32 cur = data_end - data;
+	__u32 cur = data_end - data + hdr;
+	const __u32 want = l2 + hdr + ICMP_QUOTE_LEN;
+	if (bpf_xdp_adjust_head(ctx, -(int)hdr))
+		return -1;
+	if (cur < want || bpf_xdp_adjust_tail(ctx, -(int)(cur - want)))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
+	if (l2 > ETH_HLEN) {
+		struct vlan_hdr_ *vh = (void *)(eth + 1);
+		if ((void *)(vh + 1) > data_end)
+			return -1;
+		eth->h_proto = bpf_htons(ETH_P_8021Q);
+		vh->tci = p->vlan_tci;
+		vh->proto = bpf_htons(proto);
+	} else {
+		eth->h_proto = bpf_htons(proto);
+	}
+	return 0;
+}
 
+/* send_toobig answers a frame that would exceed the MTU after encapsulation with ICMP
+ * frag-needed (IPv4) or packet-too-big (IPv6) from the VIP to the client, quoting the first
+ * ICMP_QUOTE_LEN bytes of the offending packet, and turns the frame around (XDP_TX).
+ * l2 is the Ethernet header length, passed as a constant. */
+static __always_inline int send_toobig_l2(struct xdp_md *ctx, const struct packet *p, __u16 mtu, const __u32 l2)
+{
 	if (p->flow.family == FAMILY_V4) {
 		const __u32 hdr = IPV4_HDR_LEN + 8;
-		const __u32 want = l2 + hdr + ICMP_QUOTE_LEN;
-		if (bpf_xdp_adjust_head(ctx, -(int)hdr))
+		if (reply_frame(ctx, p, l2, hdr, ETH_P_IP))
 			return -1;
-		cur += hdr;
-		if (cur < want || bpf_xdp_adjust_tail(ctx, -(int)(cur - want)))
+		void *data = (void *)(long)ctx->data;
+		void *data_end = (void *)(long)ctx->data_end;
+		if (data + l2 + hdr + ICMP_QUOTE_LEN > data_end)
 			return -1;
-		data = (void *)(long)ctx->data;
-		data_end = (void *)(long)ctx->data_end;
-		if (data + want > data_end)
-			return -1;
-		struct ethhdr *eth = data;
-		__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
-		__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
-		if (l2 > ETH_HLEN) {
-			struct vlan_hdr_ *vh = (void *)(eth + 1);
-			eth->h_proto = bpf_htons(ETH_P_8021Q);
-			vh->tci = tci;
-			vh->proto = bpf_htons(ETH_P_IP);
-		} else {
-			eth->h_proto = bpf_htons(ETH_P_IP);
-		}
 		struct iphdr *ip = data + l2;
 		ip->version = 4;
 		ip->ihl = 5;
@@ -183,27 +198,12 @@ static __always_inline int send_toobig_l2(struct xdp_md *ctx, const struct packe
 	}
 
 	const __u32 hdr = IPV6_HDR_LEN + 8;
-	const __u32 want = l2 + hdr + ICMP_QUOTE_LEN;
-	if (bpf_xdp_adjust_head(ctx, -(int)hdr))
+	if (reply_frame(ctx, p, l2, hdr, ETH_P_IPV6))
 		return -1;
-	cur += hdr;
-	if (cur < want || bpf_xdp_adjust_tail(ctx, -(int)(cur - want)))
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	if (data + l2 + hdr + ICMP_QUOTE_LEN > data_end)
 		return -1;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	if (data + want > data_end)
-		return -1;
-	struct ethhdr *eth = data;
-	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
-	if (l2 > ETH_HLEN) {
-		struct vlan_hdr_ *vh = (void *)(eth + 1);
-		eth->h_proto = bpf_htons(ETH_P_8021Q);
-		vh->tci = tci;
-		vh->proto = bpf_htons(ETH_P_IPV6);
-	} else {
-		eth->h_proto = bpf_htons(ETH_P_IPV6);
-	}
 	struct ipv6hdr *ip6 = data + l2;
 	ip6->version = 6;
 	ip6->priority = 0;
