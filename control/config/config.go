@@ -19,6 +19,8 @@ import (
 
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 // Policies for a VIP whose every backend fails its health checks.
@@ -128,27 +130,8 @@ type HealthCheck struct {
 	Fall int `yaml:"fall,omitempty"`
 }
 
-// Duration is a time.Duration written as "30s", "5m" in YAML.
-type Duration time.Duration
-
-// UnmarshalYAML reads a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: parse duration %q: use a number with a unit such as 500ms, 30s or 5m", n.Line, n.Value)
-	}
-	if v < 0 {
-		return fmt.Errorf("line %d: duration %q is negative", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// D is the duration as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+// Duration is a time.Duration written as "500ms", "30s" or "5m" in YAML (shared by every stop).
+type Duration = yamlx.Duration
 
 // FieldError is a validation error located in the file.
 type FieldError struct {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 // Policy names accepted in a dynamic name's `policy` field.
@@ -159,18 +161,8 @@ type Check struct {
 	Fall int `yaml:"fall"`
 }
 
-// Duration is a time.Duration written as "500ms" or "2s" in YAML.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: parse duration %q: use a Go duration such as 500ms or 2s", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is a time.Duration written as "500ms", "30s" or "5m" in YAML (shared by every stop).
+type Duration = yamlx.Duration
 
 // UnmarshalYAML decodes a zone strictly and records its line.
 func (z *Zone) UnmarshalYAML(n *yaml.Node) error {
