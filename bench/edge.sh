@@ -2,8 +2,10 @@
 # bench/edge.sh — cache-hit serving of a small (480 B) and a 100 KB object: switchyard's edge
 # against Varnish and nginx proxy_cache, in front of the same origin, on the same machine, in one
 # run, alternating rounds. wrk drives each cache; the table shows requests/s and p99, and the
-# ratios. Writes a flat JSON object to bench/out/edge.json.
-# Bounded: ROUNDS x 3 caches x 2 objects x SECONDS_PER_RUN of load (defaults 3 x 3 x 2 x 4 s).
+# ratios. A second switchyard with the HTTP/1.1 fast path disabled (disable_fast_path: every hit
+# through net/http) is measured in the same rounds as the before/after reference.
+# Writes a flat JSON object to bench/out/edge.json.
+# Bounded: ROUNDS x 4 servers x 2 objects x SECONDS_PER_RUN of load (defaults 3 x 4 x 2 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
 # wrapped in `flock /tmp/switchyard-bench.lock` on a shared machine.
 set -euo pipefail
@@ -14,7 +16,7 @@ THREADS=${THREADS:-2}
 CONNECTIONS=${CONNECTIONS:-64}
 BIN=${BIN:-bin/switchyard}
 OUT=bench/out/edge.json
-PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183
+PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183 PORT_SYNET=18184
 
 [ -x "$BIN" ] || { echo "edge bench: $BIN missing; run: go build -o bin/switchyard ./cmd/switchyard" >&2; exit 1; }
 
@@ -41,6 +43,15 @@ PIDS+=($!)
 
 # switchyard: memory tier only, like the two peers' memory storage.
 "$BIN" edge run --listen 127.0.0.1:$PORT_SY --origin http://127.0.0.1:$PORT_ORIGIN --memory 256MiB >"$WORK/switchyard.log" 2>&1 &
+PIDS+=($!)
+# The same edge with every hit through net/http: the reference the fast path is measured against.
+cat > "$WORK/synet.yaml" <<YAML
+listen: 127.0.0.1:$PORT_SYNET
+origin: http://127.0.0.1:$PORT_ORIGIN
+memory: {max_bytes: 256MiB}
+disable_fast_path: true
+YAML
+"$BIN" edge run --config "$WORK/synet.yaml" >"$WORK/synet.log" 2>&1 &
 PIDS+=($!)
 
 # Varnish: default VCL with the origin as backend, 256 MB malloc storage, in the foreground.
@@ -76,8 +87,9 @@ CONF
 nginx -c "$WORK/nginx.conf" -g 'daemon off;' &
 PIDS+=($!)
 
-declare -A PORT=([switchyard]=$PORT_SY [varnish]=$PORT_VARNISH [nginx]=$PORT_NGINX)
-for name in switchyard varnish nginx; do
+declare -A PORT=([switchyard]=$PORT_SY [varnish]=$PORT_VARNISH [nginx]=$PORT_NGINX [sy-nethttp]=$PORT_SYNET)
+NAMES=(switchyard sy-nethttp varnish nginx)
+for name in "${NAMES[@]}"; do
   for i in $(seq 1 100); do
     curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/small" && break
     [ "$i" = 100 ] && { echo "edge bench: $name did not start" >&2; cat "$WORK"/*.log >&2 || true; exit 1; }
@@ -100,7 +112,7 @@ run_wrk() {
     END { if (bad) { print "non-2xx responses" > "/dev/stderr"; exit 1 } printf "%s %s\n", rps, ms }' >> "$WORK/$1-$2"
 }
 
-ORDER=(switchyard varnish nginx)
+ORDER=("${NAMES[@]}")
 for r in $(seq 1 "$ROUNDS"); do
   for obj in small 100k; do
     for name in "${ORDER[@]}"; do run_wrk "$name" "$obj"; done
@@ -113,7 +125,7 @@ after=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
 median() { sort -g -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
 
 declare -A RPS P99
-for name in switchyard varnish nginx; do
+for name in "${NAMES[@]}"; do
   for obj in small 100k; do
     RPS[$name-$obj]=$(median "$WORK/$name-$obj" 1)
     P99[$name-$obj]=$(median "$WORK/$name-$obj" 2)
@@ -126,11 +138,13 @@ echo "edge cache hits: wrk -t$THREADS -c$CONNECTIONS, ${SECONDS_PER_RUN}s x $ROU
 printf '%-11s | %-6s | %12s | %9s | %9s | %9s\n' cache object "requests/s" "p99 ms" "vs varnish" "vs nginx"
 printf -- '------------|--------|--------------|-----------|-----------|----------\n'
 for obj in small 100k; do
-  for name in switchyard varnish nginx; do
+  for name in "${NAMES[@]}"; do
     printf '%-11s | %-6s | %12.0f | %9.2f | %9s | %9s\n' "$name" "$obj" "${RPS[$name-$obj]}" "${P99[$name-$obj]}" \
       "$(ratio "${RPS[$name-$obj]}" "${RPS[varnish-$obj]}")" "$(ratio "${RPS[$name-$obj]}" "${RPS[nginx-$obj]}")"
   done
 done
+echo "sy-nethttp = switchyard with disable_fast_path: true (net/http for every hit), the before reference"
+echo "fast path vs net/http path: small $(ratio "${RPS[switchyard-small]}" "${RPS[sy-nethttp-small]}")x, 100k $(ratio "${RPS[switchyard-100k]}" "${RPS[sy-nethttp-100k]}")x"
 echo "origin requests during the measured phase: $((after - before)) (0 means every measured response was a hit)"
 
 mkdir -p bench/out
@@ -139,6 +153,11 @@ cat > "$OUT" <<JSON
   "switchyard_rps": ${RPS[switchyard-small]},
   "varnish_rps": ${RPS[varnish-small]},
   "nginx_rps": ${RPS[nginx-small]},
+  "nethttp_rps": ${RPS[sy-nethttp-small]},
+  "nethttp_p99_ms": ${P99[sy-nethttp-small]},
+  "nethttp_100k_rps": ${RPS[sy-nethttp-100k]},
+  "ratio_fast_vs_nethttp": $(ratio "${RPS[switchyard-small]}" "${RPS[sy-nethttp-small]}"),
+  "ratio_100k_fast_vs_nethttp": $(ratio "${RPS[switchyard-100k]}" "${RPS[sy-nethttp-100k]}"),
   "switchyard_p99_ms": ${P99[switchyard-small]},
   "varnish_p99_ms": ${P99[varnish-small]},
   "nginx_p99_ms": ${P99[nginx-small]},

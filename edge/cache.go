@@ -212,10 +212,15 @@ type fill struct {
 // readAt copies body bytes from off into p, from memory or from the spill file, and returns how
 // many; ok is false when the spill file cannot supply them (a failed disk write).
 func (f *fill) readAt(p []byte, off int64) (int, bool) {
-	if off < int64(len(f.body)) {
-		return copy(p, f.body[off:]), true
+	// pump appends to body (moving it when it grows) and sets spill under mu; the bytes below a
+	// snapshot's length never change, so they are copied outside the lock.
+	f.mu.Lock()
+	body, spill := f.body, f.spill
+	f.mu.Unlock()
+	if off < int64(len(body)) {
+		return copy(p, body[off:]), true
 	}
-	n, err := f.spill.ReadAt(p, off)
+	n, err := spill.ReadAt(p, off)
 	return n, n > 0 || err == nil
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	Heuristic HeuristicConfig `yaml:"heuristic"`
 	// Tiers configures smart tiered caching through an upper tier chosen by latency.
 	Tiers TierConfig `yaml:"tiers"`
+	// DisableFastPath serves every request through net/http instead of answering fresh memory
+	// hits on the HTTP/1.1 fast path (see edge/fast.go); for comparisons and diagnosis.
+	DisableFastPath bool `yaml:"disable_fast_path"`
 }
 
 // AdminConfig configures the admin API.

@@ -51,6 +51,7 @@ type Edge struct {
 
 	servers []*http.Server
 	addrs   []net.Addr
+	fast    *fastServer // the client listener's fast path; nil when disabled or not started
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -127,23 +128,31 @@ func (e *Edge) Registry() *prometheus.Registry { return e.registry }
 
 // Start listens on cfg.Listen (and cfg.Admin.Listen when set) and serves in the background.
 func (e *Edge) Start() error {
-	bind := func(addr string, h http.Handler) error {
+	bind := func(addr string, h http.Handler, fast bool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
 			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())
-		go srv.Serve(ln)
+		if !fast {
+			go srv.Serve(ln)
+			return nil
+		}
+		// Fresh memory hits are answered on the fast path; it hands every other connection over
+		// to srv (edge/fast.go).
+		e.fast = newFastServer(e, ln)
+		go srv.Serve(e.fast.fallback)
+		go e.fast.serve()
 		return nil
 	}
-	if err := bind(e.cfg.Listen, e); err != nil {
+	if err := bind(e.cfg.Listen, e, !e.cfg.DisableFastPath); err != nil {
 		return err
 	}
 	if e.cfg.Admin.Listen != "" {
-		if err := bind(e.cfg.Admin.Listen, e.AdminHandler()); err != nil {
+		if err := bind(e.cfg.Admin.Listen, e.AdminHandler(), false); err != nil {
 			e.Close()
 			return err
 		}
@@ -169,6 +178,9 @@ func (e *Edge) AdminAddr() string {
 // Close stops the listeners, the tier prober and idle upstream connections.
 func (e *Edge) Close() error {
 	var errs []error
+	if e.fast != nil {
+		e.fast.close(2 * time.Second)
+	}
 	for _, s := range e.servers {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := s.Shutdown(ctx); err != nil {

@@ -37,6 +37,8 @@ type Stats struct {
 	Purged, Pushed atomic.Int64
 	// TierFallbacks counts fetches that went to the origin because the upper tier failed.
 	TierFallbacks atomic.Int64
+	// FastPath counts the hits answered on the HTTP/1.1 fast path (also counted in Hits).
+	FastPath atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -77,6 +79,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"memory_evictions": float64(s.MemoryEvictions.Load()), "disk_evictions": float64(s.DiskEvictions.Load()),
 		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
+		"fast_path_hits": float64(s.FastPath.Load()),
 	}
 }
 
@@ -104,6 +107,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)
 	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
 	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
+	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",
 		Help: "(HIT+STALE)/(HIT+STALE+MISS+REVALIDATED) since start.",

@@ -84,7 +84,18 @@ type Entry struct {
 	Meta *Meta
 	// Body is the whole body when it is held in memory.
 	Body []byte
+
+	// memo is what the owner derived from this (immutable) entry, see Memo.
+	memo atomic.Value
 }
+
+// Memo returns the value SetMemo stored, or nil. The edge keeps an entry's pre-rendered response
+// head here: entries are immutable (an update stores a new Entry), so a value derived once from
+// one holds for its whole life and disappears with it.
+func (e *Entry) Memo() any { return e.memo.Load() }
+
+// SetMemo stores v (always of one type) as the entry's memo; racing callers may each store one.
+func (e *Entry) SetMemo(v any) { e.memo.Store(v) }
 
 // Config sizes the store.
 type Config struct {

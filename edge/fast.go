@@ -1,0 +1,624 @@
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/l7/guard"
+)
+
+// The HTTP/1.1 fast path for cache hits. net/http's server costs a background read goroutine
+// per connection, a header map and a request object per message, and a bufio copy of every
+// response; on the edge's hottest path (a fresh hit of a small object) that was most of the CPU
+// and left the edge behind Varnish. The fast path owns each accepted connection instead: one
+// goroutine parses every request head once (the L7 guard's parser, so heads are read by the same
+// code as the proxy's), and answers a fresh memory hit with the entry's pre-rendered head, the
+// per-request Age (and Date or Connection: close when needed) and the body in one write from a
+// reused buffer.
+//
+// Anything else it hands over, at a request boundary and with the bytes it has already read, to
+// the unchanged net/http path (http.Server + Edge.ServeHTTP) for the rest of the connection:
+// misses, stale entries, methods other than GET and HEAD, HTTP/1.0, request bodies, ranges,
+// conditional requests, request Cache-Control or Pragma, disk-only bodies, Vary mismatches, the
+// RTT endpoint, and every head the fast path would not read exactly as net/http does. The
+// response it writes is byte for byte what the net/http path writes for the same request (see
+// fast_test.go).
+
+// Limits and timeouts of fast-path connections; the timeouts are those of the net/http server
+// Start builds.
+const (
+	fastMaxHead     = 64 << 10 // a longer head is handed over; net/http applies its own limit
+	fastIdle        = 2 * time.Minute
+	fastReadHeader  = 10 * time.Second
+	fastSlack       = 50 * time.Millisecond  // see setReadDeadline
+	fastLinger      = 500 * time.Millisecond // net/http's rstAvoidanceDelay
+	fastCopyBody    = 32 << 10               // larger bodies go out with writev, not copied
+	fastInitialRead = 4 << 10
+)
+
+// fastServer accepts connections for the fast path and hands connections over to the net/http
+// server through fallback.
+type fastServer struct {
+	e        *Edge
+	ln       net.Listener
+	fallback *chanListener
+	closing  atomic.Bool
+
+	mu    sync.Mutex
+	conns map[*fastConn]struct{}
+}
+
+// newFastServer returns a fast path on ln; srv must Serve its fallback listener.
+func newFastServer(e *Edge, ln net.Listener) *fastServer {
+	return &fastServer{e: e, ln: ln, fallback: newChanListener(ln.Addr()), conns: map[*fastConn]struct{}{}}
+}
+
+// serve accepts connections until ln is closed.
+func (fs *fastServer) serve() {
+	var delay time.Duration
+	for {
+		c, err := fs.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || fs.closing.Load() {
+				return
+			}
+			// Out of descriptors and the like: back off instead of spinning, like net/http.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			fs.e.log.Warn("edge accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		fc := &fastConn{fs: fs, c: c}
+		if !fs.track(fc, true) {
+			c.Close()
+			continue
+		}
+		go fc.serve()
+	}
+}
+
+// track registers (on) or forgets a connection; it refuses new ones once closing.
+func (fs *fastServer) track(fc *fastConn, on bool) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if !on {
+		delete(fs.conns, fc)
+		return true
+	}
+	if fs.closing.Load() {
+		return false
+	}
+	fs.conns[fc] = struct{}{}
+	return true
+}
+
+// closeConns closes the fast-path connections (all, or only those between requests) and returns
+// how many were still open.
+func (fs *fastServer) closeConns(all bool) int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for fc := range fs.conns {
+		if all || !fc.active.Load() {
+			fc.c.Close()
+		}
+	}
+	return len(fs.conns)
+}
+
+// close stops accepting, closes idle connections at once and gives those inside a request up to
+// grace to finish their response. Handed-over connections belong to the net/http server.
+func (fs *fastServer) close(grace time.Duration) {
+	fs.closing.Store(true)
+	fs.ln.Close()
+	deadline := time.Now().Add(grace)
+	for fs.closeConns(false) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	fs.closeConns(true)
+}
+
+// fastConn is one client connection served on the fast path.
+type fastConn struct {
+	fs     *fastServer
+	c      net.Conn
+	active atomic.Bool // inside a request (close waits for it) rather than idle
+
+	buf  []byte // read buffer: heads are parsed in place
+	r, w int
+	dl   time.Time // the read deadline in effect
+
+	head    guard.Head
+	closing bool        // the response just written carried Connection: close
+	out     []byte      // the response being written, reused
+	vary    http.Header // the request fields a URL varies on, reused
+}
+
+var errFastHeadTooLarge = errors.New("request head too large for the fast path")
+
+func (fc *fastConn) serve() {
+	handedOff, lingering := false, false
+	defer func() {
+		if lingering {
+			fc.linger()
+		}
+		fc.fs.track(fc, false)
+		if !handedOff {
+			fc.c.Close()
+		}
+	}()
+	fc.buf = make([]byte, fastInitialRead)
+	for !fc.fs.closing.Load() {
+		end, err := fc.readHead()
+		if errors.Is(err, errFastHeadTooLarge) {
+			handedOff = fc.handOff() // net/http answers it with its own limit
+			return
+		}
+		if err != nil {
+			return
+		}
+		keep, ok := fc.serveHit(end)
+		if !ok {
+			handedOff = fc.handOff()
+			return
+		}
+		if !keep {
+			lingering = fc.closing
+			return
+		}
+	}
+}
+
+// linger half-closes the connection after a "Connection: close" response and waits (at most
+// fastLinger) for the client to close its side, as net/http does: closing at once with request
+// bytes still unread makes the kernel reset the connection, and a reset can destroy the response
+// before the client has read it.
+func (fc *fastConn) linger() {
+	cw, ok := fc.c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = fc.c.SetReadDeadline(time.Now().Add(fastLinger))
+	buf := fc.buf[:cap(fc.buf)]
+	for {
+		if _, err := fc.c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// handOff gives the connection, with the bytes read but not consumed, to the net/http server.
+func (fc *fastConn) handOff() bool {
+	pre := append([]byte(nil), fc.buf[fc.r:fc.w]...)
+	_ = fc.c.SetReadDeadline(time.Time{})
+	return fc.fs.fallback.deliver(&prefixConn{Conn: fc.c, pre: pre})
+}
+
+// readHead waits for the next whole request head at the start of the buffer and returns its
+// length: the idle timeout until its first byte, then the read-header timeout.
+func (fc *fastConn) readHead() (int, error) {
+	fc.active.Store(false)
+	if fc.r == fc.w {
+		fc.setReadDeadline(time.Now().Add(fastIdle))
+		if err := fc.fill(); err != nil {
+			return 0, err
+		}
+	}
+	fc.active.Store(true)
+	from, timed := 0, false
+	for {
+		b := fc.buf[fc.r:fc.w]
+		if end := guard.HeadEnd(b, from); end >= 0 {
+			return end, nil
+		}
+		if len(b) >= fastMaxHead {
+			return 0, errFastHeadTooLarge
+		}
+		from = max(0, len(b)-3)
+		if !timed {
+			fc.setReadDeadline(time.Now().Add(fastReadHeader))
+			timed = true
+		}
+		if err := fc.fill(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// fill reads more bytes, making room first (compacting, then growing up to fastMaxHead).
+func (fc *fastConn) fill() error {
+	if fc.w == len(fc.buf) {
+		if fc.r > 0 {
+			fc.w = copy(fc.buf, fc.buf[fc.r:fc.w])
+			fc.r = 0
+		} else {
+			nb := make([]byte, min(2*len(fc.buf), fastMaxHead))
+			fc.w = copy(nb, fc.buf[fc.r:fc.w])
+			fc.buf = nb
+		}
+	}
+	n, err := fc.c.Read(fc.buf[fc.w:])
+	fc.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("read request: no progress")
+	}
+	return err
+}
+
+// consume marks n buffered bytes as used.
+func (fc *fastConn) consume(n int) {
+	fc.r += n
+	if fc.r == fc.w {
+		fc.r, fc.w = 0, 0
+	}
+}
+
+// setReadDeadline sets the read deadline lazily: moving it later by less than fastSlack is
+// skipped, because each call updates a timer and keep-alive traffic moves it by microseconds per
+// request. A deadline may thus fire up to fastSlack early, never late.
+func (fc *fastConn) setReadDeadline(t time.Time) {
+	if !t.Before(fc.dl) && t.Sub(fc.dl) < fastSlack {
+		return
+	}
+	fc.dl = t
+	_ = fc.c.SetReadDeadline(t)
+}
+
+// hitRequest is what the fast path needs from a request head it may answer.
+type hitRequest struct {
+	head   bool // HEAD rather than GET
+	target []byte
+	host   []byte
+	close  bool // Connection: close
+}
+
+// inspect reads a parsed head and reports whether the fast path may answer it: GET or HEAD,
+// HTTP/1.1, a plain origin-form target, one plain Host, no body, and no field that asks for
+// more than a plain hit (ranges, preconditions, request cache directives, expectations).
+func (fc *fastConn) inspect() (hitRequest, bool) {
+	var hr hitRequest
+	h := &fc.head
+	line := h.Line
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		line = line[4:]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		line, hr.head = line[5:], true
+	default:
+		return hr, false
+	}
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 || string(line[sp+1:]) != "HTTP/1.1" || !plainTarget(line[:sp]) {
+		return hr, false
+	}
+	hr.target = line[:sp]
+	if h.ContentLength >= 0 || h.Chunked || h.TransferEncoding != nil || h.Upgrade {
+		return hr, false
+	}
+	hosts, conns := 0, 0
+	for _, f := range h.Fields {
+		if !validFieldValue(f.Value) {
+			return hr, false // net/http refuses it: let it answer
+		}
+		n := f.Name
+		switch {
+		case bytes.EqualFold(n, []byte("Host")):
+			hr.host = f.Value
+			hosts++
+		case bytes.EqualFold(n, []byte("Connection")):
+			// net/http looks at the first Connection field only; two are left to it.
+			hr.close = hasToken(f.Value, "close")
+			conns++
+		case len(n) > 3 && bytes.EqualFold(n[:3], []byte("If-")),
+			bytes.EqualFold(n, []byte("Range")),
+			bytes.EqualFold(n, []byte("Cache-Control")),
+			bytes.EqualFold(n, []byte("Pragma")),
+			bytes.EqualFold(n, []byte("Expect")):
+			return hr, false
+		}
+	}
+	return hr, hosts == 1 && conns <= 1 && plainHost(hr.host)
+}
+
+// serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
+// ok is false, with nothing consumed or written, when net/http must answer it; keep reports
+// that the connection may serve another request.
+func (fc *fastConn) serveHit(end int) (keep, ok bool) {
+	e := fc.fs.e
+	if b := fc.buf[fc.r]; b == '\r' || b == '\n' {
+		return false, false // leading empty lines: net/http's reading of them is the reference
+	}
+	if guard.ParseHead(fc.buf[fc.r:fc.r+end], &fc.head) != nil {
+		return false, false // net/http answers malformed heads its own way
+	}
+	hr, ok := fc.inspect()
+	if !ok {
+		return false, false
+	}
+	// The same key and checks as Edge.serveCacheable; plainTarget guarantees that the target is
+	// what net/http's URL.RequestURI() gives back for it.
+	primary := primaryKey(string(hr.host), string(hr.target))
+	if path, _, _ := bytes.Cut(hr.target, []byte("?")); string(path) == rttPath {
+		return false, false
+	}
+	if _, pass := e.pass.GetIfPresent(primary); pass {
+		return false, false
+	}
+	key := primary
+	e.variantsMu.RLock()
+	vs := e.variants[primary]
+	e.variantsMu.RUnlock()
+	if vs != nil {
+		key = variantKey(primary, vs.names, fc.varyFields(vs.names))
+	}
+	ent, found := e.store.Get(key)
+	if !found || (ent.Body == nil && ent.Meta.Size > 0) {
+		return false, false // a miss, or a body that lives on disk only
+	}
+	m := ent.Meta
+	now := time.Now()
+	age := m.Age(now)
+	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
+		return false, false
+	}
+	hh := hitHeadOf(ent)
+	if hh == nil {
+		return false, false
+	}
+
+	// From here the request is ours.
+	fc.consume(end)
+	e.stats.count(Hit)
+	e.stats.FastPath.Add(1)
+	out := append(fc.out[:0], hh.pre...)
+	out = append(out, "Age: "...)
+	out = strconv.AppendInt(out, int64(age/time.Second), 10)
+	out = append(out, "\r\n"...)
+	out = append(out, hh.post...)
+	// net/http's own fields follow the handler's, in its order: Date, Content-Type, Connection.
+	if hh.date {
+		out = append(out, "Date: "...)
+		out = now.UTC().AppendFormat(out, http.TimeFormat)
+		out = append(out, "\r\n"...)
+	}
+	if hh.sniffed != "" && !hr.head {
+		out = append(out, "Content-Type: "...)
+		out = append(out, hh.sniffed...)
+		out = append(out, "\r\n"...)
+	}
+	if hr.close {
+		out = append(out, "Connection: close\r\n"...)
+	}
+	out = append(out, "\r\n"...)
+	var err error
+	switch body := ent.Body; {
+	case hr.head || len(body) == 0:
+		_, err = fc.c.Write(out)
+	case len(body) <= fastCopyBody:
+		out = append(out, body...)
+		_, err = fc.c.Write(out)
+	default:
+		// One writev: the stored body is immutable, so it is sent without a copy.
+		bufs := net.Buffers{out, body}
+		_, err = bufs.WriteTo(fc.c)
+	}
+	fc.out = out
+	fc.closing = err == nil && hr.close
+	return err == nil && !hr.close, true
+}
+
+// varyFields returns the request's fields named by a URL's Vary, as the header variantKey reads.
+func (fc *fastConn) varyFields(names []string) http.Header {
+	if fc.vary == nil {
+		fc.vary = http.Header{}
+	}
+	clear(fc.vary)
+	for _, f := range fc.head.Fields {
+		for _, n := range names {
+			if len(n) == len(f.Name) && bytes.EqualFold(f.Name, []byte(n)) {
+				fc.vary[n] = append(fc.vary[n], string(f.Value))
+			}
+		}
+	}
+	return fc.vary
+}
+
+// hitHead is the pre-rendered head of a stored response served as a HIT, split around Age, the
+// one field that changes per request. It is exactly what net/http writes for the same response:
+// the status line, then the header fields sorted by name (rendered by http.Header.Write, net/http's
+// own writer), then the fields net/http adds itself.
+type hitHead struct {
+	pre     []byte // status line and the fields sorting before "Age"
+	post    []byte // the fields sorting after "Age", X-Cache and Via among them
+	date    bool   // the stored response has no Date: net/http adds the current one
+	sniffed string // no Content-Type (and no Content-Encoding): net/http sniffs one for a body
+}
+
+// hitHeadOf returns the entry's hit head, rendering it on first use; nil when the fast path does
+// not serve this entry (bodyless or unusual statuses, a Content-Length that is not the body's).
+func hitHeadOf(ent *store.Entry) *hitHead {
+	if hh, ok := ent.Memo().(*hitHead); ok {
+		return hh
+	}
+	hh := renderHitHead(ent)
+	if hh == nil {
+		hh = &hitHead{} // remembered as "not served here"
+	}
+	ent.SetMemo(hh)
+	if hh.pre == nil {
+		return nil
+	}
+	return hh
+}
+
+func renderHitHead(ent *store.Entry) *hitHead {
+	m := ent.Meta
+	text := http.StatusText(m.Status)
+	if bodyless(m.Status) || text == "" {
+		return nil
+	}
+	if cl := m.Header["Content-Length"]; len(cl) != 1 || cl[0] != strconv.Itoa(len(ent.Body)) {
+		return nil
+	}
+	for _, k := range []string{"Connection", "Transfer-Encoding"} {
+		if _, ok := m.Header[k]; ok {
+			return nil // net/http would treat these specially; never stored, but be exact
+		}
+	}
+	before, after := http.Header{}, http.Header{}
+	for k, vv := range m.Header {
+		switch {
+		case k == "Age" || k == "X-Cache":
+		case k < "Age":
+			before[k] = vv
+		default:
+			after[k] = vv
+		}
+	}
+	setCacheHeaders(after, Hit, 0)
+	delete(after, "Age")
+	var pre, post bytes.Buffer
+	pre.WriteString("HTTP/1.1 " + strconv.Itoa(m.Status) + " " + text + "\r\n")
+	if before.Write(&pre) != nil || after.Write(&post) != nil {
+		return nil
+	}
+	hh := &hitHead{pre: pre.Bytes(), post: post.Bytes()}
+	_, hasDate := m.Header["Date"]
+	hh.date = !hasDate
+	if _, ok := m.Header["Content-Type"]; !ok && m.Header.Get("Content-Encoding") == "" && len(ent.Body) > 0 {
+		hh.sniffed = http.DetectContentType(ent.Body)
+	}
+	return hh
+}
+
+// plainTarget reports an origin-form target whose bytes net/http's URL.RequestURI() gives back
+// unchanged: a path of unreserved characters and the sub-delimiters a path keeps unescaped, and
+// an optional query of visible ASCII. Escapes and anything unusual go to net/http.
+func plainTarget(t []byte) bool {
+	if len(t) == 0 || t[0] != '/' {
+		return false
+	}
+	i := 0
+	for ; i < len(t) && t[i] != '?'; i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			bytes.IndexByte([]byte("-._~/$&+,:;=@"), c) >= 0) {
+			return false
+		}
+	}
+	for ; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainHost accepts host names, IPv4 and bracketed IPv6 addresses with an optional port.
+func plainHost(h []byte) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '-' || c == ':' || c == '[' || c == ']') {
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue rejects control characters other than HTAB, as net/http does.
+func validFieldValue(v []byte) bool {
+	for _, c := range v {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken reports whether v holds token as a list element, matching the way net/http reads a
+// Connection field: case-insensitive, delimited by spaces, tabs or commas.
+func hasToken(v []byte, token string) bool {
+	for i := 0; i+len(token) <= len(v); i++ {
+		if !bytes.EqualFold(v[i:i+len(token)], []byte(token)) {
+			continue
+		}
+		if (i == 0 || isTokenBoundary(v[i-1])) && (i+len(token) == len(v) || isTokenBoundary(v[i+len(token)])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+
+// chanListener is the net/http server's listener: it yields the connections the fast path hands
+// over.
+type chanListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// deliver passes c to the server; false once the listener is closed.
+func (l *chanListener) deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// Accept implements net.Listener.
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// prefixConn replays the bytes the fast path already read before reading from the connection.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+// Read implements net.Conn.
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
