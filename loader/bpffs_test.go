@@ -1,6 +1,9 @@
 package loader
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 func TestEnsureBPFFS(t *testing.T) {
 	requireRoot(t)
@@ -12,5 +15,26 @@ func TestEnsureBPFFS(t *testing.T) {
 	}
 	if err := EnsureBPFFS("/tmp/not-bpffs"); err == nil {
 		t.Fatal("a pin dir outside bpffs was accepted")
+	}
+}
+
+func TestDetachRemovesEmptyParents(t *testing.T) {
+	requireRoot(t)
+	if err := EnsureBPFFS(BPFFSRoot); err != nil {
+		t.Fatal(err)
+	}
+	root := "/sys/fs/bpf/switchyard-detach-test"
+	pin := root + "/a/b"
+	t.Cleanup(func() { os.RemoveAll(root) })
+	f, err := LoadForwarder(Options{PinDir: pin, RingSize: 13, MaxVIPs: 2, MaxBackends: 8, ConnTableSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := Detach(pin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind after detach: %v", root, err)
 	}
 }

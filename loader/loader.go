@@ -247,5 +247,16 @@ func Detach(pinDir string) error {
 	if err := os.RemoveAll(pinDir); err != nil {
 		return fmt.Errorf("detach: remove %s: %w", pinDir, err)
 	}
+	removeEmptyParents(pinDir)
 	return nil
+}
+
+// removeEmptyParents removes the directories above a removed pin directory that it leaves
+// empty (such as /sys/fs/bpf/switchyard), up to bpffs' root, so a detach leaves nothing behind.
+func removeEmptyParents(dir string) {
+	for p := filepath.Dir(filepath.Clean(dir)); p != BPFFSRoot && p != "/" && p != "."; p = filepath.Dir(p) {
+		if os.Remove(p) != nil { // not empty, or gone: stop
+			return
+		}
+	}
 }
