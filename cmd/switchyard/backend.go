@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -49,7 +50,7 @@ func backendAddCmd() *cli.Command {
      switchyard backend add web6 fd00:5e:3::3 --weight 2`,
 		Flags: append(l4SocketFlags(), &cli.UintFlag{Name: "weight", Aliases: []string{"w"}, Value: 1, Usage: "relative `WEIGHT` of new flows"}),
 		Action: l4Action(func(c *cli.Context, args []string) error {
-			if err := l4Args(c, args, 2, "switchyard backend add VIP ADDRESS [--weight N]"); err != nil {
+			if err := l4BackendArgs(c, args, "switchyard backend add VIP ADDRESS [--weight N]"); err != nil {
 				return err
 			}
 			w := c.Uint("weight")
@@ -74,7 +75,7 @@ func backendSimpleCmd(name string, aliases []string, op, usage string) *cli.Comm
      switchyard backend %s 198.18.100.1:80/tcp 198.18.3.1 --json`, name, name),
 		Flags: l4SocketFlags(),
 		Action: l4Action(func(c *cli.Context, args []string) error {
-			if err := l4Args(c, args, 2, "switchyard backend "+name+" VIP ADDRESS"); err != nil {
+			if err := l4BackendArgs(c, args, "switchyard backend "+name+" VIP ADDRESS"); err != nil {
 				return err
 			}
 			return l4Change(c, op, api.BackendReq{VIP: args[0], Address: args[1]})
@@ -142,4 +143,16 @@ func backendListCmd() *cli.Command {
 			})
 		}),
 	}
+}
+
+// l4BackendArgs checks VIP ADDRESS arguments before anything is sent, so a typo is reported as
+// such even when no daemon runs.
+func l4BackendArgs(c *cli.Context, args []string, usage string) error {
+	if err := l4Args(c, args, 2, usage); err != nil {
+		return err
+	}
+	if _, err := netip.ParseAddr(args[1]); err != nil {
+		return fmt.Errorf("invalid backend address %q: use an IPv4 or IPv6 address such as 198.18.3.3 or fd00:5e:3::3", args[1])
+	}
+	return nil
 }

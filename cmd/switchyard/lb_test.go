@@ -806,3 +806,14 @@ func TestL4NoConfigFile(t *testing.T) {
 		t.Fatalf("reload of the saved file: %v", err)
 	}
 }
+
+// TestL4BackendAddressCheckedFirst: a bad backend address is reported as such before the CLI
+// looks for a daemon.
+func TestL4BackendAddressCheckedFirst(t *testing.T) {
+	for _, cmd := range [][]string{{"backend", "add", "web", "1.2.3.999"}, {"backend", "drain", "web", "nope"}} {
+		_, err := runL4CLI(t, append(cmd, "--socket", "/nonexistent/switchyard.sock")...)
+		if err == nil || !strings.Contains(err.Error(), "invalid backend address") {
+			t.Errorf("%v: %v, want an invalid-address error", cmd, err)
+		}
+	}
+}
