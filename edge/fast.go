@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/guard"
 )
 
@@ -49,7 +50,7 @@ const (
 type fastServer struct {
 	e        *Edge
 	ln       net.Listener
-	fallback *chanListener
+	fallback *handover.Listener
 	closing  atomic.Bool
 
 	mu    sync.Mutex
@@ -58,7 +59,7 @@ type fastServer struct {
 
 // newFastServer returns a fast path on ln; srv must Serve its fallback listener.
 func newFastServer(e *Edge, ln net.Listener) *fastServer {
-	return &fastServer{e: e, ln: ln, fallback: newChanListener(ln.Addr()), conns: map[*fastConn]struct{}{}}
+	return &fastServer{e: e, ln: ln, fallback: handover.NewListener(ln.Addr()), conns: map[*fastConn]struct{}{}}
 }
 
 // serve accepts connections until ln is closed.
@@ -199,7 +200,7 @@ func (fc *fastConn) linger() {
 func (fc *fastConn) handOff() bool {
 	pre := append([]byte(nil), fc.buf[fc.r:fc.w]...)
 	_ = fc.c.SetReadDeadline(time.Time{})
-	return fc.fs.fallback.deliver(&prefixConn{Conn: fc.c, pre: pre})
+	return fc.fs.fallback.Deliver(&handover.PrefixConn{Conn: fc.c, Pre: pre})
 }
 
 // readHead waits for the next whole request head at the start of the buffer and returns its
@@ -564,61 +565,3 @@ func hasToken(v []byte, token string) bool {
 }
 
 func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
-
-// chanListener is the net/http server's listener: it yields the connections the fast path hands
-// over.
-type chanListener struct {
-	addr   net.Addr
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// deliver passes c to the server; false once the listener is closed.
-func (l *chanListener) deliver(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-// Accept implements net.Listener.
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close implements net.Listener.
-func (l *chanListener) Close() error {
-	l.closed.Do(func() { close(l.done) })
-	return nil
-}
-
-// Addr implements net.Listener.
-func (l *chanListener) Addr() net.Addr { return l.addr }
-
-// prefixConn replays the bytes the fast path already read before reading from the connection.
-type prefixConn struct {
-	net.Conn
-	pre []byte
-}
-
-// Read implements net.Conn.
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.pre) > 0 {
-		n := copy(b, p.pre)
-		p.pre = p.pre[n:]
-		return n, nil
-	}
-	return p.Conn.Read(b)
-}

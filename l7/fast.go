@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/guard"
 	"github.com/switchyard/switchyard/l7/route"
@@ -42,7 +43,7 @@ type fastConn struct {
 	scheme   string
 	remote   string
 	clientIP string
-	fallback *chanListener
+	fallback *handover.Listener
 	active   atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
@@ -67,7 +68,7 @@ type fastConn struct {
 // serve go to an http.Server (HTTP/1.1 with the guard, and h2c when allowed) on the same
 // handler.
 func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
-	fb := newChanListener(ln.Addr())
+	fb := handover.NewListener(ln.Addr())
 	srv := s.httpServer(s, h2c, scheme)
 	s.mu.Lock()
 	s.lns = append(s.lns, ln, fb)
@@ -94,7 +95,7 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the fast path,
 // handing it to fb's http.Server when the fast path cannot serve it.
-func (s *Server) serveConn(c net.Conn, scheme string, fb *chanListener) {
+func (s *Server) serveConn(c net.Conn, scheme string, fb *handover.Listener) {
 	fc := &fastConn{s: s, c: c, scheme: scheme, fallback: fb, remote: c.RemoteAddr().String()}
 	fc.req.RemoteAddr = fc.remote
 	fc.clientIP = balance.ClientIP(&fc.req)
@@ -181,8 +182,8 @@ func (fc *fastConn) refuse(r *guard.Rejection) {
 func (fc *fastConn) handOff() bool {
 	pre := append([]byte(nil), fc.in.buffered()...)
 	_ = fc.c.SetDeadline(time.Time{})
-	conn := guard.Wrap(&prefixConn{Conn: fc.c, pre: pre}, fc.s.state.Load().cfg.Limits.MaxHeaderBytes, fc.s.onReject)
-	return fc.fallback.deliver(conn)
+	conn := guard.Wrap(&handover.PrefixConn{Conn: fc.c, Pre: pre}, fc.s.state.Load().cfg.Limits.MaxHeaderBytes, fc.s.onReject)
+	return fc.fallback.Deliver(conn)
 }
 
 // readRequestHead waits for the next request head: idle timeout until its first byte, then the

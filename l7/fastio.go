@@ -166,19 +166,3 @@ func (u *upstreams) closeIdle(final bool) {
 		}
 	}
 }
-
-// prefixConn replays bytes the fast path already read before reading from the connection; it
-// hands a connection over to net/http at a request boundary.
-type prefixConn struct {
-	net.Conn
-	pre []byte
-}
-
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.pre) > 0 {
-		n := copy(b, p.pre)
-		p.pre = p.pre[n:]
-		return n, nil
-	}
-	return p.Conn.Read(b)
-}

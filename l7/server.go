@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/guard"
 )
 
@@ -192,7 +193,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
 	// fast path (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
 	// http.Server runs its HTTP/2 server on them (HTTP/2 framing has no smuggling ambiguity).
-	conns := newChanListener(ln.Addr())
+	conns := handover.NewListener(ln.Addr())
 	s.mu.Lock()
 	s.lns = append(s.lns, conns, ln)
 	s.mu.Unlock()
@@ -213,7 +214,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	return err
 }
 
-func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *chanListener) {
+func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *handover.Listener) {
 	c := tls.Server(raw, tc)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -226,7 +227,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		s.serveConn(c, "https", conns)
 		return
 	}
-	if !conns.deliver(c) {
+	if !conns.Deliver(c) {
 		c.Close()
 	}
 }
@@ -384,43 +385,6 @@ func (s *Server) stop() {
 		s.closer.Close()
 	}
 }
-
-// chanListener is a net.Listener fed by the TLS accept loop with handshaken HTTP/1.1 connections.
-type chanListener struct {
-	addr   net.Addr
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) deliver(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.closed.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }
 
 // bufferPool recycles the 32 KiB copy buffers of ReverseProxy.
 type bufferPool struct{}

@@ -1,0 +1,68 @@
+// Package handover lets a fast HTTP/1.1 path that owns a connection pass it, at a request
+// boundary, to a net/http server: Listener feeds the server the connections handed over, and
+// PrefixConn replays the bytes the fast path already read. The L7 proxy and the edge cache both
+// use it for everything their fast paths do not handle.
+package handover
+
+import (
+	"net"
+	"sync"
+)
+
+// Listener is a net.Listener whose connections come from Deliver.
+type Listener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+// NewListener returns a Listener that reports addr as its address.
+func NewListener(addr net.Addr) *Listener {
+	return &Listener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// Deliver passes c to the server; false once the listener is closed (the caller then closes c).
+func (l *Listener) Deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// Accept implements net.Listener.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (l *Listener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// PrefixConn replays Pre before reading from the connection.
+type PrefixConn struct {
+	net.Conn
+	Pre []byte
+}
+
+// Read implements net.Conn.
+func (p *PrefixConn) Read(b []byte) (int, error) {
+	if len(p.Pre) > 0 {
+		n := copy(b, p.Pre)
+		p.Pre = p.Pre[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
