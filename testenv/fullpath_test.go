@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +68,7 @@ func TestFullPath(t *testing.T) {
 	// Uncacheable paths go through to the app servers every time, both of them in turn.
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
-		r, err := hc.Get("http://" + lab.WWWName + "/tracking")
+		r, err := hc.Get("http://" + lab.WWWName + "/api/items")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,5 +77,36 @@ func TestFullPath(t *testing.T) {
 	}
 	if !seen["be1"] || !seen["be2"] {
 		t.Errorf("uncacheable requests reached %v, want both app servers", seen)
+	}
+
+	// Straight to the L7 VIP (XDP, then one of two L7 proxies): reads land in the reads pool
+	// (be1), writes in the writes pool (be2), and both L7 instances carry requests.
+	vip := "http://" + lab.L7VIP.String()
+	direct := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: lab.DialViaDNS(c, dns.Addr4), DisableKeepAlives: true}}
+	l7a, _ := st.Topo.Node("l7a")
+	l7b, _ := st.Topo.Node("l7b")
+	peers := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		r, err := direct.Get(vip + "/tracking?i=" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if got := r.Header.Get(app.Header); r.StatusCode != 200 || got != "be1" {
+			t.Fatalf("GET /tracking: status %d from %q, want 200 from the reads pool (be1)", r.StatusCode, got)
+		}
+		peers[r.Header.Get(app.PeerHeader)] = true
+		r, err = direct.Post(vip+"/event", "application/json", strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if got := r.Header.Get(app.Header); r.StatusCode != 200 || got != "be2" {
+			t.Fatalf("POST /event: status %d from %q, want 200 from the writes pool (be2)", r.StatusCode, got)
+		}
+		peers[r.Header.Get(app.PeerHeader)] = true
+	}
+	if !peers[l7a.Addr4.String()] || !peers[l7b.Addr4.String()] {
+		t.Errorf("requests came through L7 hosts %v, want both %s and %s", peers, l7a.Addr4, l7b.Addr4)
 	}
 }

@@ -23,6 +23,9 @@ import (
 // Header is the response header that carries the server's name.
 const Header = "X-Backend"
 
+// PeerHeader is the response header that carries the address the request came from.
+const PeerHeader = "X-Peer"
+
 // AdminPrefix starts the control paths; requests to them are not counted.
 const AdminPrefix = "/admin/"
 
@@ -103,9 +106,13 @@ func (s *Server) Reset() {
 //	/static/...                  "NAME PATH\n", cacheable for 10 s
 //	anything else                "NAME PATH\n"
 //
-// Every answer carries the X-Backend header with the server's name.
+// Every answer carries the X-Backend header with the server's name, and X-Peer with the address
+// the request came from (the L7 host, when an L7 proxy sits in front).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(Header, s.name)
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		w.Header().Set(PeerHeader, host)
+	}
 	path := r.URL.Path
 	switch {
 	case path == "/health":

@@ -48,26 +48,45 @@ memory:
 `, origin)
 }
 
-// l7Config proxies everything to the app backends, listening on every address (the L7 VIP on
-// lo for the clients, the host's own address for the L4 daemon's health checks).
+// l7Config is the L7 tier's configuration: /tracking reads go to the reads pool (every backend
+// but the last), /event writes to the writes pool (the last backend), /asset to the static pool,
+// everything else to all backends. It listens on every address (the L7 VIP on lo for the
+// clients, the host's own address for the L4 daemon's health checks).
 func l7Config(bes []topo.Node) string {
-	var b []string
-	for _, n := range bes {
-		b = append(b, fmt.Sprintf("{address: %s:80}", n.Addr4))
+	addrs := func(ns []topo.Node) string {
+		var b []string
+		for _, n := range ns {
+			b = append(b, fmt.Sprintf("{address: %s:80}", n.Addr4))
+		}
+		return strings.Join(b, ", ")
 	}
+	reads, writes := bes, bes
+	if len(bes) > 1 {
+		reads, writes = bes[:len(bes)-1], bes[len(bes)-1:]
+	}
+	health := "health: {path: /health, interval: 1s, timeout: 500ms, rise: 2, fall: 2, expect_status: 200}"
 	return fmt.Sprintf(`listeners:
   - address: 0.0.0.0:80
 admin: {address: 127.0.0.1:9901}
 routes:
+  - name: tracking
+    match: {path: {prefix: /tracking}, methods: [GET, HEAD]}
+    pool: reads
+  - name: event
+    match: {path: {exact: /event}, methods: [POST]}
+    pool: writes
+  - name: asset
+    match: {path: {prefix: /asset}}
+    pool: static
   - name: all
     match: {path: {prefix: /}}
     pool: app
 pools:
-  - name: app
-    balance: least_request
-    backends: [%s]
-    health: {path: /health, interval: 1s, timeout: 500ms, rise: 2, fall: 2, expect_status: 200}
-`, strings.Join(b, ", "))
+  - {name: reads, balance: least_request, backends: [%[1]s], %[4]s}
+  - {name: writes, balance: round_robin, backends: [%[2]s], %[4]s}
+  - {name: static, balance: round_robin, backends: [%[3]s], %[4]s}
+  - {name: app, balance: least_request, backends: [%[3]s], %[4]s}
+`, addrs(reads), addrs(writes), addrs(bes), health)
 }
 
 // writeConfig writes a stop's configuration into the lab's state directory.
