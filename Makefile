@@ -5,7 +5,7 @@ BIN       := bin/switchyard
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps test test-short demo demo-down bench bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: all build generate deps check-go test test-short demo demo-down bench bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -18,12 +18,18 @@ generate:
 	$(GO) generate ./loader/...
 
 # deps installs the Debian packages the build, the lab and the tests use. Idempotent.
-deps:
+deps: check-go
 	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# check-go fails early, with the fix, when no usable Go is on PATH. Go 1.21 or newer fetches the
+# toolchain go.mod names by itself (GOTOOLCHAIN=auto).
+check-go:
+	@command -v $(GO) >/dev/null 2>&1 || { echo "no Go on PATH: install Go 1.21 or newer (Debian 13: apt-get install golang-go; Debian 12: the go.dev tarball in /usr/local/go, then export PATH=/usr/local/go/bin:\$$PATH)" >&2; exit 1; }
+	@v=$$($(GO) env GOVERSION 2>/dev/null | sed 's/^go//'); case "$$v" in 1.1[0-9]*|1.20*|"") echo "Go $$v is too old: install Go 1.21 or newer (Debian 12: the go.dev tarball in /usr/local/go)" >&2; exit 1;; esac
 
 # test runs the whole suite, including the root-only network-namespace end-to-end tests (they
 # skip with a message when not root).
