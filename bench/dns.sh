@@ -13,14 +13,10 @@ BIN=${BIN:-bin/switchyard}
 OUT=bench/out/dns.json
 PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355
 
-[ -x "$BIN" ] || { echo "dns bench: $BIN missing; run: go build -o bin/switchyard ./cmd/switchyard" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+require_binary "$BIN" dns
 
-need=""
-for p in nsd knot dnsperf dnsutils; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
-if [ -n "$need" ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
-fi
+ensure_packages nsd knot dnsperf dnsutils
 
 WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
 PIDS=()

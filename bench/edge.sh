@@ -18,14 +18,10 @@ BIN=${BIN:-bin/switchyard}
 OUT=bench/out/edge.json
 PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183 PORT_SYNET=18184
 
-[ -x "$BIN" ] || { echo "edge bench: $BIN missing; run: go build -o bin/switchyard ./cmd/switchyard" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+require_binary "$BIN" edge
 
-need=""
-for p in varnish nginx wrk curl; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
-if [ -n "$need" ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
-fi
+ensure_packages varnish nginx wrk curl
 
 WORK=$(mktemp -d /tmp/switchyard-edge-bench.XXXXXX)
 chmod 755 "$WORK"

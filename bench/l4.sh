@@ -15,12 +15,8 @@ OUT=bench/out/l4.json
 
 [ "$(id -u)" = 0 ] || { echo "l4 bench: needs root (network namespaces, XDP)" >&2; exit 1; }
 
-need=""
-for p in wrk haproxy nftables iproute2 util-linux; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
-if [ -n "$need" ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
-fi
+. "$(dirname "$0")/lib.sh"
+ensure_packages wrk haproxy nftables iproute2 util-linux
 
 mkdir -p bench/out
 DRIVER=$(mktemp /tmp/switchyard-l4-bench.XXXXXX)

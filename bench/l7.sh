@@ -9,6 +9,7 @@
 # CONNS (64), THREADS (2). Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
@@ -16,11 +17,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 NGINX_H2_PORT=18185 HAPROXY_H2_PORT=18186
 
-need=""
-for p in wrk nginx haproxy nghttp2-client; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
-if [ -n "$need" ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
-fi
+ensure_packages wrk nginx haproxy nghttp2-client
 [ -x bin/switchyard ] || go build -o bin/switchyard ./cmd/switchyard
 
 work=$(mktemp -d /tmp/switchyard-bench-l7.XXXXXX)
