@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -33,8 +34,9 @@ type HealthOptions struct {
 
 // LessonHealth is the lesson's health check (assumption Y3): every 200 ms, one failure marks a
 // replica down; the lesson's check has a 100 ms timeout.
-func LessonHealth() *lab.DaemonHealth {
-	return &lab.DaemonHealth{Type: "http", Port: 80, Path: "/health", ExpectStatus: 200, Interval: "200ms", Timeout: "100ms", Rise: 1, Fall: 1}
+func LessonHealth() *config.HealthCheck {
+	return &config.HealthCheck{Type: "http", Port: 80, Path: "/health", ExpectStatus: 200,
+		Interval: config.Duration(200 * time.Millisecond), Timeout: config.Duration(100 * time.Millisecond), Rise: 1, Fall: 1}
 }
 
 // HealthCheck runs the lesson's setup twice on the real system, with and without the

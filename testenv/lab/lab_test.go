@@ -45,8 +45,8 @@ func TestDaemonConfigParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := l.Balancer()
-	for _, h := range []*DaemonHealth{DefaultHealth(), nil} {
-		b, err := yaml.Marshal(DaemonConfigFor(l, lb, SocketPath("sy", lb.NS), h))
+	for _, h := range []*config.HealthCheck{DefaultHealth(), nil} {
+		b, err := DaemonConfigFor(l, lb, SocketPath("sy", lb.NS), h).Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}

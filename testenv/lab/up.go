@@ -9,8 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
@@ -36,7 +35,7 @@ type UpOptions struct {
 	Stops map[string]bool
 	// Health is the daemon's health check on TCP VIPs: nil takes DefaultHealth, and NoHealth
 	// turns health checking off.
-	Health   *DaemonHealth
+	Health   *config.HealthCheck
 	NoHealth bool
 }
 
@@ -185,98 +184,43 @@ func appArgv(exe string, n topo.Node) []string {
 	return argv
 }
 
-// DaemonConfig is the part of `switchyard lb run`'s YAML configuration the lab writes (the
-// shape agreed in the L4 contract).
-type DaemonConfig struct {
-	Interface       string      `yaml:"interface"`
-	XDPMode         string      `yaml:"xdp_mode"`
-	PinDir          string      `yaml:"pin_dir"`
-	Socket          string      `yaml:"socket"`
-	Metrics         string      `yaml:"metrics,omitempty"`
-	NextHop         string      `yaml:"next_hop"`
-	EncapSource4    string      `yaml:"encap_source4"`
-	EncapSource6    string      `yaml:"encap_source6"`
-	DrainTimeout    string      `yaml:"drain_timeout,omitempty"`
-	AllBackendsDown string      `yaml:"all_backends_down,omitempty"`
-	VIPs            []DaemonVIP `yaml:"vips"`
-}
-
-// DaemonVIP is one VIP of DaemonConfig.
-type DaemonVIP struct {
-	Name     string          `yaml:"name"`
-	Address  string          `yaml:"address"`
-	Port     uint16          `yaml:"port"`
-	Protocol string          `yaml:"protocol"`
-	Health   *DaemonHealth   `yaml:"health,omitempty"`
-	Backends []DaemonBackend `yaml:"backends"`
-}
-
-// DaemonHealth is a VIP's health check.
-type DaemonHealth struct {
-	Type         string `yaml:"type"`
-	Port         uint16 `yaml:"port,omitempty"`
-	Path         string `yaml:"path,omitempty"`
-	ExpectStatus int    `yaml:"expect_status,omitempty"`
-	Interval     string `yaml:"interval"`
-	Timeout      string `yaml:"timeout"`
-	Rise         int    `yaml:"rise"`
-	Fall         int    `yaml:"fall"`
-}
-
-// DaemonBackend is one backend of a DaemonVIP.
-type DaemonBackend struct {
-	Address string `yaml:"address"`
-	Weight  uint32 `yaml:"weight"`
-}
-
 // DefaultHealth is the lab's health check: HTTP /health every second, 3 failures mark a
 // backend down, 2 successes bring it back.
-func DefaultHealth() *DaemonHealth {
-	return &DaemonHealth{Type: "http", Port: 80, Path: "/health", ExpectStatus: 200, Interval: "1s", Timeout: "500ms", Rise: 2, Fall: 3}
+func DefaultHealth() *config.HealthCheck {
+	return &config.HealthCheck{Type: "http", Port: 80, Path: "/health", ExpectStatus: 200,
+		Interval: config.Duration(time.Second), Timeout: config.Duration(500 * time.Millisecond), Rise: 2, Fall: 3}
 }
 
-// DaemonConfigFor is the daemon configuration of balancer n serving the lab's VIPs, with
-// health checks h on TCP VIPs (nil: none).
-func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *DaemonHealth) DaemonConfig {
+// DaemonConfigFor is the `switchyard lb run` configuration of balancer n serving the lab's
+// VIPs, with health checks h on TCP VIPs (nil: none).
+func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *config.HealthCheck) *config.Config {
 	seg := l.Topo.Segment(n.Segment)
-	c := DaemonConfig{
+	c := &config.Config{
 		Interface: n.Iface, XDPMode: "native", PinDir: PinDir(n.NS, n.Iface), Socket: socket,
 		NextHop: seg.Router4.String(), EncapSource4: Encap4.String(), EncapSource6: Encap6.String(),
-		DrainTimeout: "5m", AllBackendsDown: "keep",
+		DrainTimeout: config.Duration(5 * time.Minute), AllBackendsDown: "keep",
 	}
 	for _, v := range l.VIPs {
-		dv := DaemonVIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol}
+		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol}
 		if v.Protocol == "tcp" {
 			dv.Health = h
 		}
 		for _, b := range v.Backends {
-			dv.Backends = append(dv.Backends, DaemonBackend{Address: b.String(), Weight: 1})
+			dv.Backends = append(dv.Backends, config.Backend{Address: b.String(), Weight: 1})
 		}
 		c.VIPs = append(c.VIPs, dv)
 	}
 	return c
 }
 
-// WriteDaemonConfig writes a daemon configuration as YAML.
-func WriteDaemonConfig(path string, c DaemonConfig) error {
-	b, err := yaml.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode daemon config: %w", err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("write daemon config: %w", err)
-	}
-	return nil
-}
-
 // SocketPath is the lab's daemon socket of a balancer namespace.
 func SocketPath(prefix, ns string) string { return filepath.Join(StateDir(prefix), ns+".sock") }
 
-func writeDaemonConfig(st *State, n topo.Node, h *DaemonHealth) (string, string, error) {
+func writeDaemonConfig(st *State, n topo.Node, h *config.HealthCheck) (string, string, error) {
 	sock := SocketPath(st.Prefix, n.NS)
 	p := filepath.Join(StateDir(st.Prefix), n.NS+".yaml")
 	if err := os.MkdirAll(StateDir(st.Prefix), 0o700); err != nil {
 		return "", "", fmt.Errorf("create lab state directory: %w", err)
 	}
-	return p, sock, WriteDaemonConfig(p, DaemonConfigFor(st.Lab(), n, sock, h))
+	return p, sock, DaemonConfigFor(st.Lab(), n, sock, h).Save(p)
 }
