@@ -5,7 +5,6 @@
 package maps
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -90,7 +89,8 @@ type Backend struct {
 // Set is the forwarder's maps, with the sizes they were loaded with.
 type Set struct {
 	m           *loader.LBMaps
-	rings       *ebpf.Memory // the rings map, memory-mapped
+	rings       mappedU32 // the rings map, memory-mapped
+	filter      mappedU32 // the vip_filter map, memory-mapped
 	ringSize    uint32
 	maxVIPs     uint32
 	maxBackends uint32
@@ -106,11 +106,15 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
 			m.Rings.MaxEntries(), maxVIPs, ringSize)
 	}
-	mem, err := m.Rings.Memory()
+	rings, err := mapU32(m.Rings)
 	if err != nil {
-		return nil, fmt.Errorf("open maps: map the rings: %w", err)
+		return nil, fmt.Errorf("open maps: %w", err)
 	}
-	return &Set{m: m, rings: mem, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
+	filter, err := mapU32(m.VipFilter)
+	if err != nil {
+		return nil, fmt.Errorf("open maps: %w", err)
+	}
+	return &Set{m: m, rings: rings, filter: filter, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
 }
 
 // RingSize is the Maglev ring size.
@@ -260,13 +264,13 @@ func (s *Set) syncFilter() error {
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("list vip addresses: %w", err)
 	}
+	cur, err := s.filter.read(0, vipFilterSlots)
+	if err != nil {
+		return fmt.Errorf("read vip filter: %w", err)
+	}
 	for i, w := range want {
-		var cur uint32
-		if err := s.m.VipFilter.Lookup(uint32(i), &cur); err != nil {
-			return fmt.Errorf("read vip filter: %w", err)
-		}
-		if cur != w {
-			if err := s.m.VipFilter.Put(uint32(i), w); err != nil {
+		if cur[i] != w {
+			if err := s.filter.write(uint32(i), w); err != nil {
 				return fmt.Errorf("write vip filter: %w", err)
 			}
 		}
@@ -341,30 +345,21 @@ func (s *Set) Backends() ([]Backend, error) {
 	return out, nil
 }
 
-// ringStride is the distance between two slots of the mapped rings: the kernel rounds array
-// values up to 8 bytes.
-const ringStride = 8
-
 // Ring reads a VIP's Maglev ring (one copy from the memory-mapped rings map).
 func (s *Set) Ring(vipID uint32) ([]uint32, error) {
 	if vipID >= s.maxVIPs {
 		return nil, fmt.Errorf("read ring: vip id %d out of range", vipID)
 	}
-	buf := make([]byte, ringStride*s.ringSize)
-	if _, err := s.rings.ReadAt(buf, int64(vipID)*int64(s.ringSize)*ringStride); err != nil {
+	out, err := s.rings.read(vipID*s.ringSize, s.ringSize)
+	if err != nil {
 		return nil, fmt.Errorf("read ring %d: %w", vipID, err)
-	}
-	out := make([]uint32, s.ringSize)
-	for i := range out {
-		out[i] = binary.NativeEndian.Uint32(buf[ringStride*i:])
 	}
 	return out, nil
 }
 
 // WriteRing makes a VIP's ring equal to table, writing only the slots that differ from old
 // (the ring as it stands; nil means unknown, which writes every slot). It returns the number of
-// slots written. Each slot is one aligned 4-byte store into the mapped ring, so the forwarder
-// reads either the old or the new backend of a slot, never a mix.
+// slots written.
 func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
 	if vipID >= s.maxVIPs {
 		return 0, fmt.Errorf("write ring: vip id %d out of range", vipID)
@@ -372,15 +367,13 @@ func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
 	if uint32(len(table)) != s.ringSize {
 		return 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
 	}
-	base := int64(vipID) * int64(s.ringSize) * ringStride
-	var word [4]byte
+	base := vipID * s.ringSize
 	n := 0
 	for i, id := range table {
 		if old != nil && len(old) == len(table) && old[i] == id {
 			continue
 		}
-		binary.NativeEndian.PutUint32(word[:], id)
-		if _, err := s.rings.WriteAt(word[:], base+int64(i)*ringStride); err != nil {
+		if err := s.rings.write(base+uint32(i), id); err != nil {
 			return n, fmt.Errorf("write ring %d slot %d: %w", vipID, i, err)
 		}
 		n++

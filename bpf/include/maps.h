@@ -41,6 +41,7 @@ struct {
  * address carries no VIP, so traffic for the host costs no hash lookup at all. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the control plane rewrites it through its memory map */
 	__uint(max_entries, VIP_FILTER_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
