@@ -2,15 +2,21 @@
 # bench/l4.sh — the L4 benchmark: the same wrk load (keep-alive, then a new connection per request)
 # to the same two backends in a network-namespace lab, directly (the router sends the VIP straight
 # to the backends: the limit), through switchyard's XDP VIP, through an nftables DNAT balancer and
-# through HAProxy in TCP mode; one run, alternating rounds. Prints a table and writes a flat JSON
-# object to bench/out/l4.json. Bounded: ROUNDS x 4 paths x 2 loads x SECONDS_PER_RUN of load
-# (defaults 3 x 4 x 2 x 5 s = 2 minutes). Needs root. Run from the repository root (make bench-l4).
+# through HAProxy in TCP mode; one run, alternating rounds (the order rotates and reverses from
+# round to round). Prints a table of medians with the machine's CPU per request by kind, the
+# ratios both of the medians and within each round (median, min..max), and writes a flat JSON
+# object to bench/out/l4.json. Bounded: ROUNDS x 4 paths x 2 loads x SECONDS_PER_RUN of load, plus
+# one run per load for the XDP program's own CPU, plus at most ROUNDS repeats of runs that other
+# processes disturbed (defaults 6 x 4 x 2 x 3 s + 2 x 3 s: under 4 minutes with set-up).
+# PERF_DIR=dir adds one profiled run per path and load (perf record -a -g, not counted) and writes
+# the flat profiles there. Needs root. Run from the repository root (make bench-l4).
 set -euo pipefail
 
-ROUNDS=${ROUNDS:-3}
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+ROUNDS=${ROUNDS:-6}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
 CONNECTIONS=${CONNECTIONS:-50}
 XDP_MODE=${XDP_MODE:-native}
+PERF_DIR=${PERF_DIR:-}
 OUT=bench/out/l4.json
 
 [ "$(id -u)" = 0 ] || { echo "l4 bench: needs root (network namespaces, XDP)" >&2; exit 1; }
@@ -25,4 +31,4 @@ go build -o "$DRIVER" ./bench/l4
 
 # One benchmark at a time on a shared machine.
 flock /tmp/switchyard-bench.lock "$DRIVER" -rounds "$ROUNDS" -duration "${SECONDS_PER_RUN}s" \
-  -connections "$CONNECTIONS" -xdp-mode "$XDP_MODE" -out "$OUT"
+  -connections "$CONNECTIONS" -xdp-mode "$XDP_MODE" -perf "$PERF_DIR" -out "$OUT"

@@ -40,6 +40,10 @@ type Config struct {
 	Routes []Route `yaml:"routes"`
 	// Pools are the application pools routes send to.
 	Pools []Pool `yaml:"pools"`
+	// EventLoops is how many epoll event loops serve plain HTTP/1.1 (like nginx's
+	// worker_processes): 0 (the default) for one per CPU the Go runtime uses (GOMAXPROCS), -1
+	// for none (a goroutine per connection). Read at start; a reload does not change it.
+	EventLoops int `yaml:"event_loops"`
 
 	lines map[string]int // field path -> line, for errors
 }
@@ -411,6 +415,8 @@ func (c *Config) validate() error {
 		return c.fieldError("limits.max_in_flight", "negative; use a positive limit")
 	case c.Limits.MaxHeaderBytes < 1024:
 		return c.fieldError("limits.max_header_bytes", "%d is below 1024 bytes", c.Limits.MaxHeaderBytes)
+	case c.EventLoops < -1 || c.EventLoops > 256:
+		return c.fieldError("event_loops", "%d is out of range; use 0 for one per CPU, -1 for none, or 1-256", c.EventLoops)
 	}
 	pools := map[string]bool{}
 	for i, p := range c.Pools {

@@ -38,7 +38,9 @@ import (
 // fastConn is one client connection served on the fast path.
 type fastConn struct {
 	s        *Server
-	c        net.Conn
+	c        net.Conn  // nil on the event loop, which owns a raw descriptor instead
+	w        io.Writer // where proxy-made answers go: c, or the event loop's send buffer
+	raddr    net.Addr
 	in       connReader
 	scheme   string
 	remote   string
@@ -75,6 +77,13 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 	s.mu.Unlock()
 	go srv.Serve(fb)
 	defer fb.Close()
+	if tl, ok := ln.(*net.TCPListener); ok && !s.noLoops && s.startLoops() {
+		err := s.serveLoop(tl, scheme, fb)
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("l7 event loops refused the listener; serving a goroutine per connection", "error", err)
+	}
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -96,14 +105,21 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the fast path,
 // handing it to fb's http.Server when the fast path cannot serve it.
 func (s *Server) serveConn(c net.Conn, scheme string, fb *handover.Listener) {
-	fc := &fastConn{s: s, c: c, scheme: scheme, fallback: fb, remote: c.RemoteAddr().String()}
-	fc.req.RemoteAddr = fc.remote
-	fc.clientIP = balance.ClientIP(&fc.req)
+	fc := newFastConn(s, c, c.RemoteAddr(), scheme, fb)
 	if !s.track(fc, true) {
 		c.Close()
 		return
 	}
+	fc.in = connReader{c: c, buf: make([]byte, 4<<10)}
 	fc.serve()
+}
+
+// newFastConn makes the per-connection state of the fast path; c is nil on the event loop.
+func newFastConn(s *Server, c net.Conn, raddr net.Addr, scheme string, fb *handover.Listener) *fastConn {
+	fc := &fastConn{s: s, c: c, w: c, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String()}
+	fc.req.RemoteAddr = fc.remote
+	fc.clientIP = balance.ClientIP(&fc.req)
+	return fc
 }
 
 // track registers (on) or forgets a fast-path connection for Shutdown and Close; it refuses
@@ -125,13 +141,14 @@ func (s *Server) track(fc *fastConn, on bool) bool {
 // closeFast closes the fast-path connections: all of them, or only those between requests.
 func (s *Server) closeFast(all bool) int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for fc := range s.fconns {
 		if all || !fc.active.Load() {
 			fc.c.Close()
 		}
 	}
-	return len(s.fconns)
+	n := len(s.fconns)
+	s.mu.Unlock()
+	return n + s.closeLoops(all)
 }
 
 func (fc *fastConn) serve() {
@@ -142,7 +159,6 @@ func (fc *fastConn) serve() {
 			fc.c.Close()
 		}
 	}()
-	fc.in = connReader{c: fc.c, buf: make([]byte, 4<<10)}
 	for !fc.s.shutting.Load() {
 		st := fc.s.state.Load()
 		end, err := fc.readRequestHead(st.cfg)
@@ -173,9 +189,11 @@ func (fc *fastConn) serve() {
 
 // refuse answers a refused head the way the guard does, and counts it.
 func (fc *fastConn) refuse(r *guard.Rejection) {
-	fc.s.onReject(fc.c.RemoteAddr(), r)
-	_ = fc.c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = guard.WriteRejection(fc.c, r)
+	fc.s.onReject(fc.raddr, r)
+	if fc.c != nil {
+		_ = fc.c.SetWriteDeadline(time.Now().Add(time.Second))
+	}
+	_ = guard.WriteRejection(fc.w, r)
 }
 
 // handOff gives the connection, with the unconsumed bytes, to the net/http path.
@@ -261,18 +279,30 @@ func (fc *fastConn) inspectRequest() reqInfo {
 	return ri
 }
 
-// handle serves one request whose head (end bytes) is buffered. keep reports that the
-// connection may serve another request; fallback that net/http must take the connection over,
-// starting with this request.
-func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
-	start := time.Now()
+// routed is a request the fast path serves itself, as its head describes it.
+type routed struct {
+	rt      *routeRT
+	method  string
+	target  []byte // the request target sent upstream (the cleaned path and the query)
+	clean   string // the cleaned path
+	ri      reqInfo
+	start   time.Time
+	hasBody bool
+}
+
+// route reads the request line and fields, cleans the path and matches a route. ok is false
+// when net/http must take the request (see the list at the top of this file).
+func (fc *fastConn) route(st *state, start time.Time) (rq routed, ok bool) {
+	rq.start = start
 	method, target, ok := parseRequestLine(fc.head.Line)
 	if !ok {
-		return false, true
+		return rq, false
 	}
-	ri := fc.inspectRequest()
+	rq.method = method
+	rq.ri = fc.inspectRequest()
+	ri := &rq.ri
 	if ri.unsafe {
-		return false, true
+		return rq, false
 	}
 	fc.clientClose = ri.close
 	pathPart, query := target, []byte(nil)
@@ -281,29 +311,28 @@ func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
 	}
 	// Paths with escapes or characters that need them take the url package's exact decoding;
 	// plain ones (nearly all) are used as they are.
-	var clean string
-	upstreamTarget := target
+	rq.target = target
 	if plainPath(pathPart) && plainQuery(query) {
 		p := string(pathPart)
 		c, err := route.NormalizePath(p, p)
 		if err != nil {
-			return false, true
+			return rq, false
 		}
-		clean = c
+		rq.clean = c
 		if c != p {
-			upstreamTarget = appendTarget(nil, c, query)
+			rq.target = appendTarget(nil, c, query)
 		}
 	} else {
 		u, err := url.ParseRequestURI(string(target))
 		if err != nil {
-			return false, true
+			return rq, false
 		}
 		c, err := route.NormalizePath(u.Path, u.EscapedPath())
 		if err != nil {
-			return false, true
+			return rq, false
 		}
-		clean = c
-		upstreamTarget = []byte((&url.URL{Path: c, RawQuery: u.RawQuery}).RequestURI())
+		rq.clean = c
+		rq.target = []byte((&url.URL{Path: c, RawQuery: u.RawQuery}).RequestURI())
 	}
 
 	fc.req.Method = method
@@ -311,7 +340,7 @@ func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
 		fc.req.Host = string(ri.host)
 		fc.lastHost = append(fc.lastHost[:0], ri.host...)
 	}
-	fc.url.Path = clean
+	fc.url.Path = rq.clean
 	fc.url.RawQuery = ""
 	if len(query) > 0 {
 		fc.url.RawQuery = string(query)
@@ -325,63 +354,92 @@ func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
 	} else {
 		fc.req.Header = nil
 	}
-	m := st.table.Match(&fc.req, clean)
+	m := st.table.Match(&fc.req, rq.clean)
 	if m == nil {
-		return false, true
+		return rq, false
 	}
-	rt := st.routes[m.Index]
-	p := rt.pool
-	if p.up == nil || p.sticky != nil || fc.s.retryable(rt, &fc.req) {
-		return false, true
+	rq.rt = st.routes[m.Index]
+	p := rq.rt.pool
+	if p.up == nil || p.sticky != nil || fc.s.retryable(rq.rt, &fc.req) {
+		return rq, false
 	}
+	rq.hasBody = fc.head.Chunked || fc.head.ContentLength > 0
+	return rq, true
+}
 
-	// From here the request is ours.
-	hasBody := fc.head.Chunked || fc.head.ContentLength > 0
-	s := fc.s
-	s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
-	fc.in.consume(end)
-	deadline := start.Add(rt.timeout)
-	fc.in.setDeadline(deadline)
+// admit takes the in-flight slots and the rate-limit token of a routed request and picks its
+// backend. When one is refused it answers the client itself (503 or 429), releases what it took
+// and returns nil; keep then says whether the connection can serve another request.
+func (fc *fastConn) admit(st *state, rq *routed) (b *balance.Backend, keep bool) {
+	s, rt, p := fc.s, rq.rt, rq.rt.pool
+	closeConn := rq.hasBody || rq.ri.close
 	if !st.global.TryAcquire() {
 		s.metrics.shedGlobal.Inc()
-		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", true, hasBody || ri.close)
-		fc.observe(nil, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
-		return !hasBody && !ri.close, false
+		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", true, closeConn)
+		fc.observe(nil, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
+		return nil, !closeConn
 	}
-	defer st.global.Release()
-	s.metrics.inFlight.Inc()
-	defer s.metrics.inFlight.Dec()
 	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(&fc.req)) {
+		st.global.Release()
 		rt.limitedCount.Inc()
 		fc.out = append(fc.out[:0], "Retry-After: "...)
 		fc.out = strconv.AppendInt(fc.out, int64(rt.limiter.RetryAfter().Seconds()+0.999), 10)
 		fc.out = append(fc.out, "\r\n"...)
-		fc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", fc.out, hasBody || ri.close)
-		fc.observe(rt, nil, http.StatusTooManyRequests, 0, start, 0, clean)
-		return !hasBody && !ri.close, false
+		fc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", fc.out, closeConn)
+		fc.observe(rt, nil, http.StatusTooManyRequests, 0, rq.start, 0, rq.clean)
+		return nil, !closeConn
 	}
 	if !p.gate.TryAcquire() {
+		st.global.Release()
 		p.shedCount.Inc()
-		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (pool "+p.name+" in-flight limit); retry later", true, hasBody || ri.close)
-		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
-		return !hasBody && !ri.close, false
+		fc.errorResponse(http.StatusServiceUnavailable, "overloaded (pool "+p.name+" in-flight limit); retry later", true, closeConn)
+		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
+		return nil, !closeConn
 	}
-	defer p.gate.Release()
 	p.budget.Request()
-
-	b := p.picker.Pick(&fc.req, nil)
-	if b == nil {
-		fc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), hasBody || ri.close)
-		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, start, 0, clean)
-		return !hasBody && !ri.close, false
+	if b = p.picker.Pick(&fc.req, nil); b == nil {
+		p.gate.Release()
+		st.global.Release()
+		fc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), closeConn)
+		fc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
+		return nil, !closeConn
 	}
+	s.metrics.inFlight.Inc()
 	s.decisions.Add(1)
 	b.Acquire()
-	defer b.Release()
-	ex := exchange{route: rt, backend: b, attempts: 1}
-	code, n, keep := fc.forward(&ex, method, upstreamTarget, &ri, deadline)
-	fc.observe(rt, b, code, n, start, 1, clean)
-	return keep && !ri.close, false
+	return b, true
+}
+
+// release gives back what admit took for a request sent to b.
+func (fc *fastConn) release(st *state, rq *routed, b *balance.Backend) {
+	b.Release()
+	rq.rt.pool.gate.Release()
+	fc.s.metrics.inFlight.Dec()
+	st.global.Release()
+}
+
+// handle serves one request whose head (end bytes) is buffered. keep reports that the
+// connection may serve another request; fallback that net/http must take the connection over,
+// starting with this request.
+func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
+	rq, ok := fc.route(st, time.Now())
+	if !ok {
+		return false, true
+	}
+	// From here the request is ours.
+	fc.s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
+	fc.in.consume(end)
+	deadline := rq.start.Add(rq.rt.timeout)
+	fc.in.setDeadline(deadline)
+	b, keep := fc.admit(st, &rq)
+	if b == nil {
+		return keep, false
+	}
+	defer fc.release(st, &rq, b)
+	ex := exchange{route: rq.rt, backend: b, attempts: 1}
+	code, n, keep := fc.forward(&ex, rq.method, rq.target, &rq.ri, deadline)
+	fc.observe(rq.rt, b, code, n, rq.start, 1, rq.clean)
+	return keep && !rq.ri.close, false
 }
 
 // forward sends the request to backend ex.backend and streams the response back. It returns the
@@ -399,7 +457,7 @@ func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqI
 		fc.chunk = guard.ChunkScanner{}
 		n, done, rej := fc.chunk.Scan(fc.in.buffered())
 		if rej != nil {
-			fc.s.onReject(fc.c.RemoteAddr(), rej)
+			fc.s.onReject(fc.raddr, rej)
 			fc.writeError(rej.Status, rej.Reason, nil, true)
 			return rej.Status, 0, false
 		}
@@ -779,7 +837,7 @@ func (fc *fastConn) writeError(code int, msg string, extra []byte, closeConn boo
 	buf = append(buf, "Content-Length: "...)
 	buf = strconv.AppendInt(buf, int64(len(msg)+1), 10)
 	buf = append(append(append(buf, "\r\n\r\n"...), msg...), '\n')
-	_, err := fc.c.Write(buf)
+	_, err := fc.w.Write(buf)
 	return err
 }
 

@@ -81,7 +81,9 @@ func rawBackend(t *testing.T, serve func(c net.Conn)) (string, *atomic.Int64) {
 
 // Content-Length and chunked bodies both ways, HEAD, 204 and 304 keep their framing, on one
 // keep-alive client connection, all on the fast path.
-func TestFastPathFraming(t *testing.T) {
+func TestFastPathFraming(t *testing.T) { bothPaths(t, testFastPathFraming) }
+
+func testFastPathFraming(t *testing.T) {
 	b := startBackend(t, "f", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		switch r.URL.Path {
@@ -136,7 +138,9 @@ func TestFastPathFraming(t *testing.T) {
 }
 
 // Pipelined requests in one write get their responses in order.
-func TestFastPathPipelining(t *testing.T) {
+func TestFastPathPipelining(t *testing.T) { bothPaths(t, testFastPathPipelining) }
+
+func testFastPathPipelining(t *testing.T) {
 	b := startBackend(t, "p", nil)
 	_, base := proxyFor(t, b.addr, "")
 	c, br := dialProxy(t, base)
@@ -161,7 +165,9 @@ func TestFastPathPipelining(t *testing.T) {
 
 // A backend without Content-Length or chunking (the body ends when it closes) reaches the client
 // chunked on a connection that stays usable; a backend cutting a body short cuts the client.
-func TestFastPathUpstreamClosing(t *testing.T) {
+func TestFastPathUpstreamClosing(t *testing.T) { bothPaths(t, testFastPathUpstreamClosing) }
+
+func testFastPathUpstreamClosing(t *testing.T) {
 	addr, _ := rawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		req, err := http.ReadRequest(br)
@@ -197,7 +203,9 @@ func TestFastPathUpstreamClosing(t *testing.T) {
 
 // A pooled connection the backend closed while idle is noticed on reuse and the request goes
 // out again on a new connection, invisibly to the client.
-func TestFastPathStalePooledConnection(t *testing.T) {
+func TestFastPathStalePooledConnection(t *testing.T) { bothPaths(t, testFastPathStalePooledConnection) }
+
+func testFastPathStalePooledConnection(t *testing.T) {
 	addr, conns := rawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		if _, err := http.ReadRequest(br); err != nil {
@@ -222,7 +230,9 @@ func TestFastPathStalePooledConnection(t *testing.T) {
 
 // A client that goes away in the middle of its body: the backend sees a broken body (never a
 // complete one), and the proxy goes on serving.
-func TestFastPathClientClosesMidBody(t *testing.T) {
+func TestFastPathClientClosesMidBody(t *testing.T) { bothPaths(t, testFastPathClientClosesMidBody) }
+
+func testFastPathClientClosesMidBody(t *testing.T) {
 	got := make(chan string, 1)
 	b := startBackend(t, "m", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
@@ -250,7 +260,9 @@ func TestFastPathClientClosesMidBody(t *testing.T) {
 }
 
 // Large bodies stream both ways intact, with Content-Length and chunked.
-func TestFastPathLargeBodies(t *testing.T) {
+func TestFastPathLargeBodies(t *testing.T) { bothPaths(t, testFastPathLargeBodies) }
+
+func testFastPathLargeBodies(t *testing.T) {
 	b := startBackend(t, "l", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
 		n, _ := io.Copy(h, r.Body)
@@ -298,7 +310,9 @@ func TestFastPathLargeBodies(t *testing.T) {
 
 // What the fast path does not handle still works through net/http: HTTP/1.0, Expect, a bad
 // path, an unknown route.
-func TestFastPathFallbacks(t *testing.T) {
+func TestFastPathFallbacks(t *testing.T) { bothPaths(t, testFastPathFallbacks) }
+
+func testFastPathFallbacks(t *testing.T) {
 	b := startBackend(t, "fb", nil)
 	s, base := startProxy(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
@@ -325,7 +339,9 @@ pools: [{name: p, backends: [{address: %q}]}]
 
 // The fast path refuses a smuggling shape with exactly the guard's bytes, after answering the
 // good request pipelined before it, and the backend never sees the refused one.
-func TestFastPathRefusalMatchesGuard(t *testing.T) {
+func TestFastPathRefusalMatchesGuard(t *testing.T) { bothPaths(t, testFastPathRefusalMatchesGuard) }
+
+func testFastPathRefusalMatchesGuard(t *testing.T) {
 	b := startBackend(t, "g", nil)
 	s, base := proxyFor(t, b.addr, "")
 	c, br := dialProxy(t, base)

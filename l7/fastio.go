@@ -46,20 +46,29 @@ func (cr *connReader) consume(n int) {
 	}
 }
 
+// makeRoom makes space after the buffered bytes: compacting, then growing up to limit.
+func (cr *connReader) makeRoom(limit int) error {
+	if cr.w < len(cr.buf) {
+		return nil
+	}
+	if cr.r > 0 {
+		cr.w = copy(cr.buf, cr.buf[cr.r:cr.w])
+		cr.r = 0
+		return nil
+	}
+	if len(cr.buf) >= limit {
+		return errHeadTooLarge
+	}
+	nb := make([]byte, min(2*len(cr.buf), limit))
+	cr.w = copy(nb, cr.buf[cr.r:cr.w])
+	cr.r, cr.buf = 0, nb
+	return nil
+}
+
 // fill reads at least one more byte, making room first (compacting, then growing up to limit).
 func (cr *connReader) fill(limit int) error {
-	if cr.w == len(cr.buf) {
-		if cr.r > 0 {
-			cr.w = copy(cr.buf, cr.buf[cr.r:cr.w])
-			cr.r = 0
-		} else {
-			if len(cr.buf) >= limit {
-				return errHeadTooLarge
-			}
-			nb := make([]byte, min(2*len(cr.buf), limit))
-			cr.w = copy(nb, cr.buf[cr.r:cr.w])
-			cr.r, cr.buf = 0, nb
-		}
+	if err := cr.makeRoom(limit); err != nil {
+		return err
 	}
 	n, err := cr.c.Read(cr.buf[cr.w:])
 	cr.w += n

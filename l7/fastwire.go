@@ -280,7 +280,8 @@ func (fc *fastConn) buildResponseHead(code int, fr framing) []byte {
 	if fr == chunkedBody || fr == closeBody {
 		out = append(out, "Transfer-Encoding: chunked\r\n"...)
 	}
-	if fc.clientClose && code >= 200 {
+	// A server shutting down closes the connection after this response: say so.
+	if (fc.clientClose || fc.s.shutting.Load()) && code >= 200 {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	return append(out, "\r\n"...)

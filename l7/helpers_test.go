@@ -63,6 +63,18 @@ func startBackend(t *testing.T, name string, h http.Handler) *backend {
 	return b
 }
 
+// proxyOptions are added to every startProxy server; bothPaths switches it.
+var proxyOptions []Option
+
+// bothPaths runs a fast-path test on the event loops and on a goroutine per connection (the
+// path TLS connections and handed-over uploads take).
+func bothPaths(t *testing.T, test func(t *testing.T)) {
+	t.Run("loops", test)
+	proxyOptions = []Option{WithoutEventLoops()}
+	defer func() { proxyOptions = nil }()
+	t.Run("goroutines", test)
+}
+
 // startProxy parses the YAML config (with %s placeholders already filled) and serves it on a
 // loopback port, returning the base URL.
 func startProxy(t *testing.T, yamlText string) (*Server, string) {
@@ -71,7 +83,7 @@ func startProxy(t *testing.T, yamlText string) (*Server, string) {
 	if err != nil {
 		t.Fatalf("parse config: %v\n%s", err, yamlText)
 	}
-	s, err := NewServer(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s, err := NewServer(cfg, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, proxyOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

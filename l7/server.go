@@ -31,15 +31,24 @@ type Server struct {
 	closer  io.Closer // access log file
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
-	// fastServed counts requests answered on the HTTP/1.1 fast path (tests check it is taken).
+	// fastServed counts requests answered on the HTTP/1.1 fast path (tests check it is taken);
+	// loopServed those of them the event loops served.
 	fastServed atomic.Int64
+	loopServed atomic.Int64
 
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
 	fconns   map[*fastConn]struct{} // connections on the HTTP/1.1 fast path
 	shutting atomic.Bool
-	path     string // config file, for Reload from the admin endpoint and SIGHUP
+	// the event loops (loop_linux.go), started with the first plain listener
+	noLoops      bool
+	loops        []*evLoop
+	loopOnce     sync.Once
+	loopsStopped bool
+	loopsDone    chan struct{} // closed when the loops stop
+	loopNext     atomic.Uint64 // round robin of accepted connections over the loops
+	path         string        // config file, for Reload from the admin endpoint and SIGHUP
 }
 
 // Option tunes NewServer.
@@ -48,13 +57,17 @@ type Option func(*Server)
 // WithLogger sets the operational logger (default: slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
+// WithoutEventLoops serves plain HTTP/1.1 with a goroutine per connection instead of the event
+// loops (for comparison, and for platforms without epoll).
+func WithoutEventLoops() Option { return func(s *Server) { s.noLoops = true } }
+
 // WithConfigPath remembers the file the configuration came from, so ReloadFile can re-read it.
 func WithConfigPath(path string) Option { return func(s *Server) { s.path = path } }
 
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*fastConn]struct{}{}}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*fastConn]struct{}{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -376,6 +389,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) stop() {
+	s.stopLoops()
 	st := s.state.Load()
 	st.cancel()
 	for _, p := range st.pools {

@@ -157,10 +157,17 @@ func List(prefix string) ([]string, error) {
 
 // Sysctl writes a sysctl (dotted or slashed name) inside the named namespace: /proc/sys/net
 // resolves to the namespace of the thread that opens it.
-func Sysctl(ns, name, value string) error {
+func Sysctl(ns, name, value string) error { return writeSysctl(ns, name, value, false) }
+
+// sysctlIfPresent writes a sysctl that only some kernels have (net.bridge.* exists only with
+// br_netfilter): nothing to do when it is missing.
+func sysctlIfPresent(ns, name, value string) error { return writeSysctl(ns, name, value, true) }
+
+func writeSysctl(ns, name, value string, optional bool) error {
 	p := filepath.Join("/proc/sys", strings.ReplaceAll(name, ".", "/"))
 	return Do(ns, func() error {
-		if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
+		err := os.WriteFile(p, []byte(value), 0o644)
+		if err != nil && !(optional && errors.Is(err, os.ErrNotExist)) {
 			return fmt.Errorf("set sysctl %s=%s in %s: %w", name, value, ns, err)
 		}
 		return nil

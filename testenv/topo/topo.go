@@ -235,6 +235,17 @@ func (t *Topology) Build() error {
 			return err
 		}
 	}
+	// The router is a plain fabric: no netfilter on bridged frames. With br_netfilter in the
+	// kernel (built in, or loaded on a host that runs containers), every frame entering a lab
+	// bridge would otherwise run the IPv4/IPv6/ARP hooks on top of the bridge (an skb extension
+	// and a route lookup of its own per frame) although the router has no rule, and a path with
+	// more router crossings (a balancer's) would pay it more often. The NAT balancer of the
+	// benchmark keeps its rules in its own namespace.
+	for _, k := range []string{"net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.bridge.bridge-nf-call-arptables"} {
+		if err := sysctlIfPresent(t.RouterNS, k, "0"); err != nil {
+			return err
+		}
+	}
 	if err := setLoUp(rt); err != nil {
 		return fmt.Errorf("router: %w", err)
 	}

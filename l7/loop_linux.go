@@ -1,0 +1,1260 @@
+//go:build linux
+
+package l7
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/guard"
+)
+
+// The event loop serves plain-HTTP/1.1 keep-alive traffic the way nginx and HAProxy do: one
+// epoll instance per CPU (GOMAXPROCS), each turned by one goroutine, owning non-blocking
+// descriptors and running every connection as a state machine. The goroutine-per-connection
+// fast path (fast.go) spent a fifth of its CPU parking and waking goroutines and in sysmon, and
+// issued a read that returned EAGAIN before nearly every real one; the loop reads a socket only
+// when epoll said it is readable (or the last read filled the buffer), so a proxied request
+// costs four system calls: read the request, write it upstream, read the response, write it
+// back, plus a share of one epoll_wait.
+//
+// The loop serves a request whose head and whole body are buffered, sent to a backend given as
+// an IP address. Anything else is handed over, at the request boundary and with the bytes read
+// so far, to a goroutine: streamed uploads and host-name backends to the fast path's
+// goroutine-per-connection code, everything the fast path does not serve (h2c, upgrades, ...)
+// to net/http. Responses of any size and framing stream through the loop, with backpressure:
+// it reads the backend only once the client took what came before.
+
+// loopKind says what an epoll registration is; it travels in the event's Pad field.
+const (
+	kindClient int32 = iota + 1
+	kindUpstream
+	kindListener
+	kindWake
+)
+
+// sweepEvery is how often a loop checks deadlines and idle upstream connections: timeouts fire
+// up to this much late.
+const sweepEvery = 100 * time.Millisecond
+
+// evLoop is one event loop.
+type evLoop struct {
+	s      *Server
+	epfd   int
+	epf    *os.File        // epfd on Go's poller, where an idle loop parks
+	eprc   syscall.RawConn // of epf
+	waitDL time.Time       // epf's read deadline
+	wakefd int
+	events []unix.EpollEvent
+	cl     []*loopConn // by descriptor
+	up     []*loopUp   // by descriptor
+	conns  []*loopConn // every client connection (deadline sweep, shutdown)
+	idle   map[*balance.Backend][]*loopUp
+	addrs  map[*balance.Backend]unix.Sockaddr
+	lns    []*loopListener
+	now    time.Time
+	sweep  time.Time
+	count  atomic.Int64 // client connections the loop owns
+
+	mu   sync.Mutex
+	cmds []func()
+	done chan struct{}
+}
+
+// loopListener is a loop's duplicate of a listening socket.
+type loopListener struct {
+	fd       int
+	scheme   string
+	fb       *handover.Listener
+	paused   bool // out of descriptors: off epoll until the next sweep
+	pausedAt time.Time
+}
+
+// phase is where a client connection is in its request.
+type phase int
+
+const (
+	phHead    phase = iota // reading a request head
+	phConnect              // connecting to the backend
+	phSend                 // writing the request upstream
+	phAwait                // reading the response head
+	phBody                 // streaming the response body
+	phDrain                // writing what is left, then closing
+)
+
+// loopConn is a client connection on an event loop.
+type loopConn struct {
+	*fastConn
+	l        *evLoop
+	fd       int
+	idx      int // in l.conns
+	ln       *loopListener
+	readable bool
+	writable bool
+	hup      bool // the peer shut its side: read until EOF, whatever the byte count
+	gone     bool // a write to the client failed
+	phase    phase
+	pend     []byte // response bytes the client has not taken yet
+	deadline time.Time
+	started  bool // a byte of the next request head has arrived
+
+	// the request in progress
+	st        *state
+	rq        routed
+	b         *balance.Backend
+	u         *loopUp
+	total     time.Time // the request's total deadline
+	reqBytes  []byte
+	sent      int
+	retried   bool
+	code      int
+	n         int64
+	fr        framing
+	remaining int64
+	chunk     guard.ChunkScanner
+	upClose   bool
+	respDone  bool
+	respErr   error
+}
+
+// loopUp is an upstream HTTP/1.1 connection of a loop: in use by owner, or idle in l.idle.
+type loopUp struct {
+	fd        int
+	b         *balance.Backend
+	idleFor   time.Duration
+	maxIdle   int
+	in        connReader
+	owner     *loopConn
+	readable  bool
+	writable  bool
+	hup       bool
+	reused    bool
+	gotBytes  bool // a response byte arrived on this attempt
+	idleSince time.Time
+}
+
+// startLoops starts one event loop per CPU the runtime may use; it reports whether they run.
+func (s *Server) startLoops() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loopsStopped {
+		return false
+	}
+	s.loopOnce.Do(func() {
+		n := s.state.Load().cfg.EventLoops
+		switch {
+		case n < 0:
+			return
+		case n == 0:
+			n = runtime.GOMAXPROCS(0)
+		}
+		for range n {
+			l, err := newLoop(s)
+			if err != nil {
+				s.log.Warn("l7 event loop unavailable; serving a goroutine per connection", "error", err)
+				for _, l := range s.loops {
+					l.stop()
+				}
+				s.loops = nil
+				return
+			}
+			s.loops = append(s.loops, l)
+			go l.run()
+		}
+	})
+	return len(s.loops) > 0
+}
+
+func newLoop(s *Server) (*evLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create epoll: %w", err)
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("create eventfd: %w", err)
+	}
+	l := &evLoop{s: s, epfd: epfd, wakefd: wfd, events: make([]unix.EpollEvent, 256),
+		idle: map[*balance.Backend][]*loopUp{}, addrs: map[*balance.Backend]unix.Sockaddr{},
+		done: make(chan struct{}), now: time.Now()}
+	// An epoll descriptor is itself pollable: readable when events are ready. On Go's poller, an
+	// idle loop parks like any goroutine, so its P goes idle instead of sitting in a blocking
+	// system call, which sysmon would take from it every 20 us (and stay awake doing so).
+	err = unix.SetNonblock(epfd, true)
+	if err == nil {
+		l.epf = os.NewFile(uintptr(epfd), "l7-epoll")
+		l.eprc, err = l.epf.SyscallConn()
+	}
+	if err == nil {
+		err = l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, kindWake)
+	}
+	if err != nil {
+		unix.Close(wfd)
+		if l.epf != nil {
+			l.epf.Close()
+		} else {
+			unix.Close(epfd)
+		}
+		return nil, fmt.Errorf("set up event loop: %w", err)
+	}
+	return l, nil
+}
+
+// wait returns the next batch of events (n == 0 when the sweep is due). Under load the next
+// event is rarely more than a moment away, so the loop first waits for it in the kernel for up
+// to a millisecond, holding its P like a goroutine that computes: the thread is woken straight
+// by the kernel, as nginx's workers are. Only a loop that stays idle parks on Go's poller, where
+// its P goes idle. A blocking epoll_wait made as a system call instead would let sysmon take the
+// P from every waiting loop and keep sysmon polling every 20 us (a seventh of the CPU here);
+// parking on the poller at once costs a scheduler round trip per wake-up, and the tail latency
+// that goes with it.
+func (l *evLoop) wait() (int, error) {
+	n, err := epollWait(l.epfd, l.events, 1)
+	if n > 0 || (err != nil && err != unix.EINTR) {
+		return n, err
+	}
+	if now := time.Now(); l.waitDL.Sub(now) < sweepEvery/2 {
+		l.waitDL = now.Add(sweepEvery)
+		_ = l.epf.SetReadDeadline(l.waitDL)
+	}
+	rerr := l.eprc.Read(func(fd uintptr) bool {
+		n, err = epollWait(int(fd), l.events, 0)
+		return n > 0 || (err != nil && err != unix.EINTR)
+	})
+	if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		return 0, nil
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, err
+}
+
+// epollWait is epoll_wait without the runtime's system-call bookkeeping (see wait): it blocks
+// at most ms milliseconds, and a signal (such as the runtime's preemption) cuts it short.
+func epollWait(epfd int, events []unix.EpollEvent, ms int) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), uintptr(ms), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func (l *evLoop) ctl(op, fd int, events uint32, kind int32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: kind}
+	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// do runs fn on the loop and waits for it (or for the loop to have ended).
+func (l *evLoop) do(fn func()) {
+	ran := make(chan struct{})
+	l.post(func() { fn(); close(ran) })
+	select {
+	case <-ran:
+	case <-l.done:
+	}
+}
+
+// stop ends the loop, closing everything it still owns.
+func (l *evLoop) stop() {
+	l.do(func() { l.cmds = append(l.cmds, nil) })
+	<-l.done
+}
+
+// serveLoop puts a TCP listener on every loop and returns when the server shuts down.
+func (s *Server) serveLoop(ln *net.TCPListener, scheme string, fb *handover.Listener) error {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("serve %s on event loops: %w", ln.Addr(), err)
+	}
+	var fds []int
+	var derr error
+	cerr := rc.Control(func(fd uintptr) {
+		for range s.loops {
+			nfd, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				derr = err
+				return
+			}
+			fds = append(fds, nfd)
+		}
+	})
+	if err := errors.Join(cerr, derr); err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("serve %s on event loops: duplicate listener: %w", ln.Addr(), err)
+	}
+	for i, l := range s.loops {
+		ll := &loopListener{fd: fds[i], scheme: scheme, fb: fb}
+		l.do(func() {
+			if s.shutting.Load() {
+				unix.Close(ll.fd)
+				return
+			}
+			// Every loop waits on the socket; EPOLLEXCLUSIVE wakes one of them per connection.
+			if err := l.ctl(unix.EPOLL_CTL_ADD, ll.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, kindListener); err != nil {
+				s.log.Warn("l7 event loop: listener", "error", err)
+				unix.Close(ll.fd)
+				return
+			}
+			l.lns = append(l.lns, ll)
+		})
+	}
+	<-s.loopsDone
+	return nil
+}
+
+// closeLoops stops the loops' listeners and closes their connections: all of them, or those
+// between requests. It returns how many client connections the loops still own.
+func (s *Server) closeLoops(all bool) int {
+	n := 0
+	for _, l := range s.loops {
+		l.do(func() {
+			for _, ll := range l.lns {
+				unix.Close(ll.fd) // closing the descriptor also takes it off epoll
+			}
+			l.lns = nil
+			for i := len(l.conns) - 1; i >= 0; i-- {
+				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.buffered()) == 0) {
+					l.abort(c, 499)
+				}
+			}
+			for _, list := range l.idle {
+				for _, u := range list {
+					l.closeUp(u)
+				}
+			}
+			clear(l.idle)
+		})
+		n += int(l.count.Load())
+	}
+	return n
+}
+
+// stopLoops ends the loops once nothing is left to serve.
+func (s *Server) stopLoops() {
+	s.mu.Lock()
+	if s.loopsStopped {
+		s.mu.Unlock()
+		return
+	}
+	s.loopsStopped = true
+	close(s.loopsDone)
+	loops := s.loops
+	s.mu.Unlock()
+	// Not under s.mu: a loop handing a connection over takes it.
+	for _, l := range loops {
+		l.stop()
+	}
+}
+
+func (l *evLoop) run() {
+	defer close(l.done)
+	for {
+		n, err := l.wait()
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.s.log.Error("l7 event loop: epoll_wait", "error", err)
+			l.shutdown()
+			return
+		}
+		l.now = time.Now()
+		for i := range max(n, 0) {
+			ev := &l.events[i]
+			fd := int(ev.Fd)
+			switch ev.Pad {
+			case kindClient:
+				if c := l.client(fd); c != nil {
+					setReady(ev.Events, &c.readable, &c.writable, &c.hup)
+					l.step(c)
+				}
+			case kindUpstream:
+				if fd < len(l.up) && l.up[fd] != nil {
+					u := l.up[fd]
+					setReady(ev.Events, &u.readable, &u.writable, &u.hup)
+					if u.owner != nil {
+						l.step(u.owner)
+					} else if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+						// An idle connection that speaks or closes is of no more use.
+						l.dropIdle(u)
+					}
+				}
+			case kindListener:
+				l.accept(fd)
+			case kindWake:
+				if l.runCmds() {
+					l.shutdown()
+					return
+				}
+			}
+		}
+		if l.now.Sub(l.sweep) >= sweepEvery {
+			l.sweep = l.now
+			l.expire()
+		}
+	}
+}
+
+func setReady(ev uint32, readable, writable, hup *bool) {
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		*readable = true
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		*hup = true
+	}
+	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		*writable = true
+	}
+}
+
+// runCmds runs the work other goroutines queued; it reports a stop request.
+func (l *evLoop) runCmds() (stop bool) {
+	var buf [8]byte
+	_, _ = unix.Read(l.wakefd, buf[:])
+	for {
+		l.mu.Lock()
+		cmds := l.cmds
+		l.cmds = nil
+		l.mu.Unlock()
+		if len(cmds) == 0 {
+			return stop
+		}
+		for _, fn := range cmds {
+			if fn == nil {
+				stop = true
+				continue
+			}
+			fn()
+		}
+	}
+}
+
+// shutdown closes every descriptor the loop owns.
+func (l *evLoop) shutdown() {
+	// Connections dealt to this loop meanwhile are closed by adopt (the server is shutting down).
+	l.runCmds()
+	for _, ll := range l.lns {
+		unix.Close(ll.fd)
+	}
+	l.lns = nil
+	for len(l.conns) > 0 {
+		l.abort(l.conns[len(l.conns)-1], 499)
+	}
+	for _, list := range l.idle {
+		for _, u := range list {
+			l.closeUp(u)
+		}
+	}
+	clear(l.idle)
+	unix.Close(l.wakefd)
+	l.epf.Close()
+}
+
+func (l *evLoop) client(fd int) *loopConn {
+	if fd < len(l.cl) {
+		return l.cl[fd]
+	}
+	return nil
+}
+
+// accept takes the pending connections of a listener.
+func (l *evLoop) accept(fd int) {
+	var ll *loopListener
+	for _, x := range l.lns {
+		if x.fd == fd {
+			ll = x
+		}
+	}
+	if ll == nil {
+		return
+	}
+	for range 64 {
+		nfd, sa, err := unix.Accept4(fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR) {
+				return
+			}
+			// Out of descriptors and the like: the listener is level-triggered, so leave it
+			// off epoll until the next sweep instead of spinning (net/http backs off too).
+			l.s.log.Warn("l7 accept", "error", err, "retry_in", sweepEvery)
+			if l.ctl(unix.EPOLL_CTL_DEL, fd, 0, kindListener) == nil {
+				ll.paused, ll.pausedAt = true, l.now
+			}
+			return
+		}
+		if l.s.shutting.Load() {
+			unix.Close(nfd)
+			continue
+		}
+		_ = unix.SetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		// EPOLLEXCLUSIVE wakes one loop, which may take a whole burst of connections: deal them
+		// out round robin so that every loop (every CPU) gets its share.
+		to := l.s.loops[int(l.s.loopNext.Add(1))%len(l.s.loops)]
+		if to == l {
+			l.adopt(nfd, sa, ll)
+		} else {
+			to.post(func() { to.adopt(nfd, sa, ll) })
+		}
+	}
+}
+
+// post queues fn for the loop without waiting.
+func (l *evLoop) post(fn func()) {
+	l.mu.Lock()
+	l.cmds = append(l.cmds, fn)
+	l.mu.Unlock()
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(l.wakefd, one[:])
+}
+
+// adopt starts serving an accepted connection on this loop.
+func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
+	if l.s.shutting.Load() {
+		unix.Close(nfd)
+		return
+	}
+	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
+	c.fastConn = newFastConn(l.s, nil, sockaddrToTCP(sa), ll.scheme, ll.fb)
+	c.w = c
+	c.in = connReader{buf: make([]byte, 4<<10)}
+	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
+		unix.Close(nfd)
+		return
+	}
+	for nfd >= len(l.cl) {
+		l.cl = append(l.cl, make([]*loopConn, len(l.cl)+64)...)
+	}
+	l.cl[nfd] = c
+	c.idx = len(l.conns)
+	l.conns = append(l.conns, c)
+	l.count.Add(1)
+	c.deadline = l.now.Add(l.s.state.Load().cfg.Timeouts.Idle)
+	l.step(c)
+}
+
+func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port}
+	case *unix.SockaddrInet6:
+		ip := make(net.IP, 16)
+		copy(ip, a.Addr[:])
+		return &net.TCPAddr{IP: ip, Port: a.Port}
+	}
+	return &net.TCPAddr{}
+}
+
+// forget takes a client connection off the loop (not closing its descriptor).
+func (l *evLoop) forget(c *loopConn) {
+	_ = l.ctl(unix.EPOLL_CTL_DEL, c.fd, 0, kindClient)
+	l.cl[c.fd] = nil
+	last := l.conns[len(l.conns)-1]
+	l.conns[c.idx], last.idx = last, c.idx
+	l.conns = l.conns[:len(l.conns)-1]
+	l.count.Add(-1)
+}
+
+// abort ends a connection at once: the request in progress (if any) ends with code.
+func (l *evLoop) abort(c *loopConn, code int) {
+	if c.b != nil {
+		if c.u != nil {
+			l.closeUp(c.u)
+			c.u = nil
+		}
+		if c.phase == phBody {
+			code = c.code // the status already went out
+		}
+		l.endRequest(c, code)
+	}
+	l.forget(c)
+	unix.Close(c.fd)
+}
+
+// step runs a connection's state machine as far as its sockets allow.
+func (l *evLoop) step(c *loopConn) {
+	for {
+		if c.gone {
+			l.abort(c, 499)
+			return
+		}
+		var more bool
+		switch c.phase {
+		case phHead:
+			more = l.readHead(c)
+		case phConnect:
+			more = l.connected(c)
+		case phSend:
+			more = l.sendRequest(c)
+		case phAwait:
+			more = l.awaitHead(c)
+		case phBody:
+			more = l.streamBody(c)
+		case phDrain:
+			if c.flush() && !c.gone {
+				l.abort(c, 0)
+				return
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// Write queues a proxy-made answer (the fast path's error responses and refusals).
+func (c *loopConn) Write(b []byte) (int, error) {
+	c.send(b)
+	return len(b), nil
+}
+
+// send writes b to the client, straight away when nothing is queued; the rest waits in pend.
+func (c *loopConn) send(b []byte) {
+	if c.gone {
+		return
+	}
+	if len(c.pend) == 0 && c.writable {
+		n, err := rawWrite(c.fd, b)
+		switch {
+		case err == unix.EAGAIN:
+			c.writable = false
+		case err != nil:
+			c.gone = true
+			return
+		default:
+			b = b[n:]
+			if len(b) > 0 {
+				c.writable = false // a short write: the socket buffer is full
+			}
+		}
+	}
+	c.pend = append(c.pend, b...)
+}
+
+// flush writes queued bytes; it reports whether none are left.
+func (c *loopConn) flush() bool {
+	for len(c.pend) > 0 && c.writable && !c.gone {
+		n, err := rawWrite(c.fd, c.pend)
+		switch {
+		case err == unix.EAGAIN:
+			c.writable = false
+		case err != nil:
+			c.gone = true
+		default:
+			c.pend = c.pend[:copy(c.pend, c.pend[n:])]
+		}
+	}
+	if len(c.pend) == 0 && cap(c.pend) > 64<<10 {
+		c.pend = nil // a large response backed up once: do not keep its buffer for good
+	}
+	return len(c.pend) == 0
+}
+
+// readInto reads once into cr; it clears *ready when the socket has nothing more. n == 0 with
+// a nil error means: wait for epoll. hup says the peer has closed its side, so the end of the
+// stream is still to be read however few bytes came.
+func readInto(fd int, cr *connReader, limit int, ready *bool, hup bool) (int, error) {
+	if err := cr.makeRoom(limit); err != nil {
+		return 0, err
+	}
+	space := len(cr.buf) - cr.w
+	n, err := rawRead(fd, cr.buf[cr.w:])
+	switch {
+	case err == unix.EAGAIN:
+		*ready = false
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	// A read that did not fill the buffer emptied the socket: the next byte brings an edge. Not
+	// so the end of the stream, which came with an edge already taken.
+	if n < space && !hup {
+		*ready = false
+	}
+	cr.w += n
+	return n, nil
+}
+
+// readHead waits for a request head, then routes and admits it and starts its exchange.
+func (l *evLoop) readHead(c *loopConn) bool {
+	if !c.flush() {
+		return false // the last response first: at most one is buffered per connection
+	}
+	cfg := l.s.state.Load().cfg
+	b := c.in.buffered()
+	i := 0
+	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	c.in.consume(i)
+	if len(c.in.buffered()) == 0 {
+		if l.s.shutting.Load() {
+			l.abort(c, 0)
+			return false
+		}
+		if !c.readable {
+			return false
+		}
+		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
+		if err != nil {
+			l.abort(c, 0)
+			return false
+		}
+		if n > 0 && !c.started {
+			c.started = true
+			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
+		}
+		return n > 0
+	}
+	end := guard.HeadEnd(c.in.buffered(), 0)
+	if end < 0 {
+		if !c.started {
+			c.started = true
+			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
+		}
+		if len(c.in.buffered()) > cfg.Limits.MaxHeaderBytes {
+			return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+		}
+		if !c.readable {
+			return false
+		}
+		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
+		if errors.Is(err, errHeadTooLarge) {
+			return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+		}
+		if err != nil {
+			l.abort(c, 0)
+			return false
+		}
+		return n > 0
+	}
+	if rej := guard.ParseHead(c.in.buffered()[:end], &c.head); rej != nil {
+		return l.refuse(c, rej)
+	}
+	if end > cfg.Limits.MaxHeaderBytes {
+		return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+	}
+	st := l.s.state.Load()
+	rq, ok := c.route(st, l.now)
+	if !ok {
+		l.handOff(c, true)
+		return false
+	}
+	body, whole := c.bufferedBody(end, rq.hasBody)
+	if !whole {
+		l.handOff(c, false) // a body still arriving streams on the goroutine path
+		return false
+	}
+	bk, keep := c.admit(st, &rq)
+	if bk == nil {
+		c.in.consume(end)
+		return l.endExchange(c, keep)
+	}
+	sa := l.sockaddr(bk)
+	if sa == nil {
+		c.release(st, &rq, bk)
+		l.handOff(c, false) // a host name: the goroutine path's dialer resolves it
+		return false
+	}
+	l.s.fastServed.Add(1)
+	l.s.loopServed.Add(1)
+	c.st, c.rq, c.b = st, rq, bk
+	c.started = false
+	c.total = rq.start.Add(rq.rt.timeout)
+	c.reqBytes = append(c.buildUpstreamHead(rq.method, rq.target, &rq.ri), c.in.buffered()[end:end+body]...)
+	c.in.consume(end + body)
+	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
+	return l.connect(c, false)
+}
+
+// bufferedBody reports the length of the request body following a head of end bytes, and
+// whether all of it is buffered.
+func (c *loopConn) bufferedBody(end int, hasBody bool) (int, bool) {
+	if !hasBody {
+		return 0, true
+	}
+	rest := c.in.buffered()[end:]
+	if c.head.Chunked {
+		c.chunk = guard.ChunkScanner{}
+		n, done, rej := c.chunk.Scan(rest)
+		// A malformed chunk is judged by the goroutine path, which answers it.
+		return n, done && rej == nil
+	}
+	if int64(len(rest)) < c.head.ContentLength {
+		return 0, false
+	}
+	return int(c.head.ContentLength), true
+}
+
+// refuse answers a refused request head and closes the connection.
+func (l *evLoop) refuse(c *loopConn, r *guard.Rejection) bool {
+	c.refuse(r)
+	c.phase = phDrain
+	c.deadline = l.now.Add(time.Second)
+	return true
+}
+
+// handOff moves a client connection, with its buffered bytes, to a goroutine: net/http's
+// (toHTTP) or the fast path's goroutine-per-connection code.
+func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
+	l.forget(c)
+	f := os.NewFile(uintptr(c.fd), "")
+	nc, err := net.FileConn(f) // a duplicate, on Go's poller
+	f.Close()
+	if err != nil {
+		l.s.log.Warn("l7 hand over connection", "error", err)
+		return
+	}
+	fc := c.fastConn
+	fc.c, fc.w, fc.in.c = nc, nc, nc
+	if !l.s.track(fc, true) {
+		nc.Close()
+		return
+	}
+	go func() {
+		if !toHTTP {
+			fc.serve()
+			return
+		}
+		defer l.s.track(fc, false)
+		if !fc.handOff() {
+			nc.Close()
+		}
+	}()
+}
+
+// sockaddr returns the socket address of a backend given as ip:port, or nil for a host name.
+func (l *evLoop) sockaddr(b *balance.Backend) unix.Sockaddr {
+	if sa, ok := l.addrs[b]; ok {
+		return sa
+	}
+	var sa unix.Sockaddr
+	if ap, err := netip.ParseAddrPort(b.Address); err == nil && ap.Addr().Zone() == "" {
+		if a := ap.Addr(); a.Is4() || a.Is4In6() {
+			sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}
+		} else {
+			sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+		}
+	}
+	if len(l.addrs) > 4096 {
+		clear(l.addrs) // backends of configurations reloaded away
+	}
+	l.addrs[b] = sa
+	return sa
+}
+
+// connect gives the request an upstream connection: an idle one (unless fresh) or a new one.
+func (l *evLoop) connect(c *loopConn, fresh bool) bool {
+	p := c.rq.rt.pool
+	if !fresh {
+		if u := l.takeIdle(c.b); u != nil {
+			u.owner, u.reused, u.gotBytes = c, true, false
+			c.u = u
+			c.phase = phSend
+			c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Header), c.total)
+			return true
+		}
+	}
+	sa := l.sockaddr(c.b)
+	family := unix.AF_INET
+	if _, ok := sa.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	err = unix.Connect(fd, sa)
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		unix.Close(fd)
+		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
+	}
+	if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindUpstream); err != nil {
+		unix.Close(fd)
+		return l.upstreamFailed(c, err)
+	}
+	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
+		in: connReader{buf: make([]byte, 16<<10)}}
+	for fd >= len(l.up) {
+		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
+	}
+	l.up[fd] = u
+	c.u = u
+	c.phase = phConnect
+	c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
+	return true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// connected waits for the backend to accept the connection.
+func (l *evLoop) connected(c *loopConn) bool {
+	u := c.u
+	if !u.writable {
+		return false
+	}
+	if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
+		if err == nil {
+			err = syscall.Errno(errno)
+		}
+		return l.upstreamFailed(c, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
+	}
+	c.phase = phSend
+	c.deadline = minTime(l.now.Add(c.rq.rt.pool.cfg.Timeouts.Header), c.total)
+	return true
+}
+
+// sendRequest writes the request head and body upstream.
+func (l *evLoop) sendRequest(c *loopConn) bool {
+	u := c.u
+	for c.sent < len(c.reqBytes) {
+		if !u.writable {
+			return false
+		}
+		n, err := rawWrite(u.fd, c.reqBytes[c.sent:])
+		switch {
+		case err == unix.EAGAIN:
+			u.writable = false
+		case err != nil:
+			return l.upstreamFailed(c, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)})
+		default:
+			c.sent += n
+			if c.sent < len(c.reqBytes) {
+				u.writable = false
+			}
+		}
+	}
+	c.phase = phAwait
+	return true
+}
+
+// awaitHead reads the response head; interim (1xx) heads go to the client as they come.
+func (l *evLoop) awaitHead(c *loopConn) bool {
+	u := c.u
+	end := guard.HeadEnd(u.in.buffered(), 0)
+	if end < 0 {
+		if !u.readable {
+			return false
+		}
+		n, err := readInto(u.fd, &u.in, 64<<10+4<<10, &u.readable, u.hup)
+		if err != nil {
+			return l.upstreamFailed(c, err)
+		}
+		if n > 0 {
+			u.gotBytes = true
+		}
+		return n > 0
+	}
+	if rej := guard.ParseHead(u.in.buffered()[:end], &c.rhead); rej != nil {
+		return l.upstreamFailed(c, errors.Join(errUpstream, rej))
+	}
+	code, ok := statusCode(c.rhead.Line)
+	if !ok || code == http.StatusSwitchingProtocols {
+		return l.upstreamFailed(c, errors.Join(errUpstream, errors.New("bad status line")))
+	}
+	c.responseTokens()
+	if code < 200 {
+		head := c.buildResponseHead(code, noBody)
+		u.in.consume(end)
+		c.send(head)
+		return true
+	}
+	// The response head: its framing, then the head and the body bytes that came with it.
+	c.code = code
+	c.fr = closeBody
+	h := &c.rhead
+	switch {
+	case c.rq.method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified:
+		c.fr = noBody
+	case h.Chunked:
+		c.fr = chunkedBody
+	case h.ContentLength >= 0:
+		c.fr = lengthBody
+	}
+	c.upClose = c.responseTokens()
+	head := c.buildResponseHead(code, c.fr)
+	u.in.consume(end)
+	c.remaining, c.chunk, c.respErr = h.ContentLength, guard.ChunkScanner{}, nil
+	c.respDone = c.fr == noBody
+	if !c.respDone && len(u.in.buffered()) > 0 {
+		body := c.take()
+		c.n += int64(len(body))
+		if c.fr == closeBody {
+			head = appendChunk(head, body)
+		} else {
+			head = append(head, body...)
+		}
+	}
+	c.out = head
+	if c.respDone {
+		l.responseTaken(c)
+	}
+	c.send(head)
+	c.phase = phBody
+	c.deadline = c.total
+	return true
+}
+
+// responseTaken ends the upstream side of a response whose last byte has been read, before
+// that byte goes to the client: the connection is pooled (or closed) and the request recorded,
+// so that a client which has the whole response also finds it in the metrics.
+func (l *evLoop) responseTaken(c *loopConn) {
+	u := c.u
+	c.u = nil
+	// Bytes beyond the response mean the backend is out of step: never reuse that connection.
+	if !c.upClose && c.fr != closeBody && len(u.in.buffered()) == 0 {
+		l.putIdle(u)
+	} else {
+		l.closeUp(u)
+	}
+	l.s.passive(c.rq.rt.pool, c.b, c.code < 500)
+	l.endRequest(c, c.code)
+}
+
+// take consumes the body bytes buffered from upstream that belong to the response.
+func (c *loopConn) take() []byte {
+	u := c.u
+	data := u.in.buffered()
+	switch c.fr {
+	case lengthBody:
+		data = data[:min(int64(len(data)), c.remaining)]
+		c.remaining -= int64(len(data))
+		c.respDone = c.remaining == 0
+	case chunkedBody:
+		k, d, rej := c.chunk.Scan(data)
+		if rej != nil {
+			c.respErr = errors.Join(errUpstream, rej)
+		}
+		data, c.respDone = data[:k], d
+	}
+	u.in.consume(len(data))
+	return data
+}
+
+// streamBody copies the response body to the client, reading upstream only once the client has
+// taken what came before.
+func (l *evLoop) streamBody(c *loopConn) bool {
+	if c.respErr != nil {
+		l.abort(c, c.code)
+		return false
+	}
+	if c.respDone {
+		return l.endExchange(c, true)
+	}
+	u := c.u
+	if !c.flush() || !u.readable {
+		return false
+	}
+	n, err := readInto(u.fd, &u.in, len(u.in.buf), &u.readable, u.hup)
+	if err != nil {
+		if c.fr == closeBody && errors.Is(err, io.EOF) {
+			c.upClose, c.respDone = true, true
+			l.responseTaken(c)
+			c.send([]byte("0\r\n\r\n"))
+			return true
+		}
+		l.s.passive(c.rq.rt.pool, c.b, false)
+		l.abort(c, c.code)
+		return false
+	}
+	if n == 0 {
+		return false
+	}
+	body := c.take()
+	c.n += int64(len(body))
+	if c.respDone && c.respErr == nil {
+		l.responseTaken(c) // body still points into the connection's buffer, unused until send copies it
+	}
+	if c.fr == closeBody {
+		c.out = appendChunk(c.out[:0], body)
+		c.send(c.out)
+	} else if len(body) > 0 {
+		c.send(body)
+	}
+	return true
+}
+
+// upstreamFailed handles an upstream failure before any response byte: a pooled connection the
+// backend had closed is replaced once when the request can be replayed (net/http's transport
+// does the same); otherwise the client gets 504 on a timeout and 502 for the rest.
+func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
+	u := c.u
+	if u != nil {
+		c.u = nil
+		l.closeUp(u)
+		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
+			(idempotent(c.rq.method) || isWriteErr(err)) {
+			c.retried, c.sent = true, 0
+			return l.connect(c, true)
+		}
+	}
+	l.s.passive(c.rq.rt.pool, c.b, false)
+	code, msg := http.StatusBadGateway, "upstream error"
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		code, msg = http.StatusGatewayTimeout, "upstream timeout"
+	}
+	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
+	c.writeError(code, msg, nil, c.clientClose)
+	l.endRequest(c, code)
+	return l.endExchange(c, true)
+}
+
+// endRequest records a finished request and gives back what admit took.
+func (l *evLoop) endRequest(c *loopConn, code int) {
+	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, 1, c.rq.clean)
+	c.release(c.st, &c.rq, c.b)
+	c.b, c.st, c.reqBytes = nil, nil, c.reqBytes[:0]
+}
+
+// endExchange readies the connection for its next request, or to close once its answer is out.
+func (l *evLoop) endExchange(c *loopConn, keep bool) bool {
+	if !keep || c.clientClose || l.s.shutting.Load() {
+		c.phase = phDrain
+		c.deadline = l.now.Add(time.Second)
+		return true
+	}
+	c.phase = phHead
+	c.started = false
+	c.deadline = l.now.Add(l.s.state.Load().cfg.Timeouts.Idle)
+	return true
+}
+
+func (l *evLoop) takeIdle(b *balance.Backend) *loopUp {
+	for list := l.idle[b]; len(list) > 0; list = l.idle[b] {
+		u := list[len(list)-1]
+		l.idle[b] = list[:len(list)-1]
+		if l.now.Sub(u.idleSince) < u.idleFor {
+			return u
+		}
+		l.closeUp(u)
+	}
+	return nil
+}
+
+// putIdle keeps an upstream connection for the next request to its backend (LIFO, so the
+// warmest goes out first); past the pool's max_idle_per_backend it is closed.
+func (l *evLoop) putIdle(u *loopUp) {
+	u.owner, u.idleSince = nil, l.now
+	if len(l.idle[u.b]) >= u.maxIdle {
+		l.closeUp(u)
+		return
+	}
+	l.idle[u.b] = append(l.idle[u.b], u)
+}
+
+// dropIdle closes an idle connection and takes it out of the idle list.
+func (l *evLoop) dropIdle(u *loopUp) {
+	list := l.idle[u.b]
+	for i, x := range list {
+		if x == u {
+			l.idle[u.b] = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	l.closeUp(u)
+}
+
+func (l *evLoop) closeUp(u *loopUp) {
+	if u.fd < 0 {
+		return
+	}
+	l.up[u.fd] = nil
+	unix.Close(u.fd)
+	u.fd = -1
+}
+
+// expire enforces deadlines, retires idle upstream connections and resumes paused listeners.
+func (l *evLoop) expire() {
+	for i := len(l.conns) - 1; i >= 0; i-- {
+		if i >= len(l.conns) {
+			continue
+		}
+		c := l.conns[i]
+		if c.deadline.IsZero() || l.now.Before(c.deadline) {
+			continue
+		}
+		switch c.phase {
+		case phConnect, phSend, phAwait:
+			if l.upstreamFailed(c, os.ErrDeadlineExceeded) {
+				l.step(c)
+			}
+		default:
+			l.abort(c, 504)
+		}
+	}
+	for b, list := range l.idle {
+		keep := list[:0]
+		for _, u := range list {
+			if l.now.Sub(u.idleSince) >= u.idleFor {
+				l.closeUp(u)
+			} else {
+				keep = append(keep, u)
+			}
+		}
+		if len(keep) == 0 {
+			delete(l.idle, b)
+		} else {
+			l.idle[b] = keep
+		}
+	}
+	for _, ll := range l.lns {
+		if ll.paused && l.now.Sub(ll.pausedAt) >= sweepEvery {
+			if l.ctl(unix.EPOLL_CTL_ADD, ll.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, kindListener) == nil {
+				ll.paused = false
+			}
+		}
+	}
+}
+
+// rawRead and rawWrite are read(2) and write(2) on non-blocking sockets without the runtime's
+// blocking-syscall bookkeeping: they never block, and a loop holds on to its P anyway.
+func rawRead(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

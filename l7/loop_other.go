@@ -1,0 +1,23 @@
+//go:build !linux
+
+package l7
+
+import (
+	"errors"
+	"net"
+
+	"github.com/switchyard/switchyard/internal/handover"
+)
+
+// evLoop exists on Linux only (epoll); elsewhere the fast path runs a goroutine per connection.
+type evLoop struct{}
+
+func (s *Server) startLoops() bool { return false }
+
+func (s *Server) serveLoop(*net.TCPListener, string, *handover.Listener) error {
+	return errors.New("event loops need Linux")
+}
+
+func (s *Server) closeLoops(bool) int { return 0 }
+
+func (s *Server) stopLoops() {}
