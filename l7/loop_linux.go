@@ -1030,8 +1030,9 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 func (l *evLoop) responseTaken(c *loopConn) {
 	u := c.u
 	c.u = nil
-	// Bytes beyond the response mean the backend is out of step: never reuse that connection.
-	if !c.upClose && c.fr != closeBody && len(u.in.buffered()) == 0 {
+	// Bytes beyond the response mean the backend is out of step, and a backend that shut its side
+	// is gone: never reuse such a connection.
+	if !c.upClose && c.fr != closeBody && len(u.in.buffered()) == 0 && !u.hup {
 		l.putIdle(u)
 	} else {
 		l.closeUp(u)

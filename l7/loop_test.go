@@ -5,6 +5,7 @@ package l7
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -169,5 +170,28 @@ func TestLoopShutdownLetsInFlightFinish(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), time.Second); err == nil {
 		t.Errorf("listener still accepts after shutdown")
+	}
+}
+
+// A backend that closes right after a keep-alive response (no Connection: close) is not reused:
+// the next POST, which could not be replayed, goes out on a new connection and succeeds.
+func TestLoopDoesNotReuseConnectionBackendShut(t *testing.T) {
+	addr, conns := rawBackend(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		if n, _ := c.Read(buf); n > 0 {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	_, base := proxyFor(t, addr, "")
+	c, br := dialProxy(t, base)
+	for i := 0; i < 3; i++ {
+		fmt.Fprint(c, "POST /w HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx")
+		if resp, body := readResponse(t, br, "POST"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("POST %d: %d %q", i, resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond) // the backend's FIN arrives while the connection is idle or in use
+	}
+	if conns.Load() != 3 {
+		t.Errorf("backend saw %d connections, want 3 (one per response)", conns.Load())
 	}
 }
