@@ -11,12 +11,14 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard/switchyard/internal/handover"
@@ -175,6 +177,13 @@ func (s *Server) startLoops() bool {
 			}
 			s.loops = append(s.loops, l)
 			go l.run()
+		}
+		for i, l := range s.loops {
+			s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "switchyard_l7_loop_connections",
+				Help:        "Client connections an event loop serves.",
+				ConstLabels: prometheus.Labels{"loop": strconv.Itoa(i)},
+			}, func() float64 { return float64(l.count.Load()) }))
 		}
 	})
 	return len(s.loops) > 0
@@ -827,6 +836,11 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 		l.s.log.Warn("l7 hand over connection", "error", err)
 		return
 	}
+	to := "fast"
+	if toHTTP {
+		to = "http"
+	}
+	l.s.metrics.handoffs.WithLabelValues(to).Inc()
 	fc := c.fastConn
 	fc.c, fc.w, fc.in.c = nc, nc, nc
 	if !l.s.track(fc, true) {

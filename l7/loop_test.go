@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -100,6 +101,13 @@ func TestLoopHandsOverWhatItDoesNotServe(t *testing.T) {
 	}
 	if s2.loopServed.Load() != loop2 || s2.fastServed.Load() != fast2+2 {
 		t.Errorf("upload: loop served %d, fast path %d; want 0 and 2", s2.loopServed.Load()-loop2, s2.fastServed.Load()-fast2)
+	}
+	rec := httptest.NewRecorder()
+	s2.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`switchyard_l7_loop_handoffs_total{to="fast"} 1`, `switchyard_l7_loop_connections{loop="0"}`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type metrics struct {
 	shedGlobal prometheus.Counter
 	refused    *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	handoffs   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -67,9 +68,13 @@ func newMetrics() *metrics {
 			Name: "switchyard_l7_reloads_total",
 			Help: "Configuration reloads by result (ok|error); on error the old configuration stays.",
 		}, []string{"result"}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_l7_loop_handoffs_total",
+			Help: "Connections an event loop handed to a goroutine, by where they went: fast (a streamed upload, a host-name backend) or http (what net/http serves: h2c, upgrades, retried routes...).",
+		}, []string{"to"}),
 	}
 	m.shedGlobal = m.shed.WithLabelValues("global")
 	m.reg.MustRegister(m.requests, m.duration, m.retries, m.shed, m.limited, m.ejections, m.healthy,
-		m.inFlight, m.refused, m.reloads, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.inFlight, m.refused, m.reloads, m.handoffs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
