@@ -164,7 +164,7 @@ func (fc *fastConn) serve() {
 		end, err := fc.readRequestHead(st.cfg)
 		if err != nil {
 			if errors.Is(err, errHeadTooLarge) {
-				fc.refuse(&guard.Rejection{Status: 431, Reason: "request header fields too large"})
+				fc.refuse(errHeadTooLong)
 			}
 			return
 		}
@@ -173,7 +173,7 @@ func (fc *fastConn) serve() {
 			return
 		}
 		if end > st.cfg.Limits.MaxHeaderBytes {
-			fc.refuse(&guard.Rejection{Status: 431, Reason: "request header fields too large"})
+			fc.refuse(errHeadTooLong)
 			return
 		}
 		keep, fallback := fc.handle(st, end)
@@ -186,6 +186,9 @@ func (fc *fastConn) serve() {
 		}
 	}
 }
+
+// errHeadTooLong refuses a request head over limits.max_header_bytes.
+var errHeadTooLong = &guard.Rejection{Status: 431, Reason: "request header fields too large"}
 
 // refuse answers a refused head the way the guard does, and counts it.
 func (fc *fastConn) refuse(r *guard.Rejection) {

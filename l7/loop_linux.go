@@ -711,47 +711,36 @@ func (l *evLoop) readHead(c *loopConn) bool {
 	if !c.flush() {
 		return false // the last response first: at most one is buffered per connection
 	}
-	cfg := l.s.state.Load().cfg
+	st := l.s.state.Load()
+	cfg := st.cfg
 	b := c.in.buffered()
 	i := 0
 	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
 		i++
 	}
 	c.in.consume(i)
-	if len(c.in.buffered()) == 0 {
-		if l.s.shutting.Load() {
-			l.abort(c, 0)
-			return false
-		}
-		if !c.readable {
-			return false
-		}
-		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
-		if err != nil {
-			l.abort(c, 0)
-			return false
-		}
-		if n > 0 && !c.started {
-			c.started = true
-			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
-		}
-		return n > 0
-	}
-	end := guard.HeadEnd(c.in.buffered(), 0)
-	if end < 0 {
+	end := -1
+	switch {
+	case len(c.in.buffered()) > 0:
 		if !c.started {
-			c.started = true
+			c.started = true // the idle timeout gives way to the read-header one
 			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
 		}
+		end = guard.HeadEnd(c.in.buffered(), 0)
+	case l.s.shutting.Load():
+		l.abort(c, 0)
+		return false
+	}
+	if end < 0 {
 		if len(c.in.buffered()) > cfg.Limits.MaxHeaderBytes {
-			return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+			return l.refuse(c, errHeadTooLong)
 		}
 		if !c.readable {
 			return false
 		}
 		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
 		if errors.Is(err, errHeadTooLarge) {
-			return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+			return l.refuse(c, errHeadTooLong)
 		}
 		if err != nil {
 			l.abort(c, 0)
@@ -763,9 +752,8 @@ func (l *evLoop) readHead(c *loopConn) bool {
 		return l.refuse(c, rej)
 	}
 	if end > cfg.Limits.MaxHeaderBytes {
-		return l.refuse(c, &guard.Rejection{Status: 431, Reason: "request header fields too large"})
+		return l.refuse(c, errHeadTooLong)
 	}
-	st := l.s.state.Load()
 	rq, ok := c.route(st, l.now)
 	if !ok {
 		l.handOff(c, true)
@@ -1252,22 +1240,14 @@ func (l *evLoop) expire() {
 
 // rawRead and rawWrite are read(2) and write(2) on non-blocking sockets without the runtime's
 // blocking-syscall bookkeeping: they never block, and a loop holds on to its P anyway.
-func rawRead(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func rawRead(fd int, p []byte) (int, error)  { return rawIO(unix.SYS_READ, fd, p) }
+func rawWrite(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
 
-func rawWrite(fd int, p []byte) (int, error) {
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}

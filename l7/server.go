@@ -343,13 +343,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 
 // Shutdown stops accepting, waits for in-flight requests (until ctx ends) and stops checkers.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	servers, lns := s.servers, s.lns
-	s.mu.Unlock()
-	s.shutting.Store(true)
-	for _, ln := range lns {
-		ln.Close()
-	}
+	servers := s.stopAccepting()
 	var first error
 	// Fast-path connections between requests close now; busy ones close after their response.
 	for s.closeFast(false) > 0 {
@@ -373,6 +367,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close stops everything at once, cutting in-flight requests.
 func (s *Server) Close() error {
+	servers := s.stopAccepting()
+	s.closeFast(true)
+	for _, srv := range servers {
+		srv.Close()
+	}
+	s.stop()
+	return nil
+}
+
+// stopAccepting marks the server as shutting down and closes its listeners; it returns the
+// http.Servers still to be shut down.
+func (s *Server) stopAccepting() []*http.Server {
 	s.mu.Lock()
 	servers, lns := s.servers, s.lns
 	s.mu.Unlock()
@@ -380,12 +386,7 @@ func (s *Server) Close() error {
 	for _, ln := range lns {
 		ln.Close()
 	}
-	s.closeFast(true)
-	for _, srv := range servers {
-		srv.Close()
-	}
-	s.stop()
-	return nil
+	return servers
 }
 
 func (s *Server) stop() {

@@ -39,8 +39,14 @@ func uniquePrefix() string {
 // passed or failed.
 func testLab(t *testing.T, backends int) *lab.Lab {
 	t.Helper()
+	return testLabSpec(t, lab.Spec{Clients: 2, Balancers: 1, Backends: backends})
+}
+
+// testLabSpec is testLab for any size of lab (its prefix is made unique here).
+func testLabSpec(t *testing.T, s lab.Spec) *lab.Lab {
+	t.Helper()
 	requireRoot(t)
-	s := lab.Spec{Prefix: uniquePrefix(), Clients: 2, Balancers: 1, Backends: backends}
+	s.Prefix = uniquePrefix()
 	l, err := lab.Plan(s)
 	if err != nil {
 		t.Fatal(err)

@@ -17,20 +17,7 @@ import (
 // balancer, which has never seen them, and they keep working, each on the backend it had,
 // because both balancers build the same Maglev table from the same backends.
 func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
-	requireRoot(t)
-	s := lab.Spec{Prefix: uniquePrefix(), Clients: 1, Balancers: 2, Backends: 3}
-	l, err := lab.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Destroy(s.Prefix); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if err := l.Build(); err != nil {
-		t.Fatal(err)
-	}
+	l := testLabSpec(t, lab.Spec{Clients: 1, Balancers: 2, Backends: 3})
 	withApps(t, l)
 	lbs := l.Topo.ByRole(topo.Balancer)
 	f1, err := l.StartForwarder(lbs[0], 4099)

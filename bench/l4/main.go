@@ -348,14 +348,11 @@ func (b *bench) setup(mode string) error {
 			return err
 		}
 		// The router port must run an XDP program to accept the forwarder's XDP_TX frames.
-		err := topo.Do(rt, func() error {
-			var err error
-			b.pass, err = loader.AttachPass(b.lb.Port, loader.Native, "")
-			return err
-		})
+		pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
 		if err != nil {
 			return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 		}
+		b.pass = pass
 		seg := b.l.Topo.Segment(b.lb.Segment)
 		mac, _ := net.ParseMAC(seg.RouterMAC)
 		f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: loader.Mode(xdpMode), Src4: lab.Encap4, Src6: lab.Encap6})

@@ -364,19 +364,14 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 	}
 	old := d.cfg
 	d.cfg = next
-	if err := d.writeMapConfigLocked(); err != nil {
-		d.cfg = old
+	err = d.writeMapConfigLocked()
+	d.cfg = old
+	if err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
-	d.syncHealthLocked()
-	res, err := d.applyLocked(next)
+	res, err := d.switchToLocked(next)
 	if err != nil {
-		d.cfg = old
-		d.syncHealthLocked()
-		if _, rerr := d.applyLocked(old); rerr != nil {
-			d.log.Error("restore the running state after a failed reload", "err", rerr)
-		}
-		_ = d.writeMapConfigLocked()
+		_ = d.writeMapConfigLocked() // the old configuration's, back in effect
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	d.log.Info("configuration reloaded", "path", d.opt.ConfigPath, "vips", len(next.VIPs), "slots_written", res.SlotsWritten)

@@ -69,16 +69,8 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	if err := next.Validate(); err != nil {
 		return api.ChangeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
-	old := d.cfg
-	d.cfg = next
-	d.syncHealthLocked()
-	res, err := d.applyLocked(next)
+	res, err := d.switchToLocked(next)
 	if err != nil {
-		d.cfg = old
-		d.syncHealthLocked()
-		if _, rerr := d.applyLocked(old); rerr != nil {
-			d.log.Error("restore the running state after a failed change", "err", rerr)
-		}
 		return api.ChangeResult{}, &api.Error{Status: http.StatusInternalServerError, Msg: err.Error()}
 	}
 	out := api.ChangeResult{Message: msg, SlotsWritten: res.SlotsWritten}

@@ -64,6 +64,24 @@ func (d *Daemon) drainExpiredLocked(k health.Key) bool {
 	return ok && dr.expired
 }
 
+// switchToLocked makes next the running configuration: health checks, then the maps. When the
+// maps refuse it, the previous configuration is put back and applied again, so a failed change or
+// reload leaves the running state as it was.
+func (d *Daemon) switchToLocked(next *config.Config) (reconcile.Result, error) {
+	old := d.cfg
+	d.cfg = next
+	d.syncHealthLocked()
+	res, err := d.applyLocked(next)
+	if err != nil {
+		d.cfg = old
+		d.syncHealthLocked()
+		if _, rerr := d.applyLocked(old); rerr != nil {
+			d.log.Error("restore the running state after a failed configuration change", "err", rerr)
+		}
+	}
+	return res, err
+}
+
 // applyLocked reconciles the maps to cfg and keeps the drain timers in step.
 func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 	want, _ := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+
+	"github.com/switchyard/switchyard/internal/splitmix"
 )
 
 // Picker chooses the backend for one request, or nil when none is available.
@@ -185,15 +187,8 @@ func NewRing(backends []*Backend, key Key, loadFactor float64) *Ring {
 func hash64(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
-	// FNV's low bits mix poorly for short similar strings; a final avalanche (from splitmix64)
-	// spreads the virtual nodes evenly around the ring.
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	// The avalanche spreads the virtual nodes evenly around the ring.
+	return splitmix.Finalize(h.Sum64())
 }
 
 // Pick implements Picker.

@@ -10,6 +10,8 @@ import (
 	"hash/fnv"
 	"math/big"
 	"sort"
+
+	"github.com/switchyard/switchyard/internal/splitmix"
 )
 
 // DefaultSize is the default table size: a prime, so that every skip value generates a full
@@ -43,14 +45,7 @@ func hash64(seed byte, s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte{seed, 0x5a, seed})
 	h.Write([]byte(s))
-	x := h.Sum64()
-	// fnv mixes its last bytes weakly; finish with a 64-bit avalanche (splitmix64).
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return splitmix.Finalize(h.Sum64())
 }
 
 // Build returns a table of size entries holding backend IDs, each backend's share proportional to

@@ -29,12 +29,7 @@ func TestBuildRouterSkipsBridgeNetfilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"bridge/bridge-nf-call-iptables", "bridge/bridge-nf-call-ip6tables", "bridge/bridge-nf-call-arptables"} {
-		var v []byte
-		err := Do(top.RouterNS, func() error {
-			var err error
-			v, err = os.ReadFile("/proc/sys/net/" + k)
-			return err
-		})
+		v, err := In(top.RouterNS, func() ([]byte, error) { return os.ReadFile("/proc/sys/net/" + k) })
 		if errors.Is(err, os.ErrNotExist) {
 			t.Logf("%s: no br_netfilter in this kernel", k)
 			continue

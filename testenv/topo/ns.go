@@ -59,6 +59,18 @@ func Do(name string, fn func() error) error {
 	return ferr
 }
 
+// In runs fn in the named namespace and returns what it made (a socket keeps the namespace it
+// was created in).
+func In[T any](name string, fn func() (T, error)) (T, error) {
+	var v T
+	err := Do(name, func() error {
+		var err error
+		v, err = fn()
+		return err
+	})
+	return v, err
+}
+
 // Dialer returns a DialContext function whose sockets are created in the named namespace: a
 // test or experiment acts as a client host without a process of its own there.
 func Dialer(name string, d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -66,36 +78,18 @@ func Dialer(name string, d *net.Dialer) func(ctx context.Context, network, addr 
 		d = &net.Dialer{}
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := Do(name, func() error {
-			var err error
-			c, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
+		return In(name, func() (net.Conn, error) { return d.DialContext(ctx, network, addr) })
 	}
 }
 
 // Listen opens a listener in the named namespace.
 func Listen(name, network, addr string) (net.Listener, error) {
-	var l net.Listener
-	err := Do(name, func() error {
-		var err error
-		l, err = net.Listen(network, addr)
-		return err
-	})
-	return l, err
+	return In(name, func() (net.Listener, error) { return net.Listen(network, addr) })
 }
 
 // ListenPacket opens a packet socket in the named namespace.
 func ListenPacket(name, network, addr string) (net.PacketConn, error) {
-	var c net.PacketConn
-	err := Do(name, func() error {
-		var err error
-		c, err = net.ListenPacket(network, addr)
-		return err
-	})
-	return c, err
+	return In(name, func() (net.PacketConn, error) { return net.ListenPacket(network, addr) })
 }
 
 // create makes a named namespace (an empty one if it already exists is reused: `up` is
