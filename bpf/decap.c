@@ -120,16 +120,19 @@ static __always_inline int sc_opt4(void *data, void *data_end, const __u32 l2, s
 }
 
 /* sc_opt6 reads the IPv6 second-chance destination-options header after the outer header:
- * 0 when it is exactly [next 4|41][2][0x1E][20][magic][0][address], -1 otherwise. */
+ * 0 when it is exactly [next 4|41][2][0x1E][20][magic][0][address]; -2 when it starts with the
+ * option type but is otherwise wrong (malformed); -1 for any other destination options (not
+ * second chance: such as ip6_tunnel's encapsulation limit, left to the stack). */
 static __always_inline int sc_opt6(void *data, void *data_end, const __u32 l2, struct sc_packet *sc)
 {
 	__u8 *d = data + l2 + IPV6_HDR_LEN;
+	if ((void *)(d + 3) > data_end || d[2] != SC_OPT_TYPE)
+		return -1;
 	if ((void *)(d + SC_DSTOPT_LEN) > data_end)
-		return -1;
+		return -2;
 	if ((d[0] != IPPROTO_IPIP_ && d[0] != IPPROTO_IPV6_) || d[1] != SC_DSTOPT_LEN / 8 - 1 ||
-	    d[2] != SC_OPT_TYPE || d[3] != SC_OPT6_LEN || *(__be16 *)(d + 4) != bpf_htons(SC_MAGIC) ||
-	    d[6] != 0 || d[7] != 0)
-		return -1;
+	    d[3] != SC_OPT6_LEN || *(__be16 *)(d + 4) != bpf_htons(SC_MAGIC) || d[6] != 0 || d[7] != 0)
+		return -2;
 	__builtin_memcpy(sc->cand, d + 8, 16);
 	sc->outer = IPV6_HDR_LEN + SC_DSTOPT_LEN;
 	sc->inner_eth = d[0] == IPPROTO_IPIP_ ? ETH_P_IP : ETH_P_IPV6;
@@ -336,7 +339,10 @@ int xdp_decap(struct xdp_md *ctx)
 			return dcount(DCNT_PASS, len, XDP_PASS);
 		if (p.flow.proto == IPPROTO_DSTOPTS_ && is_decap_addr(&p.flow)) {
 			struct sc_packet sc = {};
-			if (sc_options(data, data_end, &p, &sc)) {
+			int err = sc_options(data, data_end, &p, &sc);
+			if (err == -1)
+				return dcount(DCNT_PASS, len, XDP_PASS);
+			if (err) {
 				sc_dcount(DSC_MALFORMED, len);
 				return dcount(DCNT_DROP, len, XDP_DROP);
 			}
