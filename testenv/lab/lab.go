@@ -144,7 +144,7 @@ func (l *Lab) Build() error {
 			return fmt.Errorf("build lab: %w", err)
 		}
 	}
-	return nil
+	return l.attachBackendPortPass()
 }
 
 func attachDecap(n topo.Node) error {
