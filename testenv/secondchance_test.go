@@ -1,11 +1,17 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/fwd"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -118,4 +124,76 @@ func counterSnapshot(t *testing.T, f *fwd.Forwarder, bes []topo.Node) map[string
 		out["owned"] += dc["second_chance_owned"].Packets
 	}
 	return out
+}
+
+// TestSecondChanceDaemon is TestSecondChance through the real daemon (`switchyard lb run`): its
+// default (second_chance on) and then `second_chance: false` in its file, reloaded. The table
+// changes through the CLI (`backend drain`, then `backend undrain` of be4), and the balancer
+// forgets its flows (the test empties the pinned connection table).
+func TestSecondChanceDaemon(t *testing.T) {
+	d := newDaemonLab(t, 4)
+	l := d.Lab()
+	lb := l.Balancer()
+	be4 := l.Topo.ByRole(topo.Backend)[3].Addr4.String()
+	ct, err := ebpf.LoadPinnedMap(filepath.Join(loader.MapsDir(lab.PinDir(lb.NS, lb.Iface)), loader.LBMapConntrack), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	cfgPath := filepath.Join(lab.StateDir(d.Prefix), lb.NS+".yaml")
+	for _, on := range []bool{true, false} {
+		if !on {
+			c, err := config.Load(cfgPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := false
+			c.SecondChance = &off
+			if err := c.Save(cfgPath); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.cli("lb", "config", "reload"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.cli("backend", "drain", "web", be4); err != nil {
+			t.Fatal(err)
+		}
+		conns, first := establish(t, l, l.VIP("web"), 100)
+		if _, err := d.cli("backend", "undrain", "web", be4); err != nil {
+			t.Fatal(err)
+		}
+		forgetAll(t, ct)
+		ok := 0
+		for i, c := range conns {
+			if be, err := c.do(fmt.Sprintf("/after/%d", i)); err == nil && be == first[i] {
+				ok++
+			}
+			c.c.Close()
+		}
+		pct := 100 * float64(ok) / float64(len(conns))
+		t.Logf("daemon, second_chance=%v: %d/%d established connections completed their next request (%.1f%%)", on, ok, len(conns), pct)
+		if on && pct < 99 {
+			t.Errorf("second chance on: %.1f%% of the connections survived, want >= 99%%", pct)
+		}
+		if !on && ok == len(conns) {
+			t.Error("second chance off: every connection survived although the table moved some to be4")
+		}
+	}
+}
+
+// forgetAll empties a pinned connection table.
+func forgetAll(t *testing.T, ct *ebpf.Map) {
+	t.Helper()
+	var keys []loader.LBFlowKey
+	var k loader.LBFlowKey
+	var v loader.LBFlowState
+	for it := ct.Iterate(); it.Next(&k, &v); {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := ct.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			t.Fatal(err)
+		}
+	}
 }
