@@ -180,8 +180,9 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	struct lb_config *cfg = get_config();
 	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
 		prev = ring_at(&prev_rings, slot);
-		if (prev == id)
-			prev = 0;
+		struct backend *cur = backend_at(id), *old = backend_at(prev);
+		if (prev == id || !cur || !old || cur->family != old->family)
+			prev = 0; /* the option sits in the outer header: same family only */
 		if (prev)
 			sc_count(SC_CNT_FLOWS);
 	}

@@ -204,10 +204,24 @@ func TestSecondChanceSend(t *testing.T) {
 		t.Fatal("second_chance_too_big not incremented")
 	}
 
+	// The candidate must have the first choice's family (the option is in the outer header): an
+	// IPv4 backend's flows moved to an IPv6 one carry nothing and count no second-chance flow.
+	dp.vip(3, vipAP, 0, maps.TCP, 0)
+	prevM, curM := dp.changedRing(3, be4[:1], []string{be4[0], be6[0]})
+	mixed := dp.flowsBy(3, cli4, vipAP, prevM, curM, true, 1)[0]
+	before = dp.counters()
+	in := mixed.build(t)
+	if _, out := dp.run(in); len(decodeEncap(t, out).inner) != len(l3(in)) {
+		t.Fatal("mixed families: the packet carries a candidate")
+	}
+	if after := dp.counters(); after["second_chance_flows"] != before["second_chance_flows"] {
+		t.Fatal("mixed families: counted as a second-chance flow")
+	}
+
 	// Second chance off: the same kind of miss goes plainly.
 	dp.config(func(c *maps.Config) { c.SecondChance = false })
 	p = dp.flowsBy(0, cli4, vip4, prev4, cur4, true, 5)[4]
-	in := p.build(t)
+	in = p.build(t)
 	_, out = dp.run(in)
 	if e := decodeEncap(t, out); len(e.inner) != len(l3(in)) {
 		t.Fatal("second chance off: the packet carries a candidate")
