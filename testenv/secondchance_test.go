@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/fwd"
@@ -169,6 +171,11 @@ func TestSecondChanceDaemon(t *testing.T) {
 			if be, err := c.do(fmt.Sprintf("/after/%d", i)); err == nil && be == first[i] {
 				ok++
 			}
+		}
+		if on {
+			checkFlowShowsCandidate(t, d, conns, first)
+		}
+		for _, c := range conns {
 			c.c.Close()
 		}
 		pct := 100 * float64(ok) / float64(len(conns))
@@ -196,4 +203,35 @@ func forgetAll(t *testing.T, ct *ebpf.Map) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// checkFlowShowsCandidate: `lb flow` names the second candidate of a rescued connection, the
+// backend that answered it before the table changed.
+func checkFlowShowsCandidate(t *testing.T, d *daemonLab, conns []*keepAliveConn, first []string) {
+	t.Helper()
+	addrOf := map[string]string{}
+	for _, n := range d.Lab().Topo.ByRole(topo.Backend) {
+		addrOf[n.Name] = n.Addr4.String()
+	}
+	seen := 0
+	for i, c := range conns {
+		out, err := d.cli("lb", "flow", "--json", "tcp", c.c.LocalAddr().String(), c.c.RemoteAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fi api.FlowInfo
+		if err := json.Unmarshal(out, &fi); err != nil {
+			t.Fatalf("decode lb flow: %v: %s", err, out)
+		}
+		if fi.SecondChance == "" {
+			continue
+		}
+		if fi.SecondChance != addrOf[first[i]] {
+			t.Fatalf("lb flow: second chance %s, want %s (%s), the connection's backend", fi.SecondChance, addrOf[first[i]], first[i])
+		}
+		if seen++; seen == 3 {
+			return
+		}
+	}
+	t.Errorf("lb flow showed a second candidate for %d connections, want some", seen)
 }
