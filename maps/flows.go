@@ -106,16 +106,20 @@ func (s *Set) ActiveFlows(idle, udpTimeout time.Duration) (map[uint32]int, error
 	return out, err
 }
 
-// DeleteFlowsTo removes every connection-table entry that points at a backend, for any VIP.
+// DeleteFlowsTo removes every connection-table entry that points at a backend (as its backend or
+// its second-chance candidate), for any VIP.
 func (s *Set) DeleteFlowsTo(backendID uint32) (int, error) {
-	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID })
+	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID || f.SecondChance == backendID })
 }
 
-// DeleteFlows removes the connection-table entries of one VIP that point at a backend: used when
-// a drain times out, so that the remaining flows re-hash instead of reaching the backend, while
-// the same backend keeps its flows of other VIPs.
+// DeleteFlows removes the connection-table entries of one VIP that point at a backend (as its
+// backend or its second-chance candidate): used when a drain times out, so that the remaining
+// flows re-hash instead of reaching the backend, while the same backend keeps its flows of other
+// VIPs.
 func (s *Set) DeleteFlows(vipID, backendID uint32) (int, error) {
-	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID && f.VIPID == vipID })
+	return s.deleteFlows(func(f FlowEntry) bool {
+		return (f.Backend == backendID || f.SecondChance == backendID) && f.VIPID == vipID
+	})
 }
 
 func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {

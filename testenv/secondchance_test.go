@@ -29,6 +29,9 @@ import (
 // many. IPv4 (IP option) and IPv6 (destination options) both go through the lab router.
 func TestSecondChance(t *testing.T) {
 	l := testLabSpec(t, lab.Spec{Clients: 1, Balancers: 1, Backends: 4})
+	if err := l.AttachBackendPortPass(); err != nil {
+		t.Fatal(err)
+	}
 	withApps(t, l)
 	f := withForwarder(t, l)
 	bes := l.Topo.ByRole(topo.Backend)

@@ -355,6 +355,28 @@ func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
 	return n, nil
 }
 
+// DropFromPrevious empties the slots of a VIP's previous ring that name a backend, so that no
+// mid-stream miss is sent on to it any more (a drain that timed out cuts its flows). It returns
+// the slots written.
+func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
+	t, err := r.PrevRing(vipID)
+	if err != nil {
+		return 0, err
+	}
+	next := append([]uint32(nil), t...)
+	for i, id := range next {
+		if id == backendID {
+			next[i] = 0
+		}
+	}
+	since, had := r.prevSince[vipID]
+	n, err := r.writePrev(vipID, next)
+	if had {
+		r.prevSince[vipID] = since // a removal is no new change: the retirement time stands
+	}
+	return n, err
+}
+
 // SetRetirePrevious makes RetirePrevious empty a previous ring d after the change that set it;
 // 0 (the default) keeps it until the next change.
 func (r *Reconciler) SetRetirePrevious(d time.Duration) { r.retire = d }

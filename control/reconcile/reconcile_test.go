@@ -295,6 +295,18 @@ func TestPreviousRingRetires(t *testing.T) {
 	if prev, _ := m.PrevRing(id); !equal(prev, first) {
 		t.Fatal("previous ring is not the table the added backend replaced")
 	}
+	// A drain that times out takes its backend out of the previous ring, and only it.
+	a1, _ := r.BackendID(netip.MustParseAddr("198.18.3.1"))
+	if n, err := r.DropFromPrevious(id, a1); err != nil || n == 0 {
+		t.Fatalf("drop from previous: %d slots, %v", n, err)
+	}
+	prev, _ := m.PrevRing(id)
+	for i, b := range prev {
+		if b == a1 || (b == 0) != (first[i] == a1) {
+			t.Fatalf("slot %d: previous %d, was %d: want only 198.18.3.1's slots emptied", i, b, first[i])
+		}
+	}
+	first = prev
 	// Nothing changes: the previous ring stays, whatever the time.
 	if res, err := r.Apply([]VIP{web}); err != nil || res.PrevSlotsWritten != 0 {
 		t.Fatalf("unchanged apply rotated the previous ring: %+v %v", res, err)

@@ -144,7 +144,7 @@ func (l *Lab) Build() error {
 			return fmt.Errorf("build lab: %w", err)
 		}
 	}
-	return l.attachBackendPortPass()
+	return nil
 }
 
 func attachDecap(n topo.Node) error {
