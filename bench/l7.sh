@@ -168,8 +168,8 @@ declare -A tlsport=([switchyard]=$SW_TLS_PORT [nginx]=$NGINX_TLS_PORT [haproxy]=
 
 # Every peer answers 200 on every listener the rounds use before they start.
 http_ready "the nginx backend" "http://127.0.0.1:$BACKEND_PORT/tracking"
-h2c_200() { [ "$(curl -s --http2-prior-knowledge -o /dev/null -w '%{http_code} %{http_version}' --max-time 2 "$1")" = "200 2" ]; }
-h2tls_200() { [ "$(curl -sk --http2 -o /dev/null -w '%{http_code} %{http_version}' --max-time 2 "$1")" = "200 2" ]; }
+h2c_200() { local s; s=$(curl -s --http2-prior-knowledge -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
+h2tls_200() { local s; s=$(curl -sk --http2 -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
 for n in "${names[@]}"; do
   http_ready "$n (HTTP/1.1)" "http://127.0.0.1:${port[$n]}/tracking"
   ready "$n (h2c)" 10 h2c_200 "http://127.0.0.1:${h2port[$n]}/tracking"

@@ -66,13 +66,13 @@ ports_free() {
 # ready NAME SECONDS CMD... runs CMD until it succeeds, for at most SECONDS; fails the run naming
 # the peer that did not start. LOGS (a glob, optional) is printed on failure.
 ready() {
-	local name=$1 secs=$2 deadline
+	local name=$1 secs=$2 deadline said
 	shift 2
 	deadline=$((SECONDS + secs))
-	until "$@" >/dev/null 2>&1; do
+	until said=$("$@" 2>&1); do
 		if [ "$SECONDS" -ge "$deadline" ]; then
 			[ -n "${LOGS:-}" ] && { echo "--- logs" >&2; cat $LOGS >&2 2>/dev/null || true; }
-			bench_fail "$name did not start: no good answer within ${secs}s ($*)"
+			bench_fail "$name did not start: no good answer within ${secs}s ($*${said:+: $said})"
 		fi
 		sleep 0.1
 	done
@@ -80,7 +80,9 @@ ready() {
 
 # http_200 URL succeeds when URL answers exactly 200 (TLS certificates not verified).
 http_200() {
-	[ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "$1")" = 200 ]
+	local code
+	code=$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "$1") || true
+	[ "$code" = 200 ] || { echo "answered ${code:-nothing}"; return 1; }
 }
 
 # http_ready NAME URL waits (10 s) until URL answers 200.
