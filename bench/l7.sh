@@ -33,7 +33,7 @@ BACKEND_STATUS=${BENCH_L7_BACKEND_STATUS:-200}
 BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 SW_TLS_PORT=18184
 NGINX_H2_PORT=18185 HAPROXY_H2_PORT=18186 NGINX_TLS_PORT=18187 HAPROXY_TLS_PORT=18188
 
-ensure_packages wrk nginx haproxy nghttp2-client curl openssl
+ensure_packages wrk nginx haproxy nghttp2-client curl openssl procps
 [ -x bin/switchyard ] || go build -o bin/switchyard ./cmd/switchyard
 ports_free $BACKEND_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT
 

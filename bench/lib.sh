@@ -55,6 +55,7 @@ port_holder() {
 # that process's answers would be measured instead.
 ports_free() {
 	local port line who
+	command -v ss >/dev/null || ensure_packages iproute2
 	for port in "$@"; do
 		line=$(port_holder "$port" | head -1)
 		[ -z "$line" ] && continue
