@@ -45,21 +45,44 @@ type counts struct {
 	cert      string
 }
 
+// options are one run's settings (the flags).
+type options struct {
+	addr, path, host string
+	conns            int
+	dur, timeout     time.Duration
+	// resume keeps a client session cache, so that handshakes after the first may resume: only
+	// to see the resumption check fail.
+	resume bool
+}
+
 func main() {
-	addr := flag.String("addr", "127.0.0.1:443", "server address")
-	path := flag.String("path", "/", "request path")
-	host := flag.String("host", "bench.test", "Host header and SNI")
-	conns := flag.Int("c", 16, "concurrent connections")
-	dur := flag.Duration("d", 5*time.Second, "duration")
-	timeout := flag.Duration("timeout", 5*time.Second, "deadline of one connection (dial to close)")
+	var o options
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:443", "server address")
+	flag.StringVar(&o.path, "path", "/", "request path")
+	flag.StringVar(&o.host, "host", "bench.test", "Host header and SNI")
+	flag.IntVar(&o.conns, "c", 16, "concurrent connections")
+	flag.DurationVar(&o.dur, "d", 5*time.Second, "duration")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Second, "deadline of one connection (dial to close)")
+	flag.BoolVar(&o.resume, "resume", false, "keep a session cache (handshakes may resume; the run then fails): to check the check")
 	flag.Parse()
-	if *conns < 1 || *conns > 1024 || *dur <= 0 || *dur > time.Minute {
+	if o.conns < 1 || o.conns > 1024 || o.dur <= 0 || o.dur > time.Minute {
 		fmt.Fprintln(os.Stderr, "tlsload: bounded runs only: -c 1..1024, -d up to 1m")
 		os.Exit(2)
 	}
-	var c counts
+	c, elapsed := load(o)
+	fmt.Println(c.line(o.dur, elapsed))
+	if err := c.verdict(); err != nil {
+		fmt.Fprintln(os.Stderr, "tlsload:", err)
+		os.Exit(1)
+	}
+}
+
+// load runs o.conns workers for o.dur and returns the counts and the time it took (the last
+// connections finish after o.dur).
+func load(o options) (*counts, time.Duration) {
+	c := &counts{}
 	cfg := &tls.Config{
-		ServerName:         *host,
+		ServerName:         o.host,
 		InsecureSkipVerify: true, //nolint:gosec // a bench against a certificate made for the run
 		MinVersion:         tls.VersionTLS13,
 		// X25519 for every server: Go would offer a post-quantum hybrid first, which the
@@ -69,24 +92,27 @@ func main() {
 		NextProtos:       []string{"http/1.1"},
 		// No ClientSessionCache: the client cannot offer a session, so every handshake is full.
 	}
-	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", *path, *host)
-	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	if o.resume {
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", o.path, o.host)
+	ctx, cancel := context.WithTimeout(context.Background(), o.dur)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for i := 0; i < *conns; i++ {
+	for i := 0; i < o.conns; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if one(&c, *addr, cfg, req, *timeout) && ctx.Err() == nil {
+				if one(c, o.addr, cfg, req, o.timeout) && ctx.Err() == nil {
 					c.inWindow.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	report(&c, *dur, time.Since(start))
+	return c, time.Since(start)
 }
 
 // one makes one connection, one handshake and one request; true when it all went well.
@@ -162,11 +188,11 @@ func (c *counts) fail(step string, err error) {
 
 func (c *counts) note(s string) { c.first.CompareAndSwap(nil, &s) }
 
-// report prints the counts and exits 1 when any connection went wrong.
-func report(c *counts, dur, elapsed time.Duration) {
-	h := c.handshakes.Load()
+// line is the counts as key=value pairs: the rate is the good requests that completed within
+// dur, per second of dur.
+func (c *counts) line(dur, elapsed time.Duration) string {
 	fields := []string{
-		fmt.Sprintf("handshakes=%d", h),
+		fmt.Sprintf("handshakes=%d", c.handshakes.Load()),
 		fmt.Sprintf("resumed=%d", c.resumed.Load()),
 		fmt.Sprintf("ok=%d", c.ok.Load()),
 		fmt.Sprintf("non_2xx=%d", c.non2xx.Load()),
@@ -179,17 +205,19 @@ func report(c *counts, dur, elapsed time.Duration) {
 		"group=" + c.group.String(),
 		"cert=" + strings.ReplaceAll(c.cert, " ", "_"),
 	}
-	fmt.Println(strings.Join(fields, " "))
+	return strings.Join(fields, " ")
+}
+
+// verdict is nil when every connection made a full TLS 1.3 handshake and got a 2xx answer.
+func (c *counts) verdict() error {
 	bad := c.resumed.Load() + c.non2xx.Load() + c.errs.Load() + c.timeouts.Load()
 	switch {
 	case bad > 0:
-		fmt.Fprintf(os.Stderr, "tlsload: %d of %d connections failed or resumed; first: %s\n", bad, h+c.errs.Load()+c.timeouts.Load(), *c.first.Load())
-		os.Exit(1)
+		return fmt.Errorf("%d of %d connections failed or resumed; first: %s", bad, c.handshakes.Load()+c.errs.Load()+c.timeouts.Load(), *c.first.Load())
 	case c.ok.Load() == 0:
-		fmt.Fprintln(os.Stderr, "tlsload: no request completed")
-		os.Exit(1)
+		return errors.New("no request completed")
 	case c.version != tls.VersionTLS13:
-		fmt.Fprintf(os.Stderr, "tlsload: negotiated %s, not TLS 1.3\n", tls.VersionName(c.version))
-		os.Exit(1)
+		return fmt.Errorf("negotiated %s, not TLS 1.3", tls.VersionName(c.version))
 	}
+	return nil
 }
