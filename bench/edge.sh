@@ -105,7 +105,7 @@ before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
 # run_wrk ROUND NAME OBJ -> checks the run and appends "rps p99_ms" to $WORK/NAME-OBJ
 run_wrk() {
   local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$2]}/$3")
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$2]}/$3" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
   check_wrk "round $1 $2 /$3" "$out"
   awk '
     /Requests\/sec:/ { rps = $2 }

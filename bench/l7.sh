@@ -196,7 +196,7 @@ cpu_ticks() { local t=0 f; for p in "$@"; do for f in /proc/"$p"/task/*/stat; do
 
 # Warm each proxy's upstream pool so the first round does not pay for connection setup.
 for n in "${names[@]}"; do
-  out=$(wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:${port[$n]}/tracking")
+  out=$(wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:${port[$n]}/tracking" 2>&1) || bench_fail "warm-up $n: wrk failed: $out"
   check_wrk "warm-up $n" "$out"
 done
 
@@ -210,7 +210,7 @@ measure() {
     local url="http://127.0.0.1:${port[$n]}/tracking?no=1"
     [ "$cell" = tls ] && url="https://127.0.0.1:${tlsport[$n]}/tracking?no=1"
     t0=$(cpu_ticks ${procs[$n]})
-    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url")
+    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1) || bench_fail "$what: wrk failed: $out"
     t1=$(cpu_ticks ${procs[$n]})
     check_wrk "$what" "$out"
     v=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
