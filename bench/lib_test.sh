@@ -86,7 +86,7 @@ refuses "dnsperf SERVFAIL" check_dnsperf t "$dns_servfail" "NOERROR NXDOMAIN"
 refuses "dnsperf NXDOMAIN where none is expected" check_dnsperf t "$dns_clean" "NOERROR"
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; [ -n "${origin:-}" ] && kill "$origin" 2>/dev/null; true' EXIT
+trap 'rm -rf "$tmp"; if [ -n "${origin:-}" ]; then kill "$origin" 2>/dev/null || true; fi' EXIT
 echo '{"old": 1}' >"$tmp/out.json"
 refuses "write_json empty figure" write_json "$tmp/out.json" <<<'{"a": , "b": 2}'
 refuses "write_json nan" write_json "$tmp/out.json" <<<'{"a": nan}'
@@ -116,6 +116,7 @@ fi
 refuses "ready on a 404" ready "a 404 path" 1 http_200 "http://127.0.0.1:$port/missing"
 kill "$origin"
 wait "$origin" 2>/dev/null || true
+origin=
 accepts "ports_free after it stopped" ports_free "$port"
 
 [ "$failures" = 0 ] || { echo "lib_test: $failures failed" >&2; exit 1; }
