@@ -153,8 +153,8 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   PID=$!
   PIDS+=("$PID")
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 answers "$port"
-  # Knot loses a few queries of a load that starts at its first answer (its first second after
-  # start goes to zone events and workers); the rounds measure the server settled, every one.
+  # Knot lost a few queries of a load (200 outstanding) that started at its first answer (its first
+  # second after start goes to zone events and workers); the rounds measure the server settled.
   sleep 1
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 5 answers "$port"
 }
