@@ -187,7 +187,7 @@ func (d *Daemon) storeChange(mut func(c *config.Config) (string, error)) (api.Ch
 		}
 		if err != nil {
 			l.count(&l.errors)
-			return api.ChangeResult{}, &api.Error{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("store %s: %v: the change was NOT made; every node keeps forwarding with its last state: retry once `lb status` shows the store connected", l.s.URL(), err)}
+			return api.ChangeResult{}, &api.Error{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: the change was NOT made; every node keeps forwarding with its last state: retry once `lb status` shows the store connected", err)}
 		}
 		l.count(&l.writes)
 		out := api.ChangeResult{Message: msg, Saved: fmt.Sprintf("%s (revision %d)", l.s.URL(), rev)}
