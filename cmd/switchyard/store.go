@@ -158,4 +158,3 @@ func l4StoreCmd() *cli.Command {
 		},
 	}
 }
-
