@@ -73,6 +73,11 @@ func l4StoreCmd() *cli.Command {
 				Name:      "seed",
 				Usage:     "write the VIPs of a configuration file that the store does not hold yet (never overwrites)",
 				ArgsUsage: "FILE",
+				Description: `Each VIP is written only if its key is absent: seeding twice, or from two nodes, changes
+   nothing that is there. Run it where etcd is reachable.
+
+   Examples:
+     switchyard lb store seed --store etcd://10.0.0.1:2379/switchyard/prod /etc/switchyard/lb.yaml`,
 				Flags:     []cli.Flag{l4StoreFlag()},
 				Action: l4Action(func(c *cli.Context, args []string) error {
 					if err := l4Args(c, args, 1, "switchyard lb store seed --store URL FILE"); err != nil {
@@ -100,6 +105,12 @@ func l4StoreCmd() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list the VIPs the store holds, with the revision of each",
+				Description: `Invalid values (written by hand with etcdctl) are listed as INVALID with the reason;
+   the daemons refuse a snapshot holding one and keep their running state.
+
+   Examples:
+     switchyard lb store list --store etcd://10.0.0.1:2379/switchyard/prod
+     switchyard lb store list --store etcd://10.0.0.1:2379/switchyard/prod --json`,
 				Flags: []cli.Flag{l4StoreFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
 				Action: func(c *cli.Context) error {
 					s, ctx, cancel, err := l4OpenStore(c)
