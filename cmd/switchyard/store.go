@@ -78,7 +78,7 @@ func l4StoreCmd() *cli.Command {
 
    Examples:
      switchyard lb store seed --store etcd://10.0.0.1:2379/switchyard/prod /etc/switchyard/lb.yaml`,
-				Flags:     []cli.Flag{l4StoreFlag()},
+				Flags: []cli.Flag{l4StoreFlag()},
 				Action: l4Action(func(c *cli.Context, args []string) error {
 					if err := l4Args(c, args, 1, "switchyard lb store seed --store URL FILE"); err != nil {
 						return err
