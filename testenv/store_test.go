@@ -223,6 +223,15 @@ func TestFleetStoreConverges(t *testing.T) {
 	if w := f.backendWeight(1, "web", be1.Addr4.String()); w != 3 {
 		t.Fatalf("lb2 sees weight %d, want 3", w)
 	}
+	// Both applied the same sequence of tables: the second-chance previous ring is the first
+	// table on both.
+	for i := range f.socks {
+		for _, r := range f.status(i).Rings {
+			if r.VIP == "web" && r.Previous != d0 {
+				t.Fatalf("lb%d: previous ring %q after one change, want the first table %s", i+1, r.Previous, d0)
+			}
+		}
+	}
 	// Bad input is refused with the same error as without a store, and nothing is written.
 	if out, err := f.cli(0, "backend", "add", "web", be2.Addr4.String()); err == nil || !strings.Contains(out, "already in vip web") {
 		t.Fatalf("duplicate backend: %v: %s", err, out)

@@ -17,7 +17,11 @@ import (
 // l4PrintFleet prints the ring digests and the store's state of `lb status`.
 func l4PrintFleet(w io.Writer, st api.Status) {
 	for _, r := range st.Rings {
-		fmt.Fprintf(w, "ring digest %s\t%s (%d backends in the ring)\n", r.VIP, r.Digest, r.InRing)
+		prev := ""
+		if r.Previous != "" {
+			prev = ", previous ring " + r.Previous
+		}
+		fmt.Fprintf(w, "ring digest %s\t%s (%d backends in the ring%s)\n", r.VIP, r.Digest, r.InRing, prev)
 	}
 	s := st.Store
 	if s == nil {

@@ -82,6 +82,9 @@ type RingDigest struct {
 	Value uint64 `json:"value"`
 	// InRing counts the backends that hold slots.
 	InRing int `json:"in_ring"`
+	// Previous is the digest of the second-chance previous ring ("" when it is empty): equal
+	// on nodes that applied the same sequence of tables.
+	Previous string `json:"previous,omitempty"`
 }
 
 // StoreStatus is the state of the fleet store (`lb run --store`).

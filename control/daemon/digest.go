@@ -49,7 +49,20 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 			}
 		}
 		val := ringDigest(ring, d.rec.BackendAddr)
-		out = append(out, api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: len(in)})
+		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: len(in)}
+		if prev, err := d.rec.PrevRing(id); err == nil && !allZero(prev) {
+			rd.Previous = fmt.Sprintf("%012x", ringDigest(prev, d.rec.BackendAddr))
+		}
+		out = append(out, rd)
 	}
 	return out
+}
+
+func allZero(ring []uint32) bool {
+	for _, id := range ring {
+		if id != 0 {
+			return false
+		}
+	}
+	return true
 }
