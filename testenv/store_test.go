@@ -177,6 +177,30 @@ func (f *fleetLab) writeDirect(vip, addr string, w uint32) int64 {
 	}
 }
 
+// restartDaemon stops balancer i's daemon (SIGTERM: program and maps stay) and starts it again
+// with the same command line, waiting until its socket answers.
+func (f *fleetLab) restartDaemon(i int) {
+	f.t.Helper()
+	n := f.Lab().Topo.ByRole(topo.Balancer)[i]
+	var argv []string
+	for _, p := range f.Procs {
+		if p.Name == n.Name {
+			argv = p.Argv
+		}
+	}
+	if err := lab.StopProcess(f.Prefix, n.Name, 10*time.Second); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := lab.StartProcess(f.Prefix, n.Name, n.NS, argv...); err != nil {
+		f.t.Fatal(err)
+	}
+	eventually(f.t, 30*time.Second, n.Name+" answering after its restart", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return api.NewClient(f.socks[i]).Call(ctx, api.OpStatus, api.Empty{}, nil) == nil
+	})
+}
+
 // cutStore drops balancer i's traffic to and from etcd (its watch is cut, its process runs).
 func (f *fleetLab) cutStore(i int, cut bool) {
 	f.t.Helper()
@@ -279,6 +303,21 @@ func TestFleetStoreConverges(t *testing.T) {
 	if out, err := f.cli(1, "backend", "weight", "web", be3.Addr4.String(), "2"); err == nil || !strings.Contains(out, "NOT made") {
 		t.Fatalf("a change with etcd down: want a refusal, got %v: %s", err, out)
 	}
+	// lb2's daemon restarts while etcd is down: it starts from the snapshot it applied last
+	// (its cache), adopts its maps and says disconnected. A restarted daemon starts with every
+	// backend healthy (it must not empty rings before its probes return), so the failed be2 is
+	// back in its ring until its probes fail again (fall x interval): then the tables agree.
+	revBefore := f.status(1).Store.Revision
+	f.restartDaemon(1)
+	st := f.status(1)
+	if st.Store == nil || st.Store.Connected || st.Store.Revision != revBefore || !st.Adopted || st.VIPs != 3 {
+		t.Fatalf("lb2 restarted with etcd down: store %+v adopted %v VIPs %d, want disconnected at revision %d, adopted, 3 VIPs", st.Store, st.Adopted, st.VIPs, revBefore)
+	}
+	restarted := time.Now()
+	eventually(t, 20*time.Second, "lb2's table equal to lb1's after its restart with etcd down", func() bool {
+		return f.digest(1, "web") == d2
+	})
+	t.Logf("lb2 restarted with etcd down: from its cached revision %d, table equal again after %s (its probes)", revBefore, time.Since(restarted).Round(time.Millisecond))
 
 	// 4. etcd back with its data dir; a change written straight into the store before the
 	// nodes are back is applied by both when their watch returns.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ type storeLink struct {
 	refused     string // why the last snapshot delivered was not applied
 	refusedRev  int64
 	refusals    uint64
+	cache       string // the snapshot cache file
 
 	mu                        sync.Mutex // guards the write counters
 	writes, conflicts, errors uint64
@@ -58,20 +61,10 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var sn store.Snapshot
-	for {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		sn, err = s.List(lctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			s.Close()
-			return fmt.Errorf("wait for store %s: %w", u, ctx.Err())
-		}
-		d.log.Warn("waiting for the store; a pinned forwarder keeps forwarding with its last state meanwhile", "store", u.String(), "err", err)
-		sleepCtx(ctx, time.Second)
+	sn, listErr, err := d.firstSnapshot(ctx, s)
+	if err != nil {
+		s.Close()
+		return err
 	}
 	next, err := d.fromSnapshot(sn)
 	if err != nil {
@@ -79,9 +72,54 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		return fmt.Errorf("the store's state at revision %d is refused: %w: fix it in the store (a pinned forwarder keeps its last state meanwhile)", sn.Revision, err)
 	}
 	d.cfg.VIPs = next.VIPs // in place: Run holds d.cfg
-	d.store = &storeLink{s: s, f: s.NewFollower(sn), applied: sn.Revision}
+	d.store = &storeLink{s: s, f: s.NewFollower(sn), applied: sn.Revision, cache: cachePath(d.cfg)}
+	if listErr != nil {
+		d.store.f.Disconnected(listErr)
+		d.log.Warn("store unreachable: starting from the snapshot this node applied last; the watch resumes from it when the store answers",
+			"store", u.String(), "revision", sn.Revision, "cache", d.store.cache, "err", listErr)
+		return nil
+	}
+	d.saveCacheLocked(sn)
 	d.log.Info("store listed", "store", u.String(), "revision", sn.Revision, "vips", len(next.VIPs))
 	return nil
+}
+
+// firstSnapshot lists the store. When it does not answer, it takes the cached snapshot of the
+// last run and returns the listing's error as fromCache, or waits while there is none.
+func (d *Daemon) firstSnapshot(ctx context.Context, s *store.Store) (sn store.Snapshot, fromCache, err error) {
+	for attempt := 1; ; attempt++ {
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		sn, err := s.List(lctx)
+		cancel()
+		if err == nil {
+			return sn, nil, nil
+		}
+		if ctx.Err() != nil {
+			return store.Snapshot{}, nil, fmt.Errorf("wait for store %s: %w", s.URL(), ctx.Err())
+		}
+		if attempt == 1 {
+			if c, cerr := s.LoadCache(cachePath(d.cfg)); cerr == nil {
+				return c, err, nil
+			} else if !errors.Is(cerr, os.ErrNotExist) {
+				d.log.Warn("store cache not used", "err", cerr)
+			}
+		}
+		d.log.Warn("waiting for the store; a pinned forwarder keeps forwarding with its last state meanwhile", "store", s.URL().String(), "err", err)
+		sleepCtx(ctx, time.Second)
+	}
+}
+
+// cachePath is where the last applied snapshot is kept: beside the control socket, in /run, so
+// that it lives as long as the pinned maps.
+func cachePath(c *config.Config) string {
+	return strings.TrimSuffix(c.Socket, ".sock") + ".store.json"
+}
+
+// saveCacheLocked keeps sn as the snapshot in effect, for a restart while the store is down.
+func (d *Daemon) saveCacheLocked(sn store.Snapshot) {
+	if err := d.store.s.SaveCache(d.store.cache, sn); err != nil {
+		d.log.Warn("keep the store snapshot for a restart", "err", err)
+	}
 }
 
 // fromSnapshot is the running configuration with the snapshot's VIPs, validated.
@@ -145,6 +183,7 @@ func (d *Daemon) onStoreSnapshot(sn store.Snapshot) {
 		return
 	}
 	l.applied, l.appliedSlot, l.refused = sn.Revision, res.SlotsWritten, ""
+	d.saveCacheLocked(sn)
 	d.log.Info("store snapshot applied", "revision", sn.Revision, "vips", len(next.VIPs), "slots_written", res.SlotsWritten)
 }
 

@@ -49,6 +49,17 @@ func (s *Store) NewFollower(first Snapshot) *Follower {
 		st: State{URL: s.u.String(), Connected: true, Since: time.Now(), Revision: first.Revision, StoreRevision: first.Revision}}
 }
 
+// Disconnected marks the follower disconnected from the start (it was made from a cached
+// snapshot because the store did not answer); the probe marks it connected once it does.
+func (f *Follower) Disconnected(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.Connected, f.st.Since, f.st.StoreRevision = false, time.Now(), 0
+	if err != nil {
+		f.st.LastError = err.Error()
+	}
+}
+
 // Updates delivers each new snapshot; a slow reader gets the latest only.
 func (f *Follower) Updates() <-chan Snapshot { return f.out }
 

@@ -356,3 +356,31 @@ func TestFollowerAcrossRestart(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestCacheRoundTrip: the snapshot a node applied survives in its cache file, with the mod
+// revisions the write guards need; a cache of another store is refused.
+func TestCacheRoundTrip(t *testing.T) {
+	s, err := Open(URL{Endpoints: []string{"127.0.0.1:1"}, Prefix: "/sy/cache"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := web("198.18.3.1", "198.18.3.2")
+	sn := Snapshot{Revision: 42, Entries: map[string]Entry{"web": {VIP: v, ModRevision: 40}, "bad": {Err: errors.New("x")}}}
+	path := t.TempDir() + "/lb.store.json"
+	if err := s.SaveCache(path, sn); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadCache(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != 42 || len(got.Entries) != 1 || got.Entries["web"].ModRevision != 40 || len(got.VIPs()[0].Backends) != 2 {
+		t.Fatalf("loaded %+v", got)
+	}
+	other, _ := Open(URL{Endpoints: []string{"127.0.0.1:1"}, Prefix: "/sy/other"}, Options{})
+	defer other.Close()
+	if _, err := other.LoadCache(path); err == nil || !strings.Contains(err.Error(), "not etcd://127.0.0.1:1/sy/other") {
+		t.Fatalf("cache of another store: %v", err)
+	}
+}
