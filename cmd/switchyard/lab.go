@@ -206,6 +206,7 @@ func upFlags(prefix cli.Flag) []cli.Flag {
 		&cli.BoolFlag{Name: "no-dns", Usage: "no DNS namespace"},
 		&cli.BoolFlag{Name: "no-edge", Usage: "no edge-cache namespace"},
 		&cli.StringFlag{Name: "balancer", Value: "auto", Usage: "auto, daemon (`switchyard lb run` per balancer) or direct (forwarder maps written once, no health checks)"},
+		&cli.IntFlag{Name: "store-members", Value: 1, Usage: "etcd members of the fleet store in their own namespace; the daemons take the VIPs from it (0: none, each daemon uses its file)"},
 	}
 }
 
@@ -291,7 +292,7 @@ func upOptions(c *cli.Context) (lab.UpOptions, error) {
 	if err != nil {
 		return lab.UpOptions{}, err
 	}
-	return lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, Stops: map[string]bool{
+	return lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), Stops: map[string]bool{
 		"dns": hasCommand("dns", "run"), "edge": hasCommand("edge", "run"), "l7": hasCommand("l7", "run"),
 	}}, nil
 }

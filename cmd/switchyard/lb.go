@@ -41,7 +41,7 @@ func init() {
      switchyard lb flow tcp 198.18.0.5:40000 198.18.100.1:80
      switchyard lb detach --iface eth0`,
 		Subcommands: []*cli.Command{l4RunCmd(), l4DetachCmd(), l4StatusCmd(), l4HealthCmd(), l4StatsCmd(), l4FlowCmd(),
-			l4ConfigCmd(), l4DecapCmd(), l4PassCmd()},
+			l4ConfigCmd(), l4DecapCmd(), l4PassCmd(), l4StoreCmd()},
 	})
 }
 
@@ -195,7 +195,8 @@ func l4RunCmd() *cli.Command {
      switchyard lb run --config /etc/switchyard/lb.yaml
      switchyard lb run --iface eth0
      switchyard lb run --config lb.yaml --iface veth0 --xdp-mode generic --metrics 127.0.0.1:9100
-     nsenter --net=/run/netns/lb -- switchyard lb run --config lb.yaml --log-format json`,
+     nsenter --net=/run/netns/lb -- switchyard lb run --config lb.yaml --log-format json
+     switchyard lb run --config node.yaml --store etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML configuration `FILE` (CLI changes are written back to it)"},
 			&cli.StringFlag{Name: "iface", Aliases: []string{"i"}, Usage: "`INTERFACE` to attach to (overrides interface:)"},
@@ -206,6 +207,7 @@ func l4RunCmd() *cli.Command {
 			&cli.StringFlag{Name: "next-hop", Usage: "router `ADDRESS` toward the backends (default: the default route's gateway)"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "`FORMAT` of logs on stderr: text or json"},
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages (every map reconciliation)"},
+			&cli.StringFlag{Name: "store", EnvVars: []string{"SWITCHYARD_STORE"}, Usage: "fleet store `URL` etcd://HOST:PORT[,HOST:PORT...]/PREFIX: VIPs and backends come from there (the file keeps the node's own settings); see docs/fleet.md"},
 		},
 		Action: func(c *cli.Context) error {
 			override := func(cfg *config.Config) {
@@ -247,7 +249,7 @@ func l4RunCmd() *cli.Command {
 			default:
 				return fmt.Errorf("unknown --log-format %q: use text or json", c.String("log-format"))
 			}
-			d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: path, Override: override, Logger: slog.New(h)})
+			d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: path, Override: override, Logger: slog.New(h), Store: c.String("store")})
 			if err != nil {
 				return err
 			}
@@ -318,6 +320,7 @@ func l4StatusCmd() *cli.Command {
 				fmt.Fprintf(w, "next hop\t%s %s (mtu %d)\n", l4Or(st.Gateway, "unresolved"), st.NextHopMAC, st.MTU)
 				fmt.Fprintf(w, "vips / backends\t%d / %d\n", st.VIPs, st.Backends)
 				fmt.Fprintf(w, "started\t%s\n", st.Started.Format(time.RFC3339))
+				l4PrintFleet(w, st)
 			})
 		},
 	}

@@ -130,6 +130,16 @@ func TestL4CLIErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "find interface \"sy-nonexistent\"") {
 			t.Errorf("missing interface: %v", err)
 		}
+		// A store without prefix, and VIPs in the file of a daemon with a store, are refused
+		// before anything is loaded.
+		_, err = runL4CLI(t, "lb", "run", "--iface", "lo", "--store", "etcd://127.0.0.1:2379")
+		if err == nil || !strings.Contains(err.Error(), "no prefix") {
+			t.Errorf("store without prefix: %v", err)
+		}
+		_, err = runL4CLI(t, "lb", "run", "--config", good, "--store", "etcd://127.0.0.1:2379/sy")
+		if err == nil || !strings.Contains(err.Error(), "lb store seed") {
+			t.Errorf("file VIPs with a store: %v", err)
+		}
 	}
 }
 

@@ -65,6 +65,54 @@ type Status struct {
 	Backends   int       `json:"backends"`
 	Started    time.Time `json:"started"`
 	Version    string    `json:"version,omitempty"`
+	// Rings has one digest per VIP of the Maglev table this node wrote: equal digests on two
+	// nodes mean identical tables (slot by slot, by backend address).
+	Rings []RingDigest `json:"rings"`
+	// Store is the fleet store's state; nil when the VIPs come from the configuration file.
+	Store *StoreStatus `json:"store,omitempty"`
+}
+
+// RingDigest identifies the Maglev table of one VIP as written into the maps.
+type RingDigest struct {
+	VIP string `json:"vip"`
+	// Digest is 48 bits of FNV-1a over every slot's backend address, in hex (the metric
+	// switchyard_l4_vip_ring_digest has the same value as a number).
+	Digest string `json:"digest"`
+	// Value is Digest as a number.
+	Value uint64 `json:"value"`
+	// InRing counts the backends that hold slots.
+	InRing int `json:"in_ring"`
+	// Previous is the digest of the second-chance previous ring ("" when it is empty): equal
+	// on nodes that applied the same sequence of tables.
+	Previous string `json:"previous,omitempty"`
+}
+
+// StoreStatus is the state of the fleet store (`lb run --store`).
+type StoreStatus struct {
+	URL string `json:"url"`
+	// Connected is true while the store answers reads that need a quorum.
+	Connected bool `json:"connected"`
+	// Since is when the current connected or disconnected state began.
+	Since time.Time `json:"since"`
+	// Revision is the store revision of the VIPs in effect on this node.
+	Revision int64 `json:"revision"`
+	// WatchedRevision is the last revision the watch delivered (ahead of Revision when that
+	// snapshot was refused); StoreRevision the store's at the last probe.
+	WatchedRevision int64 `json:"watched_revision"`
+	StoreRevision   int64 `json:"store_revision"`
+	// Refused says why the last snapshot delivered was not applied ("" when it is in effect).
+	Refused   string `json:"refused,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// Events, Rewatches (resumed from the last revision) and Resyncs (full re-lists).
+	Events    uint64 `json:"events"`
+	Rewatches uint64 `json:"rewatches"`
+	Resyncs   uint64 `json:"resyncs"`
+	// Writes by result: ok, conflict (retried on a fresh snapshot), error.
+	Writes         uint64 `json:"writes"`
+	WriteConflicts uint64 `json:"write_conflicts"`
+	WriteErrors    uint64 `json:"write_errors"`
+	// Refusals counts snapshots not applied (invalid, or refused by the maps).
+	Refusals uint64 `json:"refusals"`
 }
 
 // VIPRef names a VIP: its name or address:port/protocol.
@@ -88,6 +136,8 @@ type VIPInfo struct {
 	Health   *config.HealthCheck `json:"health,omitempty"`
 	Backends int                 `json:"backends"`
 	InRing   int                 `json:"in_ring"`
+	// RingDigest is the digest of the VIP's Maglev table (see RingDigest).
+	RingDigest string `json:"ring_digest"`
 }
 
 // BackendReq names a backend of a VIP; Weight is used by add and weight.

@@ -48,6 +48,9 @@ type Options struct {
 	Version string
 	// Ready, when set, is called once the daemon serves its socket.
 	Ready func()
+	// Store is the fleet store, etcd://HOST:PORT[,...]/PREFIX: the VIPs come from there and
+	// CLI changes go there (see store.go); empty means the file's VIPs.
+	Store string
 }
 
 // Daemon is a running balancer control plane.
@@ -70,6 +73,7 @@ type Daemon struct {
 	nhOK    bool
 	counts  counts
 	sampler sampler
+	store   *storeLink // nil without --store
 }
 
 type drain struct {
@@ -91,6 +95,9 @@ func New(opt Options) (*Daemon, error) {
 		return nil, errors.New("start daemon: not root: loading XDP programs needs root (CAP_BPF, CAP_NET_ADMIN): run with sudo")
 	}
 	if err := opt.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("start daemon: %w", err)
+	}
+	if err := checkStoreOptions(opt); err != nil {
 		return nil, fmt.Errorf("start daemon: %w", err)
 	}
 	log := opt.Logger
@@ -133,6 +140,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	d.hm = health.NewManager(ctx)
 	defer d.hm.Stop()
+	if err := d.openStore(ctx); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer d.closeStore()
 
 	// The frame config first (an adopted one is kept when the next hop is not resolved yet),
 	// then the maps, then the program: a fresh program never runs on empty maps.
@@ -196,6 +207,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}()
 		d.log.Info("metrics served", "addr", mln.Addr().String())
 	}
+	d.followStore(ctx, &wg)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -223,6 +235,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		case ch := <-d.hm.Changes():
 			d.onHealth(ch)
+		case sn := <-d.storeUpdates():
+			d.onStoreSnapshot(sn)
 		case now := <-tick.C:
 			d.sampler.sample(d.set, d.idsSnapshot(), now)
 			d.expireDrains(now)
@@ -359,6 +373,9 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 		d.opt.Override(next)
 	}
 	next.ApplyDefaults()
+	if err := d.storeReload(next); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
 	if err := next.Validate(); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}

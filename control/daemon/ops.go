@@ -53,12 +53,16 @@ func (d *Daemon) Status() api.Status {
 	if d.cfg.MTU != 0 {
 		st.MTU = d.cfg.MTU
 	}
+	st.Rings, st.Store = d.ringDigestsLocked(), d.storeStatusLocked()
 	return st
 }
 
 // change applies a mutation of the configuration: validated, reconciled, then persisted. Any
 // error leaves the running state as it was.
 func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeResult, error) {
+	if d.store != nil {
+		return d.storeChange(mut)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	next := d.cfg.Clone()
@@ -209,7 +213,7 @@ func (d *Daemon) Save(path string) (api.SaveResult, error) {
 	if path == "" {
 		return api.SaveResult{}, fmt.Errorf("save: the daemon was started without --config: give a file with --path")
 	}
-	if err := d.cfg.Save(path); err != nil {
+	if err := d.nodeConfigLocked().Save(path); err != nil {
 		return api.SaveResult{}, err
 	}
 	if d.opt.ConfigPath == "" {
@@ -227,6 +231,10 @@ func (d *Daemon) VIPList() ([]api.VIPInfo, error) {
 	defer d.mu.Unlock()
 	_, states := Desired(d.cfg, d.hm.Healthy, d.drainExpiredLocked)
 	out := make([]api.VIPInfo, 0, len(d.cfg.VIPs))
+	digests := map[string]string{}
+	for _, r := range d.ringDigestsLocked() {
+		digests[r.VIP] = r.Digest
+	}
 	for _, v := range d.cfg.VIPs {
 		id, _ := d.rec.VIPID(v.Key())
 		in := 0
@@ -236,7 +244,7 @@ func (d *Daemon) VIPList() ([]api.VIPInfo, error) {
 			}
 		}
 		out = append(out, api.VIPInfo{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, Hash: v.Hash,
-			ID: id, Health: v.Health, Backends: len(v.Backends), InRing: in})
+			ID: id, Health: v.Health, Backends: len(v.Backends), InRing: in, RingDigest: digests[v.Name]})
 	}
 	return out, nil
 }

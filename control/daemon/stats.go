@@ -163,6 +163,7 @@ func (d *Daemon) snapshot() metrics.Snapshot {
 	s.Reloads, s.ReloadErrors, s.ApplyErrors = d.counts.reloads, d.counts.reloadErrors, d.counts.applyErrors
 	s.HealthChanges, s.DrainsExpired = d.counts.healthChanges, d.counts.drainsExpired
 	s.NextHopResolved = d.nhOK
+	s.Rings, s.Store, s.Now = d.ringDigestsLocked(), d.storeStatusLocked(), time.Now()
 	d.mu.Unlock()
 	s.ProbesOK, s.ProbesFailed = d.hm.ProbeCounts()
 	return s

@@ -5,6 +5,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/control/api"
@@ -20,6 +22,12 @@ type Snapshot struct {
 	Reloads, ReloadErrors, ApplyErrors                   uint64
 	HealthChanges, DrainsExpired, ProbesOK, ProbesFailed uint64
 	NextHopResolved                                      bool
+	// Rings are the per-VIP digests of the Maglev tables written.
+	Rings []api.RingDigest
+	// Store is the fleet store's state (nil without one).
+	Store *api.StoreStatus
+	// Now is the time of the scrape (for the disconnected duration).
+	Now time.Time
 }
 
 // Collector is a prometheus.Collector over a snapshot function.
@@ -57,13 +65,24 @@ var (
 	dProbes        = desc("health_probes_total", "Health probes run, by result.", "result")
 	dDrains        = desc("drain_timeouts_total", "Drains that reached drain_timeout.")
 	dNextHop       = desc("next_hop_resolved", "1 when the next hop MAC is resolved.")
+	dRingDigest    = desc("vip_ring_digest", "48-bit digest of the VIP's Maglev table as written (by backend address): equal on every node of a fleet that agrees.", "vip")
+	dStoreUp       = desc("store_connected", "1 while the fleet store answers quorum reads, else 0 (the node forwards with its last state).")
+	dStoreDown     = desc("store_disconnected_seconds", "Seconds since the fleet store became unreachable (0 while connected).")
+	dStoreRev      = desc("store_revision", "Store revision of the VIPs in effect on this node.")
+	dStoreWatched  = desc("store_watched_revision", "Last store revision the watch delivered.")
+	dStoreEvents   = desc("store_events_total", "Watch events received from the fleet store.")
+	dStoreResyncs  = desc("store_resyncs_total", "Full re-lists of the store (the revision to resume from was compacted).")
+	dStoreRewatch  = desc("store_rewatches_total", "Watches resumed from the last revision after an error.")
+	dStoreWrites   = desc("store_writes_total", "CLI changes written to the store, by result (ok, conflict: retried on a fresh listing, error).", "result")
+	dStoreRefused  = desc("store_refusals_total", "Store snapshots not applied (invalid, or refused by the maps); the running state stayed.")
 )
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dBEPackets, dBEBytes, dBEFlows,
 		dBEState, dBEHealthy, dBEWeight, dBEShare, dFlows, dRebuilds, dSlots, dReloads, dReloadErrors, dApplyErrors,
-		dHealthChanges, dProbes, dDrains, dNextHop} {
+		dHealthChanges, dProbes, dDrains, dNextHop, dRingDigest, dStoreUp, dStoreDown, dStoreRev, dStoreWatched,
+		dStoreEvents, dStoreResyncs, dStoreRewatch, dStoreWrites, dStoreRefused} {
 		ch <- d
 	}
 }
@@ -113,6 +132,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dProbes, float64(s.ProbesFailed), "fail")
 	counter(dDrains, float64(s.DrainsExpired))
 	gauge(dNextHop, b2f(s.NextHopResolved))
+	for _, r := range s.Rings {
+		gauge(dRingDigest, float64(r.Value), r.VIP)
+	}
+	if st := s.Store; st != nil {
+		gauge(dStoreUp, b2f(st.Connected))
+		down := 0.0
+		if !st.Connected && !s.Now.IsZero() {
+			down = s.Now.Sub(st.Since).Seconds()
+		}
+		gauge(dStoreDown, down)
+		gauge(dStoreRev, float64(st.Revision))
+		gauge(dStoreWatched, float64(st.WatchedRevision))
+		counter(dStoreEvents, float64(st.Events))
+		counter(dStoreResyncs, float64(st.Resyncs))
+		counter(dStoreRewatch, float64(st.Rewatches))
+		counter(dStoreWrites, float64(st.Writes), "ok")
+		counter(dStoreWrites, float64(st.WriteConflicts), "conflict")
+		counter(dStoreWrites, float64(st.WriteErrors), "error")
+		counter(dStoreRefused, float64(st.Refusals))
+	}
 }
 
 func b2f(b bool) float64 {

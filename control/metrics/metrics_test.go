@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,5 +66,44 @@ func TestCollector(t *testing.T) {
 		if !strings.HasPrefix(mf.GetName(), "switchyard_l4_") {
 			t.Errorf("metric %s lacks the switchyard_l4_ prefix", mf.GetName())
 		}
+	}
+}
+
+// TestStoreAndDigestMetrics: the fleet metrics are there with a store, and absent without one.
+func TestStoreAndDigestMetrics(t *testing.T) {
+	now := time.Now()
+	snap := Snapshot{
+		Rings: []api.RingDigest{{VIP: "web", Digest: "00000000002a", Value: 42}},
+		Store: &api.StoreStatus{Connected: false, Since: now.Add(-90 * time.Second), Revision: 17, WatchedRevision: 18,
+			Events: 5, Resyncs: 1, Writes: 3, WriteConflicts: 2, Refusals: 1},
+		Now: now,
+	}
+	scrape := func(s Snapshot) string {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(NewCollector(func() Snapshot { return s }))
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != 200 {
+			t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	text := scrape(snap)
+	for _, line := range []string{
+		`switchyard_l4_vip_ring_digest{vip="web"} 42`,
+		`switchyard_l4_store_connected 0`,
+		`switchyard_l4_store_disconnected_seconds 90`,
+		`switchyard_l4_store_revision 17`,
+		`switchyard_l4_store_watched_revision 18`,
+		`switchyard_l4_store_resyncs_total 1`,
+		`switchyard_l4_store_writes_total{result="conflict"} 2`,
+		`switchyard_l4_store_refusals_total 1`,
+	} {
+		if !strings.Contains(text, line+"\n") {
+			t.Errorf("scrape lacks %s", line)
+		}
+	}
+	if text := scrape(Snapshot{}); strings.Contains(text, "switchyard_l4_store_") {
+		t.Errorf("store metrics without a store")
 	}
 }

@@ -46,6 +46,8 @@ type Status struct {
 	VIPs       []VIPStatus       `json:"vips"`
 	Sockets    map[string]string `json:"sockets,omitempty"`
 	Notes      []string          `json:"notes,omitempty"`
+	// Store is the lab's etcd cluster, when it runs one.
+	Store *StoreState `json:"store,omitempty"`
 }
 
 // GetStatus reads the live state of a lab. A lab that is not up (or half torn down) gives
@@ -94,6 +96,9 @@ func GetStatus(prefix string) (*Status, error) {
 	add(st.Topo.RouterNS, "rt", topo.Router)
 	for _, n := range st.Topo.Nodes {
 		add(n.NS, n.Name, n.Role)
+	}
+	if out.Store = st.Store; st.Store != nil {
+		add(st.Store.NS, "etcd", StoreRole)
 	}
 	var lbs []string
 	for _, n := range st.Topo.ByRole(topo.Balancer) {
@@ -172,6 +177,9 @@ func (s *Status) Print(w io.Writer) {
 			bes = append(bes, b.Host+"="+b.Address)
 		}
 		fmt.Fprintf(w, "%-6s %-26s %-5s %s\n", v.Name, netip.AddrPortFrom(netip.MustParseAddr(v.Address), v.Port), v.Protocol, strings.Join(bes, " "))
+	}
+	if s.Store != nil {
+		fmt.Fprintf(w, "\nstore: %d etcd members, balancers run with --store %s\n", len(s.Store.Members), s.Store.URL)
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

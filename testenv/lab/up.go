@@ -37,6 +37,9 @@ type UpOptions struct {
 	// turns health checking off.
 	Health   *config.HealthCheck
 	NoHealth bool
+	// StoreMembers > 0 runs an etcd cluster of that many members in its own namespace, seeds
+	// the lab's VIPs into it and runs the balancer daemons with --store (daemon mode only).
+	StoreMembers int
 }
 
 // State is what `lab up` built, saved as <state dir>/state.json for status, demo and down.
@@ -54,6 +57,8 @@ type State struct {
 	Running map[string]string `json:"running"`
 	// Notes says what of the full path runs and what is missing.
 	Notes []string `json:"notes,omitempty"`
+	// Store is the lab's etcd cluster (nil: the daemons use their files).
+	Store *StoreState `json:"store,omitempty"`
 }
 
 func statePath(prefix string) string { return filepath.Join(StateDir(prefix), "state.json") }
@@ -125,6 +130,9 @@ func Up(o UpOptions) (*State, error) {
 	if err := startStops(o, l, st, start); err != nil {
 		return st, err
 	}
+	if err := upStore(o, st, start); err != nil {
+		return st, err
+	}
 	for _, n := range l.Topo.ByRole(topo.Balancer) {
 		switch o.Balancer {
 		case ModeDaemon:
@@ -140,7 +148,7 @@ func Up(o UpOptions) (*State, error) {
 				return st, err
 			}
 			st.Sockets[n.NS] = sock
-			if err := start(n.Name, n.NS, o.Exe, "lb", "run", "--config", cfgPath); err != nil {
+			if err := start(n.Name, n.NS, append([]string{o.Exe, "lb", "run", "--config", cfgPath}, storeArgs(st)...)...); err != nil {
 				return st, err
 			}
 		case ModeDirect:
@@ -225,5 +233,9 @@ func writeDaemonConfig(st *State, n topo.Node, h *config.HealthCheck) (string, s
 	if err := os.MkdirAll(StateDir(st.Prefix), 0o700); err != nil {
 		return "", "", fmt.Errorf("create lab state directory: %w", err)
 	}
-	return p, sock, DaemonConfigFor(st.Lab(), n, sock, h).Save(p)
+	c := DaemonConfigFor(st.Lab(), n, sock, h)
+	if st.Store != nil {
+		c.VIPs = nil // they live in the store
+	}
+	return p, sock, c.Save(p)
 }

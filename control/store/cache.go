@@ -1,0 +1,83 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The snapshot cache: the last snapshot a node applied, kept in a local file beside its control
+// socket (/run: it lives as long as the pinned maps, until reboot). A daemon that restarts
+// while etcd is unreachable starts from it instead of waiting, and its watch resumes from the
+// cached revision once etcd answers again.
+
+type cacheFile struct {
+	URL      string       `json:"url"`
+	Revision int64        `json:"revision"`
+	Entries  []cacheEntry `json:"entries"`
+}
+
+type cacheEntry struct {
+	Name        string `json:"name"`
+	ModRevision int64  `json:"mod_revision"`
+	// Value is the VIP as the store holds it (YAML).
+	Value string `json:"value"`
+}
+
+// SaveCache writes the valid entries of sn to path atomically.
+func (s *Store) SaveCache(path string, sn Snapshot) error {
+	c := cacheFile{URL: s.u.String(), Revision: sn.Revision}
+	for _, v := range sn.VIPs() {
+		b, err := Encode(v)
+		if err != nil {
+			return err
+		}
+		c.Entries = append(c.Entries, cacheEntry{Name: v.Name, ModRevision: sn.Entries[v.Name].ModRevision, Value: string(b)})
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("save store cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".switchyard-store-*")
+	if err != nil {
+		return fmt.Errorf("save store cache: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save store cache: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save store cache: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("save store cache: %w", err)
+	}
+	return nil
+}
+
+// LoadCache reads a snapshot saved by SaveCache for this store's URL; every value is decoded
+// and checked again as a listing would.
+func (s *Store) LoadCache(path string) (Snapshot, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("read store cache: %w", err)
+	}
+	var c cacheFile
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Snapshot{}, fmt.Errorf("read store cache %s: %w", path, err)
+	}
+	if c.URL != s.u.String() {
+		return Snapshot{}, fmt.Errorf("read store cache %s: it is of %s, not %s", path, c.URL, s.u)
+	}
+	sn := Snapshot{Revision: c.Revision, Entries: map[string]Entry{}}
+	for _, e := range c.Entries {
+		name, en := s.decode(s.VIPKey(e.Name), []byte(e.Value), e.ModRevision)
+		if en.Err != nil {
+			return Snapshot{}, fmt.Errorf("read store cache %s: %w", path, en.Err)
+		}
+		sn.Entries[name] = en
+	}
+	return sn, nil
+}
