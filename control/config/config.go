@@ -80,6 +80,8 @@ type Config struct {
 	AllBackendsDown string `yaml:"all_backends_down,omitempty"`
 	// VIPs are the balanced services.
 	VIPs []VIP `yaml:"vips"`
+	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
+	BGP *BGP `yaml:"bgp,omitempty"`
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
@@ -234,6 +236,7 @@ func (c *Config) Clone() *Config {
 	for i, v := range c.VIPs {
 		n.VIPs[i] = v.clone()
 	}
+	n.BGP = c.BGP.clone()
 	return &n
 }
 
@@ -296,6 +299,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.AllBackendsDown == "" {
 		c.AllBackendsDown = AllDownKeep
+	}
+	if c.BGP != nil {
+		c.BGP.bgpDefaults()
 	}
 }
 
