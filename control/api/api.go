@@ -65,6 +65,8 @@ type Status struct {
 	Backends   int       `json:"backends"`
 	Started    time.Time `json:"started"`
 	Version    string    `json:"version,omitempty"`
+	// BGP is the announcement state (bgp.go); nil without a bgp section.
+	BGP *BGPStatus `json:"bgp,omitempty"`
 }
 
 // VIPRef names a VIP: its name or address:port/protocol.
