@@ -58,11 +58,10 @@ func l4DrainNodeCmd() *cli.Command {
 	}
 }
 
-// l4PrintBGP is the BGP part of `lb status`.
+// l4PrintBGP is the BGP part of `lb status` (nothing without a bgp section).
 func l4PrintBGP(w io.Writer, b *api.BGPStatus) {
 	if b == nil {
-		fmt.Fprintf(w, "bgp\toff (no bgp section)\n")
-		return
+		return // no bgp section: today's status, unchanged
 	}
 	state := "ready: announcing the VIPs with healthy backends"
 	switch {
