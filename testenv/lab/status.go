@@ -45,7 +45,9 @@ type Status struct {
 	Namespaces []NSStatus        `json:"namespaces"`
 	VIPs       []VIPStatus       `json:"vips"`
 	Sockets    map[string]string `json:"sockets,omitempty"`
-	Notes      []string          `json:"notes,omitempty"`
+	// BGP is the router's BGP state (bgp.go); nil when the lab uses static routes.
+	BGP   *BGPStatus `json:"bgp,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
 }
 
 // GetStatus reads the live state of a lab. A lab that is not up (or half torn down) gives
@@ -106,6 +108,9 @@ func GetStatus(prefix string) (*Status, error) {
 			vs.Backends = append(vs.Backends, BackendStatus{Address: b.String(), Host: n.Name, NS: n.NS})
 		}
 		out.VIPs = append(out.VIPs, vs)
+	}
+	if st.BGP {
+		out.BGP = getBGPStatus(st)
 	}
 	return out, nil
 }
@@ -172,6 +177,9 @@ func (s *Status) Print(w io.Writer) {
 			bes = append(bes, b.Host+"="+b.Address)
 		}
 		fmt.Fprintf(w, "%-6s %-26s %-5s %s\n", v.Name, netip.AddrPortFrom(netip.MustParseAddr(v.Address), v.Port), v.Protocol, strings.Join(bes, " "))
+	}
+	if s.BGP != nil {
+		s.BGP.print(w)
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
