@@ -27,6 +27,15 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 			t.Fatalf("router route to %s via %v: want an ECMP route through both balancers, learned over BGP", p, via)
 		}
 	}
+	// `lab status --json` shows bird's sessions and the ECMP routes.
+	ls, err := lab.GetStatus(b.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.BGP == nil || len(ls.BGP.Sessions) != 2 || !ls.BGP.Sessions[0].Established() || !ls.BGP.Sessions[1].Established() ||
+		len(ls.BGP.Kernel) != 2 || len(ls.BGP.Kernel[0].Via) != 2 || len(ls.BGP.Routes) != 2 || len(ls.BGP.Routes[0].Paths) != 2 {
+		t.Errorf("lab status bgp: %+v", ls.BGP)
+	}
 	before := make([]uint64, 2)
 	for i, n := range b.lbs {
 		st, err := topo.LinkStats(n.NS, n.Iface)
