@@ -1,6 +1,8 @@
 package bgp
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -11,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"crypto/rand"
-	"encoding/hex"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/testenv/bird"
 )
@@ -207,6 +208,7 @@ func speakerChild(t *testing.T, a childArgs) {
 			}
 		}
 	}
+	checkMetrics(t, s)
 	rs, err := bird.Routes(a.BirdDir)
 	if err != nil || len(rs) != 2 || rs[0].Paths[0].From != "node" {
 		t.Errorf("bird routes: %v %+v", err, rs)
@@ -240,4 +242,40 @@ func anyEstablished(ps []bird.Protocol) bool {
 		}
 	}
 	return false
+}
+
+// checkMetrics reads the speaker's metrics through a registry, as /metrics does.
+func checkMetrics(t *testing.T, s *Speaker) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{
+		"switchyard_l4_bgp_session_established,peer=198.18.250.1":             1,
+		"switchyard_l4_bgp_session_established,peer=[fd00:5e:250::1]:1790":    0,
+		"switchyard_l4_bgp_session_state,peer=198.18.250.1,state=established": 1,
+		"switchyard_l4_bgp_prefixes_sent,peer=198.18.250.1":                   2,
+		"switchyard_l4_bgp_announced_prefixes":                                2,
+		"switchyard_l4_bgp_announcements_total":                               2,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("metric %s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+	if got["switchyard_l4_bgp_updates_sent_total,peer=198.18.250.1"] == 0 {
+		t.Error("no UPDATE counted as sent")
+	}
 }
