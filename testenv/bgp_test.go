@@ -294,3 +294,64 @@ func TestDrainNodeWithdrawsFirstAndBreaksNothing(t *testing.T) {
 		t.Error("lb1's pins are still there after the drain")
 	}
 }
+
+// TestBGPPeerDownNeverBlocksForwarding: a balancer daemon that starts while its router's BGP
+// daemon is down comes up, serves its socket and forwards (through a static route put in the
+// router by hand); when bird returns, the session comes up by itself and the VIP routes are
+// learned again.
+func TestBGPPeerDownNeverBlocksForwarding(t *testing.T) {
+	b := newBGPLab(t, 1)
+	lb := b.lbs[0]
+	var birdProc, lbProc lab.Proc
+	for _, p := range b.Procs {
+		switch p.Name {
+		case "bird":
+			birdProc = p
+		case lb.Name:
+			lbProc = p
+		}
+	}
+	if err := lab.StopProcess(b.Prefix, "bird", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "bird's routes gone with bird", func() bool { return len(b.routeVia(t, webPrefix4)) == 0 })
+	// The daemon restarts with nobody to talk BGP to (SIGKILL keeps the program attached; the
+	// new daemon adopts it).
+	if err := syscall.Kill(lbProc.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "lb1's daemon gone", func() bool { return b.call(t, lb, api.OpStatus, api.Empty{}, nil) != nil })
+	start := time.Now()
+	if _, err := lab.StartProcess(b.Prefix, lbProc.Name, lbProc.NS, lbProc.Argv...); err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	eventually(t, 15*time.Second, "the daemon serving with its BGP peer down", func() bool {
+		return b.call(t, lb, api.OpStatus, api.Empty{}, &st) == nil && st.BGP != nil && st.BGP.Ready
+	})
+	t.Logf("daemon ready %s after its start, its router down", time.Since(start).Round(100*time.Millisecond))
+	if len(st.BGP.Sessions) != 1 || st.BGP.Sessions[0].Established {
+		t.Fatalf("sessions with bird down: %+v", st.BGP.Sessions)
+	}
+	// Forwarding works: a static route in the router stands in for BGP.
+	if err := topo.SetRoute(b.Topo.RouterNS, webPrefix4, []netip.Addr{lb.Addr4}); err != nil {
+		t.Fatal(err)
+	}
+	c := lab.HTTPClient(b.l.Client(1), false, 5*time.Second)
+	eventually(t, 20*time.Second, "a request through the daemon with its BGP session down", func() bool {
+		code, _, _, err := get(c, "http://"+lab.WebVIP4.String()+"/peer-down")
+		return err == nil && code == 200
+	})
+	if err := topo.DelRoute(b.Topo.RouterNS, webPrefix4); err != nil {
+		t.Fatal(err)
+	}
+	// bird returns: the session comes up on its own and the routes are learned again.
+	if _, err := lab.StartProcess(b.Prefix, birdProc.Name, birdProc.NS, birdProc.Argv...); err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.l.WaitVIPRoutes(b.lbs, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bird back: VIP routes learned again after %s", d.Round(100*time.Millisecond))
+}

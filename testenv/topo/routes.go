@@ -44,3 +44,17 @@ func RouteVia(ns string, dst netip.Prefix) ([]netip.Addr, error) {
 	}
 	return out, nil
 }
+
+// DelRoute removes the route to exactly dst from a namespace's main table.
+func DelRoute(ns string, dst netip.Prefix) error {
+	h, err := handle(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	r := &netlink.Route{Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())}}
+	if err := h.RouteDel(r); err != nil {
+		return fmt.Errorf("delete route %s in %s: %w", dst, ns, err)
+	}
+	return nil
+}
