@@ -99,6 +99,7 @@ func Start(opt Options) (*Speaker, error) {
 		s.srv.Stop()
 		return nil, fmt.Errorf("start bgp: %w", err)
 	}
+	s.watchSessions()
 	for _, p := range opt.Peers {
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p)}); err != nil {
 			s.srv.Stop()
@@ -107,6 +108,37 @@ func Start(opt Options) (*Speaker, error) {
 	}
 	go s.run()
 	return s, nil
+}
+
+// watchSessions logs a session coming up and going down at info, the retries of a session that
+// is down at debug (GoBGP's own logs of them go out as debug).
+func (s *Speaker) watchSessions() {
+	up := map[string]bool{} // only the watch callback touches it
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	err := s.srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
+		p := r.GetPeer()
+		if p == nil || p.Type != api.WatchEventResponse_PeerEvent_STATE || p.Peer == nil {
+			return
+		}
+		st := p.Peer.GetState()
+		peer := st.GetNeighborAddress()
+		switch est := st.GetSessionState() == api.PeerState_ESTABLISHED; {
+		case est:
+			s.log.Info("bgp: session established", "peer", peer, "asn", st.GetPeerAsn())
+		case up[peer]:
+			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(st.GetSessionState()))
+		default:
+			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(st.GetSessionState()))
+		}
+		up[peer] = st.GetSessionState() == api.PeerState_ESTABLISHED
+	})
+	if err != nil {
+		s.log.Warn("bgp: watch sessions", "err", err)
+	}
 }
 
 func peerConf(p Peer) *api.Peer {

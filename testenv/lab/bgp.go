@@ -22,7 +22,7 @@ const (
 	// BGPHoldTime is short so that a balancer that goes silent is withdrawn within seconds.
 	BGPHoldTime = 3 * time.Second
 	// BGPDrainGrace is the balancers' bgp.drain_grace (SIGTERM and `lb drain-node`).
-	BGPDrainGrace = 5 * time.Second
+	BGPDrainGrace = 2 * time.Second
 	bgpPassword   = "lab-bgp-secret"
 )
 
