@@ -5,7 +5,7 @@ BIN       := bin/switchyard
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps check-go test test-short demo demo-down bench bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: all build generate deps check-go test test-short demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -48,6 +48,19 @@ demo-down:
 	-./$(BIN) lab down
 
 bench: bench-xdp bench-l4 bench-l7 bench-edge bench-dns
+
+# bench-smoke runs every stop's bench in its short mode (BENCH_SMOKE=1: one round of about a
+# second per cell, the same checks, "smoke": true in bench/out/<stop>.json), one after another:
+# a bench that breaks fails here (CI runs it) instead of waiting for the next full run. First the
+# tests of the checks themselves (bench/lib_test.sh).
+BENCH_STOPS := xdp l4 l7 edge dns
+bench-smoke: build
+	bash bench/lib_test.sh
+	@start=$$(date +%s); for s in $(BENCH_STOPS); do \
+		echo "== bench-$$s (smoke)"; t=$$(date +%s); \
+		BENCH_SMOKE=1 $(MAKE) --no-print-directory bench-$$s || { echo "bench-smoke: bench-$$s failed" >&2; exit 1; }; \
+		echo "== bench-$$s (smoke) passed in $$(( $$(date +%s) - t )) s"; \
+	done; echo "bench-smoke: every stop passed in $$(( $$(date +%s) - start )) s"
 
 bench-xdp: build
 	bash bench/xdp.sh

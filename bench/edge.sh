@@ -4,7 +4,9 @@
 # run, alternating rounds. wrk drives each cache; the table shows requests/s and p99, and the
 # ratios. A second switchyard with the HTTP/1.1 fast path disabled (disable_fast_path: every hit
 # through net/http) is measured in the same rounds as the before/after reference.
-# Writes a flat JSON object to bench/out/edge.json.
+# Writes a flat JSON object to bench/out/edge.json, only when every round passed the checks of
+# bench/lib.sh (ports free, every cache answering 200 before the rounds, no non-2xx answer, socket
+# error or timeout in any round). BENCH_SMOKE=1: one round of 1 s per cell.
 # Bounded: ROUNDS x 4 servers x 2 objects x SECONDS_PER_RUN of load (defaults 3 x 4 x 2 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
 # wrapped in `flock /tmp/switchyard-bench.lock` on a shared machine.
@@ -18,10 +20,14 @@ BIN=${BIN:-bin/switchyard}
 OUT=bench/out/edge.json
 PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183 PORT_SYNET=18184
 
+BENCH=edge
 . "$(dirname "$0")/lib.sh"
+if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1; fi
 require_binary "$BIN" edge
 
 ensure_packages varnish nginx wrk curl
+# Only the HTTP ports are fixed (Varnish picks its management port itself).
+ports_free $PORT_ORIGIN $PORT_SY $PORT_VARNISH $PORT_NGINX $PORT_SYNET
 
 WORK=$(mktemp -d /tmp/switchyard-edge-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -32,6 +38,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+LOGS="$WORK/*.log"
 
 go build -o "$WORK/origin" ./bench/edge
 "$WORK/origin" -listen 127.0.0.1:$PORT_ORIGIN &
@@ -85,33 +92,32 @@ PIDS+=($!)
 
 declare -A PORT=([switchyard]=$PORT_SY [varnish]=$PORT_VARNISH [nginx]=$PORT_NGINX [sy-nethttp]=$PORT_SYNET)
 NAMES=(switchyard sy-nethttp varnish nginx)
+http_ready "the origin" "http://127.0.0.1:$PORT_ORIGIN/small"
 for name in "${NAMES[@]}"; do
-  for i in $(seq 1 100); do
-    curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/small" && break
-    [ "$i" = 100 ] && { echo "edge bench: $name did not start" >&2; cat "$WORK"/*.log >&2 || true; exit 1; }
-    sleep 0.1
-  done
+  http_ready "$name" "http://127.0.0.1:${PORT[$name]}/small"
   # Warm: each cache fetches both objects once; the measured phase is hits only.
-  for obj in small 100k; do curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/$obj"; curl -sf -o /dev/null "http://127.0.0.1:${PORT[$name]}/$obj"; done
+  for obj in small 100k; do
+    for _ in 1 2; do http_200 "http://127.0.0.1:${PORT[$name]}/$obj" >/dev/null || bench_fail "warm-up $name /$obj: not 200"; done
+  done
 done
 before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
 
-# run_wrk NAME OBJ -> appends "rps p99_ms" to $WORK/NAME-OBJ
+# run_wrk ROUND NAME OBJ -> checks the run and appends "rps p99_ms" to $WORK/NAME-OBJ
 run_wrk() {
   local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$1]}/$2")
-  echo "$out" | awk '
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$2]}/$3" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
+  check_wrk "round $1 $2 /$3" "$out"
+  awk '
     /Requests\/sec:/ { rps = $2 }
     /^ *99%/ { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
                ms = (u == "us") ? v / 1000 : (u == "s") ? v * 1000 : v }
-    /Non-2xx/ { bad = 1 }
-    END { if (bad) { print "non-2xx responses" > "/dev/stderr"; exit 1 } printf "%s %s\n", rps, ms }' >> "$WORK/$1-$2"
+    END { printf "%s %s\n", rps, ms }' <<<"$out" >> "$WORK/$2-$3"
 }
 
 ORDER=("${NAMES[@]}")
 for r in $(seq 1 "$ROUNDS"); do
   for obj in small 100k; do
-    for name in "${ORDER[@]}"; do run_wrk "$name" "$obj"; done
+    for name in "${ORDER[@]}"; do run_wrk "$r" "$name" "$obj"; done
   done
   ORDER=("${ORDER[@]:1}" "${ORDER[0]}")  # rotate who goes first each round
 done
@@ -143,8 +149,7 @@ echo "sy-nethttp = switchyard with disable_fast_path: true (net/http for every h
 echo "fast path vs net/http path: small $(ratio "${RPS[switchyard-small]}" "${RPS[sy-nethttp-small]}")x, 100k $(ratio "${RPS[switchyard-100k]}" "${RPS[sy-nethttp-100k]}")x"
 echo "origin requests during the measured phase: $((after - before)) (0 means every measured response was a hit)"
 
-mkdir -p bench/out
-cat > "$OUT" <<JSON
+write_json "$OUT" <<JSON
 {
   "switchyard_rps": ${RPS[switchyard-small]},
   "varnish_rps": ${RPS[varnish-small]},
@@ -170,7 +175,7 @@ cat > "$OUT" <<JSON
   "origin_requests_measured": $((after - before)),
   "rounds": $ROUNDS,
   "seconds_per_run": $SECONDS_PER_RUN,
-  "connections": $CONNECTIONS
+  "connections": $CONNECTIONS,
+  "smoke": $(smoke_json)
 }
 JSON
-echo "wrote $OUT"

@@ -10,7 +10,12 @@
 # processes disturbed (defaults 6 x 4 x 2 x 3 s + 2 x 3 s: under 4 minutes with set-up).
 # PERF_DIR=dir adds one profiled run per path and load (perf record -a -g, not counted) and writes
 # the flat profiles there. Needs root. Run from the repository root (make bench-l4).
+# The driver checks every path answers 200 through the VIP before each run, and fails the bench
+# (no JSON written; the JSON is written with a rename) on any non-2xx answer or socket error in a
+# run. Every address it uses is inside the lab's namespaces: no host port to check.
+# BENCH_SMOKE=1: one round of 1 s per path and load.
 set -euo pipefail
+BENCH=l4
 
 ROUNDS=${ROUNDS:-6}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
@@ -22,6 +27,8 @@ OUT=bench/out/l4.json
 [ "$(id -u)" = 0 ] || { echo "l4 bench: needs root (network namespaces, XDP)" >&2; exit 1; }
 
 . "$(dirname "$0")/lib.sh"
+SMOKE_FLAG=
+if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1 SMOKE_FLAG=-smoke; fi
 ensure_packages wrk haproxy nftables iproute2 util-linux
 
 mkdir -p bench/out
@@ -31,4 +38,5 @@ go build -o "$DRIVER" ./bench/l4
 
 # One benchmark at a time on a shared machine.
 flock /tmp/switchyard-bench.lock "$DRIVER" -rounds "$ROUNDS" -duration "${SECONDS_PER_RUN}s" \
-  -connections "$CONNECTIONS" -xdp-mode "$XDP_MODE" -perf "$PERF_DIR" -out "$OUT"
+  -connections "$CONNECTIONS" -xdp-mode "$XDP_MODE" -perf "$PERF_DIR" -out "$OUT" $SMOKE_FLAG ||
+  bench_fail "the driver stopped (its message is above)"

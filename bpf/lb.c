@@ -56,8 +56,24 @@ static __always_inline __u64 now_ns(void)
 	return bpf_ktime_get_coarse_ns();
 }
 
-/* send checks the MTU, encapsulates toward the backend and counts. */
-static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id)
+/* second_candidate returns the backend a packet may carry as its second chance: cand_id when
+ * second chance is on, the slot is occupied and its family is the first choice's (the option sits
+ * in the outer header, whose family the first choice sets). */
+static __always_inline struct backend *second_candidate(const struct lb_config *cfg, const struct backend *be,
+							__u32 backend_id, __u32 cand_id)
+{
+	if (!cand_id || cand_id == backend_id || !(cfg->flags & CFG_SECOND_CHANCE))
+		return NULL;
+	struct backend *cand = backend_at(cand_id);
+	if (!cand || cand->family != be->family)
+		return NULL;
+	return cand;
+}
+
+/* send checks the MTU, encapsulates toward the backend (with the second candidate cand_id, 0 for
+ * none) and counts. A candidate that would push the packet over the MTU is left off. */
+static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id,
+				__u32 cand_id)
 {
 	struct lb_config *cfg = get_config();
 	struct backend *be = backend_at(backend_id);
@@ -65,6 +81,15 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 	if (!cfg || !be)
 		return drop(CNT_DROP_NO_BACKEND, bytes);
 	__u32 overhead = encap_overhead(be);
+	struct backend *cand = second_candidate(cfg, be, backend_id, cand_id);
+	if (cand) {
+		if (p->l3_len + overhead + sc_overhead(be) > cfg->mtu) {
+			sc_count(SC_CNT_TOO_BIG);
+			cand = NULL;
+		} else {
+			overhead += sc_overhead(be);
+		}
+	}
 	if (p->l3_len + overhead > cfg->mtu) {
 		count(CNT_DROP_MTU, bytes);
 		if ((cfg->flags & CFG_ICMP_TOOBIG) && (p->flow.family == FAMILY_V6 || p->df) &&
@@ -75,8 +100,10 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 		count(CNT_DROP, bytes);
 		return XDP_DROP;
 	}
-	if (encap(ctx, p, be, cfg))
+	if (encap(ctx, p, be, cand, cfg))
 		return drop(CNT_DROP_ENCAP, bytes);
+	if (cand)
+		sc_count(SC_CNT_SENT);
 	count_in(&vip_stats, vip_id, bytes);
 	count_in(&backend_stats, backend_id, bytes);
 	return verdict_tx(bytes + overhead);
@@ -103,41 +130,72 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	if ((p->tcp_flags & (TCP_FIN | TCP_RST)) && !(st->flags & FLOW_CLOSING))
 		st->flags |= FLOW_CLOSING;
 	count(CNT_CT_HIT, 0);
-	return send(ctx, p, st->backend, st->vip_id);
+	return send(ctx, p, st->backend, st->vip_id, st->backend2);
 }
 
-/* maglev_pick returns the backend id in the VIP's ring for this flow, 0 when the ring is empty. */
-static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct vip_meta *vip)
+/* ring_slot is the index of this flow's slot in the rings (and prev_rings) map, -1 when the rings
+ * are not configured. */
+static __always_inline long ring_slot(const struct flow_key *f, const struct vip_meta *vip)
 {
 	struct lb_config *cfg = get_config();
 	if (!cfg || cfg->ring_size == 0)
-		return 0;
+		return -1;
 	__u32 size = cfg->ring_size;
-	__u32 slot = vip->id * size + flow_hash(f, vip->flags) % size;
-	__u32 *id = bpf_map_lookup_elem(&rings, &slot);
+	return vip->id * size + flow_hash(f, vip->flags) % size;
+}
+
+/* ring_at reads a slot of a ring map: a backend id whose backend slot is occupied, else 0. */
+static __always_inline __u32 ring_at(void *ring, long slot)
+{
+	if (slot < 0)
+		return 0;
+	__u32 k = slot;
+	__u32 *id = bpf_map_lookup_elem(ring, &k);
 	if (!id || !backend_at(*id))
 		return 0;
 	return *id;
 }
 
+/* maglev_pick returns the backend id in the VIP's ring for this flow, 0 when the ring is empty. */
+static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct vip_meta *vip)
+{
+	return ring_at(&rings, ring_slot(f, vip));
+}
+
 /* new_flow picks a backend from the ring and records the choice (a SYN always comes here, so
- * new connections follow the current ring). */
+ * new connections follow the current ring). A mid-stream TCP packet that comes here (its entry
+ * was lost, or another balancer carried the flow until now) may belong to a connection that began
+ * before the ring last changed: when the previous ring's pick differs, that pick is recorded as
+ * the flow's second candidate, and every packet of the flow carries it (see docs/xdp.md). */
 static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip)
 {
-	__u32 id = maglev_pick(&p->flow, vip);
+	long slot = ring_slot(&p->flow, vip);
+	__u32 id = ring_at(&rings, slot);
 	if (!id)
 		return drop(CNT_DROP_NO_BACKEND, p->l3_len);
-	int syn = p->flow.proto == IPPROTO_TCP_ && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
+	int tcp = p->flow.proto == IPPROTO_TCP_;
+	int syn = tcp && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
 	count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
+	__u32 prev = 0;
+	struct lb_config *cfg = get_config();
+	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
+		prev = ring_at(&prev_rings, slot);
+		struct backend *cur = backend_at(id), *old = backend_at(prev);
+		if (prev == id || !cur || !old || cur->family != old->family)
+			prev = 0; /* the option sits in the outer header: same family only */
+		if (prev)
+			sc_count(SC_CNT_FLOWS);
+	}
 	struct flow_state st = {
 		.backend = id,
 		.vip_id = vip->id,
 		.vip_gen = vip_gen(vip->id),
 		.flags = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? FLOW_CLOSING : 0,
 		.last_seen = now_ns(),
+		.backend2 = prev,
 	};
 	bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY);
-	return send(ctx, p, id, vip->id);
+	return send(ctx, p, id, vip->id, prev);
 }
 
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
@@ -215,7 +273,7 @@ static __always_inline int handle_icmp(struct xdp_md *ctx, struct packet *p)
 		if (!id)
 			return drop(CNT_DROP_NO_BACKEND, p->l3_len);
 		count(CNT_ICMP_FWD, p->l3_len);
-		return send(ctx, p, id, vip->id);
+		return send(ctx, p, id, vip->id, 0);
 	}
 	return verdict_pass(p->l3_len);
 }

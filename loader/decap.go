@@ -15,6 +15,13 @@ import (
 // DecapCounterNames mirrors enum decap_counter_index in bpf/include/consts.h.
 var DecapCounterNames = []string{"decap_ipip", "decap_ip6ip6", "decap_4in6", "pass", "drop"}
 
+// DecapSecondChanceNames mirrors enum decap_sc_counter_index in bpf/include/consts.h: what became
+// of tunnel packets that carried a second candidate (docs/xdp.md, "Second chance").
+var DecapSecondChanceNames = []string{
+	"second_chance_owned", "second_chance_forwarded", "second_chance_no_candidate",
+	"second_chance_skipped", "second_chance_malformed",
+}
+
 // Decap is a loaded decapsulation program.
 type Decap struct {
 	Objs DecapObjects
@@ -95,20 +102,25 @@ func decapKey(a netip.Addr) DecapDecapKey {
 	return k
 }
 
-// Counters reads the decap counters summed over CPUs, by name.
+// Counters reads the decap counters and the second-chance counters, summed over CPUs, by name.
 func (d *Decap) Counters() (map[string]LBCounter, error) {
 	out := map[string]LBCounter{}
-	for i, name := range DecapCounterNames {
-		var per []DecapCounter
-		if err := d.Objs.DecapCounters.Lookup(uint32(i), &per); err != nil {
-			return nil, fmt.Errorf("read decap counter %s: %w", name, err)
+	for _, set := range []struct {
+		m     *ebpf.Map
+		names []string
+	}{{d.Objs.DecapCounters, DecapCounterNames}, {d.Objs.DecapScCounters, DecapSecondChanceNames}} {
+		for i, name := range set.names {
+			var per []DecapCounter
+			if err := set.m.Lookup(uint32(i), &per); err != nil {
+				return nil, fmt.Errorf("read decap counter %s: %w", name, err)
+			}
+			var c LBCounter
+			for _, p := range per {
+				c.Packets += p.Packets
+				c.Bytes += p.Bytes
+			}
+			out[name] = c
 		}
-		var c LBCounter
-		for _, p := range per {
-			c.Packets += p.Packets
-			c.Bytes += p.Bytes
-		}
-		out[name] = c
 	}
 	return out, nil
 }

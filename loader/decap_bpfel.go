@@ -30,9 +30,10 @@ type DecapDecapKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	DecapMapDecapAddrs    = "decap_addrs"
-	DecapMapDecapCounters = "decap_counters"
-	DecapProgXdpDecap     = "xdp_decap"
+	DecapMapDecapAddrs      = "decap_addrs"
+	DecapMapDecapCounters   = "decap_counters"
+	DecapMapDecapScCounters = "decap_sc_counters"
+	DecapProgXdpDecap       = "xdp_decap"
 )
 
 // LoadDecap returns the embedded CollectionSpec for Decap.
@@ -84,8 +85,9 @@ type DecapProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type DecapMapSpecs struct {
-	DecapAddrs    *ebpf.MapSpec `ebpf:"decap_addrs"`
-	DecapCounters *ebpf.MapSpec `ebpf:"decap_counters"`
+	DecapAddrs      *ebpf.MapSpec `ebpf:"decap_addrs"`
+	DecapCounters   *ebpf.MapSpec `ebpf:"decap_counters"`
+	DecapScCounters *ebpf.MapSpec `ebpf:"decap_sc_counters"`
 }
 
 // DecapVariableSpecs contains global variables before they are loaded into the kernel.
@@ -114,14 +116,16 @@ func (o *DecapObjects) Close() error {
 //
 // It can be passed to LoadDecapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type DecapMaps struct {
-	DecapAddrs    *ebpf.Map `ebpf:"decap_addrs"`
-	DecapCounters *ebpf.Map `ebpf:"decap_counters"`
+	DecapAddrs      *ebpf.Map `ebpf:"decap_addrs"`
+	DecapCounters   *ebpf.Map `ebpf:"decap_counters"`
+	DecapScCounters *ebpf.Map `ebpf:"decap_sc_counters"`
 }
 
 func (m *DecapMaps) Close() error {
 	return _DecapClose(
 		m.DecapAddrs,
 		m.DecapCounters,
+		m.DecapScCounters,
 	)
 }
 

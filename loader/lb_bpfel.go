@@ -45,7 +45,7 @@ type LBFlowState struct {
 	VipGen   uint16
 	LastSeen uint64
 	Flags    uint32
-	Pad      uint32
+	Backend2 uint32
 }
 
 type LBLbConfig struct {
@@ -87,7 +87,9 @@ const (
 	LBMapConfig       = "config"
 	LBMapConntrack    = "conntrack"
 	LBMapCounters     = "counters"
+	LBMapPrevRings    = "prev_rings"
 	LBMapRings        = "rings"
+	LBMapScCounters   = "sc_counters"
 	LBMapVipAddrs     = "vip_addrs"
 	LBMapVipFilter    = "vip_filter"
 	LBMapVipGens      = "vip_gens"
@@ -152,7 +154,9 @@ type LBMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	PrevRings    *ebpf.MapSpec `ebpf:"prev_rings"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
+	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
@@ -191,7 +195,9 @@ type LBMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	PrevRings    *ebpf.Map `ebpf:"prev_rings"`
 	Rings        *ebpf.Map `ebpf:"rings"`
+	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	VipGens      *ebpf.Map `ebpf:"vip_gens"`
@@ -206,7 +212,9 @@ func (m *LBMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Counters,
+		m.PrevRings,
 		m.Rings,
+		m.ScCounters,
 		m.VipAddrs,
 		m.VipFilter,
 		m.VipGens,

@@ -68,4 +68,7 @@ func TestSharedStructSizes(t *testing.T) {
 	if got := spec.Maps[LBMapCounters].MaxEntries; int(got) != 16 {
 		t.Errorf("counters map has %d entries; update maps.CounterNames with enum counter_index", got)
 	}
+	if got := spec.Maps[LBMapScCounters].MaxEntries; int(got) != 3 {
+		t.Errorf("sc_counters map has %d entries; update maps.SecondChanceCounterNames with enum sc_counter_index", got)
+	}
 }

@@ -20,6 +20,10 @@ import (
 
 // LayoutVersion names the layout of the pinned maps. A change of any shared struct or map shape
 // bumps it: maps pinned under another version are refused with a message, never reinterpreted.
+// Adding a map is not such a change: a binary that knows the new map creates and pins it beside
+// the old ones, and one that does not ignores it (second chance added prev_rings, sc_counters and
+// decap_sc_counters this way, and gave the spare word of struct flow_state a meaning that older
+// programs ignore and that reads as "no candidate" in entries they wrote).
 const LayoutVersion = "v1"
 
 // Options size and place the forwarder's maps.
@@ -88,6 +92,7 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[LBMapVipAddrs].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapVipStats].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapRings].MaxEntries = opts.MaxVIPs * opts.RingSize
+	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTableSize

@@ -20,6 +20,11 @@ var CounterNames = []string{
 	"drop_malformed", "drop_unsupported", "drop_encap",
 }
 
+// SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters);
+// it mirrors enum sc_counter_index in bpf/include/consts.h. Counters returns them with the
+// others.
+var SecondChanceCounterNames = []string{"second_chance_sent", "second_chance_flows", "second_chance_too_big"}
+
 // Counter is a packet and byte count, summed over CPUs.
 type Counter struct {
 	Packets uint64 `json:"packets"`
@@ -40,11 +45,18 @@ func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
 	return c, nil
 }
 
-// Counters reads the global counters by name.
+// Counters reads the global counters and the second-chance counters by name.
 func (s *Set) Counters() (map[string]Counter, error) {
-	out := make(map[string]Counter, len(CounterNames))
+	out := make(map[string]Counter, len(CounterNames)+len(SecondChanceCounterNames))
 	for i, name := range CounterNames {
 		c, err := sumPerCPU(s.m.Counters, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("read counter %s: %w", name, err)
+		}
+		out[name] = c
+	}
+	for i, name := range SecondChanceCounterNames {
+		c, err := sumPerCPU(s.m.ScCounters, uint32(i))
 		if err != nil {
 			return nil, fmt.Errorf("read counter %s: %w", name, err)
 		}
@@ -81,6 +93,11 @@ func (s *Set) ResetBackendStats(id uint32) error { return zeroPerCPU(s.m.Backend
 func (s *Set) ResetCounters() error {
 	for i := range CounterNames {
 		if err := zeroPerCPU(s.m.Counters, uint32(i)); err != nil {
+			return err
+		}
+	}
+	for i := range SecondChanceCounterNames {
+		if err := zeroPerCPU(s.m.ScCounters, uint32(i)); err != nil {
 			return err
 		}
 	}

@@ -30,6 +30,10 @@ type FlowEntry struct {
 	Closing bool
 	// Idle is the time since the entry was last refreshed (at most once a second for TCP).
 	Idle time.Duration
+	// SecondChance is the backend id every packet of the flow carries as its second candidate
+	// (0 = none): the flow missed the table mid-stream while the previous ring named another
+	// backend.
+	SecondChance uint32
 }
 
 // FlowKey builds the BPF connection-table key of a flow.
@@ -52,7 +56,8 @@ func entry(k loader.LBFlowKey, v loader.LBFlowState, now time.Duration) FlowEntr
 	if idle < 0 {
 		idle = 0
 	}
-	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle}
+	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle,
+		SecondChance: v.Backend2}
 }
 
 // LookupFlow reads a flow's connection-table entry.
@@ -101,16 +106,20 @@ func (s *Set) ActiveFlows(idle, udpTimeout time.Duration) (map[uint32]int, error
 	return out, err
 }
 
-// DeleteFlowsTo removes every connection-table entry that points at a backend, for any VIP.
+// DeleteFlowsTo removes every connection-table entry that points at a backend (as its backend or
+// its second-chance candidate), for any VIP.
 func (s *Set) DeleteFlowsTo(backendID uint32) (int, error) {
-	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID })
+	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID || f.SecondChance == backendID })
 }
 
-// DeleteFlows removes the connection-table entries of one VIP that point at a backend: used when
-// a drain times out, so that the remaining flows re-hash instead of reaching the backend, while
-// the same backend keeps its flows of other VIPs.
+// DeleteFlows removes the connection-table entries of one VIP that point at a backend (as its
+// backend or its second-chance candidate): used when a drain times out, so that the remaining
+// flows re-hash instead of reaching the backend, while the same backend keeps its flows of other
+// VIPs.
 func (s *Set) DeleteFlows(vipID, backendID uint32) (int, error) {
-	return s.deleteFlows(func(f FlowEntry) bool { return f.Backend == backendID && f.VIPID == vipID })
+	return s.deleteFlows(func(f FlowEntry) bool {
+		return (f.Backend == backendID || f.SecondChance == backendID) && f.VIPID == vipID
+	})
 }
 
 func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {
@@ -129,6 +138,12 @@ func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// DeleteAllFlows empties the connection table (tests: a balancer that forgets its flows, as a
+// node that takes over another's flows has never seen them).
+func (s *Set) DeleteAllFlows() (int, error) {
+	return s.deleteFlows(func(FlowEntry) bool { return true })
 }
 
 // PutFlow writes a connection-table entry for a VIP id (tests and state migration).

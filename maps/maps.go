@@ -90,6 +90,7 @@ type Backend struct {
 type Set struct {
 	m           *loader.LBMaps
 	rings       mappedU32 // the rings map, memory-mapped
+	prevRings   mappedU32 // the prev_rings map, memory-mapped
 	filter      mappedU32 // the vip_filter map, memory-mapped
 	ringSize    uint32
 	maxVIPs     uint32
@@ -110,11 +111,18 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open maps: %w", err)
 	}
+	if m.PrevRings == nil || m.PrevRings.MaxEntries() != m.Rings.MaxEntries() {
+		return nil, errors.New("open maps: prev_rings is missing or not the size of rings: load the forwarder with this binary's loader")
+	}
+	prev, err := mapU32(m.PrevRings)
+	if err != nil {
+		return nil, fmt.Errorf("open maps: %w", err)
+	}
 	filter, err := mapU32(m.VipFilter)
 	if err != nil {
 		return nil, fmt.Errorf("open maps: %w", err)
 	}
-	return &Set{m: m, rings: rings, filter: filter, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
+	return &Set{m: m, rings: rings, prevRings: prev, filter: filter, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
 }
 
 // RingSize is the Maglev ring size.
@@ -347,12 +355,21 @@ func (s *Set) Backends() ([]Backend, error) {
 
 // Ring reads a VIP's Maglev ring (one copy from the memory-mapped rings map).
 func (s *Set) Ring(vipID uint32) ([]uint32, error) {
+	return s.readRing(s.rings, "ring", vipID)
+}
+
+// PrevRing reads a VIP's previous Maglev table (prev_rings): the second-chance candidates.
+func (s *Set) PrevRing(vipID uint32) ([]uint32, error) {
+	return s.readRing(s.prevRings, "previous ring", vipID)
+}
+
+func (s *Set) readRing(m mappedU32, what string, vipID uint32) ([]uint32, error) {
 	if vipID >= s.maxVIPs {
-		return nil, fmt.Errorf("read ring: vip id %d out of range", vipID)
+		return nil, fmt.Errorf("read %s: vip id %d out of range", what, vipID)
 	}
-	out, err := s.rings.read(vipID*s.ringSize, s.ringSize)
+	out, err := m.read(vipID*s.ringSize, s.ringSize)
 	if err != nil {
-		return nil, fmt.Errorf("read ring %d: %w", vipID, err)
+		return nil, fmt.Errorf("read %s %d: %w", what, vipID, err)
 	}
 	return out, nil
 }
@@ -361,11 +378,20 @@ func (s *Set) Ring(vipID uint32) ([]uint32, error) {
 // (the ring as it stands; nil means unknown, which writes every slot). It returns the number of
 // slots written.
 func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
+	return s.writeRing(s.rings, "ring", vipID, old, table)
+}
+
+// WritePrevRing makes a VIP's previous table equal to table, as WriteRing does for the ring.
+func (s *Set) WritePrevRing(vipID uint32, old, table []uint32) (int, error) {
+	return s.writeRing(s.prevRings, "previous ring", vipID, old, table)
+}
+
+func (s *Set) writeRing(m mappedU32, what string, vipID uint32, old, table []uint32) (int, error) {
 	if vipID >= s.maxVIPs {
-		return 0, fmt.Errorf("write ring: vip id %d out of range", vipID)
+		return 0, fmt.Errorf("write %s: vip id %d out of range", what, vipID)
 	}
 	if uint32(len(table)) != s.ringSize {
-		return 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
+		return 0, fmt.Errorf("write %s %d: table has %d slots, the maps were loaded for %d", what, vipID, len(table), s.ringSize)
 	}
 	base := vipID * s.ringSize
 	n := 0
@@ -373,8 +399,8 @@ func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
 		if old != nil && len(old) == len(table) && old[i] == id {
 			continue
 		}
-		if err := s.rings.write(base+uint32(i), id); err != nil {
-			return n, fmt.Errorf("write ring %d slot %d: %w", vipID, i, err)
+		if err := m.write(base+uint32(i), id); err != nil {
+			return n, fmt.Errorf("write %s %d slot %d: %w", what, vipID, i, err)
 		}
 		n++
 	}
@@ -398,7 +424,16 @@ type Config struct {
 	UDPTimeout time.Duration
 	// ICMPTooBig answers over-MTU frames with ICMP frag-needed / packet-too-big.
 	ICMPTooBig bool
+	// SecondChance makes non-SYN TCP misses carry the previous table's pick when it differs
+	// (docs/xdp.md, "Second chance").
+	SecondChance bool
 }
+
+// Config flags; they mirror CFG_* in bpf/include/consts.h.
+const (
+	cfgICMPTooBig   = 1 << 0
+	cfgSecondChance = 1 << 1
+)
 
 // SetConfig writes the configuration.
 func (s *Set) SetConfig(c Config) error {
@@ -426,7 +461,10 @@ func (s *Set) SetConfig(c Config) error {
 	}
 	lc.UdpTimeoutNs = uint64(c.UDPTimeout.Nanoseconds())
 	if c.ICMPTooBig {
-		lc.Flags |= 1
+		lc.Flags |= cfgICMPTooBig
+	}
+	if c.SecondChance {
+		lc.Flags |= cfgSecondChance
 	}
 	if err := s.m.Config.Put(uint32(0), lc); err != nil {
 		return fmt.Errorf("set config: %w", err)
@@ -452,7 +490,8 @@ func (s *Set) Config() (Config, error) {
 		Src4HashBits: bits,
 		Src6:         wordsAddr(lc.Src6, 6),
 		UDPTimeout:   time.Duration(lc.UdpTimeoutNs),
-		ICMPTooBig:   lc.Flags&1 != 0,
+		ICMPTooBig:   lc.Flags&cfgICMPTooBig != 0,
+		SecondChance: lc.Flags&cfgSecondChance != 0,
 	}, nil
 }
 

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -38,6 +40,8 @@ var (
 	modes   = []string{"direct", "xdp", "nft", "haproxy"}
 	xdpMode = "native"
 	perfDir string
+	// smoke marks the result as a short run ("smoke": true in the JSON).
+	smoke bool
 	// hapPid is the running HAProxy's pid, and statsPrev the machine's BPF statistics setting
 	// while the bench has them on: for the signal handler's clean-up.
 	hapPid    atomic.Int64
@@ -84,6 +88,7 @@ func main() {
 	out := flag.String("out", "bench/out/l4.json", "flat JSON result file")
 	only := flag.String("modes", strings.Join(modes, ","), "comma-separated subset of direct,xdp,nft,haproxy")
 	flag.StringVar(&xdpMode, "xdp-mode", "native", "attach mode of the forwarder: native or generic")
+	flag.BoolVar(&smoke, "smoke", false, "mark the JSON as a smoke run (BENCH_SMOKE=1: one short round)")
 	flag.StringVar(&perfDir, "perf", "", "after the rounds, profile one more run per mode and load with perf record -a -g (not counted) into this `directory`")
 	flag.Parse()
 	modes = strings.Split(*only, ",")
@@ -176,7 +181,7 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			for _, m := range order(modes, r) {
 				x, err := b.run(m, load)
 				if err != nil {
-					return err
+					return fmt.Errorf("round %d: %w", r+1, err)
 				}
 				fmt.Printf("round %d %-8s %-9s %9.0f req/s  p99 %6.2f ms  %s\n", r+1, m, load, x.rps, x.p99ms, x.cpuLine())
 				res[m+"/"+load] = append(res[m+"/"+load], x)
@@ -192,7 +197,7 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			for _, load := range []string{"keepalive", "newconn"} {
 				x, err := b.run("xdp", load)
 				if err != nil {
-					return err
+					return fmt.Errorf("xdp program CPU run: %w", err)
 				}
 				fmt.Printf("xdp program CPU (bpf stats on) %-9s %9.0f req/s  %.0f ns/req\n", load, x.rps, float64(x.lbCPU.Nanoseconds())/float64(x.requests))
 				res["xdp/"+load+"/lbcpu"] = append(res["xdp/"+load+"/lbcpu"], x)
@@ -221,7 +226,11 @@ func (b *bench) run(mode, load string) (result, error) {
 			b.teardown(mode)
 			return result{}, fmt.Errorf("set up %s: %w", mode, err)
 		}
-		x, err := b.measure(mode, load == "newconn")
+		var x result
+		err := b.probe()
+		if err == nil {
+			x, err = b.measure(mode, load == "newconn")
+		}
 		b.teardown(mode)
 		if err != nil {
 			return result{}, fmt.Errorf("%s %s: %w", mode, load, err)
@@ -236,6 +245,28 @@ func (b *bench) run(mode, load string) (result, error) {
 		fmt.Printf("        %-8s %-9s %9.0f req/s  other processes took %.0f%% of the CPU\n", mode, load, x.rps, 100*x.other)
 	}
 	return best, nil
+}
+
+// probe checks, before a run, that the VIP answers 200 from the client namespace through the
+// path just set up (up to 5 s): a path that does not carry traffic fails the bench, it is not
+// measured.
+func (b *bench) probe() error {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: topo.Dialer(b.c1.NS, &net.Dialer{Timeout: time.Second}), DisableKeepAlives: true}}
+	var last string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := c.Get("http://" + lab.WebVIP4.String() + "/")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		last = resp.Status
+	}
+	return fmt.Errorf("the VIP did not answer 200 within 5s (last: %s)", last)
 }
 
 // maxOther is the share of the machine's CPU that other processes may take during a run before
@@ -499,6 +530,7 @@ var (
 	reP99  = regexp.MustCompile(`\s99%\s+([\d.]+)(us|ms|s)\b`)
 	reReqs = regexp.MustCompile(`(\d+) requests in`)
 	reErr  = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+	reBad  = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 )
 
 // measure runs wrk once from the client namespace and the CPU counters around it.
@@ -541,16 +573,13 @@ func (b *bench) measure(mode string, newConn bool) (result, error) {
 	if r.rps == 0 || r.requests == 0 {
 		return r, fmt.Errorf("wrk gave no result: %s", s)
 	}
+	// Failed requests would flatter a balancer: refuse the run instead (wrk prints these lines
+	// only when the count is not zero).
 	if m := reErr.FindStringSubmatch(s); m != nil {
-		// Failed requests would flatter a balancer: refuse the run instead.
-		var n int64
-		for _, x := range m[1:] {
-			v, _ := strconv.ParseInt(x, 10, 64)
-			n += v
-		}
-		if n > r.requests/100 {
-			return r, fmt.Errorf("%d socket errors in %d requests: %s", n, r.requests, s)
-		}
+		return r, fmt.Errorf("socket errors in %d requests (%s): %s", r.requests, m[0], s)
+	}
+	if m := reBad.FindStringSubmatch(s); m != nil {
+		return r, fmt.Errorf("%s non-2xx answers in %d requests: %s", m[1], r.requests, s)
 	}
 	r.lbCPU, r.lbKnown = lb1-lb0, known
 	return r, nil
@@ -730,7 +759,7 @@ func paired(res map[string][]result, a, b string, f func(x, y result) float64) (
 }
 
 func report(res map[string][]result, rounds int, dur time.Duration, conns int, outPath string) error {
-	out := map[string]any{"rounds": rounds, "duration_s": dur.Seconds(), "connections": conns, "cpus": runtime.NumCPU(), "backends": 2}
+	out := map[string]any{"rounds": rounds, "duration_s": dur.Seconds(), "connections": conns, "cpus": runtime.NumCPU(), "backends": 2, "smoke": smoke}
 	fmt.Printf("\nmedians over %d rounds (CPU: the whole machine's busy time per request, all CPUs, in us)\n", rounds)
 	fmt.Printf("%-8s %12s %7s %10s %7s %9s %8s %9s %8s %9s %8s %10s %10s\n", "path", "keepalive/s", "p99 ms", "newconn/s", "p99 ms",
 		"CPU/req", "user", "kernel", "softirq", "CPU/conn", "softirq", "lb ns/req", "lb ns/conn")
@@ -813,11 +842,33 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		return err
 	}
 	bs, _ := json.MarshalIndent(out, "", "  ")
-	if err := os.WriteFile(outPath, append(bs, '\n'), 0o644); err != nil {
+	if err := writeAtomic(outPath, append(bs, '\n')); err != nil {
 		return err
 	}
 	fmt.Println("wrote", outPath)
 	return nil
+}
+
+// writeAtomic writes data to a temp file beside path and renames it over path, so that a reader
+// never sees half a result.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write result: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("write result: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func round(x float64) float64  { return float64(int64(x + 0.5)) }

@@ -15,6 +15,7 @@
 #define IPPROTO_UDP_ 17
 #define IPPROTO_IPV6_ 41
 #define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_DSTOPTS_ 60
 #define IPPROTO_ICMPV6_ 58
 
 #define FAMILY_V4 4
@@ -60,6 +61,20 @@
 
 /* Config flags (struct lb_config.flags). */
 #define CFG_ICMP_TOOBIG (1U << 0) /* answer over-MTU frames with ICMP frag-needed / PTB */
+#define CFG_SECOND_CHANCE (1U << 1) /* carry the previous ring's pick with non-SYN misses */
+
+/* Second chance (docs/xdp.md, "Second chance"): the outer header of a packet whose flow may be
+ * held by another backend carries that backend's address in an experimental option (RFC 4727
+ * type 0x1E, for IPv4 options and IPv6 destination options alike), tagged with SC_MAGIC so that
+ * another experiment's use of the same type is not mistaken for it.
+ *   IPv4: option [0x1E][8][magic:2][address:4] after the 20-byte header (IHL 7).
+ *   IPv6: destination-options header [next][2][0x1E][20][magic:2][0:2][address:16] (24 bytes)
+ *         between the outer header and the inner packet. */
+#define SC_OPT_TYPE 0x1E
+#define SC_MAGIC 0x5343 /* "SC" */
+#define SC_OPT4_LEN 8
+#define SC_DSTOPT_LEN 24
+#define SC_OPT6_LEN 20
 
 /* last_seen is refreshed at most this often for TCP, to keep the fast path read-mostly. */
 #define TCP_REFRESH_NS 1000000000ULL
@@ -99,4 +114,23 @@ enum decap_counter_index {
 	DCNT_PASS,         /* anything else, passed untouched */
 	DCNT_DROP,         /* tunnel packet for us that could not be stripped */
 	DCNT_MAX,
+};
+
+/* Second-chance counters of the forwarder (per-CPU array "sc_counters"; a map of its own, so
+ * that the pinned "counters" map keeps its size and layout v1 stays valid). */
+enum sc_counter_index {
+	SC_CNT_SENT = 0,   /* packet sent with a second candidate */
+	SC_CNT_FLOWS,      /* non-SYN miss whose previous-ring pick differs: candidate recorded */
+	SC_CNT_TOO_BIG,    /* sent without its candidate: the option would exceed the MTU */
+	SC_CNT_MAX,
+};
+
+/* Second-chance counters of the decapsulator (per-CPU array "decap_sc_counters"). */
+enum decap_sc_counter_index {
+	DSC_OWNED = 0,     /* carried a candidate; this host owns the flow: decapsulated here */
+	DSC_FORWARDED,     /* carried a candidate; not ours: re-encapsulated toward the candidate */
+	DSC_NO_CANDIDATE,  /* not ours, but the candidate is this host or unusable: decapsulated here */
+	DSC_SKIPPED,       /* carried a candidate but is not a mid-stream TCP packet: decapsulated here */
+	DSC_MALFORMED,     /* tunnel options for this host that are not a well-formed candidate: dropped */
+	DSC_MAX,
 };

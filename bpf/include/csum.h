@@ -30,3 +30,15 @@ static __always_inline __u16 ipv4_csum(void *hdr)
 		s += w[i];
 	return csum_fold(s);
 }
+
+/* ipv4_csum_opt computes the checksum of a 28-byte IPv4 header (with the second-chance option)
+ * whose check field is zero. */
+static __always_inline __u16 ipv4_csum_opt(void *hdr)
+{
+	__u16 *w = hdr;
+	__u64 s = 0;
+#pragma unroll
+	for (int i = 0; i < 14; i++)
+		s += w[i];
+	return csum_fold(s);
+}

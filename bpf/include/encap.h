@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* encap.h: IPIP, IPv4-in-IPv6 and IP6IP6 encapsulation for direct server return. The frame
- * grows at the head by the outer IP header; the Ethernet header is written anew (next-hop MAC as
+ * grows at the head by the outer IP header (and the second-chance option when there is one); the Ethernet header is written anew (next-hop MAC as
  * destination, interface MAC as source, the original VLAN tag kept) and the inner packet is left
  * byte for byte as it arrived. */
 #pragma once
@@ -35,51 +35,81 @@ static __always_inline __u32 encap_overhead(const struct backend *be)
 	return be->family == FAMILY_V6 ? IPV6_HDR_LEN : IPV4_HDR_LEN;
 }
 
-/* encap wraps the packet for the backend. l2 is the Ethernet header length (14 or 18), passed as
- * a constant so that the verifier sees fixed offsets. */
-static __always_inline int encap_l2(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
-				    const struct lb_config *cfg, const __u32 l2)
+/* sc_overhead is what carrying a second candidate adds to an outer header of this family. */
+static __always_inline __u32 sc_overhead(const struct backend *be)
 {
+	return be->family == FAMILY_V6 ? SC_DSTOPT_LEN : SC_OPT4_LEN;
+}
+
+/* encap4 writes an outer IPv4 header (IPIP, or IPv4 carrying IPv6), with the second-chance option
+ * naming cand when sc is 1. l2 and sc are constants at every call site. */
+static __always_inline int encap4(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+				  const struct backend *cand, const struct lb_config *cfg, const __u32 l2, const int sc)
+{
+	const __u32 hlen = IPV4_HDR_LEN + (sc ? SC_OPT4_LEN : 0);
 	__u32 entropy = flow_entropy(&p->flow);
 	__u8 inner_proto = p->flow.family == FAMILY_V4 ? IPPROTO_IPIP_ : IPPROTO_IPV6_;
 	__u16 tci = p->vlan_tci;
 	__u8 has_vlan = p->has_vlan;
 	__u16 inner_len = p->l3_len;
 	__u8 tos = p->tos;
+	__u32 cand4 = cand ? cand->addr[0] : 0;
 
-	if (be->family == FAMILY_V4) {
-		if (bpf_xdp_adjust_head(ctx, -(int)IPV4_HDR_LEN))
-			return -1;
-		void *data = (void *)(long)ctx->data;
-		void *data_end = (void *)(long)ctx->data_end;
-		struct iphdr *ip = data + l2;
-		if ((void *)(ip + 1) > data_end)
-			return -1;
-		if (write_eth(data, data_end, has_vlan, tci, cfg, ETH_P_IP))
-			return -1;
-		__u32 mask = cfg->src4_mask;
-		__u32 src = bpf_htonl((bpf_ntohl(cfg->src4) & ~mask) | (entropy & mask));
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tos = tos;
-		ip->tot_len = bpf_htons(inner_len + IPV4_HDR_LEN);
-		ip->id = 0;
-		ip->frag_off = 0;
-		ip->ttl = OUTER_TTL;
-		ip->protocol = inner_proto;
-		ip->check = 0;
-		ip->saddr = src;
-		ip->daddr = be->addr[0];
-		ip->check = ipv4_csum(ip);
-		return 0;
+	if (bpf_xdp_adjust_head(ctx, -(int)hlen))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + l2;
+	if ((void *)ip + hlen > data_end)
+		return -1;
+	if (write_eth(data, data_end, has_vlan, tci, cfg, ETH_P_IP))
+		return -1;
+	__u32 mask = cfg->src4_mask;
+	__u32 src = bpf_htonl((bpf_ntohl(cfg->src4) & ~mask) | (entropy & mask));
+	ip->version = 4;
+	ip->ihl = hlen / 4;
+	ip->tos = tos;
+	ip->tot_len = bpf_htons(inner_len + hlen);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = OUTER_TTL;
+	ip->protocol = inner_proto;
+	ip->check = 0;
+	ip->saddr = src;
+	ip->daddr = be->addr[0];
+	if (sc) {
+		__u8 *opt = (void *)(ip + 1);
+		opt[0] = SC_OPT_TYPE;
+		opt[1] = SC_OPT4_LEN;
+		*(__be16 *)(opt + 2) = bpf_htons(SC_MAGIC);
+		*(__u32 *)(opt + 4) = cand4;
 	}
+	ip->check = sc ? ipv4_csum_opt(ip) : ipv4_csum(ip);
+	return 0;
+}
 
-	if (bpf_xdp_adjust_head(ctx, -(int)IPV6_HDR_LEN))
+/* encap6 writes an outer IPv6 header, followed by the second-chance destination-options header
+ * naming cand when sc is 1. */
+static __always_inline int encap6(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+				  const struct backend *cand, const struct lb_config *cfg, const __u32 l2, const int sc)
+{
+	const __u32 hlen = IPV6_HDR_LEN + (sc ? SC_DSTOPT_LEN : 0);
+	__u32 entropy = flow_entropy(&p->flow);
+	__u8 inner_proto = p->flow.family == FAMILY_V4 ? IPPROTO_IPIP_ : IPPROTO_IPV6_;
+	__u16 tci = p->vlan_tci;
+	__u8 has_vlan = p->has_vlan;
+	__u16 inner_len = p->l3_len;
+	__u8 tos = p->tos;
+	__u32 c[4] = {};
+	if (cand)
+		__builtin_memcpy(c, cand->addr, 16);
+
+	if (bpf_xdp_adjust_head(ctx, -(int)hlen))
 		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = data + l2;
-	if ((void *)(ip6 + 1) > data_end)
+	if ((void *)ip6 + hlen > data_end)
 		return -1;
 	if (write_eth(data, data_end, has_vlan, tci, cfg, ETH_P_IPV6))
 		return -1;
@@ -88,8 +118,8 @@ static __always_inline int encap_l2(struct xdp_md *ctx, const struct packet *p, 
 	ip6->flow_lbl[0] = ((tos & 0xf) << 4) | ((entropy >> 16) & 0xf);
 	ip6->flow_lbl[1] = (entropy >> 8) & 0xff;
 	ip6->flow_lbl[2] = entropy & 0xff;
-	ip6->payload_len = bpf_htons(inner_len);
-	ip6->nexthdr = inner_proto;
+	ip6->payload_len = bpf_htons(inner_len + (hlen - IPV6_HDR_LEN));
+	ip6->nexthdr = sc ? IPPROTO_DSTOPTS_ : inner_proto;
 	ip6->hop_limit = OUTER_TTL;
 	__u32 *s = (__u32 *)&ip6->saddr;
 	s[0] = cfg->src6[0];
@@ -97,13 +127,35 @@ static __always_inline int encap_l2(struct xdp_md *ctx, const struct packet *p, 
 	s[2] = cfg->src6[2];
 	s[3] = bpf_htonl(entropy);
 	__builtin_memcpy(&ip6->daddr, be->addr, 16);
+	if (sc) {
+		__u8 *d = (void *)(ip6 + 1);
+		d[0] = inner_proto;
+		d[1] = SC_DSTOPT_LEN / 8 - 1;
+		d[2] = SC_OPT_TYPE;
+		d[3] = SC_OPT6_LEN;
+		*(__be16 *)(d + 4) = bpf_htons(SC_MAGIC);
+		d[6] = 0;
+		d[7] = 0;
+		__builtin_memcpy(d + 8, c, 16);
+	}
 	return 0;
 }
 
+static __always_inline int encap_l2(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+				    const struct backend *cand, const struct lb_config *cfg, const __u32 l2)
+{
+	if (be->family == FAMILY_V4)
+		return cand ? encap4(ctx, p, be, cand, cfg, l2, 1) : encap4(ctx, p, be, cand, cfg, l2, 0);
+	return cand ? encap6(ctx, p, be, cand, cfg, l2, 1) : encap6(ctx, p, be, cand, cfg, l2, 0);
+}
+
+/* encap wraps the packet for the backend, carrying cand (same family as be) as the second
+ * candidate when it is not NULL. The Ethernet header length is passed on as a constant so that
+ * the verifier sees fixed offsets. */
 static __always_inline int encap(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
-				 const struct lb_config *cfg)
+				 const struct backend *cand, const struct lb_config *cfg)
 {
 	if (p->has_vlan)
-		return encap_l2(ctx, p, be, cfg, ETH_HLEN + 4);
-	return encap_l2(ctx, p, be, cfg, ETH_HLEN);
+		return encap_l2(ctx, p, be, cand, cfg, ETH_HLEN + 4);
+	return encap_l2(ctx, p, be, cand, cfg, ETH_HLEN);
 }

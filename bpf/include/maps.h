@@ -66,6 +66,17 @@ struct {
 	__type(value, __u32);
 } rings SEC(".maps");
 
+/* The previous Maglev table of each VIP, laid out as "rings": slot for slot, the backend the
+ * table before the last change gave (0 = none). A non-SYN packet without a connection-table
+ * entry whose previous pick differs from the current one carries it as its second candidate. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);
+} prev_rings SEC(".maps");
+
 /* Connection table. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -90,6 +101,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SC_CNT_MAX);
+	__type(key, __u32);
+	__type(value, struct counter);
+} sc_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, DEFAULT_MAX_VIPS);
 	__type(key, __u32);
 	__type(value, struct counter);
@@ -109,6 +127,13 @@ static __always_inline void count(__u32 idx, __u64 bytes)
 		c->packets++;
 		c->bytes += bytes;
 	}
+}
+
+static __always_inline void sc_count(__u32 idx)
+{
+	struct counter *c = bpf_map_lookup_elem(&sc_counters, &idx);
+	if (c)
+		c->packets++;
 }
 
 static __always_inline void count_in(void *map, __u32 idx, __u64 bytes)

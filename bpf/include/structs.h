@@ -25,7 +25,7 @@ struct flow_state {
 	__u16 vip_gen;
 	__u64 last_seen; /* coarse monotonic ns of the last packet (refreshed at most once a second for TCP) */
 	__u32 flags;     /* FLOW_* */
-	__u32 pad;
+	__u32 backend2;  /* second-chance candidate (backend id) carried with every packet, 0 = none */
 };
 
 /* VIP lookup key: port 0 means any port. */

@@ -431,6 +431,9 @@ func l4FlowCmd() *cli.Command {
 				if fi.Tracked {
 					fmt.Fprintf(w, "connection table\tbackend id %d, idle %s, closing %v\n", fi.BackendID, fi.Idle.Truncate(time.Millisecond), fi.Closing)
 				}
+				if fi.SecondChance != "" {
+					fmt.Fprintf(w, "second chance\t%s (every packet carries it; the first backend sends on what it does not hold)\n", fi.SecondChance)
+				}
 				if fi.Note != "" {
 					fmt.Fprintf(w, "note\t%s\n", fi.Note)
 				}

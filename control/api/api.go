@@ -188,7 +188,10 @@ type FlowInfo struct {
 	Closing     bool   `json:"closing,omitempty"`
 	// Idle is the time since the entry was last refreshed.
 	Idle time.Duration `json:"idle_ns,omitempty"`
-	Note string        `json:"note,omitempty"`
+	// SecondChance is the backend every packet of the tracked flow carries as its second
+	// candidate ("" when none; docs/xdp.md, "Second chance").
+	SecondChance string `json:"second_chance,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // SaveReq asks to write the running configuration; an empty Path means the file it came from.

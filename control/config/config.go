@@ -57,6 +57,13 @@ type Config struct {
 	MTU int `yaml:"mtu,omitempty"`
 	// ICMPTooBig answers packets too big after encapsulation with ICMP (default true).
 	ICMPTooBig *bool `yaml:"icmp_too_big,omitempty"`
+	// SecondChance makes a mid-stream TCP packet without a connection-table entry carry the
+	// previous Maglev table's pick to its backend, which sends it on there when it does not hold
+	// the flow (default true; docs/xdp.md, "Second chance").
+	SecondChance *bool `yaml:"second_chance,omitempty"`
+	// SecondChanceRetire empties a VIP's previous table this long after the change that made it
+	// (default 0: kept until the next change).
+	SecondChanceRetire Duration `yaml:"second_chance_retire,omitempty"`
 	// EncapSource4 is the outer IPv4 source base; its low 8 bits come from the flow hash.
 	EncapSource4 string `yaml:"encap_source4,omitempty"`
 	// EncapSource6 is the outer IPv6 source base; its last 32 bits come from the flow hash.
@@ -232,6 +239,10 @@ func (c *Config) Clone() *Config {
 		v := *c.ICMPTooBig
 		n.ICMPTooBig = &v
 	}
+	if c.SecondChance != nil {
+		v := *c.SecondChance
+		n.SecondChance = &v
+	}
 	n.VIPs = make([]VIP, len(c.VIPs))
 	for i, v := range c.VIPs {
 		n.VIPs[i] = v.clone()
@@ -275,6 +286,10 @@ func (c *Config) ApplyDefaults() {
 	if c.ICMPTooBig == nil {
 		t := true
 		c.ICMPTooBig = &t
+	}
+	if c.SecondChance == nil {
+		t := true
+		c.SecondChance = &t
 	}
 	if c.UDPTimeout == 0 {
 		c.UDPTimeout = Duration(DefaultUDPTimeout)

@@ -236,6 +236,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			d.sampler.sample(d.set, d.idsSnapshot(), now)
 			d.expireDrains(now)
+			d.retirePrevious(now)
 		}
 	}
 }
@@ -281,9 +282,11 @@ func (d *Daemon) onNextHop(r nexthop.Result) {
 func (d *Daemon) writeMapConfigLocked() error {
 	cfg := d.cfg
 	mc := maps.Config{
-		UDPTimeout: cfg.UDPTimeout.D(),
-		ICMPTooBig: cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
+		UDPTimeout:   cfg.UDPTimeout.D(),
+		ICMPTooBig:   cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
+		SecondChance: secondChance(cfg),
 	}
+	d.rec.SetRetirePrevious(cfg.SecondChanceRetire.D())
 	if d.nhOK {
 		mc.IfMAC, mc.NextHopMAC = d.nh.IfMAC, d.nh.NextHopMAC
 		mc.MTU = uint16(d.nh.MTU)

@@ -368,6 +368,9 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	if a, ok := d.rec.BackendAddr(e.Backend); tracked && ok && !expired {
 		info.Tracked, info.Closing, info.Idle = true, e.Closing, e.Idle
 		info.Backend, info.BackendID, info.Reason = a.String(), e.Backend, "connection table"
+		if a2, ok := d.rec.BackendAddr(e.SecondChance); ok && e.SecondChance != 0 {
+			info.SecondChance = a2.String()
+		}
 		if e.Backend != ringID {
 			info.Note = fmt.Sprintf("the ring now maps this flow to %s; the established flow stays on %s, a new connection (SYN) from this 5-tuple would move", orNone(info.RingBackend), a)
 		}

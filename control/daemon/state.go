@@ -185,6 +185,12 @@ func (d *Daemon) expireDrains(now time.Time) {
 		if !okV || !okB {
 			continue
 		}
+		// Out of the previous ring first: a cut flow's next packet must not be sent on to the
+		// drained backend by second chance.
+		if _, err := d.rec.DropFromPrevious(vipID, id); err != nil {
+			d.log.Error("drain timeout: previous ring", "vip", k.VIP, "backend", k.Backend, "err", err)
+			continue
+		}
 		n, err := d.set.DeleteFlows(vipID, id)
 		if err != nil {
 			d.log.Error("drain timeout: cut flows", "vip", k.VIP, "backend", k.Backend, "err", err)

@@ -5,6 +5,12 @@
 // Backend ids are per address: an address used by several VIPs has one backend slot, and the
 // slot lives while any VIP lists the address (drained or unhealthy included, so that established
 // flows keep flowing). A VIP's ring holds the backends that take new flows.
+//
+// Second chance: whenever a VIP's table changes, the table it replaces becomes the VIP's previous
+// ring (prev_rings), so that a mid-stream packet the forwarder has no entry for can carry the
+// backend the old table gave it (docs/xdp.md). The previous ring is a function of the history of
+// tables alone: the last table that differed from the current one. It is retired (emptied) when
+// the VIP goes, and, with SetRetirePrevious, a fixed time after the change.
 package reconcile
 
 import (
@@ -12,6 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
@@ -48,6 +55,8 @@ type Maps interface {
 	DeleteBackend(uint32) error
 	Ring(vipID uint32) ([]uint32, error)
 	WriteRing(vipID uint32, old, table []uint32) (int, error)
+	PrevRing(vipID uint32) ([]uint32, error)
+	WritePrevRing(vipID uint32, old, table []uint32) (int, error)
 	ResetVIPStats(id uint32) error
 	ResetBackendStats(id uint32) error
 }
@@ -58,6 +67,8 @@ type Result struct {
 	BackendsAdded, BackendsRemoved      int
 	// RingsRebuilt counts rings with at least one slot written; SlotsWritten counts slots.
 	RingsRebuilt, SlotsWritten int
+	// PrevSlotsWritten counts the slots of previous rings written (second chance).
+	PrevSlotsWritten int
 }
 
 // Changed reports whether anything was written.
@@ -70,6 +81,12 @@ type Reconciler struct {
 	vipFlags   map[maps.VIPKey]maps.VIPFlags
 	backendIDs map[netip.Addr]uint32
 	rings      map[uint32][]uint32
+	// prev is every previous ring as last written, and prevSince when it was set (the start of
+	// this reconciler for rings read back from the maps).
+	prev      map[uint32][]uint32
+	prevSince map[uint32]time.Time
+	retire    time.Duration
+	now       func() time.Time
 	// stale are extra slots found holding an address that already has one; Apply empties them.
 	stale []uint32
 }
@@ -77,7 +94,8 @@ type Reconciler struct {
 // New reads the ids that the maps hold (from an earlier run, or none).
 func New(m Maps) (*Reconciler, error) {
 	r := &Reconciler{m: m, vipIDs: map[maps.VIPKey]uint32{}, vipFlags: map[maps.VIPKey]maps.VIPFlags{},
-		backendIDs: map[netip.Addr]uint32{}, rings: map[uint32][]uint32{}}
+		backendIDs: map[netip.Addr]uint32{}, rings: map[uint32][]uint32{},
+		prev: map[uint32][]uint32{}, prevSince: map[uint32]time.Time{}, now: time.Now}
 	vips, err := m.VIPs()
 	if err != nil {
 		return nil, fmt.Errorf("read back vips: %w", err)
@@ -194,7 +212,8 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 		delete(r.vipIDs, k)
 		delete(r.vipFlags, k)
 		res.VIPsRemoved++
-		n, err := r.writeRing(id, make([]uint32, r.m.RingSize()))
+		n, pn, err := r.writeRing(id, make([]uint32, r.m.RingSize()), false)
+		res.PrevSlotsWritten += pn
 		if err != nil {
 			return res, err
 		}
@@ -218,7 +237,8 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		n, err := r.writeRing(id, table)
+		n, pn, err := r.writeRing(id, table, true)
+		res.PrevSlotsWritten += pn
 		if err != nil {
 			return res, err
 		}
@@ -278,18 +298,141 @@ func (r *Reconciler) build(v *VIP) ([]uint32, error) {
 	return t, nil
 }
 
-func (r *Reconciler) writeRing(id uint32, table []uint32) (int, error) {
+// writeRing makes a VIP's ring equal to table. With rotate, a ring that changes leaves its old
+// table in the previous ring (written first, so that a packet never pairs the new ring with a
+// stale previous one); without, the previous ring is emptied with it (a VIP that goes).
+func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool) (int, int, error) {
 	old, err := r.Ring(id)
 	if err != nil {
-		return 0, fmt.Errorf("apply: %w", err)
+		return 0, 0, fmt.Errorf("apply: %w", err)
+	}
+	if equal(old, table) {
+		return 0, 0, nil
+	}
+	next := make([]uint32, len(table))
+	if rotate {
+		copy(next, old)
+	}
+	pn, err := r.writePrev(id, next)
+	if err != nil {
+		return 0, pn, err
 	}
 	n, err := r.m.WriteRing(id, old, table)
 	if err != nil {
 		delete(r.rings, id) // unknown now: read it again next time
-		return n, fmt.Errorf("apply: %w", err)
+		return n, pn, fmt.Errorf("apply: %w", err)
 	}
 	r.rings[id] = table
+	return n, pn, nil
+}
+
+// PrevRing returns the previous ring of a VIP as last written (read from the map the first time).
+func (r *Reconciler) PrevRing(id uint32) ([]uint32, error) {
+	if t, ok := r.prev[id]; ok {
+		return t, nil
+	}
+	t, err := r.m.PrevRing(id)
+	if err != nil {
+		return nil, err
+	}
+	r.prev[id] = t
+	r.prevSince[id] = r.now()
+	return t, nil
+}
+
+func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
+	old, err := r.PrevRing(id)
+	if err != nil {
+		return 0, fmt.Errorf("apply: %w", err)
+	}
+	n, err := r.m.WritePrevRing(id, old, table)
+	if err != nil {
+		delete(r.prev, id)
+		return n, fmt.Errorf("apply: previous ring: %w", err)
+	}
+	r.prev[id] = table
+	r.prevSince[id] = r.now()
 	return n, nil
+}
+
+// DropFromPrevious empties the slots of a VIP's previous ring that name a backend, so that no
+// mid-stream miss is sent on to it any more (a drain that timed out cuts its flows). It returns
+// the slots written.
+func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
+	t, err := r.PrevRing(vipID)
+	if err != nil {
+		return 0, err
+	}
+	next := append([]uint32(nil), t...)
+	for i, id := range next {
+		if id == backendID {
+			next[i] = 0
+		}
+	}
+	since, had := r.prevSince[vipID]
+	n, err := r.writePrev(vipID, next)
+	if had {
+		r.prevSince[vipID] = since // a removal is no new change: the retirement time stands
+	}
+	return n, err
+}
+
+// SetRetirePrevious makes RetirePrevious empty a previous ring d after the change that set it;
+// 0 (the default) keeps it until the next change.
+func (r *Reconciler) SetRetirePrevious(d time.Duration) { r.retire = d }
+
+// RetirePrevious empties the previous rings set longer ago than the retirement time (none when
+// it is 0) and returns the slots written. The daemon calls it every second.
+func (r *Reconciler) RetirePrevious(now time.Time) (int, error) {
+	if r.retire <= 0 {
+		return 0, nil
+	}
+	total := 0
+	for _, id := range sortedIDs(r.vipIDs) {
+		t, err := r.PrevRing(id)
+		if err != nil {
+			return total, err
+		}
+		if now.Sub(r.prevSince[id]) < r.retire || isZero(t) {
+			continue
+		}
+		n, err := r.writePrev(id, make([]uint32, len(t)))
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func equal(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isZero(t []uint32) bool {
+	for _, v := range t {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedIDs(m map[maps.VIPKey]uint32) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for _, id := range m {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func (r *Reconciler) freeVIPID() (uint32, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
@@ -19,11 +20,13 @@ type memMaps struct {
 	vips     map[maps.VIPKey]maps.VIP
 	backends map[uint32]netip.Addr
 	rings    map[uint32][]uint32
+	prev     map[uint32][]uint32
 	writes   int
 }
 
 func newMem() *memMaps {
-	return &memMaps{vips: map[maps.VIPKey]maps.VIP{}, backends: map[uint32]netip.Addr{}, rings: map[uint32][]uint32{}}
+	return &memMaps{vips: map[maps.VIPKey]maps.VIP{}, backends: map[uint32]netip.Addr{}, rings: map[uint32][]uint32{},
+		prev: map[uint32][]uint32{}}
 }
 
 func (m *memMaps) RingSize() uint32    { return ringSize }
@@ -47,15 +50,25 @@ func (m *memMaps) Backends() ([]maps.Backend, error) {
 	}
 	return out, nil
 }
-func (m *memMaps) Ring(id uint32) ([]uint32, error) {
-	r := m.rings[id]
+func (m *memMaps) Ring(id uint32) ([]uint32, error)     { return readMem(m.rings, id), nil }
+func (m *memMaps) PrevRing(id uint32) ([]uint32, error) { return readMem(m.prev, id), nil }
+func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
+	return m.writeMem(m.rings, id, old, table), nil
+}
+func (m *memMaps) WritePrevRing(id uint32, old, table []uint32) (int, error) {
+	return m.writeMem(m.prev, id, old, table), nil
+}
+
+func readMem(rs map[uint32][]uint32, id uint32) []uint32 {
+	r := rs[id]
 	if r == nil {
 		r = make([]uint32, ringSize)
 	}
-	return append([]uint32(nil), r...), nil
+	return append([]uint32(nil), r...)
 }
-func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
-	cur, _ := m.Ring(id)
+
+func (m *memMaps) writeMem(rs map[uint32][]uint32, id uint32, old, table []uint32) int {
+	cur := readMem(rs, id)
 	n := 0
 	for i := range table {
 		if old != nil && old[i] == table[i] {
@@ -64,9 +77,9 @@ func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
 		cur[i] = table[i]
 		n++
 	}
-	m.rings[id] = cur
+	rs[id] = cur
 	m.writes += n
-	return n, nil
+	return n
 }
 func (m *memMaps) ResetVIPStats(uint32) error     { return nil }
 func (m *memMaps) ResetBackendStats(uint32) error { return nil }
@@ -134,6 +147,8 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 	}
 
 	// Drain 198.18.3.2 of web: out of the ring, slot kept; only its slots move (Maglev).
+	webID, _ := r.VIPID(web.Key)
+	before, _ := m.Ring(webID)
 	web.Backends[1].InRing = false
 	res, err = r.Apply([]VIP{web, dns})
 	if err != nil {
@@ -143,6 +158,13 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 		t.Fatalf("drain: %+v (expected about a third of %d slots)", res, ringSize)
 	}
 	checkRing(t, m, r, web)
+	// Second chance: the table the drain replaced is web's previous ring, slot for slot.
+	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
+		t.Fatal("after the drain, web's previous ring is not the table before it")
+	}
+	if res.PrevSlotsWritten == 0 {
+		t.Fatalf("drain wrote no previous-ring slot: %+v", res)
+	}
 	id2, ok := r.BackendID(netip.MustParseAddr("198.18.3.2"))
 	if !ok {
 		t.Fatal("drained backend lost its slot")
@@ -194,6 +216,14 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 			t.Fatalf("removed vip's ring slot %d still holds %d", i, id)
 		}
 	}
+	if prev, _ := m.PrevRing(dnsID); !isZero(prev) {
+		t.Fatal("removed vip's previous ring not emptied: a VIP given its id would carry its backends")
+	}
+	// The previous ring survives the restart, and removing a backend that was out of the ring
+	// leaves the table, so the previous ring too, as they were.
+	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
+		t.Fatal("web's previous ring changed across a restart and a change that kept its table")
+	}
 	vs, _ := m.VIPs()
 	if len(vs) != 1 || vs[0].Key != web.Key {
 		t.Fatalf("vips after remove: %+v", vs)
@@ -242,6 +272,58 @@ func hasBackend(bs []maps.Backend, id uint32) bool {
 func TestReconcileInMemory(t *testing.T) {
 	m := newMem()
 	scenario(t, m, func() Maps { return m })
+}
+
+// TestPreviousRingRetires: the previous ring stays until the next change by default; with a
+// retirement time it empties that long after the change, and a table that does not change never
+// rotates it.
+func TestPreviousRingRetires(t *testing.T) {
+	m := newMem()
+	r, _ := New(m)
+	clock := time.Unix(1000, 0)
+	r.now = func() time.Time { return clock }
+	web := vip("198.18.100.1", 80, be("198.18.3.1", 1, true), be("198.18.3.2", 1, true))
+	if _, err := r.Apply([]VIP{web}); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := r.VIPID(web.Key)
+	first, _ := m.Ring(id)
+	web.Backends = append(web.Backends, be("198.18.3.3", 1, true))
+	if _, err := r.Apply([]VIP{web}); err != nil {
+		t.Fatal(err)
+	}
+	if prev, _ := m.PrevRing(id); !equal(prev, first) {
+		t.Fatal("previous ring is not the table the added backend replaced")
+	}
+	// A drain that times out takes its backend out of the previous ring, and only it.
+	a1, _ := r.BackendID(netip.MustParseAddr("198.18.3.1"))
+	if n, err := r.DropFromPrevious(id, a1); err != nil || n == 0 {
+		t.Fatalf("drop from previous: %d slots, %v", n, err)
+	}
+	prev, _ := m.PrevRing(id)
+	for i, b := range prev {
+		if b == a1 || (b == 0) != (first[i] == a1) {
+			t.Fatalf("slot %d: previous %d, was %d: want only 198.18.3.1's slots emptied", i, b, first[i])
+		}
+	}
+	first = prev
+	// Nothing changes: the previous ring stays, whatever the time.
+	if res, err := r.Apply([]VIP{web}); err != nil || res.PrevSlotsWritten != 0 {
+		t.Fatalf("unchanged apply rotated the previous ring: %+v %v", res, err)
+	}
+	if n, _ := r.RetirePrevious(clock.Add(time.Hour)); n != 0 {
+		t.Fatalf("retired %d slots with no retirement time set", n)
+	}
+	r.SetRetirePrevious(10 * time.Minute)
+	if n, _ := r.RetirePrevious(clock.Add(9 * time.Minute)); n != 0 {
+		t.Fatalf("retired %d slots before the retirement time", n)
+	}
+	if n, _ := r.RetirePrevious(clock.Add(10 * time.Minute)); n == 0 {
+		t.Fatal("previous ring not retired at the retirement time")
+	}
+	if prev, _ := m.PrevRing(id); !isZero(prev) {
+		t.Fatal("retired previous ring still holds candidates")
+	}
 }
 
 func TestTooManyVIPs(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf/link"
@@ -154,10 +155,28 @@ func (fw *Forwarder) SetVIP(key maps.VIPKey, id uint32, flags maps.VIPFlags, bac
 	if err != nil {
 		old = nil
 	}
+	// As control/reconcile does: a table that changes leaves the old one as the previous ring,
+	// the second-chance candidates (written first).
+	if old != nil && !slices.Equal(old, table) {
+		if _, err := fw.Maps.WritePrevRing(id, nil, old); err != nil {
+			return err
+		}
+	}
 	if _, err := fw.Maps.WriteRing(id, old, table); err != nil {
 		return err
 	}
 	return fw.Maps.PutVIP(maps.VIP{Key: key, ID: id, Flags: flags})
+}
+
+// SetSecondChance turns second chance on or off in the forwarder's configuration (off after
+// Start).
+func (fw *Forwarder) SetSecondChance(on bool) error {
+	c, err := fw.Maps.Config()
+	if err != nil {
+		return err
+	}
+	c.SecondChance = on
+	return fw.Maps.SetConfig(c)
 }
 
 // BackendAddrs maps backend ids to addresses.

@@ -106,6 +106,9 @@ func Up(o UpOptions) (*State, error) {
 	if err := l.Build(); err != nil {
 		return nil, err
 	}
+	if err := l.AttachBackendPortPass(); err != nil { // the daemon runs with second chance on
+		return nil, err
+	}
 	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, BGP: l.BGP, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
 	if old, err := LoadState(o.Spec.Prefix); err == nil {
 		st.Created = old.Created
