@@ -2,7 +2,7 @@
 # build and the tests need, each bench target installs its own peers.
 GO        ?= go
 BIN       := bin/switchyard
-APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client
+APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
 .PHONY: all build generate deps check-go test test-short demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean

@@ -1,43 +1,43 @@
 package testenv
 
 import (
-	"fmt"
-	"net"
-	"os/exec"
+	"net/netip"
+	"syscall"
 	"testing"
+	"time"
 
-	"github.com/switchyard/switchyard/testenv/fwd"
+	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
-// TestTwoBalancersShareFlowsAndFailOver: two balancers behind one ECMP route (the router hashes
-// the 5-tuple, as a ToR does for Katran or Cilium's L4LB) share the VIP's connections. One
-// balancer dies and the router withdraws it: its established connections arrive at the other
-// balancer, which has never seen them, and they keep working, each on the backend it had,
+// TestTwoBalancersShareFlowsAndFailOver: two balancer daemons announce the VIPs over BGP to the
+// router (bird2), which installs one ECMP route through both and hashes the 5-tuple, as a ToR
+// does for Katran or Cilium's L4LB; they share the VIP's connections. lb1 goes silent (SIGSTOP:
+// no FIN, no keepalive, as a hung or cut-off node) and the router withdraws its route when the
+// hold time expires; then lb1 is killed and its program detached. Its established connections
+// arrive at lb2, which has never seen them, and keep working, each on the backend it had,
 // because both balancers build the same Maglev table from the same backends.
 func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
-	l := testLabSpec(t, lab.Spec{Clients: 1, Balancers: 2, Backends: 3})
-	withApps(t, l)
-	lbs := l.Topo.ByRole(topo.Balancer)
-	f1, err := l.StartForwarder(lbs[0], 4099)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			f1.Close()
+	b := newBGPLab(t, 2)
+	lb1, lb2 := b.lbs[0], b.lbs[1]
+	for _, p := range b.l.VIPPrefixes() {
+		via := b.routeVia(t, p)
+		if len(via) != 2 {
+			t.Fatalf("router route to %s via %v: want an ECMP route through both balancers, learned over BGP", p, via)
 		}
-	})
-	f2, err := l.StartForwarder(lbs[1], 4099)
+	}
+	// `lab status --json` shows bird's sessions and the ECMP routes.
+	ls, err := lab.GetStatus(b.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f2.Close() })
-
+	if ls.BGP == nil || len(ls.BGP.Sessions) != 2 || !ls.BGP.Sessions[0].Established() || !ls.BGP.Sessions[1].Established() ||
+		len(ls.BGP.Kernel) != 2 || len(ls.BGP.Kernel[0].Via) != 2 || len(ls.BGP.Routes) != 2 || len(ls.BGP.Routes[0].Paths) != 2 {
+		t.Errorf("lab status bgp: %+v", ls.BGP)
+	}
 	before := make([]uint64, 2)
-	for i, n := range lbs {
+	for i, n := range b.lbs {
 		st, err := topo.LinkStats(n.NS, n.Iface)
 		if err != nil {
 			t.Fatal(err)
@@ -45,21 +45,8 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 		before[i] = st.RxPackets
 	}
 	const conns = 40
-	addr := net.JoinHostPort(lab.WebVIP4.String(), "80")
-	ka := make([]*keepAliveConn, conns)
-	first := make([]string, conns)
-	for i := range ka {
-		c, err := dialKeepAlive(l.Client(1).NS, addr)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.c.Close() })
-		ka[i] = c
-		if first[i], err = c.do(fmt.Sprintf("/before/%d", i)); err != nil {
-			t.Fatalf("connection %d, first request: %v", i, err)
-		}
-	}
-	for i, n := range lbs {
+	ka, first := openConns(t, b.l.Client(1), conns)
+	for i, n := range b.lbs {
 		st, err := topo.LinkStats(n.NS, n.Iface)
 		if err != nil {
 			t.Fatal(err)
@@ -69,36 +56,49 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 		}
 	}
 
-	// lb1 fails: the router withdraws it (a more specific route through lb2 only), then its
-	// program goes away.
-	if out, err := exec.Command("ip", "-n", l.Topo.RouterNS, "route", "add", lab.WebVIP4.String()+"/32",
-		"via", lbs[1].Addr4.String()).CombinedOutput(); err != nil {
-		t.Fatalf("withdraw lb1: %v: %s", err, out)
-	}
-	if err := f1.Close(); err != nil {
+	// lb1 goes silent: only the hold time tells the router.
+	pid := b.pid(t, lb1.Name)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	closed = true
-	missBefore := nonSynMisses(t, f2)
-	for i, c := range ka {
-		be, err := c.do(fmt.Sprintf("/after/%d", i))
-		if err != nil {
-			t.Errorf("connection %d broke when lb1 failed: %v", i, err)
-			continue
+	start := time.Now()
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	eventually(t, lab.BGPHoldTime+5*time.Second, "the router's VIP routes through lb2 only", func() bool {
+		for _, p := range b.l.VIPPrefixes() {
+			via := b.routeVia(t, p)
+			if len(via) != 1 || (via[0] != lb2.Addr4 && via[0] != lb2.Addr6) {
+				return false
+			}
 		}
-		if be != first[i] {
-			t.Errorf("connection %d moved from %s to %s", i, first[i], be)
-		}
+		return true
+	})
+	failover := time.Since(start)
+	t.Logf("lb1 silent: the router withdrew its routes after %s (hold time %s)", failover.Round(10*time.Millisecond), lab.BGPHoldTime)
+	if failover > lab.BGPHoldTime+2*time.Second {
+		t.Errorf("failover took %s, more than the hold time %s (+2s)", failover, lab.BGPHoldTime)
+	}
+	// Now lb1 is gone for good: process and program.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := loader.Detach(lab.PinDir(lb1.NS, lb1.Iface)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "lb1's program gone", func() bool { return !xdpAttached(t, lb1) })
+
+	missBefore := b.nonSynMissesOf(t, lb2)
+	if broken, moved := requestAll(t, ka, first, "after"); broken+moved > 0 {
+		t.Errorf("lb1's failure broke %d and moved %d of %d connections", broken, moved, conns)
 	}
 	// The connections lb1 carried reached lb2 as established flows it had no entry for.
-	if moved := nonSynMisses(t, f2) - missBefore; moved == 0 {
+	if moved := b.nonSynMissesOf(t, lb2) - missBefore; moved == 0 {
 		t.Errorf("lb2 saw no established flow it did not know: lb1's connections did not fail over to it")
 	} else {
 		t.Logf("%d packets of lb1's connections adopted by lb2 from its Maglev table", moved)
 	}
 	// New connections go through lb2 alone.
 	for i := 0; i < 10; i++ {
-		c, err := dialKeepAlive(l.Client(1).NS, addr)
+		c, err := dialKeepAlive(b.l.Client(1).NS, netip.AddrPortFrom(lab.WebVIP4, 80).String())
 		if err != nil {
 			t.Fatalf("new connection %d after failover: %v", i, err)
 		}
@@ -108,14 +108,4 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 			t.Fatalf("new connection %d after failover: %v", i, err)
 		}
 	}
-}
-
-// nonSynMisses is how many packets of established flows the forwarder had no entry for.
-func nonSynMisses(t *testing.T, f *fwd.Forwarder) uint64 {
-	t.Helper()
-	cs, err := f.Maps.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs["conntrack_miss_nonsyn"].Packets
 }

@@ -201,12 +201,13 @@ func upFlags(prefix cli.Flag) []cli.Flag {
 	return []cli.Flag{prefix,
 		&cli.IntFlag{Name: "clients", Value: 2, Usage: "client namespaces"},
 		&cli.IntFlag{Name: "backends", Value: 3, Usage: "backend namespaces behind the web VIPs"},
-		&cli.IntFlag{Name: "balancers", Value: 1, Usage: "balancer namespaces; the router spreads the VIPs over them by ECMP (each runs its own forwarder; Maglev gives them the same table)"},
+		&cli.IntFlag{Name: "balancers", Value: 2, Usage: "balancer namespaces; the router spreads the VIPs over them by ECMP (each runs its own forwarder; Maglev gives them the same table)"},
 		&cli.IntFlag{Name: "l7", Value: 2, Usage: "L7 instances behind their own VIP (0: none)"},
 		&cli.BoolFlag{Name: "no-dns", Usage: "no DNS namespace"},
 		&cli.BoolFlag{Name: "no-edge", Usage: "no edge-cache namespace"},
 		&cli.StringFlag{Name: "balancer", Value: "auto", Usage: "auto, daemon (`switchyard lb run` per balancer) or direct (forwarder maps written once, no health checks)"},
 		&cli.IntFlag{Name: "store-members", Value: 1, Usage: "etcd members of the fleet store in their own namespace; the daemons take the VIPs from it (0: none, each daemon uses its file)"},
+		&cli.BoolFlag{Name: "static-routes", Usage: "static ECMP VIP routes on the router instead of BGP (bird2); always so with --balancer direct"},
 	}
 }
 
@@ -288,6 +289,9 @@ func upOptions(c *cli.Context) (lab.UpOptions, error) {
 	default:
 		return lab.UpOptions{}, fmt.Errorf("lab up: --balancer %q: use auto, daemon or direct", mode)
 	}
+	// The router learns the VIP routes from the balancer daemons over BGP; the direct
+	// forwarder announces nothing, so it gets static routes.
+	s.BGP = mode == lab.ModeDaemon && !c.Bool("static-routes")
 	exe, err := lab.Binary()
 	if err != nil {
 		return lab.UpOptions{}, err

@@ -101,7 +101,7 @@ func TestLabUpStatusDown(t *testing.T) {
 	rand.Read(b)
 	prefix := "u" + hex.EncodeToString(b)
 	t.Cleanup(func() { lab.Destroy(prefix) })
-	out, err := runLab(t, "lab", "up", "--prefix", prefix, "--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct")
+	out, err := runLab(t, "lab", "up", "--prefix", prefix, "--balancers", "1", "--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct")
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
@@ -109,7 +109,7 @@ func TestLabUpStatusDown(t *testing.T) {
 		t.Errorf("lab up output lacks the backends or the VIP:\n%s", out)
 	}
 	// Idempotent: a second up changes nothing and succeeds.
-	if out, err := runLab(t, "lab", "up", "--prefix", prefix, "--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct"); err != nil {
+	if out, err := runLab(t, "lab", "up", "--prefix", prefix, "--balancers", "1", "--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct"); err != nil {
 		t.Fatalf("second lab up: %v\n%s", err, out)
 	}
 	out, err = runLab(t, "lab", "status", "--prefix", prefix, "--json")

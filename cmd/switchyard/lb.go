@@ -41,7 +41,7 @@ func init() {
      switchyard lb flow tcp 198.18.0.5:40000 198.18.100.1:80
      switchyard lb detach --iface eth0`,
 		Subcommands: []*cli.Command{l4RunCmd(), l4DetachCmd(), l4StatusCmd(), l4HealthCmd(), l4StatsCmd(), l4FlowCmd(),
-			l4ConfigCmd(), l4DecapCmd(), l4PassCmd(), l4StoreCmd()},
+			l4ConfigCmd(), l4DecapCmd(), l4PassCmd(), l4StoreCmd(), l4DrainNodeCmd()},
 	})
 }
 
@@ -189,6 +189,7 @@ func l4RunCmd() *cli.Command {
    runs health checks and serves the control socket (root-only) and, with --metrics, /metrics.
    SIGHUP reloads the configuration (an invalid one is refused, with line and field, and the
    running state stays). SIGTERM/SIGINT stop the daemon WITHOUT detaching: traffic keeps flowing.
+   With a bgp section they drain instead, as ` + "`lb drain-node`" + ` does (docs/fleet.md).
    Flags override the file.
 
    Examples:
@@ -321,6 +322,7 @@ func l4StatusCmd() *cli.Command {
 				fmt.Fprintf(w, "vips / backends\t%d / %d\n", st.VIPs, st.Backends)
 				fmt.Fprintf(w, "started\t%s\n", st.Started.Format(time.RFC3339))
 				l4PrintFleet(w, st)
+				l4PrintBGP(w, st.BGP)
 			})
 		},
 	}

@@ -65,6 +65,8 @@ type Status struct {
 	Backends   int       `json:"backends"`
 	Started    time.Time `json:"started"`
 	Version    string    `json:"version,omitempty"`
+	// BGP is the announcement state (bgp.go); nil without a bgp section.
+	BGP *BGPStatus `json:"bgp,omitempty"`
 	// Rings has one digest per VIP of the Maglev table this node wrote: equal digests on two
 	// nodes mean identical tables (slot by slot, by backend address).
 	Rings []RingDigest `json:"rings"`

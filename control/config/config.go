@@ -87,6 +87,8 @@ type Config struct {
 	AllBackendsDown string `yaml:"all_backends_down,omitempty"`
 	// VIPs are the balanced services.
 	VIPs []VIP `yaml:"vips"`
+	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
+	BGP *BGP `yaml:"bgp,omitempty"`
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
@@ -245,6 +247,7 @@ func (c *Config) Clone() *Config {
 	for i, v := range c.VIPs {
 		n.VIPs[i] = v.clone()
 	}
+	n.BGP = c.BGP.clone()
 	return &n
 }
 
@@ -311,6 +314,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.AllBackendsDown == "" {
 		c.AllBackendsDown = AllDownKeep
+	}
+	if c.BGP != nil {
+		c.BGP.bgpDefaults()
 	}
 }
 

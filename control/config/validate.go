@@ -115,6 +115,11 @@ func (c *Config) validate(root *yaml.Node) error {
 	default:
 		return l.errf(at("all_backends_down"), "unknown policy %q: use keep or drop", c.AllBackendsDown)
 	}
+	if c.BGP != nil {
+		if err := c.BGP.validate(l); err != nil {
+			return err
+		}
+	}
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
 		maxVIPs = DefaultMaxVIPs

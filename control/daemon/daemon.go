@@ -69,6 +69,7 @@ type Daemon struct {
 	rec     *reconcile.Reconciler
 	hm      *health.Manager
 	drains  map[health.Key]*drain
+	bgp     *announcer // nil without a bgp section (announce.go)
 	nh      nexthop.Result
 	nhOK    bool
 	counts  counts
@@ -123,6 +124,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer os.Remove(cfg.Socket)
 	defer ln.Close()
+	if err := d.startBGP(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer d.stopBGP()
+	defer d.detachIfDrained() // after every handle below is closed
 	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
 		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
 	if err != nil {
@@ -136,7 +142,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.rec, err = reconcile.New(d.set); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	ctx, cancel := d.runContext(ctx)
 	defer cancel()
 	d.hm = health.NewManager(ctx)
 	defer d.hm.Stop()
@@ -169,6 +176,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("start daemon: %w", err)
 	}
 	defer d.lnk.Close()
+	d.markAttached()
 	linkID, progID := d.ids()
 	d.log.Info("forwarder running", "adopted", d.adopted, "link_id", linkID, "prog_id", progID, "xdp_mode", cfg.XDPMode,
 		"pin_dir", cfg.PinDir, "vips", len(cfg.VIPs), "slots_written", res.SlotsWritten, "gateway", d.nh.Gateway, "next_hop_mac", d.nh.NextHopMAC.String())
@@ -190,6 +198,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(metrics.NewCollector(d.snapshot))
+		d.registerBGP(reg)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -224,10 +233,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	stop := d.stopChan(parent)
 	for {
 		select {
-		case <-ctx.Done():
-			d.log.Info("stopping; the program stays attached and the maps pinned (`switchyard lb detach` removes them)")
+		case <-stop:
+			d.log.Info(d.stopMessage())
 			return nil
 		case <-hup:
 			if _, err := d.Reload(); err != nil {
@@ -414,5 +424,5 @@ func fixedFields(cur, next *config.Config) error {
 			return fmt.Errorf("%s changed from %v to %v: this needs a restart of `lb run` (map sizes also need `lb detach`); put it back to reload the rest", x.name, x.old, x.new)
 		}
 	}
-	return nil
+	return bgpFixed(cur, next)
 }

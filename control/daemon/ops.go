@@ -33,12 +33,14 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpFlow:           api.Handle(func(_ context.Context, r api.FlowReq) (api.FlowInfo, error) { return d.Flow(r) }),
 		api.OpConfigSave:     api.Handle(func(_ context.Context, r api.SaveReq) (api.SaveResult, error) { return d.Save(r.Path) }),
 		api.OpConfigReload:   api.Handle(func(_ context.Context, _ api.Empty) (api.ChangeResult, error) { return d.Reload() }),
+		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r.Grace) }),
 	}
 }
 
 // Status describes the daemon.
 func (d *Daemon) Status() api.Status {
 	linkID, progID := d.ids()
+	bs := d.bgpStatus() // reads the sessions outside the lock
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := 0
@@ -46,7 +48,7 @@ func (d *Daemon) Status() api.Status {
 		n += len(v.Backends)
 	}
 	st := api.Status{Interface: d.cfg.Interface, XDPMode: d.cfg.XDPMode, PinDir: d.cfg.PinDir, Config: d.opt.ConfigPath,
-		LinkID: linkID, ProgramID: progID, Adopted: d.adopted, VIPs: len(d.cfg.VIPs), Backends: n, Started: d.started, Version: d.opt.Version}
+		LinkID: linkID, ProgramID: progID, Adopted: d.adopted, VIPs: len(d.cfg.VIPs), Backends: n, Started: d.started, Version: d.opt.Version, BGP: bs}
 	if d.nhOK {
 		st.Gateway, st.NextHopMAC, st.IfMAC, st.MTU = d.nh.Gateway.String(), d.nh.NextHopMAC.String(), d.nh.IfMAC.String(), d.nh.MTU
 	}

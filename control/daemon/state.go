@@ -84,12 +84,14 @@ func (d *Daemon) switchToLocked(next *config.Config) (reconcile.Result, error) {
 
 // applyLocked reconciles the maps to cfg and keeps the drain timers in step.
 func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
-	want, _ := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)
+	want, states := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)
 	res, err := d.rec.Apply(want)
 	if err != nil {
 		d.counts.applyErrors++
+		d.announceLocked(cfg, nil, false)
 		return res, err
 	}
+	d.announceLocked(cfg, states, true)
 	d.counts.rebuilds += uint64(res.RingsRebuilt)
 	d.counts.slots += uint64(res.SlotsWritten)
 	// Drain timers: start for newly drained backends, forget undrained or removed ones.

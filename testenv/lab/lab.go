@@ -65,32 +65,42 @@ type Spec struct {
 	Backends  int
 	L7        int
 	DNS, Edge bool
+	// BGP makes the router learn the VIP routes from the balancers' daemons over BGP (bird2);
+	// without it the router has static ECMP routes to every balancer (tests that drive the
+	// forwarder directly, `lab up --balancer direct` or `--static-routes`).
+	BGP bool
 }
 
-// DefaultSpec is `switchyard lab up` with no flags: two clients, one balancer, three backends,
-// two L7 instances, a DNS and an edge namespace.
+// DefaultSpec is `switchyard lab up` with no flags: two clients, two balancers announcing the
+// VIPs over BGP, three backends, two L7 instances, a DNS and an edge namespace.
 func DefaultSpec() Spec {
-	return Spec{Prefix: "sy", Clients: 2, Balancers: 1, Backends: 3, L7: 2, DNS: true, Edge: true}
+	return Spec{Prefix: "sy", Clients: 2, Balancers: 2, Backends: 3, L7: 2, DNS: true, Edge: true, BGP: true}
 }
 
 // Lab is a planned (and maybe built) lab.
 type Lab struct {
 	Topo *topo.Topology
 	VIPs []VIP
+	// BGP: the VIP routes come from the balancers over BGP, not from static routes.
+	BGP bool
 }
 
 // Plan computes the lab of a spec: topology and VIPs.
 func Plan(s Spec) (*Lab, error) {
+	vipRoutes := []netip.Prefix{vipNet4, vipNet6}
+	if s.BGP {
+		vipRoutes = nil // learned from the balancers
+	}
 	t, err := topo.Plan(topo.Spec{
 		Prefix: s.Prefix, Clients: s.Clients, Balancers: s.Balancers, Backends: s.Backends, L7: s.L7,
 		DNS: s.DNS, Edge: s.Edge,
 		BackendVIPs: []netip.Addr{WebVIP4, WebVIP6}, L7VIPs: []netip.Addr{L7VIP},
-		VIPRoutes: []netip.Prefix{vipNet4, vipNet6}, EncapRoutes: []netip.Prefix{encNet4, encNet6},
+		VIPRoutes: vipRoutes, EncapRoutes: []netip.Prefix{encNet4, encNet6},
 	})
 	if err != nil {
 		return nil, err
 	}
-	l := &Lab{Topo: t}
+	l := &Lab{Topo: t, BGP: s.BGP}
 	var b4, b6, l7 []netip.Addr
 	for _, n := range t.ByRole(topo.Backend) {
 		b4, b6 = append(b4, n.Addr4), append(b6, n.Addr6)

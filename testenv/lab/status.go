@@ -45,6 +45,8 @@ type Status struct {
 	Namespaces []NSStatus        `json:"namespaces"`
 	VIPs       []VIPStatus       `json:"vips"`
 	Sockets    map[string]string `json:"sockets,omitempty"`
+	// BGP is the router's BGP state (bgp.go); nil when the lab uses static routes.
+	BGP   *BGPStatus `json:"bgp,omitempty"`
 	Notes      []string          `json:"notes,omitempty"`
 	// Store is the lab's etcd cluster, when it runs one.
 	Store *StoreState `json:"store,omitempty"`
@@ -112,6 +114,9 @@ func GetStatus(prefix string) (*Status, error) {
 		}
 		out.VIPs = append(out.VIPs, vs)
 	}
+	if st.BGP {
+		out.BGP = getBGPStatus(st)
+	}
 	return out, nil
 }
 
@@ -177,6 +182,9 @@ func (s *Status) Print(w io.Writer) {
 			bes = append(bes, b.Host+"="+b.Address)
 		}
 		fmt.Fprintf(w, "%-6s %-26s %-5s %s\n", v.Name, netip.AddrPortFrom(netip.MustParseAddr(v.Address), v.Port), v.Protocol, strings.Join(bes, " "))
+	}
+	if s.BGP != nil {
+		s.BGP.print(w)
 	}
 	if s.Store != nil {
 		fmt.Fprintf(w, "\nstore: %d etcd members, balancers run with --store %s\n", len(s.Store.Members), s.Store.URL)

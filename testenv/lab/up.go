@@ -44,12 +44,14 @@ type UpOptions struct {
 
 // State is what `lab up` built, saved as <state dir>/state.json for status, demo and down.
 type State struct {
-	Prefix   string         `json:"prefix"`
-	Created  time.Time      `json:"created"`
-	Balancer string         `json:"balancer"`
-	Topo     *topo.Topology `json:"topology"`
-	VIPs     []VIP          `json:"vips"`
-	Procs    []Proc         `json:"processes"`
+	Prefix   string    `json:"prefix"`
+	Created  time.Time `json:"created"`
+	Balancer string    `json:"balancer"`
+	// BGP: the router runs bird2 and learns the VIP routes from the balancers.
+	BGP   bool           `json:"bgp,omitempty"`
+	Topo  *topo.Topology `json:"topology"`
+	VIPs  []VIP          `json:"vips"`
+	Procs []Proc         `json:"processes"`
 	// Sockets maps each balancer namespace to its daemon's API socket (daemon mode).
 	Sockets map[string]string `json:"sockets,omitempty"`
 	// Running maps each host to what runs there: app, l7, edge, dns (app also on L7 hosts when
@@ -94,11 +96,14 @@ func (s *State) save() error {
 }
 
 // Lab rebuilds the plan from a saved state.
-func (s *State) Lab() *Lab { return &Lab{Topo: s.Topo, VIPs: s.VIPs} }
+func (s *State) Lab() *Lab { return &Lab{Topo: s.Topo, VIPs: s.VIPs, BGP: s.BGP} }
 
 // Up builds the lab and starts its processes. Running it again on a lab that is up changes
 // nothing that already runs.
 func Up(o UpOptions) (*State, error) {
+	if o.Spec.BGP && o.Balancer != ModeDaemon {
+		return nil, fmt.Errorf("lab up: BGP needs the balancer daemon (--balancer daemon), or static routes (--static-routes)")
+	}
 	l, err := Plan(o.Spec)
 	if err != nil {
 		return nil, err
@@ -109,7 +114,7 @@ func Up(o UpOptions) (*State, error) {
 	if err := l.AttachBackendPortPass(); err != nil { // the daemon runs with second chance on
 		return nil, err
 	}
-	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
+	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, BGP: l.BGP, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
 	if old, err := LoadState(o.Spec.Prefix); err == nil {
 		st.Created = old.Created
 	}
@@ -132,6 +137,11 @@ func Up(o UpOptions) (*State, error) {
 	}
 	if err := upStore(o, st, start); err != nil {
 		return st, err
+	}
+	if l.BGP {
+		if err := startRouter(st, start); err != nil {
+			return st, err
+		}
 	}
 	for _, n := range l.Topo.ByRole(topo.Balancer) {
 		switch o.Balancer {
@@ -169,6 +179,11 @@ func Up(o UpOptions) (*State, error) {
 			if err := waitFile(sock, 15*time.Second); err != nil {
 				return st, fmt.Errorf("lab up: the balancer daemon in %s did not open its socket: %w (see its log in %s)", ns, err, StateDir(st.Prefix))
 			}
+		}
+	}
+	if l.BGP {
+		if _, err := l.WaitVIPRoutes(l.Topo.ByRole(topo.Balancer), 45*time.Second); err != nil {
+			return st, fmt.Errorf("lab up: %w (see bird.log and the lb*.log in %s, `switchyard lb status --socket ...`)", err, StateDir(st.Prefix))
 		}
 	}
 	return st, nil
@@ -220,6 +235,9 @@ func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *config.HealthCheck) 
 			dv.Backends = append(dv.Backends, config.Backend{Address: b.String(), Weight: 1})
 		}
 		c.VIPs = append(c.VIPs, dv)
+	}
+	if l.BGP {
+		c.BGP = BGPFor(l.Topo, n)
 	}
 	return c
 }

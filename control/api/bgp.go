@@ -1,0 +1,63 @@
+package api
+
+import "time"
+
+// OpDrainNode withdraws every VIP, keeps forwarding the established flows for a grace period,
+// then detaches the program and ends the daemon (`lb drain-node`).
+const OpDrainNode = "node/drain"
+
+// Announcement states of a VIP.
+const (
+	AnnounceYes = "announced"
+	AnnounceNo  = "withdrawn"
+)
+
+// BGPStatus is the BGP part of `lb status` (nil without a bgp section).
+type BGPStatus struct {
+	ASN      uint32 `json:"asn"`
+	RouterID string `json:"router_id"`
+	// Ready is true while the program is attached and the maps are reconciled: only a ready node
+	// announces.
+	Ready    bool `json:"ready"`
+	Draining bool `json:"draining"`
+	// DrainLeft is the time until the draining node detaches.
+	DrainLeft time.Duration     `json:"drain_left_ns,omitempty"`
+	Sessions  []BGPSession      `json:"sessions"`
+	VIPs      []VIPAnnouncement `json:"vips"`
+	// Announced are the prefixes in the local RIB (sent to every established session).
+	Announced []string `json:"announced"`
+}
+
+// BGPSession is one router's session.
+type BGPSession struct {
+	Peer        string        `json:"peer"`
+	ASN         uint32        `json:"asn"`
+	State       string        `json:"state"`
+	Established bool          `json:"established"`
+	Uptime      time.Duration `json:"uptime_ns,omitempty"`
+	// PrefixesSent is what the router was sent and holds; UpdatesSent counts UPDATE messages.
+	PrefixesSent uint64 `json:"prefixes_sent"`
+	UpdatesSent  uint64 `json:"updates_sent"`
+	HoldTime     uint64 `json:"hold_time_s,omitempty"`
+}
+
+// VIPAnnouncement is whether a VIP's prefix is announced, and why (not).
+type VIPAnnouncement struct {
+	VIP    string `json:"vip"`
+	Prefix string `json:"prefix"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// DrainNodeReq asks for a drain; a zero Grace takes bgp.drain_grace.
+type DrainNodeReq struct {
+	Grace time.Duration `json:"grace_ns,omitempty"`
+}
+
+// DrainNodeResult says what was withdrawn and when the node detaches.
+type DrainNodeResult struct {
+	Message   string        `json:"message"`
+	Withdrawn []string      `json:"withdrawn"`
+	Grace     time.Duration `json:"grace_ns"`
+	DetachAt  time.Time     `json:"detach_at"`
+}

@@ -1,0 +1,404 @@
+// Package bgp announces the balancer's VIPs to routers over BGP with an embedded GoBGP
+// (github.com/osrg/gobgp/v3, the library Cilium and MetalLB embed). The speaker dials the
+// routers and never listens on port 179; it announces one /32 or /128 per prefix it is given and
+// withdraws what it is no longer given. It knows nothing of health or readiness: the daemon
+// decides what to announce (control/daemon/announce.go). A router that never answers never blocks
+// anything: sessions retry in the background and announcements wait in the local RIB.
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Peer is one router the speaker dials.
+type Peer struct {
+	Addr netip.Addr
+	ASN  uint32
+	// Port is the router's BGP port (179 when 0).
+	Port uint16
+	// HoldTime is the hold time offered (90s when 0); keepalives go every third of it.
+	HoldTime time.Duration
+	// Password turns on TCP MD5 signatures.
+	Password string
+}
+
+// Options configure a speaker.
+type Options struct {
+	ASN      uint32
+	RouterID netip.Addr
+	Peers    []Peer
+	// Communities are attached to every announced prefix (32-bit values).
+	Communities []uint32
+	// NextHop4 and NextHop6 are announced with IPv4 and IPv6 prefixes; a prefix whose family has
+	// no next hop is not announced (and Status says why).
+	NextHop4, NextHop6 netip.Addr
+	Logger             *slog.Logger
+}
+
+// Speaker is a running BGP speaker.
+type Speaker struct {
+	opt Options
+	log *slog.Logger
+	srv *server.BgpServer
+
+	mu   sync.Mutex // guards want and kick
+	want map[netip.Prefix]bool
+
+	applyMu sync.Mutex // serialises apply; guards have and the counters
+	have    map[netip.Prefix][]byte
+	counts  Counts
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Counts are the speaker's own event counters.
+type Counts struct {
+	// Announcements and Withdrawals count prefixes added to and removed from the local RIB.
+	Announcements, Withdrawals uint64
+	// Errors counts RIB changes GoBGP refused.
+	Errors uint64
+}
+
+var (
+	famV4 = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	famV6 = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+)
+
+// Start runs GoBGP with the node's ASN and router id, listening on no port, and adds every peer.
+// It returns at once: sessions come up in the background.
+func Start(opt Options) (*Speaker, error) {
+	if opt.ASN == 0 || !opt.RouterID.Is4() {
+		return nil, errors.New("start bgp: need an ASN and an IPv4 router id")
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix][]byte{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.srv = server.NewBgpServer(server.LoggerOption(&logger{log: log}))
+	go s.srv.Serve()
+	ctx := context.Background()
+	if err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: opt.ASN, RouterId: opt.RouterID.String(), ListenPort: -1, // dial only: never listen on 179
+	}}); err != nil {
+		s.srv.Stop()
+		return nil, fmt.Errorf("start bgp: %w", err)
+	}
+	s.watchSessions()
+	for _, p := range opt.Peers {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p)}); err != nil {
+			s.srv.Stop()
+			return nil, fmt.Errorf("start bgp: add peer %s: %w", p.Addr, err)
+		}
+	}
+	go s.run()
+	return s, nil
+}
+
+// watchSessions logs a session coming up and going down at info, the retries of a session that
+// is down at debug (GoBGP's own logs of them go out as debug).
+func (s *Speaker) watchSessions() {
+	up := map[string]bool{} // only the watch callback touches it
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	err := s.srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
+		p := r.GetPeer()
+		if p == nil || p.Type != api.WatchEventResponse_PeerEvent_STATE || p.Peer == nil {
+			return
+		}
+		st := p.Peer.GetState()
+		peer := st.GetNeighborAddress()
+		switch est := st.GetSessionState() == api.PeerState_ESTABLISHED; {
+		case est:
+			s.log.Info("bgp: session established", "peer", peer, "asn", st.GetPeerAsn())
+		case up[peer]:
+			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(st.GetSessionState()))
+		default:
+			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(st.GetSessionState()))
+		}
+		up[peer] = st.GetSessionState() == api.PeerState_ESTABLISHED
+	})
+	if err != nil {
+		s.log.Warn("bgp: watch sessions", "err", err)
+	}
+}
+
+func peerConf(p Peer) *api.Peer {
+	hold := p.HoldTime
+	if hold == 0 {
+		hold = 90 * time.Second
+	}
+	port := p.Port
+	if port == 0 {
+		port = 179
+	}
+	secs := uint64(hold / time.Second)
+	return &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: p.Addr.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
+		Timers: &api.Timers{Config: &api.TimersConfig{
+			HoldTime: secs, KeepaliveInterval: max(secs/3, 1),
+			// Retry often: a router that comes back should learn the VIPs within seconds.
+			ConnectRetry: 2, IdleHoldTimeAfterReset: 1,
+		}},
+		Transport: &api.Transport{RemotePort: uint32(port)},
+		AfiSafis: []*api.AfiSafi{
+			{Config: &api.AfiSafiConfig{Family: famV4, Enabled: true}},
+			{Config: &api.AfiSafiConfig{Family: famV6, Enabled: true}},
+		},
+	}
+}
+
+// Set makes prefixes the announced set: new ones are announced, missing ones withdrawn, in the
+// background (it never blocks on GoBGP). Addresses are announced as /32 or /128.
+func (s *Speaker) Set(prefixes []netip.Prefix) {
+	want := map[netip.Prefix]bool{}
+	for _, p := range prefixes {
+		want[p.Masked()] = true
+	}
+	s.mu.Lock()
+	s.want = want
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush applies the wanted set now and returns once GoBGP has it (the UPDATEs are queued to
+// the established peers).
+func (s *Speaker) Flush() error { return s.apply() }
+
+func (s *Speaker) run() {
+	defer close(s.done)
+	retry := time.NewTicker(5 * time.Second)
+	defer retry.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		case <-retry.C: // a refused change is tried again
+		}
+		if err := s.apply(); err != nil {
+			s.log.Error("bgp: update the local RIB", "err", err)
+		}
+	}
+}
+
+// apply adds and deletes paths until the RIB holds the wanted set.
+func (s *Speaker) apply() error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	want := s.want
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	for p, id := range s.have {
+		if want[p] {
+			continue
+		}
+		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{Family: family(p), Uuid: id}); err != nil {
+			s.counts.Errors++
+			errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
+			continue
+		}
+		delete(s.have, p)
+		s.counts.Withdrawals++
+		s.log.Info("bgp: withdrawn", "prefix", p)
+	}
+	for _, p := range sortedPrefixes(want) {
+		if _, ok := s.have[p]; ok {
+			continue
+		}
+		path, err := s.path(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res, err := s.srv.AddPath(ctx, &api.AddPathRequest{Path: path})
+		if err != nil {
+			s.counts.Errors++
+			errs = append(errs, fmt.Errorf("announce %s: %w", p, err))
+			continue
+		}
+		s.have[p] = res.Uuid
+		s.counts.Announcements++
+		s.log.Info("bgp: announced", "prefix", p)
+	}
+	return errors.Join(errs...)
+}
+
+func family(p netip.Prefix) *api.Family {
+	if p.Addr().Is4() {
+		return famV4
+	}
+	return famV6
+}
+
+// path is the announcement of one prefix: origin IGP, the family's next hop, the communities.
+func (s *Speaker) path(p netip.Prefix) (*api.Path, error) {
+	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
+	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
+	attrs := []*anypb.Any{origin}
+	if p.Addr().Is4() {
+		if !s.opt.NextHop4.IsValid() {
+			return nil, fmt.Errorf("announce %s: no IPv4 next hop: set bgp.next_hop or give the interface an IPv4 address", p)
+		}
+		nh, _ := anypb.New(&api.NextHopAttribute{NextHop: s.opt.NextHop4.String()})
+		attrs = append(attrs, nh)
+	} else {
+		if !s.opt.NextHop6.IsValid() {
+			return nil, fmt.Errorf("announce %s: no IPv6 next hop: set bgp.next_hop6 or give the interface an IPv6 address", p)
+		}
+		mp, _ := anypb.New(&api.MpReachNLRIAttribute{Family: famV6, NextHops: []string{s.opt.NextHop6.String()}, Nlris: []*anypb.Any{nlri}})
+		attrs = append(attrs, mp)
+	}
+	if len(s.opt.Communities) > 0 {
+		c, _ := anypb.New(&api.CommunitiesAttribute{Communities: s.opt.Communities})
+		attrs = append(attrs, c)
+	}
+	return &api.Path{Family: family(p), Nlri: nlri, Pattrs: attrs}, nil
+}
+
+func sortedPrefixes(m map[netip.Prefix]bool) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Announced lists the prefixes in the local RIB (sent to every established peer).
+func (s *Speaker) Announced() []netip.Prefix {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	m := map[netip.Prefix]bool{}
+	for p := range s.have {
+		m[p] = true
+	}
+	return sortedPrefixes(m)
+}
+
+// Counts returns the event counters.
+func (s *Speaker) Counts() Counts {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.counts
+}
+
+// Session is the state of one peer.
+type Session struct {
+	Peer  string `json:"peer"`
+	ASN   uint32 `json:"asn"`
+	State string `json:"state"`
+	// Established is true when the session is up; Uptime counts from then.
+	Established bool          `json:"established"`
+	Uptime      time.Duration `json:"uptime_ns,omitempty"`
+	// PrefixesSent is what the peer was sent and still holds; UpdatesSent counts UPDATE messages.
+	PrefixesSent   uint64 `json:"prefixes_sent"`
+	UpdatesSent    uint64 `json:"updates_sent"`
+	UpdatesRecv    uint64 `json:"updates_received"`
+	HoldTime       uint64 `json:"hold_time_s,omitempty"`
+	LastDownReason string `json:"last_down_reason,omitempty"`
+}
+
+// Sessions reads the state of every peer from GoBGP.
+func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
+	var out []Session
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+		se := Session{Peer: p.GetConf().GetNeighborAddress(), ASN: p.GetConf().GetPeerAsn()}
+		if p.Transport != nil && p.Transport.RemotePort != 0 && p.Transport.RemotePort != 179 {
+			se.Peer = netip.AddrPortFrom(netip.MustParseAddr(se.Peer), uint16(p.Transport.RemotePort)).String()
+		}
+		st := p.GetState()
+		se.State = stateName(st.GetSessionState())
+		se.Established = st.GetSessionState() == api.PeerState_ESTABLISHED
+		if m := st.GetMessages().GetSent(); m != nil {
+			se.UpdatesSent = m.Update
+		}
+		if m := st.GetMessages().GetReceived(); m != nil {
+			se.UpdatesRecv = m.Update
+		}
+		if ts := p.GetTimers().GetState(); ts != nil {
+			se.HoldTime = ts.NegotiatedHoldTime
+			if se.Established && ts.Uptime != nil {
+				se.Uptime = time.Since(ts.Uptime.AsTime()).Round(time.Second)
+			}
+		}
+		for _, a := range p.GetAfiSafis() {
+			se.PrefixesSent += a.GetState().GetAdvertised()
+		}
+		out = append(out, se)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list bgp peers: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Peer < out[j].Peer })
+	return out, nil
+}
+
+// stateName is the RFC 4271 name of a session state.
+func stateName(s api.PeerState_SessionState) string {
+	switch s {
+	case api.PeerState_IDLE:
+		return "idle"
+	case api.PeerState_CONNECT:
+		return "connect"
+	case api.PeerState_ACTIVE:
+		return "active"
+	case api.PeerState_OPENSENT:
+		return "opensent"
+	case api.PeerState_OPENCONFIRM:
+		return "openconfirm"
+	case api.PeerState_ESTABLISHED:
+		return "established"
+	}
+	return "unknown(" + strconv.Itoa(int(s)) + ")"
+}
+
+// States lists every session state name, for metrics.
+var States = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
+
+// Stop withdraws everything (the UPDATEs go to the established peers), closes every session with
+// a CEASE notification and stops GoBGP.
+func (s *Speaker) Stop() {
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	s.Set(nil)
+	if err := s.apply(); err != nil {
+		s.log.Warn("bgp: withdraw on stop", "err", err)
+	}
+	close(s.stop)
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, p := range s.opt.Peers {
+		_ = s.srv.ShutdownPeer(ctx, &api.ShutdownPeerRequest{Address: p.Addr.String(), Communication: "switchyard stopping"})
+	}
+	_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
+	s.srv.Stop()
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BGP announces the VIPs to routers (docs/fleet.md). Leaving the section out keeps a node that
+// announces nothing: the routers need static routes to it.
+type BGP struct {
+	// ASN is this node's autonomous system number.
+	ASN uint32 `yaml:"asn"`
+	// RouterID is the node's BGP identifier, an IPv4 address (default: the interface's IPv4).
+	RouterID string `yaml:"router_id,omitempty"`
+	// Peers are the routers the node dials; it never listens on port 179.
+	Peers []BGPPeer `yaml:"peers"`
+	// Communities are attached to every announced VIP, as "ASN:VALUE" or no-export,
+	// no-advertise.
+	Communities []string `yaml:"communities,omitempty"`
+	// NextHop is the IPv4 next hop announced with IPv4 VIPs (default: the interface's IPv4).
+	NextHop string `yaml:"next_hop,omitempty"`
+	// NextHop6 is the IPv6 next hop announced with IPv6 VIPs (default: the interface's IPv6).
+	NextHop6 string `yaml:"next_hop6,omitempty"`
+	// DrainGrace is how long `lb drain-node` and SIGTERM keep forwarding the established flows
+	// after withdrawing the VIPs, before the program is detached (default 30s).
+	DrainGrace Duration `yaml:"drain_grace,omitempty"`
+}
+
+// BGPPeer is one router.
+type BGPPeer struct {
+	// Address is the router's address on the link (IPv4 or IPv6).
+	Address string `yaml:"address"`
+	// ASN is the router's autonomous system number (the node's own for iBGP).
+	ASN uint32 `yaml:"asn"`
+	// Port is the router's BGP port (default 179).
+	Port uint16 `yaml:"port,omitempty"`
+	// HoldTime is the BGP hold time offered (default 90s; 0 after defaults is impossible; at
+	// least 3s). The router withdraws a silent node's routes after it.
+	HoldTime Duration `yaml:"hold_time,omitempty"`
+	// Password enables TCP MD5 signatures (RFC 2385) on the session.
+	Password string `yaml:"password,omitempty"`
+}
+
+// BGP defaults.
+const (
+	DefaultBGPHoldTime   = 90 * time.Second
+	DefaultBGPDrainGrace = 30 * time.Second
+)
+
+// bgpDefaults fills the section's unset fields.
+func (b *BGP) bgpDefaults() {
+	if b.DrainGrace == 0 {
+		b.DrainGrace = Duration(DefaultBGPDrainGrace)
+	}
+	for i := range b.Peers {
+		if b.Peers[i].HoldTime == 0 {
+			b.Peers[i].HoldTime = Duration(DefaultBGPHoldTime)
+		}
+		if b.Peers[i].Port == 0 {
+			b.Peers[i].Port = 179
+		}
+	}
+}
+
+func (b *BGP) clone() *BGP {
+	if b == nil {
+		return nil
+	}
+	n := *b
+	n.Peers = append([]BGPPeer(nil), b.Peers...)
+	n.Communities = append([]string(nil), b.Communities...)
+	return &n
+}
+
+// ParseCommunity reads "ASN:VALUE" (each 0..65535) or a well-known name into its 32-bit value.
+func ParseCommunity(s string) (uint32, error) {
+	switch strings.ToLower(s) {
+	case "no-export":
+		return 0xFFFFFF01, nil
+	case "no-advertise":
+		return 0xFFFFFF02, nil
+	}
+	hi, lo, ok := strings.Cut(s, ":")
+	a, err1 := strconv.ParseUint(hi, 10, 16)
+	v, err2 := strconv.ParseUint(lo, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("community %q: use ASN:VALUE with both parts 0..65535 (e.g. 65001:100), no-export or no-advertise", s)
+	}
+	return uint32(a)<<16 | uint32(v), nil
+}
+
+func (b *BGP) validate(l locator) error {
+	at := func(p ...any) []any { return append([]any{"bgp"}, p...) }
+	if b.ASN == 0 {
+		return l.errf(at("asn"), "missing: give this node's AS number, e.g. `asn: 65001` (a private ASN 64512..65534 or 4200000000..4294967294)")
+	}
+	if b.RouterID != "" {
+		if a, err := netip.ParseAddr(b.RouterID); err != nil || !a.Is4() || a.IsUnspecified() {
+			return l.errf(at("router_id"), "invalid router id %q: give an IPv4 address (usually the node's own), or leave it out for the interface's", b.RouterID)
+		}
+	}
+	if b.NextHop != "" {
+		if a, err := netip.ParseAddr(b.NextHop); err != nil || !a.Is4() {
+			return l.errf(at("next_hop"), "invalid IPv4 next hop %q: give this node's IPv4 address on the router's link, or leave it out", b.NextHop)
+		}
+	}
+	if b.NextHop6 != "" {
+		if a, err := netip.ParseAddr(b.NextHop6); err != nil || !a.Is6() || a.Is4In6() {
+			return l.errf(at("next_hop6"), "invalid IPv6 next hop %q: give this node's IPv6 address on the router's link, or leave it out", b.NextHop6)
+		}
+	}
+	for i, c := range b.Communities {
+		if _, err := ParseCommunity(c); err != nil {
+			return l.errf(at("communities", i), "%v", err)
+		}
+	}
+	if b.DrainGrace != 0 && b.DrainGrace.D() < 0 {
+		return l.errf(at("drain_grace"), "must be positive")
+	}
+	if len(b.Peers) == 0 {
+		return l.errf(at("peers"), "no peer: list the routers to announce to, e.g. `peers: [{address: 198.18.2.1, asn: 65000}]`, or remove the bgp section")
+	}
+	seen := map[netip.Addr]int{}
+	for i, p := range b.Peers {
+		a, err := netip.ParseAddr(p.Address)
+		if err != nil || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+			return l.errf(at("peers", i, "address"), "invalid address %q: give the router's unicast IPv4 or IPv6 address", p.Address)
+		}
+		if j, dup := seen[a.Unmap()]; dup {
+			return l.errf(at("peers", i, "address"), "%s already listed as peers[%d]: list each router once", a, j)
+		}
+		seen[a.Unmap()] = i
+		if p.ASN == 0 {
+			return l.errf(at("peers", i, "asn"), "missing: give the router's AS number (this node's own, %d, for iBGP)", b.ASN)
+		}
+		if h := p.HoldTime.D(); h != 0 && (h < 3*time.Second || h > 65535*time.Second || h%time.Second != 0) {
+			return l.errf(at("peers", i, "hold_time"), "%s out of range: BGP hold times are whole seconds from 3s to 65535s (e.g. 9s; keepalives go every third of it)", h)
+		}
+		if len(p.Password) > 80 {
+			return l.errf(at("peers", i, "password"), "longer than 80 characters, the TCP MD5 key limit: use a shorter one")
+		}
+	}
+	return nil
+}

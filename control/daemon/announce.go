@@ -1,0 +1,314 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/control/bgp"
+	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/loader"
+)
+
+// announcer is the daemon's BGP state, nil without a bgp section. Its fields are guarded by the
+// daemon's mu; the speaker has its own lock and never blocks the daemon (Set returns at once).
+type announcer struct {
+	sp       *bgp.Speaker
+	routerID netip.Addr
+	// attached is set once the program is attached; mapsOK after each reconcile.
+	attached, mapsOK bool
+	draining         bool
+	drainEnd         time.Time
+	// detach is set when the drain's grace period is over: Run detaches on its way out.
+	detach bool
+	// last is the input of the last good reconcile, kept to recompute on readiness changes.
+	lastCfg    *config.Config
+	lastStates map[health.Key]backendState
+	vips       []api.VIPAnnouncement
+	drained    chan struct{}
+}
+
+// startBGP starts the speaker when the configuration has a bgp section. It announces nothing
+// until the node is ready; a router that never answers delays nothing.
+func (d *Daemon) startBGP() error {
+	b := d.cfg.BGP
+	if b == nil {
+		return nil
+	}
+	iface := d.cfg.Interface
+	opt := bgp.Options{ASN: b.ASN, Logger: d.log,
+		RouterID: orAddr(parseAddr(b.RouterID), interfaceAddr(iface, true)),
+		NextHop4: orAddr(parseAddr(b.NextHop), interfaceAddr(iface, true)),
+		NextHop6: orAddr(parseAddr(b.NextHop6), interfaceAddr(iface, false)),
+	}
+	if !opt.RouterID.IsValid() {
+		return fmt.Errorf("start bgp: %s has no IPv4 address to use as router id: set bgp.router_id", iface)
+	}
+	for _, c := range b.Communities {
+		v, _ := config.ParseCommunity(c) // validated
+		opt.Communities = append(opt.Communities, v)
+	}
+	for _, p := range b.Peers {
+		opt.Peers = append(opt.Peers, bgp.Peer{Addr: parseAddr(p.Address), ASN: p.ASN, Port: p.Port,
+			HoldTime: p.HoldTime.D(), Password: p.Password})
+	}
+	sp, err := bgp.Start(opt)
+	if err != nil {
+		return err
+	}
+	d.bgp = &announcer{sp: sp, routerID: opt.RouterID, drained: make(chan struct{})}
+	d.log.Info("bgp speaker started (dials the routers, listens on no port)", "asn", b.ASN, "router_id", opt.RouterID,
+		"peers", len(b.Peers), "next_hop", opt.NextHop4, "next_hop6", opt.NextHop6)
+	return nil
+}
+
+func orAddr(a, def netip.Addr) netip.Addr {
+	if a.IsValid() {
+		return a
+	}
+	return def
+}
+
+// stopBGP withdraws what is left and closes the sessions.
+func (d *Daemon) stopBGP() {
+	if d.bgp != nil {
+		d.bgp.sp.Stop()
+	}
+}
+
+// registerBGP exports the speaker's switchyard_l4_bgp_* metrics.
+func (d *Daemon) registerBGP(reg *prometheus.Registry) {
+	if d.bgp != nil {
+		reg.MustRegister(d.bgp.sp)
+	}
+}
+
+// runContext is the context of the daemon's servers. With BGP it does not end with the caller's:
+// a stop request drains first (withdraw, grace, detach) while the socket, metrics and health
+// checks keep serving; stopChan tells the main loop when to return.
+func (d *Daemon) runContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if d.bgp == nil {
+		return context.WithCancel(parent)
+	}
+	return context.WithCancel(context.WithoutCancel(parent))
+}
+
+// stopChan is closed when Run should return: at once when parent ends without BGP (today's
+// behaviour: the program stays attached), after the drain with BGP.
+func (d *Daemon) stopChan(parent context.Context) <-chan struct{} {
+	if d.bgp == nil {
+		return parent.Done()
+	}
+	go func() {
+		select {
+		case <-parent.Done():
+			if _, err := d.DrainNode(0); err != nil {
+				d.log.Error("drain on stop", "err", err)
+			}
+		case <-d.bgp.drained:
+		}
+	}()
+	return d.bgp.drained
+}
+
+// stopMessage is logged when Run returns.
+func (d *Daemon) stopMessage() string {
+	if d.bgp != nil {
+		return "stopping after the drain: detaching the program and removing its pins"
+	}
+	return "stopping; the program stays attached and the maps pinned (`switchyard lb detach` removes them)"
+}
+
+// markAttached makes the node ready once its program is attached.
+func (d *Daemon) markAttached() {
+	if d.bgp == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.bgp.attached = true
+	d.refreshAnnounceLocked()
+}
+
+// announceLocked is called after every reconcile with its outcome: the backends' states of a
+// reconcile that succeeded, or mapsOK false when the maps refused it (no announcement until the
+// next good one: the maps may hold half a change).
+func (d *Daemon) announceLocked(cfg *config.Config, states map[health.Key]backendState, mapsOK bool) {
+	a := d.bgp
+	if a == nil {
+		return
+	}
+	a.mapsOK = mapsOK
+	if mapsOK {
+		a.lastCfg, a.lastStates = cfg, states
+	}
+	d.refreshAnnounceLocked()
+}
+
+func (d *Daemon) refreshAnnounceLocked() {
+	a := d.bgp
+	notReady := ""
+	switch {
+	case a.draining:
+		notReady = "node draining"
+	case !a.attached:
+		notReady = "node not ready: program not attached yet"
+	case !a.mapsOK:
+		notReady = "node not ready: the last reconcile of the maps failed"
+	}
+	var prefixes []netip.Prefix
+	a.vips, prefixes = Announcements(a.lastCfg, a.lastStates, notReady)
+	a.sp.Set(prefixes)
+}
+
+// Announcements decides what a node announces: the /32 or /128 of every VIP address with at
+// least one active backend (healthy, not drained), and nothing while notReady says why. Several
+// VIPs on one address share its prefix. It is a pure function, unit-tested without BGP.
+func Announcements(cfg *config.Config, states map[health.Key]backendState, notReady string) ([]api.VIPAnnouncement, []netip.Prefix) {
+	if cfg == nil {
+		return nil, nil
+	}
+	up := map[netip.Prefix]string{}
+	out := make([]api.VIPAnnouncement, 0, len(cfg.VIPs))
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		a := parseAddr(v.Address)
+		p := netip.PrefixFrom(a, a.BitLen())
+		active := false
+		for _, b := range v.Backends {
+			if states[health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}].state == api.StateActive {
+				active = true
+			}
+		}
+		va := api.VIPAnnouncement{VIP: v.Name, Prefix: p.String(), State: api.AnnounceNo}
+		switch {
+		case notReady != "":
+			va.Reason = notReady
+		case !active:
+			va.Reason = "no healthy backend"
+		default:
+			va.State, va.Reason = api.AnnounceYes, "ready, healthy backends"
+			if _, ok := up[p]; !ok {
+				up[p] = v.Name
+			}
+		}
+		out = append(out, va)
+	}
+	for i := range out {
+		if by, ok := up[netip.MustParsePrefix(out[i].Prefix)]; ok && out[i].State == api.AnnounceNo {
+			out[i].Reason += fmt.Sprintf(" (the prefix stays announced for vip %s)", by)
+		}
+	}
+	prefixes := make([]netip.Prefix, 0, len(up))
+	for p := range up {
+		prefixes = append(prefixes, p)
+	}
+	return out, prefixes
+}
+
+// DrainNode withdraws every VIP at once, keeps forwarding for grace (0: bgp.drain_grace), then
+// ends the daemon, which detaches the program on its way out. A second call reports the drain
+// under way.
+func (d *Daemon) DrainNode(grace time.Duration) (api.DrainNodeResult, error) {
+	a := d.bgp
+	if a == nil {
+		return api.DrainNodeResult{}, &api.Error{Status: http.StatusBadRequest,
+			Msg: "drain-node: this daemon has no bgp section, so it announces nothing to withdraw: remove its routes at the router, stop it, then `lb detach`"}
+	}
+	d.mu.Lock()
+	if a.draining {
+		end := a.drainEnd
+		d.mu.Unlock()
+		return api.DrainNodeResult{Message: "already draining: detaching at " + end.Format(time.RFC3339), DetachAt: end}, nil
+	}
+	if grace <= 0 {
+		grace = d.cfg.BGP.DrainGrace.D()
+	}
+	withdrawn := a.sp.Announced()
+	a.draining, a.drainEnd = true, time.Now().Add(grace)
+	d.refreshAnnounceLocked()
+	end := a.drainEnd
+	d.mu.Unlock()
+	if err := a.sp.Flush(); err != nil {
+		d.log.Error("drain: withdraw", "err", err)
+	}
+	res := api.DrainNodeResult{Grace: grace, DetachAt: end}
+	for _, p := range withdrawn {
+		res.Withdrawn = append(res.Withdrawn, p.String())
+	}
+	res.Message = fmt.Sprintf("draining: %d prefixes withdrawn; established flows keep being forwarded for %s, then the program is detached and the daemon exits", len(withdrawn), grace)
+	d.log.Info("drain: VIPs withdrawn; forwarding the established flows until the grace period ends", "withdrawn", res.Withdrawn, "grace", grace)
+	go func() {
+		time.Sleep(grace)
+		d.mu.Lock()
+		a.detach = true
+		d.mu.Unlock()
+		close(a.drained)
+	}()
+	return res, nil
+}
+
+// detachIfDrained removes the program and its pins after a completed drain (Run's last step,
+// once every handle is closed).
+func (d *Daemon) detachIfDrained() {
+	if d.bgp == nil {
+		return
+	}
+	d.mu.Lock()
+	detach := d.bgp.detach
+	d.mu.Unlock()
+	if !detach {
+		return
+	}
+	if err := loader.Detach(d.cfg.PinDir); err != nil {
+		d.log.Error("drain: detach", "err", err)
+		return
+	}
+	d.log.Info("drain: program detached and pins removed", "pin_dir", d.cfg.PinDir)
+}
+
+// bgpStatus is the BGP part of `lb status`; the sessions are read outside the daemon lock.
+func (d *Daemon) bgpStatus() *api.BGPStatus {
+	a := d.bgp
+	if a == nil {
+		return nil
+	}
+	d.mu.Lock()
+	st := &api.BGPStatus{ASN: d.cfg.BGP.ASN, RouterID: a.routerID.String(), Ready: a.attached && a.mapsOK && !a.draining,
+		Draining: a.draining, VIPs: append([]api.VIPAnnouncement(nil), a.vips...)}
+	if a.draining {
+		st.DrainLeft = max(time.Until(a.drainEnd), 0).Round(time.Millisecond)
+	}
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ss, err := a.sp.Sessions(ctx)
+	if err != nil {
+		d.log.Warn("bgp status", "err", err)
+	}
+	for _, s := range ss {
+		st.Sessions = append(st.Sessions, api.BGPSession{Peer: s.Peer, ASN: s.ASN, State: s.State, Established: s.Established,
+			Uptime: s.Uptime, PrefixesSent: s.PrefixesSent, UpdatesSent: s.UpdatesSent, HoldTime: s.HoldTime})
+	}
+	st.Announced = []string{}
+	for _, p := range a.sp.Announced() {
+		st.Announced = append(st.Announced, p.String())
+	}
+	return st
+}
+
+// bgpFixed refuses a reload that changes the bgp section: sessions are set up at start.
+func bgpFixed(cur, next *config.Config) error {
+	if (cur.BGP == nil) != (next.BGP == nil) || (cur.BGP != nil && !reflect.DeepEqual(*cur.BGP, *next.BGP)) {
+		return errors.New("bgp changed: the sessions are set up at start: restart `lb run` (drain the node first with `lb drain-node`); put it back to reload the rest")
+	}
+	return nil
+}
