@@ -47,7 +47,7 @@ type Status struct {
 	Sockets    map[string]string `json:"sockets,omitempty"`
 	// BGP is the router's BGP state (bgp.go); nil when the lab uses static routes.
 	BGP   *BGPStatus `json:"bgp,omitempty"`
-	Notes      []string          `json:"notes,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
 	// Store is the lab's etcd cluster, when it runs one.
 	Store *StoreState `json:"store,omitempty"`
 }
