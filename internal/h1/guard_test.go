@@ -1,4 +1,4 @@
-package guard
+package h1
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 // feedAll pushes input through the state machine in pieces of the given size and returns the
 // bytes released to the server and the rejection, if any.
 func feedAll(input string, piece int) (string, *Rejection) {
-	c := Wrap(nil, 1024, nil)
+	c := Guard(nil, 1024, nil)
 	for i := 0; i < len(input); i += piece {
 		end := min(i+piece, len(input))
 		if rej := c.feed([]byte(input[i:end])); rej != nil {
@@ -55,7 +55,7 @@ func TestOversizedHeadAndPassThrough(t *testing.T) {
 
 func TestRefusalIsWrittenOnClose(t *testing.T) {
 	client, server := net.Pipe()
-	c := Wrap(server, 1024, nil)
+	c := Guard(server, 1024, nil)
 	go func() {
 		io.WriteString(client, "GET / HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n")
 	}()
