@@ -104,9 +104,6 @@ func (d *Chunked) Append(dst, src []byte) (out []byte, nSrc int, done bool, rej 
 	}
 }
 
-// Reset makes the decoder ready for a new body.
-func (d *Chunked) Reset() { *d = Chunked{} }
-
 func (d *Chunked) run(dst, src []byte, discard bool) (nDst, nSrc int, done bool, rej *Rejection) {
 	if d.rejection != nil {
 		return 0, 0, false, d.rejection

@@ -21,20 +21,20 @@ type Reader struct {
 // ErrHeadTooLarge reports a head that does not fit the limit a Reader was given.
 var ErrHeadTooLarge = errors.New("head too large")
 
-// DeadlineSlack is how much later than the one in effect a deadline must be before it is set
+// deadlineSlack is how much later than the one in effect a deadline must be before it is set
 // again. Setting one costs a timer update per call, and with keep-alive traffic the idle,
 // total and upstream deadlines move forward by microseconds per request; a deadline may thus
 // fire up to this much early, never late.
-const DeadlineSlack = 50 * time.Millisecond
+const deadlineSlack = 50 * time.Millisecond
 
-// SetDeadline sets the read and write deadline to t, lazily (see DeadlineSlack).
+// SetDeadline sets the read and write deadline to t, lazily (see deadlineSlack).
 func (cr *Reader) SetDeadline(t time.Time) {
 	if cr.lazy(t) {
 		_ = cr.Conn.SetDeadline(t)
 	}
 }
 
-// SetReadDeadline sets the read deadline only, lazily (see DeadlineSlack); a Reader uses one of
+// SetReadDeadline sets the read deadline only, lazily (see deadlineSlack); a Reader uses one of
 // SetDeadline and SetReadDeadline, not both.
 func (cr *Reader) SetReadDeadline(t time.Time) {
 	if cr.lazy(t) {
@@ -43,7 +43,7 @@ func (cr *Reader) SetReadDeadline(t time.Time) {
 }
 
 func (cr *Reader) lazy(t time.Time) bool {
-	if !t.Before(cr.dl) && t.Sub(cr.dl) < DeadlineSlack {
+	if !t.Before(cr.dl) && t.Sub(cr.dl) < deadlineSlack {
 		return false
 	}
 	cr.dl = t
