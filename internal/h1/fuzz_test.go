@@ -45,8 +45,12 @@ func refFieldValue(s string) bool {
 	return true
 }
 
-// refReadHead reads a whole head (through its empty line); ok false means refused.
-func refReadHead(head string) (m refMessage, ok bool) {
+// refReadHead reads a whole request head (through its empty line); ok false means refused.
+func refReadHead(head string) (m refMessage, ok bool) { return refReadHeadLine(head, true) }
+
+// refReadHeadLine reads a head, checking the request line only when requestLine is set (the
+// guard leaves that line to net/http: it only refuses control characters in it).
+func refReadHeadLine(head string, requestLine bool) (m refMessage, ok bool) {
 	if !strings.HasSuffix(head, "\r\n\r\n") {
 		return m, false
 	}
@@ -55,6 +59,12 @@ func refReadHead(head string) (m refMessage, ok bool) {
 		if strings.ContainsAny(l, "\r\n") {
 			return m, false // a bare CR or LF
 		}
+	}
+	if !requestLine {
+		if lines[0] == "" || !refFieldValue(lines[0]) {
+			return m, false
+		}
+		lines[0] = "X / HTTP/1.1"
 	}
 	parts := strings.Split(lines[0], " ")
 	if len(parts) != 3 || !refToken(parts[0]) || parts[1] == "" {
@@ -444,4 +454,112 @@ func TestReferenceReaders(t *testing.T) {
 			t.Errorf("head %q: parser %v, reference %v", s, ok, refOK)
 		}
 	}
+}
+
+// refStream reads a client's byte stream as the guard must: messages one after another, each
+// head screened, each body skipped by its framing (chunked bodies by refChunked). It returns
+// where the last whole message ended, the verdict ("end", "pass", "incomplete" or "refused"),
+// where a refused message started, and whether that message's head may have been released
+// before its body was checked (Expect).
+func refStream(in string, maxHead int) (last int, verdict string, refusedAt int, streamed bool) {
+	const preface = "PRI * HTTP/2.0\r\n"
+	pos := 0
+	for {
+		for pos < len(in) && (in[pos] == '\r' || in[pos] == '\n') {
+			pos++
+		}
+		rest := in[pos:]
+		switch {
+		case rest == "":
+			return last, "end", 0, false
+		case strings.HasPrefix(rest, preface):
+			return last, "pass", 0, false
+		}
+		end := -1
+		for i := 0; i < len(rest) && end < 0; i++ {
+			if rest[i] == '\n' && strings.HasPrefix(rest[i+1:], "\n") {
+				end = i + 2
+			} else if rest[i] == '\n' && strings.HasPrefix(rest[i+1:], "\r\n") {
+				end = i + 3
+			}
+		}
+		if end < 0 {
+			if len(rest) > maxHead {
+				return last, "refused", pos, false
+			}
+			return last, "incomplete", 0, false
+		}
+		m, ok := refReadHeadLine(rest[:end], false)
+		if !ok || end > maxHead {
+			return last, "refused", pos, false
+		}
+		start := pos
+		pos += end
+		switch {
+		case m.upgrade:
+			return last, "pass", 0, false
+		case m.chunked:
+			_, _, n, v := refChunked(in[pos:])
+			if v != "ok" {
+				expect := false
+				for _, f := range m.fields {
+					expect = expect || strings.EqualFold(f[0], "Expect")
+				}
+				return last, v, start, expect
+			}
+			pos += n
+		case m.contentLength > 0:
+			if int64(len(in)-pos) < m.contentLength {
+				return last, "incomplete", 0, false
+			}
+			pos += int(m.contentLength)
+		}
+		last = pos
+	}
+}
+
+// FuzzGuard feeds a client's byte stream, in pieces, through the guard in front of net/http:
+// it must release exactly the bytes the reference accepts, hold back a chunked request until
+// its body is checked, and refuse what the reference refuses.
+func FuzzGuard(f *testing.F) {
+	for _, s := range headSeeds {
+		f.Add([]byte(s), uint8(0))
+	}
+	for _, s := range chunkSeeds {
+		f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"+s+"GET / HTTP/1.1\r\n\r\n"), uint8(3))
+	}
+	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nGET /\r\n\r\nGET /b HTTP/1.1\r\nA: b\r\n c\r\n\r\n"), uint8(1))
+	f.Add([]byte("\r\n\nGET /ws HTTP/1.1\r\nUpgrade: x\r\n\r\n\x00\x01"), uint8(2))
+	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), uint8(5))
+	f.Fuzz(func(t *testing.T, in []byte, piece uint8) {
+		if len(in) > holdChunked {
+			return // the reference does not model a body streamed past the hold limit
+		}
+		p := int(piece)%16 + 1
+		if piece >= 240 {
+			p = len(in) + 1
+		}
+		out, rej := feedAll(string(in), p)
+		if !strings.HasPrefix(string(in), out) {
+			t.Fatalf("%q: released %q, not a prefix of the input", in, out)
+		}
+		last, verdict, at, streamed := refStream(string(in), 1024)
+		switch verdict {
+		case "end", "pass":
+			if rej != nil || out != string(in) {
+				t.Fatalf("%q: reference accepts it all (%s); guard released %d bytes, %v", in, verdict, len(out), rej)
+			}
+		case "incomplete":
+			if len(out) < last {
+				t.Fatalf("%q: guard released %d bytes (%v), the reference %d whole", in, len(out), rej, last)
+			}
+		case "refused":
+			if rej == nil || len(out) < at || (!streamed && len(out) != at) {
+				t.Fatalf("%q: reference refuses the message at %d; guard released %d bytes, %v", in, at, len(out), rej)
+			}
+		}
+		if rej != nil && verdict != "refused" && verdict != "incomplete" {
+			t.Fatalf("%q: guard refuses (%v), the reference says %s", in, rej, verdict)
+		}
+	})
 }

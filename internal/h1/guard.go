@@ -234,7 +234,7 @@ func (c *GuardConn) feedHead(data []byte) ([]byte, *Rejection) {
 		return nil, rej
 	}
 	c.st = c.next(&c.parsed)
-	if c.st == stChunked {
+	if c.st == stChunked && !expects(&c.parsed) {
 		c.held, c.holding = append(c.held[:0], c.head[:end]...), true
 	} else {
 		c.out = append(c.out, c.head[:end]...)
@@ -258,4 +258,15 @@ func (c *GuardConn) next(h *Head) guardState {
 		return stBody
 	}
 	return stHead
+}
+
+// expects reports an Expect field: that client waits for an interim answer before it sends the
+// body, so its head cannot be held back until the body is checked.
+func expects(h *Head) bool {
+	for _, f := range h.Fields {
+		if bytes.EqualFold(f.Name, []byte("Expect")) {
+			return true
+		}
+	}
+	return false
 }

@@ -69,3 +69,19 @@ func TestRefusalIsWrittenOnClose(t *testing.T) {
 		t.Errorf("refusal = %q", got)
 	}
 }
+
+// The head of a chunked request is held back until its body is checked, so a malformed body is
+// refused before the server sees any of the request; with Expect it is not held.
+func TestChunkedHeadHeldUntilBodyChecked(t *testing.T) {
+	head := "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if out, rej := feedAll(head+"5\r\nhello\r\n", 4); rej != nil || out != "" {
+		t.Fatalf("released %q before the body ended (%v)", out, rej)
+	}
+	if out, rej := feedAll(head+"5\r\nhello0\r\n\r\n", 4); rej == nil || out != "" {
+		t.Fatalf("malformed body: released %q, rejection %v", out, rej)
+	}
+	exp := "POST /a HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if out, rej := feedAll(exp, 4); rej != nil || out != exp {
+		t.Fatalf("Expect head held back: %q %v", out, rej)
+	}
+}
