@@ -5,7 +5,7 @@ BIN       := bin/switchyard
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps check-go test test-short demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -36,6 +36,20 @@ check-go:
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+
+# fuzz runs every fuzz target of the repository (each func FuzzX in a _test.go file), one after
+# another, for FUZZTIME each on top of its seed corpus (testdata/fuzz and f.Add). Minimising each
+# new input is capped at FUZZMINIMIZE: at Go's default (60 s) it took most of a short run.
+FUZZTIME ?= 20s
+FUZZMINIMIZE ?= 1s
+fuzz:
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		dir=./$$(dirname $${f#./}); \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== fuzz $$dir $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$dir; \
+		done; \
+	done
 
 # test-short skips the slow lab experiments and end-to-end runs.
 test-short:

@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // Edge is one edge cache. Create it with New; it is safe for concurrent use.
@@ -120,6 +121,13 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	return e, nil
 }
 
+// guardState tells a connection screened by h1's guard whether net/http is inside a request.
+func guardState(c net.Conn, st http.ConnState) {
+	if g, ok := c.(*h1.GuardConn); ok {
+		g.SetActive(st == http.StateActive)
+	}
+}
+
 // Stats returns the live counters.
 func (e *Edge) Stats() *Stats { return &e.stats }
 
@@ -134,11 +142,12 @@ func (e *Edge) Start() error {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
-			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
+			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug), ConnState: guardState}
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
-			go srv.Serve(ln)
+			// Heads and chunked bodies are screened by internal/h1, as on the fast path's hand-over.
+			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
 			return nil
 		}
 		// Fresh memory hits are answered on the fast path; it hands every other connection over

@@ -12,15 +12,14 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
-	"github.com/switchyard/switchyard/internal/handover"
-	"github.com/switchyard/switchyard/l7/guard"
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // The HTTP/1.1 fast path for cache hits. net/http's server costs a background read goroutine
 // per connection, a header map and a request object per message, and a bufio copy of every
 // response; on the edge's hottest path (a fresh hit of a small object) that was most of the CPU
 // and left the edge behind Varnish. The fast path owns each accepted connection instead: one
-// goroutine parses every request head once (the L7 guard's parser, so heads are read by the same
+// goroutine parses every request head once (internal/h1's parser, so heads are read by the same
 // code as the proxy's), and answers a fresh memory hit with the entry's pre-rendered head, the
 // per-request Age (and Date or Connection: close when needed) and the body in one write from a
 // reused buffer.
@@ -39,7 +38,6 @@ const (
 	fastMaxHead     = 64 << 10 // a longer head is handed over; net/http applies its own limit
 	fastIdle        = 2 * time.Minute
 	fastReadHeader  = 10 * time.Second
-	fastSlack       = 50 * time.Millisecond  // see setReadDeadline
 	fastLinger      = 500 * time.Millisecond // net/http's rstAvoidanceDelay
 	fastCopyBody    = 32 << 10               // larger bodies go out with writev, not copied
 	fastInitialRead = 4 << 10
@@ -50,7 +48,7 @@ const (
 type fastServer struct {
 	e        *Edge
 	ln       net.Listener
-	fallback *handover.Listener
+	fallback *h1.Handover
 	closing  atomic.Bool
 
 	mu    sync.Mutex
@@ -59,7 +57,7 @@ type fastServer struct {
 
 // newFastServer returns a fast path on ln; srv must Serve its fallback listener.
 func newFastServer(e *Edge, ln net.Listener) *fastServer {
-	return &fastServer{e: e, ln: ln, fallback: handover.NewListener(ln.Addr()), conns: map[*fastConn]struct{}{}}
+	return &fastServer{e: e, ln: ln, fallback: h1.NewHandover(ln.Addr()), conns: map[*fastConn]struct{}{}}
 }
 
 // serve accepts connections until ln is closed.
@@ -133,11 +131,9 @@ type fastConn struct {
 	c      net.Conn
 	active atomic.Bool // inside a request (close waits for it) rather than idle
 
-	buf  []byte // read buffer: heads are parsed in place
-	r, w int
-	dl   time.Time // the read deadline in effect
+	in h1.Reader // heads are parsed in place in its buffer
 
-	head    guard.Head
+	head    h1.Head
 	closing bool        // the response just written carried Connection: close
 	out     []byte      // the response being written, reused
 	vary    http.Header // the request fields a URL varies on, reused
@@ -156,7 +152,7 @@ func (fc *fastConn) serve() {
 			fc.c.Close()
 		}
 	}()
-	fc.buf = make([]byte, fastInitialRead)
+	fc.in = h1.Reader{Conn: fc.c, Buf: make([]byte, fastInitialRead)}
 	for !fc.fs.closing.Load() {
 		end, err := fc.readHead()
 		if errors.Is(err, errFastHeadTooLarge) {
@@ -188,7 +184,7 @@ func (fc *fastConn) linger() {
 		return
 	}
 	_ = fc.c.SetReadDeadline(time.Now().Add(fastLinger))
-	buf := fc.buf[:cap(fc.buf)]
+	buf := fc.in.Buf[:cap(fc.in.Buf)]
 	for {
 		if _, err := fc.c.Read(buf); err != nil {
 			return
@@ -196,84 +192,34 @@ func (fc *fastConn) linger() {
 	}
 }
 
-// handOff gives the connection, with the bytes read but not consumed, to the net/http server.
+// handOff gives the connection, with the bytes read but not consumed, to the net/http server,
+// screened by h1's guard so that it reads heads and chunked bodies by the same rule.
 func (fc *fastConn) handOff() bool {
-	pre := append([]byte(nil), fc.buf[fc.r:fc.w]...)
+	pre := append([]byte(nil), fc.in.Buffered()...)
 	_ = fc.c.SetReadDeadline(time.Time{})
-	return fc.fs.fallback.Deliver(&handover.PrefixConn{Conn: fc.c, Pre: pre})
+	return fc.fs.fallback.Deliver(h1.Guard(&h1.PrefixConn{Conn: fc.c, Pre: pre}, fastMaxHead, nil))
 }
 
 // readHead waits for the next whole request head at the start of the buffer and returns its
 // length: the idle timeout until its first byte, then the read-header timeout.
 func (fc *fastConn) readHead() (int, error) {
 	fc.active.Store(false)
-	if fc.r == fc.w {
-		fc.setReadDeadline(time.Now().Add(fastIdle))
-		if err := fc.fill(); err != nil {
+	if len(fc.in.Buffered()) == 0 {
+		fc.in.SetReadDeadline(time.Now().Add(fastIdle))
+		if err := fc.in.Fill(fastMaxHead); err != nil {
 			return 0, err
 		}
 	}
 	fc.active.Store(true)
-	from, timed := 0, false
-	for {
-		b := fc.buf[fc.r:fc.w]
-		if end := guard.HeadEnd(b, from); end >= 0 {
-			return end, nil
-		}
-		if len(b) >= fastMaxHead {
-			return 0, errFastHeadTooLarge
-		}
-		from = max(0, len(b)-3)
-		if !timed {
-			fc.setReadDeadline(time.Now().Add(fastReadHeader))
-			timed = true
-		}
-		if err := fc.fill(); err != nil {
-			return 0, err
-		}
+	if end := h1.HeadEnd(fc.in.Buffered(), 0); end >= 0 {
+		return end, nil
 	}
-}
-
-// fill reads more bytes, making room first (compacting, then growing up to fastMaxHead).
-func (fc *fastConn) fill() error {
-	if fc.w == len(fc.buf) {
-		if fc.r > 0 {
-			fc.w = copy(fc.buf, fc.buf[fc.r:fc.w])
-			fc.r = 0
-		} else {
-			nb := make([]byte, min(2*len(fc.buf), fastMaxHead))
-			fc.w = copy(nb, fc.buf[fc.r:fc.w])
-			fc.buf = nb
-		}
+	fc.in.SetReadDeadline(time.Now().Add(fastReadHeader))
+	end, err := fc.in.ReadHead(fastMaxHead)
+	if errors.Is(err, h1.ErrHeadTooLarge) {
+		return 0, errFastHeadTooLarge
 	}
-	n, err := fc.c.Read(fc.buf[fc.w:])
-	fc.w += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		err = errors.New("read request: no progress")
-	}
-	return err
-}
-
-// consume marks n buffered bytes as used.
-func (fc *fastConn) consume(n int) {
-	fc.r += n
-	if fc.r == fc.w {
-		fc.r, fc.w = 0, 0
-	}
-}
-
-// setReadDeadline sets the read deadline lazily: moving it later by less than fastSlack is
-// skipped, because each call updates a timer and keep-alive traffic moves it by microseconds per
-// request. A deadline may thus fire up to fastSlack early, never late.
-func (fc *fastConn) setReadDeadline(t time.Time) {
-	if !t.Before(fc.dl) && t.Sub(fc.dl) < fastSlack {
-		return
-	}
-	fc.dl = t
-	_ = fc.c.SetReadDeadline(t)
+	return end, err
 }
 
 // hitRequest is what the fast path needs from a request head it may answer.
@@ -337,10 +283,10 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 // that the connection may serve another request.
 func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	e := fc.fs.e
-	if b := fc.buf[fc.r]; b == '\r' || b == '\n' {
+	if b := fc.in.Buffered()[0]; b == '\r' || b == '\n' {
 		return false, false // leading empty lines: net/http's reading of them is the reference
 	}
-	if guard.ParseHead(fc.buf[fc.r:fc.r+end], &fc.head) != nil {
+	if h1.ParseHead(fc.in.Buffered()[:end], &fc.head) != nil {
 		return false, false // net/http answers malformed heads its own way
 	}
 	hr, ok := fc.inspect()
@@ -379,7 +325,7 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	}
 
 	// From here the request is ours.
-	fc.consume(end)
+	fc.in.Consume(end)
 	e.stats.count(Hit)
 	e.stats.FastPath.Add(1)
 	out := append(fc.out[:0], hh.pre...)

@@ -224,7 +224,8 @@ func TestFastPathHandsOverOutOfScope(t *testing.T) {
 		{"leading empty line", "\r\nGET /obj HTTP/1.1\r\n" + host + "\r\n", "GET", 400, ""},
 		{"two hosts", "GET /obj HTTP/1.1\r\n" + host + host + "\r\n", "GET", 400, ""},
 		{"no host", "GET /obj HTTP/1.1\r\n\r\n", "GET", 400, ""},
-		{"smuggling shape", "GET /obj HTTP/1.1\r\n" + host + "Content-Length: 0\r\nContent-Length: 0\r\n\r\n", "GET", 200, ""},
+		// Refused by internal/h1's guard in front of net/http, as the L7 proxy refuses it.
+		{"smuggling shape", "GET /obj HTTP/1.1\r\n" + host + "Content-Length: 0\r\nContent-Length: 0\r\n\r\n", "GET", 400, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,9 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
-	"github.com/switchyard/switchyard/l7/guard"
 	"github.com/switchyard/switchyard/l7/route"
 )
 
@@ -41,23 +40,25 @@ type fastConn struct {
 	c        net.Conn  // nil on the event loop, which owns a raw descriptor instead
 	w        io.Writer // where proxy-made answers go: c, or the event loop's send buffer
 	raddr    net.Addr
-	in       connReader
+	in       h1.Reader
 	scheme   string
 	remote   string
 	clientIP string
-	fallback *handover.Listener
+	fallback *h1.Handover
 	active   atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
 
-	head     guard.Head
-	rhead    guard.Head
+	head     h1.Head
+	rhead    h1.Head
 	req      http.Request // reused for matching and balancing
 	url      url.URL
 	lastHost []byte
 	tokens   [][]byte // Connection header tokens of the message being copied
 	out      []byte   // upstream request head (and buffered body); then the response head
-	chunk    guard.ChunkScanner
+	chunk    h1.Chunked
+	framed   []byte // a chunked response body's canonical framing (h1.Chunked output)
+	upBody   []byte // the same for a request body streamed up on its own goroutine
 
 	// the last requests_total series used, so steady traffic does no label lookup
 	mRoute *routeRT
@@ -70,7 +71,7 @@ type fastConn struct {
 // serve go to an http.Server (HTTP/1.1 with the guard, and h2c when allowed) on the same
 // handler.
 func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
-	fb := handover.NewListener(ln.Addr())
+	fb := h1.NewHandover(ln.Addr())
 	srv := s.httpServer(s, h2c, scheme)
 	s.mu.Lock()
 	s.lns = append(s.lns, ln, fb)
@@ -104,18 +105,18 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the fast path,
 // handing it to fb's http.Server when the fast path cannot serve it.
-func (s *Server) serveConn(c net.Conn, scheme string, fb *handover.Listener) {
+func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	fc := newFastConn(s, c, c.RemoteAddr(), scheme, fb)
 	if !s.track(fc, true) {
 		c.Close()
 		return
 	}
-	fc.in = connReader{c: c, buf: make([]byte, 4<<10)}
+	fc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
 	fc.serve()
 }
 
 // newFastConn makes the per-connection state of the fast path; c is nil on the event loop.
-func newFastConn(s *Server, c net.Conn, raddr net.Addr, scheme string, fb *handover.Listener) *fastConn {
+func newFastConn(s *Server, c net.Conn, raddr net.Addr, scheme string, fb *h1.Handover) *fastConn {
 	fc := &fastConn{s: s, c: c, w: c, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String()}
 	fc.req.RemoteAddr = fc.remote
 	fc.clientIP = balance.ClientIP(&fc.req)
@@ -163,12 +164,12 @@ func (fc *fastConn) serve() {
 		st := fc.s.state.Load()
 		end, err := fc.readRequestHead(st.cfg)
 		if err != nil {
-			if errors.Is(err, errHeadTooLarge) {
+			if errors.Is(err, h1.ErrHeadTooLarge) {
 				fc.refuse(errHeadTooLong)
 			}
 			return
 		}
-		if rej := guard.ParseHead(fc.in.buffered()[:end], &fc.head); rej != nil {
+		if rej := h1.ParseHead(fc.in.Buffered()[:end], &fc.head); rej != nil {
 			fc.refuse(rej)
 			return
 		}
@@ -188,22 +189,22 @@ func (fc *fastConn) serve() {
 }
 
 // errHeadTooLong refuses a request head over limits.max_header_bytes.
-var errHeadTooLong = &guard.Rejection{Status: 431, Reason: "request header fields too large"}
+var errHeadTooLong = &h1.Rejection{Status: 431, Reason: "request header fields too large"}
 
 // refuse answers a refused head the way the guard does, and counts it.
-func (fc *fastConn) refuse(r *guard.Rejection) {
+func (fc *fastConn) refuse(r *h1.Rejection) {
 	fc.s.onReject(fc.raddr, r)
 	if fc.c != nil {
 		_ = fc.c.SetWriteDeadline(time.Now().Add(time.Second))
 	}
-	_ = guard.WriteRejection(fc.w, r)
+	_ = h1.WriteRejection(fc.w, r)
 }
 
 // handOff gives the connection, with the unconsumed bytes, to the net/http path.
 func (fc *fastConn) handOff() bool {
-	pre := append([]byte(nil), fc.in.buffered()...)
+	pre := append([]byte(nil), fc.in.Buffered()...)
 	_ = fc.c.SetDeadline(time.Time{})
-	conn := guard.Wrap(&handover.PrefixConn{Conn: fc.c, Pre: pre}, fc.s.state.Load().cfg.Limits.MaxHeaderBytes, fc.s.onReject)
+	conn := h1.Guard(&h1.PrefixConn{Conn: fc.c, Pre: pre}, fc.s.state.Load().cfg.Limits.MaxHeaderBytes, fc.s.onReject)
 	return fc.fallback.Deliver(conn)
 }
 
@@ -212,26 +213,26 @@ func (fc *fastConn) handOff() bool {
 func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 	fc.active.Store(false)
 	for {
-		b := fc.in.buffered()
+		b := fc.in.Buffered()
 		i := 0
 		for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
 			i++
 		}
-		fc.in.consume(i)
-		if fc.in.r < fc.in.w {
+		fc.in.Consume(i)
+		if fc.in.R < fc.in.W {
 			break
 		}
-		fc.in.setDeadline(time.Now().Add(cfg.Timeouts.Idle))
-		if err := fc.in.fill(cfg.Limits.MaxHeaderBytes); err != nil {
+		fc.in.SetDeadline(time.Now().Add(cfg.Timeouts.Idle))
+		if err := fc.in.Fill(cfg.Limits.MaxHeaderBytes); err != nil {
 			return 0, err
 		}
 	}
 	fc.active.Store(true)
-	if end := guard.HeadEnd(fc.in.buffered(), 0); end >= 0 {
+	if end := h1.HeadEnd(fc.in.Buffered(), 0); end >= 0 {
 		return end, nil
 	}
-	fc.in.setDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
-	return fc.in.readHead(cfg.Limits.MaxHeaderBytes)
+	fc.in.SetDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
+	return fc.in.ReadHead(cfg.Limits.MaxHeaderBytes)
 }
 
 // reqInfo is what handle learns from a request head's fields.
@@ -431,9 +432,9 @@ func (fc *fastConn) handle(st *state, end int) (keep, fallback bool) {
 	}
 	// From here the request is ours.
 	fc.s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
-	fc.in.consume(end)
+	fc.in.Consume(end)
 	deadline := rq.start.Add(rq.rt.timeout)
-	fc.in.setDeadline(deadline)
+	fc.in.SetDeadline(deadline)
 	b, keep := fc.admit(st, &rq)
 	if b == nil {
 		return keep, false
@@ -457,20 +458,20 @@ func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqI
 	var remaining int64
 	switch {
 	case fc.head.Chunked:
-		fc.chunk = guard.ChunkScanner{}
-		n, done, rej := fc.chunk.Scan(fc.in.buffered())
+		fc.chunk = h1.Chunked{}
+		framed, n, done, rej := fc.chunk.Append(out, fc.in.Buffered())
 		if rej != nil {
 			fc.s.onReject(fc.raddr, rej)
 			fc.writeError(rej.Status, rej.Reason, nil, true)
 			return rej.Status, 0, false
 		}
-		out = append(out, fc.in.buffered()[:n]...)
-		fc.in.consume(n)
+		out = framed
+		fc.in.Consume(n)
 		bodyDone = done
 	case fc.head.ContentLength > 0:
-		n := min(int64(len(fc.in.buffered())), fc.head.ContentLength)
-		out = append(out, fc.in.buffered()[:n]...)
-		fc.in.consume(int(n))
+		n := min(int64(len(fc.in.Buffered())), fc.head.ContentLength)
+		out = append(out, fc.in.Buffered()[:n]...)
+		fc.in.Consume(int(n))
 		remaining = fc.head.ContentLength - n
 		bodyDone = remaining == 0
 	default:
@@ -491,15 +492,15 @@ func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqI
 		}
 		// A pooled connection the backend had closed fails before any response byte: try once
 		// more on a new one when the request can be replayed (net/http's transport does the same).
-		if err != nil && uc.reused && attempt == 0 && bodyDone && uc.w == 0 && (idempotent(method) || isWriteErr(err)) {
-			uc.c.Close()
+		if err != nil && uc.reused && attempt == 0 && bodyDone && uc.W == 0 && (idempotent(method) || isWriteErr(err)) {
+			uc.Conn.Close()
 			continue
 		}
 		break
 	}
 	if err != nil {
 		if uc != nil {
-			uc.c.Close()
+			uc.Conn.Close()
 		}
 		fc.s.passive(p, b, false)
 		code, n, keep := fc.upstreamError(err, !bodyDone)
@@ -512,12 +513,17 @@ func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqI
 	var upload chan error
 	if !bodyDone {
 		upload = make(chan error, 1)
-		uc.setDeadline(deadline) // an upload is bounded by the total timeout, not the header one
+		uc.SetDeadline(deadline) // an upload is bounded by the total timeout, not the header one
 		go func() { upload <- fc.copyRequestBody(uc, remaining) }()
 		if err := fc.awaitResponse(uc, method); err != nil {
-			uc.c.Close()
+			uc.Conn.Close()
 			uerr := <-upload
 			fc.s.passive(p, b, false)
+			if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) {
+				fc.s.onReject(fc.raddr, rej)
+				fc.writeError(rej.Status, rej.Reason, nil, true)
+				return rej.Status, 0, false
+			}
 			if errors.Is(uerr, errClientBody) {
 				return 499, 0, false
 			}
@@ -529,12 +535,12 @@ func (fc *fastConn) forward(ex *exchange, method string, target []byte, ri *reqI
 	var uploadErr error
 	finish := func(keep bool) {
 		if !keep {
-			uc.c.Close() // first, so an upload still writing to it stops
+			uc.Conn.Close() // first, so an upload still writing to it stops
 		}
 		if upload != nil {
 			if uploadErr = <-upload; uploadErr != nil && keep {
 				keep = false
-				uc.c.Close()
+				uc.Conn.Close()
 			}
 		}
 		if keep {
@@ -588,8 +594,8 @@ func (fc *fastConn) sendHead(uc *upConn, p *pool, deadline time.Time) error {
 	if hd.After(deadline) {
 		hd = deadline
 	}
-	uc.setDeadline(hd)
-	_, err := uc.c.Write(fc.out)
+	uc.SetDeadline(hd)
+	_, err := uc.Conn.Write(fc.out)
 	return err
 }
 
@@ -598,32 +604,34 @@ func (fc *fastConn) sendHead(uc *upConn, p *pool, deadline time.Time) error {
 // from the client so the connection stays in step; a client read error aborts the upstream.
 func (fc *fastConn) copyRequestBody(uc *upConn, remaining int64) error {
 	var werr error
-	size := len(fc.in.buf)
+	size := len(fc.in.Buf)
 	for {
-		if len(fc.in.buffered()) == 0 {
-			if err := fc.in.fill(size); err != nil {
-				uc.c.Close() // the backend must not take a truncated body as complete
+		if len(fc.in.Buffered()) == 0 {
+			if err := fc.in.Fill(size); err != nil {
+				uc.Conn.Close() // the backend must not take a truncated body as complete
 				return errClientBody
 			}
 		}
-		data := fc.in.buffered()
+		data := fc.in.Buffered()
 		var done bool
+		used := len(data)
 		if fc.head.Chunked {
-			n, d, rej := fc.chunk.Scan(data)
+			framed, n, d, rej := fc.chunk.Append(fc.upBody[:0], data)
 			if rej != nil {
-				uc.c.Close()
-				return errClientBody
+				uc.Conn.Close()
+				return errors.Join(errClientBody, rej)
 			}
-			data, done = data[:n], d
+			fc.upBody, data, used, done = framed, framed, n, d
 		} else {
 			data = data[:min(int64(len(data)), remaining)]
+			used = len(data)
 			remaining -= int64(len(data))
 			done = remaining == 0
 		}
 		if werr == nil {
-			_, werr = uc.c.Write(data)
+			_, werr = uc.Conn.Write(data)
 		}
-		fc.in.consume(len(data))
+		fc.in.Consume(used)
 		if done {
 			return werr
 		}
@@ -634,11 +642,11 @@ func (fc *fastConn) copyRequestBody(uc *upConn, remaining int64) error {
 // forwarded to the client as they come.
 func (fc *fastConn) awaitResponse(uc *upConn, method string) error {
 	for {
-		end, err := uc.readHead(64 << 10)
+		end, err := uc.ReadHead(64 << 10)
 		if err != nil {
 			return err
 		}
-		if rej := guard.ParseHead(uc.buffered()[:end], &fc.rhead); rej != nil {
+		if rej := h1.ParseHead(uc.Buffered()[:end], &fc.rhead); rej != nil {
 			return errors.Join(errUpstream, rej)
 		}
 		code, ok := statusCode(fc.rhead.Line)
@@ -650,7 +658,7 @@ func (fc *fastConn) awaitResponse(uc *upConn, method string) error {
 		}
 		fc.responseTokens()
 		head := fc.buildResponseHead(code, noBody)
-		uc.consume(end)
+		uc.Consume(end)
 		if _, err := fc.c.Write(head); err != nil {
 			return errors.Join(errClientGone, err)
 		}
@@ -678,7 +686,7 @@ func (fc *fastConn) copyResponse(uc *upConn, method string, deadline time.Time, 
 		}
 	}
 	defer release(false)
-	end := max(guard.HeadEnd(uc.buffered(), 0), 0) // awaitResponse left a whole head buffered
+	end := max(h1.HeadEnd(uc.Buffered(), 0), 0) // awaitResponse left a whole head buffered
 	code, _ = statusCode(fc.rhead.Line)
 	h := &fc.rhead
 	fr := closeBody
@@ -692,32 +700,34 @@ func (fc *fastConn) copyResponse(uc *upConn, method string, deadline time.Time, 
 	}
 	upClose := fc.responseTokens()
 	head := fc.buildResponseHead(code, fr)
-	uc.consume(end)
+	uc.Consume(end)
 
 	// The first write carries the head and whatever body bytes arrived with it.
 	remaining := h.ContentLength
-	var chunk guard.ChunkScanner
+	var chunk h1.Chunked
 	done := fr == noBody
 	take := func() []byte {
-		data := uc.buffered()
+		data := uc.Buffered()
+		used := len(data)
 		switch fr {
 		case lengthBody:
 			data = data[:min(int64(len(data)), remaining)]
+			used = len(data)
 			remaining -= int64(len(data))
 			done = remaining == 0
 		case chunkedBody:
-			k, d, rej := chunk.Scan(data)
+			framed, k, d, rej := chunk.Append(fc.framed[:0], data)
 			if rej != nil {
 				err = errors.Join(errUpstream, rej)
 			}
-			data, done = data[:k], d
+			fc.framed, data, used, done = framed, framed, k, d
 		}
-		uc.consume(len(data))
+		uc.Consume(used)
 		return data
 	}
 	// Bytes beyond the response mean the backend is out of step: never reuse that connection.
-	reusable := func() bool { return !upClose && fr != closeBody && len(uc.buffered()) == 0 && err == nil }
-	if !done && len(uc.buffered()) > 0 {
+	reusable := func() bool { return !upClose && fr != closeBody && len(uc.Buffered()) == 0 && err == nil }
+	if !done && len(uc.Buffered()) > 0 {
 		body := take()
 		n += int64(len(body))
 		if fr == closeBody {
@@ -735,10 +745,10 @@ func (fc *fastConn) copyResponse(uc *upConn, method string, deadline time.Time, 
 	}
 	if !done {
 		// The rest of the body is bounded by the total timeout, no longer the header timeout.
-		uc.setDeadline(deadline)
+		uc.SetDeadline(deadline)
 	}
 	for !done && err == nil {
-		if rerr := uc.fill(len(uc.buf)); rerr != nil {
+		if rerr := uc.Fill(len(uc.Buf)); rerr != nil {
 			if fr == closeBody && errors.Is(rerr, io.EOF) {
 				release(false)
 				if _, werr := fc.c.Write([]byte("0\r\n\r\n")); werr != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard/switchyard/l7/guard"
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // proxyFor serves a one-route proxy in front of addr.
@@ -353,7 +353,7 @@ func testFastPathRefusalMatchesGuard(t *testing.T) {
 	}
 	rest, _ := io.ReadAll(br)
 	var want bytes.Buffer
-	guard.WriteRejection(&want, &guard.Rejection{Status: 400, Reason: "Content-Length together with Transfer-Encoding"})
+	h1.WriteRejection(&want, &h1.Rejection{Status: 400, Reason: "Content-Length together with Transfer-Encoding"})
 	if string(rest) != want.String() {
 		t.Errorf("refusal:\n%q\nwant the guard's:\n%q", rest, want.String())
 	}

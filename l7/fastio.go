@@ -1,109 +1,17 @@
 package l7
 
 import (
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
-	"github.com/switchyard/switchyard/l7/guard"
 )
-
-// connReader is a growable read buffer over a connection: the fast path parses heads in place
-// and forwards body bytes straight out of it, so nothing is copied twice.
-type connReader struct {
-	c    net.Conn
-	buf  []byte
-	r, w int
-	dl   time.Time // the read and write deadline in effect
-}
-
-// deadlineSlack is how much later than the one in effect a deadline must be before it is set
-// again. Setting one costs a timer update per call, and with keep-alive traffic the idle,
-// total and upstream deadlines move forward by microseconds per request; a deadline may thus
-// fire up to this much early, never late.
-const deadlineSlack = 50 * time.Millisecond
-
-// setDeadline sets the read and write deadline to t, lazily (see deadlineSlack).
-func (cr *connReader) setDeadline(t time.Time) {
-	if !t.Before(cr.dl) && t.Sub(cr.dl) < deadlineSlack {
-		return
-	}
-	cr.dl = t
-	_ = cr.c.SetDeadline(t)
-}
-
-// buffered returns the bytes read but not yet consumed.
-func (cr *connReader) buffered() []byte { return cr.buf[cr.r:cr.w] }
-
-// consume marks n buffered bytes as used.
-func (cr *connReader) consume(n int) {
-	cr.r += n
-	if cr.r == cr.w {
-		cr.r, cr.w = 0, 0
-	}
-}
-
-// makeRoom makes space after the buffered bytes: compacting, then growing up to limit.
-func (cr *connReader) makeRoom(limit int) error {
-	if cr.w < len(cr.buf) {
-		return nil
-	}
-	if cr.r > 0 {
-		cr.w = copy(cr.buf, cr.buf[cr.r:cr.w])
-		cr.r = 0
-		return nil
-	}
-	if len(cr.buf) >= limit {
-		return errHeadTooLarge
-	}
-	nb := make([]byte, min(2*len(cr.buf), limit))
-	cr.w = copy(nb, cr.buf[cr.r:cr.w])
-	cr.r, cr.buf = 0, nb
-	return nil
-}
-
-// fill reads at least one more byte, making room first (compacting, then growing up to limit).
-func (cr *connReader) fill(limit int) error {
-	if err := cr.makeRoom(limit); err != nil {
-		return err
-	}
-	n, err := cr.c.Read(cr.buf[cr.w:])
-	cr.w += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		err = io.ErrNoProgress
-	}
-	return err
-}
-
-// readHead waits until a whole head is buffered and returns its length. At most limit bytes are
-// buffered (limit) while looking for the end of the head.
-func (cr *connReader) readHead(limit int) (int, error) {
-	from := 0
-	for {
-		if end := guard.HeadEnd(cr.buffered(), from); end >= 0 {
-			return end, nil
-		}
-		from = max(0, cr.w-cr.r-3)
-		if cr.w-cr.r > limit {
-			return 0, errHeadTooLarge
-		}
-		if err := cr.fill(limit + 4<<10); err != nil {
-			return 0, err
-		}
-	}
-}
-
-var errHeadTooLarge = errors.New("head too large")
 
 // upConn is a pooled upstream HTTP/1.1 connection with its own read buffer.
 type upConn struct {
-	connReader
+	h1.Reader
 	idleSince time.Time
 	reused    bool
 }
@@ -135,7 +43,7 @@ func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
 			uc.reused = true
 			return uc, nil
 		}
-		uc.c.Close()
+		uc.Conn.Close()
 	}
 	u.mu.Unlock()
 	return u.dial(b)
@@ -146,7 +54,7 @@ func (u *upstreams) dial(b *balance.Backend) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{connReader: connReader{c: c, buf: make([]byte, 16<<10)}}, nil
+	return &upConn{Reader: h1.Reader{Conn: c, Buf: make([]byte, 16<<10)}}, nil
 }
 
 // put returns a connection whose last response was read completely; past maxIdle it is closed.
@@ -159,7 +67,7 @@ func (u *upstreams) put(b *balance.Backend, uc *upConn, now time.Time) {
 		return
 	}
 	u.mu.Unlock()
-	uc.c.Close()
+	uc.Conn.Close()
 }
 
 // closeIdle closes every idle connection; with final set, later puts close theirs too.
@@ -171,7 +79,7 @@ func (u *upstreams) closeIdle(final bool) {
 	u.mu.Unlock()
 	for _, list := range idle {
 		for _, uc := range list {
-			uc.c.Close()
+			uc.Conn.Close()
 		}
 	}
 }

@@ -21,9 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
-	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
-	"github.com/switchyard/switchyard/l7/guard"
 )
 
 // The event loop serves plain-HTTP/1.1 keep-alive traffic the way nginx and HAProxy do: one
@@ -82,7 +81,7 @@ type evLoop struct {
 type loopListener struct {
 	fd       int
 	scheme   string
-	fb       *handover.Listener
+	fb       *h1.Handover
 	paused   bool // out of descriptors: off epoll until the next sweep
 	pausedAt time.Time
 }
@@ -128,7 +127,7 @@ type loopConn struct {
 	n         int64
 	fr        framing
 	remaining int64
-	chunk     guard.ChunkScanner
+	chunk     h1.Chunked
 	upClose   bool
 	respDone  bool
 	respErr   error
@@ -140,7 +139,7 @@ type loopUp struct {
 	b         *balance.Backend
 	idleFor   time.Duration
 	maxIdle   int
-	in        connReader
+	in        h1.Reader
 	owner     *loopConn
 	readable  bool
 	writable  bool
@@ -291,7 +290,7 @@ func (l *evLoop) stop() {
 }
 
 // serveLoop puts a TCP listener on every loop and returns when the server shuts down.
-func (s *Server) serveLoop(ln *net.TCPListener, scheme string, fb *handover.Listener) error {
+func (s *Server) serveLoop(ln *net.TCPListener, scheme string, fb *h1.Handover) error {
 	rc, err := ln.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("serve %s on event loops: %w", ln.Addr(), err)
@@ -345,7 +344,7 @@ func (s *Server) closeLoops(all bool) int {
 			}
 			l.lns = nil
 			for i := len(l.conns) - 1; i >= 0; i-- {
-				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.buffered()) == 0) {
+				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.Buffered()) == 0) {
 					l.abort(c, 499)
 				}
 			}
@@ -546,7 +545,7 @@ func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
 	c.fastConn = newFastConn(l.s, nil, sockaddrToTCP(sa), ll.scheme, ll.fb)
 	c.w = c
-	c.in = connReader{buf: make([]byte, 4<<10)}
+	c.in = h1.Reader{Buf: make([]byte, 4<<10)}
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
 		return
@@ -682,12 +681,12 @@ func (c *loopConn) flush() bool {
 // readInto reads once into cr; it clears *ready when the socket has nothing more. n == 0 with
 // a nil error means: wait for epoll. hup says the peer has closed its side, so the end of the
 // stream is still to be read however few bytes came.
-func readInto(fd int, cr *connReader, limit int, ready *bool, hup bool) (int, error) {
-	if err := cr.makeRoom(limit); err != nil {
+func readInto(fd int, cr *h1.Reader, limit int, ready *bool, hup bool) (int, error) {
+	if err := cr.MakeRoom(limit); err != nil {
 		return 0, err
 	}
-	space := len(cr.buf) - cr.w
-	n, err := rawRead(fd, cr.buf[cr.w:])
+	space := len(cr.Buf) - cr.W
+	n, err := rawRead(fd, cr.Buf[cr.W:])
 	switch {
 	case err == unix.EAGAIN:
 		*ready = false
@@ -702,7 +701,7 @@ func readInto(fd int, cr *connReader, limit int, ready *bool, hup bool) (int, er
 	if n < space && !hup {
 		*ready = false
 	}
-	cr.w += n
+	cr.W += n
 	return n, nil
 }
 
@@ -713,33 +712,33 @@ func (l *evLoop) readHead(c *loopConn) bool {
 	}
 	st := l.s.state.Load()
 	cfg := st.cfg
-	b := c.in.buffered()
+	b := c.in.Buffered()
 	i := 0
 	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
 		i++
 	}
-	c.in.consume(i)
+	c.in.Consume(i)
 	end := -1
 	switch {
-	case len(c.in.buffered()) > 0:
+	case len(c.in.Buffered()) > 0:
 		if !c.started {
 			c.started = true // the idle timeout gives way to the read-header one
 			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
 		}
-		end = guard.HeadEnd(c.in.buffered(), 0)
+		end = h1.HeadEnd(c.in.Buffered(), 0)
 	case l.s.shutting.Load():
 		l.abort(c, 0)
 		return false
 	}
 	if end < 0 {
-		if len(c.in.buffered()) > cfg.Limits.MaxHeaderBytes {
+		if len(c.in.Buffered()) > cfg.Limits.MaxHeaderBytes {
 			return l.refuse(c, errHeadTooLong)
 		}
 		if !c.readable {
 			return false
 		}
 		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
-		if errors.Is(err, errHeadTooLarge) {
+		if errors.Is(err, h1.ErrHeadTooLarge) {
 			return l.refuse(c, errHeadTooLong)
 		}
 		if err != nil {
@@ -748,7 +747,7 @@ func (l *evLoop) readHead(c *loopConn) bool {
 		}
 		return n > 0
 	}
-	if rej := guard.ParseHead(c.in.buffered()[:end], &c.head); rej != nil {
+	if rej := h1.ParseHead(c.in.Buffered()[:end], &c.head); rej != nil {
 		return l.refuse(c, rej)
 	}
 	if end > cfg.Limits.MaxHeaderBytes {
@@ -759,14 +758,14 @@ func (l *evLoop) readHead(c *loopConn) bool {
 		l.handOff(c, true)
 		return false
 	}
-	body, whole := c.bufferedBody(end, rq.hasBody)
+	fwd, body, whole := c.bufferedBody(end, rq.hasBody)
 	if !whole {
 		l.handOff(c, false) // a body still arriving streams on the goroutine path
 		return false
 	}
 	bk, keep := c.admit(st, &rq)
 	if bk == nil {
-		c.in.consume(end)
+		c.in.Consume(end)
 		return l.endExchange(c, keep)
 	}
 	sa := l.sockaddr(bk)
@@ -780,33 +779,35 @@ func (l *evLoop) readHead(c *loopConn) bool {
 	c.st, c.rq, c.b = st, rq, bk
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
-	c.reqBytes = append(c.buildUpstreamHead(rq.method, rq.target, &rq.ri), c.in.buffered()[end:end+body]...)
-	c.in.consume(end + body)
+	c.reqBytes = append(c.buildUpstreamHead(rq.method, rq.target, &rq.ri), fwd...)
+	c.in.Consume(end + body)
 	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
 	return l.connect(c, false)
 }
 
-// bufferedBody reports the length of the request body following a head of end bytes, and
-// whether all of it is buffered.
-func (c *loopConn) bufferedBody(end int, hasBody bool) (int, bool) {
+// bufferedBody reports the bytes to forward for the request body following a head of end
+// bytes (a chunked body re-framed by h1.Chunked), how many buffered bytes it takes, and whether
+// all of it is buffered.
+func (c *loopConn) bufferedBody(end int, hasBody bool) ([]byte, int, bool) {
 	if !hasBody {
-		return 0, true
+		return nil, 0, true
 	}
-	rest := c.in.buffered()[end:]
+	rest := c.in.Buffered()[end:]
 	if c.head.Chunked {
-		c.chunk = guard.ChunkScanner{}
-		n, done, rej := c.chunk.Scan(rest)
+		c.chunk = h1.Chunked{}
+		framed, n, done, rej := c.chunk.Append(c.framed[:0], rest)
+		c.framed = framed
 		// A malformed chunk is judged by the goroutine path, which answers it.
-		return n, done && rej == nil
+		return framed, n, done && rej == nil
 	}
 	if int64(len(rest)) < c.head.ContentLength {
-		return 0, false
+		return nil, 0, false
 	}
-	return int(c.head.ContentLength), true
+	return rest[:c.head.ContentLength], int(c.head.ContentLength), true
 }
 
 // refuse answers a refused request head and closes the connection.
-func (l *evLoop) refuse(c *loopConn, r *guard.Rejection) bool {
+func (l *evLoop) refuse(c *loopConn, r *h1.Rejection) bool {
 	c.refuse(r)
 	c.phase = phDrain
 	c.deadline = l.now.Add(time.Second)
@@ -830,7 +831,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	}
 	l.s.metrics.handoffs.WithLabelValues(to).Inc()
 	fc := c.fastConn
-	fc.c, fc.w, fc.in.c = nc, nc, nc
+	fc.c, fc.w, fc.in.Conn = nc, nc, nc
 	if !l.s.track(fc, true) {
 		nc.Close()
 		return
@@ -900,7 +901,7 @@ func (l *evLoop) connect(c *loopConn, fresh bool) bool {
 		return l.upstreamFailed(c, err)
 	}
 	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
-		in: connReader{buf: make([]byte, 16<<10)}}
+		in: h1.Reader{Buf: make([]byte, 16<<10)}}
 	for fd >= len(l.up) {
 		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
 	}
@@ -962,7 +963,7 @@ func (l *evLoop) sendRequest(c *loopConn) bool {
 // awaitHead reads the response head; interim (1xx) heads go to the client as they come.
 func (l *evLoop) awaitHead(c *loopConn) bool {
 	u := c.u
-	end := guard.HeadEnd(u.in.buffered(), 0)
+	end := h1.HeadEnd(u.in.Buffered(), 0)
 	if end < 0 {
 		if !u.readable {
 			return false
@@ -976,7 +977,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		}
 		return n > 0
 	}
-	if rej := guard.ParseHead(u.in.buffered()[:end], &c.rhead); rej != nil {
+	if rej := h1.ParseHead(u.in.Buffered()[:end], &c.rhead); rej != nil {
 		return l.upstreamFailed(c, errors.Join(errUpstream, rej))
 	}
 	code, ok := statusCode(c.rhead.Line)
@@ -986,7 +987,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	c.responseTokens()
 	if code < 200 {
 		head := c.buildResponseHead(code, noBody)
-		u.in.consume(end)
+		u.in.Consume(end)
 		c.send(head)
 		return true
 	}
@@ -1004,10 +1005,10 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	}
 	c.upClose = c.responseTokens()
 	head := c.buildResponseHead(code, c.fr)
-	u.in.consume(end)
-	c.remaining, c.chunk, c.respErr = h.ContentLength, guard.ChunkScanner{}, nil
+	u.in.Consume(end)
+	c.remaining, c.chunk, c.respErr = h.ContentLength, h1.Chunked{}, nil
 	c.respDone = c.fr == noBody
-	if !c.respDone && len(u.in.buffered()) > 0 {
+	if !c.respDone && len(u.in.Buffered()) > 0 {
 		body := c.take()
 		c.n += int64(len(body))
 		if c.fr == closeBody {
@@ -1034,7 +1035,7 @@ func (l *evLoop) responseTaken(c *loopConn) {
 	c.u = nil
 	// Bytes beyond the response mean the backend is out of step, and a backend that shut its side
 	// is gone: never reuse such a connection.
-	if !c.upClose && c.fr != closeBody && len(u.in.buffered()) == 0 && !u.hup {
+	if !c.upClose && c.fr != closeBody && len(u.in.Buffered()) == 0 && !u.hup {
 		l.putIdle(u)
 	} else {
 		l.closeUp(u)
@@ -1046,20 +1047,22 @@ func (l *evLoop) responseTaken(c *loopConn) {
 // take consumes the body bytes buffered from upstream that belong to the response.
 func (c *loopConn) take() []byte {
 	u := c.u
-	data := u.in.buffered()
+	data := u.in.Buffered()
+	used := len(data)
 	switch c.fr {
 	case lengthBody:
 		data = data[:min(int64(len(data)), c.remaining)]
+		used = len(data)
 		c.remaining -= int64(len(data))
 		c.respDone = c.remaining == 0
 	case chunkedBody:
-		k, d, rej := c.chunk.Scan(data)
+		framed, k, d, rej := c.chunk.Append(c.framed[:0], data)
 		if rej != nil {
 			c.respErr = errors.Join(errUpstream, rej)
 		}
-		data, c.respDone = data[:k], d
+		c.framed, data, used, c.respDone = framed, framed, k, d
 	}
-	u.in.consume(len(data))
+	u.in.Consume(used)
 	return data
 }
 
@@ -1077,7 +1080,7 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	if !c.flush() || !u.readable {
 		return false
 	}
-	n, err := readInto(u.fd, &u.in, len(u.in.buf), &u.readable, u.hup)
+	n, err := readInto(u.fd, &u.in, len(u.in.Buf), &u.readable, u.hup)
 	if err != nil {
 		if c.fr == closeBody && errors.Is(err, io.EOF) {
 			c.upClose, c.respDone = true, true

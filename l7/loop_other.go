@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net"
 
-	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // evLoop exists on Linux only (epoll); elsewhere the fast path runs a goroutine per connection.
@@ -14,7 +14,7 @@ type evLoop struct{}
 
 func (s *Server) startLoops() bool { return false }
 
-func (s *Server) serveLoop(*net.TCPListener, string, *handover.Listener) error {
+func (s *Server) serveLoop(*net.TCPListener, string, *h1.Handover) error {
 	return errors.New("event loops need Linux")
 }
 

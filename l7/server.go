@@ -16,8 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/switchyard/switchyard/internal/handover"
-	"github.com/switchyard/switchyard/l7/guard"
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // Server is an L7 proxy instance. It is safe for concurrent use; Reload swaps its configuration
@@ -159,7 +158,7 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 		BaseContext:       func(net.Listener) context.Context { return context.WithValue(context.Background(), schemeKey, scheme) },
 		Protocols:         new(http.Protocols),
 		ConnState: func(c net.Conn, cs http.ConnState) {
-			if g, ok := c.(*guard.Conn); ok {
+			if g, ok := c.(*h1.GuardConn); ok {
 				g.SetActive(cs == http.StateActive)
 			}
 		},
@@ -173,10 +172,10 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 }
 
 func (s *Server) guard(ln net.Listener) net.Listener {
-	return &guard.Listener{Listener: ln, MaxHeaderBytes: s.state.Load().cfg.Limits.MaxHeaderBytes, OnReject: s.onReject}
+	return &h1.GuardListener{Listener: ln, MaxHeaderBytes: s.state.Load().cfg.Limits.MaxHeaderBytes, OnReject: s.onReject}
 }
 
-func (s *Server) onReject(remote net.Addr, r *guard.Rejection) {
+func (s *Server) onReject(remote net.Addr, r *h1.Rejection) {
 	s.metrics.refused.WithLabelValues(fmt.Sprint(r.Status)).Inc()
 	s.log.Debug("request refused", "client", remote.String(), "status", r.Status, "reason", r.Reason)
 }
@@ -206,7 +205,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
 	// fast path (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
 	// http.Server runs its HTTP/2 server on them (HTTP/2 framing has no smuggling ambiguity).
-	conns := handover.NewListener(ln.Addr())
+	conns := h1.NewHandover(ln.Addr())
 	s.mu.Lock()
 	s.lns = append(s.lns, conns, ln)
 	s.mu.Unlock()
@@ -227,7 +226,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	return err
 }
 
-func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *handover.Listener) {
+func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *h1.Handover) {
 	c := tls.Server(raw, tc)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

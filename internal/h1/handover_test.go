@@ -1,4 +1,4 @@
-package handover
+package h1
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 func TestHandOver(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
-	l := NewListener(a.LocalAddr())
+	l := NewHandover(a.LocalAddr())
 	go func() { l.Deliver(&PrefixConn{Conn: a, Pre: []byte("GET / ")}) }()
 	c, err := l.Accept()
 	if err != nil {

@@ -2,28 +2,28 @@
 // boundary, to a net/http server: Listener feeds the server the connections handed over, and
 // PrefixConn replays the bytes the fast path already read. The L7 proxy and the edge cache both
 // use it for everything their fast paths do not handle.
-package handover
+package h1
 
 import (
 	"net"
 	"sync"
 )
 
-// Listener is a net.Listener whose connections come from Deliver.
-type Listener struct {
+// Handover is a net.Listener whose connections come from Deliver.
+type Handover struct {
 	addr   net.Addr
 	ch     chan net.Conn
 	done   chan struct{}
 	closed sync.Once
 }
 
-// NewListener returns a Listener that reports addr as its address.
-func NewListener(addr net.Addr) *Listener {
-	return &Listener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+// NewHandover returns a Handover that reports addr as its address.
+func NewHandover(addr net.Addr) *Handover {
+	return &Handover{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
 }
 
 // Deliver passes c to the server; false once the listener is closed (the caller then closes c).
-func (l *Listener) Deliver(c net.Conn) bool {
+func (l *Handover) Deliver(c net.Conn) bool {
 	select {
 	case l.ch <- c:
 		return true
@@ -33,7 +33,7 @@ func (l *Listener) Deliver(c net.Conn) bool {
 }
 
 // Accept implements net.Listener.
-func (l *Listener) Accept() (net.Conn, error) {
+func (l *Handover) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ch:
 		return c, nil
@@ -43,13 +43,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // Close implements net.Listener.
-func (l *Listener) Close() error {
+func (l *Handover) Close() error {
 	l.closed.Do(func() { close(l.done) })
 	return nil
 }
 
 // Addr implements net.Listener.
-func (l *Listener) Addr() net.Addr { return l.addr }
+func (l *Handover) Addr() net.Addr { return l.addr }
 
 // PrefixConn replays Pre before reading from the connection.
 type PrefixConn struct {

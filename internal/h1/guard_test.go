@@ -1,4 +1,4 @@
-package guard
+package h1
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 // feedAll pushes input through the state machine in pieces of the given size and returns the
 // bytes released to the server and the rejection, if any.
 func feedAll(input string, piece int) (string, *Rejection) {
-	c := Wrap(nil, 1024, nil)
+	c := Guard(nil, 1024, nil)
 	for i := 0; i < len(input); i += piece {
 		end := min(i+piece, len(input))
 		if rej := c.feed([]byte(input[i:end])); rej != nil {
@@ -55,7 +55,7 @@ func TestOversizedHeadAndPassThrough(t *testing.T) {
 
 func TestRefusalIsWrittenOnClose(t *testing.T) {
 	client, server := net.Pipe()
-	c := Wrap(server, 1024, nil)
+	c := Guard(server, 1024, nil)
 	go func() {
 		io.WriteString(client, "GET / HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n")
 	}()
@@ -67,5 +67,21 @@ func TestRefusalIsWrittenOnClose(t *testing.T) {
 	got, _ := io.ReadAll(client)
 	if !strings.HasPrefix(string(got), "HTTP/1.1 400 Bad Request") || !strings.Contains(string(got), "folding") {
 		t.Errorf("refusal = %q", got)
+	}
+}
+
+// The head of a chunked request is held back until its body is checked, so a malformed body is
+// refused before the server sees any of the request; with Expect it is not held.
+func TestChunkedHeadHeldUntilBodyChecked(t *testing.T) {
+	head := "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if out, rej := feedAll(head+"5\r\nhello\r\n", 4); rej != nil || out != "" {
+		t.Fatalf("released %q before the body ended (%v)", out, rej)
+	}
+	if out, rej := feedAll(head+"5\r\nhello0\r\n\r\n", 4); rej == nil || out != "" {
+		t.Fatalf("malformed body: released %q, rejection %v", out, rej)
+	}
+	exp := "POST /a HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if out, rej := feedAll(exp, 4); rej != nil || out != exp {
+		t.Fatalf("Expect head held back: %q %v", out, rej)
 	}
 }
