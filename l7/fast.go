@@ -160,8 +160,10 @@ func (fc *fastConn) serve() {
 		}
 	}()
 	for !fc.s.shutting.Load() {
+		end, err := fc.readRequestHead(fc.s.state.Load().cfg)
+		// Loaded after the wait: a reload while the connection was idle applies to this request,
+		// and an idle connection does not keep a replaced configuration alive.
 		st := fc.s.state.Load()
-		end, err := fc.readRequestHead(st.cfg)
 		if err != nil {
 			if errors.Is(err, errHeadTooLarge) {
 				fc.refuse(errHeadTooLong)
@@ -211,6 +213,8 @@ func (fc *fastConn) handOff() bool {
 // read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
 func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 	fc.active.Store(false)
+	// Copied so that the wait below does not keep cfg (and a replaced configuration) alive.
+	idle, readHeader, maxHead := cfg.Timeouts.Idle, cfg.Timeouts.ReadHeader, cfg.Limits.MaxHeaderBytes
 	for {
 		b := fc.in.buffered()
 		i := 0
@@ -221,8 +225,8 @@ func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 		if fc.in.r < fc.in.w {
 			break
 		}
-		fc.in.setDeadline(time.Now().Add(cfg.Timeouts.Idle))
-		if err := fc.in.fill(cfg.Limits.MaxHeaderBytes); err != nil {
+		fc.in.setDeadline(time.Now().Add(idle))
+		if err := fc.in.fill(maxHead); err != nil {
 			return 0, err
 		}
 	}
@@ -230,8 +234,8 @@ func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 	if end := guard.HeadEnd(fc.in.buffered(), 0); end >= 0 {
 		return end, nil
 	}
-	fc.in.setDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
-	return fc.in.readHead(cfg.Limits.MaxHeaderBytes)
+	fc.in.setDeadline(time.Now().Add(readHeader))
+	return fc.in.readHead(maxHead)
 }
 
 // reqInfo is what handle learns from a request head's fields.

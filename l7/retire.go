@@ -1,0 +1,61 @@
+package l7
+
+import "time"
+
+// retire ends a state a reload replaced. Its health checkers stop at once. Its pools' upstream
+// connections are closed when the last request still running on each pool has finished: a
+// pool's in-flight gate is the reference count (every engine holds it from admission to the end
+// of the response), so nothing waits on a timer and nothing else of the old state is kept. The
+// watcher holds only the pools, never the state, so the route table, the routes' runtime and
+// the configuration are garbage as soon as no request uses them.
+//
+// A request that loaded the old state just before the swap may take its pool's gate a moment
+// after the count was seen at zero; the count must stay zero over a settle period before the
+// pool is closed. The fast path's connections are marked closed at once (a connection returned
+// later is closed instead of pooled); net/http's transport reopens its idle pool on the next
+// request, so it is closed once more when the pool is done.
+func (s *Server) retire(old *state) {
+	old.cancel()
+	pools := make([]*pool, 0, len(old.pools))
+	for _, p := range old.pools {
+		if p.up != nil {
+			p.up.closeIdle(true)
+		}
+		pools = append(pools, p)
+	}
+	limit := old.cfg.Timeouts.Total + time.Second // no request outlives its total timeout
+	go closeWhenIdle(pools, limit)
+}
+
+// retireSettle is how long a retired pool's in-flight count must stay zero before it is closed.
+const retireSettle = 50 * time.Millisecond
+
+// closeWhenIdle closes each pool once its in-flight count has stayed zero for retireSettle, and
+// every remaining one after limit.
+func closeWhenIdle(pools []*pool, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	idleSince := make([]time.Time, len(pools))
+	for len(pools) > 0 {
+		now := time.Now()
+		for i := 0; i < len(pools); i++ {
+			p := pools[i]
+			switch {
+			case p.gate.InFlight() > 0 && now.Before(deadline):
+				idleSince[i] = time.Time{}
+				continue
+			case idleSince[i].IsZero() && now.Before(deadline):
+				idleSince[i] = now
+				continue
+			case now.Sub(idleSince[i]) < retireSettle && now.Before(deadline):
+				continue
+			}
+			p.closeIdle()
+			last := len(pools) - 1
+			pools[i], idleSince[i] = pools[last], idleSince[last]
+			pools[last] = nil
+			pools, idleSince = pools[:last], idleSince[:last]
+			i--
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
