@@ -1,0 +1,158 @@
+package route
+
+import (
+	"net/http"
+	"strings"
+)
+
+// index finds a table's first matching route without trying every route. It keeps the table's
+// first-match precedence exactly: a lookup yields only candidate lists (each in table order)
+// that together hold every route whose host and path could hold for the request, and the
+// candidates are then tried in table order with every condition, so the first to pass is the
+// route a scan of the whole table would return.
+//
+// Routes are grouped by host: an exact host (a map lookup of the lower-cased request host), a
+// "*.suffix" wildcard (a lookup of each ".suffix" of the request host) and routes without a
+// host. Inside a group, exact paths are one map lookup, prefixes one lookup per segment
+// boundary of the path (the prefix tree over path segments, flattened into a map: "/a/b/c" can
+// only match the prefixes "/", "/a", "/a/b" and "/a/b/c"), and regex or path-less routes are a
+// list tried in order. The cost of a match is therefore set by the host's labels, the path's
+// segments and the routes that share them, not by the size of the table.
+type index struct {
+	n     int // len(Routes) the index was built for
+	exact map[string]*group
+	wild  map[string]*group // by ".suffix"
+	any   *group            // routes without a host
+	// odd holds routes whose host the maps cannot key exactly (a non-ASCII exact host, which
+	// strings.EqualFold may fold to an ASCII one); they are tried like the rest of a group.
+	odd []*Route
+}
+
+// group is the routes of one host key, indexed by path.
+type group struct {
+	exact  map[string][]*Route
+	prefix map[string][]*Route // by the prefix without its trailing slash
+	rest   []*Route            // regex and path-less routes
+}
+
+func buildIndex(routes []*Route) *index {
+	x := &index{n: len(routes), exact: map[string]*group{}, wild: map[string]*group{}}
+	for _, rt := range routes {
+		var g *group
+		switch h := rt.Host; {
+		case h == "":
+			if x.any == nil {
+				x.any = &group{}
+			}
+			g = x.any
+		case strings.HasPrefix(h, "*."):
+			g = groupOf(x.wild, h[1:])
+		case isASCII(h):
+			g = groupOf(x.exact, strings.ToLower(h))
+		default:
+			x.odd = append(x.odd, rt)
+			continue
+		}
+		g.add(rt)
+	}
+	return x
+}
+
+func groupOf(m map[string]*group, key string) *group {
+	g := m[key]
+	if g == nil {
+		g = &group{}
+		m[key] = g
+	}
+	return g
+}
+
+func (g *group) add(rt *Route) {
+	switch {
+	case rt.PathExact != "":
+		if g.exact == nil {
+			g.exact = map[string][]*Route{}
+		}
+		g.exact[rt.PathExact] = append(g.exact[rt.PathExact], rt)
+	case rt.PathPrefix != "":
+		if g.prefix == nil {
+			g.prefix = map[string][]*Route{}
+		}
+		pre := strings.TrimSuffix(rt.PathPrefix, "/")
+		g.prefix[pre] = append(g.prefix[pre], rt)
+	default:
+		g.rest = append(g.rest, rt)
+	}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// addList appends l to the candidate lists when it is not empty.
+func addList(lists [][]*Route, l []*Route) [][]*Route {
+	if len(l) > 0 {
+		lists = append(lists, l)
+	}
+	return lists
+}
+
+// addGroup appends the lists of g that can hold routes matching path p.
+func addGroup(lists [][]*Route, g *group, p string) [][]*Route {
+	if g == nil {
+		return lists
+	}
+	if g.exact != nil {
+		lists = addList(lists, g.exact[p])
+	}
+	if g.prefix != nil {
+		// A prefix pre matches p when pre is "", p itself, or p up to a "/" (see matchPath).
+		lists = addList(lists, g.prefix[""])
+		if p != "" {
+			lists = addList(lists, g.prefix[p])
+		}
+		for i := 1; i < len(p); i++ {
+			if p[i] == '/' {
+				lists = addList(lists, g.prefix[p[:i]])
+			}
+		}
+	}
+	return addList(lists, g.rest)
+}
+
+// match returns the first route of the table, in table order, that matches; host is the
+// request's host as hostOnly returns it.
+func (x *index) match(r *http.Request, host, p string) *Route {
+	// Most requests have a handful of candidate lists: they live on the stack.
+	var buf [16][]*Route
+	lists := addGroup(buf[:0], x.exact[host], p)
+	for i := 0; i < len(host); i++ {
+		if host[i] == '.' {
+			lists = addGroup(lists, x.wild[host[i:]], p)
+		}
+	}
+	lists = addGroup(lists, x.any, p)
+	lists = addList(lists, x.odd)
+	var query map[string][]string
+	for {
+		best := -1
+		for i, l := range lists {
+			if len(l) > 0 && (best < 0 || l[0].Index < lists[best][0].Index) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		rt := lists[best][0]
+		lists[best] = lists[best][1:]
+		if rt.matches(r, host, p, &query) {
+			return rt
+		}
+	}
+}
