@@ -227,5 +227,3 @@ func BenchmarkScan10000(b *testing.B) {
 		}
 	}
 }
-
-
