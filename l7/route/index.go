@@ -22,7 +22,9 @@ type index struct {
 	n     int // len(Routes) the index was built for
 	exact map[string]*group
 	wild  map[string]*group // by ".suffix"
-	any   *group            // routes without a host
+	// wildLens holds the lengths of the wild keys, so most suffixes of a host need no lookup.
+	wildLens lengths
+	any      *group // routes without a host
 	// odd holds routes whose host the maps cannot key exactly (a non-ASCII exact host, which
 	// strings.EqualFold may fold to an ASCII one); they are tried like the rest of a group.
 	odd []*Route
@@ -33,7 +35,17 @@ type group struct {
 	exact  map[string][]*Route
 	prefix map[string][]*Route // by the prefix without its trailing slash
 	rest   []*Route            // regex and path-less routes
+	// the lengths of the exact and prefix keys: a path is looked up only at lengths some key has
+	exactLens, prefixLens lengths
+	maxPrefix             int
 }
+
+// lengths is a set of string lengths: bit n for length n < 63, bit 63 for any longer one.
+type lengths uint64
+
+func (l *lengths) add(n int) { *l |= 1 << min(n, 63) }
+
+func (l lengths) has(n int) bool { return l&(1<<min(n, 63)) != 0 }
 
 func buildIndex(routes []*Route) *index {
 	x := &index{n: len(routes), exact: map[string]*group{}, wild: map[string]*group{}}
@@ -47,6 +59,7 @@ func buildIndex(routes []*Route) *index {
 			g = x.any
 		case strings.HasPrefix(h, "*."):
 			g = groupOf(x.wild, h[1:])
+			x.wildLens.add(len(h) - 1)
 		case isASCII(h):
 			g = groupOf(x.exact, strings.ToLower(h))
 		default:
@@ -74,12 +87,14 @@ func (g *group) add(rt *Route) {
 			g.exact = map[string][]*Route{}
 		}
 		g.exact[rt.PathExact] = append(g.exact[rt.PathExact], rt)
+		g.exactLens.add(len(rt.PathExact))
 	case rt.PathPrefix != "":
 		if g.prefix == nil {
 			g.prefix = map[string][]*Route{}
 		}
-		pre := strings.TrimSuffix(rt.PathPrefix, "/")
-		g.prefix[pre] = append(g.prefix[pre], rt)
+		g.prefix[rt.prefix] = append(g.prefix[rt.prefix], rt)
+		g.prefixLens.add(len(rt.prefix))
+		g.maxPrefix = max(g.maxPrefix, len(rt.prefix))
 	default:
 		g.rest = append(g.rest, rt)
 	}
@@ -107,17 +122,19 @@ func addGroup(lists [][]*Route, g *group, p string) [][]*Route {
 	if g == nil {
 		return lists
 	}
-	if g.exact != nil {
+	if g.exactLens.has(len(p)) {
 		lists = addList(lists, g.exact[p])
 	}
 	if g.prefix != nil {
 		// A prefix pre matches p when pre is "", p itself, or p up to a "/" (see matchPath).
-		lists = addList(lists, g.prefix[""])
-		if p != "" {
+		if g.prefixLens.has(0) {
+			lists = addList(lists, g.prefix[""])
+		}
+		if p != "" && g.prefixLens.has(len(p)) {
 			lists = addList(lists, g.prefix[p])
 		}
-		for i := 1; i < len(p); i++ {
-			if p[i] == '/' {
+		for i := 1; i < len(p) && i <= g.maxPrefix; i++ {
+			if p[i] == '/' && g.prefixLens.has(i) {
 				lists = addList(lists, g.prefix[p[:i]])
 			}
 		}
@@ -131,8 +148,8 @@ func (x *index) match(r *http.Request, host, p string) *Route {
 	// Most requests have a handful of candidate lists: they live on the stack.
 	var buf [16][]*Route
 	lists := addGroup(buf[:0], x.exact[host], p)
-	for i := 0; i < len(host); i++ {
-		if host[i] == '.' {
+	for i := 0; i < len(host) && x.wildLens != 0; i++ {
+		if host[i] == '.' && x.wildLens.has(len(host)-i) {
 			lists = addGroup(lists, x.wild[host[i:]], p)
 		}
 	}

@@ -6,15 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 )
 
-// linearMatch is the original matcher, kept as the oracle: every route in order, first match wins.
+// linearMatch is the original matcher, kept as the oracle: every route in order, first match
+// wins, with the original host and path conditions.
 func linearMatch(t *Table, r *http.Request, cleanPath string) *Route {
 	host := hostOnly(r.Host)
 	var query map[string][]string
 	for _, rt := range t.Routes {
-		if !rt.matchHost(host) || !rt.matchPath(cleanPath) {
+		if !oracleHost(rt, host) || !oraclePath(rt, cleanPath) {
 			continue
 		}
 		if rt.methods != nil && !rt.methods[r.Method] {
@@ -34,6 +36,29 @@ func linearMatch(t *Table, r *http.Request, cleanPath string) *Route {
 		return rt
 	}
 	return nil
+}
+
+func oracleHost(rt *Route, host string) bool {
+	switch {
+	case rt.Host == "":
+		return true
+	case strings.HasPrefix(rt.Host, "*."):
+		return strings.HasSuffix(host, rt.Host[1:])
+	}
+	return strings.EqualFold(host, rt.Host)
+}
+
+func oraclePath(rt *Route, p string) bool {
+	switch {
+	case rt.PathExact != "":
+		return p == rt.PathExact
+	case rt.PathPrefix != "":
+		pre := strings.TrimSuffix(rt.PathPrefix, "/")
+		return pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
+	case rt.pathRe != nil:
+		return rt.pathRe.MatchString(p)
+	}
+	return true
 }
 
 var (

@@ -41,6 +41,7 @@ type Route struct {
 	Spec
 	// Index is the position in the table, which is its precedence.
 	Index   int
+	prefix  string // PathPrefix without its trailing slash
 	pathRe  *regexp.Regexp
 	methods map[string]bool
 	headers []cond
@@ -102,6 +103,7 @@ func compile(s Spec) (*Route, error) {
 	if s.PathPrefix != "" && !strings.HasPrefix(s.PathPrefix, "/") {
 		return nil, fmt.Errorf("path prefix %q does not start with /", s.PathPrefix)
 	}
+	r.prefix = strings.TrimSuffix(s.PathPrefix, "/")
 	if s.PathRegex != "" {
 		re, err := regexp.Compile(anchor(s.PathRegex))
 		if err != nil {
@@ -217,8 +219,9 @@ func (rt *Route) matchPath(p string) bool {
 	case rt.PathExact != "":
 		return p == rt.PathExact
 	case rt.PathPrefix != "":
-		pre := strings.TrimSuffix(rt.PathPrefix, "/")
-		return pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
+		// On a segment boundary: pre itself, or pre followed by "/".
+		pre := rt.prefix
+		return strings.HasPrefix(p, pre) && (len(p) == len(pre) || pre == "" || p[len(pre)] == '/')
 	case rt.pathRe != nil:
 		return rt.pathRe.MatchString(p)
 	}
