@@ -84,7 +84,9 @@ func (b *Backend) Acquire() { b.inFlight.Add(1) }
 func (b *Backend) Release() { b.inFlight.Add(-1) }
 
 // Exclude tells a picker which backends it must not return, beyond the unavailable ones; retries
-// use it to land on a different backend than the attempts before.
+// use it to land on a different backend than the attempts before. Pass nil on a first try: a
+// non-nil Exclude marks a retry, which round robin serves without advancing its position (as
+// nginx's algorithm does), so that retries do not shift the shares of first tries.
 type Exclude func(*Backend) bool
 
 func skip(b *Backend, ex Exclude) bool { return !b.Available() || (ex != nil && ex(b)) }

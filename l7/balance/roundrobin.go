@@ -18,9 +18,10 @@ import (
 // weight is at least r. Shares stay exact; a heavy backend is still visited at most once per
 // round, but rounds past the light backends' weights hold only the heavy ones.
 //
-// A pick with an Exclude (a retry) that lands on an excluded backend takes the next available
-// one in pool order instead, O(n) in the worst case; retries are rare and need a different
-// backend, not an exact share.
+// A pick with an Exclude (a retry) takes the next backend of the cycle that is not excluded,
+// without consuming the position (see Pick); when the next retryWalk positions are all excluded
+// it scans the pool, O(n) in the worst case: retries are rare and need a different backend, not
+// an exact share.
 type RoundRobin struct {
 	t    *tracker[*cycle]
 	next atomic.Uint64
@@ -140,16 +141,26 @@ func (p *RoundRobin) Pick(_ *http.Request, ex Exclude) *Backend {
 	if s.data.total == 0 {
 		return nil
 	}
-	k := p.next.Add(1) - 1
-	b := s.data.at(k)
-	if ex == nil || !ex(b) {
-		return b
+	if ex == nil {
+		return s.data.at(p.next.Add(1) - 1)
+	}
+	// A retry takes the next backend of the cycle that is not excluded without consuming the
+	// position, as nginx's algorithm charges only the backend it picks: the next first try
+	// still gets the position the retry looked at, so first tries keep their shares.
+	k := p.next.Load()
+	for i := uint64(0); i < min(s.data.total, retryWalk); i++ {
+		if b := s.data.at(k + i); !ex(b) {
+			return b
+		}
 	}
 	n := uint64(len(s.live))
-	for i := uint64(1); i <= n; i++ {
-		if c := s.live[(k+i)%n]; !ex(c) {
-			return c
+	for i := uint64(0); i < n; i++ {
+		if b := s.live[(k+i)%n]; !ex(b) {
+			return b
 		}
 	}
 	return nil
 }
+
+// retryWalk bounds how far along the cycle a retry looks before scanning the pool.
+const retryWalk = 64
