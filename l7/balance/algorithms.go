@@ -134,13 +134,13 @@ func ClientIP(r *http.Request) string {
 // stays under LoadFactor times the pool's average, so a hot key spills over to the next backend
 // instead of overloading one, and a backend leaving only moves the keys that were on it.
 //
-// A pick is a binary search (O(log n)) in the ring of the available backends' points, kept
+// A pick is a jump-table bucket and a binary search in it (O(log n) at worst) in the ring of the available backends' points, kept
 // with the snapshot (an unavailable backend's points are left out, which moves exactly the keys
 // a walk past them would). The pool's average load is summed exactly per pick for up to
 // exactSum available backends; above that it is re-summed every live/exactSum picks, so the bound
 // can lag the true average by that many placements (well under one request per backend).
 type Ring struct {
-	t          *tracker[[]ringPoint]
+	t          *tracker[*ringView]
 	key        Key
 	loadFactor float64
 	picks      atomic.Uint64
@@ -152,12 +152,50 @@ type ringPoint struct {
 	b    *Backend
 }
 
+// ringView is the ring of the available backends' points, with a jump table on the top bits of
+// the hash so that a lookup searches a bucket of a few points, not the whole ring.
+type ringView struct {
+	pts   []ringPoint
+	jump  []uint32 // jump[j]: the first point whose hash>>shift is >= j; one entry past the end
+	shift uint
+}
+
+func newRingView(pts []ringPoint) *ringView {
+	v := &ringView{pts: pts}
+	bits := max(0, min(16, bitsLen(len(pts))-2)) // about 4 points per bucket
+	v.shift = uint(64 - bits)
+	v.jump = make([]uint32, (1<<bits)+1)
+	i := 0
+	for j := range v.jump {
+		for i < len(pts) && pts[i].hash>>v.shift < uint64(j) { // a shift by 64 gives 0 in Go
+			i++
+		}
+		v.jump[j] = uint32(i)
+	}
+	return v
+}
+
+func bitsLen(n int) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}
+
+// search returns the index of the first point whose hash is >= h (len(pts) when none is).
+func (v *ringView) search(h uint64) int {
+	j := int(h >> v.shift)
+	lo, hi := int(v.jump[j]), int(v.jump[j+1])
+	return lo + sort.Search(hi-lo, func(i int) bool { return v.pts[lo+i].hash >= h })
+}
+
 // VirtualNodes is the number of ring points per unit of weight; 100 keeps the share of each
 // backend within a few percent of its weight.
 const VirtualNodes = 100
 
 // exactSum is the pool size up to which the bounded-load average is summed on every pick.
-const exactSum = 32
+const exactSum = 16
 
 // NewRing returns a bounded-load ring over the backends. loadFactor <= 1 disables the bound.
 func NewRing(backends []*Backend, key Key, loadFactor float64) *Ring {
@@ -168,9 +206,9 @@ func NewRing(backends []*Backend, key Key, loadFactor float64) *Ring {
 		}
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a].hash < all[b].hash })
-	derive := func(live []*Backend) []ringPoint {
+	derive := func(live []*Backend) *ringView {
 		if len(live) == len(backends) {
-			return all
+			return newRingView(all)
 		}
 		in := make(map[*Backend]bool, len(live))
 		for _, b := range live {
@@ -182,7 +220,7 @@ func NewRing(backends []*Backend, key Key, loadFactor float64) *Ring {
 				pts = append(pts, pt)
 			}
 		}
-		return pts
+		return newRingView(pts)
 	}
 	return &Ring{t: newTracker(backends, derive), key: key, loadFactor: loadFactor}
 }
@@ -214,7 +252,7 @@ func (p *Ring) inFlight(live []*Backend) int64 {
 // Pick implements Picker.
 func (p *Ring) Pick(r *http.Request, ex Exclude) *Backend {
 	s := p.t.load()
-	pts := s.data
+	pts := s.data.pts
 	if len(pts) == 0 {
 		return nil
 	}
@@ -224,7 +262,7 @@ func (p *Ring) Pick(r *http.Request, ex Exclude) *Backend {
 		bound = math.Ceil(p.loadFactor * float64(p.inFlight(s.live)+1) / float64(len(s.live)))
 	}
 	h := hash64(p.key(r))
-	start := sort.Search(len(pts), func(i int) bool { return pts[i].hash >= h })
+	start := s.data.search(h)
 	var fallback *Backend
 	for i := 0; i < len(pts); i++ {
 		b := pts[(start+i)%len(pts)].b

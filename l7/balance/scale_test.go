@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"sort"
 	"testing"
 	"time"
 )
@@ -231,7 +232,7 @@ func benchPick(b *testing.B, n int, mk func([]*Backend) Picker) {
 		rs[i] = keyReq(fmt.Sprint("user", i))
 		rs[i].AddCookie(&http.Cookie{Name: "sid", Value: ID(bs[i%n])})
 	}
-	b.ResetTimer()
+	defer cpuTime(b)()
 	for i := 0; i < b.N; i++ {
 		if p.Pick(rs[i%len(rs)], nil) == nil {
 			b.Fatal("no backend")
@@ -277,5 +278,31 @@ func TestRoundRobinRetriesKeepFirstTryShares(t *testing.T) {
 	if first[bs[0]] != 100 || first[bs[1]] != 100 || first[bs[2]] != 200 {
 		t.Errorf("first tries %d/%d/%d, want 100/100/200 (weights 1,1,2) despite the retries",
 			first[bs[0]], first[bs[1]], first[bs[2]])
+	}
+}
+
+// TestRingJumpTableSearch checks the jump table against a plain binary search of the ring.
+func TestRingJumpTableSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 2, 3, 5, 17, 100, 1000, 100000} {
+		pts := make([]ringPoint, n)
+		for i := range pts {
+			pts[i].hash = rng.Uint64()
+		}
+		sort.Slice(pts, func(a, b int) bool { return pts[a].hash < pts[b].hash })
+		v := newRingView(pts)
+		probes := []uint64{0, ^uint64(0)}
+		for _, p := range pts[:min(n, 50)] {
+			probes = append(probes, p.hash, p.hash+1, p.hash-1)
+		}
+		for i := 0; i < 2000; i++ {
+			probes = append(probes, rng.Uint64())
+		}
+		for _, h := range probes {
+			want := sort.Search(n, func(i int) bool { return pts[i].hash >= h })
+			if got := v.search(h); got != want {
+				t.Fatalf("%d points: search(%x) = %d, want %d", n, h, got, want)
+			}
+		}
 	}
 }
