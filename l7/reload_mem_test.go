@@ -98,3 +98,62 @@ func TestReloadReleasesOldConfig(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadForgetsRemovedSeries reloads configurations whose route names, pool and backends
+// change every time: the registry keeps the series of the configuration in effect, not of
+// every one ever loaded.
+func TestReloadForgetsRemovedSeries(t *testing.T) {
+	a := startBackend(t, "A", nil)
+	conf := func(gen int, backend string) string {
+		return fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r%d-a, match: {path: {prefix: /a}}, pool: p%d}, {name: r%d-b, pool: p%d}]
+pools: [{name: p%d, backends: [{address: %q}, {address: "127.0.0.1:%d"}]}]
+`, gen, gen, gen, gen, gen, backend, 1+gen)
+	}
+	s, base := startProxy(t, conf(0, a.addr))
+	c := &http.Client{}
+	defer c.CloseIdleConnections()
+	series := func() (n int, names map[string]bool) {
+		names = map[string]bool{}
+		mfs, err := s.metrics.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "route" || l.GetName() == "pool" || l.GetName() == "scope" && l.GetValue() != "global" {
+						n++
+						names[l.GetValue()] = true
+						break
+					}
+				}
+			}
+		}
+		return n, names
+	}
+	for gen := 1; gen <= 20; gen++ {
+		for i := 0; i < 4; i++ {
+			get(t, c, "GET", base+"/a", nil)
+			get(t, c, "GET", base+"/b", nil)
+		}
+		cfg, err := ParseConfig([]byte(conf(gen, a.addr)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get(t, c, "GET", base+"/a", nil)
+	n, names := series()
+	for name := range names {
+		if !strings.HasPrefix(name, "r20-") && name != "p20" {
+			t.Errorf("series for %q of a replaced configuration still exported", name)
+		}
+	}
+	if n > 12 {
+		t.Errorf("%d route/pool series after 20 reloads, want only the current configuration's", n)
+	}
+}

@@ -1,6 +1,10 @@
 package l7
 
-import "time"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // retire ends a state a reload replaced. Its health checkers stop at once. Its pools' upstream
 // connections are closed when the last request still running on each pool has finished: a
@@ -14,8 +18,9 @@ import "time"
 // pool is closed. The fast path's connections are marked closed at once (a connection returned
 // later is closed instead of pooled); net/http's transport reopens its idle pool on the next
 // request, so it is closed once more when the pool is done.
-func (s *Server) retire(old *state) {
+func (s *Server) retire(old, cur *state) {
 	old.cancel()
+	s.forgetSeries(old, cur)
 	pools := make([]*pool, 0, len(old.pools))
 	for _, p := range old.pools {
 		if p.up != nil {
@@ -57,5 +62,50 @@ func closeWhenIdle(pools []*pool, limit time.Duration) {
 			i--
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// forgetSeries deletes the metric series of routes, pools and backends that old had and cur
+// has not, so that a configuration whose route names change on every reload (generated names)
+// does not grow the registry without bound, and a removed backend does not keep reporting its
+// last health. Series of what both have are kept, with their counts.
+func (s *Server) forgetSeries(old, cur *state) {
+	m := s.metrics
+	routePool := map[string]string{}
+	for _, r := range cur.cfg.Routes {
+		routePool[r.Name] = r.Pool
+	}
+	for _, r := range old.cfg.Routes {
+		pool, kept := routePool[r.Name]
+		if !kept {
+			m.limited.DeleteLabelValues(r.Name)
+			m.requests.DeletePartialMatch(prometheus.Labels{"route": r.Name})
+		}
+		if !kept || pool != r.Pool {
+			m.duration.DeleteLabelValues(r.Name, r.Pool)
+			m.requests.DeletePartialMatch(prometheus.Labels{"route": r.Name, "pool": r.Pool})
+		}
+	}
+	for name, op := range old.pools {
+		np := cur.pools[name]
+		if np == nil {
+			m.shed.DeleteLabelValues(name)
+			for _, vec := range []*prometheus.CounterVec{m.requests, m.retries, m.ejections} {
+				vec.DeletePartialMatch(prometheus.Labels{"pool": name})
+			}
+			m.healthy.DeletePartialMatch(prometheus.Labels{"pool": name})
+			continue
+		}
+		keep := map[string]bool{}
+		for _, b := range np.backends {
+			keep[b.Address] = true
+		}
+		for _, b := range op.backends {
+			if !keep[b.Address] {
+				m.healthy.DeleteLabelValues(name, b.Address)
+				m.ejections.DeleteLabelValues(name, b.Address)
+				m.requests.DeletePartialMatch(prometheus.Labels{"pool": name, "backend": b.Address})
+			}
+		}
 	}
 }

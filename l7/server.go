@@ -121,7 +121,7 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	s.startHealth(st)
 	s.state.Store(st)
-	s.retire(old) // retire.go: the old pools close when their last request ends
+	s.retire(old, st) // retire.go: the old pools close when their last request ends
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("configuration reloaded", "routes", len(cfg.Routes), "pools", len(cfg.Pools))
 	return nil
