@@ -147,11 +147,22 @@ pools: [{name: p%d, backends: [{address: %q}, {address: "127.0.0.1:%d"}]}]
 		}
 	}
 	get(t, c, "GET", base+"/a", nil)
-	n, names := series()
-	for name := range names {
-		if !strings.HasPrefix(name, "r20-") && name != "p20" {
-			t.Errorf("series for %q of a replaced configuration still exported", name)
+	// Old series go once the old pools are idle: poll.
+	stale := func(names map[string]bool) (out []string) {
+		for name := range names {
+			if !strings.HasPrefix(name, "r20-") && name != "p20" {
+				out = append(out, name)
+			}
 		}
+		return out
+	}
+	n, names := series()
+	for deadline := time.Now().Add(10 * time.Second); len(stale(names)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		n, names = series()
+	}
+	if old := stale(names); len(old) > 0 {
+		t.Errorf("series of replaced configurations still exported: %v", old)
 	}
 	if n > 12 {
 		t.Errorf("%d route/pool series after 20 reloads, want only the current configuration's", n)

@@ -20,7 +20,7 @@ import (
 // request, so it is closed once more when the pool is done.
 func (s *Server) retire(old, cur *state) {
 	old.cancel()
-	s.forgetSeries(old, cur)
+	forget := s.forgetSeries(old, cur)
 	pools := make([]*pool, 0, len(old.pools))
 	for _, p := range old.pools {
 		if p.up != nil {
@@ -29,7 +29,10 @@ func (s *Server) retire(old, cur *state) {
 		pools = append(pools, p)
 	}
 	limit := old.cfg.Timeouts.Total + time.Second // no request outlives its total timeout
-	go closeWhenIdle(pools, limit)
+	go func() {
+		closeWhenIdle(pools, limit)
+		forget() // after the last request on the old pools was counted
+	}()
 }
 
 // retireSettle is how long a retired pool's in-flight count must stay zero before it is closed.
@@ -65,12 +68,26 @@ func closeWhenIdle(pools []*pool, limit time.Duration) {
 	}
 }
 
-// forgetSeries deletes the metric series of routes, pools and backends that old had and cur
-// has not, so that a configuration whose route names change on every reload (generated names)
-// does not grow the registry without bound, and a removed backend does not keep reporting its
-// last health. Series of what both have are kept, with their counts.
-func (s *Server) forgetSeries(old, cur *state) {
+// forgetSeries returns a function deleting the metric series of routes, pools and backends
+// that old had and cur has not, so that a configuration whose route names change on every
+// reload (generated names) does not grow the registry without bound, and a removed backend does
+// not keep reporting its last health. Series of what both have are kept, with their counts. The
+// deletion runs once the old pools are idle (a request ending on them would create its series
+// again); it holds only the label values, not the states.
+func (s *Server) forgetSeries(old, cur *state) func() {
 	m := s.metrics
+	type series struct {
+		vec    *prometheus.MetricVec
+		labels prometheus.Labels
+	}
+	var gone []series
+	drop := func(vec *prometheus.MetricVec, kv ...string) {
+		l := prometheus.Labels{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			l[kv[i]] = kv[i+1]
+		}
+		gone = append(gone, series{vec, l})
+	}
 	routePool := map[string]string{}
 	for _, r := range cur.cfg.Routes {
 		routePool[r.Name] = r.Pool
@@ -78,22 +95,21 @@ func (s *Server) forgetSeries(old, cur *state) {
 	for _, r := range old.cfg.Routes {
 		pool, kept := routePool[r.Name]
 		if !kept {
-			m.limited.DeleteLabelValues(r.Name)
-			m.requests.DeletePartialMatch(prometheus.Labels{"route": r.Name})
+			drop(m.limited.MetricVec, "route", r.Name)
+			drop(m.requests.MetricVec, "route", r.Name)
 		}
 		if !kept || pool != r.Pool {
-			m.duration.DeleteLabelValues(r.Name, r.Pool)
-			m.requests.DeletePartialMatch(prometheus.Labels{"route": r.Name, "pool": r.Pool})
+			drop(m.duration.MetricVec, "route", r.Name, "pool", r.Pool)
+			drop(m.requests.MetricVec, "route", r.Name, "pool", r.Pool)
 		}
 	}
 	for name, op := range old.pools {
 		np := cur.pools[name]
 		if np == nil {
-			m.shed.DeleteLabelValues(name)
-			for _, vec := range []*prometheus.CounterVec{m.requests, m.retries, m.ejections} {
-				vec.DeletePartialMatch(prometheus.Labels{"pool": name})
+			drop(m.shed.MetricVec, "scope", name)
+			for _, vec := range []*prometheus.MetricVec{m.requests.MetricVec, m.retries.MetricVec, m.ejections.MetricVec, m.healthy.MetricVec} {
+				drop(vec, "pool", name)
 			}
-			m.healthy.DeletePartialMatch(prometheus.Labels{"pool": name})
 			continue
 		}
 		keep := map[string]bool{}
@@ -102,10 +118,15 @@ func (s *Server) forgetSeries(old, cur *state) {
 		}
 		for _, b := range op.backends {
 			if !keep[b.Address] {
-				m.healthy.DeleteLabelValues(name, b.Address)
-				m.ejections.DeleteLabelValues(name, b.Address)
-				m.requests.DeletePartialMatch(prometheus.Labels{"pool": name, "backend": b.Address})
+				for _, vec := range []*prometheus.MetricVec{m.requests.MetricVec, m.ejections.MetricVec, m.healthy.MetricVec} {
+					drop(vec, "pool", name, "backend", b.Address)
+				}
 			}
+		}
+	}
+	return func() {
+		for _, g := range gone {
+			g.vec.DeletePartialMatch(g.labels)
 		}
 	}
 }
