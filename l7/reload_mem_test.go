@@ -3,7 +3,9 @@ package l7
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,18 @@ func manyRoutes(n int, last, addrA, addrB string) string {
 	fmt.Fprintf(&b, "  - {name: last, pool: %s}\npools:\n", last)
 	fmt.Fprintf(&b, "  - {name: a, backends: [{address: %q}]}\n  - {name: b, backends: [{address: %q}]}\n", addrA, addrB)
 	return b.String()
+}
+
+// rssMiB is the process's resident set after the runtime returned free memory to the system.
+func rssMiB() float64 {
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return float64(res*int64(os.Getpagesize())) / (1 << 20)
 }
 
 // heapInuse is the live heap after two collections (the second frees what finalizers released).
@@ -47,7 +61,7 @@ func TestReloadReleasesOldConfig(t *testing.T) {
 		if resp, _ := get(t, c, "GET", base+"/x", nil); resp.Header.Get("X-Backend") != "A" {
 			t.Fatalf("first request went to %q, want A", resp.Header.Get("X-Backend"))
 		}
-		first := heapInuse()
+		first, firstRSS := heapInuse(), rssMiB()
 
 		// A slow request holds the first configuration across the reloads.
 		a.delay.Store(int64(300 * time.Millisecond))
@@ -91,7 +105,8 @@ func TestReloadReleasesOldConfig(t *testing.T) {
 				break
 			}
 		}
-		t.Logf("heap in use: first load %.1f MiB, after 20 reloads %.1f MiB", float64(first)/(1<<20), float64(now)/(1<<20))
+		t.Logf("heap in use: first load %.1f MiB, after 20 reloads %.1f MiB; RSS %.0f MiB then %.0f MiB",
+			float64(first)/(1<<20), float64(now)/(1<<20), firstRSS, rssMiB())
 		if float64(now) > 1.2*float64(first) {
 			t.Errorf("heap in use %.1f MiB after 20 reloads, want within 1.2x of the first load's %.1f MiB",
 				float64(now)/(1<<20), float64(first)/(1<<20))

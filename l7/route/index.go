@@ -38,7 +38,21 @@ type group struct {
 	// the lengths of the exact and prefix keys: a path is looked up only at lengths some key has
 	exactLens, prefixLens lengths
 	maxPrefix             int
+	// keys is a 256-bit filter over the path keys' length, second and last byte: most paths a
+	// group cannot hold are ruled out without hashing the string for a map lookup.
+	keys [4]uint64
 }
+
+func keyBit(k string) uint8 {
+	if len(k) < 2 {
+		return uint8(len(k))
+	}
+	return uint8(len(k)*31 + int(k[1])*7 + int(k[len(k)-1]))
+}
+
+func (g *group) addKey(k string) { b := keyBit(k); g.keys[b>>6] |= 1 << (b & 63) }
+
+func (g *group) mayHave(k string) bool { b := keyBit(k); return g.keys[b>>6]&(1<<(b&63)) != 0 }
 
 // lengths is a set of string lengths: bit n for length n < 63, bit 63 for any longer one.
 type lengths uint64
@@ -88,12 +102,14 @@ func (g *group) add(rt *Route) {
 		}
 		g.exact[rt.PathExact] = append(g.exact[rt.PathExact], rt)
 		g.exactLens.add(len(rt.PathExact))
+		g.addKey(rt.PathExact)
 	case rt.PathPrefix != "":
 		if g.prefix == nil {
 			g.prefix = map[string][]*Route{}
 		}
 		g.prefix[rt.prefix] = append(g.prefix[rt.prefix], rt)
 		g.prefixLens.add(len(rt.prefix))
+		g.addKey(rt.prefix)
 		g.maxPrefix = max(g.maxPrefix, len(rt.prefix))
 	default:
 		g.rest = append(g.rest, rt)
@@ -122,7 +138,7 @@ func addGroup(lists [][]*Route, g *group, p string) [][]*Route {
 	if g == nil {
 		return lists
 	}
-	if g.exactLens.has(len(p)) {
+	if g.exactLens.has(len(p)) && g.mayHave(p) {
 		lists = addList(lists, g.exact[p])
 	}
 	if g.prefix != nil {
@@ -130,11 +146,11 @@ func addGroup(lists [][]*Route, g *group, p string) [][]*Route {
 		if g.prefixLens.has(0) {
 			lists = addList(lists, g.prefix[""])
 		}
-		if p != "" && g.prefixLens.has(len(p)) {
+		if p != "" && g.prefixLens.has(len(p)) && g.mayHave(p) {
 			lists = addList(lists, g.prefix[p])
 		}
 		for i := 1; i < len(p) && i <= g.maxPrefix; i++ {
-			if p[i] == '/' && g.prefixLens.has(i) {
+			if p[i] == '/' && g.prefixLens.has(i) && g.mayHave(p[:i]) {
 				lists = addList(lists, g.prefix[p[:i]])
 			}
 		}
