@@ -306,3 +306,44 @@ func TestRingJumpTableSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestPicksDuringStateChanges picks from several goroutines while backends go down and come
+// back (run with -race): every pick returns a backend, and none that stayed down.
+func TestPicksDuringStateChanges(t *testing.T) {
+	key, _ := ParseKey("header:X-User")
+	bs := backends(1, 2, 3, 1, 2, 3, 1, 2)
+	bs[7].SetHealthy(false) // stays down
+	pickers := []Picker{NewRoundRobin(bs), NewLeastRequest(bs), NewRing(bs, key, 1.25), NewSticky(NewRoundRobin(bs), bs, "sid")}
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for _, p := range pickers {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- ""
+					return
+				default:
+				}
+				if b := p.Pick(keyReq(fmt.Sprint(i)), nil); b == nil || b == bs[7] {
+					errs <- fmt.Sprintf("%T picked %v", p, b)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 2000; i++ {
+		b := bs[i%3]
+		b.SetHealthy(false)
+		b.SetDraining(true)
+		b.Eject(time.Now().Add(time.Millisecond))
+		b.SetHealthy(true)
+		b.SetDraining(false)
+	}
+	close(done)
+	for range pickers {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
