@@ -161,8 +161,10 @@ func (fc *fastConn) serve() {
 		}
 	}()
 	for !fc.s.shutting.Load() {
+		end, err := fc.readRequestHead(fc.s.state.Load().cfg)
+		// Loaded after the wait: a reload while the connection was idle applies to this request,
+		// and an idle connection does not keep a replaced configuration alive.
 		st := fc.s.state.Load()
-		end, err := fc.readRequestHead(st.cfg)
 		if err != nil {
 			if errors.Is(err, h1.ErrHeadTooLarge) {
 				fc.refuse(errHeadTooLong)
@@ -212,6 +214,8 @@ func (fc *fastConn) handOff() bool {
 // read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
 func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 	fc.active.Store(false)
+	// Copied so that the wait below does not keep cfg (and a replaced configuration) alive.
+	idle, readHeader, maxHead := cfg.Timeouts.Idle, cfg.Timeouts.ReadHeader, cfg.Limits.MaxHeaderBytes
 	for {
 		b := fc.in.Buffered()
 		i := 0
@@ -222,8 +226,8 @@ func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 		if fc.in.R < fc.in.W {
 			break
 		}
-		fc.in.SetDeadline(time.Now().Add(cfg.Timeouts.Idle))
-		if err := fc.in.Fill(cfg.Limits.MaxHeaderBytes); err != nil {
+		fc.in.SetDeadline(time.Now().Add(idle))
+		if err := fc.in.Fill(maxHead); err != nil {
 			return 0, err
 		}
 	}
@@ -231,8 +235,8 @@ func (fc *fastConn) readRequestHead(cfg *Config) (int, error) {
 	if end := h1.HeadEnd(fc.in.Buffered(), 0); end >= 0 {
 		return end, nil
 	}
-	fc.in.SetDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
-	return fc.in.ReadHead(cfg.Limits.MaxHeaderBytes)
+	fc.in.SetDeadline(time.Now().Add(readHeader))
+	return fc.in.ReadHead(maxHead)
 }
 
 // reqInfo is what handle learns from a request head's fields.

@@ -267,7 +267,11 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var lastErr error
 	for {
-		b := p.picker.Pick(req, exclude)
+		var notTried balance.Exclude // nil on the first try: a round robin counts only first tries
+		if len(tried) > 0 {
+			notTried = exclude
+		}
+		b := p.picker.Pick(req, notTried)
 		if b == nil {
 			if lastErr == nil || len(tried) == 0 {
 				return nil, errNoBackend

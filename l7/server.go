@@ -120,14 +120,7 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	s.startHealth(st)
 	s.state.Store(st)
-	old.cancel()
-	// Idle upstream connections of the old pools are closed once in-flight requests had time to
-	// finish; busy ones close when their responses end.
-	time.AfterFunc(5*time.Second, func() {
-		for _, p := range old.pools {
-			p.closeIdle()
-		}
-	})
+	s.retire(old, st) // retire.go: the old pools close when their last request ends
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("configuration reloaded", "routes", len(cfg.Routes), "pools", len(cfg.Pools))
 	return nil
