@@ -1,0 +1,90 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/testenv/topo"
+)
+
+// Fleet operations on a lab brought up in daemon mode: start a balancer's daemon (a standby one
+// of `UpOptions.Standby`, or one that was killed), kill one as a crash does, cut a node off the
+// store. Tests and the fleet experiment share them.
+
+// ConfigPath is the daemon configuration file the lab wrote for a balancer namespace.
+func ConfigPath(prefix, ns string) string { return filepath.Join(StateDir(prefix), ns+".yaml") }
+
+// BalancerArgv is the command line of balancer n's daemon: `lb run` on the file the lab wrote,
+// with the store when the lab has one.
+func BalancerArgv(st *State, exe string, n topo.Node) []string {
+	return append([]string{exe, "lb", "run", "--config", ConfigPath(st.Prefix, n.NS)}, storeArgs(st)...)
+}
+
+// StartBalancer starts balancer n's daemon (again) and waits until its socket answers. A
+// program left attached by a killed daemon is adopted; after KillBalancer it attaches afresh.
+func StartBalancer(st *State, exe string, n topo.Node) error {
+	p, err := StartProcess(st.Prefix, n.Name, n.NS, BalancerArgv(st, exe, n)...)
+	if err != nil {
+		return err
+	}
+	st.Procs = append(st.Procs, p)
+	sock := SocketPath(st.Prefix, n.NS)
+	st.Sockets[n.NS] = sock
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := api.NewClient(sock).Call(ctx, api.OpStatus, api.Empty{}, nil)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("start %s: its daemon did not answer within 30s: %w (see %s.log in %s)", n.Name, err, n.Name, StateDir(st.Prefix))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// KillBalancer ends balancer n the way a crash does: SIGKILL to its daemon (the kernel closes
+// its BGP session), then its XDP program and pins are removed, as a node that is gone has
+// none. It returns when the process is gone and the program detached.
+func KillBalancer(st *State, n topo.Node) error {
+	pid, ok := readPID(StateDir(st.Prefix), n.Name)
+	if ok && exists(pid) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", n.Name, err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); exists(pid); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("kill %s: pid %d still there after 10s", n.Name, pid)
+			}
+		}
+	}
+	pin := PinDir(n.NS, n.Iface)
+	if err := loader.Detach(pin); err != nil && !strings.Contains(err.Error(), "nothing pinned") {
+		return fmt.Errorf("kill %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// CutStore drops balancer n's traffic to and from etcd with nftables in its namespace (its
+// watch is cut, its process runs on), or removes the cut.
+func CutStore(n topo.Node, cut bool) error {
+	script := "delete table inet sycut\n"
+	if cut {
+		script = fmt.Sprintf("table inet sycut {\n chain out { type filter hook output priority 0; tcp dport %d drop; }\n chain in { type filter hook input priority 0; tcp sport %d drop; }\n}\n", storeClient, storeClient)
+	}
+	cmd := exec.Command("nsenter", "--net="+topo.NSPath(n.NS), "--", "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("cut store of %s (nft): %v: %s", n.NS, err, out)
+	}
+	return nil
+}
