@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,10 +109,16 @@ func checkFleetKill(t *testing.T, k fleetexp.KillResult, n int) {
 	if pct(k.Next) < 99.9 || k.Next.Tried != n {
 		t.Errorf("kill: %d/%d connections completed their next request, want >= 99.9%% of %d", k.Next.OK, k.Next.Tried, n)
 	}
+	if strings.Contains(k.Session, "Established") || k.Session == "" {
+		t.Errorf("kill: bird's session to lb3 is %q after the withdrawal, want it down", k.Session)
+	}
+	if k.NewAllFailed*20 > k.NewAll {
+		t.Errorf("kill: %d of %d new connections around the kill failed, want under 5%%", k.NewAllFailed, k.NewAll)
+	}
 	if k.Converged > 20*time.Second {
 		t.Errorf("kill: converged after %s, want within 20s", k.Converged)
 	}
-	if k.NewStarted == 0 || k.NewFailed*20 > k.NewStarted {
+	if k.NewFailed*20 > k.NewStarted {
 		t.Errorf("kill: %d of %d new connections failed during the window, want under 5%%", k.NewFailed, k.NewStarted)
 	}
 }

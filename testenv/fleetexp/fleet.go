@@ -51,24 +51,31 @@ type KillResult struct {
 	// Withdrawn is the time from the kill until the router routes the VIPs through the others.
 	Withdrawn time.Duration `json:"withdrawn_ns"`
 	HoldTime  time.Duration `json:"hold_time_ns"`
+	// Session is bird's state of lb3's session once the routes are withdrawn (not Established).
+	Session string `json:"session"`
 	// Next is the round of requests started right after the kill, on every connection.
 	Next Round `json:"next"`
 	// Converged is the time from the kill until the routes are withdrawn and a whole round
 	// answered on every connection that did not break.
 	Converged time.Duration `json:"converged_ns"`
-	// New connections opened at NewRate from 1 s before the kill until 1 s after convergence.
+	// New connections are opened at NewRate from 1 s before the kill until 1 s after
+	// convergence: started and failed in the window (kill to convergence) and in all.
 	NewRate, NewStarted, NewFailed int
 	NewSlowest                     time.Duration
+	NewAll, NewAllFailed           int
 }
 
 // JoinResult is scenario 2: a fourth balancer joins a fleet of two.
 type JoinResult struct {
 	Routed time.Duration `json:"routed_ns"`
 	// Moved is how many connections ECMP sent to the new node (its connection-table entries).
-	Moved    int         `json:"moved"`
-	Next     Round `json:"next"`
-	Alive    int         `json:"alive"`
-	Balancer string      `json:"balancer"`
+	Moved int `json:"moved"`
+	// Rehashed is how many moved between the two old nodes (the ECMP route is hash-threshold,
+	// not consistent): new connection-table entries on lb1 and lb2.
+	Rehashed int    `json:"rehashed"`
+	Next     Round  `json:"next"`
+	Alive    int    `json:"alive"`
+	Balancer string `json:"balancer"`
 }
 
 // ChangeResult is scenario 3: a backend is added, then a balancer leaves (SIGKILL), in one
@@ -76,7 +83,7 @@ type JoinResult struct {
 type ChangeResult struct {
 	SecondChance bool `json:"second_chance"`
 	// Moved is how many connections reached a node that had no entry for them.
-	Moved int         `json:"moved"`
+	Moved int   `json:"moved"`
 	Next  Round `json:"next"`
 }
 
@@ -109,7 +116,7 @@ type fleet struct {
 	addr  string
 	be4   string
 	conns []topo.Node // clients
-	p     *pool      // the established connections of scenarios 1, 2, 4 and 5
+	p     *pool       // the established connections of scenarios 1, 2, 4 and 5
 }
 
 // Run brings up a lab of four balancers (the fourth on standby), one etcd member and four

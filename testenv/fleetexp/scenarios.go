@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/testenv/bird"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -67,9 +68,19 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 			k.Converged = time.Since(t0)
 		}
 	}
+	ps, err := bird.Protocols(lab.BirdDir(f.st.Prefix))
+	if err != nil {
+		return err
+	}
+	for _, s := range ps {
+		if s.Name == lb3.Name {
+			k.Session = s.State + " " + s.Info
+		}
+	}
 	time.Sleep(time.Second)
 	gen.finish()
 	k.NewStarted, k.NewFailed, k.NewSlowest = gen.count(t0, t0.Add(k.Converged))
+	k.NewAll, k.NewAllFailed, _ = gen.count(time.Time{}, time.Now())
 	f.o.Log("kill: withdrawn after %s, next round %d/%d, converged after %s, new connections %d failed of %d",
 		k.Withdrawn, k.Next.OK, k.Next.Tried, k.Converged, k.NewFailed, k.NewStarted)
 	return nil
@@ -80,6 +91,10 @@ func (f *fleet) join(_ context.Context, res *Result) error {
 	lb1, lb2, lb4 := f.lbs[0], f.lbs[1], f.lbs[3]
 	j := &res.Join
 	j.Balancer = lb4.Name
+	old, err := f.sumFlows(lb1, lb2)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := lab.StartBalancer(f.st, f.exe, lb4); err != nil {
 		return err
@@ -93,10 +108,26 @@ func (f *fleet) join(_ context.Context, res *Result) error {
 	}
 	j.Alive = f.p.alive()
 	j.Next = f.p.round("join", f.o.Workers)
-	var err error
-	j.Moved, err = f.flows(lb4)
-	f.o.Log("join: lb4 routed after %s, %d of %d connections moved to it, %d/%d answered", j.Routed, j.Moved, j.Alive, j.Next.OK, j.Next.Tried)
+	if j.Moved, err = f.flows(lb4); err != nil {
+		return err
+	}
+	now, err := f.sumFlows(lb1, lb2)
+	j.Rehashed = now - old
+	f.o.Log("join: lb4 routed after %s, %d of %d connections moved to it (%d between lb1 and lb2), %d/%d answered", j.Routed, j.Moved, j.Alive, j.Rehashed, j.Next.OK, j.Next.Tried)
 	return err
+}
+
+// sumFlows is the number of connection-table entries of the nodes together.
+func (f *fleet) sumFlows(ns ...topo.Node) (int, error) {
+	sum := 0
+	for _, n := range ns {
+		fl, err := f.flows(n)
+		if err != nil {
+			return 0, err
+		}
+		sum += fl
+	}
+	return sum, nil
 }
 
 // drain is scenario 4: `lb drain-node` on lb1 with requests on every connection throughout.
@@ -244,13 +275,9 @@ func (f *fleet) changeOnce(sc bool) (ChangeResult, error) {
 		return c, err
 	}
 	defer p.close()
-	before := 0
-	for _, n := range []topo.Node{lb1, lb2} {
-		fl, err := f.flows(n)
-		if err != nil {
-			return c, err
-		}
-		before += fl
+	before, err := f.sumFlows(lb1, lb2)
+	if err != nil {
+		return c, err
 	}
 	if err := f.backend(lb1, api.OpBackendAdd, f.be4); err != nil {
 		return c, err
@@ -265,16 +292,9 @@ func (f *fleet) changeOnce(sc bool) (ChangeResult, error) {
 		return c, err
 	}
 	c.Next = p.round("change", f.o.Workers)
-	after := 0
-	for _, n := range []topo.Node{lb1, lb2} {
-		fl, err := f.flows(n)
-		if err != nil {
-			return c, err
-		}
-		after += fl
-	}
+	after, err := f.sumFlows(lb1, lb2)
 	c.Moved = after - before
-	return c, nil
+	return c, err
 }
 
 func setSecondChance(path string, on bool) error {
