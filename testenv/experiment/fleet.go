@@ -46,7 +46,7 @@ func runFleet(ctx context.Context, w io.Writer, opt Options) error {
 	fmt.Fprintf(w, "\n%-48s %-22s %s\n", "scenario", "established survived", "figures")
 	fmt.Fprintf(w, "%-48s %-22s routes withdrawn %s (hold time %s, bird's session: %s); converged %s; new connections %d/s: %d failed of %d in the window (slowest %s), %d of %d from 1 s before to 1 s after it; spread before %v\n",
 		"1. lb3 of 3 killed (SIGKILL, program detached)", pct(k.Next), ms(k.Withdrawn), k.HoldTime, k.Session, ms(k.Converged), k.NewRate, k.NewFailed, k.NewStarted, ms(k.NewSlowest), k.NewAllFailed, k.NewAll, k.Spread)
-	fmt.Fprintf(w, "%-48s %-22s moved to lb4: %d of %d (%.1f%%), between lb1 and lb2: %d; routed %s after its daemon started\n",
+	fmt.Fprintf(w, "%-48s %-22s moved to lb4: %d of %d (%.1f%%), to lb1/lb2 without an entry there: %d; routed %s after its daemon started\n",
 		"2. lb4 joins lb1+lb2", pct(j.Next), j.Moved, j.Alive, 100*float64(j.Moved)/float64(max(1, j.Alive)), j.Rehashed, ms(j.Routed))
 	for _, c := range r.Change {
 		name := "3. be4 added, lb3 of 3 leaves, second chance on"
@@ -65,7 +65,8 @@ how to read it:
   wait); the connections lb3 carried, and those the re-hashed ECMP route moved between lb1 and
   lb2, reach a node with no entry for them and are re-hashed on the identical Maglev table.
 - 2: Linux ECMP is hash-threshold, not consistent: a third path takes a third of the flows and
-  moves about a sixth more between the two old ones; all of them re-hash on the same table.
+  moves about a sixth more between the two old ones, here back to the node that carried them
+  before lb3's kill, which still has their entries; the moved flows re-hash on the same table.
 - 3: the moved flows are re-hashed on the new table (be4 in it): without second chance those
   whose slot changed break; with it the backend's decap forwards them to the previous pick.
 - 5: the cut node forwards on its last table; it does not apply the change until the watch

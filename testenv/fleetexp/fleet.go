@@ -70,8 +70,9 @@ type JoinResult struct {
 	Routed time.Duration `json:"routed_ns"`
 	// Moved is how many connections ECMP sent to the new node (its connection-table entries).
 	Moved int `json:"moved"`
-	// Rehashed is how many moved between the two old nodes (the ECMP route is hash-threshold,
-	// not consistent): new connection-table entries on lb1 and lb2.
+	// Rehashed is how many reached lb1 or lb2 without an entry there (new connection-table
+	// entries): the ECMP route is hash-threshold, not consistent, so flows move between the
+	// old nodes too, but here back to the node they had before lb3's kill.
 	Rehashed int    `json:"rehashed"`
 	Next     Round  `json:"next"`
 	Alive    int    `json:"alive"`
