@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -46,15 +47,25 @@ func StartBalancer(st *State, exe string, n topo.Node) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("start %s: its daemon did not answer within 30s: %w (see %s.log in %s)", n.Name, err, n.Name, StateDir(st.Prefix))
+			return fmt.Errorf("start %s: its daemon did not answer within 30s: %w; the end of %s:\n%s", n.Name, err, p.Log, logTail(p.Log, 15))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// logTail is the last n lines of a log file (a lab is often gone before anyone reads it).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // KillBalancer ends balancer n the way a crash does: SIGKILL to its daemon (the kernel closes
 // its BGP session), then its XDP program and pins are removed, as a node that is gone has
-// none. It returns when the process is gone and the program detached.
+// none. It returns when the process is gone and the interface runs no program.
 func KillBalancer(st *State, n topo.Node) error {
 	pid, ok := readPID(StateDir(st.Prefix), n.Name)
 	if ok && exists(pid) {
@@ -71,7 +82,25 @@ func KillBalancer(st *State, n topo.Node) error {
 	if err := loader.Detach(pin); err != nil && !strings.Contains(err.Error(), "nothing pinned") {
 		return fmt.Errorf("kill %s: %w", n.Name, err)
 	}
-	return nil
+	// The kernel releases the last reference to the link after the process is gone, not
+	// always at once: wait until the interface runs no program, or a daemon started right
+	// after could find it still attached.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ifs, err := topo.Interfaces(n.NS)
+		if err != nil {
+			return fmt.Errorf("kill %s: %w", n.Name, err)
+		}
+		attached := false
+		for _, f := range ifs {
+			attached = attached || (f.Name == n.Iface && f.XDP != 0)
+		}
+		if !attached {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kill %s: its XDP program is still attached to %s 10s after the detach", n.Name, n.Iface)
+		}
+	}
 }
 
 // CutStore drops balancer n's traffic to and from etcd with nftables in its namespace (its
