@@ -113,7 +113,7 @@ func (f *fleet) join(_ context.Context, res *Result) error {
 	}
 	now, err := f.sumFlows(lb1, lb2)
 	j.Rehashed = now - old
-	f.o.Log("join: lb4 routed after %s, %d of %d connections moved to it (%d between lb1 and lb2), %d/%d answered", j.Routed, j.Moved, j.Alive, j.Rehashed, j.Next.OK, j.Next.Tried)
+	f.o.Log("join: lb4 routed after %s, %d of %d connections moved to it (%d to lb1/lb2 without an entry there), %d/%d answered", j.Routed, j.Moved, j.Alive, j.Rehashed, j.Next.OK, j.Next.Tried)
 	return err
 }
 
