@@ -60,9 +60,12 @@ type KillResult struct {
 	Converged time.Duration `json:"converged_ns"`
 	// New connections are opened at NewRate from 1 s before the kill until 1 s after
 	// convergence: started and failed in the window (kill to convergence) and in all.
-	NewRate, NewStarted, NewFailed int
-	NewSlowest                     time.Duration
-	NewAll, NewAllFailed           int
+	NewRate      int           `json:"new_rate"`
+	NewStarted   int           `json:"new_started"`
+	NewFailed    int           `json:"new_failed"`
+	NewSlowest   time.Duration `json:"new_slowest_ns"`
+	NewAll       int           `json:"new_all"`
+	NewAllFailed int           `json:"new_all_failed"`
 }
 
 // JoinResult is scenario 2: a fourth balancer joins a fleet of two.
@@ -100,9 +103,10 @@ type DrainResult struct {
 // WatchResult is scenario 5: one node's etcd traffic dropped while a backend changes.
 type WatchResult struct {
 	// Requests during the cut, on every connection, and how many failed.
-	Requests, Failed int
+	Requests int `json:"requests"`
+	Failed   int `json:"failed"`
 	// AppliedWhileCut is true if the cut node applied the change anyway (it must not).
-	AppliedWhileCut bool
+	AppliedWhileCut bool `json:"applied_while_cut"`
 	// CaughtUp is the time from the end of the cut until the node's table equals the others'.
 	CaughtUp time.Duration `json:"caught_up_ns"`
 }

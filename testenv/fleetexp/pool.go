@@ -44,10 +44,11 @@ func openPool(clients []topo.Node, addr string, n, workers int) (*pool, error) {
 
 // Round counts one request on every connection that was not broken before.
 type Round struct {
-	Tried, OK int
+	Tried int `json:"tried"`
+	OK    int `json:"ok"`
 	// Broke failed now (error, or answered by another backend: its socket is gone there).
-	Broke int
-	Took  time.Duration
+	Broke int           `json:"broke"`
+	Took  time.Duration `json:"took_ns"`
 }
 
 // round makes one request on every live connection.
