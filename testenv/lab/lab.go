@@ -136,18 +136,8 @@ func (l *Lab) Build() error {
 	if err := l.Topo.Build(); err != nil {
 		return fmt.Errorf("build lab: %w", err)
 	}
-	for _, n := range l.Topo.ByRole(topo.Balancer) {
-		pin := filepath.Join(PinDir(l.Topo.RouterNS, n.Port), "link")
-		err := topo.Do(l.Topo.RouterNS, func() error {
-			lk, err := loader.AttachPass(n.Port, loader.Native, pin)
-			if err != nil {
-				return err
-			}
-			return lk.Close()
-		})
-		if err != nil {
-			return fmt.Errorf("build lab: xdp_pass on router port %s: %w", n.Port, err)
-		}
+	if err := l.attachPortPass(l.Topo.ByRole(topo.Balancer)); err != nil {
+		return err
 	}
 	for _, n := range append(l.Topo.ByRole(topo.Backend), l.Topo.ByRole(topo.L7)...) {
 		if err := attachDecap(n); err != nil {
