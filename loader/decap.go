@@ -102,13 +102,15 @@ func decapKey(a netip.Addr) DecapDecapKey {
 	return k
 }
 
-// Counters reads the decap counters and the second-chance counters, summed over CPUs, by name.
+// Counters reads the decap counters and the second-chance counters, summed over CPUs, by name;
+// "second_chance_refused" is the sum of the refused reasons.
 func (d *Decap) Counters() (map[string]LBCounter, error) {
 	out := map[string]LBCounter{}
 	for _, set := range []struct {
 		m     *ebpf.Map
 		names []string
-	}{{d.Objs.DecapCounters, DecapCounterNames}, {d.Objs.DecapScCounters, DecapSecondChanceNames}} {
+	}{{d.Objs.DecapCounters, DecapCounterNames}, {d.Objs.DecapScCounters, DecapSecondChanceNames},
+		{d.Objs.DecapScRefused, DecapRefusedNames}} {
 		for i, name := range set.names {
 			var per []DecapCounter
 			if err := set.m.Lookup(uint32(i), &per); err != nil {
@@ -122,6 +124,12 @@ func (d *Decap) Counters() (map[string]LBCounter, error) {
 			out[name] = c
 		}
 	}
+	var refused LBCounter
+	for _, name := range DecapRefusedNames {
+		refused.Packets += out[name].Packets
+		refused.Bytes += out[name].Bytes
+	}
+	out["second_chance_refused"] = refused
 	return out, nil
 }
 
