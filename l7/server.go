@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/guard"
 )
@@ -39,7 +41,8 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
-	fconns   map[*fastConn]struct{} // connections on the HTTP/1.1 fast path
+	fconns   map[*goConn]struct{} // connections on the goroutine engine
+	conns    connLimit            // client connections against limits.max_connections
 	shutting atomic.Bool
 	// the event loops (loop_linux.go), started with the first plain listener
 	noLoops      bool
@@ -67,10 +70,17 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*fastConn]struct{}{}, loopsDone: make(chan struct{})}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
+	s.conns.max = connCap(cfg.Limits.MaxConnections, raiseNoFile())
+	shedConns := s.metrics.shed.WithLabelValues("connections")
+	s.conns.onShed = shedConns.Inc
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_l7_client_connections",
+		Help: "Open client connections (counted against limits.max_connections).",
+	}, func() float64 { return float64(s.conns.n.Load()) }))
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
 	}
@@ -162,6 +172,9 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 			if g, ok := c.(*guard.Conn); ok {
 				g.SetActive(cs == http.StateActive)
 			}
+			if _, ok := c.(*tls.Conn); ok && (cs == http.StateClosed || cs == http.StateHijacked) {
+				s.conns.done() // an HTTP/2 connection ServeTLS admitted
+			}
 		},
 	}
 	srv.Protocols.SetHTTP1(true)
@@ -181,8 +194,8 @@ func (s *Server) onReject(remote net.Addr, r *guard.Rejection) {
 	s.log.Debug("request refused", "client", remote.String(), "status", r.Status, "reason", r.Reason)
 }
 
-// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown. HTTP/1.1 requests take
-// the fast path (fast.go); the rest go to net/http.
+// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown. HTTP/1.1 requests are
+// served by the request core on the event loops or the goroutine engine; the rest go to net/http.
 func (s *Server) Serve(ln net.Listener) error {
 	return s.serveFast(ln, true, "http")
 }
@@ -212,10 +225,23 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	s.mu.Unlock()
 	go func() {
 		defer conns.Close()
+		var delay time.Duration
 		for {
 			raw, err := ln.Accept()
 			if err != nil {
-				return
+				if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
+					return
+				}
+				// Out of descriptors and the like: back off instead of ending the listener.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("l7 accept", "error", err, "retry_in", delay)
+				time.Sleep(delay)
+				continue
+			}
+			delay = 0
+			if !s.conns.admit() {
+				s.conns.refuse(raw)
+				continue
 			}
 			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
 		}
@@ -233,15 +259,18 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
+		s.conns.done()
 		return
 	}
 	if c.ConnectionState().NegotiatedProtocol != "h2" {
-		// HTTP/1.1 over TLS takes the fast path too; it hands over to srv like plain HTTP.
+		// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.
 		s.serveConn(c, "https", conns)
 		return
 	}
+	// Delivered as *tls.Conn for net/http's HTTP/2 server; its count ends in ConnState.
 	if !conns.Deliver(c) {
 		c.Close()
+		s.conns.done()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/health"
 	"github.com/switchyard/switchyard/l7/limit"
 	"github.com/switchyard/switchyard/l7/route"
@@ -37,7 +38,7 @@ type routeRT struct {
 	limiter *limit.Buckets
 	keyOf   func(*http.Request) string
 	timeout time.Duration
-	retryOn map[int]bool
+	retry   *core.RetryPolicy // nil without a retry policy
 	// series resolved once per configuration, so the request path does no label lookup
 	limitedCount prometheus.Counter
 	durationObs  prometheus.Observer
@@ -56,7 +57,7 @@ type pool struct {
 	gate      *limit.Gate
 	budget    *limit.RetryBudget
 	detector  *health.Detector
-	// up is the fast path's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
+	// up is the goroutine engine's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
 	up        *upstreams
 	shedCount prometheus.Counter
 }
@@ -97,9 +98,10 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			}
 		}
 		if rc.Retry != nil {
-			rt.retryOn = map[int]bool{}
+			rt.retry = &core.RetryPolicy{Attempts: rc.Retry.Attempts, OnStatus: map[int]bool{},
+				NonIdempotent: rc.Retry.NonIdempotent, BufferBody: rc.Retry.BufferBody}
 			for _, code := range rc.Retry.OnStatus {
-				rt.retryOn[code] = true
+				rt.retry.OnStatus[code] = true
 			}
 		}
 		st.routes = append(st.routes, rt)
@@ -189,7 +191,7 @@ func (s *Server) startHealth(st *state) {
 			continue
 		}
 		c := health.NewChecker(health.Check{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout,
-			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme},
+			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme, Local: core.LocalResource},
 			&http.Client{Transport: p.transport},
 			func(b *balance.Backend, healthy bool) {
 				s.metrics.healthy.WithLabelValues(p.name, b.Address).Set(boolGauge(healthy))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/guard"
 )
 
@@ -35,12 +36,15 @@ import (
 // costs four system calls: read the request, write it upstream, read the response, write it
 // back, plus a share of one epoll_wait.
 //
-// The loop serves a request whose head and whole body are buffered, sent to a backend given as
-// an IP address. Anything else is handed over, at the request boundary and with the bytes read
-// so far, to a goroutine: streamed uploads and host-name backends to the fast path's
-// goroutine-per-connection code, everything the fast path does not serve (h2c, upgrades, ...)
-// to net/http. Responses of any size and framing stream through the loop, with backpressure:
-// it reads the backend only once the client took what came before.
+// The loop is a thin I/O layer over the request core (request.go and package core): the core
+// parses, routes, admits, rewrites heads, frames bodies, decides retries and which upstream
+// connections may be reused; the loop only moves bytes between non-blocking sockets. It serves
+// a request whose head and whole body are buffered, sent to a backend given as an IP address.
+// Anything else is handed over, at the request boundary and with the bytes read so far, to a
+// goroutine: streamed uploads and host-name backends to the goroutine engine
+// (engine_goroutine.go), everything the core does not serve (h2c, upgrades, ...) to net/http.
+// Responses of any size and framing stream through the loop, with backpressure: it reads the
+// backend only once the client took what came before.
 
 // loopKind says what an epoll registration is; it travels in the event's Pad field.
 const (
@@ -66,7 +70,7 @@ type evLoop struct {
 	cl     []*loopConn // by descriptor
 	up     []*loopUp   // by descriptor
 	conns  []*loopConn // every client connection (deadline sweep, shutdown)
-	idle   map[*balance.Backend][]*loopUp
+	idle   *core.Idle[*balance.Backend, *loopUp]
 	addrs  map[*balance.Backend]unix.Sockaddr
 	lns    []*loopListener
 	now    time.Time
@@ -101,7 +105,7 @@ const (
 
 // loopConn is a client connection on an event loop.
 type loopConn struct {
-	*fastConn
+	*clientConn
 	l        *evLoop
 	fd       int
 	idx      int // in l.conns
@@ -116,38 +120,35 @@ type loopConn struct {
 	started  bool // a byte of the next request head has arrived
 
 	// the request in progress
-	st        *state
-	rq        routed
-	b         *balance.Backend
-	u         *loopUp
-	total     time.Time // the request's total deadline
-	reqBytes  []byte
-	sent      int
-	retried   bool
-	code      int
-	n         int64
-	fr        framing
-	remaining int64
-	chunk     guard.ChunkScanner
-	upClose   bool
-	respDone  bool
-	respErr   error
+	st         *state
+	rq         routed
+	b          *balance.Backend
+	u          *loopUp
+	total      time.Time // the request's total deadline
+	sent       int
+	retried    bool               // a stale pooled connection was replaced once
+	tried      []*balance.Backend // the backends this request went to, the last one c.b
+	replayable bool               // the route may send it to another backend
+	code       int
+	n          int64
+	body       core.ResponseBody
+	upClose    bool
+	respErr    error
 }
 
 // loopUp is an upstream HTTP/1.1 connection of a loop: in use by owner, or idle in l.idle.
 type loopUp struct {
-	fd        int
-	b         *balance.Backend
-	idleFor   time.Duration
-	maxIdle   int
-	in        connReader
-	owner     *loopConn
-	readable  bool
-	writable  bool
-	hup       bool
-	reused    bool
-	gotBytes  bool // a response byte arrived on this attempt
-	idleSince time.Time
+	fd       int
+	b        *balance.Backend
+	idleFor  time.Duration
+	maxIdle  int
+	in       connReader
+	owner    *loopConn
+	readable bool
+	writable bool
+	hup      bool
+	reused   bool
+	gotBytes bool // a response byte arrived on this attempt
 }
 
 // startLoops starts one event loop per CPU the runtime may use; it reports whether they run.
@@ -200,7 +201,7 @@ func newLoop(s *Server) (*evLoop, error) {
 		return nil, fmt.Errorf("create eventfd: %w", err)
 	}
 	l := &evLoop{s: s, epfd: epfd, wakefd: wfd, events: make([]unix.EpollEvent, 256),
-		idle: map[*balance.Backend][]*loopUp{}, addrs: map[*balance.Backend]unix.Sockaddr{},
+		idle: core.NewIdle[*balance.Backend, *loopUp](), addrs: map[*balance.Backend]unix.Sockaddr{},
 		done: make(chan struct{}), now: time.Now()}
 	// An epoll descriptor is itself pollable: readable when events are ready. On Go's poller, an
 	// idle loop parks like any goroutine, so its P goes idle instead of sitting in a blocking
@@ -349,12 +350,7 @@ func (s *Server) closeLoops(all bool) int {
 					l.abort(c, 499)
 				}
 			}
-			for _, list := range l.idle {
-				for _, u := range list {
-					l.closeUp(u)
-				}
-			}
-			clear(l.idle)
+			l.idle.Drain(l.closeUp)
 		})
 		n += int(l.count.Load())
 	}
@@ -388,6 +384,7 @@ func (l *evLoop) run() {
 			return
 		}
 		l.now = time.Now()
+		l.dropSpokenIdle(n)
 		for i := range max(n, 0) {
 			ev := &l.events[i]
 			fd := int(ev.Fd)
@@ -403,9 +400,6 @@ func (l *evLoop) run() {
 					setReady(ev.Events, &u.readable, &u.writable, &u.hup)
 					if u.owner != nil {
 						l.step(u.owner)
-					} else if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-						// An idle connection that speaks or closes is of no more use.
-						l.dropIdle(u)
 					}
 				}
 			case kindListener:
@@ -420,6 +414,21 @@ func (l *evLoop) run() {
 		if l.now.Sub(l.sweep) >= sweepEvery {
 			l.sweep = l.now
 			l.expire()
+		}
+	}
+}
+
+// dropSpokenIdle discards the idle upstream connections that became readable or were shut in
+// this batch of events (the core's reuse rule 2), before any client event of the batch could
+// take one of them: bytes on an idle upstream are nobody's response.
+func (l *evLoop) dropSpokenIdle(n int) {
+	for i := range max(n, 0) {
+		ev := &l.events[i]
+		if ev.Pad != kindUpstream || ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+			continue
+		}
+		if fd := int(ev.Fd); fd < len(l.up) && l.up[fd] != nil && l.up[fd].owner == nil {
+			l.dropIdle(l.up[fd])
 		}
 	}
 }
@@ -469,12 +478,7 @@ func (l *evLoop) shutdown() {
 	for len(l.conns) > 0 {
 		l.abort(l.conns[len(l.conns)-1], 499)
 	}
-	for _, list := range l.idle {
-		for _, u := range list {
-			l.closeUp(u)
-		}
-	}
-	clear(l.idle)
+	l.idle.Drain(l.closeUp)
 	unix.Close(l.wakefd)
 	l.epf.Close()
 }
@@ -515,6 +519,11 @@ func (l *evLoop) accept(fd int) {
 			unix.Close(nfd)
 			continue
 		}
+		if !l.s.conns.admit() {
+			_, _ = rawWrite(nfd, overloadAnswer) // over limits.max_connections: 503 and close
+			unix.Close(nfd)
+			continue
+		}
 		_ = unix.SetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		// EPOLLEXCLUSIVE wakes one loop, which may take a whole burst of connections: deal them
 		// out round robin so that every loop (every CPU) gets its share.
@@ -541,14 +550,15 @@ func (l *evLoop) post(fn func()) {
 func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	if l.s.shutting.Load() {
 		unix.Close(nfd)
+		l.s.conns.done()
 		return
 	}
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
-	c.fastConn = newFastConn(l.s, nil, sockaddrToTCP(sa), ll.scheme, ll.fb)
-	c.w = c
+	c.clientConn = newClientConn(l.s, c, sockaddrToTCP(sa), ll.scheme, ll.fb)
 	c.in = connReader{buf: make([]byte, 4<<10)}
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
+		l.s.conns.done()
 		return
 	}
 	for nfd >= len(l.cl) {
@@ -574,14 +584,21 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	return &net.TCPAddr{}
 }
 
-// forget takes a client connection off the loop (not closing its descriptor).
+// forget takes a client connection off the loop (not closing its descriptor). The vacated slot
+// at the end of l.conns is cleared: a slice keeps what is beyond its length reachable, and a
+// flood of connections once closed would otherwise stay in memory for good.
 func (l *evLoop) forget(c *loopConn) {
 	_ = l.ctl(unix.EPOLL_CTL_DEL, c.fd, 0, kindClient)
 	l.cl[c.fd] = nil
-	last := l.conns[len(l.conns)-1]
+	end := len(l.conns) - 1
+	last := l.conns[end]
 	l.conns[c.idx], last.idx = last, c.idx
-	l.conns = l.conns[:len(l.conns)-1]
+	l.conns[end] = nil
+	l.conns = l.conns[:end]
 	l.count.Add(-1)
+	if cap(l.conns) > 1024 && len(l.conns) < cap(l.conns)/4 {
+		l.conns = append([]*loopConn(nil), l.conns...) // give a flood's backing array back
+	}
 }
 
 // abort ends a connection at once: the request in progress (if any) ends with code.
@@ -598,6 +615,7 @@ func (l *evLoop) abort(c *loopConn, code int) {
 	}
 	l.forget(c)
 	unix.Close(c.fd)
+	l.s.conns.done()
 }
 
 // step runs a connection's state machine as far as its sockets allow.
@@ -754,6 +772,12 @@ func (l *evLoop) readHead(c *loopConn) bool {
 	if end > cfg.Limits.MaxHeaderBytes {
 		return l.refuse(c, errHeadTooLong)
 	}
+	return l.startRequest(c, st, end)
+}
+
+// startRequest serves a parsed head of end bytes: the core routes and admits it, then the
+// exchange starts, or the connection goes to a goroutine with what the loop does not serve.
+func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	rq, ok := c.route(st, l.now)
 	if !ok {
 		l.handOff(c, true)
@@ -761,7 +785,7 @@ func (l *evLoop) readHead(c *loopConn) bool {
 	}
 	body, whole := c.bufferedBody(end, rq.hasBody)
 	if !whole {
-		l.handOff(c, false) // a body still arriving streams on the goroutine path
+		l.handOff(c, false) // a body still arriving streams on the goroutine engine
 		return false
 	}
 	bk, keep := c.admit(st, &rq)
@@ -769,18 +793,19 @@ func (l *evLoop) readHead(c *loopConn) bool {
 		c.in.consume(end)
 		return l.endExchange(c, keep)
 	}
-	sa := l.sockaddr(bk)
-	if sa == nil {
+	if l.sockaddr(bk) == nil {
 		c.release(st, &rq, bk)
-		l.handOff(c, false) // a host name: the goroutine path's dialer resolves it
+		l.handOff(c, false) // a host name: the goroutine engine's dialer resolves it
 		return false
 	}
 	l.s.fastServed.Add(1)
 	l.s.loopServed.Add(1)
 	c.st, c.rq, c.b = st, rq, bk
+	c.tried = append(c.tried[:0], bk)
+	c.replayable = rq.retry.Replayable(rq.method, int64(body), true)
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
-	c.reqBytes = append(c.buildUpstreamHead(rq.method, rq.target, &rq.ri), c.in.buffered()[end:end+body]...)
+	c.reqBuf = append(c.upstreamHead(&rq), c.in.buffered()[end:end+body]...)
 	c.in.consume(end + body)
 	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
 	return l.connect(c, false)
@@ -792,17 +817,10 @@ func (c *loopConn) bufferedBody(end int, hasBody bool) (int, bool) {
 	if !hasBody {
 		return 0, true
 	}
-	rest := c.in.buffered()[end:]
-	if c.head.Chunked {
-		c.chunk = guard.ChunkScanner{}
-		n, done, rej := c.chunk.Scan(rest)
-		// A malformed chunk is judged by the goroutine path, which answers it.
-		return n, done && rej == nil
-	}
-	if int64(len(rest)) < c.head.ContentLength {
-		return 0, false
-	}
-	return int(c.head.ContentLength), true
+	rb := core.NewRequestBody(&c.head)
+	n, rej := rb.Take(c.in.buffered()[end:])
+	// A malformed chunk is judged by the goroutine engine, which answers it.
+	return n, rb.Done() && rej == nil
 }
 
 // refuse answers a refused request head and closes the connection.
@@ -814,7 +832,7 @@ func (l *evLoop) refuse(c *loopConn, r *guard.Rejection) bool {
 }
 
 // handOff moves a client connection, with its buffered bytes, to a goroutine: net/http's
-// (toHTTP) or the fast path's goroutine-per-connection code.
+// (toHTTP) or the goroutine engine. The connection stays counted against max_connections.
 func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	l.forget(c)
 	f := os.NewFile(uintptr(c.fd), "")
@@ -822,6 +840,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	f.Close()
 	if err != nil {
 		l.s.log.Warn("l7 hand over connection", "error", err)
+		l.s.conns.done()
 		return
 	}
 	to := "fast"
@@ -829,20 +848,22 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 		to = "http"
 	}
 	l.s.metrics.handoffs.WithLabelValues(to).Inc()
-	fc := c.fastConn
-	fc.c, fc.w, fc.in.c = nc, nc, nc
-	if !l.s.track(fc, true) {
+	gc := &goConn{clientConn: c.clientConn, c: nc}
+	gc.w, gc.in.c = nc, nc
+	if !l.s.track(gc, true) {
 		nc.Close()
+		l.s.conns.done()
 		return
 	}
 	go func() {
 		if !toHTTP {
-			fc.serve()
+			gc.serve()
 			return
 		}
-		defer l.s.track(fc, false)
-		if !fc.handOff() {
+		defer l.s.track(gc, false)
+		if !gc.handOff() {
 			nc.Close()
+			l.s.conns.done()
 		}
 	}()
 }
@@ -938,11 +959,11 @@ func (l *evLoop) connected(c *loopConn) bool {
 // sendRequest writes the request head and body upstream.
 func (l *evLoop) sendRequest(c *loopConn) bool {
 	u := c.u
-	for c.sent < len(c.reqBytes) {
+	for c.sent < len(c.reqBuf) {
 		if !u.writable {
 			return false
 		}
-		n, err := rawWrite(u.fd, c.reqBytes[c.sent:])
+		n, err := rawWrite(u.fd, c.reqBuf[c.sent:])
 		switch {
 		case err == unix.EAGAIN:
 			u.writable = false
@@ -950,7 +971,7 @@ func (l *evLoop) sendRequest(c *loopConn) bool {
 			return l.upstreamFailed(c, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)})
 		default:
 			c.sent += n
-			if c.sent < len(c.reqBytes) {
+			if c.sent < len(c.reqBuf) {
 				u.writable = false
 			}
 		}
@@ -977,47 +998,39 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		return n > 0
 	}
 	if rej := guard.ParseHead(u.in.buffered()[:end], &c.rhead); rej != nil {
-		return l.upstreamFailed(c, errors.Join(errUpstream, rej))
+		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, rej))
 	}
-	code, ok := statusCode(c.rhead.Line)
+	code, ok := core.StatusCode(c.rhead.Line)
 	if !ok || code == http.StatusSwitchingProtocols {
-		return l.upstreamFailed(c, errors.Join(errUpstream, errors.New("bad status line")))
+		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, errors.New("bad status line")))
 	}
-	c.responseTokens()
+	c.upClose = c.responseTokens()
 	if code < 200 {
-		head := c.buildResponseHead(code, noBody)
+		head := c.responseHead(code, core.NoBody)
 		u.in.consume(end)
 		c.send(head)
 		return true
 	}
+	if c.rq.retry.RetryStatus(code) && l.retryElsewhere(c, code < 500, nil) {
+		return true // the response is not read: its connection was closed
+	}
 	// The response head: its framing, then the head and the body bytes that came with it.
 	c.code = code
-	c.fr = closeBody
-	h := &c.rhead
-	switch {
-	case c.rq.method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified:
-		c.fr = noBody
-	case h.Chunked:
-		c.fr = chunkedBody
-	case h.ContentLength >= 0:
-		c.fr = lengthBody
-	}
-	c.upClose = c.responseTokens()
-	head := c.buildResponseHead(code, c.fr)
+	fr := core.ResponseFraming(c.rq.method, code, &c.rhead)
+	head := c.responseHead(code, fr)
 	u.in.consume(end)
-	c.remaining, c.chunk, c.respErr = h.ContentLength, guard.ChunkScanner{}, nil
-	c.respDone = c.fr == noBody
-	if !c.respDone && len(u.in.buffered()) > 0 {
+	c.body, c.respErr = core.NewResponseBody(fr, c.rhead.ContentLength), nil
+	if !c.body.Done() && len(u.in.buffered()) > 0 {
 		body := c.take()
 		c.n += int64(len(body))
-		if c.fr == closeBody {
-			head = appendChunk(head, body)
+		if fr == core.CloseBody {
+			head = core.AppendChunk(head, body)
 		} else {
 			head = append(head, body...)
 		}
 	}
 	c.out = head
-	if c.respDone {
+	if c.body.Done() {
 		l.responseTaken(c)
 	}
 	c.send(head)
@@ -1026,40 +1039,56 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	return true
 }
 
+// retryElsewhere sends the request to another backend when the route's retry policy, its
+// attempts so far and the pool's retry budget allow: the current upstream connection is closed
+// (its response, if any, unread) and the outcome ok (with err) goes to passive health. It
+// reports false, changing nothing, when the request stays where it is.
+func (l *evLoop) retryElsewhere(c *loopConn, ok bool, err error) bool {
+	nb := c.retryPick(&c.rq, c.b, c.tried, c.replayable, l.dialable)
+	if nb == nil {
+		return false
+	}
+	l.s.passive(c.rq.rt.pool, c.b, ok, err)
+	if c.u != nil {
+		l.closeUp(c.u)
+		c.u = nil
+	}
+	c.b = nb
+	c.tried = append(c.tried, nb)
+	c.sent, c.retried = 0, false
+	return l.connect(c, false)
+}
+
+// dialable reports a backend the loop can connect to itself (given as an IP address).
+func (l *evLoop) dialable(b *balance.Backend) bool { return l.sockaddr(b) != nil }
+
 // responseTaken ends the upstream side of a response whose last byte has been read, before
-// that byte goes to the client: the connection is pooled (or closed) and the request recorded,
-// so that a client which has the whole response also finds it in the metrics.
+// that byte goes to the client: the connection is pooled (when the core's reuse rules allow) or
+// closed, and the request recorded, so that a client which has the whole response also finds it
+// in the metrics.
 func (l *evLoop) responseTaken(c *loopConn) {
 	u := c.u
 	c.u = nil
-	// Bytes beyond the response mean the backend is out of step, and a backend that shut its side
-	// is gone: never reuse such a connection.
-	if !c.upClose && c.fr != closeBody && len(u.in.buffered()) == 0 && !u.hup {
+	if core.Reusable(core.ResponseEnd{Framing: c.body.Framing, Complete: c.body.Done(), UpstreamClose: c.upClose,
+		Leftover: len(u.in.buffered()), MaybeMore: u.readable, PeerShut: u.hup, Err: c.respErr}) {
 		l.putIdle(u)
 	} else {
 		l.closeUp(u)
 	}
-	l.s.passive(c.rq.rt.pool, c.b, c.code < 500)
+	l.s.passive(c.rq.rt.pool, c.b, c.code < 500, nil)
 	l.endRequest(c, c.code)
 }
 
-// take consumes the body bytes buffered from upstream that belong to the response.
+// take consumes the body bytes buffered from upstream that belong to the response (the loop's
+// one response-direction body function: the core's framing decides).
 func (c *loopConn) take() []byte {
 	u := c.u
-	data := u.in.buffered()
-	switch c.fr {
-	case lengthBody:
-		data = data[:min(int64(len(data)), c.remaining)]
-		c.remaining -= int64(len(data))
-		c.respDone = c.remaining == 0
-	case chunkedBody:
-		k, d, rej := c.chunk.Scan(data)
-		if rej != nil {
-			c.respErr = errors.Join(errUpstream, rej)
-		}
-		data, c.respDone = data[:k], d
+	n, err := c.body.Take(u.in.buffered())
+	if err != nil {
+		c.respErr = err
 	}
-	u.in.consume(len(data))
+	data := u.in.buffered()[:n]
+	u.in.consume(n)
 	return data
 }
 
@@ -1070,7 +1099,7 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 		l.abort(c, c.code)
 		return false
 	}
-	if c.respDone {
+	if c.body.Done() {
 		return l.endExchange(c, true)
 	}
 	u := c.u
@@ -1079,13 +1108,13 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	}
 	n, err := readInto(u.fd, &u.in, len(u.in.buf), &u.readable, u.hup)
 	if err != nil {
-		if c.fr == closeBody && errors.Is(err, io.EOF) {
-			c.upClose, c.respDone = true, true
+		if errors.Is(err, io.EOF) && c.body.EndOfStream() {
+			c.upClose = true
 			l.responseTaken(c)
-			c.send([]byte("0\r\n\r\n"))
+			c.send(core.LastChunk)
 			return true
 		}
-		l.s.passive(c.rq.rt.pool, c.b, false)
+		l.s.passive(c.rq.rt.pool, c.b, false, err)
 		l.abort(c, c.code)
 		return false
 	}
@@ -1094,11 +1123,11 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	}
 	body := c.take()
 	c.n += int64(len(body))
-	if c.respDone && c.respErr == nil {
+	if c.body.Done() && c.respErr == nil {
 		l.responseTaken(c) // body still points into the connection's buffer, unused until send copies it
 	}
-	if c.fr == closeBody {
-		c.out = appendChunk(c.out[:0], body)
+	if c.body.Framing == core.CloseBody {
+		c.out = core.AppendChunk(c.out[:0], body)
 		c.send(c.out)
 	} else if len(body) > 0 {
 		c.send(body)
@@ -1108,19 +1137,23 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 
 // upstreamFailed handles an upstream failure before any response byte: a pooled connection the
 // backend had closed is replaced once when the request can be replayed (net/http's transport
-// does the same); otherwise the client gets 504 on a timeout and 502 for the rest.
+// does the same); a route that retries sends it to another backend; otherwise the client gets
+// 504 on a timeout and 502 for the rest.
 func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 	u := c.u
 	if u != nil {
 		c.u = nil
 		l.closeUp(u)
 		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
-			(idempotent(c.rq.method) || isWriteErr(err)) {
+			(core.Idempotent(c.rq.method) || isWriteErr(err)) {
 			c.retried, c.sent = true, 0
 			return l.connect(c, true)
 		}
 	}
-	l.s.passive(c.rq.rt.pool, c.b, false)
+	if l.retryElsewhere(c, false, err) {
+		return true
+	}
+	l.s.passive(c.rq.rt.pool, c.b, false, err)
 	code, msg := http.StatusBadGateway, "upstream error"
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		code, msg = http.StatusGatewayTimeout, "upstream timeout"
@@ -1133,9 +1166,11 @@ func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 
 // endRequest records a finished request and gives back what admit took.
 func (l *evLoop) endRequest(c *loopConn, code int) {
-	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, 1, c.rq.clean)
+	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, len(c.tried), c.rq.clean)
 	c.release(c.st, &c.rq, c.b)
-	c.b, c.st, c.reqBytes = nil, nil, c.reqBytes[:0]
+	c.b, c.st, c.reqBuf = nil, nil, c.reqBuf[:0]
+	clear(c.tried)
+	c.tried = c.tried[:0]
 }
 
 // endExchange readies the connection for its next request, or to close once its answer is out.
@@ -1151,38 +1186,37 @@ func (l *evLoop) endExchange(c *loopConn, keep bool) bool {
 	return true
 }
 
+// takeIdle takes the warmest idle connection to b that has not been idle too long. One that
+// spoke or closed while idle was already dropped (dropSpokenIdle), and one whose flags show it
+// readable or shut is not handed out (the core's reuse rule 2).
 func (l *evLoop) takeIdle(b *balance.Backend) *loopUp {
-	for list := l.idle[b]; len(list) > 0; list = l.idle[b] {
-		u := list[len(list)-1]
-		l.idle[b] = list[:len(list)-1]
-		if l.now.Sub(u.idleSince) < u.idleFor {
+	for {
+		u, ok := l.idle.Get(b, l.now, loopIdleFor, l.closeUp)
+		if !ok {
+			return nil
+		}
+		if !u.readable && !u.hup {
 			return u
 		}
 		l.closeUp(u)
 	}
-	return nil
 }
+
+// loopIdleFor is the idle timeout of an upstream connection (its pool's timeouts.idle).
+func loopIdleFor(u *loopUp) time.Duration { return u.idleFor }
 
 // putIdle keeps an upstream connection for the next request to its backend (LIFO, so the
 // warmest goes out first); past the pool's max_idle_per_backend it is closed.
 func (l *evLoop) putIdle(u *loopUp) {
-	u.owner, u.idleSince = nil, l.now
-	if len(l.idle[u.b]) >= u.maxIdle {
+	u.owner = nil
+	if !l.idle.Put(u.b, u, l.now, u.maxIdle) {
 		l.closeUp(u)
-		return
 	}
-	l.idle[u.b] = append(l.idle[u.b], u)
 }
 
 // dropIdle closes an idle connection and takes it out of the idle list.
 func (l *evLoop) dropIdle(u *loopUp) {
-	list := l.idle[u.b]
-	for i, x := range list {
-		if x == u {
-			l.idle[u.b] = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
+	l.idle.Remove(u.b, func(x *loopUp) bool { return x == u })
 	l.closeUp(u)
 }
 
@@ -1214,21 +1248,7 @@ func (l *evLoop) expire() {
 			l.abort(c, 504)
 		}
 	}
-	for b, list := range l.idle {
-		keep := list[:0]
-		for _, u := range list {
-			if l.now.Sub(u.idleSince) >= u.idleFor {
-				l.closeUp(u)
-			} else {
-				keep = append(keep, u)
-			}
-		}
-		if len(keep) == 0 {
-			delete(l.idle, b)
-		} else {
-			l.idle[b] = keep
-		}
-	}
+	l.idle.Expire(l.now, loopIdleFor, l.closeUp)
 	for _, ll := range l.lns {
 		if ll.paused && l.now.Sub(ll.pausedAt) >= sweepEvery {
 			if l.ctl(unix.EPOLL_CTL_ADD, ll.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, kindListener) == nil {

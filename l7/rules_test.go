@@ -1,0 +1,90 @@
+package l7
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The end-to-end rules every engine must keep, run once per engine (engines_test.go).
+
+// An upstream that sends one extra, unsolicited response about 50 ms after a real one must never
+// shift responses to other clients: an idle upstream that becomes readable is discarded, and a
+// response is only ever read for the request just written. Many client connections, each
+// request naming itself; every answer must carry the name of its own request.
+func TestRuleUnsolicitedUpstreamBytesNeverReachAClient(t *testing.T) {
+	forEachEngine(t, testUnsolicitedUpstreamBytes)
+}
+
+func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
+	var extras atomic.Int64
+	addr, _ := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		sentExtra := false
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			id := req.URL.Path
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Id: %s\r\n\r\n%s", len(id), id, id)
+			if sentExtra {
+				continue
+			}
+			// Quiet for 50 ms after the response (the connection is idle in the proxy's pool):
+			// send a response nobody asked for, once per connection.
+			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if _, err := br.Peek(1); errors.Is(err, os.ErrDeadlineExceeded) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nX-Id: /unsolicited\r\n\r\n/unsolicited")
+				sentExtra = true
+				extras.Add(1)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		}
+	})
+	p := e.start(t, oneRoute("", e.backend(addr)))
+	const clients, each = 30, 4
+	var wrong, failed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, br := p.dial(t)
+			for j := range each {
+				// Spread the requests so that pooled connections sit idle past the 50 ms.
+				time.Sleep(time.Duration(20+(i*7+j*13)%90) * time.Millisecond)
+				id := fmt.Sprintf("/c%d/r%d", i, j)
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", id)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != id {
+					wrong.Add(1)
+					t.Logf("request %s got %d %q", id, resp.StatusCode, body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if extras.Load() == 0 {
+		t.Fatalf("the backend never sent an unsolicited response; the test proves nothing")
+	}
+	if wrong.Load() > 0 || failed.Load() > 0 {
+		t.Errorf("%d of %d responses carried another request's identity (or an error status), %d connections failed; %d unsolicited responses sent",
+			wrong.Load(), clients*each, failed.Load(), extras.Load())
+	}
+}
