@@ -784,19 +784,16 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		return false
 	}
 	body, whole := c.bufferedBody(end, rq.hasBody)
-	if !whole {
-		l.handOff(c, false) // a body still arriving streams on the goroutine engine
+	if !whole || !rq.rt.pool.ipOnly {
+		// A body still arriving streams on the goroutine engine, whose dialer also resolves
+		// host names. Handed over before admission, so the request is admitted once.
+		l.handOff(c, false)
 		return false
 	}
 	bk, keep := c.admit(st, &rq)
 	if bk == nil {
 		c.in.consume(end)
 		return l.endExchange(c, keep)
-	}
-	if l.sockaddr(bk) == nil {
-		c.release(st, &rq, bk)
-		l.handOff(c, false) // a host name: the goroutine engine's dialer resolves it
-		return false
 	}
 	l.s.fastServed.Add(1)
 	l.s.loopServed.Add(1)

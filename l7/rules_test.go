@@ -28,7 +28,6 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 	var extras atomic.Int64
 	addr, _ := rawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
-		sentExtra := false
 		for {
 			req, err := http.ReadRequest(br)
 			if err != nil {
@@ -37,35 +36,40 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 			io.Copy(io.Discard, req.Body)
 			id := req.URL.Path
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Id: %s\r\n\r\n%s", len(id), id, id)
-			if sentExtra {
-				continue
-			}
 			// Quiet for 50 ms after the response (the connection is idle in the proxy's pool):
-			// send a response nobody asked for, once per connection.
+			// send a response nobody asked for.
 			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 			if _, err := br.Peek(1); errors.Is(err, os.ErrDeadlineExceeded) {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nX-Id: /unsolicited\r\n\r\n/unsolicited")
-				sentExtra = true
 				extras.Add(1)
 			}
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		}
 	})
 	p := e.start(t, oneRoute("", e.backend(addr)))
-	const clients, each = 30, 4
+	// Rounds in lockstep: every client sends at once (so the proxy holds many upstream
+	// connections), then all wait 150 ms, while every pooled connection gets its unsolicited
+	// response. Nothing is sent while an unsolicited response is on its way, so any answer that
+	// carries another identity is the proxy's doing, not a race with the backend.
+	const clients, rounds = 30, 4
+	type client struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	cs := make([]client, clients)
+	for i := range cs {
+		cs[i].c, cs[i].br = p.dial(t)
+	}
 	var wrong, failed atomic.Int64
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, br := p.dial(t)
-			for j := range each {
-				// Spread the requests so that pooled connections sit idle past the 50 ms.
-				time.Sleep(time.Duration(20+(i*7+j*13)%90) * time.Millisecond)
+	for j := range rounds {
+		var wg sync.WaitGroup
+		for i := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				id := fmt.Sprintf("/c%d/r%d", i, j)
-				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", id)
-				resp, err := http.ReadResponse(br, nil)
+				fmt.Fprintf(cs[i].c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", id)
+				resp, err := http.ReadResponse(cs[i].br, nil)
 				if err != nil {
 					failed.Add(1)
 					return
@@ -76,10 +80,12 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 					wrong.Add(1)
 					t.Logf("request %s got %d %q", id, resp.StatusCode, body)
 				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		time.Sleep(150 * time.Millisecond)
 	}
-	wg.Wait()
+	const each = rounds
 	if extras.Load() == 0 {
 		t.Fatalf("the backend never sent an unsolicited response; the test proves nothing")
 	}

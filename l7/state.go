@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -57,6 +58,10 @@ type pool struct {
 	gate      *limit.Gate
 	budget    *limit.RetryBudget
 	detector  *health.Detector
+	// ipOnly: every backend is given as an IP address, so the event loops can connect to any of
+	// them themselves (they hand requests to host-name pools to the goroutine engine, before
+	// admission, so nothing is counted twice).
+	ipOnly bool
 	// up is the goroutine engine's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
 	up        *upstreams
 	shedCount prometheus.Counter
@@ -121,7 +126,11 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 			}
 		}
 	}
+	p.ipOnly = true
 	for _, bc := range pc.Backends {
+		if ap, err := netip.ParseAddrPort(bc.Address); err != nil || ap.Addr().Zone() != "" {
+			p.ipOnly = false
+		}
 		b := old[bc.Address]
 		if b == nil || b.Weight != bc.Weight {
 			nb := balance.NewBackend(bc.Address, bc.Weight)

@@ -1,0 +1,177 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/guard"
+)
+
+// The request core's rules, tested once here; the end-to-end table in package l7 runs the same
+// behaviours through every engine.
+
+func parse(t *testing.T, raw string) *guard.Head {
+	t.Helper()
+	h := &guard.Head{}
+	if rej := guard.ParseHead([]byte(raw), h); rej != nil {
+		t.Fatalf("parse %q: %v", raw, rej)
+	}
+	return h
+}
+
+func TestReuseRules(t *testing.T) {
+	ok := ResponseEnd{Framing: LengthBody, Complete: true}
+	if !Reusable(ok) {
+		t.Fatal("a complete Content-Length response on a quiet connection is not reusable")
+	}
+	for name, e := range map[string]ResponseEnd{
+		"incomplete":      {Framing: LengthBody},
+		"leftover bytes":  {Framing: LengthBody, Complete: true, Leftover: 1},
+		"maybe more":      {Framing: LengthBody, Complete: true, MaybeMore: true},
+		"peer shut":       {Framing: ChunkedBody, Complete: true, PeerShut: true},
+		"upstream close":  {Framing: LengthBody, Complete: true, UpstreamClose: true},
+		"close-delimited": {Framing: CloseBody, Complete: true},
+		"framing error":   {Framing: ChunkedBody, Complete: true, Err: ErrUpstream},
+	} {
+		if Reusable(e) {
+			t.Errorf("%s: pooled", name)
+		}
+	}
+}
+
+func TestResponseFraming(t *testing.T) {
+	cl := parse(t, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n")
+	ch := parse(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+	none := parse(t, "HTTP/1.1 200 OK\r\n\r\n")
+	for _, c := range []struct {
+		method string
+		code   int
+		h      *guard.Head
+		want   Framing
+	}{
+		{"GET", 200, cl, LengthBody}, {"GET", 200, ch, ChunkedBody}, {"GET", 200, none, CloseBody},
+		{"HEAD", 200, cl, NoBody}, {"GET", 204, ch, NoBody}, {"GET", 304, cl, NoBody},
+	} {
+		if got := ResponseFraming(c.method, c.code, c.h); got != c.want {
+			t.Errorf("%s %d: framing %d, want %d", c.method, c.code, got, c.want)
+		}
+	}
+}
+
+func TestBodiesStopAtTheirEnd(t *testing.T) {
+	rb := NewResponseBody(LengthBody, 5)
+	if n, _ := rb.Take([]byte("helloHTTP/1.1 200")); n != 5 || !rb.Done() {
+		t.Errorf("length body took %d, done %v", n, rb.Done())
+	}
+	cb := NewResponseBody(ChunkedBody, -1)
+	data := "3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK"
+	if n, err := cb.Take([]byte(data)); err != nil || n != strings.Index(data, "HTTP") || !cb.Done() {
+		t.Errorf("chunked body took %d (%v), done %v", n, err, cb.Done())
+	}
+	if _, err := responseBodyOf(ChunkedBody).Take([]byte("zz\r\n")); !errors.Is(err, ErrUpstream) {
+		t.Errorf("bad chunk size: %v, want ErrUpstream", err)
+	}
+	closed := NewResponseBody(CloseBody, -1)
+	if !closed.EndOfStream() || !closed.Done() {
+		t.Error("a close-delimited body does not end at EOF")
+	}
+	short := NewResponseBody(LengthBody, 10)
+	short.Take([]byte("abc"))
+	if short.EndOfStream() {
+		t.Error("a truncated Content-Length body was taken as complete at EOF")
+	}
+	req := NewRequestBody(parse(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n"))
+	if n, _ := req.Take([]byte("hiGET")); n != 2 || !req.Done() {
+		t.Errorf("request body took %d", n)
+	}
+}
+
+func responseBodyOf(fr Framing) *ResponseBody { b := NewResponseBody(fr, -1); return &b }
+
+func TestRetryPolicy(t *testing.T) {
+	var none *RetryPolicy
+	if none.Covers("GET") || none.RetryStatus(503) {
+		t.Error("no policy retries")
+	}
+	p := &RetryPolicy{Attempts: 2, OnStatus: map[int]bool{503: true}, BufferBody: 10}
+	if !p.Covers("GET") || p.Covers("POST") {
+		t.Error("idempotent methods only without non_idempotent")
+	}
+	if !p.Replayable("PUT", 10, true) || p.Replayable("PUT", 11, true) || p.Replayable("PUT", 5, false) {
+		t.Error("a body is replayed only when whole and within buffer_body")
+	}
+	if p.MaxAttempts(true) != 3 || p.MaxAttempts(false) != 1 {
+		t.Error("attempts")
+	}
+	p.NonIdempotent = true
+	if !p.Covers("POST") {
+		t.Error("non_idempotent opts POST in")
+	}
+}
+
+func TestLocalResourceIsNotTheBackend(t *testing.T) {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOBUFS} {
+		if !LocalResource(fmt.Errorf("dial: %w", os.NewSyscallError("socket", e))) {
+			t.Errorf("%v not local", e)
+		}
+	}
+	if LocalResource(syscall.ECONNREFUSED) || LocalResource(os.ErrDeadlineExceeded) {
+		t.Error("a refused or timed-out connection is the backend's failure")
+	}
+}
+
+func TestIdleIsLIFOAndForgets(t *testing.T) {
+	p := NewIdle[string, *int]()
+	now := time.Now()
+	a, b, c := new(int), new(int), new(int)
+	idle := func(*int) time.Duration { return time.Minute }
+	p.Put("k", a, now.Add(-2*time.Minute), 3) // too old by the time it is asked for
+	p.Put("k", b, now, 3)
+	p.Put("k", c, now, 3)
+	if p.Put("k", new(int), now, 3) {
+		t.Error("kept more than maxIdle")
+	}
+	var dropped []*int
+	drop := func(x *int) { dropped = append(dropped, x) }
+	if got, _ := p.Get("k", now, idle, drop); got != c {
+		t.Error("not LIFO")
+	}
+	p.Remove("k", func(x *int) bool { return x == b })
+	if _, ok := p.Get("k", now, idle, drop); ok || len(dropped) != 1 || dropped[0] != a {
+		t.Errorf("expired connection handed out or not dropped: %v", dropped)
+	}
+	if p.Len() != 0 {
+		t.Errorf("%d left", p.Len())
+	}
+}
+
+func TestUpstreamHeadStripsHopByHop(t *testing.T) {
+	h := parse(t, "GET /a HTTP/1.1\r\nHost: app\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"+
+		"Te: trailers, gzip\r\nUpgrade-Insecure-Requests: 1\r\nX-Forwarded-For: 203.0.113.7\r\nVia: 1.0 edge\r\n\r\n")
+	ri := Inspect(h, nil)
+	out := string(UpstreamHead(nil, h, &ri, "GET", []byte("/a"), Client{IP: "10.0.0.1", Scheme: "https"}))
+	for _, gone := range []string{"X-Hop:", "Keep-Alive:", "Connection:", "gzip"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("%s forwarded:\n%s", gone, out)
+		}
+	}
+	for _, want := range []string{"GET /a HTTP/1.1\r\nHost: app\r\n", "Upgrade-Insecure-Requests: 1\r\n", "Te: trailers\r\n",
+		"X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n", "X-Forwarded-Proto: https\r\n",
+		"Forwarded: for=10.0.0.1;proto=https;host=\"app\"\r\n", "Via: 1.0 edge, 1.1 switchyard\r\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	rh := parse(t, "HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n")
+	tokens, upClose := ResponseTokens(rh, nil)
+	resp := string(ResponseHead(nil, rh, tokens, 200, ChunkedBody, true))
+	if upClose || strings.Contains(resp, "X-Secret") || !strings.Contains(resp, "Trailer: X-T\r\n") ||
+		!strings.Contains(resp, "Connection: close\r\n") || strings.Count(resp, "Transfer-Encoding") != 1 {
+		t.Errorf("response head:\n%s", resp)
+	}
+}
