@@ -2,6 +2,7 @@ package l7
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,10 @@ func TestDescriptorExhaustionKeepsBackendsUp(t *testing.T) {
 	if os.Getenv("L7_FD_CHILD") != "" {
 		t.Skip("in the child")
 	}
+	forEachEngine(t, testDescriptorExhaustion)
+}
+
+func testDescriptorExhaustion(t *testing.T, e engine) {
 	b := startBackend(t, "fd", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			w.Header().Set("Connection", "close") // every probe needs a new socket
@@ -39,10 +44,14 @@ func TestDescriptorExhaustionKeepsBackendsUp(t *testing.T) {
 	cfg := fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
 routes: [{name: r, pool: p}]
-pools: [{name: p, backends: [{address: %q}], health: {interval: 50ms, timeout: 40ms, fall: 2, rise: 1}}]
-`, b.addr)
+pools:
+  - name: p
+    backends: [{address: %q}]
+    health: {interval: 50ms, timeout: 40ms, fall: 2, rise: 1}
+    outlier: {consecutive_errors: 2, ejection_time: 1m}
+`, e.backend(b.addr))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDescriptorExhaustionChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "L7_FD_CHILD=1", "L7_FD_CONFIG="+cfg)
+	cmd.Env = append(os.Environ(), "L7_FD_CHILD="+e.name, "L7_FD_CONFIG="+cfg)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -52,7 +61,7 @@ pools: [{name: p, backends: [{address: %q}], health: {interval: 50ms, timeout: 4
 	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
 	addr := childAddr(t, stdout)
 
-	ka, err := net.Dial("tcp", addr)
+	ka, err := dialBase(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +88,7 @@ pools: [{name: p, backends: [{address: %q}], health: {interval: 50ms, timeout: 4
 		}
 	}()
 	for range 300 {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(strings.TrimPrefix(addr, "https://"), "http://"), time.Second)
 		if err != nil {
 			break
 		}
@@ -141,9 +150,13 @@ func TestDescriptorExhaustionChild(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	s, base := startProxy(t, os.Getenv("L7_FD_CONFIG"))
-	_ = s
-	fmt.Printf("L7ADDR %s\n", strings.TrimPrefix(base, "http://"))
+	for _, e := range engines {
+		if e.name == os.Getenv("L7_FD_CHILD") {
+			curEngine = e
+		}
+	}
+	_, base := startProxy(t, os.Getenv("L7_FD_CONFIG"))
+	fmt.Printf("L7ADDR %s\n", base)
 	io.Copy(io.Discard, os.Stdin) // until the parent is done
 }
 
@@ -282,3 +295,34 @@ func grepLines(text, sub string) string {
 }
 
 var _ atomic.Int64
+
+// The connection count behind max_connections comes back to zero whatever served a connection:
+// the core, net/http after a hand-over (HTTP/1.0 here), HTTP/2 over TLS or h2c. A count that
+// leaked would end with every new client refused.
+func TestConnectionCountReturnsToZero(t *testing.T) { onEveryEngine(t, testConnectionCount) }
+
+func testConnectionCount(t *testing.T) {
+	b := startBackend(t, "cnt", nil)
+	s, base := startProxy(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, backends: [{address: %q}]}]
+`, b.addr))
+	for _, raw := range []string{"GET /core HTTP/1.1\r\nHost: a\r\n\r\n", "GET /http10 HTTP/1.0\r\nHost: a\r\n\r\n"} {
+		if line := rawExchange(t, base, raw); !strings.Contains(line, " 200 ") {
+			t.Errorf("%q: %q", raw, line)
+		}
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: new(http.Protocols)} //nolint:gosec // test certificate
+	if curEngine.tls {
+		tr.Protocols.SetHTTP2(true)
+	} else {
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	resp, _ := get(t, &http.Client{Transport: tr}, "GET", base+"/h2", nil)
+	if resp.ProtoMajor != 2 {
+		t.Errorf("h2 request served as %s", resp.Proto)
+	}
+	tr.CloseIdleConnections()
+	waitFor(t, "the connection count to return to zero", func() bool { return s.conns.n.Load() == 0 })
+}

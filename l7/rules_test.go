@@ -94,3 +94,63 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 			wrong.Load(), clients*each, failed.Load(), extras.Load())
 	}
 }
+
+// Keep-alive reuse: sequential requests on one client connection reuse one upstream connection.
+func TestRuleKeepAliveReusesUpstream(t *testing.T) { forEachEngine(t, testKeepAliveReuse) }
+
+func testKeepAliveReuse(t *testing.T, e engine) {
+	addr, conns := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+		}
+	})
+	p := e.start(t, oneRoute("", e.backend(addr)))
+	c, br := p.dial(t)
+	for i := range 10 {
+		fmt.Fprintf(c, "GET /k%d HTTP/1.1\r\nHost: a\r\n\r\n", i)
+		if _, body := readResponse(t, br, "GET"); body != fmt.Sprintf("/k%d", i) {
+			t.Fatalf("request %d: %q", i, body)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("10 keep-alive requests used %d upstream connections, want 1", n)
+	}
+}
+
+// Bytes beyond a response (more than its Content-Length) mean the upstream is out of step: its
+// connection is closed, and the next request is answered on a new one, never from those bytes.
+func TestRuleBytesBeyondAResponseCloseTheUpstream(t *testing.T) {
+	forEachEngine(t, testBytesBeyondResponse)
+}
+
+func testBytesBeyondResponse(t *testing.T, e engine) {
+	addr, conns := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			id := req.URL.Path
+			// One write: the response, then a second response nobody asked for.
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%sHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nextra", len(id), id)
+		}
+	})
+	p := e.start(t, oneRoute("", e.backend(addr)))
+	c, br := p.dial(t)
+	for i := range 3 {
+		id := fmt.Sprintf("/b%d", i)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", id)
+		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 || body != id {
+			t.Fatalf("request %d: %d %q, want %q", i, resp.StatusCode, body, id)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("backend saw %d connections for 3 requests; one with stray bytes was reused", n)
+	}
+}
