@@ -243,11 +243,11 @@ func (gc *goConn) bufferBody(rb *core.RequestBody) (bodyLen int, done bool, rej 
 	if rb.Done() {
 		return 0, true, nil
 	}
-	n, rej := rb.Take(gc.in.buffered())
+	n, out, rej := rb.Next(gc.in.buffered())
 	if rej != nil {
 		return 0, false, rej
 	}
-	gc.reqBuf = append(gc.reqBuf, gc.in.buffered()[:n]...)
+	gc.reqBuf = append(gc.reqBuf, out...)
 	gc.in.consume(n)
 	return n, rb.Done(), nil
 }
@@ -403,13 +403,13 @@ func (gc *goConn) copyRequestBody(uc *upConn, rb *core.RequestBody) error {
 				return errClientBody
 			}
 		}
-		n, rej := rb.Take(gc.in.buffered())
+		n, out, rej := rb.Next(gc.in.buffered())
 		if rej != nil {
 			uc.c.Close()
 			return errClientBody
 		}
 		if werr == nil {
-			_, werr = uc.c.Write(gc.in.buffered()[:n])
+			_, werr = uc.c.Write(out)
 		}
 		gc.in.consume(n)
 		if rb.Done() {
@@ -463,15 +463,17 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	upClose := gc.responseTokens()
 	head := gc.responseHead(code, fr)
 	uc.consume(end)
-	body := core.NewResponseBody(fr, gc.rhead.ContentLength)
+	body := &gc.body
+	body.Reset(fr, gc.rhead.ContentLength)
+	// take consumes the buffered body bytes and returns what goes to the client for them.
 	take := func() []byte {
-		k, terr := body.Take(uc.buffered())
+		k, out, terr := body.Next(uc.buffered())
 		if terr != nil {
 			err = terr
 		}
-		data := uc.buffered()[:k]
+		n += int64(k)
 		uc.consume(k)
-		return data
+		return out
 	}
 	reusable := func() bool {
 		return core.Reusable(core.ResponseEnd{Framing: fr, Complete: body.Done(), UpstreamClose: upClose,
@@ -479,13 +481,7 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	}
 	// The first write carries the head and whatever body bytes arrived with it.
 	if !body.Done() && len(uc.buffered()) > 0 {
-		data := take()
-		n += int64(len(data))
-		if fr == core.CloseBody {
-			head = core.AppendChunk(head, data)
-		} else {
-			head = append(head, data...)
-		}
+		head = append(head, take()...)
 	}
 	gc.out = head
 	if body.Done() {
@@ -500,12 +496,14 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	}
 	for !body.Done() && err == nil {
 		if rerr := uc.fill(len(uc.buf)); rerr != nil {
-			if errors.Is(rerr, io.EOF) && body.EndOfStream() {
-				release(false)
-				if _, werr := gc.c.Write(core.LastChunk); werr != nil {
-					return code, n, errors.Join(errClientGone, werr)
+			if errors.Is(rerr, io.EOF) {
+				if last, ok := body.End(); ok {
+					release(false)
+					if _, werr := gc.c.Write(last); werr != nil {
+						return code, n, errors.Join(errClientGone, werr)
+					}
+					return code, n, nil
 				}
-				return code, n, nil
 			}
 			return code, n, errors.Join(core.ErrUpstream, rerr)
 		}
@@ -513,21 +511,13 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 		if len(data) == 0 {
 			continue
 		}
-		n += int64(len(data))
 		if body.Done() {
 			// data still points into uc's buffer: copy it out before the connection is reused.
 			gc.out = append(gc.out[:0], data...)
 			data = gc.out
 			release(reusable())
 		}
-		var werr error
-		if fr == core.CloseBody {
-			gc.out = core.AppendChunk(gc.out[:0], data)
-			_, werr = gc.c.Write(gc.out)
-		} else {
-			_, werr = gc.c.Write(data)
-		}
-		if werr != nil {
+		if _, werr := gc.c.Write(data); werr != nil {
 			return code, n, errors.Join(errClientGone, werr)
 		}
 	}

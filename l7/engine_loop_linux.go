@@ -131,7 +131,6 @@ type loopConn struct {
 	replayable bool               // the route may send it to another backend
 	code       int
 	n          int64
-	body       core.ResponseBody
 	upClose    bool
 	respErr    error
 }
@@ -783,7 +782,10 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		l.handOff(c, true)
 		return false
 	}
-	body, whole := c.bufferedBody(end, rq.hasBody)
+	rb := core.NewRequestBody(&c.head)
+	n, body, rej := rb.Next(c.in.buffered()[end:])
+	// A malformed chunk is judged by the goroutine engine, which answers it.
+	whole := rb.Done() && rej == nil
 	if !whole || !rq.rt.pool.ipOnly {
 		// A body still arriving streams on the goroutine engine, whose dialer also resolves
 		// host names. Handed over before admission, so the request is admitted once.
@@ -799,25 +801,13 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	l.s.loopServed.Add(1)
 	c.st, c.rq, c.b = st, rq, bk
 	c.tried = append(c.tried[:0], bk)
-	c.replayable = rq.retry.Replayable(rq.method, int64(body), true)
+	c.replayable = rq.retry.Replayable(rq.method, int64(n), true)
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
-	c.reqBuf = append(c.upstreamHead(&rq), c.in.buffered()[end:end+body]...)
-	c.in.consume(end + body)
+	c.reqBuf = append(c.upstreamHead(&rq), body...)
+	c.in.consume(end + n)
 	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
 	return l.connect(c, false)
-}
-
-// bufferedBody reports the length of the request body following a head of end bytes, and
-// whether all of it is buffered.
-func (c *loopConn) bufferedBody(end int, hasBody bool) (int, bool) {
-	if !hasBody {
-		return 0, true
-	}
-	rb := core.NewRequestBody(&c.head)
-	n, rej := rb.Take(c.in.buffered()[end:])
-	// A malformed chunk is judged by the goroutine engine, which answers it.
-	return n, rb.Done() && rej == nil
 }
 
 // refuse answers a refused request head and closes the connection.
@@ -1016,15 +1006,10 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	fr := core.ResponseFraming(c.rq.method, code, &c.rhead)
 	head := c.responseHead(code, fr)
 	u.in.consume(end)
-	c.body, c.respErr = core.NewResponseBody(fr, c.rhead.ContentLength), nil
+	c.body.Reset(fr, c.rhead.ContentLength)
+	c.respErr = nil
 	if !c.body.Done() && len(u.in.buffered()) > 0 {
-		body := c.take()
-		c.n += int64(len(body))
-		if fr == core.CloseBody {
-			head = core.AppendChunk(head, body)
-		} else {
-			head = append(head, body...)
-		}
+		head = append(head, c.take()...)
 	}
 	c.out = head
 	if c.body.Done() {
@@ -1076,17 +1061,18 @@ func (l *evLoop) responseTaken(c *loopConn) {
 	l.endRequest(c, c.code)
 }
 
-// take consumes the body bytes buffered from upstream that belong to the response (the loop's
-// one response-direction body function: the core's framing decides).
+// take consumes the body bytes buffered from upstream that belong to the response and returns
+// what goes to the client for them (the loop's one response-direction body function: the
+// core's framing decides).
 func (c *loopConn) take() []byte {
 	u := c.u
-	n, err := c.body.Take(u.in.buffered())
+	n, out, err := c.body.Next(u.in.buffered())
 	if err != nil {
 		c.respErr = err
 	}
-	data := u.in.buffered()[:n]
+	c.n += int64(n)
 	u.in.consume(n)
-	return data
+	return out
 }
 
 // streamBody copies the response body to the client, reading upstream only once the client has
@@ -1105,11 +1091,13 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	}
 	n, err := readInto(u.fd, &u.in, len(u.in.buf), &u.readable, u.hup)
 	if err != nil {
-		if errors.Is(err, io.EOF) && c.body.EndOfStream() {
-			c.upClose = true
-			l.responseTaken(c)
-			c.send(core.LastChunk)
-			return true
+		if errors.Is(err, io.EOF) {
+			if last, ok := c.body.End(); ok {
+				c.upClose = true
+				l.responseTaken(c)
+				c.send(last)
+				return true
+			}
 		}
 		l.s.passive(c.rq.rt.pool, c.b, false, err)
 		l.abort(c, c.code)
@@ -1119,14 +1107,10 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 		return false
 	}
 	body := c.take()
-	c.n += int64(len(body))
 	if c.body.Done() && c.respErr == nil {
 		l.responseTaken(c) // body still points into the connection's buffer, unused until send copies it
 	}
-	if c.body.Framing == core.CloseBody {
-		c.out = core.AppendChunk(c.out[:0], body)
-		c.send(c.out)
-	} else if len(body) > 0 {
+	if len(body) > 0 {
 		c.send(body)
 	}
 	return true

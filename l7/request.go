@@ -46,9 +46,10 @@ type clientConn struct {
 	req      http.Request // reused for matching and balancing
 	url      url.URL
 	lastHost []byte
-	tokens   [][]byte // Connection header tokens of the message being copied
-	reqBuf   []byte   // the upstream request: head and buffered body (replayed on a retry)
-	out      []byte   // the response head and other client-bound bytes
+	tokens   [][]byte          // Connection header tokens of the message being copied
+	reqBuf   []byte            // the upstream request: head and buffered body (replayed on a retry)
+	out      []byte            // the response head and other client-bound bytes
+	body     core.ResponseBody // the response body being forwarded
 
 	// the last requests_total series used, so steady traffic does no label lookup
 	mRoute *routeRT

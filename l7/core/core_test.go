@@ -64,34 +64,37 @@ func TestResponseFraming(t *testing.T) {
 }
 
 func TestBodiesStopAtTheirEnd(t *testing.T) {
-	rb := NewResponseBody(LengthBody, 5)
-	if n, _ := rb.Take([]byte("helloHTTP/1.1 200")); n != 5 || !rb.Done() {
-		t.Errorf("length body took %d, done %v", n, rb.Done())
+	var rb ResponseBody
+	rb.Reset(LengthBody, 5)
+	if n, out, _ := rb.Next([]byte("helloHTTP/1.1 200")); n != 5 || string(out) != "hello" || !rb.Done() {
+		t.Errorf("length body took %d %q, done %v", n, out, rb.Done())
 	}
-	cb := NewResponseBody(ChunkedBody, -1)
+	rb.Reset(ChunkedBody, -1)
 	data := "3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK"
-	if n, err := cb.Take([]byte(data)); err != nil || n != strings.Index(data, "HTTP") || !cb.Done() {
-		t.Errorf("chunked body took %d (%v), done %v", n, err, cb.Done())
+	if n, _, err := rb.Next([]byte(data)); err != nil || n != strings.Index(data, "HTTP") || !rb.Done() {
+		t.Errorf("chunked body took %d (%v), done %v", n, err, rb.Done())
 	}
-	if _, err := responseBodyOf(ChunkedBody).Take([]byte("zz\r\n")); !errors.Is(err, ErrUpstream) {
+	rb.Reset(ChunkedBody, -1)
+	if _, _, err := rb.Next([]byte("zz\r\n")); !errors.Is(err, ErrUpstream) {
 		t.Errorf("bad chunk size: %v, want ErrUpstream", err)
 	}
-	closed := NewResponseBody(CloseBody, -1)
-	if !closed.EndOfStream() || !closed.Done() {
+	rb.Reset(CloseBody, -1)
+	if _, out, _ := rb.Next([]byte("abc")); string(out) != "3\r\nabc\r\n" {
+		t.Errorf("close-delimited bytes re-framed as %q", out)
+	}
+	if out, ok := rb.End(); !ok || string(out) != "0\r\n\r\n" || !rb.Done() {
 		t.Error("a close-delimited body does not end at EOF")
 	}
-	short := NewResponseBody(LengthBody, 10)
-	short.Take([]byte("abc"))
-	if short.EndOfStream() {
+	rb.Reset(LengthBody, 10)
+	rb.Next([]byte("abc"))
+	if _, ok := rb.End(); ok {
 		t.Error("a truncated Content-Length body was taken as complete at EOF")
 	}
 	req := NewRequestBody(parse(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n"))
-	if n, _ := req.Take([]byte("hiGET")); n != 2 || !req.Done() {
+	if n, out, _ := req.Next([]byte("hiGET")); n != 2 || string(out) != "hi" || !req.Done() {
 		t.Errorf("request body took %d", n)
 	}
 }
-
-func responseBodyOf(fr Framing) *ResponseBody { b := NewResponseBody(fr, -1); return &b }
 
 func TestRetryPolicy(t *testing.T) {
 	var none *RetryPolicy

@@ -36,58 +36,67 @@ func ResponseFraming(method string, code int, rh *guard.Head) Framing {
 // nobody asked for): its connection is closed, never pooled.
 var ErrUpstream = errors.New("upstream response")
 
-// ResponseBody delimits one response body as its bytes arrive from the upstream. It is the one
-// place the response direction's framing is followed; an engine hands it each buffered run of
-// bytes and forwards what Take says belongs to the body.
+// ResponseBody delimits one response body as its bytes arrive from the upstream, and says what
+// to send the client for them: it is the one place the response direction's body framing is
+// followed (and where a strict re-framer replaces the byte-for-byte chunked copy). An engine
+// hands it each buffered run of bytes, consumes n of them and forwards out.
 type ResponseBody struct {
 	Framing   Framing
 	remaining int64
 	chunk     guard.ChunkScanner
 	done      bool
+	buf       []byte // re-framed output, reused
 }
 
-// NewResponseBody starts a body of framing fr; contentLength is the head's (for LengthBody).
-func NewResponseBody(fr Framing, contentLength int64) ResponseBody {
-	return ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody}
+// Reset starts a body of framing fr; contentLength is the head's (for LengthBody).
+func (b *ResponseBody) Reset(fr Framing, contentLength int64) {
+	*b = ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody, buf: b.buf[:0]}
 }
 
 // Done reports that the whole body has been taken.
 func (b *ResponseBody) Done() bool { return b.done }
 
-// EndOfStream is told that the upstream closed. It reports whether that ends the body (a
-// close-delimited one, which is then done) rather than truncating it.
-func (b *ResponseBody) EndOfStream() bool {
-	if b.Framing == CloseBody {
-		b.done = true
-		return true
-	}
-	return b.done
-}
-
-// Take returns how many bytes at the start of data belong to the body (all of them for a
-// close-delimited body). A malformed chunked body is an ErrUpstream error.
-func (b *ResponseBody) Take(data []byte) (int, error) {
+// Next consumes the bytes at the start of data that belong to the body (n) and returns what to
+// send the client for them (out: data[:n] itself, or re-framed bytes valid until the next
+// call). A close-delimited body is re-framed as chunked so the client connection survives it. A
+// malformed chunked body is an ErrUpstream error.
+func (b *ResponseBody) Next(data []byte) (n int, out []byte, err error) {
 	switch b.Framing {
 	case LengthBody:
-		n := min(int64(len(data)), b.remaining)
-		b.remaining -= n
+		k := min(int64(len(data)), b.remaining)
+		b.remaining -= k
 		b.done = b.remaining == 0
-		return int(n), nil
+		return int(k), data[:k], nil
 	case ChunkedBody:
-		n, d, rej := b.chunk.Scan(data)
+		k, d, rej := b.chunk.Scan(data)
 		b.done = d
 		if rej != nil {
-			return n, errors.Join(ErrUpstream, rej)
+			return k, data[:k], errors.Join(ErrUpstream, rej)
 		}
-		return n, nil
+		return k, data[:k], nil
 	case CloseBody:
-		return len(data), nil
+		if len(data) == 0 {
+			return 0, nil, nil
+		}
+		b.buf = AppendChunk(b.buf[:0], data)
+		return len(data), b.buf, nil
 	}
-	return 0, nil
+	return 0, nil, nil
 }
 
-// RequestBody delimits one request body as its bytes arrive from the client: the one place the
-// request direction's framing is followed.
+// End is told that the upstream closed. complete reports whether that ends the body (a
+// close-delimited one, which is then done, and out is its last chunk) rather than truncating
+// it.
+func (b *ResponseBody) End() (out []byte, complete bool) {
+	if b.Framing == CloseBody {
+		b.done = true
+		return lastChunk, true
+	}
+	return nil, b.done
+}
+
+// RequestBody delimits one request body as its bytes arrive from the client and says what to
+// send the upstream for them: the one place the request direction's body framing is followed.
 type RequestBody struct {
 	chunked   bool
 	remaining int64
@@ -105,29 +114,26 @@ func NewRequestBody(h *guard.Head) RequestBody {
 // Done reports that the whole body has been taken.
 func (b *RequestBody) Done() bool { return b.done }
 
-// Remaining is the Content-Length still to come (0 for chunked bodies).
-func (b *RequestBody) Remaining() int64 { return b.remaining }
-
-// Take returns how many bytes at the start of data belong to the body; a malformed chunk is
-// refused with the guard's rejection.
-func (b *RequestBody) Take(data []byte) (int, *guard.Rejection) {
+// Next consumes the bytes at the start of data that belong to the body (n) and returns what to
+// send the upstream for them (out, valid until the next call); a malformed chunk is refused
+// with the guard's rejection.
+func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *guard.Rejection) {
 	if b.chunked {
-		n, d, rej := b.chunk.Scan(data)
+		k, d, rej := b.chunk.Scan(data)
 		b.done = d
-		return n, rej
+		return k, data[:k], rej
 	}
-	n := min(int64(len(data)), b.remaining)
-	b.remaining -= n
+	k := min(int64(len(data)), b.remaining)
+	b.remaining -= k
 	b.done = b.remaining == 0
-	return int(n), nil
+	return int(k), data[:k], nil
 }
 
-// AppendChunk appends data as one chunk of a chunked body (a close-delimited response is
-// re-framed so the client connection survives it).
+// AppendChunk appends data as one chunk of a chunked body.
 func AppendChunk(dst, data []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(len(data)), 16)
 	return append(append(append(dst, "\r\n"...), data...), "\r\n"...)
 }
 
-// LastChunk ends a re-framed chunked body.
-var LastChunk = []byte("0\r\n\r\n")
+// lastChunk ends a re-framed chunked body.
+var lastChunk = []byte("0\r\n\r\n")
