@@ -30,6 +30,8 @@ type connLimit struct {
 func fdReserve(limit uint64) uint64 { return max(64, limit/4) }
 
 // raiseNoFile lifts the soft RLIMIT_NOFILE to the hard limit and returns the limit in effect.
+// The Go runtime does the same at start on Linux; doing it here too keeps the cap right when
+// the limit was lowered since (or by an embedding program) and names the rule where it is used.
 func raiseNoFile() uint64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

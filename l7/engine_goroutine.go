@@ -269,11 +269,16 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 	for {
 		b := ex.backend()
 		uc, err := gc.exchange(p, b, rq.method, bodyDone, deadline)
+		if errors.Is(err, errClientGone) {
+			return 499, 0, false // writing an interim (1xx) head to the client failed
+		}
 		if err != nil {
 			gc.s.passive(p, b, false, err)
-			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
-				ex.tried = append(ex.tried, nb)
-				continue
+			if time.Now().Before(deadline) {
+				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
+					ex.tried = append(ex.tried, nb)
+					continue
+				}
 			}
 			code, msg := upstreamCode(err)
 			gc.s.log.Debug("upstream error", "client", gc.remote, "error", err)

@@ -328,6 +328,9 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 // (its response, if any, unread) and the outcome ok (with err) goes to passive health. It
 // reports false, changing nothing, when the request stays where it is.
 func (l *evLoop) retryElsewhere(c *loopConn, ok bool, err error) bool {
+	if !l.now.Before(c.total) {
+		return false // the request's total time is up: a retry could not finish
+	}
 	nb := c.retryPick(&c.rq, c.b, c.tried, c.replayable, l.dialable)
 	if nb == nil {
 		return false
