@@ -26,8 +26,8 @@ import (
 
 // The event loop serves plain-HTTP/1.1 keep-alive traffic the way nginx and HAProxy do: one
 // epoll instance per CPU (GOMAXPROCS), each turned by one goroutine, owning non-blocking
-// descriptors and running every connection as a state machine. The goroutine-per-connection
-// fast path (fast.go) spent a fifth of its CPU parking and waking goroutines and in sysmon, and
+// descriptors and running every connection as a state machine. The goroutine engine
+// (engine_goroutine.go) spent a fifth of its CPU parking and waking goroutines and in sysmon, and
 // issued a read that returned EAGAIN before nearly every real one; the loop reads a socket only
 // when epoll said it is readable (or the last read filled the buffer), so a proxied request
 // costs four system calls: read the request, write it upstream, read the response, write it
@@ -645,7 +645,7 @@ func (l *evLoop) step(c *loopConn) {
 	}
 }
 
-// Write queues a proxy-made answer (the fast path's error responses and refusals).
+// Write queues a proxy-made answer (the core's error responses and refusals).
 func (c *loopConn) Write(b []byte) (int, error) {
 	c.send(b)
 	return len(b), nil

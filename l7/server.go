@@ -33,7 +33,7 @@ type Server struct {
 	closer  io.Closer // access log file
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
-	// fastServed counts requests answered on the HTTP/1.1 fast path (tests check it is taken);
+	// fastServed counts requests answered by the request core on any engine (tests check it is taken);
 	// loopServed those of them the event loops served.
 	fastServed atomic.Int64
 	loopServed atomic.Int64
@@ -217,7 +217,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	srv.Protocols.SetHTTP2(true)
 	srv.TLSConfig = tc
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
-	// fast path (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
+	// goroutine engine (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
 	// http.Server runs its HTTP/2 server on them (HTTP/2 framing has no smuggling ambiguity).
 	conns := handover.NewListener(ln.Addr())
 	s.mu.Lock()

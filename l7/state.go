@@ -27,7 +27,7 @@ type state struct {
 	pools  map[string]*pool
 	global *limit.Gate
 	cancel context.CancelFunc // stops health checkers
-	// needHeaders: some route, rate limit or hash key reads request headers, so the fast path
+	// needHeaders: some route, rate limit or hash key reads request headers, so the engines
 	// must build the header map (otherwise it skips that allocation).
 	needHeaders bool
 }
