@@ -326,3 +326,30 @@ pools: [{name: p, backends: [{address: %q}]}]
 	tr.CloseIdleConnections()
 	waitFor(t, "the connection count to return to zero", func() bool { return s.conns.n.Load() == 0 })
 }
+
+// A local resource failure (out of descriptors, memory, socket buffers) is the proxy's own,
+// never the backend's: passive ejection does not count it, while a refused connection counts.
+func TestLocalResourceFailureIsNotCountedAgainstBackend(t *testing.T) {
+	b := startBackend(t, "lr", nil)
+	s, _ := startProxy(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, backends: [{address: %q}], outlier: {consecutive_errors: 2, ejection_time: 1m, max_ejected_percent: 100}}]
+`, b.addr))
+	p := s.state.Load().pools["p"]
+	be := p.backends[0]
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOBUFS} {
+		for range 3 {
+			s.passive(p, be, false, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)})
+		}
+	}
+	if be.Ejected() {
+		t.Fatal("local resource failures ejected a healthy backend")
+	}
+	for range 2 {
+		s.passive(p, be, false, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	}
+	if !be.Ejected() {
+		t.Error("refused connections did not eject the backend")
+	}
+}
