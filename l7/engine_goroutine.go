@@ -128,8 +128,10 @@ func (gc *goConn) serve() {
 		}
 	}()
 	for !gc.s.shutting.Load() {
+		end, err := gc.readRequestHead(gc.s.state.Load().cfg)
+		// Loaded after the wait: a reload while the connection was idle applies to this request,
+		// and an idle connection does not keep a replaced configuration alive.
 		st := gc.s.state.Load()
-		end, err := gc.readRequestHead(st.cfg)
 		if err != nil {
 			if errors.Is(err, errHeadTooLarge) {
 				gc.refuse(errHeadTooLong)
@@ -174,6 +176,8 @@ func (gc *goConn) handOff() bool {
 // read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
 func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
 	gc.active.Store(false)
+	// Copied so that the wait below does not keep cfg (and a replaced configuration) alive.
+	idle, readHeader, maxHead := cfg.Timeouts.Idle, cfg.Timeouts.ReadHeader, cfg.Limits.MaxHeaderBytes
 	for {
 		b := gc.in.buffered()
 		i := 0
@@ -184,8 +188,8 @@ func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
 		if gc.in.r < gc.in.w {
 			break
 		}
-		gc.in.setDeadline(time.Now().Add(cfg.Timeouts.Idle))
-		if err := gc.in.fill(cfg.Limits.MaxHeaderBytes); err != nil {
+		gc.in.setDeadline(time.Now().Add(idle))
+		if err := gc.in.fill(maxHead); err != nil {
 			return 0, err
 		}
 	}
@@ -193,8 +197,8 @@ func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
 	if end := guard.HeadEnd(gc.in.buffered(), 0); end >= 0 {
 		return end, nil
 	}
-	gc.in.setDeadline(time.Now().Add(cfg.Timeouts.ReadHeader))
-	return gc.in.readHead(cfg.Limits.MaxHeaderBytes)
+	gc.in.setDeadline(time.Now().Add(readHeader))
+	return gc.in.readHead(maxHead)
 }
 
 // handle serves one request whose head (end bytes) is buffered. keep reports that the
