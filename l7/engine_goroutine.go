@@ -214,15 +214,15 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	gc.in.consume(end)
 	deadline := rq.start.Add(rq.rt.timeout)
 	gc.in.setDeadline(deadline)
-	b, keep := gc.admit(st, &rq)
+	b, keep := gc.admit(&rq)
 	if b == nil {
 		return keep, false
 	}
 	ex := attempt{tried: []*balance.Backend{b}}
 	code, n, keep := gc.forward(&rq, &ex, deadline)
-	gc.release(st, &rq, ex.backend())
-	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.clean)
-	return keep && !rq.ri.Close, false
+	gc.release(&rq, ex.backend())
+	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.Clean)
+	return keep && !rq.RI.Close, false
 }
 
 // attempt is the backends a request went to, the last one current.
@@ -269,10 +269,10 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 		gc.writeError(rej.Status, rej.Reason, nil, true)
 		return rej.Status, 0, false
 	}
-	replayable := bodyDone && rq.retry.Replayable(rq.method, int64(bodyLen), bodyDone)
+	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
 	for {
 		b := ex.backend()
-		uc, err := gc.exchange(p, b, rq.method, bodyDone, deadline)
+		uc, err := gc.exchange(p, b, rq.Method, bodyDone, deadline)
 		if errors.Is(err, errClientGone) {
 			return 499, 0, false // writing an interim (1xx) head to the client failed
 		}
@@ -293,7 +293,7 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 			return code, 0, bodyDone
 		}
 		if !bodyDone {
-			return gc.streamUpload(uc, p, b, rq.method, &rb, deadline)
+			return gc.streamUpload(uc, p, b, rq.Method, &rb, deadline)
 		}
 		code, _ := core.StatusCode(gc.rhead.Line)
 		if rq.retry.RetryStatus(code) {
@@ -304,7 +304,7 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 				continue
 			}
 		}
-		return gc.respond(uc, p, b, rq.method, deadline, nil)
+		return gc.respond(uc, p, b, rq.Method, deadline, nil)
 	}
 }
 

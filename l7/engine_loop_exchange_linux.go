@@ -94,16 +94,16 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		l.handOff(c, false)
 		return false
 	}
-	bk, keep := c.admit(st, &rq)
+	bk, keep := c.admit(&rq)
 	if bk == nil {
 		c.in.consume(end)
 		return l.endExchange(c, keep)
 	}
 	l.s.fastServed.Add(1)
 	l.s.loopServed.Add(1)
-	c.st, c.rq, c.b = st, rq, bk
+	c.rq, c.b = rq, bk
 	c.tried = append(c.tried[:0], bk)
-	c.replayable = rq.retry.Replayable(rq.method, int64(n), true)
+	c.replayable = rq.retry.Replayable(rq.Method, int64(n), true)
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
 	c.reqBuf = append(c.upstreamHead(&rq), body...)
@@ -305,7 +305,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	}
 	// The response head: its framing, then the head and the body bytes that came with it.
 	c.code = code
-	fr := core.ResponseFraming(c.rq.method, code, &c.rhead)
+	fr := core.ResponseFraming(c.rq.Method, code, &c.rhead)
 	head := c.responseHead(code, fr)
 	u.in.consume(end)
 	c.body.Reset(fr, c.rhead.ContentLength)
@@ -431,7 +431,7 @@ func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 		c.u = nil
 		l.closeUp(u)
 		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
-			(core.Idempotent(c.rq.method) || isWriteErr(err)) {
+			(core.Idempotent(c.rq.Method) || isWriteErr(err)) {
 			c.retried, c.sent = true, 0
 			return l.connect(c, true)
 		}
@@ -452,9 +452,9 @@ func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 
 // endRequest records a finished request and gives back what admit took.
 func (l *evLoop) endRequest(c *loopConn, code int) {
-	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, len(c.tried), c.rq.clean)
-	c.release(c.st, &c.rq, c.b)
-	c.b, c.st, c.reqBuf = nil, nil, c.reqBuf[:0]
+	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, len(c.tried), c.rq.Clean)
+	c.release(&c.rq, c.b)
+	c.b, c.reqBuf = nil, c.reqBuf[:0]
 	clear(c.tried)
 	c.tried = c.tried[:0]
 }

@@ -117,7 +117,6 @@ type loopConn struct {
 	started  bool // a byte of the next request head has arrived
 
 	// the request in progress
-	st         *state
 	rq         routed
 	b          *balance.Backend
 	u          *loopUp

@@ -306,12 +306,18 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (s *Server) spendRetry(p *pool) bool {
-	if !p.budget.TryRetry() {
+	ok := p.budget.TryRetry()
+	s.countRetry(p, ok)
+	return ok
+}
+
+// countRetry records a retry the budget allowed (sent) or refused (budget_exhausted).
+func (s *Server) countRetry(p *pool, ok bool) {
+	if !ok {
 		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
-		return false
+		return
 	}
 	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
-	return true
 }
 
 // passive feeds outlier detection: connect errors and 5xx count as failures; err (when not

@@ -1,14 +1,12 @@
 package l7
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -18,14 +16,14 @@ import (
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/guard"
-	"github.com/switchyard/switchyard/l7/route"
 )
 
-// The engine-neutral half of the request core: routing, admission, release and observation run
-// on the configuration state (state.go) the same way for every engine; the wire rules they use
-// (parse, rewrite, framing, reuse, retry) are in package core. An engine owns the sockets and
-// calls these in order: route, admit, (forward with core's heads and body framing), release,
-// observe.
+// The request core as package l7 uses it: package core parses, matches, admits, rewrites,
+// frames and decides reuse and retries; this file ties that to the configuration state
+// (state.go: which route and pool an index means, the answers and metrics of a refusal) and
+// observes (metrics, access log), the same way for every engine. An engine owns the sockets and
+// calls these in order: route, admit, (forward with the core's heads and body framing),
+// retryPick when the policy allows, release, observe.
 
 // clientConn is the per-connection request state every HTTP/1.1 engine shares: the event loops
 // (loopConn) and the goroutine engine (goConn) each wrap one.
@@ -41,15 +39,13 @@ type clientConn struct {
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
 
-	head     guard.Head
-	rhead    guard.Head
-	req      http.Request // reused for matching and balancing
-	url      url.URL
-	lastHost []byte
-	tokens   [][]byte          // Connection header tokens of the message being copied
-	reqBuf   []byte            // the upstream request: head and buffered body (replayed on a retry)
-	out      []byte            // the response head and other client-bound bytes
-	body     core.ResponseBody // the response body being forwarded
+	head   guard.Head
+	rhead  guard.Head
+	m      *core.Matcher     // routes the connection's requests (its http.Request is reused)
+	tokens [][]byte          // Connection header tokens of the message being copied
+	reqBuf []byte            // the upstream request: head and buffered body (replayed on a retry)
+	out    []byte            // the response head and other client-bound bytes
+	body   core.ResponseBody // the response body being forwarded
 
 	// the last requests_total series used, so steady traffic does no label lookup
 	mRoute *routeRT
@@ -61,8 +57,8 @@ type clientConn struct {
 // newClientConn makes the per-connection state for a client at raddr.
 func newClientConn(s *Server, w io.Writer, raddr net.Addr, scheme string, fb *handover.Listener) *clientConn {
 	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String()}
-	cc.req.RemoteAddr = cc.remote
-	cc.clientIP = balance.ClientIP(&cc.req)
+	cc.m = core.NewMatcher(cc.remote)
+	cc.clientIP = balance.ClientIP(&cc.m.Req)
 	return cc
 }
 
@@ -75,152 +71,73 @@ func (cc *clientConn) refuse(r *guard.Rejection) {
 	_ = guard.WriteRejection(cc.w, r)
 }
 
-// routed is a request the core serves itself, as its head describes it.
+// routed is a request the core serves itself: what the core read from its head, and the route.
 type routed struct {
-	rt      *routeRT
-	method  string
-	target  []byte // the request target sent upstream (the cleaned path and the query)
-	clean   string // the cleaned path
-	ri      core.ReqInfo
-	start   time.Time
-	hasBody bool
-	retry   *core.RetryPolicy // nil when the route does not retry this method
+	core.Routed
+	rt    *routeRT
+	start time.Time
+	retry *core.RetryPolicy // nil when the route does not retry this method
 }
 
-// route reads the request line and fields, cleans the path and matches a route. ok is false
-// when net/http must take the request (the list in docs/l7.md).
+// route lets the core read and match the request head. ok is false when net/http must take the
+// request (the list in docs/l7.md), including routes to pools only net/http serves (sticky,
+// h2c/h2 upstreams).
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
-	method, target, ok := core.ParseRequestLine(cc.head.Line)
+	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
 	}
-	rq.method = method
-	rq.ri = core.Inspect(&cc.head, cc.tokens)
-	cc.tokens = rq.ri.Tokens
-	ri := &rq.ri
-	if ri.Unsafe {
+	cc.tokens = rq.RI.Tokens
+	cc.clientClose = rq.RI.Close
+	rq.rt = st.routes[rq.Index]
+	if p := rq.rt.pool; p.up == nil || p.sticky != nil {
 		return rq, false
 	}
-	cc.clientClose = ri.Close
-	pathPart, query := target, []byte(nil)
-	if q := bytes.IndexByte(target, '?'); q >= 0 {
-		pathPart, query = target[:q], target[q+1:]
-	}
-	// Paths with escapes or characters that need them take the url package's exact decoding;
-	// plain ones (nearly all) are used as they are.
-	rq.target = target
-	if core.PlainPath(pathPart) && core.PlainQuery(query) {
-		p := string(pathPart)
-		c, err := route.NormalizePath(p, p)
-		if err != nil {
-			return rq, false
-		}
-		rq.clean = c
-		if c != p {
-			rq.target = core.AppendTarget(nil, c, query)
-		}
-	} else {
-		u, err := url.ParseRequestURI(string(target))
-		if err != nil {
-			return rq, false
-		}
-		c, err := route.NormalizePath(u.Path, u.EscapedPath())
-		if err != nil {
-			return rq, false
-		}
-		rq.clean = c
-		rq.target = []byte((&url.URL{Path: c, RawQuery: u.RawQuery}).RequestURI())
-	}
-	cc.matchRequest(st, method, rq.clean, ri.Host, query)
-	m := st.table.Match(&cc.req, rq.clean)
-	if m == nil {
-		return rq, false
-	}
-	rq.rt = st.routes[m.Index]
-	p := rq.rt.pool
-	if p.up == nil || p.sticky != nil {
-		return rq, false
-	}
-	if rq.rt.retry.Covers(method) {
+	if rq.rt.retry.Covers(rq.Method) {
 		rq.retry = rq.rt.retry
 	}
-	rq.hasBody = cc.head.Chunked || cc.head.ContentLength > 0
 	return rq, true
 }
 
-// matchRequest fills the reused http.Request the route table and the balancers read.
-func (cc *clientConn) matchRequest(st *state, method, clean string, host, query []byte) {
-	cc.req.Method = method
-	if !bytes.Equal(host, cc.lastHost) || cc.req.Host == "" {
-		cc.req.Host = string(host)
-		cc.lastHost = append(cc.lastHost[:0], host...)
-	}
-	cc.url.Path = clean
-	cc.url.RawQuery = ""
-	if len(query) > 0 {
-		cc.url.RawQuery = string(query)
-	}
-	cc.req.URL = &cc.url
-	if st.needHeaders {
-		cc.req.Header = make(http.Header, len(cc.head.Fields))
-		for _, f := range cc.head.Fields {
-			cc.req.Header.Add(string(f.Name), string(f.Value))
-		}
-	} else {
-		cc.req.Header = nil
-	}
-}
-
-// admit takes the in-flight slots and the rate-limit token of a routed request and picks its
-// backend. When one is refused it answers the client itself (503 or 429), releases what it took
-// and returns nil; keep then says whether the connection can serve another request.
-func (cc *clientConn) admit(st *state, rq *routed) (b *balance.Backend, keep bool) {
-	s, rt, p := cc.s, rq.rt, rq.rt.pool
-	closeConn := rq.hasBody || rq.ri.Close
-	if !st.global.TryAcquire() {
+// admit lets the core admit a routed request and pick its backend. When it is refused, the
+// client is answered here (503 or 429) and nil returned; keep then says whether the connection
+// can serve another request.
+func (cc *clientConn) admit(rq *routed) (b *balance.Backend, keep bool) {
+	s, rt := cc.s, rq.rt
+	b, v := rt.admission.Admit(&cc.m.Req)
+	closeConn := rq.HasBody || rq.RI.Close
+	switch v {
+	case core.Admitted:
+		s.metrics.inFlight.Inc()
+		s.decisions.Add(1)
+		return b, true
+	case core.ShedGlobal:
 		s.metrics.shedGlobal.Inc()
 		cc.writeError(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, closeConn)
-		cc.observe(nil, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
-		return nil, !closeConn
-	}
-	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(&cc.req)) {
-		st.global.Release()
+		cc.observe(nil, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+	case core.RateLimited:
 		rt.limitedCount.Inc()
 		cc.out = append(cc.out[:0], "Retry-After: "...)
 		cc.out = strconv.AppendInt(cc.out, int64(rt.limiter.RetryAfter().Seconds()+0.999), 10)
 		cc.out = append(cc.out, "\r\n"...)
 		cc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", cc.out, closeConn)
-		cc.observe(rt, nil, http.StatusTooManyRequests, 0, rq.start, 0, rq.clean)
-		return nil, !closeConn
-	}
-	if !p.gate.TryAcquire() {
-		st.global.Release()
-		p.shedCount.Inc()
-		cc.writeError(http.StatusServiceUnavailable, "overloaded (pool "+p.name+" in-flight limit); retry later", core.ShedHeaders, closeConn)
-		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
-		return nil, !closeConn
-	}
-	p.budget.Request()
-	if b = p.picker.Pick(&cc.req, nil); b == nil {
-		p.gate.Release()
-		st.global.Release()
+		cc.observe(rt, nil, http.StatusTooManyRequests, 0, rq.start, 0, rq.Clean)
+	case core.ShedPool:
+		rt.pool.shedCount.Inc()
+		cc.writeError(http.StatusServiceUnavailable, "overloaded (pool "+rt.pool.name+" in-flight limit); retry later", core.ShedHeaders, closeConn)
+		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+	case core.NoBackend:
 		cc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), closeConn)
-		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.clean)
-		return nil, !closeConn
+		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
 	}
-	s.metrics.inFlight.Inc()
-	s.decisions.Add(1)
-	b.Acquire()
-	return b, true
+	return nil, !closeConn
 }
 
-// release gives back what admit took for a request sent to b.
-func (cc *clientConn) release(st *state, rq *routed, b *balance.Backend) {
-	b.Release()
-	rq.rt.pool.gate.Release()
+// release gives back what admit took for a request that ended on backend b.
+func (cc *clientConn) release(rq *routed, b *balance.Backend) {
+	rq.rt.admission.Release(b)
 	cc.s.metrics.inFlight.Dec()
-	st.global.Release()
 }
 
 // retryPick moves an admitted request from backend b to another one for a retry, when the
@@ -228,32 +145,20 @@ func (cc *clientConn) release(st *state, rq *routed, b *balance.Backend) {
 // (and b keeps the request) otherwise. tried lists the backends used so far; usable, when set,
 // restricts the pick to backends the engine can reach itself.
 func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance.Backend, replayable bool, usable func(*balance.Backend) bool) *balance.Backend {
-	if rq.retry == nil || len(tried) >= rq.retry.MaxAttempts(replayable) || !cc.s.spendRetry(rq.rt.pool) {
+	if rq.retry == nil || len(tried) >= rq.retry.MaxAttempts(replayable) {
 		return nil
 	}
-	nb := rq.rt.pool.picker.Pick(&cc.req, func(x *balance.Backend) bool {
-		if usable != nil && !usable(x) {
-			return true
-		}
-		for _, t := range tried {
-			if t == x {
-				return true
-			}
-		}
-		return false
-	})
-	if nb == nil {
-		return nil
+	p := rq.rt.pool
+	nb := rq.rt.admission.Retry(&cc.m.Req, b, tried, usable, func(ok bool) { cc.s.countRetry(p, ok) })
+	if nb != nil {
+		cc.s.decisions.Add(1)
 	}
-	b.Release()
-	nb.Acquire()
-	cc.s.decisions.Add(1)
 	return nb
 }
 
 // upstreamHead builds the request head for the backend into cc.reqBuf.
 func (cc *clientConn) upstreamHead(rq *routed) []byte {
-	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.ri, rq.method, rq.target, core.Client{IP: cc.clientIP, Scheme: cc.scheme})
+	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, core.Client{IP: cc.clientIP, Scheme: cc.scheme})
 }
 
 // responseHead builds the client's response head into cc.out (cc.tokens holds the response's
@@ -311,7 +216,7 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 			backend = b.Address
 		}
 		s.access.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("client", cc.remote), slog.String("method", cc.req.Method), slog.String("host", cc.req.Host),
+			slog.String("client", cc.remote), slog.String("method", cc.m.Req.Method), slog.String("host", cc.m.Req.Host),
 			slog.String("path", path), slog.String("proto", "HTTP/1.1"), slog.Int("status", code),
 			slog.Int64("bytes", n), slog.Duration("duration", elapsed), slog.String("route", routeName),
 			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", attempts))

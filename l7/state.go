@@ -40,6 +40,8 @@ type routeRT struct {
 	keyOf   func(*http.Request) string
 	timeout time.Duration
 	retry   *core.RetryPolicy // nil without a retry policy
+	// admission is the core's view of the gates, rate limit, budget and balancer of the route
+	admission core.Admission
 	// series resolved once per configuration, so the request path does no label lookup
 	limitedCount prometheus.Counter
 	durationObs  prometheus.Observer
@@ -108,6 +110,11 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			for _, code := range rc.Retry.OnStatus {
 				rt.retry.OnStatus[code] = true
 			}
+		}
+		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
+			Budget: rt.pool.budget, Picker: rt.pool.picker}
+		if rt.limiter != nil {
+			rt.admission.Limiter = rt.limiter
 		}
 		st.routes = append(st.routes, rt)
 	}
