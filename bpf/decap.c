@@ -4,7 +4,7 @@
  * the stack, which then sees the client's packet to the VIP (bound on loopback) and answers the
  * client directly. A tunnel packet that carries a second candidate (docs/xdp.md, "Second
  * chance") is decapsulated only when this host's stack holds its TCP flow; otherwise it goes on to
- * the candidate. Anything else passes untouched. Hosts whose kernel has no IPIP module (or that
+ * the candidate, if the allow-lists admit the outer source and the candidate. Anything else passes untouched. Hosts whose kernel has no IPIP module (or that
  * would rather not create tunnel devices) use it instead of ipip/ip6tnl interfaces. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -35,6 +35,51 @@ struct {
 	__type(key, __u32);
 	__type(value, struct counter);
 } decap_sc_counters SEC(".maps");
+
+/* The allow-lists of second chance (docs/xdp.md, "Second chance"): a candidate is forwarded to
+ * only when the outer source is in decap_sc_sources (the balancers' encap source ranges) and the
+ * candidate is in decap_sc_peers (the backends' networks). Both empty: forwarding is off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SC_PREFIX_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sc_prefix_key);
+	__type(value, __u32);
+} decap_sc_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SC_PREFIX_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sc_prefix_key);
+	__type(value, __u32);
+} decap_sc_sources SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DSCR_MAX);
+	__type(key, __u32);
+	__type(value, struct counter);
+} decap_sc_refused SEC(".maps");
+
+static __always_inline void sc_refused_count(__u32 idx, __u64 bytes)
+{
+	struct counter *c = bpf_map_lookup_elem(&decap_sc_refused, &idx);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/* sc_allowed: addr (of the family, zero-padded to 16 bytes) is inside one of the map's prefixes. */
+static __always_inline int sc_allowed(void *map, const __u32 *addr, __u8 family)
+{
+	struct sc_prefix_key k = {};
+	k.prefixlen = SC_PREFIX_FULL;
+	k.family = family;
+	__builtin_memcpy(k.addr, addr, 16);
+	return bpf_map_lookup_elem(map, &k) != NULL;
+}
 
 static __always_inline void sc_dcount(__u32 idx, __u64 bytes)
 {
@@ -252,7 +297,7 @@ static __always_inline int usable_candidate(const struct sc_packet *sc)
 
 /* second_chance handles a tunnel packet for this host that carries a candidate: decapsulated here
  * when this host owns the flow (or the packet is not mid-stream TCP, or the candidate is
- * unusable), else sent on to the candidate. */
+ * unusable, or the outer source or the candidate is not allowed), else sent on to the candidate. */
 static __always_inline int second_chance_l2(struct xdp_md *ctx, const struct packet *p, struct sc_packet *sc,
 					    const __u32 l2, const __u32 v6)
 {
@@ -267,11 +312,16 @@ static __always_inline int second_chance_l2(struct xdp_md *ctx, const struct pac
 		return dcount(DCNT_DROP, len, XDP_DROP);
 	}
 	int verdict = DSC_SKIPPED;
+	int refused = -1;
 	if (size > 0) {
 		if (owns_flow(ctx, &t, size))
 			verdict = DSC_OWNED;
 		else if (!usable_candidate(sc))
 			verdict = DSC_NO_CANDIDATE;
+		else if (!sc_allowed(&decap_sc_sources, p->flow.src, sc->family))
+			refused = DSCR_SOURCE;
+		else if (!sc_allowed(&decap_sc_peers, sc->cand, sc->family))
+			refused = DSCR_CANDIDATE;
 		else if (reroute(ctx, sc, l2, v6) == 0) {
 			sc_dcount(DSC_FORWARDED, len);
 			return XDP_TX;
@@ -280,7 +330,10 @@ static __always_inline int second_chance_l2(struct xdp_md *ctx, const struct pac
 			return dcount(DCNT_DROP, len, XDP_DROP);
 		}
 	}
-	sc_dcount(verdict, len);
+	if (refused >= 0)
+		sc_refused_count(refused, len);
+	else
+		sc_dcount(verdict, len);
 	if (strip_l2(ctx, outer, sc->inner_eth, l2))
 		return dcount(DCNT_DROP, len, XDP_DROP);
 	if (!v6)

@@ -12,25 +12,49 @@ import (
 	"github.com/switchyard/switchyard/internal/h1/h1test"
 )
 
-// chunkEngines runs test against every engine that forwards request bodies: the event loops,
-// a goroutine per connection, and net/http (a retried route is handed to it). extra goes into
-// the route's YAML.
-func chunkEngines(t *testing.T, test func(t *testing.T, extra string)) {
-	bothPaths(t, func(t *testing.T) { test(t, "") })
-	t.Run("nethttp", func(t *testing.T) {
-		test(t, ", retry: {attempts: 1, non_idempotent: true, buffer_body: 1}")
+// chunkVariant is a way a chunked body is forwarded: by the request core as such, by the core
+// with a retry policy that buffers the body, and by net/http (a sticky pool is handed to it).
+type chunkVariant struct {
+	name, route, pool string
+	core              bool // the request core forwards it, so the framing must be exactly canonical
+}
+
+var chunkVariants = []chunkVariant{
+	{name: "core", core: true},
+	{name: "retry", route: ", retry: {attempts: 1, non_idempotent: true, buffer_body: 1}", core: true},
+	{name: "nethttp", pool: ", balance: sticky"},
+}
+
+// chunkEngines runs test on every engine (onEveryEngine: event loops, goroutines, TLS,
+// host-name backends) for every chunkVariant.
+func chunkEngines(t *testing.T, test func(t *testing.T, v chunkVariant)) {
+	onEveryEngine(t, func(t *testing.T) {
+		for _, v := range chunkVariants {
+			t.Run(v.name, func(t *testing.T) { test(t, v) })
+		}
 	})
 }
 
-func startChunkProxy(t *testing.T, o *h1test.LenientOrigin, extra string) string {
+// startChunkProxy serves a one-route proxy in front of o and returns its base URL.
+func startChunkProxy(t *testing.T, o *h1test.LenientOrigin, v chunkVariant) string {
 	t.Helper()
 	_, base := startProxy(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
 timeouts: {read_header: 2s}
 routes: [{name: all, pool: p%s}]
-pools: [{name: p, backends: [{address: %q}]}]
-`, extra, o.Addr))
-	return strings.TrimPrefix(base, "http://")
+pools: [{name: p, backends: [{address: %q}]%s}]
+`, v.route, o.Addr, v.pool))
+	return base
+}
+
+// dialChunkProxy opens a raw connection to the proxy at base.
+func dialChunkProxy(t *testing.T, base string) net.Conn {
+	t.Helper()
+	c, err := dialBase(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // readAnswer reads what the proxy sends on c until it closes or the deadline passes.
@@ -67,15 +91,12 @@ func TestChunkedMalformedIsRefused(t *testing.T) {
 		{"17 hex digits", "00000000000000005\r\nhello\r\n0\r\n\r\n"},
 		{"size over int63", "8000000000000000\r\nhello\r\n0\r\n\r\n"},
 	}
-	chunkEngines(t, func(t *testing.T, extra string) {
+	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		o := h1test.StartLenientOrigin(t, nil)
-		addr := startChunkProxy(t, o, extra)
+		base := startChunkProxy(t, o, v)
 		for _, b := range bodies {
 			t.Run(b.name, func(t *testing.T) {
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := dialChunkProxy(t, base)
 				defer c.Close()
 				io.WriteString(c, chunkHead+b.body)
 				got, closed := readAnswer(c, 5*time.Second)
@@ -102,13 +123,10 @@ func TestChunkedSmuggledRequestNeverReachesOrigin(t *testing.T) {
 	if len(data) != 0x110 {
 		t.Fatalf("data is %d bytes", len(data))
 	}
-	chunkEngines(t, func(t *testing.T, extra string) {
+	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		o := h1test.StartLenientOrigin(t, nil)
-		addr := startChunkProxy(t, o, extra)
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		base := startChunkProxy(t, o, v)
+		c := dialChunkProxy(t, base)
 		defer c.Close()
 		io.WriteString(c, chunkHead+body+"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
 		got, closed := readAnswer(c, 5*time.Second)
@@ -146,15 +164,12 @@ func TestChunkedBodyIsReframed(t *testing.T) {
 		{"byte by byte", "1F\r\n" + strings.Repeat("x", 31) + "\r\n1;e=1\r\ny\r\n0\r\nT: 1\r\n\r\n",
 			"1f\r\n" + strings.Repeat("x", 31) + "\r\n1\r\ny\r\n0\r\n\r\n", true},
 	}
-	chunkEngines(t, func(t *testing.T, extra string) {
+	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				o := h1test.StartLenientOrigin(t, nil)
-				addr := startChunkProxy(t, o, extra)
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
+				base := startChunkProxy(t, o, v)
+				c := dialChunkProxy(t, base)
 				defer c.Close()
 				req := chunkHead + tc.body + "GET /next HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
 				if tc.split {
@@ -177,7 +192,7 @@ func TestChunkedBodyIsReframed(t *testing.T) {
 				}
 				_, rest, _ := bytes.Cut(raw, []byte("\r\n\r\n"))
 				body, _, _ := bytes.Cut(rest, []byte("GET /next"))
-				if extra == "" && string(body) != tc.want {
+				if v.core && string(body) != tc.want {
 					t.Errorf("origin got body framing %q, want %q", body, tc.want)
 				}
 				// net/http re-chunks the body as it reads it: the data must match, the framing
@@ -195,7 +210,7 @@ func TestChunkedBodyIsReframed(t *testing.T) {
 // Chunked responses reach the client re-framed canonically; malformed ones never pass as they
 // are.
 func TestChunkedResponseIsReframed(t *testing.T) {
-	chunkEngines(t, func(t *testing.T, extra string) {
+	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		o := h1test.StartLenientOrigin(t, func(target string) string {
 			h := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 			if target == "/bad" {
@@ -203,12 +218,9 @@ func TestChunkedResponseIsReframed(t *testing.T) {
 			}
 			return h + "3;x=\"y\"\r\nabc\r\n00B\r\n0123456789a\r\n0\r\nT: v\r\n\r\n"
 		})
-		addr := startChunkProxy(t, o, extra)
+		base := startChunkProxy(t, o, v)
 		for _, target := range []string{"/good", "/bad"} {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := dialChunkProxy(t, base)
 			io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
 			got, _ := readAnswer(c, 5*time.Second)
 			c.Close()
@@ -217,11 +229,45 @@ func TestChunkedResponseIsReframed(t *testing.T) {
 			switch {
 			case target == "/good" && (!ok || data != "abc0123456789a"):
 				t.Errorf("%s: client got %q, want canonical chunks of abc0123456789a", target, got)
-			case target == "/good" && extra == "" && body != "3\r\nabc\r\nb\r\n0123456789a\r\n0\r\n\r\n":
+			case target == "/good" && v.core && body != "3\r\nabc\r\nb\r\n0123456789a\r\n0\r\n\r\n":
 				t.Errorf("%s: client got body framing %q", target, body)
 			case target == "/bad" && (strings.Contains(got, "3\nabc") || strings.Contains(got, "hidden")):
 				t.Errorf("%s: the malformed response reached the client: %q", target, got)
 			}
+		}
+	})
+}
+
+// Malformed framing that arrives after the head and a first chunk were streamed to the origin
+// (an upload on the goroutine engine, where the loops hand it) is refused with 400 and a close,
+// and the origin never sees a complete body.
+func TestChunkedStreamedMalformedIsRefused(t *testing.T) {
+	chunkEngines(t, func(t *testing.T, v chunkVariant) {
+		if !v.core {
+			t.Skip("net/http streams uploads on its own; the guard's body screening is tested in internal/h1")
+		}
+		o := h1test.StartLenientOrigin(t, nil)
+		base := startChunkProxy(t, o, v)
+		c := dialChunkProxy(t, base)
+		defer c.Close()
+		io.WriteString(c, chunkHead+"5\r\nhello\r\n")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if raw, _ := o.Received(); bytes.Contains(raw, []byte("hello")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the first chunk never reached the origin")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		io.WriteString(c, "5\nworld\r\n0\r\n\r\n")
+		got, closed := readAnswer(c, 5*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !closed {
+			t.Errorf("answer %q (closed %v), want 400 and a close", got, closed)
+		}
+		if raw, targets := o.Received(); bytes.Contains(raw, []byte("world")) || bytes.Contains(raw, []byte("0\r\n\r\n")) || len(targets) != 1 {
+			t.Errorf("the origin received %q (requests %q)", raw, targets)
 		}
 	})
 }

@@ -82,6 +82,11 @@ type Limits struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxHeaderBytes bounds a request head; larger ones get 431.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnections caps open client connections; past it a new connection gets 503 and is
+	// closed. 0 (the default) derives the cap from the descriptor limit (RLIMIT_NOFILE, raised to
+	// its hard limit at start) minus a reserve for upstream connections and health checks; a
+	// larger value is lowered to that. Read at start; a reload does not change it.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Timeouts for the client side.
@@ -413,6 +418,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Limits.MaxInFlight < 0:
 		return c.fieldError("limits.max_in_flight", "negative; use a positive limit")
+	case c.Limits.MaxConnections < 0:
+		return c.fieldError("limits.max_connections", "negative; use 0 for the automatic cap or a positive limit")
 	case c.Limits.MaxHeaderBytes < 1024:
 		return c.fieldError("limits.max_header_bytes", "%d is below 1024 bytes", c.Limits.MaxHeaderBytes)
 	case c.EventLoops < -1 || c.EventLoops > 256:

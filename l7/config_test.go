@@ -18,6 +18,7 @@ func TestConfigErrorsNameLineAndField(t *testing.T) {
 		{"listeners: [{address: 8080}]\n", "line 1: listeners[0].address"},
 		{"listeners: [{address: 127.0.0.1:1}]\nroutes:\n  - {name: r, pool: p, match: {path: {regex: '('}}}\npools: [{name: p, backends: [{address: a:1}]}]\n", "missing closing )"},
 		{"pools: []\n", "no listeners"},
+		{"listeners: [{address: 127.0.0.1:1}]\nlimits:\n  max_connections: -5\n", "line 3: limits.max_connections"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml))

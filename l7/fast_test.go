@@ -29,7 +29,7 @@ pools: [{name: p, backends: [{address: %q}]%s}]
 // dialProxy opens a raw client connection with a deadline.
 func dialProxy(t *testing.T, base string) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	c, err := dialBase(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func rawBackend(t *testing.T, serve func(c net.Conn)) (string, *atomic.Int64) {
 
 // Content-Length and chunked bodies both ways, HEAD, 204 and 304 keep their framing, on one
 // keep-alive client connection, all on the fast path.
-func TestFastPathFraming(t *testing.T) { bothPaths(t, testFastPathFraming) }
+func TestFastPathFraming(t *testing.T) { onEveryEngine(t, testFastPathFraming) }
 
 func testFastPathFraming(t *testing.T) {
 	b := startBackend(t, "f", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +138,7 @@ func testFastPathFraming(t *testing.T) {
 }
 
 // Pipelined requests in one write get their responses in order.
-func TestFastPathPipelining(t *testing.T) { bothPaths(t, testFastPathPipelining) }
+func TestFastPathPipelining(t *testing.T) { onEveryEngine(t, testFastPathPipelining) }
 
 func testFastPathPipelining(t *testing.T) {
 	b := startBackend(t, "p", nil)
@@ -165,7 +165,7 @@ func testFastPathPipelining(t *testing.T) {
 
 // A backend without Content-Length or chunking (the body ends when it closes) reaches the client
 // chunked on a connection that stays usable; a backend cutting a body short cuts the client.
-func TestFastPathUpstreamClosing(t *testing.T) { bothPaths(t, testFastPathUpstreamClosing) }
+func TestFastPathUpstreamClosing(t *testing.T) { onEveryEngine(t, testFastPathUpstreamClosing) }
 
 func testFastPathUpstreamClosing(t *testing.T) {
 	addr, _ := rawBackend(t, func(c net.Conn) {
@@ -203,7 +203,9 @@ func testFastPathUpstreamClosing(t *testing.T) {
 
 // A pooled connection the backend closed while idle is noticed on reuse and the request goes
 // out again on a new connection, invisibly to the client.
-func TestFastPathStalePooledConnection(t *testing.T) { bothPaths(t, testFastPathStalePooledConnection) }
+func TestFastPathStalePooledConnection(t *testing.T) {
+	onEveryEngine(t, testFastPathStalePooledConnection)
+}
 
 func testFastPathStalePooledConnection(t *testing.T) {
 	addr, conns := rawBackend(t, func(c net.Conn) {
@@ -217,7 +219,7 @@ func testFastPathStalePooledConnection(t *testing.T) {
 	})
 	_, base := proxyFor(t, addr, "")
 	for i := 0; i < 3; i++ {
-		resp, body := get(t, http.DefaultClient, "GET", base+"/x", nil)
+		resp, body := get(t, testClient, "GET", base+"/x", nil)
 		if resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
@@ -230,7 +232,7 @@ func testFastPathStalePooledConnection(t *testing.T) {
 
 // A client that goes away in the middle of its body: the backend sees a broken body (never a
 // complete one), and the proxy goes on serving.
-func TestFastPathClientClosesMidBody(t *testing.T) { bothPaths(t, testFastPathClientClosesMidBody) }
+func TestFastPathClientClosesMidBody(t *testing.T) { onEveryEngine(t, testFastPathClientClosesMidBody) }
 
 func testFastPathClientClosesMidBody(t *testing.T) {
 	got := make(chan string, 1)
@@ -254,13 +256,13 @@ func testFastPathClientClosesMidBody(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("backend still waiting for the body of a client that left")
 	}
-	if resp, body := get(t, http.DefaultClient, "GET", base+"/after", nil); resp.StatusCode != 200 || body != "fine" {
+	if resp, body := get(t, testClient, "GET", base+"/after", nil); resp.StatusCode != 200 || body != "fine" {
 		t.Errorf("after: %d %q", resp.StatusCode, body)
 	}
 }
 
 // Large bodies stream both ways intact, with Content-Length and chunked.
-func TestFastPathLargeBodies(t *testing.T) { bothPaths(t, testFastPathLargeBodies) }
+func TestFastPathLargeBodies(t *testing.T) { onEveryEngine(t, testFastPathLargeBodies) }
 
 func testFastPathLargeBodies(t *testing.T) {
 	b := startBackend(t, "l", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -290,7 +292,7 @@ func testFastPathLargeBodies(t *testing.T) {
 			body = pr
 		}
 		req, _ := http.NewRequest("POST", base+"/big"+q, body)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +312,7 @@ func testFastPathLargeBodies(t *testing.T) {
 
 // What the fast path does not handle still works through net/http: HTTP/1.0, Expect, a bad
 // path, an unknown route.
-func TestFastPathFallbacks(t *testing.T) { bothPaths(t, testFastPathFallbacks) }
+func TestFastPathFallbacks(t *testing.T) { onEveryEngine(t, testFastPathFallbacks) }
 
 func testFastPathFallbacks(t *testing.T) {
 	b := startBackend(t, "fb", nil)
@@ -339,7 +341,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 
 // The fast path refuses a smuggling shape with exactly the guard's bytes, after answering the
 // good request pipelined before it, and the backend never sees the refused one.
-func TestFastPathRefusalMatchesGuard(t *testing.T) { bothPaths(t, testFastPathRefusalMatchesGuard) }
+func TestFastPathRefusalMatchesGuard(t *testing.T) { onEveryEngine(t, testFastPathRefusalMatchesGuard) }
 
 func testFastPathRefusalMatchesGuard(t *testing.T) {
 	b := startBackend(t, "g", nil)

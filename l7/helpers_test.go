@@ -1,12 +1,13 @@
 package l7
 
 import (
-	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,41 +64,66 @@ func startBackend(t *testing.T, name string, h http.Handler) *backend {
 	return b
 }
 
-// proxyOptions are added to every startProxy server; bothPaths switches it.
-var proxyOptions []Option
+// curEngine is the engine startProxy serves on; onEveryEngine switches it (the zero value is
+// the event loops with IP backends).
+var curEngine engine
 
-// bothPaths runs a fast-path test on the event loops and on a goroutine per connection (the
-// path TLS connections and handed-over uploads take).
-func bothPaths(t *testing.T, test func(t *testing.T)) {
-	t.Run("loops", test)
-	proxyOptions = []Option{WithoutEventLoops()}
-	defer func() { proxyOptions = nil }()
-	t.Run("goroutines", test)
+// onEveryEngine runs a test of the shared rule table once per engine (engines_test.go): the
+// event loops, a goroutine per connection, a TLS listener and host-name backends. startProxy,
+// dialProxy, rawExchange and testClient follow the engine.
+func onEveryEngine(t *testing.T, test func(t *testing.T)) {
+	defer func() { curEngine = engine{} }()
+	for _, e := range engines {
+		curEngine = e
+		t.Run(e.name, test)
+	}
+}
+
+// onEngines is onEveryEngine on the named engines only (for tests too heavy, or too tied to
+// plain HTTP, to run on all of them).
+func onEngines(t *testing.T, names []string, test func(t *testing.T)) {
+	defer func() { curEngine = engine{} }()
+	for _, e := range engines {
+		if slices.Contains(names, e.name) {
+			curEngine = e
+			t.Run(e.name, test)
+		}
+	}
+}
+
+// backendAddr matches a backend address in a test configuration (port 0 is a listener's).
+var backendAddr = regexp.MustCompile(`"127\.0\.0\.1:([1-9][0-9]*)"`)
+
+// newTestClient is an HTTP/1.1 client for the proxy under test (TLS without verification).
+func newTestClient() *http.Client {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: new(http.Protocols)} //nolint:gosec // test certificate
+	tr.Protocols.SetHTTP1(true)
+	return &http.Client{Transport: tr}
+}
+
+// testClient is the shared newTestClient.
+var testClient = newTestClient()
+
+// dialBase opens a raw connection to the proxy at base (http:// or https://).
+func dialBase(base string) (net.Conn, error) {
+	if a, ok := strings.CutPrefix(base, "https://"); ok {
+		return tls.Dial("tcp", a, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test certificate
+	}
+	return net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 }
 
 // startProxy parses the YAML config (with %s placeholders already filled) and serves it on a
 // loopback port, returning the base URL.
 func startProxy(t *testing.T, yamlText string) (*Server, string) {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(yamlText))
-	if err != nil {
-		t.Fatalf("parse config: %v\n%s", err, yamlText)
+	if curEngine.hostNames {
+		yamlText = backendAddr.ReplaceAllString(yamlText, `"localhost:$1"`)
 	}
-	s, err := NewServer(cfg, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, proxyOptions...)...)
-	if err != nil {
-		t.Fatal(err)
+	p := curEngine.start(t, yamlText)
+	if p.tls {
+		return p.s, "https://" + p.addr
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, "http://" + ln.Addr().String()
+	return p.s, "http://" + p.addr
 }
 
 func get(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr ...string) (*http.Response, string) {
@@ -125,7 +151,7 @@ func get(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr .
 // rawExchange writes raw bytes to the proxy and returns the first response's status line.
 func rawExchange(t *testing.T, base, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	c, err := dialBase(base)
 	if err != nil {
 		t.Fatal(err)
 	}

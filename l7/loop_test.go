@@ -113,7 +113,9 @@ func TestLoopHandsOverWhatItDoesNotServe(t *testing.T) {
 
 // A backend that does not answer in time gets 504 from the loop, and the client connection
 // stays usable; a client idle past the idle timeout is closed.
-func TestLoopTimeouts(t *testing.T) {
+func TestTimeouts(t *testing.T) { onEveryEngine(t, testTimeouts) }
+
+func testTimeouts(t *testing.T) {
 	addr, _ := rawBackend(t, func(c net.Conn) {
 		buf := make([]byte, 4096)
 		c.Read(buf)
@@ -183,7 +185,11 @@ func TestLoopShutdownLetsInFlightFinish(t *testing.T) {
 
 // A backend that closes right after a keep-alive response (no Connection: close) is not reused:
 // the next POST, which could not be replayed, goes out on a new connection and succeeds.
-func TestLoopDoesNotReuseConnectionBackendShut(t *testing.T) {
+func TestNoReuseOfConnectionBackendShut(t *testing.T) {
+	onEveryEngine(t, testNoReuseOfConnectionBackendShut)
+}
+
+func testNoReuseOfConnectionBackendShut(t *testing.T) {
 	addr, conns := rawBackend(t, func(c net.Conn) {
 		buf := make([]byte, 4096)
 		if n, _ := c.Read(buf); n > 0 {

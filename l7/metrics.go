@@ -70,7 +70,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_l7_loop_handoffs_total",
-			Help: "Connections an event loop handed to a goroutine, by where they went: fast (a streamed upload, a host-name backend) or http (what net/http serves: h2c, upgrades, retried routes...).",
+			Help: "Connections an event loop handed to a goroutine, by where they went: fast (the goroutine engine: a streamed upload, a host-name pool) or http (what net/http serves: h2c, upgrades, sticky pools...).",
 		}, []string{"to"}),
 	}
 	m.shedGlobal = m.shed.WithLabelValues("global")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/route"
 )
 
@@ -122,19 +123,10 @@ func schemeOf(r *http.Request) string {
 	return "http"
 }
 
-// idempotent methods may be retried without the route opting in (RFC 9110 9.2.2).
-func idempotent(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
-}
-
-// retryable says whether the route's retry policy covers this request's method.
+// retryable says whether the route's retry policy covers this request's method (the core's
+// rule, core.RetryPolicy, the same on every engine).
 func (s *Server) retryable(rt *routeRT, r *http.Request) bool {
-	rc := rt.cfg.Retry
-	return rc != nil && rc.Attempts > 0 && (idempotent(r.Method) || rc.NonIdempotent)
+	return rt.retry.Covers(r.Method)
 }
 
 // bufferBody reads a request body up to the route's buffer size so a retry can replay it. A body
@@ -296,15 +288,15 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		again := ex.attempts < maxAttempts && req.Context().Err() == nil
 		if err != nil {
 			b.Release()
-			s.passive(p, b, false)
+			s.passive(p, b, false, err)
 			lastErr = fmt.Errorf("forward to %s: %w", b.Address, err)
 			if again && s.spendRetry(p) {
 				continue
 			}
 			return nil, lastErr
 		}
-		s.passive(p, b, resp.StatusCode < 500)
-		if again && rt.retryOn[resp.StatusCode] && s.spendRetry(p) {
+		s.passive(p, b, resp.StatusCode < 500, nil)
+		if again && rt.retry.RetryStatus(resp.StatusCode) && s.spendRetry(p) {
 			// Drain a little so the connection can be reused, then drop this response.
 			io.CopyN(io.Discard, resp.Body, 4<<10)
 			resp.Body.Close()
@@ -318,17 +310,24 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (s *Server) spendRetry(p *pool) bool {
-	if !p.budget.TryRetry() {
-		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
-		return false
-	}
-	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
-	return true
+	ok := p.budget.TryRetry()
+	s.countRetry(p, ok)
+	return ok
 }
 
-// passive feeds outlier detection: connect errors and 5xx count as failures.
-func (s *Server) passive(p *pool, b *balance.Backend, ok bool) {
-	if p.detector == nil {
+// countRetry records a retry the budget allowed (sent) or refused (budget_exhausted).
+func (s *Server) countRetry(p *pool, ok bool) {
+	if !ok {
+		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
+		return
+	}
+	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
+}
+
+// passive feeds outlier detection: connect errors and 5xx count as failures; err (when not
+// ok) is why, and a local resource failure (core.LocalResource) counts neither way.
+func (s *Server) passive(p *pool, b *balance.Backend, ok bool, err error) {
+	if p.detector == nil || (!ok && err != nil && core.LocalResource(err)) {
 		return
 	}
 	if ok {

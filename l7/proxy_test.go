@@ -2,7 +2,6 @@ package l7
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -10,6 +9,10 @@ import (
 // The lab's example: reads of /tracking to one pool, writes to /event to another, /asset to a
 // static pool; a dot-dot path cannot reach a route it should not.
 func TestRoutingSplitsReadsWritesAssets(t *testing.T) {
+	onEveryEngine(t, testRoutingSplitsReadsWritesAssets)
+}
+
+func testRoutingSplitsReadsWritesAssets(t *testing.T) {
 	r1 := startBackend(t, "read1", nil)
 	r2 := startBackend(t, "read2", nil)
 	w1 := startBackend(t, "write1", nil)
@@ -25,7 +28,7 @@ pools:
   - {name: writes, backends: [{address: %q}]}
   - {name: static, backends: [{address: %q}]}
 `, r1.addr, r2.addr, w1.addr, a1.addr))
-	c := &http.Client{}
+	c := newTestClient()
 	for i := 0; i < 10; i++ {
 		resp, body := get(t, c, "GET", base+"/tracking?no=1", nil)
 		if resp.StatusCode != 200 || !strings.HasPrefix(body, "read") {
@@ -67,23 +70,29 @@ pools:
 	}
 }
 
-func TestForwardingHeaders(t *testing.T) {
+func TestForwardingHeaders(t *testing.T) { onEveryEngine(t, testForwardingHeaders) }
+
+func testForwardingHeaders(t *testing.T) {
 	b := startBackend(t, "b", nil)
 	_, base := startProxy(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
 routes: [{name: all, pool: p}]
 pools: [{name: p, backends: [{address: %q}]}]
 `, b.addr))
-	resp, _ := get(t, http.DefaultClient, "GET", base+"/x", nil,
+	resp, _ := get(t, testClient, "GET", base+"/x", nil,
 		"X-Forwarded-For", "203.0.113.7", "Connection", "X-Hop", "X-Hop", "secret", "Host", "app.example")
 	h := resp.Header
 	if got := h.Get("X-Seen-X-Forwarded-For"); got != "203.0.113.7, 127.0.0.1" {
 		t.Errorf("X-Forwarded-For = %q, want the client chain with the proxy's peer appended", got)
 	}
-	if got := h.Get("X-Seen-X-Forwarded-Proto"); got != "http" {
+	scheme := "http"
+	if curEngine.tls {
+		scheme = "https"
+	}
+	if got := h.Get("X-Seen-X-Forwarded-Proto"); got != scheme {
 		t.Errorf("X-Forwarded-Proto = %q", got)
 	}
-	if got := h.Get("X-Seen-Forwarded"); got != `for=127.0.0.1;proto=http;host="app.example"` {
+	if got := h.Get("X-Seen-Forwarded"); got != `for=127.0.0.1;proto=`+scheme+`;host="app.example"` {
 		t.Errorf("Forwarded = %q", got)
 	}
 	if got := h.Get("X-Seen-Via"); got != "1.1 switchyard" {

@@ -21,7 +21,9 @@ func closedAddr(t *testing.T) string {
 	return a
 }
 
-func TestRetriesGoToAnotherBackend(t *testing.T) {
+func TestRetriesGoToAnotherBackend(t *testing.T) { onEveryEngine(t, testRetriesGoToAnotherBackend) }
+
+func testRetriesGoToAnotherBackend(t *testing.T) {
 	bad := startBackend(t, "bad", nil)
 	bad.code.Store(503)
 	good := startBackend(t, "good", nil)
@@ -32,7 +34,7 @@ routes:
   - {name: r, pool: p, retry: {attempts: 1, on_status: [503]}}
 pools: [{name: p, backends: [{address: %q}, {address: %q}], retry_budget: {percent: 100, min_per_second: 100}}]
 `, bad.addr, good.addr))
-	c := &http.Client{}
+	c := newTestClient()
 	for i := 0; i < 4; i++ {
 		resp, body := get(t, c, "GET", base+"/x", nil)
 		if resp.StatusCode != 200 || !strings.HasPrefix(body, "good") {
@@ -61,6 +63,10 @@ pools: [{name: p, backends: [{address: %q}, {address: %q}], retry_budget: {perce
 }
 
 func TestRetryOnConnectErrorAndBudget(t *testing.T) {
+	onEveryEngine(t, testRetryOnConnectErrorAndBudget)
+}
+
+func testRetryOnConnectErrorAndBudget(t *testing.T) {
 	good := startBackend(t, "good", nil)
 	dead := closedAddr(t)
 	_, base := startProxy(t, fmt.Sprintf(`
@@ -68,7 +74,7 @@ listeners: [{address: "127.0.0.1:0"}]
 routes: [{name: r, pool: p, retry: {attempts: 2}}]
 pools: [{name: p, backends: [{address: %q}, {address: %q}], retry_budget: {percent: 0, min_per_second: 3}}]
 `, dead, good.addr))
-	c := &http.Client{}
+	c := newTestClient()
 	ok, failed := 0, 0
 	for i := 0; i < 20; i++ {
 		resp, _ := get(t, c, "GET", base+"/x", nil)
@@ -85,7 +91,9 @@ pools: [{name: p, backends: [{address: %q}, {address: %q}], retry_budget: {perce
 	}
 }
 
-func TestLoadSheddingAndRateLimit(t *testing.T) {
+func TestLoadSheddingAndRateLimit(t *testing.T) { onEveryEngine(t, testLoadSheddingAndRateLimit) }
+
+func testLoadSheddingAndRateLimit(t *testing.T) {
 	slow := startBackend(t, "slow", nil)
 	slow.delay.Store(int64(300 * time.Millisecond))
 	_, base := startProxy(t, fmt.Sprintf(`
@@ -103,7 +111,7 @@ pools:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Get(base + "/x")
+			resp, err := testClient.Get(base + "/x")
 			if err != nil {
 				t.Error(err)
 				return
@@ -126,7 +134,7 @@ pools:
 	if shed != 4 {
 		t.Errorf("shed %d of 6 concurrent requests, want 4 (pool limit 2)", shed)
 	}
-	c := &http.Client{}
+	c := newTestClient()
 	got := []int{}
 	for i := 0; i < 4; i++ {
 		resp, _ := get(t, c, "GET", base+"/limited", nil, "X-Client", "alice")
@@ -177,7 +185,9 @@ pools:
 	waitFor(t, "flaky back up", func() bool { return backendInfo(s, flaky.addr).Healthy })
 }
 
-func TestOutlierEjectionWithCap(t *testing.T) {
+func TestOutlierEjectionWithCap(t *testing.T) { onEveryEngine(t, testOutlierEjectionWithCap) }
+
+func testOutlierEjectionWithCap(t *testing.T) {
 	a := startBackend(t, "a", nil)
 	b := startBackend(t, "b", nil)
 	c3 := startBackend(t, "c", nil)
@@ -192,7 +202,7 @@ pools:
     outlier: {consecutive_errors: 3, ejection_time: 1m, max_ejected_percent: 34}
 `, a.addr, b.addr, c3.addr))
 	for i := 0; i < 30; i++ {
-		get(t, http.DefaultClient, "GET", base+"/x", nil)
+		get(t, testClient, "GET", base+"/x", nil)
 	}
 	ea, eb := backendInfo(s, a.addr).Ejected, backendInfo(s, b.addr).Ejected
 	if ea == eb {
@@ -240,6 +250,7 @@ pools: [{name: p, backends: [{address: %q}, {address: %q}]}]
 }
 
 func backendInfo(s *Server, addr string) BackendInfo {
+	addr = curEngine.backend(addr) // as the configuration names it
 	for _, b := range s.Backends() {
 		if b.Address == addr {
 			return b

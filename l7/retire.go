@@ -15,7 +15,7 @@ import (
 //
 // A request that loaded the old state just before the swap may take its pool's gate a moment
 // after the count was seen at zero; the count must stay zero over a settle period before the
-// pool is closed. The fast path's connections are marked closed at once (a connection returned
+// pool is closed. The goroutine engine's connections are marked closed at once (a connection returned
 // later is closed instead of pooled); net/http's transport reopens its idle pool on the next
 // request, so it is closed once more when the pool is done.
 func (s *Server) retire(old, cur *state) {

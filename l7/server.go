@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard/switchyard/internal/h1"
 )
 
@@ -30,7 +32,7 @@ type Server struct {
 	closer  io.Closer // access log file
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
-	// fastServed counts requests answered on the HTTP/1.1 fast path (tests check it is taken);
+	// fastServed counts requests answered by the request core on any engine (tests check it is taken);
 	// loopServed those of them the event loops served.
 	fastServed atomic.Int64
 	loopServed atomic.Int64
@@ -38,9 +40,10 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
-	fconns   map[*fastConn]struct{} // connections on the HTTP/1.1 fast path
+	fconns   map[*goConn]struct{} // connections on the goroutine engine
+	conns    connLimit            // client connections against limits.max_connections
 	shutting atomic.Bool
-	// the event loops (loop_linux.go), started with the first plain listener
+	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
 	loops        []*evLoop
 	loopOnce     sync.Once
@@ -66,10 +69,17 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*fastConn]struct{}{}, loopsDone: make(chan struct{})}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
+	s.conns.max = connCap(cfg.Limits.MaxConnections, raiseNoFile())
+	shedConns := s.metrics.shed.WithLabelValues("connections")
+	s.conns.onShed = shedConns.Inc
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_l7_client_connections",
+		Help: "Open client connections (counted against limits.max_connections).",
+	}, func() float64 { return float64(s.conns.n.Load()) }))
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
 	}
@@ -154,6 +164,9 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 			if g, ok := c.(*h1.GuardConn); ok {
 				g.SetActive(cs == http.StateActive)
 			}
+			if _, ok := c.(*tls.Conn); ok && (cs == http.StateClosed || cs == http.StateHijacked) {
+				s.conns.done() // an HTTP/2 connection ServeTLS admitted
+			}
 		},
 	}
 	srv.Protocols.SetHTTP1(true)
@@ -173,8 +186,8 @@ func (s *Server) onReject(remote net.Addr, r *h1.Rejection) {
 	s.log.Debug("request refused", "client", remote.String(), "status", r.Status, "reason", r.Reason)
 }
 
-// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown. HTTP/1.1 requests take
-// the fast path (fast.go); the rest go to net/http.
+// Serve accepts plain HTTP/1.1 and h2c connections on ln until Shutdown. HTTP/1.1 requests are
+// served by the request core on the event loops or the goroutine engine; the rest go to net/http.
 func (s *Server) Serve(ln net.Listener) error {
 	return s.serveFast(ln, true, "http")
 }
@@ -196,7 +209,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	srv.Protocols.SetHTTP2(true)
 	srv.TLSConfig = tc
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
-	// fast path (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
+	// goroutine engine (and the request-head guard when handed over); HTTP/2 ones stay *tls.Conn so
 	// http.Server runs its HTTP/2 server on them (HTTP/2 framing has no smuggling ambiguity).
 	conns := h1.NewHandover(ln.Addr())
 	s.mu.Lock()
@@ -204,10 +217,23 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	s.mu.Unlock()
 	go func() {
 		defer conns.Close()
+		var delay time.Duration
 		for {
 			raw, err := ln.Accept()
 			if err != nil {
-				return
+				if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
+					return
+				}
+				// Out of descriptors and the like: back off instead of ending the listener.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("l7 accept", "error", err, "retry_in", delay)
+				time.Sleep(delay)
+				continue
+			}
+			delay = 0
+			if !s.conns.admit() {
+				s.conns.refuse(raw)
+				continue
 			}
 			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
 		}
@@ -225,15 +251,18 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
+		s.conns.done()
 		return
 	}
 	if c.ConnectionState().NegotiatedProtocol != "h2" {
-		// HTTP/1.1 over TLS takes the fast path too; it hands over to srv like plain HTTP.
+		// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.
 		s.serveConn(c, "https", conns)
 		return
 	}
+	// Delivered as *tls.Conn for net/http's HTTP/2 server; its count ends in ConnState.
 	if !conns.Deliver(c) {
 		c.Close()
+		s.conns.done()
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/health"
 	"github.com/switchyard/switchyard/l7/limit"
 	"github.com/switchyard/switchyard/l7/route"
@@ -25,7 +27,7 @@ type state struct {
 	pools  map[string]*pool
 	global *limit.Gate
 	cancel context.CancelFunc // stops health checkers
-	// needHeaders: some route, rate limit or hash key reads request headers, so the fast path
+	// needHeaders: some route, rate limit or hash key reads request headers, so the engines
 	// must build the header map (otherwise it skips that allocation).
 	needHeaders bool
 }
@@ -37,7 +39,9 @@ type routeRT struct {
 	limiter *limit.Buckets
 	keyOf   func(*http.Request) string
 	timeout time.Duration
-	retryOn map[int]bool
+	retry   *core.RetryPolicy // nil without a retry policy
+	// admission is the core's view of the gates, rate limit, budget and balancer of the route
+	admission core.Admission
 	// series resolved once per configuration, so the request path does no label lookup
 	limitedCount prometheus.Counter
 	durationObs  prometheus.Observer
@@ -56,7 +60,11 @@ type pool struct {
 	gate      *limit.Gate
 	budget    *limit.RetryBudget
 	detector  *health.Detector
-	// up is the fast path's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
+	// ipOnly: every backend is given as an IP address, so the event loops can connect to any of
+	// them themselves (they hand requests to host-name pools to the goroutine engine, before
+	// admission, so nothing is counted twice).
+	ipOnly bool
+	// up is the goroutine engine's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
 	up        *upstreams
 	shedCount prometheus.Counter
 }
@@ -97,10 +105,16 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			}
 		}
 		if rc.Retry != nil {
-			rt.retryOn = map[int]bool{}
+			rt.retry = &core.RetryPolicy{Attempts: rc.Retry.Attempts, OnStatus: map[int]bool{},
+				NonIdempotent: rc.Retry.NonIdempotent, BufferBody: rc.Retry.BufferBody}
 			for _, code := range rc.Retry.OnStatus {
-				rt.retryOn[code] = true
+				rt.retry.OnStatus[code] = true
 			}
+		}
+		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
+			Budget: rt.pool.budget, Picker: rt.pool.picker}
+		if rt.limiter != nil {
+			rt.admission.Limiter = rt.limiter
 		}
 		st.routes = append(st.routes, rt)
 	}
@@ -119,7 +133,11 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 			}
 		}
 	}
+	p.ipOnly = true
 	for _, bc := range pc.Backends {
+		if ap, err := netip.ParseAddrPort(bc.Address); err != nil || ap.Addr().Zone() != "" {
+			p.ipOnly = false
+		}
 		b := old[bc.Address]
 		if b == nil || b.Weight != bc.Weight {
 			nb := balance.NewBackend(bc.Address, bc.Weight)
@@ -189,7 +207,7 @@ func (s *Server) startHealth(st *state) {
 			continue
 		}
 		c := health.NewChecker(health.Check{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout,
-			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme},
+			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme, Local: core.LocalResource},
 			&http.Client{Transport: p.transport},
 			func(b *balance.Backend, healthy bool) {
 				s.metrics.healthy.WithLabelValues(p.name, b.Address).Set(boolGauge(healthy))

@@ -41,7 +41,7 @@ func OpenDecap(pinDir string) (*Decap, error) {
 		if err := EnsureBPFFS(pinDir); err != nil {
 			return nil, fmt.Errorf("load decap: %w", err)
 		}
-		dir := filepath.Join(pinDir, "maps-"+LayoutVersion)
+		dir := MapsDir(pinDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin directory %s: %w", dir, err)
 		}
@@ -53,6 +53,35 @@ func OpenDecap(pinDir string) (*Decap, error) {
 	var d Decap
 	if err := spec.LoadAndAssign(&d.Objs, &co); err != nil {
 		return nil, fmt.Errorf("load decap: %w", explainLoadError(err))
+	}
+	return &d, nil
+}
+
+// OpenDecapPinned opens the maps a decap program pinned under pinDir (its counters, addresses and
+// allow-lists) without loading a program or creating anything: for reading a running decap.
+func OpenDecapPinned(pinDir string) (*Decap, error) {
+	dir := MapsDir(pinDir)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open decap pins: no maps under %s: attach decap first (switchyard lb decap --iface IF --addr A) or give its --pin-dir", dir)
+	}
+	var d Decap
+	for _, m := range []struct {
+		name string
+		to   **ebpf.Map
+	}{
+		{DecapMapDecapAddrs, &d.Objs.DecapAddrs}, {DecapMapDecapCounters, &d.Objs.DecapCounters},
+		{DecapMapDecapScCounters, &d.Objs.DecapScCounters}, {DecapMapDecapScRefused, &d.Objs.DecapScRefused},
+		{DecapMapDecapScPeers, &d.Objs.DecapScPeers}, {DecapMapDecapScSources, &d.Objs.DecapScSources},
+	} {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil)
+		if err != nil {
+			d.Close()
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("open decap pins: no map %s under %s: an older switchyard attached it: run switchyard lb decap again to update it", m.name, dir)
+			}
+			return nil, fmt.Errorf("open decap pins: %s: %w", m.name, err)
+		}
+		*m.to = mp
 	}
 	return &d, nil
 }
@@ -102,13 +131,15 @@ func decapKey(a netip.Addr) DecapDecapKey {
 	return k
 }
 
-// Counters reads the decap counters and the second-chance counters, summed over CPUs, by name.
+// Counters reads the decap counters and the second-chance counters, summed over CPUs, by name;
+// "second_chance_refused" is the sum of the refused reasons.
 func (d *Decap) Counters() (map[string]LBCounter, error) {
 	out := map[string]LBCounter{}
 	for _, set := range []struct {
 		m     *ebpf.Map
 		names []string
-	}{{d.Objs.DecapCounters, DecapCounterNames}, {d.Objs.DecapScCounters, DecapSecondChanceNames}} {
+	}{{d.Objs.DecapCounters, DecapCounterNames}, {d.Objs.DecapScCounters, DecapSecondChanceNames},
+		{d.Objs.DecapScRefused, DecapRefusedNames}} {
 		for i, name := range set.names {
 			var per []DecapCounter
 			if err := set.m.Lookup(uint32(i), &per); err != nil {
@@ -122,6 +153,12 @@ func (d *Decap) Counters() (map[string]LBCounter, error) {
 			out[name] = c
 		}
 	}
+	var refused LBCounter
+	for _, name := range DecapRefusedNames {
+		refused.Packets += out[name].Packets
+		refused.Bytes += out[name].Bytes
+	}
+	out["second_chance_refused"] = refused
 	return out, nil
 }
 

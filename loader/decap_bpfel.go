@@ -26,6 +26,14 @@ type DecapDecapKey struct {
 	Pad    [3]uint8
 }
 
+type DecapScPrefixKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Family    uint8
+	Pad       [3]uint8
+	Addr      [4]uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -33,6 +41,9 @@ const (
 	DecapMapDecapAddrs      = "decap_addrs"
 	DecapMapDecapCounters   = "decap_counters"
 	DecapMapDecapScCounters = "decap_sc_counters"
+	DecapMapDecapScPeers    = "decap_sc_peers"
+	DecapMapDecapScRefused  = "decap_sc_refused"
+	DecapMapDecapScSources  = "decap_sc_sources"
 	DecapProgXdpDecap       = "xdp_decap"
 )
 
@@ -88,6 +99,9 @@ type DecapMapSpecs struct {
 	DecapAddrs      *ebpf.MapSpec `ebpf:"decap_addrs"`
 	DecapCounters   *ebpf.MapSpec `ebpf:"decap_counters"`
 	DecapScCounters *ebpf.MapSpec `ebpf:"decap_sc_counters"`
+	DecapScPeers    *ebpf.MapSpec `ebpf:"decap_sc_peers"`
+	DecapScRefused  *ebpf.MapSpec `ebpf:"decap_sc_refused"`
+	DecapScSources  *ebpf.MapSpec `ebpf:"decap_sc_sources"`
 }
 
 // DecapVariableSpecs contains global variables before they are loaded into the kernel.
@@ -119,6 +133,9 @@ type DecapMaps struct {
 	DecapAddrs      *ebpf.Map `ebpf:"decap_addrs"`
 	DecapCounters   *ebpf.Map `ebpf:"decap_counters"`
 	DecapScCounters *ebpf.Map `ebpf:"decap_sc_counters"`
+	DecapScPeers    *ebpf.Map `ebpf:"decap_sc_peers"`
+	DecapScRefused  *ebpf.Map `ebpf:"decap_sc_refused"`
+	DecapScSources  *ebpf.Map `ebpf:"decap_sc_sources"`
 }
 
 func (m *DecapMaps) Close() error {
@@ -126,6 +143,9 @@ func (m *DecapMaps) Close() error {
 		m.DecapAddrs,
 		m.DecapCounters,
 		m.DecapScCounters,
+		m.DecapScPeers,
+		m.DecapScRefused,
+		m.DecapScSources,
 	)
 }
 

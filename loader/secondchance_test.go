@@ -2,8 +2,10 @@ package loader_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -262,6 +264,14 @@ func loopConn(t *testing.T, network, addr string) (client, server netip.AddrPort
 func TestSecondChanceDecap(t *testing.T) {
 	requireRoot(t)
 	d := openDecap(t, "198.18.3.1", "fd00:5e:3::1")
+	// The allow-lists admit the candidates and the balancer sources used below (forwarding is off
+	// without them: TestSecondChanceDecapGuard).
+	err := d.SetSecondChance(
+		[]netip.Prefix{netip.MustParsePrefix("198.18.3.0/24"), netip.MustParsePrefix("fd00:5e:3::/64")},
+		[]netip.Prefix{netip.MustParsePrefix("198.18.255.0/24"), netip.MustParsePrefix("fd00:5e:ff::/64")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fam := range []struct {
 		name, network, loop string
 		self, cand, src     netip.Addr
@@ -413,4 +423,151 @@ func decapCounters(t *testing.T, d *loader.Decap) map[string]loader.LBCounter {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestSecondChanceDecapGuard: xdp_decap forwards a second-chance packet only when the outer
+// source is an allowed balancer source (the encap_source ranges) and the candidate is inside the
+// allowed peer prefixes (the backends' networks); otherwise it decapsulates it here, as without
+// second chance, and counts it refused. Nothing configured refuses every candidate (forwarding
+// off). An IPv4 prefix never admits an IPv6 address. Bad lists are refused and change nothing.
+func TestSecondChanceDecapGuard(t *testing.T) {
+	requireRoot(t)
+	d := openDecap(t, "198.18.3.1", "fd00:5e:3::1")
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	peers := pfx("198.18.3.0/24", "fd00:5e:3::/64")
+	sources := pfx("198.18.255.0/24", "fd00:5e:ff::/96")
+	type fam struct {
+		name                 string
+		self, cand, out, src netip.Addr
+		badSrc               netip.Addr
+		inner                []byte
+		frame, forwarded     func(src, cand netip.Addr) []byte
+		decap                string
+	}
+	inner4 := l3(pkt{src: cli4, dst: vip4, sport: 4242, dport: 80, proto: "tcp", flags: "A", payload: 30}.build(t))
+	inner6 := l3(pkt{src: cli6, dst: vip6, sport: 4242, dport: 80, proto: "tcp", flags: "A", payload: 30}.build(t))
+	fams := []fam{
+		{name: "ipv4", self: netip.MustParseAddr("198.18.3.1"), cand: netip.MustParseAddr("198.18.3.2"),
+			out: netip.MustParseAddr("203.0.113.9"), src: netip.MustParseAddr("198.18.255.7"),
+			badSrc: netip.MustParseAddr("198.51.100.7"), inner: inner4, decap: "decap_ipip"},
+		{name: "ipv6", self: netip.MustParseAddr("fd00:5e:3::1"), cand: netip.MustParseAddr("fd00:5e:3::2"),
+			out: netip.MustParseAddr("2001:db8::9"), src: netip.MustParseAddr("fd00:5e:ff::7"),
+			badSrc: netip.MustParseAddr("fd00:5e:ff:1::7"), inner: inner6, decap: "decap_ip6ip6"},
+	}
+	for i := range fams {
+		f := &fams[i]
+		if f.name == "ipv4" {
+			f.frame = func(src, cand netip.Addr) []byte {
+				return ethFrame(lbMAC, routerMAC, outer4(0, 63, 0, src, f.self, scOpt4(cand), f.inner))
+			}
+			f.forwarded = func(src, cand netip.Addr) []byte {
+				return ethFrame(routerMAC, lbMAC, outer4(0, 63, 0, src, cand, nil, f.inner))
+			}
+		} else {
+			f.frame = func(src, cand netip.Addr) []byte {
+				return ethFrame(lbMAC, routerMAC, outer6([]byte{0x60, 0, 0, 7}, 63, src, f.self, scDstOpt(41, cand), f.inner))
+			}
+			f.forwarded = func(src, cand netip.Addr) []byte {
+				return ethFrame(routerMAC, lbMAC, outer6([]byte{0x60, 0, 0, 7}, 63, src, cand, nil, f.inner))
+			}
+		}
+	}
+	// refused runs a frame that must be decapsulated here and counted refused with the reason.
+	refused := func(t *testing.T, f fam, in []byte, reason string) {
+		t.Helper()
+		before := decapCounters(t, d)
+		v, out := runDecap(t, d, in)
+		if v != xdpPass {
+			t.Fatalf("verdict %s, want XDP_PASS (refused, decapsulated here)", verdictName[v])
+		}
+		sameBytes(t, "decapsulated", l3(out), f.inner)
+		after := decapCounters(t, d)
+		for _, c := range []string{"second_chance_refused", reason, f.decap} {
+			if after[c].Packets != before[c].Packets+1 {
+				t.Fatalf("counter %s: %d, want %d", c, after[c].Packets, before[c].Packets+1)
+			}
+		}
+		if after["second_chance_forwarded"] != before["second_chance_forwarded"] {
+			t.Fatal("second_chance_forwarded incremented")
+		}
+	}
+	forwarded := func(t *testing.T, f fam, in, want []byte) {
+		t.Helper()
+		before := decapCounters(t, d)
+		v, out := runDecap(t, d, in)
+		if v != xdpTX {
+			t.Fatalf("verdict %s, want XDP_TX (forwarded)", verdictName[v])
+		}
+		sameBytes(t, "forwarded", out, want)
+		if after := decapCounters(t, d); after["second_chance_forwarded"].Packets != before["second_chance_forwarded"].Packets+1 {
+			t.Fatal("second_chance_forwarded not incremented")
+		}
+	}
+	t.Run("nothing configured: off", func(t *testing.T) {
+		for _, f := range fams {
+			refused(t, f, f.frame(f.src, f.cand), "second_chance_refused_source")
+		}
+	})
+	if err := d.SetSecondChance(peers, sources); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		t.Run(f.name, func(t *testing.T) {
+			t.Run("allowed: forwarded", func(t *testing.T) { forwarded(t, f, f.frame(f.src, f.cand), f.forwarded(f.src, f.cand)) })
+			t.Run("candidate outside the peers", func(t *testing.T) {
+				refused(t, f, f.frame(f.src, f.out), "second_chance_refused_candidate")
+			})
+			t.Run("outer source not a balancer", func(t *testing.T) {
+				refused(t, f, f.frame(f.badSrc, f.cand), "second_chance_refused_source")
+			})
+		})
+	}
+	gotP, gotS, err := d.SecondChance()
+	if err != nil || fmt.Sprint(gotP) != fmt.Sprint(peers) || fmt.Sprint(gotS) != fmt.Sprint(sources) {
+		t.Fatalf("read back %v %v %v, want %v %v", gotP, gotS, err, peers, sources)
+	}
+
+	// Bad lists are refused with the problem named, and the lists in force stay.
+	for _, c := range []struct {
+		peers, sources []netip.Prefix
+		want           string
+	}{
+		{pfx("198.18.3.1/24"), sources, "198.18.3.1/24 has host bits set: give 198.18.3.0/24"},
+		{pfx("::ffff:198.18.3.0/120"), sources, "IPv4-mapped"},
+		{peers, pfx("198.18.255.0/24"), "IPv6 second-chance peers but no IPv6 tunnel sources"},
+		{pfx("fd00:5e:3::/64"), pfx("198.18.255.0/24", "fd00:5e:ff::/96"), ""},
+	} {
+		err := d.SetSecondChance(c.peers, c.sources)
+		if c.want == "" {
+			if err != nil {
+				t.Fatalf("%v %v: %v", c.peers, c.sources, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%v %v: error %v, want %q", c.peers, c.sources, err, c.want)
+		}
+	}
+	// The last (valid) call replaced the lists: IPv4 candidates are refused now, IPv6 still go.
+	refused(t, fams[0], fams[0].frame(fams[0].src, fams[0].cand), "second_chance_refused_candidate")
+	forwarded(t, fams[1], fams[1].frame(fams[1].src, fams[1].cand), fams[1].forwarded(fams[1].src, fams[1].cand))
+
+	// An IPv4 prefix admits no IPv6 address (the family is part of the key), even 0.0.0.0/0.
+	if err := d.SetSecondChance(pfx("0.0.0.0/0"), pfx("0.0.0.0/0", "::/0")); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, fams[1], fams[1].frame(fams[1].src, fams[1].cand), "second_chance_refused_candidate")
+	forwarded(t, fams[0], fams[0].frame(fams[0].badSrc, fams[0].out), fams[0].forwarded(fams[0].badSrc, fams[0].out))
+
+	// Empty lists turn forwarding off again.
+	if err := d.SetSecondChance(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, fams[0], fams[0].frame(fams[0].src, fams[0].cand), "second_chance_refused_source")
 }

@@ -67,6 +67,9 @@ func TestSecondChance(t *testing.T) {
 				if pct < 99 {
 					t.Errorf("second chance on, %s: %.1f%% of the connections survived, want >= 99%%", name, pct)
 				}
+				if r := after["refused"] - before["refused"]; r != 0 {
+					t.Errorf("second chance on, %s: the backends refused %d packets: the lab's allow-lists miss its balancer sources or backends", name, r)
+				}
 				if moved == 0 || after["lb second_chance_sent"] == before["lb second_chance_sent"] {
 					t.Errorf("second chance on, %s: nothing carried a candidate or was forwarded: the table change moved no flow?", name)
 				}
@@ -127,6 +130,7 @@ func counterSnapshot(t *testing.T, f *fwd.Forwarder, bes []topo.Node) map[string
 		}
 		out[n.Name+" second_chance_forwarded"] = dc["second_chance_forwarded"].Packets
 		out["owned"] += dc["second_chance_owned"].Packets
+		out["refused"] += dc["second_chance_refused"].Packets
 	}
 	return out
 }

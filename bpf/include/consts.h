@@ -134,3 +134,17 @@ enum decap_sc_counter_index {
 	DSC_MALFORMED,     /* tunnel options for this host that are not a well-formed candidate: dropped */
 	DSC_MAX,
 };
+
+/* Second-chance packets the decapsulator would have forwarded but refused, by reason (per-CPU
+ * array "decap_sc_refused": a map of its own, so that "decap_sc_counters" keeps its size and the
+ * pins made by an older binary stay valid). Refused packets are decapsulated here. */
+enum decap_sc_refused_index {
+	DSCR_SOURCE = 0,   /* outer source not in "decap_sc_sources" (not an allowed balancer) */
+	DSCR_CANDIDATE,    /* candidate not in "decap_sc_peers" */
+	DSCR_MAX,
+};
+
+/* The allow-lists of second chance (LPM tries "decap_sc_peers", "decap_sc_sources"): at most
+ * this many prefixes each; a key matches on family (32 bits with its pad) then address. */
+#define SC_PREFIX_MAX 256
+#define SC_PREFIX_FULL (32 + 128)

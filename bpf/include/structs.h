@@ -77,3 +77,13 @@ struct decap_key {
 	__u8 family;
 	__u8 pad[3];
 };
+
+/* Decap: a prefix of a second-chance allow-list (LPM trie key). prefixlen counts the 32 bits of
+ * family and pad first, then the address bits: an IPv4 /24 is 32 + 24, an IPv6 /64 is 32 + 64, so
+ * that a prefix of one family never matches an address of the other. pad is zero. */
+struct sc_prefix_key {
+	__u32 prefixlen;
+	__u8 family;
+	__u8 pad[3];
+	__u32 addr[4];
+};

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -519,66 +518,6 @@ func l4AttachFlags() []cli.Flag {
 		&cli.StringFlag{Name: "iface", Aliases: []string{"i"}, Usage: "`INTERFACE` to attach to", Required: true},
 		&cli.StringFlag{Name: "xdp-mode", Value: "native", Usage: "`MODE`: native or generic"},
 		&cli.BoolFlag{Name: "detach", Usage: "remove the program (and its pins) instead"},
-	}
-}
-
-func l4DecapCmd() *cli.Command {
-	return &cli.Command{
-		Name:  "decap",
-		Usage: "attach the decapsulation program to a backend's interface (IPIP/IP6IP6 to its own addresses)",
-		Description: `Loads xdp_decap, sets the tunnel addresses it accepts, attaches it and pins its link, then
-   exits (the program stays). The backend must also hold the VIP on lo and have rp_filter off.
-
-   Examples:
-     switchyard lb decap --iface eth0 --addr 198.18.3.1
-     switchyard lb decap --iface eth0 --addr 198.18.3.1 --addr fd00:5e:3::1 --xdp-mode generic
-     switchyard lb decap --iface eth0 --detach`,
-		Flags: append(l4AttachFlags(),
-			&cli.StringSliceFlag{Name: "addr", Usage: "tunnel `ADDRESS` of this backend (repeat for several)"},
-			&cli.StringFlag{Name: "pin-dir", Usage: "bpffs `DIR` (default /sys/fs/bpf/switchyard/decap-<iface>)"}),
-		Action: func(c *cli.Context) error {
-			if os.Geteuid() != 0 {
-				return errors.New("lb decap: not root: attaching XDP needs root: run with sudo")
-			}
-			iface := c.String("iface")
-			dir := c.String("pin-dir")
-			if dir == "" {
-				dir = "/sys/fs/bpf/switchyard/decap-" + iface
-			}
-			if c.Bool("detach") {
-				if err := loader.Detach(dir); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "decap detached from %s\n", iface)
-				return nil
-			}
-			var addrs []netip.Addr
-			for _, s := range c.StringSlice("addr") {
-				a, err := netip.ParseAddr(s)
-				if err != nil {
-					return fmt.Errorf("invalid --addr %q: give this backend's tunnel IP address", s)
-				}
-				addrs = append(addrs, a)
-			}
-			if len(addrs) == 0 {
-				return errors.New("lb decap: give at least one --addr (the address the balancer encapsulates to)")
-			}
-			d, err := loader.OpenDecap(dir)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			if err := d.SetAddrs(addrs); err != nil {
-				return err
-			}
-			l, err := d.Attach(iface, loader.Mode(c.String("xdp-mode")), dir)
-			if err != nil {
-				return err
-			}
-			l.Close()
-			fmt.Fprintf(c.App.Writer, "decap attached to %s for %v (pinned under %s)\n", iface, addrs, dir)
-			return nil
-		},
 	}
 }
 

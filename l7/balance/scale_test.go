@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/benchcpu"
 )
 
 // nginxRR is the original smooth weighted round robin (a scan of every backend per pick), the
@@ -232,7 +234,7 @@ func benchPick(b *testing.B, n int, mk func([]*Backend) Picker) {
 		rs[i] = keyReq(fmt.Sprint("user", i))
 		rs[i].AddCookie(&http.Cookie{Name: "sid", Value: ID(bs[i%n])})
 	}
-	defer cpuTime(b)()
+	defer benchcpu.Start(b)()
 	for i := 0; i < b.N; i++ {
 		if p.Pick(rs[i%len(rs)], nil) == nil {
 			b.Fatal("no backend")

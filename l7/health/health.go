@@ -25,6 +25,10 @@ type Check struct {
 	Expect int
 	// Scheme is "http" or "https".
 	Scheme string
+	// Local, when set, reports a probe error that is the checker's own resource failure (out of
+	// descriptors, memory, local ports): it counts neither for nor against the backend, so a
+	// proxy short of descriptors does not mark every healthy backend down.
+	Local func(error) bool
 }
 
 // Observer is told about health transitions, for metrics and logs.
@@ -78,7 +82,7 @@ func (c *Checker) loop(ctx context.Context, b *balance.Backend) {
 				b.SetHealthy(true)
 				c.emit(b, true)
 			}
-		} else if ctx.Err() == nil {
+		} else if ctx.Err() == nil && (c.check.Local == nil || !c.check.Local(err)) {
 			ok, fail = 0, fail+1
 			if b.Healthy() && fail >= c.check.Fall {
 				b.SetHealthy(false)

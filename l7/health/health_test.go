@@ -102,3 +102,24 @@ func TestDetectorEjectsWithCap(t *testing.T) {
 		t.Error("ejection did not expire")
 	}
 }
+
+// A probe error the Local classifier calls the checker's own (out of descriptors and the like)
+// counts neither way: the backend stays up however many probes fail so; other errors still
+// mark it down.
+func TestCheckerIgnoresLocalFailures(t *testing.T) {
+	dead := "127.0.0.1:1" // a closed port: every probe fails
+	for _, local := range []bool{true, false} {
+		b := balance.NewBackend(dead, 1)
+		c := NewChecker(Check{Path: "/", Interval: 10 * time.Millisecond, Timeout: 10 * time.Millisecond, Rise: 1, Fall: 2,
+			Local: func(error) bool { return local }}, &http.Client{}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx, []*balance.Backend{b}); close(done) }()
+		time.Sleep(150 * time.Millisecond)
+		cancel()
+		<-done
+		if b.Healthy() != local {
+			t.Errorf("local=%v: healthy=%v after 15 failed probes", local, b.Healthy())
+		}
+	}
+}

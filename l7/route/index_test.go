@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/benchcpu"
 )
 
 // linearMatch is the original matcher, kept as the oracle: every route in order, first match
@@ -222,7 +224,7 @@ func benchMatch(b *testing.B, n int) {
 	miss := httptest.NewRequest("GET", "http://h7.example.com/nothing/here", nil)
 	miss.Header.Set("X-Tenant", "none")
 	b.Run("last", func(b *testing.B) {
-		defer cpuTime(b)()
+		defer benchcpu.Start(b)()
 		for i := 0; i < b.N; i++ {
 			if tab.Match(hit, "/last/a/b") == nil {
 				b.Fatal("no match")
@@ -230,7 +232,7 @@ func benchMatch(b *testing.B, n int) {
 		}
 	})
 	b.Run("miss", func(b *testing.B) {
-		defer cpuTime(b)()
+		defer benchcpu.Start(b)()
 		for i := 0; i < b.N; i++ {
 			if tab.Match(miss, "/nothing/here") != nil {
 				b.Fatal("matched")
@@ -248,7 +250,7 @@ func BenchmarkMatch10000(b *testing.B) { benchMatch(b, 10000) }
 func BenchmarkScan10000(b *testing.B) {
 	tab := benchTable(b, 10000)
 	hit := httptest.NewRequest("GET", "http://h7.example.com/last/a/b", nil)
-	defer cpuTime(b)()
+	defer benchcpu.Start(b)()
 	for i := 0; i < b.N; i++ {
 		if linearMatch(tab, hit, "/last/a/b") == nil {
 			b.Fatal("no match")

@@ -136,28 +136,37 @@ func (l *Lab) Build() error {
 	if err := l.Topo.Build(); err != nil {
 		return fmt.Errorf("build lab: %w", err)
 	}
-	for _, n := range l.Topo.ByRole(topo.Balancer) {
-		pin := filepath.Join(PinDir(l.Topo.RouterNS, n.Port), "link")
-		err := topo.Do(l.Topo.RouterNS, func() error {
-			lk, err := loader.AttachPass(n.Port, loader.Native, pin)
-			if err != nil {
-				return err
-			}
-			return lk.Close()
-		})
-		if err != nil {
-			return fmt.Errorf("build lab: xdp_pass on router port %s: %w", n.Port, err)
-		}
+	if err := l.attachPortPass(l.Topo.ByRole(topo.Balancer)); err != nil {
+		return err
 	}
-	for _, n := range append(l.Topo.ByRole(topo.Backend), l.Topo.ByRole(topo.L7)...) {
-		if err := attachDecap(n); err != nil {
+	hosts := append(l.Topo.ByRole(topo.Backend), l.Topo.ByRole(topo.L7)...)
+	peers := l.secondChancePeers(hosts)
+	for _, n := range hosts {
+		if err := attachDecap(n, peers); err != nil {
 			return fmt.Errorf("build lab: %w", err)
 		}
 	}
 	return nil
 }
 
-func attachDecap(n topo.Node) error {
+// secondChancePeers is the allow-list of second-chance candidates of the lab's decap programs:
+// the networks of the segments its backends and L7 hosts are on.
+func (l *Lab) secondChancePeers(hosts []topo.Node) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[string]bool{}
+	for _, n := range hosts {
+		if !seen[n.Segment] {
+			seen[n.Segment] = true
+			seg := l.Topo.Segment(n.Segment)
+			out = append(out, seg.Net4, seg.Net6)
+		}
+	}
+	return out
+}
+
+// attachDecap loads decap on a host with its own addresses, the second-chance peers and the
+// balancers' encap source ranges as the allowed tunnel sources (docs/xdp.md, "Second chance").
+func attachDecap(n topo.Node, peers []netip.Prefix) error {
 	pin := PinDir(n.NS, n.Iface)
 	return topo.Do(n.NS, func() error {
 		d, err := loader.OpenDecap(pin)
@@ -166,6 +175,9 @@ func attachDecap(n topo.Node) error {
 		}
 		defer d.Close()
 		if err := d.SetAddrs([]netip.Addr{n.Addr4, n.Addr6}); err != nil {
+			return err
+		}
+		if err := d.SetSecondChance(peers, []netip.Prefix{encNet4, encNet6}); err != nil {
 			return err
 		}
 		lk, err := d.Attach(n.Iface, loader.Native, pin)

@@ -16,7 +16,13 @@ import (
 // a veth with an XDP program copies each TCP skb into an XDP buffer (about 1 us per request,
 // docs/lab.md, "Benchmark"): tests and experiments that exercise second chance call it.
 func (l *Lab) AttachBackendPortPass() error {
-	for _, n := range append(l.Topo.ByRole(topo.Backend), l.Topo.ByRole(topo.L7)...) {
+	return l.attachPortPass(append(l.Topo.ByRole(topo.Backend), l.Topo.ByRole(topo.L7)...))
+}
+
+// attachPortPass puts xdp_pass on the router-side port of every node, pinned under the router's
+// pin directory, so that XDP_TX frames from the node's own XDP program are not dropped.
+func (l *Lab) attachPortPass(nodes []topo.Node) error {
+	for _, n := range nodes {
 		pin := filepath.Join(PinDir(l.Topo.RouterNS, n.Port), "link")
 		err := topo.Do(l.Topo.RouterNS, func() error {
 			lk, err := loader.AttachPass(n.Port, loader.Native, pin)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -23,23 +21,27 @@ import (
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 )
 
 // The event loop serves plain-HTTP/1.1 keep-alive traffic the way nginx and HAProxy do: one
 // epoll instance per CPU (GOMAXPROCS), each turned by one goroutine, owning non-blocking
-// descriptors and running every connection as a state machine. The goroutine-per-connection
-// fast path (fast.go) spent a fifth of its CPU parking and waking goroutines and in sysmon, and
+// descriptors and running every connection as a state machine. The goroutine engine
+// (engine_goroutine.go) spent a fifth of its CPU parking and waking goroutines and in sysmon, and
 // issued a read that returned EAGAIN before nearly every real one; the loop reads a socket only
 // when epoll said it is readable (or the last read filled the buffer), so a proxied request
 // costs four system calls: read the request, write it upstream, read the response, write it
 // back, plus a share of one epoll_wait.
 //
-// The loop serves a request whose head and whole body are buffered, sent to a backend given as
-// an IP address. Anything else is handed over, at the request boundary and with the bytes read
-// so far, to a goroutine: streamed uploads and host-name backends to the fast path's
-// goroutine-per-connection code, everything the fast path does not serve (h2c, upgrades, ...)
-// to net/http. Responses of any size and framing stream through the loop, with backpressure:
-// it reads the backend only once the client took what came before.
+// The loop is a thin I/O layer over the request core (request.go and package core): the core
+// parses, routes, admits, rewrites heads, frames bodies, decides retries and which upstream
+// connections may be reused; the loop only moves bytes between non-blocking sockets. It serves
+// a request whose head and whole body are buffered, sent to a backend given as an IP address.
+// Anything else is handed over, at the request boundary and with the bytes read so far, to a
+// goroutine: streamed uploads and host-name backends to the goroutine engine
+// (engine_goroutine.go), everything the core does not serve (h2c, upgrades, ...) to net/http.
+// Responses of any size and framing stream through the loop, with backpressure: it reads the
+// backend only once the client took what came before.
 
 // loopKind says what an epoll registration is; it travels in the event's Pad field.
 const (
@@ -65,7 +67,7 @@ type evLoop struct {
 	cl     []*loopConn // by descriptor
 	up     []*loopUp   // by descriptor
 	conns  []*loopConn // every client connection (deadline sweep, shutdown)
-	idle   map[*balance.Backend][]*loopUp
+	idle   *core.Idle[*balance.Backend, *loopUp]
 	addrs  map[*balance.Backend]unix.Sockaddr
 	lns    []*loopListener
 	now    time.Time
@@ -100,7 +102,7 @@ const (
 
 // loopConn is a client connection on an event loop.
 type loopConn struct {
-	*fastConn
+	*clientConn
 	l        *evLoop
 	fd       int
 	idx      int // in l.conns
@@ -115,38 +117,33 @@ type loopConn struct {
 	started  bool // a byte of the next request head has arrived
 
 	// the request in progress
-	st        *state
-	rq        routed
-	b         *balance.Backend
-	u         *loopUp
-	total     time.Time // the request's total deadline
-	reqBytes  []byte
-	sent      int
-	retried   bool
-	code      int
-	n         int64
-	fr        framing
-	remaining int64
-	chunk     h1.Chunked
-	upClose   bool
-	respDone  bool
-	respErr   error
+	rq         routed
+	b          *balance.Backend
+	u          *loopUp
+	total      time.Time // the request's total deadline
+	sent       int
+	retried    bool               // a stale pooled connection was replaced once
+	tried      []*balance.Backend // the backends this request went to, the last one c.b
+	replayable bool               // the route may send it to another backend
+	code       int
+	n          int64
+	upClose    bool
+	respErr    error
 }
 
 // loopUp is an upstream HTTP/1.1 connection of a loop: in use by owner, or idle in l.idle.
 type loopUp struct {
-	fd        int
-	b         *balance.Backend
-	idleFor   time.Duration
-	maxIdle   int
-	in        h1.Reader
-	owner     *loopConn
-	readable  bool
-	writable  bool
-	hup       bool
-	reused    bool
-	gotBytes  bool // a response byte arrived on this attempt
-	idleSince time.Time
+	fd       int
+	b        *balance.Backend
+	idleFor  time.Duration
+	maxIdle  int
+	in       h1.Reader
+	owner    *loopConn
+	readable bool
+	writable bool
+	hup      bool
+	reused   bool
+	gotBytes bool // a response byte arrived on this attempt
 }
 
 // startLoops starts one event loop per CPU the runtime may use; it reports whether they run.
@@ -199,7 +196,7 @@ func newLoop(s *Server) (*evLoop, error) {
 		return nil, fmt.Errorf("create eventfd: %w", err)
 	}
 	l := &evLoop{s: s, epfd: epfd, wakefd: wfd, events: make([]unix.EpollEvent, 256),
-		idle: map[*balance.Backend][]*loopUp{}, addrs: map[*balance.Backend]unix.Sockaddr{},
+		idle: core.NewIdle[*balance.Backend, *loopUp](), addrs: map[*balance.Backend]unix.Sockaddr{},
 		done: make(chan struct{}), now: time.Now()}
 	// An epoll descriptor is itself pollable: readable when events are ready. On Go's poller, an
 	// idle loop parks like any goroutine, so its P goes idle instead of sitting in a blocking
@@ -348,12 +345,7 @@ func (s *Server) closeLoops(all bool) int {
 					l.abort(c, 499)
 				}
 			}
-			for _, list := range l.idle {
-				for _, u := range list {
-					l.closeUp(u)
-				}
-			}
-			clear(l.idle)
+			l.idle.Drain(l.closeUp)
 		})
 		n += int(l.count.Load())
 	}
@@ -387,6 +379,7 @@ func (l *evLoop) run() {
 			return
 		}
 		l.now = time.Now()
+		l.dropSpokenIdle(n)
 		for i := range max(n, 0) {
 			ev := &l.events[i]
 			fd := int(ev.Fd)
@@ -402,9 +395,6 @@ func (l *evLoop) run() {
 					setReady(ev.Events, &u.readable, &u.writable, &u.hup)
 					if u.owner != nil {
 						l.step(u.owner)
-					} else if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-						// An idle connection that speaks or closes is of no more use.
-						l.dropIdle(u)
 					}
 				}
 			case kindListener:
@@ -419,6 +409,21 @@ func (l *evLoop) run() {
 		if l.now.Sub(l.sweep) >= sweepEvery {
 			l.sweep = l.now
 			l.expire()
+		}
+	}
+}
+
+// dropSpokenIdle discards the idle upstream connections that became readable or were shut in
+// this batch of events (the core's reuse rule 2), before any client event of the batch could
+// take one of them: bytes on an idle upstream are nobody's response.
+func (l *evLoop) dropSpokenIdle(n int) {
+	for i := range max(n, 0) {
+		ev := &l.events[i]
+		if ev.Pad != kindUpstream || ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+			continue
+		}
+		if fd := int(ev.Fd); fd < len(l.up) && l.up[fd] != nil && l.up[fd].owner == nil {
+			l.dropIdle(l.up[fd])
 		}
 	}
 }
@@ -468,12 +473,7 @@ func (l *evLoop) shutdown() {
 	for len(l.conns) > 0 {
 		l.abort(l.conns[len(l.conns)-1], 499)
 	}
-	for _, list := range l.idle {
-		for _, u := range list {
-			l.closeUp(u)
-		}
-	}
-	clear(l.idle)
+	l.idle.Drain(l.closeUp)
 	unix.Close(l.wakefd)
 	l.epf.Close()
 }
@@ -514,6 +514,11 @@ func (l *evLoop) accept(fd int) {
 			unix.Close(nfd)
 			continue
 		}
+		if !l.s.conns.admit() {
+			_, _ = rawWrite(nfd, overloadAnswer) // over limits.max_connections: 503 and close
+			unix.Close(nfd)
+			continue
+		}
 		_ = unix.SetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		// EPOLLEXCLUSIVE wakes one loop, which may take a whole burst of connections: deal them
 		// out round robin so that every loop (every CPU) gets its share.
@@ -540,14 +545,15 @@ func (l *evLoop) post(fn func()) {
 func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	if l.s.shutting.Load() {
 		unix.Close(nfd)
+		l.s.conns.done()
 		return
 	}
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
-	c.fastConn = newFastConn(l.s, nil, sockaddrToTCP(sa), ll.scheme, ll.fb)
-	c.w = c
+	c.clientConn = newClientConn(l.s, c, sockaddrToTCP(sa), ll.scheme, ll.fb)
 	c.in = h1.Reader{Buf: make([]byte, 4<<10)}
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
+		l.s.conns.done()
 		return
 	}
 	for nfd >= len(l.cl) {
@@ -573,14 +579,21 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	return &net.TCPAddr{}
 }
 
-// forget takes a client connection off the loop (not closing its descriptor).
+// forget takes a client connection off the loop (not closing its descriptor). The vacated slot
+// at the end of l.conns is cleared: a slice keeps what is beyond its length reachable, and a
+// flood of connections once closed would otherwise stay in memory for good.
 func (l *evLoop) forget(c *loopConn) {
 	_ = l.ctl(unix.EPOLL_CTL_DEL, c.fd, 0, kindClient)
 	l.cl[c.fd] = nil
-	last := l.conns[len(l.conns)-1]
+	end := len(l.conns) - 1
+	last := l.conns[end]
 	l.conns[c.idx], last.idx = last, c.idx
-	l.conns = l.conns[:len(l.conns)-1]
+	l.conns[end] = nil
+	l.conns = l.conns[:end]
 	l.count.Add(-1)
+	if cap(l.conns) > 1024 && len(l.conns) < cap(l.conns)/4 {
+		l.conns = append([]*loopConn(nil), l.conns...) // give a flood's backing array back
+	}
 }
 
 // abort ends a connection at once: the request in progress (if any) ends with code.
@@ -597,6 +610,7 @@ func (l *evLoop) abort(c *loopConn, code int) {
 	}
 	l.forget(c)
 	unix.Close(c.fd)
+	l.s.conns.done()
 }
 
 // step runs a connection's state machine as far as its sockets allow.
@@ -630,7 +644,7 @@ func (l *evLoop) step(c *loopConn) {
 	}
 }
 
-// Write queues a proxy-made answer (the fast path's error responses and refusals).
+// Write queues a proxy-made answer (the core's error responses and refusals).
 func (c *loopConn) Write(b []byte) (int, error) {
 	c.send(b)
 	return len(b), nil
@@ -705,499 +719,6 @@ func readInto(fd int, cr *h1.Reader, limit int, ready *bool, hup bool) (int, err
 	return n, nil
 }
 
-// readHead waits for a request head, then routes and admits it and starts its exchange.
-func (l *evLoop) readHead(c *loopConn) bool {
-	if !c.flush() {
-		return false // the last response first: at most one is buffered per connection
-	}
-	st := l.s.state.Load()
-	cfg := st.cfg
-	b := c.in.Buffered()
-	i := 0
-	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	c.in.Consume(i)
-	end := -1
-	switch {
-	case len(c.in.Buffered()) > 0:
-		if !c.started {
-			c.started = true // the idle timeout gives way to the read-header one
-			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
-		}
-		end = h1.HeadEnd(c.in.Buffered(), 0)
-	case l.s.shutting.Load():
-		l.abort(c, 0)
-		return false
-	}
-	if end < 0 {
-		if len(c.in.Buffered()) > cfg.Limits.MaxHeaderBytes {
-			return l.refuse(c, errHeadTooLong)
-		}
-		if !c.readable {
-			return false
-		}
-		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
-		if errors.Is(err, h1.ErrHeadTooLarge) {
-			return l.refuse(c, errHeadTooLong)
-		}
-		if err != nil {
-			l.abort(c, 0)
-			return false
-		}
-		return n > 0
-	}
-	if rej := h1.ParseHead(c.in.Buffered()[:end], &c.head); rej != nil {
-		return l.refuse(c, rej)
-	}
-	if end > cfg.Limits.MaxHeaderBytes {
-		return l.refuse(c, errHeadTooLong)
-	}
-	rq, ok := c.route(st, l.now)
-	if !ok {
-		l.handOff(c, true)
-		return false
-	}
-	fwd, body, whole := c.bufferedBody(end, rq.hasBody)
-	if !whole {
-		l.handOff(c, false) // a body still arriving streams on the goroutine path
-		return false
-	}
-	bk, keep := c.admit(st, &rq)
-	if bk == nil {
-		c.in.Consume(end)
-		return l.endExchange(c, keep)
-	}
-	sa := l.sockaddr(bk)
-	if sa == nil {
-		c.release(st, &rq, bk)
-		l.handOff(c, false) // a host name: the goroutine path's dialer resolves it
-		return false
-	}
-	l.s.fastServed.Add(1)
-	l.s.loopServed.Add(1)
-	c.st, c.rq, c.b = st, rq, bk
-	c.started = false
-	c.total = rq.start.Add(rq.rt.timeout)
-	c.reqBytes = append(c.buildUpstreamHead(rq.method, rq.target, &rq.ri), fwd...)
-	c.in.Consume(end + body)
-	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
-	return l.connect(c, false)
-}
-
-// bufferedBody reports the bytes to forward for the request body following a head of end
-// bytes (a chunked body re-framed by h1.Chunked), how many buffered bytes it takes, and whether
-// all of it is buffered.
-func (c *loopConn) bufferedBody(end int, hasBody bool) ([]byte, int, bool) {
-	if !hasBody {
-		return nil, 0, true
-	}
-	rest := c.in.Buffered()[end:]
-	if c.head.Chunked {
-		c.chunk = h1.Chunked{}
-		framed, n, done, rej := c.chunk.Append(c.framed[:0], rest)
-		c.framed = framed
-		// A malformed chunk is judged by the goroutine path, which answers it.
-		return framed, n, done && rej == nil
-	}
-	if int64(len(rest)) < c.head.ContentLength {
-		return nil, 0, false
-	}
-	return rest[:c.head.ContentLength], int(c.head.ContentLength), true
-}
-
-// refuse answers a refused request head and closes the connection.
-func (l *evLoop) refuse(c *loopConn, r *h1.Rejection) bool {
-	c.refuse(r)
-	c.phase = phDrain
-	c.deadline = l.now.Add(time.Second)
-	return true
-}
-
-// handOff moves a client connection, with its buffered bytes, to a goroutine: net/http's
-// (toHTTP) or the fast path's goroutine-per-connection code.
-func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
-	l.forget(c)
-	f := os.NewFile(uintptr(c.fd), "")
-	nc, err := net.FileConn(f) // a duplicate, on Go's poller
-	f.Close()
-	if err != nil {
-		l.s.log.Warn("l7 hand over connection", "error", err)
-		return
-	}
-	to := "fast"
-	if toHTTP {
-		to = "http"
-	}
-	l.s.metrics.handoffs.WithLabelValues(to).Inc()
-	fc := c.fastConn
-	fc.c, fc.w, fc.in.Conn = nc, nc, nc
-	if !l.s.track(fc, true) {
-		nc.Close()
-		return
-	}
-	go func() {
-		if !toHTTP {
-			fc.serve()
-			return
-		}
-		defer l.s.track(fc, false)
-		if !fc.handOff() {
-			nc.Close()
-		}
-	}()
-}
-
-// sockaddr returns the socket address of a backend given as ip:port, or nil for a host name.
-func (l *evLoop) sockaddr(b *balance.Backend) unix.Sockaddr {
-	if sa, ok := l.addrs[b]; ok {
-		return sa
-	}
-	var sa unix.Sockaddr
-	if ap, err := netip.ParseAddrPort(b.Address); err == nil && ap.Addr().Zone() == "" {
-		if a := ap.Addr(); a.Is4() || a.Is4In6() {
-			sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}
-		} else {
-			sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
-		}
-	}
-	if len(l.addrs) > 4096 {
-		clear(l.addrs) // backends of configurations reloaded away
-	}
-	l.addrs[b] = sa
-	return sa
-}
-
-// connect gives the request an upstream connection: an idle one (unless fresh) or a new one.
-func (l *evLoop) connect(c *loopConn, fresh bool) bool {
-	p := c.rq.rt.pool
-	if !fresh {
-		if u := l.takeIdle(c.b); u != nil {
-			u.owner, u.reused, u.gotBytes = c, true, false
-			c.u = u
-			c.phase = phSend
-			c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Header), c.total)
-			return true
-		}
-	}
-	sa := l.sockaddr(c.b)
-	family := unix.AF_INET
-	if _, ok := sa.(*unix.SockaddrInet6); ok {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
-	}
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	err = unix.Connect(fd, sa)
-	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		unix.Close(fd)
-		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
-	}
-	if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindUpstream); err != nil {
-		unix.Close(fd)
-		return l.upstreamFailed(c, err)
-	}
-	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
-		in: h1.Reader{Buf: make([]byte, 16<<10)}}
-	for fd >= len(l.up) {
-		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
-	}
-	l.up[fd] = u
-	c.u = u
-	c.phase = phConnect
-	c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
-	return true
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// connected waits for the backend to accept the connection.
-func (l *evLoop) connected(c *loopConn) bool {
-	u := c.u
-	if !u.writable {
-		return false
-	}
-	if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
-		if err == nil {
-			err = syscall.Errno(errno)
-		}
-		return l.upstreamFailed(c, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
-	}
-	c.phase = phSend
-	c.deadline = minTime(l.now.Add(c.rq.rt.pool.cfg.Timeouts.Header), c.total)
-	return true
-}
-
-// sendRequest writes the request head and body upstream.
-func (l *evLoop) sendRequest(c *loopConn) bool {
-	u := c.u
-	for c.sent < len(c.reqBytes) {
-		if !u.writable {
-			return false
-		}
-		n, err := rawWrite(u.fd, c.reqBytes[c.sent:])
-		switch {
-		case err == unix.EAGAIN:
-			u.writable = false
-		case err != nil:
-			return l.upstreamFailed(c, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)})
-		default:
-			c.sent += n
-			if c.sent < len(c.reqBytes) {
-				u.writable = false
-			}
-		}
-	}
-	c.phase = phAwait
-	return true
-}
-
-// awaitHead reads the response head; interim (1xx) heads go to the client as they come.
-func (l *evLoop) awaitHead(c *loopConn) bool {
-	u := c.u
-	end := h1.HeadEnd(u.in.Buffered(), 0)
-	if end < 0 {
-		if !u.readable {
-			return false
-		}
-		n, err := readInto(u.fd, &u.in, 64<<10+4<<10, &u.readable, u.hup)
-		if err != nil {
-			return l.upstreamFailed(c, err)
-		}
-		if n > 0 {
-			u.gotBytes = true
-		}
-		return n > 0
-	}
-	if rej := h1.ParseHead(u.in.Buffered()[:end], &c.rhead); rej != nil {
-		return l.upstreamFailed(c, errors.Join(errUpstream, rej))
-	}
-	code, ok := statusCode(c.rhead.Line)
-	if !ok || code == http.StatusSwitchingProtocols {
-		return l.upstreamFailed(c, errors.Join(errUpstream, errors.New("bad status line")))
-	}
-	c.responseTokens()
-	if code < 200 {
-		head := c.buildResponseHead(code, noBody)
-		u.in.Consume(end)
-		c.send(head)
-		return true
-	}
-	// The response head: its framing, then the head and the body bytes that came with it.
-	c.code = code
-	c.fr = closeBody
-	h := &c.rhead
-	switch {
-	case c.rq.method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified:
-		c.fr = noBody
-	case h.Chunked:
-		c.fr = chunkedBody
-	case h.ContentLength >= 0:
-		c.fr = lengthBody
-	}
-	c.upClose = c.responseTokens()
-	head := c.buildResponseHead(code, c.fr)
-	u.in.Consume(end)
-	c.remaining, c.chunk, c.respErr = h.ContentLength, h1.Chunked{}, nil
-	c.respDone = c.fr == noBody
-	if !c.respDone && len(u.in.Buffered()) > 0 {
-		body := c.take()
-		c.n += int64(len(body))
-		if c.fr == closeBody {
-			head = appendChunk(head, body)
-		} else {
-			head = append(head, body...)
-		}
-	}
-	c.out = head
-	if c.respDone {
-		l.responseTaken(c)
-	}
-	c.send(head)
-	c.phase = phBody
-	c.deadline = c.total
-	return true
-}
-
-// responseTaken ends the upstream side of a response whose last byte has been read, before
-// that byte goes to the client: the connection is pooled (or closed) and the request recorded,
-// so that a client which has the whole response also finds it in the metrics.
-func (l *evLoop) responseTaken(c *loopConn) {
-	u := c.u
-	c.u = nil
-	// Bytes beyond the response mean the backend is out of step, and a backend that shut its side
-	// is gone: never reuse such a connection.
-	if !c.upClose && c.fr != closeBody && len(u.in.Buffered()) == 0 && !u.hup {
-		l.putIdle(u)
-	} else {
-		l.closeUp(u)
-	}
-	l.s.passive(c.rq.rt.pool, c.b, c.code < 500)
-	l.endRequest(c, c.code)
-}
-
-// take consumes the body bytes buffered from upstream that belong to the response.
-func (c *loopConn) take() []byte {
-	u := c.u
-	data := u.in.Buffered()
-	used := len(data)
-	switch c.fr {
-	case lengthBody:
-		data = data[:min(int64(len(data)), c.remaining)]
-		used = len(data)
-		c.remaining -= int64(len(data))
-		c.respDone = c.remaining == 0
-	case chunkedBody:
-		framed, k, d, rej := c.chunk.Append(c.framed[:0], data)
-		if rej != nil {
-			c.respErr = errors.Join(errUpstream, rej)
-		}
-		c.framed, data, used, c.respDone = framed, framed, k, d
-	}
-	u.in.Consume(used)
-	return data
-}
-
-// streamBody copies the response body to the client, reading upstream only once the client has
-// taken what came before.
-func (l *evLoop) streamBody(c *loopConn) bool {
-	if c.respErr != nil {
-		l.abort(c, c.code)
-		return false
-	}
-	if c.respDone {
-		return l.endExchange(c, true)
-	}
-	u := c.u
-	if !c.flush() || !u.readable {
-		return false
-	}
-	n, err := readInto(u.fd, &u.in, len(u.in.Buf), &u.readable, u.hup)
-	if err != nil {
-		if c.fr == closeBody && errors.Is(err, io.EOF) {
-			c.upClose, c.respDone = true, true
-			l.responseTaken(c)
-			c.send([]byte("0\r\n\r\n"))
-			return true
-		}
-		l.s.passive(c.rq.rt.pool, c.b, false)
-		l.abort(c, c.code)
-		return false
-	}
-	if n == 0 {
-		return false
-	}
-	body := c.take()
-	c.n += int64(len(body))
-	if c.respDone && c.respErr == nil {
-		l.responseTaken(c) // body still points into the connection's buffer, unused until send copies it
-	}
-	if c.fr == closeBody {
-		c.out = appendChunk(c.out[:0], body)
-		c.send(c.out)
-	} else if len(body) > 0 {
-		c.send(body)
-	}
-	return true
-}
-
-// upstreamFailed handles an upstream failure before any response byte: a pooled connection the
-// backend had closed is replaced once when the request can be replayed (net/http's transport
-// does the same); otherwise the client gets 504 on a timeout and 502 for the rest.
-func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
-	u := c.u
-	if u != nil {
-		c.u = nil
-		l.closeUp(u)
-		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
-			(idempotent(c.rq.method) || isWriteErr(err)) {
-			c.retried, c.sent = true, 0
-			return l.connect(c, true)
-		}
-	}
-	l.s.passive(c.rq.rt.pool, c.b, false)
-	code, msg := http.StatusBadGateway, "upstream error"
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		code, msg = http.StatusGatewayTimeout, "upstream timeout"
-	}
-	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
-	c.writeError(code, msg, nil, c.clientClose)
-	l.endRequest(c, code)
-	return l.endExchange(c, true)
-}
-
-// endRequest records a finished request and gives back what admit took.
-func (l *evLoop) endRequest(c *loopConn, code int) {
-	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, 1, c.rq.clean)
-	c.release(c.st, &c.rq, c.b)
-	c.b, c.st, c.reqBytes = nil, nil, c.reqBytes[:0]
-}
-
-// endExchange readies the connection for its next request, or to close once its answer is out.
-func (l *evLoop) endExchange(c *loopConn, keep bool) bool {
-	if !keep || c.clientClose || l.s.shutting.Load() {
-		c.phase = phDrain
-		c.deadline = l.now.Add(time.Second)
-		return true
-	}
-	c.phase = phHead
-	c.started = false
-	c.deadline = l.now.Add(l.s.state.Load().cfg.Timeouts.Idle)
-	return true
-}
-
-func (l *evLoop) takeIdle(b *balance.Backend) *loopUp {
-	for list := l.idle[b]; len(list) > 0; list = l.idle[b] {
-		u := list[len(list)-1]
-		l.idle[b] = list[:len(list)-1]
-		if l.now.Sub(u.idleSince) < u.idleFor {
-			return u
-		}
-		l.closeUp(u)
-	}
-	return nil
-}
-
-// putIdle keeps an upstream connection for the next request to its backend (LIFO, so the
-// warmest goes out first); past the pool's max_idle_per_backend it is closed.
-func (l *evLoop) putIdle(u *loopUp) {
-	u.owner, u.idleSince = nil, l.now
-	if len(l.idle[u.b]) >= u.maxIdle {
-		l.closeUp(u)
-		return
-	}
-	l.idle[u.b] = append(l.idle[u.b], u)
-}
-
-// dropIdle closes an idle connection and takes it out of the idle list.
-func (l *evLoop) dropIdle(u *loopUp) {
-	list := l.idle[u.b]
-	for i, x := range list {
-		if x == u {
-			l.idle[u.b] = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	l.closeUp(u)
-}
-
-func (l *evLoop) closeUp(u *loopUp) {
-	if u.fd < 0 {
-		return
-	}
-	l.up[u.fd] = nil
-	unix.Close(u.fd)
-	u.fd = -1
-}
-
 // expire enforces deadlines, retires idle upstream connections and resumes paused listeners.
 func (l *evLoop) expire() {
 	for i := len(l.conns) - 1; i >= 0; i-- {
@@ -1217,21 +738,7 @@ func (l *evLoop) expire() {
 			l.abort(c, 504)
 		}
 	}
-	for b, list := range l.idle {
-		keep := list[:0]
-		for _, u := range list {
-			if l.now.Sub(u.idleSince) >= u.idleFor {
-				l.closeUp(u)
-			} else {
-				keep = append(keep, u)
-			}
-		}
-		if len(keep) == 0 {
-			delete(l.idle, b)
-		} else {
-			l.idle[b] = keep
-		}
-	}
+	l.idle.Expire(l.now, loopIdleFor, l.closeUp)
 	for _, ll := range l.lns {
 		if ll.paused && l.now.Sub(ll.pausedAt) >= sweepEvery {
 			if l.ctl(unix.EPOLL_CTL_ADD, ll.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, kindListener) == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/switchyard/switchyard/internal/h1"
 )
 
-// evLoop exists on Linux only (epoll); elsewhere the fast path runs a goroutine per connection.
+// evLoop exists on Linux only (epoll); elsewhere the goroutine engine serves every connection.
 type evLoop struct{}
 
 func (s *Server) startLoops() bool { return false }

@@ -1,0 +1,153 @@
+package core
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/switchyard/switchyard/internal/h1"
+)
+
+// Framing is how a response body is delimited.
+type Framing int
+
+// The response framings.
+const (
+	NoBody      Framing = iota // HEAD, 204, 304 (1xx heads have none either)
+	LengthBody                 // Content-Length
+	ChunkedBody                // chunked, re-framed canonically (h1.Chunked)
+	CloseBody                  // ends when the upstream closes; sent to the client chunked
+)
+
+// ResponseFraming decides the framing of a final response to method with the given head.
+func ResponseFraming(method string, code int, rh *h1.Head) Framing {
+	switch {
+	case method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified:
+		return NoBody
+	case rh.Chunked:
+		return ChunkedBody
+	case rh.ContentLength >= 0:
+		return LengthBody
+	}
+	return CloseBody
+}
+
+// ErrUpstream marks an upstream that broke the protocol (a bad head, bad chunk framing, bytes
+// nobody asked for): its connection is closed, never pooled.
+var ErrUpstream = errors.New("upstream response")
+
+// ResponseBody delimits one response body as its bytes arrive from the upstream, and says what
+// to send the client for them: it is the one place the response direction's body framing is
+// followed, and where a chunked body is decoded strictly and re-framed canonically
+// (h1.Chunked). An engine hands it each buffered run of bytes, consumes n of them and forwards
+// out.
+type ResponseBody struct {
+	Framing   Framing
+	remaining int64
+	chunk     h1.Chunked
+	done      bool
+	buf       []byte // re-framed output, reused
+}
+
+// Reset starts a body of framing fr; contentLength is the head's (for LengthBody).
+func (b *ResponseBody) Reset(fr Framing, contentLength int64) {
+	*b = ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody, buf: b.buf[:0]}
+}
+
+// Done reports that the whole body has been taken.
+func (b *ResponseBody) Done() bool { return b.done }
+
+// Next consumes the bytes at the start of data that belong to the body (n) and returns what to
+// send the client for them (out: data[:n] itself, or re-framed bytes valid until the next
+// call). A chunked body goes out in canonical framing, a close-delimited one is re-framed as
+// chunked so the client connection survives it. A malformed chunked body is an ErrUpstream
+// error (out then holds what came before the error, which ends no body).
+func (b *ResponseBody) Next(data []byte) (n int, out []byte, err error) {
+	switch b.Framing {
+	case LengthBody:
+		k := min(int64(len(data)), b.remaining)
+		b.remaining -= k
+		b.done = b.remaining == 0
+		return int(k), data[:k], nil
+	case ChunkedBody:
+		// Re-framed canonically (h1.Chunked): what reaches the client is what the core parsed,
+		// never the upstream's own framing. On a refusal out holds the canonical framing of the
+		// bytes before the error, which ends no body; the engine closes the client connection.
+		var k int
+		var d bool
+		var rej *h1.Rejection
+		b.buf, k, d, rej = b.chunk.Append(b.buf[:0], data)
+		b.done = d
+		if rej != nil {
+			return k, b.buf, errors.Join(ErrUpstream, rej)
+		}
+		return k, b.buf, nil
+	case CloseBody:
+		if len(data) == 0 {
+			return 0, nil, nil
+		}
+		b.buf = AppendChunk(b.buf[:0], data)
+		return len(data), b.buf, nil
+	}
+	return 0, nil, nil
+}
+
+// End is told that the upstream closed. complete reports whether that ends the body (a
+// close-delimited one, which is then done, and out is its last chunk) rather than truncating
+// it.
+func (b *ResponseBody) End() (out []byte, complete bool) {
+	if b.Framing == CloseBody {
+		b.done = true
+		return lastChunk, true
+	}
+	return nil, b.done
+}
+
+// RequestBody delimits one request body as its bytes arrive from the client and says what to
+// send the upstream for them: the one place the request direction's body framing is followed.
+type RequestBody struct {
+	chunked   bool
+	remaining int64
+	chunk     h1.Chunked
+	done      bool
+	buf       []byte // re-framed output, reused
+}
+
+// NewRequestBody starts the body of a request head h.
+func NewRequestBody(h *h1.Head) RequestBody {
+	rb := RequestBody{chunked: h.Chunked, remaining: max(h.ContentLength, 0)}
+	rb.done = !h.Chunked && rb.remaining == 0
+	return rb
+}
+
+// Done reports that the whole body has been taken.
+func (b *RequestBody) Done() bool { return b.done }
+
+// Next consumes the bytes at the start of data that belong to the body (n) and returns what to
+// send the upstream for them (out, valid until the next call; a chunked body re-framed
+// canonically by h1.Chunked); malformed chunked framing is refused with h1's rejection (400),
+// and no byte of out from that call may be forwarded.
+func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
+	if b.chunked {
+		// Re-framed canonically, as responses are: the upstream reads the framing the core
+		// parsed, so no two parsers can disagree on where the body ends.
+		var k int
+		var d bool
+		b.buf, k, d, rej = b.chunk.Append(b.buf[:0], data)
+		b.done = d
+		return k, b.buf, rej
+	}
+	k := min(int64(len(data)), b.remaining)
+	b.remaining -= k
+	b.done = b.remaining == 0
+	return int(k), data[:k], nil
+}
+
+// AppendChunk appends data as one chunk of a chunked body.
+func AppendChunk(dst, data []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(data)), 16)
+	return append(append(append(dst, "\r\n"...), data...), "\r\n"...)
+}
+
+// lastChunk ends a re-framed chunked body.
+var lastChunk = []byte("0\r\n\r\n")

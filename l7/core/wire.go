@@ -1,0 +1,388 @@
+package core
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/switchyard/switchyard/internal/h1"
+)
+
+// Header names the core looks at, and the fields it never copies as they are: hop-by-hop ones
+// (RFC 9110 7.6.1, the same list as httputil.ReverseProxy) and those it rewrites itself.
+var (
+	hHost       = []byte("Host")
+	hConnection = []byte("Connection")
+	hExpect     = []byte("Expect")
+	hTE         = []byte("Te")
+	hXFF        = []byte("X-Forwarded-For")
+	hForwarded  = []byte("Forwarded")
+	hVia        = []byte("Via")
+
+	hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+	rewrittenRequest = []string{"Host", "Content-Length", "X-Forwarded-For", "X-Forwarded-Host",
+		"X-Forwarded-Proto", "Forwarded", "Via"}
+	// The response drops Trailer too: the re-framed chunked body carries no trailer fields
+	// (h1.Chunked validates and discards them).
+	responseHop = hopByHop
+)
+
+// oneOf reports whether name is in list, ignoring case.
+func oneOf(name []byte, list []string) bool {
+	for _, h := range list {
+		if len(h) == len(name) && bytes.EqualFold(name, []byte(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseRequestLine splits "METHOD SP origin-form SP HTTP/1.1"; anything else (HTTP/1.0, other
+// target forms, CONNECT, the HTTP/2 preface) is not for the core (ok false).
+func ParseRequestLine(line []byte) (method string, target []byte, ok bool) {
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 {
+		return "", nil, false
+	}
+	m, rest := line[:sp], line[sp+1:]
+	sp = bytes.IndexByte(rest, ' ')
+	if sp <= 0 || string(rest[sp+1:]) != "HTTP/1.1" {
+		return "", nil, false
+	}
+	target = rest[:sp]
+	if target[0] != '/' {
+		return "", nil, false
+	}
+	for _, ch := range m {
+		if !isTokenByte(ch) {
+			return "", nil, false
+		}
+	}
+	// Common methods without an allocation (the compiler does not copy for a switch).
+	switch string(m) {
+	case "GET":
+		method = "GET"
+	case "HEAD":
+		method = "HEAD"
+	case "POST":
+		method = "POST"
+	case "PUT":
+		method = "PUT"
+	case "DELETE":
+		method = "DELETE"
+	case "OPTIONS":
+		method = "OPTIONS"
+	case "PATCH":
+		method = "PATCH"
+	case "CONNECT", "PRI":
+		return "", nil, false
+	default:
+		method = string(m)
+	}
+	return method, target, true
+}
+
+func isTokenByte(ch byte) bool {
+	switch {
+	case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
+		return true
+	}
+	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), ch) >= 0
+}
+
+// StatusCode reads the status of "HTTP/1.x NNN reason".
+func StatusCode(line []byte) (int, bool) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
+		return 0, false
+	}
+	code := 0
+	for _, ch := range line[9:12] {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		code = code*10 + int(ch-'0')
+	}
+	return code, code >= 100
+}
+
+// StatusText is http.StatusText with a fallback for unknown codes.
+func StatusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	return "status code " + strconv.Itoa(code)
+}
+
+// validValue rejects control characters other than HTAB, as net/http does.
+func validValue(v []byte) bool {
+	for _, ch := range v {
+		if (ch < ' ' && ch != '\t') || ch == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost accepts the plain host[:port] and [v6]:port shapes; others go to net/http to judge.
+func validHost(h []byte) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, ch := range h {
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
+		case ch == '-', ch == '.', ch == ':', ch == '[', ch == ']', ch == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// PlainPath reports a path that needs neither decoding nor escaping.
+func PlainPath(p []byte) bool {
+	for _, ch := range p {
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
+		case bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/"), ch) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// PlainQuery reports a query of printable ASCII, which net/http forwards verbatim too.
+func PlainQuery(q []byte) bool {
+	for _, ch := range q {
+		if ch <= ' ' || ch >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendTarget appends path?query.
+func AppendTarget(dst []byte, path string, query []byte) []byte {
+	dst = append(dst, path...)
+	if query != nil {
+		dst = append(append(dst, '?'), query...)
+	}
+	return dst
+}
+
+// connectionTokens adds the comma-separated tokens of a Connection value; close reports a
+// "close" among them (or before).
+func connectionTokens(tokens [][]byte, v []byte, close bool) ([][]byte, bool) {
+	for len(v) > 0 {
+		var tok []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			tok, v = v[:i], v[i+1:]
+		} else {
+			tok, v = v, nil
+		}
+		tok = bytes.TrimSpace(tok)
+		if len(tok) == 0 {
+			continue
+		}
+		if bytes.EqualFold(tok, []byte("close")) {
+			close = true
+		}
+		tokens = append(tokens, tok)
+	}
+	return tokens, close
+}
+
+// containsToken reports whether a comma-separated value lists tok.
+func containsToken(v []byte, tok string) bool {
+	toks, _ := connectionTokens(nil, v, false)
+	for _, t := range toks {
+		if bytes.EqualFold(t, []byte(tok)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReqInfo is what the core learns from a request head's fields in one scan.
+type ReqInfo struct {
+	Host           []byte
+	hosts          int
+	Close          bool // Connection: close
+	teTrailers     bool
+	xff            int // number of X-Forwarded-For fields
+	forwarded, via []byte
+	// Unsafe: something the core does not serve (Expect, Upgrade, odd Host, values net/http
+	// would refuse, a Transfer-Encoding other than plain chunked); net/http takes the request.
+	Unsafe bool
+	// Tokens are the Connection header's tokens (fields named there are hop-by-hop).
+	Tokens [][]byte
+}
+
+// Inspect scans the request's fields once; tokens is reused for ReqInfo.Tokens.
+func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
+	ri := ReqInfo{Tokens: tokens[:0]}
+	for _, f := range h.Fields {
+		if !validValue(f.Value) {
+			ri.Unsafe = true
+		}
+		switch {
+		case bytes.EqualFold(f.Name, hHost):
+			ri.Host = f.Value
+			ri.hosts++
+		case bytes.EqualFold(f.Name, hConnection):
+			ri.Tokens, ri.Close = connectionTokens(ri.Tokens, f.Value, ri.Close)
+		case bytes.EqualFold(f.Name, hExpect):
+			ri.Unsafe = true
+		case bytes.EqualFold(f.Name, hTE):
+			ri.teTrailers = ri.teTrailers || containsToken(f.Value, "trailers")
+		case bytes.EqualFold(f.Name, hXFF):
+			ri.xff++
+		case bytes.EqualFold(f.Name, hForwarded):
+			if ri.forwarded == nil {
+				ri.forwarded = f.Value
+			}
+		case bytes.EqualFold(f.Name, hVia):
+			if ri.via == nil {
+				ri.via = f.Value
+			}
+		}
+	}
+	if ri.hosts != 1 || !validHost(ri.Host) || h.Upgrade ||
+		(h.Chunked && !bytes.EqualFold(h.TransferEncoding, []byte("chunked"))) {
+		ri.Unsafe = true
+	}
+	return ri
+}
+
+// named reports a field named by the message's Connection header (hop-by-hop by declaration).
+func named(tokens [][]byte, name []byte) bool {
+	for _, t := range tokens {
+		if bytes.EqualFold(t, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Client is the downstream side a head is rewritten for.
+type Client struct {
+	IP     string // the client's address, without port
+	Scheme string // http or https
+}
+
+// UpstreamHead appends the request head for the backend to dst: the cleaned target, the
+// client's fields minus hop-by-hop ones, and the forwarding fields of the net/http path's
+// rewrite (X-Forwarded-For appended like nginx's $proxy_add_x_forwarded_for, X-Forwarded-Host
+// and -Proto, an RFC 7239 Forwarded element and Via), then the request's own framing.
+func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []byte, cl Client) []byte {
+	out := append(dst, method...)
+	out = append(append(append(out, ' '), target...), " HTTP/1.1\r\nHost: "...)
+	out = append(append(out, ri.Host...), "\r\n"...)
+	for _, f := range h.Fields {
+		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) {
+			continue
+		}
+		out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	if ri.teTrailers {
+		out = append(out, "Te: trailers\r\n"...)
+	}
+	out = append(out, "X-Forwarded-For: "...)
+	if ri.xff > 0 {
+		for _, f := range h.Fields {
+			if bytes.EqualFold(f.Name, hXFF) {
+				out = append(append(out, f.Value...), ", "...)
+			}
+		}
+	}
+	out = append(append(out, cl.IP...), "\r\nX-Forwarded-Host: "...)
+	out = append(append(out, ri.Host...), "\r\nX-Forwarded-Proto: "...)
+	out = append(append(out, cl.Scheme...), "\r\nForwarded: "...)
+	if ri.forwarded != nil {
+		out = append(append(out, ri.forwarded...), ", "...)
+	}
+	out = append(out, "for="...)
+	if bytes.IndexByte([]byte(cl.IP), ':') >= 0 {
+		out = append(append(append(out, `"[`...), cl.IP...), `]"`...)
+	} else {
+		out = append(out, cl.IP...)
+	}
+	out = append(append(out, ";proto="...), cl.Scheme...)
+	out = strconv.AppendQuote(append(out, ";host="...), string(ri.Host))
+	out = append(out, "\r\nVia: "...)
+	if ri.via != nil {
+		out = append(append(out, ri.via...), ", "...)
+	}
+	out = append(out, "1.1 switchyard\r\n"...)
+	switch {
+	case h.Chunked:
+		out = append(out, "Transfer-Encoding: chunked\r\n"...)
+	case h.ContentLength >= 0:
+		out = strconv.AppendInt(append(out, "Content-Length: "...), h.ContentLength, 10)
+		out = append(out, "\r\n"...)
+	}
+	return append(out, "\r\n"...)
+}
+
+// ResponseTokens collects the response's Connection tokens into tokens and reports whether
+// the backend will close the connection after it (HTTP/1.0, or Connection: close).
+func ResponseTokens(rh *h1.Head, tokens [][]byte) (_ [][]byte, upClose bool) {
+	tokens = tokens[:0]
+	upClose = !bytes.HasPrefix(rh.Line, []byte("HTTP/1.1 "))
+	for _, f := range rh.Fields {
+		if bytes.EqualFold(f.Name, hConnection) {
+			tokens, upClose = connectionTokens(tokens, f.Value, upClose)
+		}
+	}
+	return tokens, upClose
+}
+
+// ResponseHead appends the client's response head to dst: the backend's fields minus hop-by-hop
+// ones (and those named in tokens, the response's Connection tokens), Via, the framing the body
+// is sent with, and Connection: close when the client connection ends after it.
+func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing, closeAfter bool) []byte {
+	line := rh.Line
+	out := append(dst, "HTTP/1.1 "...)
+	if len(line) > 13 {
+		out = append(out, line[9:]...)
+	} else {
+		out = strconv.AppendInt(out, int64(code), 10)
+		out = append(append(out, ' '), StatusText(code)...)
+	}
+	out = append(out, "\r\n"...)
+	for _, f := range rh.Fields {
+		if oneOf(f.Name, responseHop) || named(tokens, f.Name) {
+			continue
+		}
+		out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	out = append(append(append(out, "Via: 1."...), line[7]), " switchyard\r\n"...)
+	if fr == ChunkedBody || fr == CloseBody {
+		out = append(out, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if closeAfter && code >= 200 {
+		out = append(out, "Connection: close\r\n"...)
+	}
+	return append(out, "\r\n"...)
+}
+
+// ErrorResponse appends what http.Error would write: a plain-text body with the message, the
+// extra header lines (each ending in CRLF), and Connection: close when closeConn.
+func ErrorResponse(dst []byte, code int, msg string, extra []byte, closeConn bool) []byte {
+	buf := append(dst, "HTTP/1.1 "...)
+	buf = strconv.AppendInt(buf, int64(code), 10)
+	buf = append(append(append(buf, ' '), StatusText(code)...), "\r\n"...)
+	buf = append(buf, "Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
+	buf = append(buf, extra...)
+	if closeConn {
+		buf = append(buf, "Connection: close\r\n"...)
+	}
+	buf = append(buf, "Content-Length: "...)
+	buf = strconv.AppendInt(buf, int64(len(msg)+1), 10)
+	return append(append(append(buf, "\r\n\r\n"...), msg...), '\n')
+}
+
+// ShedHeaders are the extra fields of a deliberately shed request's 503.
+var ShedHeaders = []byte("Retry-After: 1\r\nX-Load-Shed: 1\r\n")

@@ -1,0 +1,540 @@
+package l7
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// The goroutine engine: one goroutine per client connection over a net.Conn, for TLS
+// listeners (crypto/tls needs a net.Conn), `event_loops: -1`, and what the event loops hand
+// over (streamed uploads, host-name backends). It is a thin I/O layer over the request core
+// (request.go and package core): it reads a head into the connection's buffer, lets the core
+// parse, route and admit it, writes the core's upstream head with the buffered body in one
+// write, and streams the response back with the core's framing. A body still arriving streams
+// up on a second goroutine while the response streams down (full duplex).
+//
+// Whatever the core does not serve goes, at a request boundary and with the bytes already read,
+// to net/http (guard + http.Server + ReverseProxy) for the rest of the connection: h2c,
+// HTTP/1.0, upgrades, Expect: 100-continue, absolute-form targets, anything net/http would
+// refuse or answer itself (bad paths, no route), sticky pools (cookies) and h2/h2c pools.
+
+// goConn is one client connection on the goroutine engine.
+type goConn struct {
+	*clientConn
+	c      net.Conn
+	active atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
+}
+
+// serveFast accepts connections on ln and serves them on the event loops (a plain TCP
+// listener, unless turned off) or the goroutine engine; connections the core cannot serve go to
+// an http.Server (HTTP/1.1 with the guard, and h2c when allowed) on the same handler.
+func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
+	fb := h1.NewHandover(ln.Addr())
+	srv := s.httpServer(s, h2c, scheme)
+	s.mu.Lock()
+	s.lns = append(s.lns, ln, fb)
+	s.mu.Unlock()
+	go srv.Serve(fb)
+	defer fb.Close()
+	if tl, ok := ln.(*net.TCPListener); ok && !s.noLoops && s.startLoops() {
+		err := s.serveLoop(tl, scheme, fb)
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("l7 event loops refused the listener; serving a goroutine per connection", "error", err)
+	}
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
+				return nil
+			}
+			// Out of descriptors and the like: back off instead of spinning, like net/http.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("l7 accept", "error", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if !s.conns.admit() {
+			s.conns.refuse(c)
+			continue
+		}
+		go s.serveConn(c, scheme, fb)
+	}
+}
+
+// serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
+// engine, handing it to fb's http.Server when the core cannot serve it. The connection was
+// admitted (s.conns) by the caller.
+func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
+	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c}
+	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
+	if !s.track(gc, true) {
+		c.Close()
+		s.conns.done()
+		return
+	}
+	gc.serve()
+}
+
+// track registers (on) or forgets a goroutine-engine connection for Shutdown and Close; it
+// refuses new ones once shutting down.
+func (s *Server) track(gc *goConn, on bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		if s.shutting.Load() {
+			return false
+		}
+		s.fconns[gc] = struct{}{}
+	} else {
+		delete(s.fconns, gc)
+	}
+	return true
+}
+
+// closeFast closes the goroutine-engine and loop connections: all of them, or only those
+// between requests. It returns how many are left.
+func (s *Server) closeFast(all bool) int {
+	s.mu.Lock()
+	for gc := range s.fconns {
+		if all || !gc.active.Load() {
+			gc.c.Close()
+		}
+	}
+	n := len(s.fconns)
+	s.mu.Unlock()
+	return n + s.closeLoops(all)
+}
+
+func (gc *goConn) serve() {
+	handedOff := false
+	defer func() {
+		gc.s.track(gc, false)
+		if !handedOff {
+			gc.c.Close()
+			gc.s.conns.done()
+		}
+	}()
+	for !gc.s.shutting.Load() {
+		end, err := gc.readRequestHead(gc.s.state.Load().cfg)
+		// Loaded after the wait: a reload while the connection was idle applies to this request,
+		// and an idle connection does not keep a replaced configuration alive.
+		st := gc.s.state.Load()
+		if err != nil {
+			if errors.Is(err, h1.ErrHeadTooLarge) {
+				gc.refuse(errHeadTooLong)
+			}
+			return
+		}
+		if rej := h1.ParseHead(gc.in.Buffered()[:end], &gc.head); rej != nil {
+			gc.refuse(rej)
+			return
+		}
+		if end > st.cfg.Limits.MaxHeaderBytes {
+			gc.refuse(errHeadTooLong)
+			return
+		}
+		keep, fallback := gc.handle(st, end)
+		if fallback {
+			handedOff = gc.handOff()
+			return
+		}
+		if !keep {
+			return
+		}
+	}
+}
+
+// refuse answers a refused head, with a write deadline.
+func (gc *goConn) refuse(r *h1.Rejection) {
+	_ = gc.c.SetWriteDeadline(time.Now().Add(time.Second))
+	gc.clientConn.refuse(r)
+}
+
+// handOff gives the connection, with the unconsumed bytes, to the net/http path.
+func (gc *goConn) handOff() bool {
+	pre := append([]byte(nil), gc.in.Buffered()...)
+	_ = gc.c.SetDeadline(time.Time{})
+	conn := h1.Guard(&h1.PrefixConn{Conn: &countedConn{Conn: gc.c, n: &gc.s.conns}, Pre: pre},
+		gc.s.state.Load().cfg.Limits.MaxHeaderBytes, gc.s.onReject)
+	return gc.fallback.Deliver(conn)
+}
+
+// readRequestHead waits for the next request head: idle timeout until its first byte, then the
+// read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
+func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
+	gc.active.Store(false)
+	// Copied so that the wait below does not keep cfg (and a replaced configuration) alive.
+	idle, readHeader, maxHead := cfg.Timeouts.Idle, cfg.Timeouts.ReadHeader, cfg.Limits.MaxHeaderBytes
+	for {
+		b := gc.in.Buffered()
+		i := 0
+		for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+			i++
+		}
+		gc.in.Consume(i)
+		if gc.in.R < gc.in.W {
+			break
+		}
+		gc.in.SetDeadline(time.Now().Add(idle))
+		if err := gc.in.Fill(maxHead); err != nil {
+			return 0, err
+		}
+	}
+	gc.active.Store(true)
+	if end := h1.HeadEnd(gc.in.Buffered(), 0); end >= 0 {
+		return end, nil
+	}
+	gc.in.SetDeadline(time.Now().Add(readHeader))
+	return gc.in.ReadHead(maxHead)
+}
+
+// handle serves one request whose head (end bytes) is buffered. keep reports that the
+// connection may serve another request; fallback that net/http must take the connection over,
+// starting with this request.
+func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
+	rq, ok := gc.route(st, time.Now())
+	if !ok {
+		return false, true
+	}
+	// From here the request is ours.
+	gc.s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
+	gc.in.Consume(end)
+	deadline := rq.start.Add(rq.rt.timeout)
+	gc.in.SetDeadline(deadline)
+	b, keep := gc.admit(&rq)
+	if b == nil {
+		return keep, false
+	}
+	ex := attempt{tried: []*balance.Backend{b}}
+	code, n, keep := gc.forward(&rq, &ex, deadline)
+	gc.release(&rq, ex.backend())
+	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.Clean)
+	return keep && !rq.RI.Close, false
+}
+
+// attempt is the backends a request went to, the last one current.
+type attempt struct{ tried []*balance.Backend }
+
+func (a *attempt) backend() *balance.Backend { return a.tried[len(a.tried)-1] }
+
+var (
+	errClientGone = errors.New("client connection failed")
+	errClientBody = errors.New("read request body from client")
+)
+
+// isWriteErr reports an error from writing the request, not reading the response.
+func isWriteErr(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "write"
+}
+
+// bufferBody puts the request body bytes already read after the head into gc.reqBuf and reports
+// whether that is the whole body.
+func (gc *goConn) bufferBody(rb *core.RequestBody) (bodyLen int, done bool, rej *h1.Rejection) {
+	if rb.Done() {
+		return 0, true, nil
+	}
+	n, out, rej := rb.Next(gc.in.Buffered())
+	if rej != nil {
+		return 0, false, rej
+	}
+	gc.reqBuf = append(gc.reqBuf, out...)
+	gc.in.Consume(n)
+	return n, rb.Done(), nil
+}
+
+// forward sends the request to the current backend of ex (moving to another one when the
+// route retries) and streams the response back. It returns the status (499 when the client went
+// away), the body bytes sent and whether the client connection stays usable.
+func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
+	p := rq.rt.pool
+	gc.reqBuf = gc.upstreamHead(rq)
+	rb := core.NewRequestBody(&gc.head)
+	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
+	if rej != nil {
+		gc.s.onReject(gc.raddr, rej)
+		gc.writeError(rej.Status, rej.Reason, nil, true)
+		return rej.Status, 0, false
+	}
+	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
+	for {
+		b := ex.backend()
+		uc, err := gc.exchange(p, b, rq.Method, bodyDone, deadline)
+		if errors.Is(err, errClientGone) {
+			return 499, 0, false // writing an interim (1xx) head to the client failed
+		}
+		if err != nil {
+			gc.s.passive(p, b, false, err)
+			if time.Now().Before(deadline) {
+				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
+					ex.tried = append(ex.tried, nb)
+					continue
+				}
+			}
+			code, msg := upstreamCode(err)
+			gc.s.log.Debug("upstream error", "client", gc.remote, "error", err)
+			if gc.writeError(code, msg, nil, !bodyDone || gc.clientClose) != nil {
+				return 499, 0, false
+			}
+			// The unread rest of a body would be taken for the next request: close instead.
+			return code, 0, bodyDone
+		}
+		if !bodyDone {
+			return gc.streamUpload(uc, p, b, rq.Method, &rb, deadline)
+		}
+		code, _ := core.StatusCode(gc.rhead.Line)
+		if rq.retry.RetryStatus(code) {
+			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
+				gc.s.passive(p, b, code < 500, nil)
+				uc.Conn.Close() // its response is not read: never pooled
+				ex.tried = append(ex.tried, nb)
+				continue
+			}
+		}
+		return gc.respond(uc, p, b, rq.Method, deadline, nil)
+	}
+}
+
+// exchange writes the request (gc.reqBuf) to a connection to b and, when the body is all there,
+// reads the response head. A pooled connection the backend had closed fails before any response
+// byte: it is tried once more on a new one when the request can be replayed (net/http's
+// transport does the same).
+func (gc *goConn) exchange(p *pool, b *balance.Backend, method string, bodyDone bool, deadline time.Time) (*upConn, error) {
+	for try := 0; ; try++ {
+		uc, err := p.up.get(b, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		err = gc.sendHead(uc, p, deadline)
+		if err == nil && bodyDone {
+			err = gc.awaitResponse(uc)
+		}
+		if err == nil {
+			return uc, nil
+		}
+		uc.Conn.Close()
+		if !(uc.reused && try == 0 && bodyDone && uc.W == 0 && (core.Idempotent(method) || isWriteErr(err))) {
+			return nil, err
+		}
+	}
+}
+
+// streamUpload streams the rest of a request body on its own goroutine while the response
+// streams down, so a backend may answer before the upload ends (full duplex).
+func (gc *goConn) streamUpload(uc *upConn, p *pool, b *balance.Backend, method string, rb *core.RequestBody, deadline time.Time) (int, int64, bool) {
+	upload := make(chan error, 1)
+	uc.SetDeadline(deadline) // an upload is bounded by the total timeout, not the header one
+	go func() { upload <- gc.copyRequestBody(uc, rb) }()
+	if err := gc.awaitResponse(uc); err != nil {
+		uc.Conn.Close()
+		uerr := <-upload
+		// Malformed chunked framing in the streamed body: the client's fault (the backend is
+		// not blamed), answered as the buffered part's would be (400 and a close).
+		if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) {
+			gc.s.onReject(gc.raddr, rej)
+			gc.writeError(rej.Status, rej.Reason, nil, true)
+			return rej.Status, 0, false
+		}
+		gc.s.passive(p, b, false, err)
+		if errors.Is(uerr, errClientBody) {
+			return 499, 0, false
+		}
+		code, msg := upstreamCode(err)
+		if gc.writeError(code, msg, nil, true) != nil {
+			return 499, 0, false
+		}
+		return code, 0, false
+	}
+	return gc.respond(uc, p, b, method, deadline, upload)
+}
+
+// respond streams the response whose head is in gc.rhead to the client. The upstream connection
+// goes back to the pool as soon as the response has been read from it, before the last write to
+// the client: a client's next request then finds it idle.
+func (gc *goConn) respond(uc *upConn, p *pool, b *balance.Backend, method string, deadline time.Time, upload chan error) (int, int64, bool) {
+	var uploadErr error
+	finish := func(keep bool) {
+		if !keep {
+			uc.Conn.Close() // first, so an upload still writing to it stops
+		}
+		if upload != nil {
+			if uploadErr = <-upload; uploadErr != nil && keep {
+				keep = false
+				uc.Conn.Close()
+			}
+		}
+		if keep {
+			p.up.put(b, uc, time.Now())
+		}
+	}
+	code, n, cerr := gc.copyResponse(uc, method, deadline, finish)
+	if errors.Is(uploadErr, errClientBody) {
+		cerr = uploadErr
+	}
+	gc.s.passive(p, b, code < 500, nil)
+	if cerr != nil {
+		if errors.Is(cerr, errClientGone) || errors.Is(cerr, errClientBody) {
+			return 499, n, false
+		}
+		return code, n, false
+	}
+	return code, n, true
+}
+
+// sendHead writes the request head and the buffered body part in one write.
+func (gc *goConn) sendHead(uc *upConn, p *pool, deadline time.Time) error {
+	hd := time.Now().Add(p.cfg.Timeouts.Header)
+	if hd.After(deadline) {
+		hd = deadline
+	}
+	uc.SetDeadline(hd)
+	_, err := uc.Conn.Write(gc.reqBuf)
+	return err
+}
+
+// copyRequestBody streams the rest of a request body to the upstream, framed by rb (the one
+// request-direction body function of this engine). If the upstream stops taking it, the rest
+// is still read from the client so the connection stays in step; a client read error aborts
+// the upstream.
+func (gc *goConn) copyRequestBody(uc *upConn, rb *core.RequestBody) error {
+	var werr error
+	size := len(gc.in.Buf)
+	for {
+		if len(gc.in.Buffered()) == 0 {
+			if err := gc.in.Fill(size); err != nil {
+				uc.Conn.Close() // the backend must not take a truncated body as complete
+				return errClientBody
+			}
+		}
+		n, out, rej := rb.Next(gc.in.Buffered())
+		if rej != nil {
+			uc.Conn.Close() // the backend must not take the body as complete
+			return errors.Join(errClientBody, rej)
+		}
+		if werr == nil {
+			_, werr = uc.Conn.Write(out)
+		}
+		gc.in.Consume(n)
+		if rb.Done() {
+			return werr
+		}
+	}
+}
+
+// awaitResponse reads the response head into gc.rhead; heads of interim (1xx) responses are
+// forwarded to the client as they come.
+func (gc *goConn) awaitResponse(uc *upConn) error {
+	for {
+		end, err := uc.ReadHead(64 << 10)
+		if err != nil {
+			return err
+		}
+		if rej := h1.ParseHead(uc.Buffered()[:end], &gc.rhead); rej != nil {
+			return errors.Join(core.ErrUpstream, rej)
+		}
+		code, ok := core.StatusCode(gc.rhead.Line)
+		if !ok || code == http.StatusSwitchingProtocols {
+			return errors.Join(core.ErrUpstream, errors.New("bad status line"))
+		}
+		if code >= 200 {
+			return nil
+		}
+		gc.responseTokens()
+		head := gc.responseHead(code, core.NoBody)
+		uc.Consume(end)
+		if _, err := gc.c.Write(head); err != nil {
+			return errors.Join(errClientGone, err)
+		}
+	}
+}
+
+// copyResponse writes the response head and streams the body, framed by the core (the one
+// response-direction body function of this engine). It calls finish exactly once, as soon as
+// the upstream side is done, saying whether the upstream connection can be reused.
+func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, finish func(keep bool)) (code int, n int64, err error) {
+	finished := false
+	release := func(keep bool) {
+		if !finished {
+			finished = true
+			finish(keep)
+		}
+	}
+	defer release(false)
+	end := max(h1.HeadEnd(uc.Buffered(), 0), 0) // awaitResponse left a whole head buffered
+	code, _ = core.StatusCode(gc.rhead.Line)
+	fr := core.ResponseFraming(method, code, &gc.rhead)
+	upClose := gc.responseTokens()
+	head := gc.responseHead(code, fr)
+	uc.Consume(end)
+	body := &gc.body
+	body.Reset(fr, gc.rhead.ContentLength)
+	// take consumes the buffered body bytes and returns what goes to the client for them.
+	take := func() []byte {
+		k, out, terr := body.Next(uc.Buffered())
+		if terr != nil {
+			err = terr
+		}
+		n += int64(k)
+		uc.Consume(k)
+		return out
+	}
+	reusable := func() bool {
+		return core.Reusable(core.ResponseEnd{Framing: fr, Complete: body.Done(), UpstreamClose: upClose,
+			Leftover: len(uc.Buffered()), Err: err})
+	}
+	// The first write carries the head and whatever body bytes arrived with it.
+	if !body.Done() && len(uc.Buffered()) > 0 {
+		head = append(head, take()...)
+	}
+	gc.out = head
+	if body.Done() {
+		release(reusable())
+	}
+	if _, werr := gc.c.Write(head); werr != nil {
+		return code, n, errors.Join(errClientGone, werr)
+	}
+	if !body.Done() {
+		// The rest of the body is bounded by the total timeout, no longer the header timeout.
+		uc.SetDeadline(deadline)
+	}
+	for !body.Done() && err == nil {
+		if rerr := uc.Fill(len(uc.Buf)); rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				if last, ok := body.End(); ok {
+					release(false)
+					if _, werr := gc.c.Write(last); werr != nil {
+						return code, n, errors.Join(errClientGone, werr)
+					}
+					return code, n, nil
+				}
+			}
+			return code, n, errors.Join(core.ErrUpstream, rerr)
+		}
+		data := take()
+		if len(data) == 0 {
+			continue
+		}
+		if body.Done() {
+			// data still points into uc's buffer: copy it out before the connection is reused.
+			gc.out = append(gc.out[:0], data...)
+			data = gc.out
+			release(reusable())
+		}
+		if _, werr := gc.c.Write(data); werr != nil {
+			return code, n, errors.Join(errClientGone, werr)
+		}
+	}
+	return code, n, err
+}

@@ -1,0 +1,516 @@
+//go:build linux
+
+package l7
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// The event loop's request exchange: one client connection's state machine from a request head
+// to the end of its response, over the request core (request.go, package core). The loop's
+// mechanics (epoll, accepting, dealing connections out, writing to clients, deadlines) are in
+// engine_loop_linux.go.
+
+// readHead waits for a request head, then routes and admits it and starts its exchange.
+func (l *evLoop) readHead(c *loopConn) bool {
+	if !c.flush() {
+		return false // the last response first: at most one is buffered per connection
+	}
+	st := l.s.state.Load()
+	cfg := st.cfg
+	b := c.in.Buffered()
+	i := 0
+	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	c.in.Consume(i)
+	end := -1
+	switch {
+	case len(c.in.Buffered()) > 0:
+		if !c.started {
+			c.started = true // the idle timeout gives way to the read-header one
+			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
+		}
+		end = h1.HeadEnd(c.in.Buffered(), 0)
+	case l.s.shutting.Load():
+		l.abort(c, 0)
+		return false
+	}
+	if end < 0 {
+		if len(c.in.Buffered()) > cfg.Limits.MaxHeaderBytes {
+			return l.refuse(c, errHeadTooLong)
+		}
+		if !c.readable {
+			return false
+		}
+		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
+		if errors.Is(err, h1.ErrHeadTooLarge) {
+			return l.refuse(c, errHeadTooLong)
+		}
+		if err != nil {
+			l.abort(c, 0)
+			return false
+		}
+		return n > 0
+	}
+	if rej := h1.ParseHead(c.in.Buffered()[:end], &c.head); rej != nil {
+		return l.refuse(c, rej)
+	}
+	if end > cfg.Limits.MaxHeaderBytes {
+		return l.refuse(c, errHeadTooLong)
+	}
+	return l.startRequest(c, st, end)
+}
+
+// startRequest serves a parsed head of end bytes: the core routes and admits it, then the
+// exchange starts, or the connection goes to a goroutine with what the loop does not serve.
+func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
+	rq, ok := c.route(st, l.now)
+	if !ok {
+		l.handOff(c, true)
+		return false
+	}
+	rb := core.NewRequestBody(&c.head)
+	n, body, rej := rb.Next(c.in.Buffered()[end:])
+	// A malformed chunk is judged by the goroutine engine, which answers it.
+	whole := rb.Done() && rej == nil
+	if !whole || !rq.rt.pool.ipOnly {
+		// A body still arriving streams on the goroutine engine, whose dialer also resolves
+		// host names. Handed over before admission, so the request is admitted once.
+		l.handOff(c, false)
+		return false
+	}
+	bk, keep := c.admit(&rq)
+	if bk == nil {
+		c.in.Consume(end)
+		return l.endExchange(c, keep)
+	}
+	l.s.fastServed.Add(1)
+	l.s.loopServed.Add(1)
+	c.rq, c.b = rq, bk
+	c.tried = append(c.tried[:0], bk)
+	c.replayable = rq.retry.Replayable(rq.Method, int64(n), true)
+	c.started = false
+	c.total = rq.start.Add(rq.rt.timeout)
+	c.reqBuf = append(c.upstreamHead(&rq), body...)
+	c.in.Consume(end + n)
+	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
+	return l.connect(c, false)
+}
+
+// refuse answers a refused request head and closes the connection.
+func (l *evLoop) refuse(c *loopConn, r *h1.Rejection) bool {
+	c.refuse(r)
+	c.phase = phDrain
+	c.deadline = l.now.Add(time.Second)
+	return true
+}
+
+// handOff moves a client connection, with its buffered bytes, to a goroutine: net/http's
+// (toHTTP) or the goroutine engine. The connection stays counted against max_connections.
+func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
+	l.forget(c)
+	f := os.NewFile(uintptr(c.fd), "")
+	nc, err := net.FileConn(f) // a duplicate, on Go's poller
+	f.Close()
+	if err != nil {
+		l.s.log.Warn("l7 hand over connection", "error", err)
+		l.s.conns.done()
+		return
+	}
+	to := "fast"
+	if toHTTP {
+		to = "http"
+	}
+	l.s.metrics.handoffs.WithLabelValues(to).Inc()
+	gc := &goConn{clientConn: c.clientConn, c: nc}
+	gc.w, gc.in.Conn = nc, nc
+	if !l.s.track(gc, true) {
+		nc.Close()
+		l.s.conns.done()
+		return
+	}
+	go func() {
+		if !toHTTP {
+			gc.serve()
+			return
+		}
+		defer l.s.track(gc, false)
+		if !gc.handOff() {
+			nc.Close()
+			l.s.conns.done()
+		}
+	}()
+}
+
+// sockaddr returns the socket address of a backend given as ip:port, or nil for a host name.
+func (l *evLoop) sockaddr(b *balance.Backend) unix.Sockaddr {
+	if sa, ok := l.addrs[b]; ok {
+		return sa
+	}
+	var sa unix.Sockaddr
+	if ap, err := netip.ParseAddrPort(b.Address); err == nil && ap.Addr().Zone() == "" {
+		if a := ap.Addr(); a.Is4() || a.Is4In6() {
+			sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}
+		} else {
+			sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+		}
+	}
+	if len(l.addrs) > 4096 {
+		clear(l.addrs) // backends of configurations reloaded away
+	}
+	l.addrs[b] = sa
+	return sa
+}
+
+// connect gives the request an upstream connection: an idle one (unless fresh) or a new one.
+func (l *evLoop) connect(c *loopConn, fresh bool) bool {
+	p := c.rq.rt.pool
+	if !fresh {
+		if u := l.takeIdle(c.b); u != nil {
+			u.owner, u.reused, u.gotBytes = c, true, false
+			c.u = u
+			c.phase = phSend
+			c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Header), c.total)
+			return true
+		}
+	}
+	sa := l.sockaddr(c.b)
+	family := unix.AF_INET
+	if _, ok := sa.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	err = unix.Connect(fd, sa)
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		unix.Close(fd)
+		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
+	}
+	if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindUpstream); err != nil {
+		unix.Close(fd)
+		return l.upstreamFailed(c, err)
+	}
+	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
+		in: h1.Reader{Buf: make([]byte, 16<<10)}}
+	for fd >= len(l.up) {
+		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
+	}
+	l.up[fd] = u
+	c.u = u
+	c.phase = phConnect
+	c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
+	return true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// connected waits for the backend to accept the connection.
+func (l *evLoop) connected(c *loopConn) bool {
+	u := c.u
+	if !u.writable {
+		return false
+	}
+	if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
+		if err == nil {
+			err = syscall.Errno(errno)
+		}
+		return l.upstreamFailed(c, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
+	}
+	c.phase = phSend
+	c.deadline = minTime(l.now.Add(c.rq.rt.pool.cfg.Timeouts.Header), c.total)
+	return true
+}
+
+// sendRequest writes the request head and body upstream.
+func (l *evLoop) sendRequest(c *loopConn) bool {
+	u := c.u
+	for c.sent < len(c.reqBuf) {
+		if !u.writable {
+			return false
+		}
+		n, err := rawWrite(u.fd, c.reqBuf[c.sent:])
+		switch {
+		case err == unix.EAGAIN:
+			u.writable = false
+		case err != nil:
+			return l.upstreamFailed(c, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)})
+		default:
+			c.sent += n
+			if c.sent < len(c.reqBuf) {
+				u.writable = false
+			}
+		}
+	}
+	c.phase = phAwait
+	return true
+}
+
+// awaitHead reads the response head; interim (1xx) heads go to the client as they come.
+func (l *evLoop) awaitHead(c *loopConn) bool {
+	u := c.u
+	end := h1.HeadEnd(u.in.Buffered(), 0)
+	if end < 0 {
+		if !u.readable {
+			return false
+		}
+		n, err := readInto(u.fd, &u.in, 64<<10+4<<10, &u.readable, u.hup)
+		if err != nil {
+			return l.upstreamFailed(c, err)
+		}
+		if n > 0 {
+			u.gotBytes = true
+		}
+		return n > 0
+	}
+	if rej := h1.ParseHead(u.in.Buffered()[:end], &c.rhead); rej != nil {
+		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, rej))
+	}
+	code, ok := core.StatusCode(c.rhead.Line)
+	if !ok || code == http.StatusSwitchingProtocols {
+		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, errors.New("bad status line")))
+	}
+	c.upClose = c.responseTokens()
+	if code < 200 {
+		head := c.responseHead(code, core.NoBody)
+		u.in.Consume(end)
+		c.send(head)
+		return true
+	}
+	if c.rq.retry.RetryStatus(code) && l.retryElsewhere(c, code < 500, nil) {
+		return true // the response is not read: its connection was closed
+	}
+	// The response head: its framing, then the head and the body bytes that came with it.
+	c.code = code
+	fr := core.ResponseFraming(c.rq.Method, code, &c.rhead)
+	head := c.responseHead(code, fr)
+	u.in.Consume(end)
+	c.body.Reset(fr, c.rhead.ContentLength)
+	c.respErr = nil
+	if !c.body.Done() && len(u.in.Buffered()) > 0 {
+		head = append(head, c.take()...)
+	}
+	c.out = head
+	if c.body.Done() {
+		l.responseTaken(c)
+	}
+	c.send(head)
+	c.phase = phBody
+	c.deadline = c.total
+	return true
+}
+
+// retryElsewhere sends the request to another backend when the route's retry policy, its
+// attempts so far and the pool's retry budget allow: the current upstream connection is closed
+// (its response, if any, unread) and the outcome ok (with err) goes to passive health. It
+// reports false, changing nothing, when the request stays where it is.
+func (l *evLoop) retryElsewhere(c *loopConn, ok bool, err error) bool {
+	if !l.now.Before(c.total) {
+		return false // the request's total time is up: a retry could not finish
+	}
+	nb := c.retryPick(&c.rq, c.b, c.tried, c.replayable, l.dialable)
+	if nb == nil {
+		return false
+	}
+	l.s.passive(c.rq.rt.pool, c.b, ok, err)
+	if c.u != nil {
+		l.closeUp(c.u)
+		c.u = nil
+	}
+	c.b = nb
+	c.tried = append(c.tried, nb)
+	c.sent, c.retried = 0, false
+	return l.connect(c, false)
+}
+
+// dialable reports a backend the loop can connect to itself (given as an IP address).
+func (l *evLoop) dialable(b *balance.Backend) bool { return l.sockaddr(b) != nil }
+
+// responseTaken ends the upstream side of a response whose last byte has been read, before
+// that byte goes to the client: the connection is pooled (when the core's reuse rules allow) or
+// closed, and the request recorded, so that a client which has the whole response also finds it
+// in the metrics.
+func (l *evLoop) responseTaken(c *loopConn) {
+	u := c.u
+	c.u = nil
+	if core.Reusable(core.ResponseEnd{Framing: c.body.Framing, Complete: c.body.Done(), UpstreamClose: c.upClose,
+		Leftover: len(u.in.Buffered()), MaybeMore: u.readable, PeerShut: u.hup, Err: c.respErr}) {
+		l.putIdle(u)
+	} else {
+		l.closeUp(u)
+	}
+	l.s.passive(c.rq.rt.pool, c.b, c.code < 500, nil)
+	l.endRequest(c, c.code)
+}
+
+// take consumes the body bytes buffered from upstream that belong to the response and returns
+// what goes to the client for them (the loop's one response-direction body function: the
+// core's framing decides).
+func (c *loopConn) take() []byte {
+	u := c.u
+	n, out, err := c.body.Next(u.in.Buffered())
+	if err != nil {
+		c.respErr = err
+	}
+	c.n += int64(n)
+	u.in.Consume(n)
+	return out
+}
+
+// streamBody copies the response body to the client, reading upstream only once the client has
+// taken what came before.
+func (l *evLoop) streamBody(c *loopConn) bool {
+	if c.respErr != nil {
+		l.abort(c, c.code)
+		return false
+	}
+	if c.body.Done() {
+		return l.endExchange(c, true)
+	}
+	u := c.u
+	if !c.flush() || !u.readable {
+		return false
+	}
+	n, err := readInto(u.fd, &u.in, len(u.in.Buf), &u.readable, u.hup)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			if last, ok := c.body.End(); ok {
+				c.upClose = true
+				l.responseTaken(c)
+				c.send(last)
+				return true
+			}
+		}
+		l.s.passive(c.rq.rt.pool, c.b, false, err)
+		l.abort(c, c.code)
+		return false
+	}
+	if n == 0 {
+		return false
+	}
+	body := c.take()
+	if c.body.Done() && c.respErr == nil {
+		l.responseTaken(c) // body still points into the connection's buffer, unused until send copies it
+	}
+	if len(body) > 0 {
+		c.send(body)
+	}
+	return true
+}
+
+// upstreamFailed handles an upstream failure before any response byte: a pooled connection the
+// backend had closed is replaced once when the request can be replayed (net/http's transport
+// does the same); a route that retries sends it to another backend; otherwise the client gets
+// 504 on a timeout and 502 for the rest.
+func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
+	u := c.u
+	if u != nil {
+		c.u = nil
+		l.closeUp(u)
+		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
+			(core.Idempotent(c.rq.Method) || isWriteErr(err)) {
+			c.retried, c.sent = true, 0
+			return l.connect(c, true)
+		}
+	}
+	if l.retryElsewhere(c, false, err) {
+		return true
+	}
+	l.s.passive(c.rq.rt.pool, c.b, false, err)
+	code, msg := http.StatusBadGateway, "upstream error"
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		code, msg = http.StatusGatewayTimeout, "upstream timeout"
+	}
+	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
+	c.writeError(code, msg, nil, c.clientClose)
+	l.endRequest(c, code)
+	return l.endExchange(c, true)
+}
+
+// endRequest records a finished request and gives back what admit took.
+func (l *evLoop) endRequest(c *loopConn, code int) {
+	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, len(c.tried), c.rq.Clean)
+	c.release(&c.rq, c.b)
+	c.b, c.reqBuf = nil, c.reqBuf[:0]
+	clear(c.tried)
+	c.tried = c.tried[:0]
+}
+
+// endExchange readies the connection for its next request, or to close once its answer is out.
+func (l *evLoop) endExchange(c *loopConn, keep bool) bool {
+	if !keep || c.clientClose || l.s.shutting.Load() {
+		c.phase = phDrain
+		c.deadline = l.now.Add(time.Second)
+		return true
+	}
+	c.phase = phHead
+	c.started = false
+	c.deadline = l.now.Add(l.s.state.Load().cfg.Timeouts.Idle)
+	return true
+}
+
+// takeIdle takes the warmest idle connection to b that has not been idle too long. One that
+// spoke or closed while idle was already dropped (dropSpokenIdle), and one whose flags show it
+// readable or shut is not handed out (the core's reuse rule 2).
+func (l *evLoop) takeIdle(b *balance.Backend) *loopUp {
+	for {
+		u, ok := l.idle.Get(b, l.now, loopIdleFor, l.closeUp)
+		if !ok {
+			return nil
+		}
+		if !u.readable && !u.hup {
+			return u
+		}
+		l.closeUp(u)
+	}
+}
+
+// loopIdleFor is the idle timeout of an upstream connection (its pool's timeouts.idle).
+func loopIdleFor(u *loopUp) time.Duration { return u.idleFor }
+
+// putIdle keeps an upstream connection for the next request to its backend (LIFO, so the
+// warmest goes out first); past the pool's max_idle_per_backend it is closed.
+func (l *evLoop) putIdle(u *loopUp) {
+	u.owner = nil
+	if !l.idle.Put(u.b, u, l.now, u.maxIdle) {
+		l.closeUp(u)
+	}
+}
+
+// dropIdle closes an idle connection and takes it out of the idle list.
+func (l *evLoop) dropIdle(u *loopUp) {
+	l.idle.Remove(u.b, func(x *loopUp) bool { return x == u })
+	l.closeUp(u)
+}
+
+func (l *evLoop) closeUp(u *loopUp) {
+	if u.fd < 0 {
+		return
+	}
+	l.up[u.fd] = nil
+	unix.Close(u.fd)
+	u.fd = -1
+}

@@ -1,0 +1,129 @@
+package l7
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// engine is one way the proxy serves HTTP/1.1 clients. Every rule of the request core must hold
+// on each of them; forEachEngine runs a test once per engine so that a new engine (or a path
+// one engine hands work to) cannot silently miss a rule.
+type engine struct {
+	name string
+	// noLoops serves a goroutine per connection (event_loops: -1).
+	noLoops bool
+	// tls serves the listener with ServeTLS (HTTP/1.1 over TLS).
+	tls bool
+	// hostNames gives backends as localhost:PORT instead of 127.0.0.1:PORT.
+	hostNames bool
+}
+
+// engines are the serving paths: the event loops with IP backends, a goroutine per connection,
+// a TLS listener, and host-name backends (which the loops hand to the goroutine path).
+var engines = []engine{
+	{name: "loops"},
+	{name: "goroutines", noLoops: true},
+	{name: "tls", tls: true},
+	{name: "hostname", hostNames: true},
+}
+
+// forEachEngine runs test as a subtest per engine.
+func forEachEngine(t *testing.T, test func(t *testing.T, e engine)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { test(t, e) })
+	}
+}
+
+// backend returns how a configuration names the backend at addr on this engine.
+func (e engine) backend(addr string) string {
+	if !e.hostNames {
+		return addr
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return "localhost:" + port
+}
+
+// engineProxy is a proxy under test on one engine.
+type engineProxy struct {
+	s    *Server
+	addr string
+	tls  bool
+}
+
+// start serves the YAML configuration (backend addresses already passed through e.backend) on a
+// loopback port with this engine.
+func (e engine) start(t *testing.T, yamlText string) *engineProxy {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(yamlText))
+	if err != nil {
+		t.Fatalf("parse config: %v\n%s", err, yamlText)
+	}
+	opts := []Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	if e.noLoops {
+		opts = append(opts, WithoutEventLoops())
+	}
+	s, err := NewServer(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.tls {
+		cp, kp, _ := writeCert(t, t.TempDir(), "proxy.test")
+		tc, err := LoadTLS(&TLS{Certificates: []Certificate{{Cert: cp, Key: kp}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.ServeTLS(ln, tc)
+	} else {
+		go s.Serve(ln)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return &engineProxy{s: s, addr: ln.Addr().String(), tls: e.tls}
+}
+
+// dial opens a raw HTTP/1.1 client connection (over TLS on the TLS engine) with a deadline.
+func (p *engineProxy) dial(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if p.tls {
+		c, err = tls.Dial("tcp", p.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test certificate
+	} else {
+		c, err = net.Dial("tcp", p.addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// oneRoute is a configuration with one route to one pool of the given backends (already passed
+// through e.backend); extra is appended inside the pool's mapping.
+func oneRoute(extra string, backends ...string) string {
+	var list []string
+	for _, b := range backends {
+		list = append(list, fmt.Sprintf("{address: %q}", b))
+	}
+	return fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, backends: [%s]%s}]
+`, strings.Join(list, ", "), extra)
+}

@@ -1,0 +1,229 @@
+package l7
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// The request core as package l7 uses it: package core parses, matches, admits, rewrites,
+// frames and decides reuse and retries; this file ties that to the configuration state
+// (state.go: which route and pool an index means, the answers and metrics of a refusal) and
+// observes (metrics, access log), the same way for every engine. An engine owns the sockets and
+// calls these in order: route, admit, (forward with the core's heads and body framing),
+// retryPick when the policy allows, release, observe.
+
+// clientConn is the per-connection request state every HTTP/1.1 engine shares: the event loops
+// (loopConn) and the goroutine engine (goConn) each wrap one.
+type clientConn struct {
+	s        *Server
+	w        io.Writer // where proxy-made answers go: the connection, or the loop's send buffer
+	raddr    net.Addr
+	in       h1.Reader
+	scheme   string
+	remote   string
+	clientIP string
+	fallback *h1.Handover // net/http for what the core does not serve
+	// clientClose: the client asked to close after this response (Connection: close).
+	clientClose bool
+
+	head   h1.Head
+	rhead  h1.Head
+	m      *core.Matcher     // routes the connection's requests (its http.Request is reused)
+	tokens [][]byte          // Connection header tokens of the message being copied
+	reqBuf []byte            // the upstream request: head and buffered body (replayed on a retry)
+	out    []byte            // the response head and other client-bound bytes
+	body   core.ResponseBody // the response body being forwarded
+
+	// the last requests_total series used, so steady traffic does no label lookup
+	mRoute *routeRT
+	mBack  *balance.Backend
+	mCode  int
+	mCount prometheus.Counter
+}
+
+// newClientConn makes the per-connection state for a client at raddr.
+func newClientConn(s *Server, w io.Writer, raddr net.Addr, scheme string, fb *h1.Handover) *clientConn {
+	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String()}
+	cc.m = core.NewMatcher(cc.remote)
+	cc.clientIP = balance.ClientIP(&cc.m.Req)
+	return cc
+}
+
+// errHeadTooLong refuses a request head over limits.max_header_bytes.
+var errHeadTooLong = &h1.Rejection{Status: 431, Reason: "request header fields too large"}
+
+// refuse answers a refused head the way the guard does, and counts it.
+func (cc *clientConn) refuse(r *h1.Rejection) {
+	cc.s.onReject(cc.raddr, r)
+	_ = h1.WriteRejection(cc.w, r)
+}
+
+// routed is a request the core serves itself: what the core read from its head, and the route.
+type routed struct {
+	core.Routed
+	rt    *routeRT
+	start time.Time
+	retry *core.RetryPolicy // nil when the route does not retry this method
+}
+
+// route lets the core read and match the request head. ok is false when net/http must take the
+// request (the list in docs/l7.md), including routes to pools only net/http serves (sticky,
+// h2c/h2 upstreams).
+func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
+	rq.start = start
+	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
+	if !ok {
+		return rq, false
+	}
+	cc.tokens = rq.RI.Tokens
+	cc.clientClose = rq.RI.Close
+	rq.rt = st.routes[rq.Index]
+	if p := rq.rt.pool; p.up == nil || p.sticky != nil {
+		return rq, false
+	}
+	if rq.rt.retry.Covers(rq.Method) {
+		rq.retry = rq.rt.retry
+	}
+	return rq, true
+}
+
+// admit lets the core admit a routed request and pick its backend. When it is refused, the
+// client is answered here (503 or 429) and nil returned; keep then says whether the connection
+// can serve another request.
+func (cc *clientConn) admit(rq *routed) (b *balance.Backend, keep bool) {
+	s, rt := cc.s, rq.rt
+	b, v := rt.admission.Admit(&cc.m.Req)
+	closeConn := rq.HasBody || rq.RI.Close
+	switch v {
+	case core.Admitted:
+		s.metrics.inFlight.Inc()
+		s.decisions.Add(1)
+		return b, true
+	case core.ShedGlobal:
+		s.metrics.shedGlobal.Inc()
+		cc.writeError(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, closeConn)
+		cc.observe(nil, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+	case core.RateLimited:
+		rt.limitedCount.Inc()
+		cc.out = append(cc.out[:0], "Retry-After: "...)
+		cc.out = strconv.AppendInt(cc.out, int64(rt.limiter.RetryAfter().Seconds()+0.999), 10)
+		cc.out = append(cc.out, "\r\n"...)
+		cc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", cc.out, closeConn)
+		cc.observe(rt, nil, http.StatusTooManyRequests, 0, rq.start, 0, rq.Clean)
+	case core.ShedPool:
+		rt.pool.shedCount.Inc()
+		cc.writeError(http.StatusServiceUnavailable, "overloaded (pool "+rt.pool.name+" in-flight limit); retry later", core.ShedHeaders, closeConn)
+		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+	case core.NoBackend:
+		cc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), closeConn)
+		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+	}
+	return nil, !closeConn
+}
+
+// release gives back what admit took for a request that ended on backend b.
+func (cc *clientConn) release(rq *routed, b *balance.Backend) {
+	rq.rt.admission.Release(b)
+	cc.s.metrics.inFlight.Dec()
+}
+
+// retryPick moves an admitted request from backend b to another one for a retry, when the
+// route's policy, the attempts so far and the pool's retry budget allow it; it returns nil
+// (and b keeps the request) otherwise. tried lists the backends used so far; usable, when set,
+// restricts the pick to backends the engine can reach itself.
+func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance.Backend, replayable bool, usable func(*balance.Backend) bool) *balance.Backend {
+	if rq.retry == nil || len(tried) >= rq.retry.MaxAttempts(replayable) {
+		return nil
+	}
+	p := rq.rt.pool
+	nb := rq.rt.admission.Retry(&cc.m.Req, b, tried, usable, func(ok bool) { cc.s.countRetry(p, ok) })
+	if nb != nil {
+		cc.s.decisions.Add(1)
+	}
+	return nb
+}
+
+// upstreamHead builds the request head for the backend into cc.reqBuf.
+func (cc *clientConn) upstreamHead(rq *routed) []byte {
+	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, core.Client{IP: cc.clientIP, Scheme: cc.scheme})
+}
+
+// responseHead builds the client's response head into cc.out (cc.tokens holds the response's
+// Connection tokens). A server shutting down closes the connection after this response: say so.
+func (cc *clientConn) responseHead(code int, fr core.Framing) []byte {
+	return core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load())
+}
+
+// responseTokens collects the response's Connection tokens and reports whether the backend
+// closes after it.
+func (cc *clientConn) responseTokens() bool {
+	var upClose bool
+	cc.tokens, upClose = core.ResponseTokens(&cc.rhead, cc.tokens)
+	return upClose
+}
+
+// upstreamCode is the status and message for an upstream failure before any response byte:
+// 504 on a timeout, 502 otherwise.
+func upstreamCode(err error) (int, string) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return http.StatusGatewayTimeout, "upstream timeout"
+	}
+	return http.StatusBadGateway, "upstream error"
+}
+
+// observe records metrics and the access log line of a request, with pre-resolved series so
+// steady traffic allocates nothing here.
+func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64, start time.Time, attempts int, path string) {
+	s := cc.s
+	elapsed := time.Since(start)
+	if cc.mCount == nil || cc.mRoute != rt || cc.mBack != b || cc.mCode != code {
+		routeName, poolName, backend := "", "", ""
+		if rt != nil {
+			routeName, poolName = rt.cfg.Name, rt.pool.name
+		}
+		if b != nil {
+			backend = b.Address
+		}
+		cc.mRoute, cc.mBack, cc.mCode = rt, b, code
+		cc.mCount = s.metrics.requests.WithLabelValues(routeName, poolName, backend, strconv.Itoa(code))
+	}
+	cc.mCount.Inc()
+	if rt != nil {
+		rt.durationObs.Observe(elapsed.Seconds())
+	} else {
+		s.metrics.duration.WithLabelValues("", "").Observe(elapsed.Seconds())
+	}
+	if s.access != nil {
+		routeName, poolName, backend := "", "", ""
+		if rt != nil {
+			routeName, poolName = rt.cfg.Name, rt.pool.name
+		}
+		if b != nil {
+			backend = b.Address
+		}
+		s.access.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("client", cc.remote), slog.String("method", cc.m.Req.Method), slog.String("host", cc.m.Req.Host),
+			slog.String("path", path), slog.String("proto", "HTTP/1.1"), slog.Int("status", code),
+			slog.Int64("bytes", n), slog.Duration("duration", elapsed), slog.String("route", routeName),
+			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", attempts))
+	}
+}
+
+// writeError writes what http.Error would: a plain-text body with the message.
+func (cc *clientConn) writeError(code int, msg string, extra []byte, closeConn bool) error {
+	_, err := cc.w.Write(core.ErrorResponse(make([]byte, 0, 256), code, msg, extra, closeConn))
+	return err
+}

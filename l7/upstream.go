@@ -1,0 +1,112 @@
+package l7
+
+import (
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// upConn is a pooled upstream HTTP/1.1 connection of the goroutine engine, with its own read
+// buffer.
+type upConn struct {
+	h1.Reader
+	reused bool
+}
+
+// upstreams holds the goroutine engine's idle connections of one pool, per backend, under the
+// core's reuse rules (core/reuse.go). Idle sockets are not watched here (no goroutine per idle
+// connection), so get probes each before handing it out: one that became readable (bytes
+// nobody asked for) or was shut by the backend is discarded.
+type upstreams struct {
+	mu      sync.Mutex
+	idle    *core.Idle[*balance.Backend, *upConn]
+	maxIdle int
+	idleFor time.Duration
+	dialer  net.Dialer
+	closed  bool
+}
+
+func newUpstreams(pc Pool) *upstreams {
+	return &upstreams{idle: core.NewIdle[*balance.Backend, *upConn](), maxIdle: pc.MaxIdlePerBackend,
+		idleFor: pc.Timeouts.Idle, dialer: net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}}
+}
+
+func closeUpConn(uc *upConn) { uc.Conn.Close() }
+
+func (u *upstreams) idleForOf(*upConn) time.Duration { return u.idleFor }
+
+// get returns an idle connection to b that is quiet and has not been idle too long, or dials a
+// new one.
+func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
+	for {
+		u.mu.Lock()
+		uc, ok := u.idle.Get(b, now, u.idleForOf, closeUpConn)
+		u.mu.Unlock()
+		if !ok {
+			return u.dial(b)
+		}
+		if probeIdle(uc.Conn) == core.IdleQuiet {
+			uc.reused = true
+			return uc, nil
+		}
+		uc.Conn.Close()
+	}
+}
+
+func (u *upstreams) dial(b *balance.Backend) (*upConn, error) {
+	c, err := u.dialer.Dial("tcp", b.Address)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{Reader: h1.Reader{Conn: c, Buf: make([]byte, 16<<10)}}, nil
+}
+
+// put returns a connection whose last response was read completely (core.Reusable); past
+// maxIdle it is closed.
+func (u *upstreams) put(b *balance.Backend, uc *upConn, now time.Time) {
+	u.mu.Lock()
+	if !u.closed && u.idle.Put(b, uc, now, u.maxIdle) {
+		u.mu.Unlock()
+		return
+	}
+	u.mu.Unlock()
+	uc.Conn.Close()
+}
+
+// closeIdle closes every idle connection; with final set, later puts close theirs too.
+func (u *upstreams) closeIdle(final bool) {
+	u.mu.Lock()
+	var list []*upConn
+	u.idle.Drain(func(uc *upConn) { list = append(list, uc) })
+	u.closed = u.closed || final
+	u.mu.Unlock()
+	for _, uc := range list {
+		uc.Conn.Close()
+	}
+}
+
+// probeIdle looks at an idle connection without reading it: a peek that does not wait.
+func probeIdle(c net.Conn) core.IdleProbe {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return core.IdleQuiet
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return core.IdleShut
+	}
+	res := core.IdleQuiet
+	err = rc.Read(func(fd uintptr) bool {
+		res = peekFD(int(fd))
+		return true // never wait
+	})
+	if err != nil {
+		return core.IdleShut
+	}
+	return res
+}
