@@ -1,9 +1,7 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -159,36 +157,20 @@ func (d *daemonLab) admin(t *testing.T, n topo.Node, path string) {
 	}
 }
 
-// keepAliveConn is one raw persistent HTTP/1.1 connection, so that a test holds exactly the
-// connections it counts.
+// keepAliveConn is one raw persistent HTTP/1.1 connection (lab.KeepAlive), so that a test
+// holds exactly the connections it counts.
 type keepAliveConn struct {
-	c  net.Conn
-	br *bufio.Reader
+	c net.Conn
+	k *lab.KeepAlive
 }
 
 func dialKeepAlive(ns, addr string) (*keepAliveConn, error) {
-	c, err := topo.Dialer(ns, &net.Dialer{Timeout: 5 * time.Second})(context.Background(), "tcp", addr)
+	k, err := lab.DialKeepAlive(ns, addr)
 	if err != nil {
 		return nil, err
 	}
-	return &keepAliveConn{c: c, br: bufio.NewReader(c)}, nil
+	return &keepAliveConn{c: k.Conn, k: k}, nil
 }
 
 // do sends one request on the connection and returns the answering backend's name.
-func (k *keepAliveConn) do(path string) (string, error) {
-	k.c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(k.c, "GET %s HTTP/1.1\r\nHost: vip\r\n\r\n", path); err != nil {
-		return "", err
-	}
-	resp, err := http.ReadResponse(k.br, nil)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var sink bytes.Buffer
-	sink.ReadFrom(resp.Body)
-	if resp.StatusCode != 200 {
-		return resp.Header.Get("X-Backend"), fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return resp.Header.Get("X-Backend"), nil
-}
+func (k *keepAliveConn) do(path string) (string, error) { return k.k.Do(path) }

@@ -204,17 +204,8 @@ func (f *fleetLab) restartDaemon(i int) {
 // cutStore drops balancer i's traffic to and from etcd (its watch is cut, its process runs).
 func (f *fleetLab) cutStore(i int, cut bool) {
 	f.t.Helper()
-	ns := f.Lab().Topo.ByRole(topo.Balancer)[i].NS
-	var script string
-	if cut {
-		script = "table inet sycut {\n chain out { type filter hook output priority 0; tcp dport 2379 drop; }\n chain in { type filter hook input priority 0; tcp sport 2379 drop; }\n}\n"
-	} else {
-		script = "delete table inet sycut\n"
-	}
-	cmd := exec.Command("nsenter", "--net="+topo.NSPath(ns), "--", "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		f.t.Fatalf("nft in %s: %v: %s", ns, err, out)
+	if err := lab.CutStore(f.Lab().Topo.ByRole(topo.Balancer)[i], cut); err != nil {
+		f.t.Fatal(err)
 	}
 }
 

@@ -40,6 +40,10 @@ type UpOptions struct {
 	// StoreMembers > 0 runs an etcd cluster of that many members in its own namespace, seeds
 	// the lab's VIPs into it and runs the balancer daemons with --store (daemon mode only).
 	StoreMembers int
+	// Standby > 0 leaves the daemons of the last Standby balancers unstarted (their namespaces,
+	// configuration files and router sessions are ready): StartBalancer brings one into the
+	// fleet later, as a node that joins.
+	Standby int
 }
 
 // State is what `lab up` built, saved as <state dir>/state.json for status, demo and down.
@@ -143,7 +147,9 @@ func Up(o UpOptions) (*State, error) {
 			return st, err
 		}
 	}
-	for _, n := range l.Topo.ByRole(topo.Balancer) {
+	active := l.Topo.ByRole(topo.Balancer)
+	active = active[:max(0, len(active)-o.Standby)]
+	for i, n := range l.Topo.ByRole(topo.Balancer) {
 		switch o.Balancer {
 		case ModeDaemon:
 			h := o.Health
@@ -153,12 +159,15 @@ func Up(o UpOptions) (*State, error) {
 			if o.NoHealth {
 				h = nil
 			}
-			cfgPath, sock, err := writeDaemonConfig(st, n, h)
+			_, sock, err := writeDaemonConfig(st, n, h)
 			if err != nil {
 				return st, err
 			}
+			if i >= len(active) {
+				continue // standby
+			}
 			st.Sockets[n.NS] = sock
-			if err := start(n.Name, n.NS, append([]string{o.Exe, "lb", "run", "--config", cfgPath}, storeArgs(st)...)...); err != nil {
+			if err := start(n.Name, n.NS, BalancerArgv(st, o.Exe, n)...); err != nil {
 				return st, err
 			}
 		case ModeDirect:
@@ -182,7 +191,7 @@ func Up(o UpOptions) (*State, error) {
 		}
 	}
 	if l.BGP {
-		if _, err := l.WaitVIPRoutes(l.Topo.ByRole(topo.Balancer), 45*time.Second); err != nil {
+		if _, err := l.WaitVIPRoutes(active, 45*time.Second); err != nil {
 			return st, fmt.Errorf("lab up: %w (see bird.log and the lb*.log in %s, `switchyard lb status --socket ...`)", err, StateDir(st.Prefix))
 		}
 	}
@@ -247,7 +256,7 @@ func SocketPath(prefix, ns string) string { return filepath.Join(StateDir(prefix
 
 func writeDaemonConfig(st *State, n topo.Node, h *config.HealthCheck) (string, string, error) {
 	sock := SocketPath(st.Prefix, n.NS)
-	p := filepath.Join(StateDir(st.Prefix), n.NS+".yaml")
+	p := ConfigPath(st.Prefix, n.NS)
 	if err := os.MkdirAll(StateDir(st.Prefix), 0o700); err != nil {
 		return "", "", fmt.Errorf("create lab state directory: %w", err)
 	}
