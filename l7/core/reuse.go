@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// The upstream pool's reuse rules, the same on every engine (defect 1 of issue 17 was one
-// engine handing out a pooled connection with an unsolicited response waiting on it):
+// The upstream pool's reuse rules, the same on every engine (an engine that handed out a pooled
+// connection with an unsolicited response waiting on it gave clients each other's answers):
 //
 //  1. A response is only ever read for the request just written: an engine reads an upstream
 //     connection only between writing a request and the end of its response.

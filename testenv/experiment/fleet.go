@@ -14,7 +14,7 @@ func init() {
 	Register(Experiment{
 		Name:      "fleet",
 		Stop:      "l4",
-		Summary:   "A fleet of L4 balancers (issue 11): node killed, node joins, backend change with and without second chance, drain-node, etcd watch cut",
+		Summary:   "a fleet of L4 balancers over BGP and etcd: node killed, node joins, backend change with and without second chance, drain-node, etcd watch cut",
 		NeedsRoot: true,
 		Run:       runFleet,
 	})
@@ -25,7 +25,7 @@ func runFleet(ctx context.Context, w io.Writer, opt Options) error {
 	if opt.Quick {
 		o.Conns = 300
 	}
-	fmt.Fprintln(w, "fleet: a fleet of XDP balancers through the real daemons (issue 11, section 5)")
+	fmt.Fprintln(w, "fleet: a fleet of XDP balancers through the real daemons (bird2, etcd, XDP, real TCP; docs/fleet.md)")
 	fmt.Fprintln(w, "setup: 4 balancer namespaces running `switchyard lb run` (BGP to the router, `--store` on one etcd")
 	fmt.Fprintln(w, "member, second chance), lb4 on standby; the router runs bird2 with ECMP (5-tuple hash); 4 backends")
 	fmt.Fprintf(w, "(be4 out of the VIP until scenario 3); %d keep-alive HTTP/1.1 connections from 2 clients, spread\n", o.Conns)
