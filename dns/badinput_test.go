@@ -85,8 +85,8 @@ func badPackets(t testing.TB) map[string]struct {
 		"truncated message": {truncated, mdns.RcodeFormatError},
 		"two OPT records":   {twoOPT, mdns.RcodeFormatError},
 		"ECS prefix 40/v4":  {badECS, mdns.RcodeFormatError},
-		"unknown class":     {unknownClass, mdns.RcodeNotImplemented},
-		"unknown type":      {unknownType, mdns.RcodeSuccess}, // RFC 3597: NODATA
+		"unknown class":     {unknownClass, mdns.RcodeRefused}, // as NSD and Knot
+		"unknown type":      {unknownType, mdns.RcodeSuccess},  // RFC 3597: NODATA
 		"a response":        {response, -1},
 		"short header":      {good[:11], -1},
 		"empty":             {nil, -1},
