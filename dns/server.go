@@ -54,6 +54,9 @@ type Server struct {
 	log     *slog.Logger
 	state   atomic.Pointer[state]
 	metrics *metrics
+	ops     *opsMetrics
+	// localWarn rate-limits the log of health probes that failed for a local reason.
+	localWarn rateLog
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -76,11 +79,15 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		opt.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}}
+	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
 	}
 	s.metrics = m
+	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
+		return nil, err
+	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -118,6 +125,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		prevHealth = prev.health
 	}
 	hc := health.New(targets, prevHealth, s.healthChanged)
+	hc.OnLocalError = s.healthLocalError
 	for _, n := range names {
 		for _, site := range n.Sites {
 			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
@@ -168,6 +176,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("start dns server: already started")
 	}
 	listen := s.state.Load().cfg.Listen
+	raiseNoFile(s.log)
 	workers := max(2, runtime.GOMAXPROCS(0))
 	conns, tcp, err := bindSockets(listen, workers)
 	if err != nil {
@@ -280,14 +289,27 @@ const maxTCPConns = 512
 func (s *Server) serveTCP() {
 	defer s.wg.Done()
 	sem := make(chan struct{}, maxTCPConns)
+	bo := backoff{min: acceptBackoffMin, max: acceptBackoffMax}
+	warn := rateLog{log: s.log, interval: 10 * time.Second}
 	for {
 		c, err := s.tcp.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			// Out of descriptors the kernel keeps the connection queued and accept fails again at
+			// once: wait (exponential, capped), count and log (rate-limited) instead of spinning.
+			d := bo.next()
+			s.ops.acceptErrors.Inc()
+			warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", d)
+			select {
+			case <-s.serveCtx.Done():
+				return
+			case <-time.After(d):
+			}
 			continue
 		}
+		bo.ok()
 		select {
 		case sem <- struct{}{}:
 		default:
