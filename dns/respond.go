@@ -85,6 +85,9 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	if req.Opcode != mdns.OpcodeQuery {
 		return fail(mdns.RcodeNotImplemented)
 	}
+	if len(req.Question) == 1 && (req.Question[0].Qtype == mdns.TypeAXFR || req.Question[0].Qtype == mdns.TypeIXFR) {
+		return s.xfrOverUDP(st, req, raw, src, oc) // an IXFR query carries a SOA in its authority section
+	}
 	if len(req.Question) != 1 || len(req.Answer) != 0 || len(req.Ns) != 0 {
 		return fail(mdns.RcodeFormatError)
 	}
@@ -149,8 +152,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	case q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY:
 		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
 		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
-	case q.Qtype == mdns.TypeAXFR || q.Qtype == mdns.TypeIXFR || q.Qtype == mdns.TypeMAILA ||
-		q.Qtype == mdns.TypeMAILB || q.Qtype == mdns.TypeTKEY:
+	case q.Qtype == mdns.TypeMAILA || q.Qtype == mdns.TypeMAILB || q.Qtype == mdns.TypeTKEY:
 		return fail(mdns.RcodeNotImplemented)
 	case q.Qtype == mdns.TypeOPT || q.Qtype == mdns.TypeTSIG || q.Qtype == mdns.TypeNone:
 		return fail(mdns.RcodeFormatError)

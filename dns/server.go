@@ -46,6 +46,11 @@ type state struct {
 	health *health.Checker
 	rrl    *limiter
 	cache  *answerCache
+	// xfr is the transfer data of the zones with a transfer block, by origin; keys the TSIG keys
+	// by wire name; xfrChanged the zones whose serial changed in the reload that built this state.
+	xfr        map[string]*xfrZone
+	keys       map[string]tsigKey
+	xfrChanged []*xfrZone
 }
 
 // Server is an authoritative DNS server.
@@ -131,8 +136,14 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
 		}
 	}
+	var prevXfr map[string]*xfrZone
+	if prev != nil {
+		prevXfr = prev.xfr
+	}
+	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
-		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache()}, nil
+		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
+		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -192,6 +203,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.serveTCP()
 	s.startHealth(s.state.Load())
+	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
@@ -242,6 +254,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.state.Store(st)
 	s.startHealth(st)
+	s.notifyAll(st, st.xfrChanged)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
@@ -351,6 +364,13 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		n := int(lenBuf[0])<<8 | int(lenBuf[1])
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
+		}
+		if isXfrQuery(buf[:n]) {
+			// A zone transfer answers with a stream of messages, not one.
+			if err := s.serveXfr(c, buf[:n], src); err != nil {
+				return
+			}
+			continue
 		}
 		out := s.Respond(buf[:n], src, true)
 		if out == nil {

@@ -1,0 +1,76 @@
+package dns
+
+import (
+	"context"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// notifyTries bounds the NOTIFY attempts per secondary and change (RFC 1996 3.6: retry until
+// answered, a few times); the waits between them double from notifyRetry.
+const (
+	notifyTries = 5
+	notifyRetry = time.Second
+)
+
+// notifyAll tells the secondaries of each zone that it changed (RFC 1996), in the background:
+// each secondary then asks for the SOA and an IXFR. It stops when the server closes.
+func (s *Server) notifyAll(st *state, zones []*xfrZone) {
+	if s.serveCtx == nil {
+		return // not started: nothing listens yet, and Start notifies
+	}
+	for _, x := range zones {
+		for _, target := range x.notify {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.notifyOne(s.serveCtx, st, x, target)
+			}()
+		}
+	}
+}
+
+// notifyOne sends one zone's NOTIFY to target until it is answered or notifyTries run out.
+func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target string) {
+	m := new(mdns.Msg)
+	m.SetNotify(x.origin)
+	m.Authoritative = true
+	m.Answer = []mdns.RR{x.soa} // RFC 1996 3.7: the new SOA, a hint for the secondary
+	c := &mdns.Client{Net: "udp", Timeout: 2 * time.Second}
+	if x.key != "" {
+		k := st.keys[x.key]
+		c.TsigSecret = map[string]string{k.name: k.secret}
+		m.SetTsig(k.name, k.algorithm, tsigFudge, time.Now().Unix())
+	}
+	wait := notifyRetry
+	var err error
+	for try := 1; try <= notifyTries; try++ {
+		if x.key != "" {
+			m.Extra[len(m.Extra)-1].(*mdns.TSIG).TimeSigned = uint64(time.Now().Unix())
+		}
+		var resp *mdns.Msg
+		resp, _, err = c.ExchangeContext(ctx, m, target)
+		if err == nil && resp.Rcode == mdns.RcodeSuccess {
+			s.ops.notifies.WithLabelValues(x.origin, target, "ok").Inc()
+			s.log.Info("dns notify sent", "zone", x.origin, "serial", x.soa.Serial, "target", target, "tries", try)
+			return
+		}
+		if err == nil {
+			err = errRcode(resp.Rcode)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	s.ops.notifies.WithLabelValues(x.origin, target, "error").Inc()
+	s.log.Warn("dns notify failed; the secondary catches up at its next SOA refresh", "zone", x.origin,
+		"serial", x.soa.Serial, "target", target, "tries", notifyTries, "err", err)
+}
+
+type errRcode int
+
+func (e errRcode) Error() string { return "answered " + mdns.RcodeToString[int(e)] }
