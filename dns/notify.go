@@ -38,16 +38,16 @@ func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target st
 	m.Authoritative = true
 	m.Answer = []mdns.RR{x.soa} // RFC 1996 3.7: the new SOA, a hint for the secondary
 	c := &mdns.Client{Net: "udp", Timeout: 2 * time.Second}
-	if x.key != "" {
-		k := st.keys[x.key]
+	k, signed := st.keys[x.key]
+	if signed {
 		c.TsigSecret = map[string]string{k.name: k.secret}
-		m.SetTsig(k.name, k.algorithm, tsigFudge, time.Now().Unix())
 	}
 	wait := notifyRetry
 	var err error
 	for try := 1; try <= notifyTries; try++ {
-		if x.key != "" {
-			m.Extra[len(m.Extra)-1].(*mdns.TSIG).TimeSigned = uint64(time.Now().Unix())
+		if signed {
+			m.Extra = nil // the client's signing rewrites the TSIG: sign every try afresh
+			m.SetTsig(k.name, k.algorithm, tsigFudge, time.Now().Unix())
 		}
 		var resp *mdns.Msg
 		resp, _, err = c.ExchangeContext(ctx, m, target)

@@ -156,9 +156,17 @@ zone:
 // topConf (keys, remotes, acls) before the template.
 func startKnot(t *testing.T, origin, zoneText, topConf, zoneConf string) *refServer {
 	t.Helper()
+	return startKnotOn(t, 0, origin, zoneText, topConf, zoneConf)
+}
+
+// startKnotOn is startKnot on a given port (0 picks one).
+func startKnotOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
 	bin := needBinary(t, "knotd", "knot")
 	dir := t.TempDir()
-	port := refPort(t)
+	if port == 0 {
+		port = refPort(t)
+	}
 	fileLine := ""
 	if zoneText != "" {
 		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
