@@ -145,6 +145,22 @@ func TestConformanceWithNSDAndKnot(t *testing.T) {
 		{"two OPT", rawQuery(t, "www.example.com.", mdns.TypeA, mdns.ClassINET, true, twoOPT),
 			verdict{rcode: mdns.RcodeFormatError}, map[string]bool{"nsd": true, "knot": true}},
 	}
+	// A transfer the server does not allow: REFUSED with EDE 18 (Prohibited), as NSD answers
+	// (Knot answers NOTAUTH without EDE; not compared).
+	t.Run("AXFR not allowed", func(t *testing.T) {
+		raw := rawQuery(t, "example.com.", mdns.TypeAXFR, mdns.ClassINET, true, nil)
+		want := fmt.Sprintf("%s ede [18]", mdns.RcodeToString[mdns.RcodeRefused])
+		servers := map[string]string{"switchyard": srv.Addr().String()}
+		if a, ok := refs["nsd"]; ok {
+			servers["nsd"] = a
+		}
+		for name, addr := range servers {
+			m := tcpExchangeRaw(t, addr, raw)
+			if got := fmt.Sprintf("%s ede [%s]", mdns.RcodeToString[m.Rcode], edeCodes(m)); got != want || len(m.Answer) != 0 {
+				t.Errorf("%s: %s with %d answers, want %s", name, got, len(m.Answer), want)
+			}
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := verdictOf(t, exchangeRaw(t, srv.Addr().String(), c.raw))

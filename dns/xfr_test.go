@@ -3,7 +3,9 @@ package dns
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,4 +264,220 @@ func counterValue(c prometheus.Counter) float64 {
 	var m dto.Metric
 	c.Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// tcpExchangeRaw sends one framed message over TCP and returns the first answer.
+func tcpExchangeRaw(t *testing.T, addr string, raw []byte) *mdns.Msg {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := writeFrame(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	var l [2]byte
+	if _, err := io.ReadFull(c, l[:]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, int(l[0])<<8|int(l[1]))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+	m := new(mdns.Msg)
+	if err := m.Unpack(buf); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// xfrQuery packs an AXFR (since < 0) or IXFR query, signed with secret when it is not empty.
+func xfrQuery(t *testing.T, since int, secret string) []byte {
+	t.Helper()
+	m := new(mdns.Msg)
+	if since < 0 {
+		m.SetAxfr("example.com.")
+	} else {
+		m.SetIxfr("example.com.", uint32(since), "ns1.example.com.", "hostmaster.example.com.")
+	}
+	m.SetEdns0(1232, false)
+	if secret == "" {
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	m.SetTsig("xfr-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	b, _, err := mdns.TsigGenerate(m, secret, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// transferIn runs a signed transfer with miekg/dns's client, which checks the TSIG of every
+// message, and returns the records and the number of messages.
+func transferIn(t *testing.T, addr string, since int) ([]mdns.RR, int) {
+	t.Helper()
+	m := new(mdns.Msg)
+	if since < 0 {
+		m.SetAxfr("example.com.")
+	} else {
+		m.SetIxfr("example.com.", uint32(since), "ns1.example.com.", "hostmaster.example.com.")
+	}
+	m.SetTsig("xfr-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	tr := &mdns.Transfer{TsigSecret: map[string]string{"xfr-key.": xfrSecret}}
+	ch, err := tr.In(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rrs []mdns.RR
+	n := 0
+	for env := range ch {
+		if env.Error != nil {
+			t.Fatalf("transfer message %d: %v", n, env.Error)
+		}
+		rrs = append(rrs, env.RR...)
+		n++
+	}
+	return rrs, n
+}
+
+func edeCodes(m *mdns.Msg) string {
+	var s []string
+	if o := m.IsEdns0(); o != nil {
+		for _, e := range o.Option {
+			if ede, ok := e.(*mdns.EDNS0_EDE); ok {
+				s = append(s, fmt.Sprint(ede.InfoCode))
+			}
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func hasRecord(rrs []mdns.RR, text string) bool {
+	for _, rr := range rrs {
+		if strings.EqualFold(strings.ReplaceAll(rr.String(), "\t", " "), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// Transfers need the key and an allowed address; a full transfer spans several signed messages
+// and carries the policy names' fallback; an IXFR after a reload carries just the change.
+func TestTransferACLTSIGAndJournal(t *testing.T) {
+	srv, reload := xfrPrimary(t, fmt.Sprintf("127.0.0.1:%d", refPort(t)))
+	addr := srv.Addr().String()
+
+	if m := tcpExchangeRaw(t, addr, xfrQuery(t, -1, "")); m.Rcode != mdns.RcodeRefused || edeCodes(m) != "18" || len(m.Answer) != 0 {
+		t.Errorf("unsigned AXFR: %s ede [%s] answers %d, want REFUSED with EDE 18", mdns.RcodeToString[m.Rcode], edeCodes(m), len(m.Answer))
+	}
+	wrong := "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE="
+	if m := tcpExchangeRaw(t, addr, xfrQuery(t, -1, wrong)); m.Rcode != mdns.RcodeNotAuth || m.IsTsig() == nil || m.IsTsig().Error != mdns.RcodeBadSig {
+		t.Errorf("AXFR with a wrong secret: %s, want NOTAUTH with TSIG error BADSIG: %v", mdns.RcodeToString[m.Rcode], m)
+	}
+
+	rrs, msgs := transferIn(t, addr, -1)
+	if len(rrs) != xfrFiller+13 || msgs < 2 {
+		t.Errorf("AXFR: %d records in %d messages, want %d in several", len(rrs), msgs, xfrFiller+13)
+	}
+	if soa, ok := rrs[0].(*mdns.SOA); !ok || soa.Serial != 1 || rrs[len(rrs)-1].String() != rrs[0].String() {
+		t.Errorf("AXFR does not start and end with the SOA of serial 1: %v ... %v", rrs[0], rrs[len(rrs)-1])
+	}
+	for _, want := range []string{"app.example.com. 30 IN A 198.51.100.99", "w.example.com. 60 IN A 198.51.100.35",
+		"w.example.com. 60 IN AAAA 2001:db8::35", "old.example.com. 300 IN A 192.0.2.7"} {
+		if !hasRecord(rrs, want) {
+			t.Errorf("AXFR lacks %q", want)
+		}
+	}
+	if hasRecord(rrs, "app.example.com. 30 IN A 198.51.100.6") {
+		t.Error("AXFR carries a policy answer instead of the fallback")
+	}
+
+	reload(2)
+	rrs, _ = transferIn(t, addr, 1)
+	if len(rrs) < 4 || rrs[0].(*mdns.SOA).Serial != 2 || rrs[1].(*mdns.SOA).Serial != 1 {
+		t.Fatalf("IXFR from 1: not incremental: %v", rrs)
+	}
+	if len(rrs) > 12 || !hasRecord(rrs, "old.example.com. 300 IN A 192.0.2.7") || !hasRecord(rrs, `new.example.com. 300 IN TXT "serial 2"`) {
+		t.Errorf("IXFR from 1 does not carry exactly the change (%d records): %v", len(rrs), rrs)
+	}
+	if rrs, _ := transferIn(t, addr, 2); len(rrs) != 1 {
+		t.Errorf("IXFR from the current serial: %d records, want the SOA alone", len(rrs))
+	}
+	if rrs, _ := transferIn(t, addr, 0); len(rrs) != xfrFiller+14 {
+		t.Errorf("IXFR from a serial outside the journal: %d records, want the full zone (%d)", len(rrs), xfrFiller+14)
+	}
+	// Over UDP an IXFR gets the current SOA, signed: the secondary comes back over TCP.
+	c := &mdns.Client{Net: "udp", TsigSecret: map[string]string{"xfr-key.": xfrSecret}}
+	m := new(mdns.Msg)
+	m.SetIxfr("example.com.", 1, "ns1.example.com.", "hostmaster.example.com.")
+	m.SetTsig("xfr-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	resp, _, err := c.Exchange(m, addr)
+	if err != nil || len(resp.Answer) != 1 || resp.Answer[0].(*mdns.SOA).Serial != 2 {
+		t.Errorf("UDP IXFR: %v %v, want the SOA of serial 2", err, resp)
+	}
+}
+
+// The journal keeps at most `journal` steps, follows RFC 1982 serial arithmetic, and is dropped
+// when the content changes without a serial change or the serial goes backwards.
+func TestJournalBoundAndSerialRules(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mk := func(serial uint32, recs ...string) *xfrZone {
+		x := &xfrZone{origin: "example.com.", journal: 2, soa: &mdns.SOA{
+			Hdr: mdns.RR_Header{Name: "example.com.", Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: 300},
+			Ns:  "ns1.example.com.", Mbox: "h.example.com.", Serial: serial}}
+		for _, r := range recs {
+			x.body = append(x.body, mustRR(t, r))
+		}
+		return x
+	}
+	prev := mk(1, "a.example.com. 300 IN A 192.0.2.1")
+	for serial := uint32(2); serial <= 4; serial++ {
+		next := mk(serial, fmt.Sprintf("a.example.com. 300 IN A 192.0.2.%d", serial))
+		if !next.carryJournal(prev, log) {
+			t.Fatalf("serial %d: change not reported", serial)
+		}
+		prev = next
+	}
+	if len(prev.diffs) != 2 || prev.diffs[0].from.Serial != 2 {
+		t.Fatalf("journal of %d steps from %d, want 2 from serial 2", len(prev.diffs), prev.diffs[0].from.Serial)
+	}
+	for since, want := range map[uint32]string{1: "IXFR-as-AXFR", 2: "IXFR", 3: "IXFR", 4: "IXFR-uptodate", 5: "IXFR-uptodate"} {
+		if _, kind := prev.records(true, since); kind != want {
+			t.Errorf("IXFR from %d: %s, want %s", since, kind, want)
+		}
+	}
+	rrs, _ := prev.records(true, 2)
+	if len(rrs) != 1+2*4+1 { // SOA, 2 x (old SOA, deleted, new SOA, added), SOA
+		t.Errorf("IXFR from 2: %d records: %v", len(rrs), rrs)
+	}
+	same := mk(4, "a.example.com. 300 IN A 192.0.2.99")
+	if same.carryJournal(prev, log) || len(same.diffs) != 0 {
+		t.Error("a content change without a serial change kept the journal (it no longer describes the zone)")
+	}
+	unchanged := mk(4, "a.example.com. 300 IN A 192.0.2.4")
+	if unchanged.carryJournal(prev, log) || len(unchanged.diffs) != 2 {
+		t.Error("an unchanged zone lost its journal or was reported changed")
+	}
+	back := mk(3, "a.example.com. 300 IN A 192.0.2.3")
+	if !back.carryJournal(prev, log) || len(back.diffs) != 0 {
+		t.Error("a serial going backwards kept the journal")
+	}
+	if !serialLess(0xFFFFFFFF, 1) || serialLess(1, 0xFFFFFFFF) {
+		t.Error("serial arithmetic does not wrap (RFC 1982)")
+	}
+}
+
+func mustRR(t *testing.T, s string) mdns.RR {
+	t.Helper()
+	rr, err := mdns.NewRR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rr
 }
