@@ -180,6 +180,10 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	}
 	oc.rcode = resp.Rcode
 	oc.cacheable = res.Kind != zone.Dynamic && ecs == nil
+	if t := req.IsTsig(); t != nil {
+		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
+		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
+	}
 	return s.pack(resp, limit, oc), oc
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -480,4 +481,32 @@ func mustRR(t *testing.T, s string) mdns.RR {
 		t.Fatal(err)
 	}
 	return rr
+}
+
+// A signed ordinary query (a secondary's SOA check) gets a signed answer that the client
+// verifies; a bad signature gets NOTAUTH.
+func TestSignedQueryGetsSignedAnswer(t *testing.T) {
+	srv, _ := xfrPrimary(t, fmt.Sprintf("127.0.0.1:%d", refPort(t)))
+	for _, network := range []string{"udp", "tcp"} {
+		c := &mdns.Client{Net: network, TsigSecret: map[string]string{"xfr-key.": xfrSecret}}
+		m := new(mdns.Msg)
+		m.SetQuestion("example.com.", mdns.TypeSOA)
+		m.SetTsig("xfr-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+		resp, _, err := c.Exchange(m, srv.Addr().String()) // verifies the answer's TSIG
+		if err != nil || resp.IsTsig() == nil || len(resp.Answer) != 1 {
+			t.Errorf("%s: signed SOA query: %v %v", network, err, resp)
+		}
+	}
+	raw := xfrQuery(t, -1, "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE=")
+	var m mdns.Msg
+	m.Unpack(raw)
+	m.Question[0].Qtype = mdns.TypeSOA
+	m.Extra = m.Extra[:1] // keep the OPT, sign again with the wrong secret
+	m.SetTsig("xfr-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	raw, _, _ = mdns.TsigGenerate(&m, "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE=", "", false)
+	out := srv.Respond(raw, netip.MustParseAddr("127.0.0.1"), false)
+	var resp mdns.Msg
+	if err := resp.Unpack(out); err != nil || resp.Rcode != mdns.RcodeNotAuth || len(resp.Answer) != 0 {
+		t.Errorf("SOA query with a bad signature: %v %v, want NOTAUTH", err, &resp)
+	}
 }

@@ -261,3 +261,42 @@ func (s *Server) xfrOverUDP(st *state, req *mdns.Msg, raw []byte, src netip.Addr
 	}
 	return b, oc
 }
+
+// tsigRoom is kept free for the TSIG record when a signed answer is truncated to fit.
+const tsigRoom = 128
+
+// packTSIG verifies the TSIG of an ordinary query and packs the answer signed with the same key;
+// an unknown key or a bad signature gets NOTAUTH (RFC 8945 5.2). Signed answers are unique, so
+// they are never cached.
+func (s *Server) packTSIG(st *state, req *mdns.Msg, raw []byte, t *mdns.TSIG, resp *mdns.Msg, limit int, oc *outcome) []byte {
+	oc.cacheable = false
+	k, ok := st.keys[strings.ToLower(t.Hdr.Name)]
+	code := mdns.RcodeBadKey
+	if ok {
+		err := mdns.TsigVerify(raw, k.secret, "", false)
+		switch {
+		case err == nil:
+			code = 0
+		case err == mdns.ErrTime:
+			code = mdns.RcodeBadTime
+		default:
+			code = mdns.RcodeBadSig
+		}
+	}
+	if code != 0 {
+		m := tsigError(req, t, code)
+		oc.rcode = m.Rcode
+		b, _ := m.Pack()
+		return b
+	}
+	if resp.Len()+tsigRoom > limit {
+		truncate(resp, limit-tsigRoom)
+		oc.trunc = resp.Truncated
+	}
+	b, _, err := packSigned(resp, &k, t.MAC, false)
+	if err != nil {
+		s.log.Warn("pack signed dns response", "err", err, "question", resp.Question)
+		return headerOnly(raw, mdns.RcodeServerFailure)
+	}
+	return b
+}
