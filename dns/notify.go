@@ -45,6 +45,9 @@ func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target st
 	wait := notifyRetry
 	var err error
 	for try := 1; try <= notifyTries; try++ {
+		if cur := s.state.Load().xfr[x.origin]; cur == nil || cur.soa.Serial != x.soa.Serial {
+			return // the zone moved on: the NOTIFY of the newer serial replaces this one
+		}
 		if signed {
 			m.Extra = nil // the client's signing rewrites the TSIG: sign every try afresh
 			m.SetTsig(k.name, k.algorithm, tsigFudge, time.Now().Unix())

@@ -118,9 +118,18 @@ func runRef(t *testing.T, name, bin, dir string, port int, origin string, wait b
 // startNSD serves zoneText for origin with NSD; zoneConf is appended to its zone: clause.
 func startNSD(t *testing.T, origin, zoneText, zoneConf string) *refServer {
 	t.Helper()
+	return startNSDOn(t, 0, origin, zoneText, "", zoneConf)
+}
+
+// startNSDOn is startNSD on a given port (0 picks one), with topConf (key clauses) before the
+// zone clause.
+func startNSDOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
 	bin := needBinary(t, "nsd", "nsd")
 	dir := t.TempDir()
-	port := refPort(t)
+	if port == 0 {
+		port = refPort(t)
+	}
 	zoneLine := ""
 	if zoneText != "" {
 		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
@@ -143,9 +152,9 @@ func startNSD(t *testing.T, origin, zoneText, zoneConf string) *refServer {
   rrl-ratelimit: 0
 remote-control:
   control-enable: no
-zone:
+%szone:
   name: %s
-%s%s`, port, dir, dir, dir, dir, dir, origin, zoneLine, zoneConf)
+%s%s`, port, dir, dir, dir, dir, dir, topConf, origin, zoneLine, zoneConf)
 	if err := os.WriteFile(filepath.Join(dir, "nsd.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

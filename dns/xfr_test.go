@@ -187,15 +187,57 @@ func fallbackCheck(secondary string) error {
 	return nil
 }
 
-// TestTransferToKnotSecondary configures a real Knot as secondary: it bootstraps by AXFR with
-// TSIG, follows a change by NOTIFY and IXFR, and answers the same as the primary; the policy
-// names arrive as their static fallback.
-func TestTransferToKnotSecondary(t *testing.T) {
-	needBinary(t, "knotd", "knot")
-	knotPort := refPort(t)
-	srv, reload := xfrPrimary(t, fmt.Sprintf("127.0.0.1:%d", knotPort))
+// secondaryStarter starts a real secondary on port that transfers example.com from primary.
+type secondaryStarter func(t *testing.T, port int, primary netip.AddrPort) *refServer
+
+// testSecondary runs a real secondary against switchyard: it bootstraps by AXFR with TSIG,
+// follows a change by NOTIFY and IXFR, and answers the same as the primary; the policy names
+// arrive as their static fallback.
+func testSecondary(t *testing.T, bin, pkg string, start secondaryStarter) {
+	needBinary(t, bin, pkg)
+	port := refPort(t)
+	srv, reload := xfrPrimary(t, fmt.Sprintf("127.0.0.1:%d", port))
 	primary := srv.Addr().String()
-	top := fmt.Sprintf(`key:
+	sec := start(t, port, srv.Addr())
+	waitFor(t, 30*time.Second, sec.name+" loads the zone by AXFR", func() error {
+		s, err := soaSerial(sec.addr)
+		if err == nil && s != 1 {
+			err = fmt.Errorf("serial %d", s)
+		}
+		return err
+	})
+	if err := sameAnswers(primary, sec.addr); err != nil {
+		t.Fatalf("after AXFR: %v\n%s", err, sec.log())
+	}
+	if err := fallbackCheck(sec.addr); err != nil {
+		t.Fatal(err)
+	}
+	reload(2)
+	waitFor(t, 30*time.Second, sec.name+" follows serial 2 after NOTIFY", func() error {
+		s, err := soaSerial(sec.addr)
+		if err == nil && s != 2 {
+			err = fmt.Errorf("serial %d", s)
+		}
+		return err
+	})
+	if err := sameAnswers(primary, sec.addr); err != nil {
+		t.Fatalf("after IXFR: %v\n%s", err, sec.log())
+	}
+	if err := fallbackCheck(sec.addr); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(srv.ops.transfers.WithLabelValues("example.com.", "IXFR", "ok")); n < 1 {
+		t.Errorf("no incremental transfer served (IXFR ok = %v)\n%s", n, sec.log())
+	}
+	if n := counterValue(srv.ops.notifies.WithLabelValues("example.com.", sec.addr, "ok")); n < 1 {
+		t.Errorf("no NOTIFY answered by %s\n%s", sec.name, sec.log())
+	}
+}
+
+// TestTransferToKnotSecondary configures a real Knot as secondary.
+func TestTransferToKnotSecondary(t *testing.T) {
+	testSecondary(t, "knotd", "knot", func(t *testing.T, port int, primary netip.AddrPort) *refServer {
+		top := fmt.Sprintf(`key:
   - id: xfr-key
     algorithm: hmac-sha256
     secret: %s
@@ -208,44 +250,24 @@ acl:
     address: 127.0.0.1
     key: xfr-key
     action: notify
-`, xfrSecret, srv.Addr().Addr(), srv.Addr().Port())
-	knot := startKnotOn(t, knotPort, "example.com", "", top, "    master: primary\n    acl: notify_from_primary\n")
-	waitFor(t, 20*time.Second, "knot loads the zone by AXFR", func() error {
-		s, err := soaSerial(knot.addr)
-		if err == nil && s != 1 {
-			err = fmt.Errorf("serial %d", s)
-		}
-		return err
+`, xfrSecret, primary.Addr(), primary.Port())
+		knot := startKnotOn(t, port, "example.com", "", top, "    master: primary\n    acl: notify_from_primary\n")
+		t.Cleanup(func() {
+			if !t.Failed() && !strings.Contains(knot.log(), "IXFR, incoming") {
+				t.Errorf("knot's log shows no incoming IXFR:\n%s", knot.log())
+			}
+		})
+		return knot
 	})
-	if err := sameAnswers(primary, knot.addr); err != nil {
-		t.Fatalf("after AXFR: %v\n%s", err, knot.log())
-	}
-	if err := fallbackCheck(knot.addr); err != nil {
-		t.Fatal(err)
-	}
-	reload(2)
-	waitFor(t, 20*time.Second, "knot follows serial 2 after NOTIFY", func() error {
-		s, err := soaSerial(knot.addr)
-		if err == nil && s != 2 {
-			err = fmt.Errorf("serial %d", s)
-		}
-		return err
+}
+
+// TestTransferToNSDSecondary configures a real NSD as secondary.
+func TestTransferToNSDSecondary(t *testing.T) {
+	testSecondary(t, "nsd", "nsd", func(t *testing.T, port int, primary netip.AddrPort) *refServer {
+		top := fmt.Sprintf("key:\n  name: xfr-key\n  algorithm: hmac-sha256\n  secret: \"%s\"\n", xfrSecret)
+		zone := fmt.Sprintf("  request-xfr: %s@%d xfr-key\n  allow-notify: 127.0.0.1 xfr-key\n", primary.Addr(), primary.Port())
+		return startNSDOn(t, port, "example.com", "", top, zone)
 	})
-	if err := sameAnswers(primary, knot.addr); err != nil {
-		t.Fatalf("after IXFR: %v\n%s", err, knot.log())
-	}
-	if err := fallbackCheck(knot.addr); err != nil {
-		t.Fatal(err)
-	}
-	if n := counterValue(srv.ops.transfers.WithLabelValues("example.com.", "IXFR", "ok")); n < 1 {
-		t.Errorf("no incremental transfer served (IXFR ok = %v)\n%s", n, knot.log())
-	}
-	if n := counterValue(srv.ops.notifies.WithLabelValues("example.com.", knot.addr, "ok")); n < 1 {
-		t.Errorf("no NOTIFY answered by knot\n%s", knot.log())
-	}
-	if !strings.Contains(knot.log(), "IXFR, incoming") {
-		t.Errorf("knot's log shows no incoming IXFR:\n%s", knot.log())
-	}
 }
 
 // testLogger sends the server's log to the test log.
