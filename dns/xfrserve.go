@@ -229,7 +229,7 @@ func writeFrame(c net.Conn, b []byte) error {
 }
 
 // xfrOverUDP answers a transfer query that came over UDP (or that the TCP fast check did not
-// recognise): AXFR needs TCP (NOTIMP, as before); an authorised IXFR gets the current SOA alone,
+// recognise): AXFR needs TCP (NOTIMP, as NSD and Knot answer); an authorised IXFR gets the current SOA alone,
 // which tells the secondary whether it is current or must come back over TCP (RFC 1995 2).
 func (s *Server) xfrOverUDP(st *state, req *mdns.Msg, raw []byte, src netip.Addr, oc *outcome) ([]byte, *outcome) {
 	q := req.Question[0]
@@ -237,7 +237,7 @@ func (s *Server) xfrOverUDP(st *state, req *mdns.Msg, raw []byte, src netip.Addr
 	var key *tsigKey
 	switch {
 	case q.Qtype == mdns.TypeAXFR:
-		m.Rcode = mdns.RcodeNotImplemented
+		m.Rcode = mdns.RcodeNotImplemented // as NSD and Knot answer: AXFR needs TCP
 	default:
 		x, k, refusal, _ := s.xfrAuthorize(st, req, raw, src)
 		if refusal != nil {
