@@ -117,10 +117,10 @@ func TestConformanceWithNSDAndKnot(t *testing.T) {
 	both := map[string]string{"nsd": "all", "knot": "all"}
 	nsdEDE := map[string]string{"nsd": "all", "knot": "no-ede"}
 	cases := []struct {
-		name  string
-		raw   []byte
-		want  verdict
-		cmp   map[string]string // reference servers compared: "all", or "no-ede" (Knot adds fewer EDEs)
+		name string
+		raw  []byte
+		want verdict
+		cmp  map[string]string // reference servers compared: "all", or "no-ede" (Knot adds fewer EDEs)
 	}{
 		{"in-zone A", rawQuery(t, "www.example.com.", mdns.TypeA, mdns.ClassINET, true, nil),
 			verdict{rcode: 0, answers: 1}, both},

@@ -134,8 +134,14 @@ func TestStartRaisesDescriptorLimit(t *testing.T) {
 	if len(f) != 2 || f[0] != f[1] {
 		t.Fatalf("after start: soft/hard limit %q, want soft = hard (the helper set soft to 256)\n%s", line, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "raised descriptor limit") {
-		t.Errorf("no log line for the raised limit:\n%s", stderr.String())
+	// The log reaches stderr before the limits reach stdout, but the two pipes are copied
+	// separately: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "raised descriptor limit") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the raised limit:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
