@@ -317,7 +317,7 @@ func tcpExchangeRaw(t *testing.T, addr string, raw []byte) *mdns.Msg {
 }
 
 // xfrQuery packs an AXFR (since < 0) or IXFR query, signed with secret when it is not empty.
-func xfrQuery(t *testing.T, since int, secret string) []byte {
+func xfrQuery(t testing.TB, since int, secret string) []byte {
 	t.Helper()
 	m := new(mdns.Msg)
 	if since < 0 {
