@@ -208,3 +208,31 @@ func (x *xfrZone) allowed(src netip.Addr) bool {
 func (x *xfrZone) String() string {
 	return fmt.Sprintf("%s serial %d (%d records, %d journal steps)", x.origin, x.soa.Serial, len(x.body), len(x.diffs))
 }
+
+// TransferSummary describes, one line each, the zones served to secondaries and the fallback
+// answers their dynamic names are transferred with (for `switchyard dns check`).
+func (s *Server) TransferSummary() []string {
+	st := s.state.Load()
+	var out []string
+	for _, zc := range st.cfg.Zones {
+		x := st.xfr[zc.Origin]
+		if x == nil {
+			continue
+		}
+		key := x.key
+		if key == "" {
+			key = "none"
+		}
+		out = append(out, fmt.Sprintf("transfer %s: serial %d, %d records, allow %v, key %s, notify %v, journal %d/%d steps",
+			x.origin, x.soa.Serial, len(x.body), zc.Transfer.Allow, key, x.notify, len(x.diffs), x.journal))
+		for i := range zc.Names {
+			n := &zc.Names[i]
+			how := "default for " + n.Policy
+			if len(n.TransferFallback) > 0 {
+				how = "transfer_fallback"
+			}
+			out = append(out, fmt.Sprintf("transfer %s: %v (%s)", n.Name, n.FallbackAddresses(), how))
+		}
+	}
+	return out
+}

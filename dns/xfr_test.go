@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,5 +531,86 @@ func TestSignedQueryGetsSignedAnswer(t *testing.T) {
 	var resp mdns.Msg
 	if err := resp.Unpack(out); err != nil || resp.Rcode != mdns.RcodeNotAuth || len(resp.Answer) != 0 {
 		t.Errorf("SOA query with a bad signature: %v %v, want NOTAUTH", err, &resp)
+	}
+}
+
+// notifyCatcher is a secondary's UDP socket that records the NOTIFY messages it gets and
+// answers them unless told to stay silent.
+type notifyCatcher struct {
+	pc     net.PacketConn
+	got    chan *mdns.Msg
+	silent atomic.Int32 // how many NOTIFYs to leave unanswered
+}
+
+func newNotifyCatcher(t *testing.T) *notifyCatcher {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notifyCatcher{pc: pc, got: make(chan *mdns.Msg, 16)}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65535)
+		for {
+			k, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			m := new(mdns.Msg)
+			if m.Unpack(buf[:k]) != nil {
+				continue
+			}
+			if err := mdns.TsigVerify(buf[:k], xfrSecret, "", false); err != nil {
+				m.Rcode = -1 // marks a bad signature for the test
+			}
+			n.got <- m
+			if n.silent.Add(-1) >= 0 {
+				continue
+			}
+			r := new(mdns.Msg)
+			r.SetReply(m)
+			b, _ := r.Pack()
+			pc.WriteTo(b, from)
+		}
+	}()
+	return n
+}
+
+func (n *notifyCatcher) next(t *testing.T, within time.Duration) *mdns.Msg {
+	t.Helper()
+	select {
+	case m := <-n.got:
+		return m
+	case <-time.After(within):
+		return nil
+	}
+}
+
+// A NOTIFY is sent, signed, at start and on every new serial, retried until answered, and not
+// sent for a reload that changes nothing.
+func TestNotifyOnSerialChange(t *testing.T) {
+	sec := newNotifyCatcher(t)
+	_, reload := xfrPrimary(t, sec.pc.LocalAddr().String())
+	check := func(m *mdns.Msg, serial uint32) {
+		t.Helper()
+		if m == nil {
+			t.Fatalf("no NOTIFY for serial %d", serial)
+		}
+		if m.Opcode != mdns.OpcodeNotify || !m.Authoritative || m.Rcode == -1 || m.Question[0].Name != "example.com." ||
+			m.Question[0].Qtype != mdns.TypeSOA || len(m.Answer) != 1 || m.Answer[0].(*mdns.SOA).Serial != serial {
+			t.Fatalf("NOTIFY for serial %d: bad message (rcode -1 = bad TSIG):\n%v", serial, m)
+		}
+	}
+	check(sec.next(t, 5*time.Second), 1)
+	reload(1)
+	if m := sec.next(t, 1500*time.Millisecond); m != nil {
+		t.Fatalf("NOTIFY after a reload that changed nothing: %v", m)
+	}
+	sec.silent.Store(1)
+	reload(2)
+	check(sec.next(t, 5*time.Second), 2)
+	check(sec.next(t, 5*time.Second), 2) // the first went unanswered: retried
+	if m := sec.next(t, 2500*time.Millisecond); m != nil {
+		t.Fatalf("NOTIFY retried after it was answered: %v", m)
 	}
 }
