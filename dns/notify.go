@@ -15,10 +15,11 @@ const (
 )
 
 // notifyAll tells the secondaries of each zone that it changed (RFC 1996), in the background:
-// each secondary then asks for the SOA and an IXFR. It stops when the server closes.
+// each secondary then asks for the SOA and an IXFR. It stops when the server closes. The
+// caller holds s.mu, so Close cannot be waiting for the workers while one is added.
 func (s *Server) notifyAll(st *state, zones []*xfrZone) {
-	if s.serveCtx == nil {
-		return // not started: nothing listens yet, and Start notifies
+	if s.serveCtx == nil || s.closed {
+		return // not started (Start notifies) or closed
 	}
 	for _, x := range zones {
 		for _, target := range x.notify {
