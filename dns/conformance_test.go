@@ -110,6 +110,10 @@ func TestConformanceWithNSDAndKnot(t *testing.T) {
 		}
 		refs[ref.name] = ref.start().addr
 	}
+	notify := func(b []byte) []byte {
+		b[2] |= mdns.OpcodeNotify << 3
+		return b
+	}
 	twoOPT := func(b []byte) []byte {
 		b = addCount(10)(b)
 		return append(b, 0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0)
@@ -150,6 +154,15 @@ func TestConformanceWithNSDAndKnot(t *testing.T) {
 			verdict{rcode: mdns.RcodeNotImplemented}, nsdEDE},
 		{"IXFR over UDP not allowed", ixfrQuery(t), verdict{rcode: mdns.RcodeRefused, ede: "18"},
 			map[string]string{"nsd": "all"}}, // Knot: NOTAUTH
+		{"NOTIFY to the primary", rawQuery(t, "example.com.", mdns.TypeSOA, mdns.ClassINET, true, notify),
+			verdict{rcode: mdns.RcodeRefused}, map[string]string{"nsd": "all"}}, // Knot: NOTAUTH
+		{"meta type MAILA", rawQuery(t, "example.com.", mdns.TypeMAILA, mdns.ClassINET, true, nil), verdict{}, both},
+		{"meta type MAILB", rawQuery(t, "example.com.", mdns.TypeMAILB, mdns.ClassINET, true, nil), verdict{}, both},
+		{"meta type TKEY", rawQuery(t, "example.com.", mdns.TypeTKEY, mdns.ClassINET, true, nil), verdict{}, both},
+		{"meta type TSIG", rawQuery(t, "example.com.", mdns.TypeTSIG, mdns.ClassINET, true, nil), verdict{}, both},
+		{"meta type OPT", rawQuery(t, "example.com.", mdns.TypeOPT, mdns.ClassINET, true, nil), verdict{}, both},
+		{"type 0", rawQuery(t, "example.com.", mdns.TypeNone, mdns.ClassINET, true, nil),
+			verdict{}, map[string]string{"nsd": "all"}}, // Knot: NOTIMP
 		{"two OPT", rawQuery(t, "www.example.com.", mdns.TypeA, mdns.ClassINET, true, twoOPT),
 			verdict{rcode: mdns.RcodeFormatError}, both},
 	}

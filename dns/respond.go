@@ -82,6 +82,9 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 		return s.pack(resp, 512, oc), oc
 	}
 	fail := func(rcode int) ([]byte, *outcome) { return failEDE(rcode, 0) }
+	if req.Opcode == mdns.OpcodeNotify {
+		return fail(mdns.RcodeRefused) // a primary takes no NOTIFY: REFUSED, as NSD answers
+	}
 	if req.Opcode != mdns.OpcodeQuery {
 		return fail(mdns.RcodeNotImplemented)
 	}
@@ -148,15 +151,12 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	}
 
 	q := req.Question[0]
-	switch {
-	case q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY:
+	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
 		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
 		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
-	case q.Qtype == mdns.TypeMAILA || q.Qtype == mdns.TypeMAILB || q.Qtype == mdns.TypeTKEY:
-		return fail(mdns.RcodeNotImplemented)
-	case q.Qtype == mdns.TypeOPT || q.Qtype == mdns.TypeTSIG || q.Qtype == mdns.TypeNone:
-		return fail(mdns.RcodeFormatError)
 	}
+	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
+	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
 	qname := strings.ToLower(q.Name)
 	z := st.store.Find(qname)
 	if z == nil {
