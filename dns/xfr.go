@@ -127,8 +127,21 @@ func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
 	if n := len(x.diffs) - x.journal; n > 0 {
 		x.diffs = x.diffs[n:]
 	}
+	// Memory bound: the journal never holds more records than the zone. Beyond that a full
+	// transfer is smaller than the incremental one, so the oldest steps go first.
+	total := 0
+	for _, d := range x.diffs {
+		total += len(d.del) + len(d.add)
+	}
+	for len(x.diffs) > 0 && total > max(len(x.body), journalMinRecords) {
+		total -= len(x.diffs[0].del) + len(x.diffs[0].add)
+		x.diffs = x.diffs[1:]
+	}
 	return true
 }
+
+// journalMinRecords lets small zones keep their steps even when a step changes most of them.
+const journalMinRecords = 64
 
 // serialLess compares SOA serials in RFC 1982 arithmetic: a < b.
 func serialLess(a, b uint32) bool {

@@ -614,3 +614,33 @@ func TestNotifyOnSerialChange(t *testing.T) {
 		t.Fatalf("NOTIFY retried after it was answered: %v", m)
 	}
 }
+
+// The journal never holds more records than the zone (at least journalMinRecords): a step that
+// rewrites the zone is dropped, and an IXFR across it is a full transfer.
+func TestJournalMemoryBound(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mk := func(serial uint32, base int) *xfrZone {
+		x := &xfrZone{origin: "example.com.", journal: 100, soa: &mdns.SOA{
+			Hdr: mdns.RR_Header{Name: "example.com.", Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: 300},
+			Ns:  "ns1.example.com.", Mbox: "h.example.com.", Serial: serial}}
+		for i := range 200 {
+			x.body = append(x.body, mustRR(t, fmt.Sprintf("h%d.example.com. 300 IN A 10.0.%d.%d", i, base, i)))
+		}
+		return x
+	}
+	prev := mk(1, 1)
+	small := mk(2, 1)
+	small.body[0] = mustRR(t, "h0.example.com. 300 IN A 10.9.9.9")
+	small.carryJournal(prev, log)
+	if len(small.diffs) != 1 {
+		t.Fatalf("a one-record change: %d steps, want 1", len(small.diffs))
+	}
+	rewrite := mk(3, 2) // every record changes: 400 journal records for a 200-record zone
+	rewrite.carryJournal(small, log)
+	if len(rewrite.diffs) != 0 {
+		t.Fatalf("journal kept %d steps holding more records than the zone", len(rewrite.diffs))
+	}
+	if _, kind := rewrite.records(true, 2); kind != "IXFR-as-AXFR" {
+		t.Fatalf("IXFR across the rewrite: %s, want a full transfer", kind)
+	}
+}
