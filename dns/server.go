@@ -314,7 +314,8 @@ func (s *Server) serveTCP() {
 			// once: wait (exponential, capped), count and log (rate-limited) instead of spinning.
 			d := bo.next()
 			s.ops.acceptErrors.Inc()
-			warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", d)
+			warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", d,
+				"fix", "out of descriptors: raise LimitNOFILE / ulimit -n, or lower the TCP client count")
 			select {
 			case <-s.serveCtx.Done():
 				return
