@@ -85,8 +85,8 @@ func badPackets(t testing.TB) map[string]struct {
 		"truncated message": {truncated, mdns.RcodeFormatError},
 		"two OPT records":   {twoOPT, mdns.RcodeFormatError},
 		"ECS prefix 40/v4":  {badECS, mdns.RcodeFormatError},
-		"unknown class":     {unknownClass, mdns.RcodeNotImplemented},
-		"unknown type":      {unknownType, mdns.RcodeSuccess}, // RFC 3597: NODATA
+		"unknown class":     {unknownClass, mdns.RcodeRefused}, // as NSD and Knot
+		"unknown type":      {unknownType, mdns.RcodeSuccess},  // RFC 3597: NODATA
 		"a response":        {response, -1},
 		"short header":      {good[:11], -1},
 		"empty":             {nil, -1},
@@ -156,7 +156,13 @@ func FuzzRespond(f *testing.F) {
 	f.Add(packQuery(f, "app.example.com.", mdns.TypeA, true))
 	f.Add(packQuery(f, "example.com.", mdns.TypeANY, false))
 	f.Add(packQuery(f, "txt.big.test.", mdns.TypeTXT, false))
-	srv := newTestServer(f, testConfig(f)+bigZoneSuffix(), Options{})
+	// A zone with transfers and a TSIG key, so the transfer and signature paths are fuzzed too.
+	xfr := "tsig_keys: [{name: xfr-key, secret: \"" + xfrSecret + "\"}]\n"
+	f.Add(xfrQuery(f, -1, xfrSecret))
+	f.Add(xfrQuery(f, 1, xfrSecret))
+	f.Add(xfrQuery(f, 1, ""))
+	srv := newTestServer(f, xfr+testConfig(f)+bigZoneSuffix()+
+		"  - origin: xfr.test.\n    transfer: {allow: [127.0.0.0/8], key: xfr-key}\n", Options{})
 	src := netip.MustParseAddr("127.0.11.1")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		out := srv.Respond(raw, src, false)

@@ -54,8 +54,9 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	}
 	st := s.state.Load()
 	req := new(mdns.Msg)
-	if err := req.Unpack(raw); err != nil {
-		// Compression loops, oversized labels, truncated sections all land here.
+	if err := req.Unpack(raw); err != nil || countsLie(raw, req) {
+		// Compression loops, oversized labels, truncated sections and header counts larger than
+		// the records present all land here (a header-only FORMERR, as NSD answers).
 		return headerOnly(raw, mdns.RcodeFormatError), &outcome{name: "-", rcode: mdns.RcodeFormatError}
 	}
 	resp := new(mdns.Msg)
@@ -70,13 +71,25 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 		oc.qname = req.Question[0].Name
 		oc.qtype = req.Question[0].Qtype
 	}
-	fail := func(rcode int) ([]byte, *outcome) {
+	// failEDE answers rcode with an Extended DNS Error (RFC 8914) when the query has EDNS;
+	// ede 0 adds none.
+	failEDE := func(rcode int, ede uint16) ([]byte, *outcome) {
 		resp.Rcode = rcode
 		oc.rcode = rcode
+		if ede != 0 {
+			addEDE(resp, ede)
+		}
 		return s.pack(resp, 512, oc), oc
+	}
+	fail := func(rcode int) ([]byte, *outcome) { return failEDE(rcode, 0) }
+	if req.Opcode == mdns.OpcodeNotify {
+		return fail(mdns.RcodeRefused) // a primary takes no NOTIFY: REFUSED, as NSD answers
 	}
 	if req.Opcode != mdns.OpcodeQuery {
 		return fail(mdns.RcodeNotImplemented)
+	}
+	if len(req.Question) == 1 && (req.Question[0].Qtype == mdns.TypeAXFR || req.Question[0].Qtype == mdns.TypeIXFR) {
+		return s.xfrOverUDP(st, req, raw, src, oc) // an IXFR query carries a SOA in its authority section
 	}
 	if len(req.Question) != 1 || len(req.Answer) != 0 || len(req.Ns) != 0 {
 		return fail(mdns.RcodeFormatError)
@@ -138,20 +151,17 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	}
 
 	q := req.Question[0]
-	switch {
-	case q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY:
-		return fail(mdns.RcodeNotImplemented)
-	case q.Qtype == mdns.TypeAXFR || q.Qtype == mdns.TypeIXFR || q.Qtype == mdns.TypeMAILA ||
-		q.Qtype == mdns.TypeMAILB || q.Qtype == mdns.TypeTKEY:
-		return fail(mdns.RcodeNotImplemented)
-	case q.Qtype == mdns.TypeOPT || q.Qtype == mdns.TypeTSIG || q.Qtype == mdns.TypeNone:
-		return fail(mdns.RcodeFormatError)
+	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
+		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
 	}
+	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
+	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
 	qname := strings.ToLower(q.Name)
 	z := st.store.Find(qname)
 	if z == nil {
-		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects.
-		return fail(mdns.RcodeRefused)
+		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
 	}
 	oc.name = z.Origin
 	res := z.Lookup(qname, q.Qtype)
@@ -170,6 +180,10 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	}
 	oc.rcode = resp.Rcode
 	oc.cacheable = res.Kind != zone.Dynamic && ecs == nil
+	if t := req.IsTsig(); t != nil {
+		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
+		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
+	}
 	return s.pack(resp, limit, oc), oc
 }
 
@@ -243,7 +257,7 @@ func ecsAddr(e *mdns.EDNS0_SUBNET) (netip.Addr, bool) {
 // client retries over TCP.
 func (s *Server) pack(resp *mdns.Msg, limit int, oc *outcome) []byte {
 	if resp.Len() > limit {
-		resp.Truncate(limit)
+		truncate(resp, limit)
 		oc.trunc = resp.Truncated
 	}
 	resp.Compress = true

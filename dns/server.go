@@ -46,6 +46,11 @@ type state struct {
 	health *health.Checker
 	rrl    *limiter
 	cache  *answerCache
+	// xfr is the transfer data of the zones with a transfer block, by origin; keys the TSIG keys
+	// by wire name; xfrChanged the zones whose serial changed in the reload that built this state.
+	xfr        map[string]*xfrZone
+	keys       map[string]tsigKey
+	xfrChanged []*xfrZone
 }
 
 // Server is an authoritative DNS server.
@@ -54,6 +59,9 @@ type Server struct {
 	log     *slog.Logger
 	state   atomic.Pointer[state]
 	metrics *metrics
+	ops     *opsMetrics
+	// localWarn rate-limits the log of health probes that failed for a local reason.
+	localWarn rateLog
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -76,11 +84,15 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		opt.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}}
+	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
 	}
 	s.metrics = m
+	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
+		return nil, err
+	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -118,13 +130,20 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		prevHealth = prev.health
 	}
 	hc := health.New(targets, prevHealth, s.healthChanged)
+	hc.OnLocalError = s.healthLocalError
 	for _, n := range names {
 		for _, site := range n.Sites {
 			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
 		}
 	}
+	var prevXfr map[string]*xfrZone
+	if prev != nil {
+		prevXfr = prev.xfr
+	}
+	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
-		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache()}, nil
+		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
+		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -168,6 +187,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("start dns server: already started")
 	}
 	listen := s.state.Load().cfg.Listen
+	raiseNoFile(s.log)
 	workers := max(2, runtime.GOMAXPROCS(0))
 	conns, tcp, err := bindSockets(listen, workers)
 	if err != nil {
@@ -183,6 +203,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.serveTCP()
 	s.startHealth(s.state.Load())
+	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
@@ -233,6 +254,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.state.Store(st)
 	s.startHealth(st)
+	s.notifyAll(st, st.xfrChanged)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
@@ -280,14 +302,28 @@ const maxTCPConns = 512
 func (s *Server) serveTCP() {
 	defer s.wg.Done()
 	sem := make(chan struct{}, maxTCPConns)
+	bo := backoff{min: acceptBackoffMin, max: acceptBackoffMax}
+	warn := rateLog{log: s.log, interval: 10 * time.Second}
 	for {
 		c, err := s.tcp.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			// Out of descriptors the kernel keeps the connection queued and accept fails again at
+			// once: wait (exponential, capped), count and log (rate-limited) instead of spinning.
+			d := bo.next()
+			s.ops.acceptErrors.Inc()
+			warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", d,
+				"fix", "out of descriptors: raise LimitNOFILE / ulimit -n, or lower the TCP client count")
+			select {
+			case <-s.serveCtx.Done():
+				return
+			case <-time.After(d):
+			}
 			continue
 		}
+		bo.ok()
 		select {
 		case sem <- struct{}{}:
 		default:
@@ -329,6 +365,13 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		n := int(lenBuf[0])<<8 | int(lenBuf[1])
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
+		}
+		if isXfrQuery(buf[:n]) {
+			// A zone transfer answers with a stream of messages, not one.
+			if err := s.serveXfr(c, buf[:n], src); err != nil {
+				return
+			}
+			continue
 		}
 		out := s.Respond(buf[:n], src, true)
 		if out == nil {

@@ -153,8 +153,8 @@ func TestDigEDNS(t *testing.T) {
 	if strings.Contains(dig(t, srv, "+noedns", "www.example.com"), "OPT PSEUDOSECTION") {
 		t.Error("OPT in the answer to a query without EDNS")
 	}
-	// An EDNS query with an unknown class is NOTIMP, with an unknown opcode too.
-	mustContain(t, dig(t, srv, "www.example.com", "A", "-c", "CLASS77"), "status: NOTIMP")
+	// An EDNS query with an unknown class is REFUSED with EDE 21 (as NSD); an unknown opcode NOTIMP.
+	mustContain(t, dig(t, srv, "www.example.com", "A", "-c", "CLASS77"), "status: REFUSED", "EDE: 21")
 	mustContain(t, dig(t, srv, "+opcode=2", "www.example.com"), "status: NOTIMP")
 	mustContain(t, dig(t, srv, "example.com", "AXFR"), "Transfer failed")
 }

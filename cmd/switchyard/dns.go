@@ -137,6 +137,9 @@ func dnsCheckCmd() *cli.Command {
 			for _, n := range names {
 				fmt.Fprintf(w, "name %s: policy %s, ttl %ds, all-down %s, %d sites\n", n.FQDN, n.Policy, n.TTL, n.AllDown, len(n.Sites))
 			}
+			for _, line := range srv.TransferSummary() {
+				fmt.Fprintln(w, line)
+			}
 			fmt.Fprintln(w, "configuration OK")
 			return nil
 		},

@@ -55,6 +55,8 @@ type Config struct {
 	Groups map[string][]string `yaml:"groups"`
 	// Zones are the zones the server is authoritative for.
 	Zones []Zone `yaml:"zones"`
+	// TSIGKeys are the shared secrets that authenticate zone transfers and NOTIFY (RFC 8945).
+	TSIGKeys []TSIGKey `yaml:"tsig_keys"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -83,6 +85,9 @@ type Zone struct {
 	SOA *SOA `yaml:"soa"`
 	// Names are the dynamic service names of this zone.
 	Names []Name `yaml:"names"`
+	// Transfer serves the zone to secondaries (AXFR, IXFR) and notifies them of changes; nil
+	// refuses transfers.
+	Transfer *Transfer `yaml:"transfer"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -121,6 +126,9 @@ type Name struct {
 	Latency map[string]map[string]float64 `yaml:"latency"`
 	// Chain is the failover order: primary, then secondary sites.
 	Chain []string `yaml:"chain"`
+	// TransferFallback are the addresses a secondary receives for this name by zone transfer,
+	// where no policy runs (see FallbackAddresses for the default).
+	TransferFallback []string `yaml:"transfer_fallback"`
 
 	// Line is the line of the name in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -288,10 +296,16 @@ func (c *Config) Validate() error {
 	if len(c.Zones) == 0 {
 		return errors.New("field zones: no zone configured; add at least one zone with an origin")
 	}
+	if err := c.validateKeys(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i := range c.Zones {
 		z := &c.Zones[i]
 		if err := c.validateZone(z); err != nil {
+			return err
+		}
+		if err := c.validateTransfer(z); err != nil {
 			return err
 		}
 		if seen[z.Origin] {

@@ -5,12 +5,14 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/switchyard/switchyard/dns/config"
@@ -22,6 +24,12 @@ type Checker struct {
 	states   map[string]*state // immutable after New; keys are "name/site"
 	onChange func(key string, up bool)
 	client   *http.Client
+	// localErrors counts probes that failed for a local reason (see IsLocal); carried over
+	// from the previous checker on reload.
+	localErrors atomic.Uint64
+	// OnLocalError, when set before Run or Round, is called for every probe that failed for a
+	// local reason; the probe counts neither for nor against the target.
+	OnLocalError func(key string, err error)
 }
 
 type state struct {
@@ -44,6 +52,9 @@ func New(targets map[string]config.Check, prev *Checker, onChange func(key strin
 		// No keep-alive: every probe must prove the target still accepts connections.
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+	if prev != nil {
+		c.localErrors.Store(prev.localErrors.Load())
 	}
 	for k, chk := range targets {
 		s := &state{check: chk}
@@ -133,6 +144,15 @@ func (c *Checker) probeAndApply(ctx context.Context, key string, s *state) {
 	if ctx.Err() != nil {
 		return // shutting down: a cancelled probe says nothing about the target
 	}
+	if err != nil && IsLocal(err) {
+		// Out of descriptors, memory or local ports: the probe never reached the target, so it
+		// says nothing about it. Counting it would fail healthy sites over (a soak did: 18 s).
+		c.localErrors.Add(1)
+		if c.OnLocalError != nil {
+			c.OnLocalError(key, err)
+		}
+		return
+	}
 	s.mu.Lock()
 	changed := false
 	if err == nil {
@@ -156,6 +176,27 @@ func (c *Checker) probeAndApply(ctx context.Context, key string, s *state) {
 	if changed && c.onChange != nil {
 		c.onChange(key, up)
 	}
+}
+
+// LocalErrors returns how many probes failed for a local reason.
+func (c *Checker) LocalErrors() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.localErrors.Load()
+}
+
+// IsLocal reports whether a probe error is a shortage on this machine rather than an answer
+// from (or the silence of) the target: no descriptors (EMFILE, ENFILE), no buffer memory
+// (ENOBUFS, ENOMEM) or no free local port (EADDRNOTAVAIL).
+func IsLocal(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.EADDRNOTAVAIL} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Probe runs one check: a TCP connect, or an HTTP GET whose status must match. It returns the

@@ -1,0 +1,80 @@
+package dns
+
+import (
+	"context"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// notifyTries bounds the NOTIFY attempts per secondary and change (RFC 1996 3.6: retry until
+// answered, a few times); the waits between them double from notifyRetry.
+const (
+	notifyTries = 5
+	notifyRetry = time.Second
+)
+
+// notifyAll tells the secondaries of each zone that it changed (RFC 1996), in the background:
+// each secondary then asks for the SOA and an IXFR. It stops when the server closes. The
+// caller holds s.mu, so Close cannot be waiting for the workers while one is added.
+func (s *Server) notifyAll(st *state, zones []*xfrZone) {
+	if s.serveCtx == nil || s.closed {
+		return // not started (Start notifies) or closed
+	}
+	for _, x := range zones {
+		for _, target := range x.notify {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.notifyOne(s.serveCtx, st, x, target)
+			}()
+		}
+	}
+}
+
+// notifyOne sends one zone's NOTIFY to target until it is answered or notifyTries run out.
+func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target string) {
+	m := new(mdns.Msg)
+	m.SetNotify(x.origin)
+	m.Authoritative = true
+	m.Answer = []mdns.RR{x.soa} // RFC 1996 3.7: the new SOA, a hint for the secondary
+	c := &mdns.Client{Net: "udp", Timeout: 2 * time.Second}
+	k, signed := st.keys[x.key]
+	if signed {
+		c.TsigSecret = map[string]string{k.name: k.secret}
+	}
+	wait := notifyRetry
+	var err error
+	for try := 1; try <= notifyTries; try++ {
+		if cur := s.state.Load().xfr[x.origin]; cur == nil || cur.soa.Serial != x.soa.Serial {
+			return // the zone moved on: the NOTIFY of the newer serial replaces this one
+		}
+		if signed {
+			m.Extra = nil // the client's signing rewrites the TSIG: sign every try afresh
+			m.SetTsig(k.name, k.algorithm, tsigFudge, time.Now().Unix())
+		}
+		var resp *mdns.Msg
+		resp, _, err = c.ExchangeContext(ctx, m, target)
+		if err == nil && resp.Rcode == mdns.RcodeSuccess {
+			s.ops.notifies.WithLabelValues(x.origin, target, "ok").Inc()
+			s.log.Info("dns notify sent", "zone", x.origin, "serial", x.soa.Serial, "target", target, "tries", try)
+			return
+		}
+		if err == nil {
+			err = errRcode(resp.Rcode)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	s.ops.notifies.WithLabelValues(x.origin, target, "error").Inc()
+	s.log.Warn("dns notify failed; the secondary catches up at its next SOA refresh", "zone", x.origin,
+		"serial", x.soa.Serial, "target", target, "tries", notifyTries, "err", err)
+}
+
+type errRcode int
+
+func (e errRcode) Error() string { return "answered " + mdns.RcodeToString[int(e)] }

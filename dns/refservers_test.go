@@ -1,0 +1,277 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
+)
+
+// The reference servers (Debian's nsd and knot) run as subprocesses on fixed loopback ports of
+// this helper's range, 21310-21399; every test picks ports that are free at that moment.
+const refPortFirst, refPortLast = 21310, 21399
+
+var refPortMu sync.Mutex
+var refPortNext = refPortFirst
+
+// refPort returns a port of the range where both UDP and TCP on 127.0.0.1 are free now.
+func refPort(t testing.TB) int {
+	t.Helper()
+	refPortMu.Lock()
+	defer refPortMu.Unlock()
+	for range refPortLast - refPortFirst + 1 {
+		p := refPortNext
+		refPortNext++
+		if refPortNext > refPortLast {
+			refPortNext = refPortFirst
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		u.Close()
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
+	t.Fatalf("no free port in %d-%d", refPortFirst, refPortLast)
+	return 0
+}
+
+// refServer is a running reference server.
+type refServer struct {
+	name string
+	addr string
+	dir  string
+	out  *os.File
+}
+
+// log returns the server's output so far (for failure messages and checks of what it did).
+func (r *refServer) log() string {
+	var b []byte
+	for _, f := range []string{"out", "nsd.log"} {
+		x, _ := os.ReadFile(filepath.Join(r.dir, f))
+		b = append(b, x...)
+	}
+	return string(b)
+}
+
+// needBinary skips the test when the reference server is not installed.
+func needBinary(t *testing.T, bin, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		t.Skipf("%s not installed: apt-get install %s (the comparison with it needs the real server)", bin, pkg)
+	}
+	return p
+}
+
+// runRef starts bin with args in dir, stops it when the test ends, and waits until it answers
+// SOA for origin (when wait is set).
+func runRef(t *testing.T, name, bin, dir string, port int, origin string, wait bool, args ...string) *refServer {
+	t.Helper()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Killed with the test binary too, when a panic skips the cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	r := &refServer{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, out: out}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		out.Close()
+	})
+	if wait {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			m, _, err := Query(context.Background(), r.addr, origin, mdns.TypeSOA, QueryOptions{Timeout: 300 * time.Millisecond})
+			if err == nil && m.Rcode == mdns.RcodeSuccess && len(m.Answer) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not answer SOA %s on %s: %v\n%s", name, origin, r.addr, err, r.log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return r
+}
+
+// startNSD serves zoneText for origin with NSD; zoneConf is appended to its zone: clause.
+func startNSD(t *testing.T, origin, zoneText, zoneConf string) *refServer {
+	t.Helper()
+	return startNSDOn(t, 0, origin, zoneText, "", zoneConf)
+}
+
+// startNSDOn is startNSD on a given port (0 picks one), with topConf (key clauses) before the
+// zone clause.
+func startNSDOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
+	bin := needBinary(t, "nsd", "nsd")
+	dir := t.TempDir()
+	if port == 0 {
+		port = refPort(t)
+	}
+	zoneLine := ""
+	if zoneText != "" {
+		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		zoneLine = "  zonefile: zone\n"
+	}
+	conf := fmt.Sprintf(`server:
+  ip-address: 127.0.0.1@%d
+  server-count: 1
+  username: ""
+  chroot: ""
+  zonesdir: "%s"
+  pidfile: "%s/nsd.pid"
+  xfrdfile: "%s/xfrd.state"
+  zonelistfile: "%s/zone.list"
+  database: ""
+  logfile: "%s/nsd.log"
+  verbosity: 2
+  rrl-ratelimit: 0
+remote-control:
+  control-enable: no
+%szone:
+  name: %s
+%s%s`, port, dir, dir, dir, dir, dir, topConf, origin, zoneLine, zoneConf)
+	if err := os.WriteFile(filepath.Join(dir, "nsd.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runRef(t, "nsd", bin, dir, port, origin, zoneText != "", "-d", "-c", filepath.Join(dir, "nsd.conf"))
+}
+
+// startKnot serves zoneText for origin with Knot; zoneConf is appended to its zone entry and
+// topConf (keys, remotes, acls) before the template.
+func startKnot(t *testing.T, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
+	return startKnotOn(t, 0, origin, zoneText, topConf, zoneConf)
+}
+
+// startKnotOn is startKnot on a given port (0 picks one).
+func startKnotOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
+	bin := needBinary(t, "knotd", "knot")
+	dir := t.TempDir()
+	if port == 0 {
+		port = refPort(t)
+	}
+	fileLine := ""
+	if zoneText != "" {
+		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fileLine = "    file: zone\n"
+	}
+	conf := fmt.Sprintf(`server:
+  rundir: "%s"
+  listen: 127.0.0.1@%d
+  udp-workers: 1
+  tcp-workers: 1
+  background-workers: 1
+log:
+  - target: stderr
+    any: info
+database:
+  storage: "%s"
+%stemplate:
+  - id: default
+    storage: "%s"
+    zonefile-sync: -1
+zone:
+  - domain: %s
+%s%s`, dir, port, dir, topConf, dir, origin, fileLine, zoneConf)
+	if err := os.WriteFile(filepath.Join(dir, "knot.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runRef(t, "knot", bin, dir, port, origin, zoneText != "", "-c", filepath.Join(dir, "knot.conf"))
+}
+
+// startZoneServer serves zoneText for origin with switchyard (extra YAML is added to the zone).
+func startZoneServer(t *testing.T, origin, zoneText, top, zoneExtra string, opt Options) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yml := top + "zones:\n  - origin: " + origin + "\n    file: zone\n" + zoneExtra
+	cfg, err := config.Parse([]byte(yml))
+	if err != nil {
+		t.Fatalf("parse config: %v\n%s", err, yml)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Dir = dir
+	srv, err := NewServer(cfg, opt)
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx); err != nil {
+		cancel()
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { cancel(); srv.Close() })
+	return srv
+}
+
+// exchangeRaw sends raw over UDP to addr and returns the raw response.
+func exchangeRaw(t *testing.T, addr string, raw []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 65535)
+	for try := 0; try < 3; try++ {
+		c.Write(raw)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := c.Read(buf)
+		if err == nil {
+			return buf[:n]
+		}
+	}
+	t.Fatalf("no answer from %s", addr)
+	return nil
+}
+
+// answerSet returns the answer section as sorted lowercase strings, for comparing servers.
+func answerSet(m *mdns.Msg) string {
+	var s []string
+	for _, rr := range m.Answer {
+		s = append(s, strings.ToLower(rr.String()))
+	}
+	sortStrings(s)
+	return strings.Join(s, "\n")
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package dns
+
+import (
+	"encoding/binary"
+
+	mdns "github.com/miekg/dns"
+)
+
+// countsLie reports whether the header of raw announces more records than req (its parse)
+// holds: the parser stops at the end of the message and keeps what it found, but a query whose
+// counts lie is malformed (docs/dns.md promises FORMERR, and NSD and Knot answer it).
+func countsLie(raw []byte, req *mdns.Msg) bool {
+	return int(binary.BigEndian.Uint16(raw[4:])) != len(req.Question) ||
+		int(binary.BigEndian.Uint16(raw[6:])) != len(req.Answer) ||
+		int(binary.BigEndian.Uint16(raw[8:])) != len(req.Ns) ||
+		int(binary.BigEndian.Uint16(raw[10:])) != len(req.Extra)
+}
+
+// addEDE attaches an Extended DNS Error (RFC 8914) to the response's OPT; without EDNS in the
+// query there is no OPT and nothing is added.
+func addEDE(resp *mdns.Msg, code uint16) {
+	for _, rr := range resp.Extra {
+		if o, ok := rr.(*mdns.OPT); ok {
+			o.Option = append(o.Option, &mdns.EDNS0_EDE{InfoCode: code})
+			return
+		}
+	}
+}
+
+// truncate fits resp into limit bytes without ever sending part of an RRset. When the answer or
+// authority section does not fit, the response keeps only the question and OPT, with TC=1, as
+// NSD does: a partial RRset could be cached as if it were whole. When only additional records
+// are cut, whole RRsets of them are kept and TC stays clear (RFC 2181 9), except for a referral,
+// whose glue is required (RFC 9471).
+func truncate(resp *mdns.Msg, limit int) {
+	nAns, nNs := len(resp.Answer), len(resp.Ns)
+	var opt mdns.RR
+	extra := make([]mdns.RR, 0, len(resp.Extra))
+	for _, rr := range resp.Extra {
+		if rr.Header().Rrtype == mdns.TypeOPT {
+			opt = rr
+		} else {
+			extra = append(extra, rr)
+		}
+	}
+	referral := !resp.Authoritative && nNs > 0
+	resp.Truncate(limit)
+	kept := len(resp.Extra)
+	if opt != nil {
+		kept--
+	}
+	if len(resp.Answer) == nAns && len(resp.Ns) == nNs && !referral {
+		resp.Truncated = false
+		resp.Extra = append(resp.Extra[:0], extra[:wholeSets(extra, kept)]...)
+	} else {
+		resp.Truncated = true
+		resp.Answer, resp.Ns, resp.Extra = nil, nil, resp.Extra[:0]
+	}
+	if opt != nil {
+		resp.Extra = append(resp.Extra, opt)
+	}
+}
+
+// wholeSets returns how many of the first n records of rrs remain when an RRset cut at n is
+// dropped completely (the records of one RRset are adjacent).
+func wholeSets(rrs []mdns.RR, n int) int {
+	for n > 0 && n < len(rrs) && sameSet(rrs[n-1], rrs[n]) {
+		n--
+	}
+	return n
+}
+
+func sameSet(a, b mdns.RR) bool {
+	ha, hb := a.Header(), b.Header()
+	return ha.Rrtype == hb.Rrtype && ha.Class == hb.Class && ha.Name == hb.Name
+}

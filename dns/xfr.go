@@ -1,0 +1,251 @@
+package dns
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/zone"
+)
+
+// xfrZone is what a zone transfer serves of one zone: immutable once built, replaced on reload.
+type xfrZone struct {
+	origin string
+	soa    *mdns.SOA
+	// body is every record but the SOA: the static records and the fallback answers of the
+	// dynamic names, which secondaries serve as plain records.
+	body []mdns.RR
+	// diffs are the changes from older serials, oldest first, at most journal of them; the last
+	// one ends at soa. A reload appends one when the serial moves forward.
+	diffs   []xfrDiff
+	journal int
+	allow   []netip.Prefix
+	key     string // wire name of the TSIG key transfers need ("" for none)
+	notify  []string
+}
+
+// xfrDiff is one step of an IXFR (RFC 1995): from one serial's SOA to the next.
+type xfrDiff struct {
+	from, to *mdns.SOA
+	del, add []mdns.RR
+}
+
+// tsigKey is a TSIG secret as miekg/dns takes it.
+type tsigKey struct {
+	name, algorithm, secret string
+}
+
+// buildKeys returns the configured TSIG keys by wire name.
+func buildKeys(cfg *config.Config) map[string]tsigKey {
+	keys := map[string]tsigKey{}
+	for _, k := range cfg.TSIGKeys {
+		n := config.KeyName(k.Name)
+		keys[n] = tsigKey{name: n, algorithm: mdns.HmacSHA256, secret: k.Secret}
+	}
+	return keys
+}
+
+// buildXfr prepares the transfer data of every zone with a transfer block, carrying the journal
+// over from prev. It returns the zones whose serial changed (their secondaries get a NOTIFY).
+func buildXfr(cfg *config.Config, store *zone.Store, prev map[string]*xfrZone, log *slog.Logger) (map[string]*xfrZone, []*xfrZone) {
+	out := map[string]*xfrZone{}
+	var changed []*xfrZone
+	for i := range cfg.Zones {
+		zc := &cfg.Zones[i]
+		if zc.Transfer == nil {
+			continue
+		}
+		z := store.Find(zc.Origin)
+		x := &xfrZone{origin: z.Origin, soa: z.SOA, body: z.Records(), journal: zc.Transfer.Journal,
+			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
+		if zc.Transfer.Key != "" {
+			x.key = config.KeyName(zc.Transfer.Key)
+		}
+		x.body = append(x.body, fallbackRecords(zc)...)
+		out[x.origin] = x
+		old := prev[x.origin]
+		if old == nil {
+			changed = append(changed, x)
+			continue
+		}
+		if x.carryJournal(old, log) {
+			changed = append(changed, x)
+		}
+	}
+	return out, changed
+}
+
+// fallbackRecords are the A/AAAA records a secondary serves for the zone's dynamic names.
+func fallbackRecords(zc *config.Zone) []mdns.RR {
+	var out []mdns.RR
+	for i := range zc.Names {
+		n := &zc.Names[i]
+		for _, s := range n.FallbackAddresses() {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				continue // validated before
+			}
+			hdr := mdns.RR_Header{Name: n.Name, Class: mdns.ClassINET, Ttl: n.TTL}
+			if a.Is4() {
+				hdr.Rrtype = mdns.TypeA
+				out = append(out, &mdns.A{Hdr: hdr, A: a.AsSlice()})
+			} else {
+				hdr.Rrtype = mdns.TypeAAAA
+				out = append(out, &mdns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+			}
+		}
+	}
+	return out
+}
+
+// carryJournal takes old's journal and, when the serial moved forward and the content changed,
+// appends the step from old to x. It reports whether the serial changed.
+func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
+	del, add := diffRecords(old.body, x.body)
+	same := len(del) == 0 && len(add) == 0 && old.soa.String() == x.soa.String()
+	switch {
+	case old.soa.Serial == x.soa.Serial && same:
+		x.diffs = old.diffs
+		return false
+	case old.soa.Serial == x.soa.Serial:
+		// Secondaries compare serials only: they would keep the old data forever. The journal
+		// would no longer describe the zone, so incremental transfers fall back to full ones.
+		log.Warn("dns zone changed but its serial did not; secondaries keep the old data until the serial is raised",
+			"zone", x.origin, "serial", x.soa.Serial)
+		return false
+	case !serialLess(old.soa.Serial, x.soa.Serial):
+		log.Warn("dns zone serial went backwards; the IXFR journal is dropped and secondaries may ignore the change",
+			"zone", x.origin, "old", old.soa.Serial, "new", x.soa.Serial)
+		return true
+	}
+	d := xfrDiff{from: old.soa, to: x.soa, del: del, add: add}
+	x.diffs = append(append([]xfrDiff(nil), old.diffs...), d)
+	if n := len(x.diffs) - x.journal; n > 0 {
+		x.diffs = x.diffs[n:]
+	}
+	// Memory bound: the journal never holds more records than the zone. Beyond that a full
+	// transfer is smaller than the incremental one, so the oldest steps go first.
+	total := 0
+	for _, d := range x.diffs {
+		total += len(d.del) + len(d.add)
+	}
+	for len(x.diffs) > 0 && total > max(len(x.body), journalMinRecords) {
+		total -= len(x.diffs[0].del) + len(x.diffs[0].add)
+		x.diffs = x.diffs[1:]
+	}
+	return true
+}
+
+// journalMinRecords lets small zones keep their steps even when a step changes most of them.
+const journalMinRecords = 64
+
+// serialLess compares SOA serials in RFC 1982 arithmetic: a < b.
+func serialLess(a, b uint32) bool {
+	return a != b && (b-a) < 1<<31
+}
+
+// diffRecords returns the records of old missing from new (deleted) and of new missing from old
+// (added), compared by their text.
+func diffRecords(old, new []mdns.RR) (del, add []mdns.RR) {
+	key := func(rr mdns.RR) string { return strings.ToLower(rr.String()) }
+	inOld := make(map[string]bool, len(old))
+	for _, rr := range old {
+		inOld[key(rr)] = true
+	}
+	inNew := make(map[string]bool, len(new))
+	for _, rr := range new {
+		k := key(rr)
+		inNew[k] = true
+		if !inOld[k] {
+			add = append(add, rr)
+		}
+	}
+	for _, rr := range old {
+		if !inNew[key(rr)] {
+			del = append(del, rr)
+		}
+	}
+	return del, add
+}
+
+// records returns the transfer's record sequence: a full zone (AXFR, RFC 5936: SOA, body, SOA)
+// or, for an IXFR from serial since, the journal steps (RFC 1995: SOA, then per step the old SOA,
+// deletions, the new SOA, additions, then the SOA again), or the SOA alone when since is
+// current. kind names what was sent, for the metrics.
+func (x *xfrZone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) {
+	if ixfr {
+		if !serialLess(since, x.soa.Serial) {
+			return []mdns.RR{x.soa}, "IXFR-uptodate"
+		}
+		for i, d := range x.diffs {
+			if d.from.Serial != since {
+				continue
+			}
+			rrs = append(rrs, x.soa)
+			for _, d := range x.diffs[i:] {
+				rrs = append(rrs, d.from)
+				rrs = append(rrs, d.del...)
+				rrs = append(rrs, d.to)
+				rrs = append(rrs, d.add...)
+			}
+			return append(rrs, x.soa), "IXFR"
+		}
+	}
+	rrs = make([]mdns.RR, 0, len(x.body)+2)
+	rrs = append(rrs, x.soa)
+	rrs = append(rrs, x.body...)
+	rrs = append(rrs, x.soa)
+	if ixfr {
+		return rrs, "IXFR-as-AXFR" // the serial is not in the journal: RFC 1995 4 allows a full zone
+	}
+	return rrs, "AXFR"
+}
+
+// allowed reports whether a client at src may transfer the zone (the TSIG check is separate).
+func (x *xfrZone) allowed(src netip.Addr) bool {
+	if len(x.allow) == 0 {
+		return x.key != "" // validated: no allow list means the key is the only gate
+	}
+	for _, p := range x.allow {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *xfrZone) String() string {
+	return fmt.Sprintf("%s serial %d (%d records, %d journal steps)", x.origin, x.soa.Serial, len(x.body), len(x.diffs))
+}
+
+// TransferSummary describes, one line each, the zones served to secondaries and the fallback
+// answers their dynamic names are transferred with (for `switchyard dns check`).
+func (s *Server) TransferSummary() []string {
+	st := s.state.Load()
+	var out []string
+	for _, zc := range st.cfg.Zones {
+		x := st.xfr[zc.Origin]
+		if x == nil {
+			continue
+		}
+		key := x.key
+		if key == "" {
+			key = "none"
+		}
+		out = append(out, fmt.Sprintf("transfer %s: serial %d, %d records, allow %v, key %s, notify %v, journal %d/%d steps",
+			x.origin, x.soa.Serial, len(x.body), zc.Transfer.Allow, key, x.notify, len(x.diffs), x.journal))
+		for i := range zc.Names {
+			n := &zc.Names[i]
+			how := "default for " + n.Policy
+			if len(n.TransferFallback) > 0 {
+				how = "transfer_fallback"
+			}
+			out = append(out, fmt.Sprintf("transfer %s: %v (%s)", n.Name, n.FallbackAddresses(), how))
+		}
+	}
+	return out
+}

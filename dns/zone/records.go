@@ -1,0 +1,43 @@
+package zone
+
+import (
+	"sort"
+
+	"github.com/miekg/dns"
+)
+
+// Records returns every static record of the zone except the SOA, in a stable order (owner in
+// canonical order, then type, then text): the body of a zone transfer.
+func (z *Zone) Records() []dns.RR {
+	var out []dns.RR
+	for _, node := range z.nodes {
+		for t, set := range node {
+			if t == dns.TypeSOA {
+				continue
+			}
+			out = append(out, set...)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Header(), out[j].Header()
+		if a.Name != b.Name {
+			return canonicalLess(a.Name, b.Name)
+		}
+		if a.Rrtype != b.Rrtype {
+			return a.Rrtype < b.Rrtype
+		}
+		return out[i].String() < out[j].String()
+	})
+	return out
+}
+
+// canonicalLess orders names as RFC 4034 6.1 does: label by label from the root.
+func canonicalLess(a, b string) bool {
+	la, lb := dns.SplitDomainName(a), dns.SplitDomainName(b)
+	for i, j := len(la)-1, len(lb)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if la[i] != lb[j] {
+			return la[i] < lb[j]
+		}
+	}
+	return len(la) < len(lb)
+}
