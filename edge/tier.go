@@ -206,10 +206,10 @@ func (rt *route) hashOrder(req *http.Request) []*tier {
 	s := make([]scored, len(rt.tiers))
 	for i, t := range rt.tiers {
 		h := fnv.New64a()
-		h.Write([]byte(t.base.String()))
-		h.Write([]byte{0})
 		h.Write([]byte(key))
-		s[i] = scored{t, h.Sum64()}
+		h.Write([]byte{0})
+		h.Write([]byte(t.base.String()))
+		s[i] = scored{t, mix64(h.Sum64())}
 	}
 	slices.SortStableFunc(s, func(a, b scored) int { return cmp.Compare(b.s, a.s) })
 	out := make([]*tier, len(s))
@@ -217,6 +217,16 @@ func (rt *route) hashOrder(req *http.Request) []*tier {
 		out[i] = s[i].t
 	}
 	return out
+}
+
+// mix64 is splitmix64's finaliser: FNV alone leaves the high bits of similar keys alike, and
+// rendezvous hashing compares whole values.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // probeLoop measures every route's tiers now and then every route's interval.
