@@ -219,6 +219,7 @@ func (e *Edge) AdminHandler() http.Handler {
 		}
 		writeJSON(w, e.Push(p))
 	}))
+	mux.HandleFunc("PUT /object", e.authed(e.serveObjectPush)) // edge/pushobject.go
 	mux.HandleFunc("GET /stats", e.authed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, e.Report())
 	}))

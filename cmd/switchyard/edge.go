@@ -266,8 +266,10 @@ func edgeStatsCommand() *cli.Command {
 		Usage: "show an edge's counters, hit ratio, storage and tier selection",
 		Description: `Examples:
      switchyard edge stats --admin 127.0.0.1:9091 --token s3cret
-     switchyard edge stats --admin 127.0.0.1:9091 --json`,
-		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"}),
+     switchyard edge stats --admin 127.0.0.1:9091 --json
+     switchyard edge stats --admin 127.0.0.1:9091 --tiers`,
+		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"},
+			&cli.BoolFlag{Name: "tiers", Usage: "print the tiered-cache analytics per origin and tier"}),
 		Action: func(c *cli.Context) error {
 			clients, err := adminClients(c)
 			if err != nil {
@@ -286,6 +288,10 @@ func edgeStatsCommand() *cli.Command {
 					if err := enc.Encode(rep); err != nil {
 						return fmt.Errorf("print stats: %w", err)
 					}
+					continue
+				}
+				if c.Bool("tiers") {
+					printTierStats(c.App.Writer, cl.Base, rep) // edgetiers.go
 					continue
 				}
 				printStats(c, cl.Base, rep)
