@@ -194,12 +194,23 @@ func edgePushCommand() *cli.Command {
 
    Examples:
      switchyard edge push --admin 127.0.0.1:9091 http://www.example.com/app.js http://www.example.com/style.css
-     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common.txt --refresh`,
+     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common.txt --refresh
+
+   With --object the body itself is pushed (the origin's true push): every edge stores FILE as
+   the response for the one URL given, with the --header fields, and never asks the origin:
+     switchyard edge push --admin 10.0.0.1:9091 --admin 10.0.0.2:9091 --object app.js \
+       --header 'Content-Type: text/javascript' --header 'Cache-Control: max-age=86400' http://www.example.com/app.js`,
 		Flags: append(adminFlags(),
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file with one URL per line (# comments allowed)"},
 			&cli.BoolFlag{Name: "refresh", Usage: "revalidate even fresh copies (after an update at the origin)"},
+			&cli.StringFlag{Name: "object", Usage: "push this file's bytes as the body of the one URL given (true push)"},
+			&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "response header 'Name: value' stored with --object, repeatable"},
+			&cli.IntFlag{Name: "status", Value: 200, Usage: "response status stored with --object"},
 		),
 		Action: func(c *cli.Context) error {
+			if c.IsSet("object") {
+				return pushObject(c) // edgetiers.go
+			}
 			urls := c.Args().Slice()
 			if f := c.String("file"); f != "" {
 				more, err := readURLList(f)

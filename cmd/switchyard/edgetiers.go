@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/edge"
 )
@@ -38,4 +44,38 @@ func printTierStats(w io.Writer, base string, rep edge.StatsReport) {
 			fmt.Fprintf(w, "  tier %-28s edge->tier %7.2f ms  tier->origin %7.2f ms  %s\n", t.URL, t.EdgeMS, t.OriginMS, state)
 		}
 	}
+}
+
+// pushObject is `edge push --object FILE URL`: the file's bytes, with the --header fields, are
+// sent to every --admin edge, which stores them as the response for URL.
+func pushObject(c *cli.Context) error {
+	if c.NArg() != 1 || c.IsSet("file") || c.Bool("refresh") {
+		return fmt.Errorf("push --object: give exactly one URL (the object's), without --file or --refresh")
+	}
+	body, err := os.ReadFile(c.String("object"))
+	if err != nil {
+		return fmt.Errorf("push --object: %w", err)
+	}
+	header := http.Header{}
+	for _, h := range c.StringSlice("header") {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("push --object: header %q is not 'Name: value'", h)
+		}
+		header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	clients, err := adminClients(c)
+	if err != nil {
+		return err
+	}
+	for _, cl := range clients {
+		ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+		res, err := cl.PushObject(ctx, c.Args().First(), c.Int("status"), header, body)
+		cancel()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "%s: %s: %d %s (%d bytes)\n", cl.Base, res.URL, res.Status, res.Cache, len(body))
+	}
+	return nil
 }
