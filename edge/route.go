@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -128,6 +129,11 @@ type route struct {
 	// ranked is the smart topology's choice: primary, then fallback (nil until measured).
 	ranked   rankedTiers
 	counters tierCounters
+	// rtt and rttAt are this edge's last measured latency to the origin, which it reports to
+	// lower tiers (serveRTT); rttMu also keeps concurrent probes from measuring twice.
+	rttMu sync.Mutex
+	rtt   time.Duration
+	rttAt time.Time
 }
 
 // defaultRoute is the name of the top-level origin's route.

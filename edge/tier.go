@@ -195,8 +195,10 @@ func (rt *route) chain(req *http.Request, now time.Time) []*tier {
 	return out
 }
 
-// hashOrder orders the tiers by rendezvous hash of the request's host and target, so every edge
-// sends a URL to the same tier and, when it fails, to the same next one.
+// hashOrder orders the tiers by rendezvous hash of the request's host and target and each tier's
+// position in the list, so every edge that lists the same tiers in the same order sends a URL to
+// the same tier and, when it fails, to the same next one. The position, not the URL, names a
+// tier: edges may reach one upper tier by different addresses (the lab's relays, NAT).
 func (rt *route) hashOrder(req *http.Request) []*tier {
 	type scored struct {
 		t *tier
@@ -208,7 +210,7 @@ func (rt *route) hashOrder(req *http.Request) []*tier {
 		h := fnv.New64a()
 		h.Write([]byte(key))
 		h.Write([]byte{0})
-		h.Write([]byte(t.base.String()))
+		h.Write([]byte{byte(i), byte(i >> 8)})
 		s[i] = scored{t, mix64(h.Sum64())}
 	}
 	slices.SortStableFunc(s, func(a, b scored) int { return cmp.Compare(b.s, a.s) })
@@ -379,13 +381,33 @@ func (e *Edge) serveRTT(w http.ResponseWriter, r *http.Request) {
 	if samples <= 0 {
 		samples = 3
 	}
-	d, err := minLatency(r.Context(), e.upstream.transport, rt.origin.JoinPath("/").String(), samples)
+	d, err := rt.originLatency(r.Context(), e.upstream.transport, samples)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, Bypass, "origin unreachable")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(rttReport{OriginNS: int64(d)})
+}
+
+// rttReuse is how long a candidate reuses its measured latency to an origin: every lower tier
+// asks every interval, and the origin should see a few probes, not one per lower tier.
+const rttReuse = 2 * time.Second
+
+// originLatency measures (or reuses a measurement younger than rttReuse of) the minimum request
+// round trip from this edge to the route's origin.
+func (rt *route) originLatency(ctx context.Context, tr http.RoundTripper, samples int) (time.Duration, error) {
+	rt.rttMu.Lock()
+	defer rt.rttMu.Unlock()
+	if time.Since(rt.rttAt) < rttReuse {
+		return rt.rtt, nil
+	}
+	d, err := minLatency(ctx, tr, rt.origin.JoinPath("/").String(), samples)
+	if err != nil {
+		return 0, err
+	}
+	rt.rtt, rt.rttAt = d, time.Now()
+	return d, nil
 }
 
 // ProbeTiers measures every route's tiers now (tests and experiments use it instead of waiting
