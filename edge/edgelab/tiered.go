@@ -75,6 +75,9 @@ type TieredResult struct {
 	ReachedFrom [2]map[string]int64
 	// P50 and P95 are client latencies over the whole trace.
 	P50, P95 time.Duration
+	// MissP50 and MissP95 are the latencies of the requests the lower edge answered MISS (the
+	// ones the topology acts on).
+	MissP50, MissP95 time.Duration
 	// AfterKillP50 and AfterKillP95 cover the second half (fallback scenario only).
 	AfterKillP50, AfterKillP95 time.Duration
 	// Primary and Secondary are the tiers the lower edges chose per origin (smart, fallback;
@@ -313,6 +316,7 @@ func RunTiered(ctx context.Context, p TieredParams, scenario string) (TieredResu
 	all := append(first.lat, second.lat...)
 	res.Requests, res.Errors = len(all), first.errors+second.errors
 	res.P50, res.P95 = percentiles(all)
+	res.MissP50, res.MissP95 = percentiles(append(first.miss, second.miss...))
 	w.collect(&res)
 	return res, nil
 }
@@ -354,8 +358,8 @@ func (w *tieredWorld) collect(res *TieredResult) {
 
 // phase is what one half of the trace measured.
 type phase struct {
-	lat    []time.Duration
-	errors int
+	lat, miss []time.Duration // every request; those the lower edge answered MISS
+	errors    int
 }
 
 // drive sends requests [from, to) of every lower edge's trace, the six clients in parallel and
@@ -375,9 +379,12 @@ func (w *tieredWorld) drive(ctx context.Context, p TieredParams, from, to int) (
 				if ctx.Err() != nil {
 					return
 				}
-				d, ok := tieredGet(ctx, c, lo, TieredOrigins[rq[0]], "/obj/"+strconv.Itoa(rq[1]))
+				d, label, ok := tieredGet(ctx, c, lo, TieredOrigins[rq[0]], "/obj/"+strconv.Itoa(rq[1]))
 				mu.Lock()
 				out.lat = append(out.lat, d)
+				if label == edge.Miss {
+					out.miss = append(out.miss, d)
+				}
 				if !ok {
 					out.errors++
 				}
@@ -389,21 +396,22 @@ func (w *tieredWorld) drive(ctx context.Context, p TieredParams, from, to int) (
 	return out, ctx.Err()
 }
 
-// tieredGet times one request and reports whether it was answered 200 with a whole body.
-func tieredGet(ctx context.Context, c *http.Client, e *edge.Edge, host, path string) (time.Duration, bool) {
+// tieredGet times one request and returns its X-Cache and whether it was answered 200 with a
+// whole body.
+func tieredGet(ctx context.Context, c *http.Client, e *edge.Edge, host, path string) (time.Duration, string, bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL()+path, nil)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	req.Host = host
 	start := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
-		return time.Since(start), false
+		return time.Since(start), "", false
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return time.Since(start), err == nil && resp.StatusCode == http.StatusOK
+	return time.Since(start), resp.Header.Get("X-Cache"), err == nil && resp.StatusCode == http.StatusOK
 }
 
 // percentiles returns the 50th and 95th percentile (nearest rank).

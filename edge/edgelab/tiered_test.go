@@ -37,6 +37,15 @@ func TestTieredQuick(t *testing.T) {
 	if len(generic.ReachedFrom[0]) < 2 {
 		t.Errorf("generic: shop reached from %v, want several upper tiers", generic.ReachedFrom[0])
 	}
+	distinct := map[[2]int]bool{}
+	for i := range 6 {
+		for _, rq := range tieredTrace(i, p) {
+			distinct[rq] = true
+		}
+	}
+	if total(smart) != int64(len(distinct)) {
+		t.Errorf("smart: %d origin requests, want one per distinct object (%d)", total(smart), len(distinct))
+	}
 	want := [2]string{"U1", "U3"}
 	for o := range TieredOrigins {
 		if !smart.AllAgree || smart.Primary[o] != want[o] || smart.Secondary[o] != "U2" {
