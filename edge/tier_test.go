@@ -363,3 +363,29 @@ func TestUnknownHostWithoutDefaultOrigin(t *testing.T) {
 		t.Fatalf("rtt error names internals: %q", b)
 	}
 }
+
+// TestSmartTopologyReprobes: without anyone calling ProbeTiers, the probe loop measures the
+// candidates on its interval; when the primary dies the next probe promotes the fallback and
+// the third candidate becomes the fallback.
+func TestSmartTopologyReprobes(t *testing.T) {
+	t.Parallel()
+	l := newTierLab(t)
+	urls := l.upperURLs()
+	lo := newEdge(t, "", func(c *Config) {
+		c.Origins = []OriginConfig{{Hosts: []string{"a.test"}, URL: l.origins["a.test"].URL,
+			Tiers: TierConfig{Candidates: urls, ProbeInterval: Duration(200 * time.Millisecond)}}}
+	})
+	waitFor := func(what string, ok func(OriginStats) bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok(originStats(t, lo, "a.test")) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 15 s: %+v", what, originStats(t, lo, "a.test"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("first probe", func(o OriginStats) bool { return o.Primary == urls[0] && o.Secondary == urls[1] })
+	l.uppers[0].Close()
+	waitFor("re-probe after the primary died", func(o OriginStats) bool { return o.Primary == urls[1] && o.Secondary == urls[2] })
+}
