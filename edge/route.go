@@ -84,6 +84,9 @@ func (t *TierConfig) validate(at string) error {
 // validateOrigins checks the origins list: a URL each, at least one host each, and no host
 // claimed twice.
 func (c *Config) validateOrigins() error {
+	if c.Origin == "" && c.Tiers.Topology != TopologyNone {
+		return &fieldError{"tiers", "applies to origin, which is not set; put tiers under the origins entry they are for"}
+	}
 	seen := map[string]int{}
 	for i := range c.Origins {
 		o := &c.Origins[i]

@@ -267,8 +267,13 @@ func (u *upstream) probe(rt *route) {
 			self, origin := u.measure(rt, t)
 			t.selfNS.Store(int64(self))
 			t.originNS.Store(int64(origin))
-			if self > 0 && (rt.topology != TopologySmart || origin > 0) {
+			switch {
+			case self > 0 && (rt.topology != TopologySmart || origin > 0):
 				t.downUntil.Store(0)
+			case rt.topology != TopologySmart:
+				// Generic and custom have no ranking to leave: skip the tier until the next
+				// probe instead of paying a failed attempt on every miss.
+				t.downUntil.Store(time.Now().Add(rt.interval).UnixNano())
 			}
 		}()
 	}

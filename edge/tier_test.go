@@ -329,6 +329,7 @@ func TestOriginsConfigErrors(t *testing.T) {
 		{"origin: http://x:1\ntiers:\n  topology: custom\n", "line 3: field tiers.topology: custom needs tiers.upper"},
 		{"origin: http://x:1\ntiers:\n  upper: [nope]\n", "line 3: field tiers.upper: entry 1"},
 		{"origins:\n  - hosts: [a]\n    url: http://x:1\n    bogus: 1\n", "line 4: field bogus not found"},
+		{"origins:\n  - hosts: [a]\n    url: http://x:1\ntiers:\n  candidates: [http://u:1]\n", "line 4: field tiers: applies to origin, which is not set"},
 	} {
 		_, err := ParseConfig([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

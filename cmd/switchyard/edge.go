@@ -117,6 +117,9 @@ func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
 	}
 	if c.IsSet("tier") {
 		cfg.Tiers.Candidates = c.StringSlice("tier")
+		if cfg.Tiers.Topology == edge.TopologyNone {
+			cfg.Tiers.Topology = "" // the config file had no tiers: --tier means smart
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("configure edge: %w (set it in --config or with a flag)", err)
