@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -218,6 +219,14 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	k, err := w.ResponseWriter.Write(p)
 	w.n += int64(k)
 	return k, err
+}
+
+// ReadFrom keeps the underlying writer's io.ReaderFrom (net/http's sendfile for disk bodies)
+// in use.
+func (w *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(w.ResponseWriter, r)
+	w.n += n
+	return n, err
 }
 
 // Flush passes a flush on (streamed misses flush as the body arrives).
