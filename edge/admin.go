@@ -185,12 +185,14 @@ type StatsReport struct {
 	DiskBytes uint64 `json:"disk_bytes"`
 	// Tiers are the upper-tier candidates' last measurements.
 	Tiers []TierStatus `json:"tiers,omitempty"`
+	// Origins are the tiered-cache analytics per origin (edge/tierstats.go).
+	Origins []OriginStats `json:"origins,omitempty"`
 }
 
 // Report returns the stats report.
 func (e *Edge) Report() StatsReport {
 	m, d := e.store.Bytes()
-	return StatsReport{Counters: e.stats.Snapshot(), Objects: e.store.Len(), MemoryBytes: m, DiskBytes: d, Tiers: e.Tiers()}
+	return StatsReport{Counters: e.stats.Snapshot(), Objects: e.store.Len(), MemoryBytes: m, DiskBytes: d, Tiers: e.Tiers(), Origins: e.OriginStats()}
 }
 
 // AdminHandler serves the admin API: POST /purge, POST /push, GET /stats (bearer token
@@ -217,6 +219,7 @@ func (e *Edge) AdminHandler() http.Handler {
 		}
 		writeJSON(w, e.Push(p))
 	}))
+	mux.HandleFunc("PUT /object", e.authed(e.serveObjectPush)) // edge/pushobject.go
 	mux.HandleFunc("GET /stats", e.authed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, e.Report())
 	}))

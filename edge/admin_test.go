@@ -202,8 +202,8 @@ func TestMemoryEviction(t *testing.T) {
 }
 
 // TestSmartTieredCache: two upper tiers, one 5 ms and one 60 ms (round trip) from the origin;
-// the lower edge picks the near one, fetches misses through it, and falls back to the origin
-// when it fails.
+// the lower edge picks the near one, fetches misses through it, and falls back to the far one
+// (the second best) when it fails.
 func TestSmartTieredCache(t *testing.T) {
 	t.Parallel()
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
@@ -236,10 +236,10 @@ func TestSmartTieredCache(t *testing.T) {
 	if tierNear.Stats().Misses.Load() != 1 || tierFar.Stats().Misses.Load() != 0 {
 		t.Fatalf("miss did not go through the near tier: near %d far %d", tierNear.Stats().Misses.Load(), tierFar.Stats().Misses.Load())
 	}
-	// The near tier dies: the next miss goes to the origin directly.
+	// The near tier dies: the next miss goes to the fallback, the far tier.
 	tierNear.Close()
 	expect(t, get(t, lower.URL()+"/t2"), 200, Miss, "tiered")
-	if lower.Stats().TierFallbacks.Load() != 1 {
+	if tierFar.Stats().Misses.Load() != 1 || lower.Stats().TierFallbacks.Load() != 1 {
 		t.Fatalf("tier fallbacks = %d, want 1", lower.Stats().TierFallbacks.Load())
 	}
 	lower.ProbeTiers()

@@ -48,6 +48,11 @@ func (c AdminClient) call(ctx context.Context, method, path string, in, out any)
 		}
 		body = bytes.NewReader(b)
 	}
+	return c.send(ctx, method, path, "application/json", body, out)
+}
+
+// send makes one admin call with a body of the given type and decodes the JSON answer into out.
+func (c AdminClient) send(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
 	base := strings.TrimSuffix(c.Base, "/")
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -57,7 +62,7 @@ func (c AdminClient) call(ctx context.Context, method, path string, in, out any)
 		return fmt.Errorf("call %s%s: %w", c.Base, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}

@@ -37,8 +37,11 @@ type Config struct {
 	FetchTimeout Duration `yaml:"fetch_timeout"`
 	// Heuristic tunes freshness of responses with Last-Modified and no explicit expiry.
 	Heuristic HeuristicConfig `yaml:"heuristic"`
-	// Tiers configures smart tiered caching through an upper tier chosen by latency.
+	// Tiers configures tiered caching for Origin (smart, generic or custom topology).
 	Tiers TierConfig `yaml:"tiers"`
+	// Origins are further origins chosen by the request's Host, each with its own tiers
+	// (edge/route.go); requests for other hosts go to Origin.
+	Origins []OriginConfig `yaml:"origins"`
 	// DisableFastPath serves every request through net/http instead of answering fresh memory
 	// hits on the HTTP/1.1 fast path (see edge/fast.go); for comparisons and diagnosis.
 	DisableFastPath bool `yaml:"disable_fast_path"`
@@ -80,11 +83,16 @@ type HeuristicConfig struct {
 	Max Duration `yaml:"max"`
 }
 
-// TierConfig configures smart tiered caching.
+// TierConfig configures tiered caching for one origin.
 type TierConfig struct {
-	// Candidates are base URLs of upper-tier edges. The edge measures each one's latency to the
-	// origin and fetches misses through the best, falling back to the origin when it fails.
+	// Topology is smart (the candidate with the lowest measured latency to the origin, the
+	// second as fallback), generic (candidates chosen by hashing the URL), custom (Upper, in
+	// order) or none. Empty means smart with candidates, custom with upper, else none.
+	Topology string `yaml:"topology"`
+	// Candidates are base URLs of upper-tier edges (smart and generic topologies).
 	Candidates []string `yaml:"candidates"`
+	// Upper is the custom topology's explicit upper tier for this origin, then its fallbacks.
+	Upper []string `yaml:"upper"`
 	// ProbeInterval is how often the candidates are measured again (default 30s).
 	ProbeInterval Duration `yaml:"probe_interval"`
 	// ProbeSamples is how many requests each measurement takes the minimum of (default 3).
@@ -193,6 +201,14 @@ func lineOf(n *yaml.Node, path []string) int {
 	}
 	line := 0
 	for _, p := range path {
+		if i, err := strconv.Atoi(p); err == nil && n.Kind == yaml.SequenceNode {
+			if i < 1 || i > len(n.Content) {
+				return line
+			}
+			n = n.Content[i-1] // field paths count list entries from 1
+			line = n.Line
+			continue
+		}
 		if n.Kind != yaml.MappingNode {
 			return line
 		}
@@ -218,11 +234,13 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return &fieldError{"listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080", c.Listen)}
 	}
-	if c.Origin == "" {
+	if c.Origin == "" && len(c.Origins) == 0 {
 		return &fieldError{"origin", "missing; set the base URL misses are fetched from, like http://127.0.0.1:8000"}
 	}
-	if err := checkBaseURL(c.Origin); err != nil {
-		return &fieldError{"origin", err.Error()}
+	if c.Origin != "" {
+		if err := checkBaseURL(c.Origin); err != nil {
+			return &fieldError{"origin", err.Error()}
+		}
 	}
 	if c.Admin.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
@@ -266,18 +284,10 @@ func (c *Config) Validate() error {
 	if c.Heuristic.Max == 0 {
 		c.Heuristic.Max = Duration(24 * time.Hour)
 	}
-	for i, t := range c.Tiers.Candidates {
-		if err := checkBaseURL(t); err != nil {
-			return &fieldError{"tiers.candidates", fmt.Sprintf("entry %d: %v", i+1, err)}
-		}
+	if err := c.Tiers.validate("tiers"); err != nil {
+		return err
 	}
-	if c.Tiers.ProbeInterval == 0 {
-		c.Tiers.ProbeInterval = Duration(30 * time.Second)
-	}
-	if c.Tiers.ProbeSamples <= 0 {
-		c.Tiers.ProbeSamples = 3
-	}
-	return nil
+	return c.validateOrigins()
 }
 
 // checkBaseURL accepts http(s)://host[:port] with an optional path prefix.

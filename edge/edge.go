@@ -214,7 +214,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		e.serveCacheable(w, r)
+		e.serveCounted(w, r) // edge/tierstats.go: per-origin analytics around serveCacheable
 	default:
 		e.serveUnsafe(w, r)
 	}

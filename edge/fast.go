@@ -228,6 +228,8 @@ type hitRequest struct {
 	target []byte
 	host   []byte
 	close  bool // Connection: close
+	// fromTier is true when a lower-tier edge asks (TierHeader).
+	fromTier bool
 }
 
 // inspect reads a parsed head and reports whether the fast path may answer it: GET or HEAD,
@@ -263,6 +265,8 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 		case bytes.EqualFold(n, []byte("Host")):
 			hr.host = f.Value
 			hosts++
+		case bytes.EqualFold(n, []byte(TierHeader)):
+			hr.fromTier = true // a lower tier asks: counted in the upper role
 		case bytes.EqualFold(n, []byte("Connection")):
 			// net/http looks at the first Connection field only; two are left to it.
 			hr.close = hasToken(f.Value, "close")
@@ -328,6 +332,7 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	fc.in.Consume(end)
 	e.stats.count(Hit)
 	e.stats.FastPath.Add(1)
+	e.servedFast(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
 	out := append(fc.out[:0], hh.pre...)
 	out = append(out, "Age: "...)
 	out = strconv.AppendInt(out, int64(age/time.Second), 10)

@@ -108,6 +108,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
 	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
+	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",
 		Help: "(HIT+STALE)/(HIT+STALE+MISS+REVALIDATED) since start.",

@@ -117,6 +117,9 @@ func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
 	}
 	if c.IsSet("tier") {
 		cfg.Tiers.Candidates = c.StringSlice("tier")
+		if cfg.Tiers.Topology == edge.TopologyNone {
+			cfg.Tiers.Topology = "" // the config file had no tiers: --tier means smart
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("configure edge: %w (set it in --config or with a flag)", err)
@@ -194,12 +197,23 @@ func edgePushCommand() *cli.Command {
 
    Examples:
      switchyard edge push --admin 127.0.0.1:9091 http://www.example.com/app.js http://www.example.com/style.css
-     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common.txt --refresh`,
+     switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common.txt --refresh
+
+   With --object the body itself is pushed (the origin's true push): every edge stores FILE as
+   the response for the one URL given, with the --header fields, and never asks the origin:
+     switchyard edge push --admin 10.0.0.1:9091 --admin 10.0.0.2:9091 --object app.js \
+       --header 'Content-Type: text/javascript' --header 'Cache-Control: max-age=86400' http://www.example.com/app.js`,
 		Flags: append(adminFlags(),
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file with one URL per line (# comments allowed)"},
 			&cli.BoolFlag{Name: "refresh", Usage: "revalidate even fresh copies (after an update at the origin)"},
+			&cli.StringFlag{Name: "object", Usage: "push this file's bytes as the body of the one URL given (true push)"},
+			&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "response header 'Name: value' stored with --object, repeatable"},
+			&cli.IntFlag{Name: "status", Value: 200, Usage: "response status stored with --object"},
 		),
 		Action: func(c *cli.Context) error {
+			if c.IsSet("object") {
+				return pushObject(c) // edgetiers.go
+			}
 			urls := c.Args().Slice()
 			if f := c.String("file"); f != "" {
 				more, err := readURLList(f)
@@ -266,8 +280,10 @@ func edgeStatsCommand() *cli.Command {
 		Usage: "show an edge's counters, hit ratio, storage and tier selection",
 		Description: `Examples:
      switchyard edge stats --admin 127.0.0.1:9091 --token s3cret
-     switchyard edge stats --admin 127.0.0.1:9091 --json`,
-		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"}),
+     switchyard edge stats --admin 127.0.0.1:9091 --json
+     switchyard edge stats --admin 127.0.0.1:9091 --tiers`,
+		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"},
+			&cli.BoolFlag{Name: "tiers", Usage: "print the tiered-cache analytics per origin and tier"}),
 		Action: func(c *cli.Context) error {
 			clients, err := adminClients(c)
 			if err != nil {
@@ -286,6 +302,10 @@ func edgeStatsCommand() *cli.Command {
 					if err := enc.Encode(rep); err != nil {
 						return fmt.Errorf("print stats: %w", err)
 					}
+					continue
+				}
+				if c.Bool("tiers") {
+					printTierStats(c.App.Writer, cl.Base, rep) // edgetiers.go
 					continue
 				}
 				printStats(c, cl.Base, rep)

@@ -69,7 +69,7 @@ func Trace(burst, requests int) []string {
 type countingOrigin struct {
 	*httptest.Server
 	requests   atomic.Int64
-	prefetches atomic.Int64
+	prefetches atomic.Int64 // prewarm fetches (X-Switchyard-Prefetch) and objects pushed
 	version    atomic.Int64
 	maxAge     func(path string) int
 }
@@ -83,16 +83,25 @@ func newCountingOrigin(maxAge func(path string) int) *countingOrigin {
 		} else {
 			o.requests.Add(1)
 		}
-		h := w.Header()
+		h, body := o.object(r.URL.Path)
+		for k, v := range h {
+			w.Header()[k] = v
+		}
 		// No Date: with one-second Date resolution the apparent age would shift expiry by up to
 		// a second, more than the propagation experiment's whole TTL in quick mode.
-		h["Date"] = nil
-		h.Set("Cache-Control", "max-age="+strconv.Itoa(o.maxAge(r.URL.Path)))
-		h.Set("Content-Type", "application/json")
-		head := fmt.Sprintf(`{"tracking":%q,"version":%d,"state":"in-transit","zone":"b34"}`, r.URL.Path, o.version.Load())
-		io.WriteString(w, head+strings.Repeat(" ", max(0, BodyBytes-len(head))))
+		w.Header()["Date"] = nil
+		w.Write(body)
 	}))
 	return o
+}
+
+// object is the origin's response for path, for a GET and for a push alike.
+func (o *countingOrigin) object(path string) (http.Header, []byte) {
+	h := http.Header{}
+	h.Set("Cache-Control", "max-age="+strconv.Itoa(o.maxAge(path)))
+	h.Set("Content-Type", "application/json")
+	head := fmt.Sprintf(`{"tracking":%q,"version":%d,"state":"in-transit","zone":"b34"}`, path, o.version.Load())
+	return h, []byte(head + strings.Repeat(" ", max(0, BodyBytes-len(head))))
 }
 
 // adminToken protects the admin API of the experiments' edges.

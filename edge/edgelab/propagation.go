@@ -103,7 +103,7 @@ func RunPropagation(ctx context.Context, mode string, p PropagationParams) (Prop
 		common = append(common, "http://"+site+commonPath(i))
 	}
 	if pushCommon {
-		if err := pushAll(ctx, edges, common, false); err != nil {
+		if err := pushAll(ctx, edges, o, common); err != nil {
 			return res, err
 		}
 	} else {
@@ -122,7 +122,7 @@ func RunPropagation(ctx context.Context, mode string, p PropagationParams) (Prop
 		for j := 0; j < p.Unique; j++ {
 			unique = append(unique, "http://"+site+uniquePath(j))
 		}
-		if err := pushAll(ctx, edges, unique, false); err != nil {
+		if err := pushAll(ctx, edges, o, unique); err != nil {
 			return res, err
 		}
 	}
@@ -175,25 +175,23 @@ func hitsOnPushedCommon(p PropagationParams, pushed bool) int64 {
 	return int64(p.Common * p.Edges)
 }
 
-// pushAll pushes urls to every edge through its admin API, the edges in parallel.
-func pushAll(ctx context.Context, edges []*edge.Edge, urls []string, refresh bool) error {
+// pushAll is the origin's true push: it sends each object (its current header and body) to
+// every edge's admin API (PUT /object), the edges in parallel, and counts the copies sent.
+func pushAll(ctx context.Context, edges []*edge.Edge, o *countingOrigin, urls []string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(edges))
 	for _, e := range edges {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := edge.AdminClient{Base: e.AdminAddr(), Token: adminToken, HTTP: &http.Client{Timeout: 10 * time.Minute}}
-			res, err := c.Push(ctx, edge.PushRequest{URLs: urls, Refresh: refresh})
-			if err != nil {
-				errs <- err
-				return
-			}
-			for _, r := range res {
-				if r.Status != http.StatusOK {
-					errs <- fmt.Errorf("push %s to %s: %d %s", r.URL, e.AdminAddr(), r.Status, r.Error)
+			c := edge.AdminClient{Base: e.AdminAddr(), Token: adminToken, HTTP: &http.Client{Timeout: time.Minute}}
+			for _, u := range urls {
+				h, body := o.object(strings.TrimPrefix(u, "http://"+site))
+				if _, err := c.PushObject(ctx, u, http.StatusOK, h, body); err != nil {
+					errs <- fmt.Errorf("push %s to %s: %w", u, e.AdminAddr(), err)
 					return
 				}
+				o.prefetches.Add(1)
 			}
 		}()
 	}
@@ -259,7 +257,7 @@ func timedRun(ctx context.Context, c *http.Client, edges []*edge.Edge, o *counti
 			o.version.Store(2)
 			updateRound = round
 			if pushed {
-				if err := pushAll(ctx, edges, []string{"http://" + site + shell}, true); err != nil {
+				if err := pushAll(ctx, edges, o, []string{"http://" + site + shell}); err != nil {
 					return 0, 0, err
 				}
 				updates = int64(len(edges))

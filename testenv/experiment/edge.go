@@ -108,7 +108,7 @@ func runPropagation(ctx context.Context, w io.Writer, opt Options) error {
 		fmt.Fprintln(w, "QUICK RUN: 4 edges, 500 unique objects, a 1 s TTL (300 rounds of 3.3 ms); the lesson's model is recomputed at these parameters.")
 	}
 	fmt.Fprintf(w, "propagation: %d real edges, %d common objects (every edge), %d unique objects (one edge each),\n", p.Edges, p.Common, p.Unique)
-	fmt.Fprintf(w, "TTL %d rounds of %v, %d rounds, the common shell changes at round %d; push = admin API prewarm\n\n", p.TTLRounds, p.Round, p.Rounds, p.Update)
+	fmt.Fprintf(w, "TTL %d rounds of %v, %d rounds, the common shell changes at round %d; push = true push: the origin sends each object to every edge (PUT /object)\n\n", p.TTLRounds, p.Round, p.Rounds, p.Update)
 	rows, err := edgelab.RunPropagationModes(ctx, p, opt.Quick)
 	if err != nil {
 		return fmt.Errorf("run propagation: %w", err)
@@ -132,8 +132,9 @@ func runPropagation(ctx context.Context, w io.Writer, opt Options) error {
 	fmt.Fprintf(w, "stale version rounds per edge = %.1f (lesson 149.5, half the TTL)\n", float64(pull.StaleRounds)/float64(p.Edges))
 	fmt.Fprintf(w, "unique objects answered from a pushed copy: %d of %d (the rest of the pushed copies are the waste)\n", push.UniqueHits, p.Unique)
 	fmt.Fprintln(w, `
-The counts come from the origin's own request log (pulls) and its prefetch log (pushes, marked
-with X-Switchyard-Prefetch), and the stale rounds from the version each edge actually served.
+The counts come from the origin's own request log (pulls) and the copies it pushed (each one a
+PUT /object to an edge's admin API carrying the body and headers; the edge stores it without
+asking back), and the stale rounds from the version each edge actually served.
 Differences from the lesson: rounds are read from the clock and expiry happens in wall time,
 so a refetch can land a round after the model's (more on a loaded machine); the edges honour
 max-age exactly (the origin sends no Date header, whose one-second resolution would otherwise
