@@ -41,10 +41,10 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
-	fconns   map[*goConn]struct{} // connections on the goroutine engine
+	fconns   map[*goConn]struct{}  // connections on the goroutine engine
 	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
 	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
-	conns    connLimit            // client connections against limits.max_connections
+	conns    connLimit             // client connections against limits.max_connections
 	shutting atomic.Bool
 	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
