@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -86,6 +87,7 @@ type Conn struct {
 	wbuf, spare []byte
 	streams     map[uint32]*Stream
 	free        []*Stream
+	idle        []chan *Stream // handler goroutines waiting for a stream
 	sendWindow  int64  // connection send window
 	initWindow  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	peerFrame   int    // the client's SETTINGS_MAX_FRAME_SIZE
@@ -264,6 +266,10 @@ func (c *Conn) killLocked() {
 	for _, st := range c.streams {
 		st.wake()
 	}
+	for _, w := range c.idle {
+		close(w)
+	}
+	c.idle = nil
 	c.wcond.Broadcast()
 	c.drained.Broadcast()
 }
@@ -301,6 +307,17 @@ func (c *Conn) writeLoop() {
 			}
 			c.mu.Unlock()
 			return
+		}
+		if n := len(c.wbuf); n < 32<<10 {
+			// Let the streams that are ready to answer append first, so one write carries
+			// all of them (waking for each frame made about one write per response).
+			c.mu.Unlock()
+			runtime.Gosched()
+			c.mu.Lock()
+			if c.dead {
+				c.mu.Unlock()
+				return
+			}
 		}
 		buf := c.wbuf
 		c.wbuf = c.spare[:0]
