@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -32,15 +33,6 @@ func h2Client(base string) *http.Client {
 // h2Engines are the two ways HTTP/2 reaches the h2 engine: h2c on a plain listener (through
 // the event loops' hand-over) and ALPN h2 on a TLS listener.
 var h2Engines = []engine{{name: "h2c"}, {name: "h2tls", tls: true}}
-
-func onH2Engines(t *testing.T, test func(t *testing.T, p *engineProxy, base string, c *http.Client)) {
-	for _, e := range h2Engines {
-		t.Run(e.name, func(t *testing.T) {
-			_ = e
-			test(t, nil, "", nil)
-		})
-	}
-}
 
 func TestH2EngineServesThroughTheCore(t *testing.T) {
 	for _, e := range h2Engines {
@@ -92,4 +84,51 @@ func TestH2EngineServesThroughTheCore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dialH2 opens one HTTP/2 connection to the proxy (h2c, or TLS with ALPN h2) and returns the
+// test's end of a pipe: each HTTP/1.1 request written to it is sent as a stream on that
+// connection, and its response written back as HTTP/1.1, so the raw-connection rule tests run
+// unchanged against the h2 engine.
+func (p *engineProxy) dialH2(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	var nc net.Conn
+	var err error
+	scheme := "http"
+	if p.tls {
+		scheme = "https"
+		nc, err = tls.Dial("tcp", p.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test certificate
+	} else {
+		nc, err = net.Dial("tcp", p.addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := (&http2.Transport{}).NewClientConn(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := net.Pipe()
+	t.Cleanup(func() { mine.Close(); theirs.Close(); cc.Close() })
+	go func() {
+		defer theirs.Close()
+		br := bufio.NewReader(theirs)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			req.URL.Scheme, req.URL.Host, req.RequestURI = scheme, req.Host, ""
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+			if err := resp.Write(theirs); err != nil {
+				return
+			}
+		}
+	}()
+	mine.SetDeadline(time.Now().Add(20 * time.Second))
+	return mine, bufio.NewReader(mine)
 }
