@@ -88,18 +88,18 @@ type Conn struct {
 	streams     map[uint32]*Stream
 	free        []*Stream
 	idle        []chan *Stream // handler goroutines waiting for a stream
-	sendWindow  int64  // connection send window
-	initWindow  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int    // the client's SETTINGS_MAX_FRAME_SIZE
-	recvUsed    int    // connection receive window taken by the client and not yet returned
-	recvUnacked int    // of that, bytes consumed (read or discarded) and due to be returned
-	goingAway   bool   // GOAWAY sent or received: no new streams
-	lastStream  uint32 // the last stream id a GOAWAY of ours let through
-	started     uint32 // the highest stream id whose headers were taken (also set by the reader)
-	closing     bool   // close once the buffer is written and no stream runs
-	fatal       bool   // close once the buffer is written (a connection error)
-	dead        bool   // the connection failed or was closed
-	active      int    // streams whose handler runs
+	sendWindow  int64          // connection send window
+	initWindow  int64          // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int            // the client's SETTINGS_MAX_FRAME_SIZE
+	recvUsed    int            // connection receive window taken by the client and not yet returned
+	recvUnacked int            // of that, bytes consumed (read or discarded) and due to be returned
+	goingAway   bool           // GOAWAY sent or received: no new streams
+	lastStream  uint32         // the last stream id a GOAWAY of ours let through
+	started     uint32         // the highest stream id whose headers were taken (also set by the reader)
+	closing     bool           // close once the buffer is written and no stream runs
+	fatal       bool           // close once the buffer is written (a connection error)
+	dead        bool           // the connection failed or was closed
+	active      int            // streams whose handler runs
 	done        chan struct{}
 }
 
