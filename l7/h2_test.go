@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -131,4 +134,89 @@ func (p *engineProxy) dialH2(t *testing.T) (net.Conn, *bufio.Reader) {
 	}()
 	mine.SetDeadline(time.Now().Add(20 * time.Second))
 	return mine, bufio.NewReader(mine)
+}
+
+// Large bodies both ways, with and without content-length, well past every flow-control
+// window (256 KiB per stream, 1 MiB per connection on the proxy; the client's own), on
+// several streams of one connection at once.
+func TestH2LargeBodiesBothWays(t *testing.T) {
+	b := startBackend(t, "big", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, _ := io.Copy(h, r.Body)
+		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
+		w.Header().Set("X-Got", fmt.Sprintf("%d %x", n, h.Sum(nil)))
+		if r.URL.Query().Get("cl") == "1" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+		for size > 0 {
+			k := min(size, len(chunk))
+			w.Write(chunk[:k])
+			size -= k
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+	}))
+	for _, e := range h2Engines {
+		t.Run(e.name, func(t *testing.T) {
+			p := e.start(t, oneRoute("", b.addr))
+			base := "http://" + p.addr
+			if e.tls {
+				base = "https://" + p.addr
+			}
+			c := h2Client(base)
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					up := bytes.Repeat([]byte{byte('a' + i)}, 3<<20+i)
+					var body io.Reader = bytes.NewReader(up)
+					if i%2 == 1 {
+						body = io.MultiReader(body) // no length: chunked upstream
+					}
+					down := 5<<20 + i
+					url := fmt.Sprintf("%s/big?size=%d&cl=%d", base, down, i/2)
+					resp, err := c.Post(url, "application/octet-stream", body)
+					if err != nil {
+						t.Errorf("stream %d: %v", i, err)
+						return
+					}
+					got, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					sum := sha256.Sum256(up)
+					if want := fmt.Sprintf("%d %x", len(up), sum); resp.Header.Get("X-Got") != want {
+						t.Errorf("stream %d: backend got %q, want %q", i, resp.Header.Get("X-Got"), want)
+					}
+					if err != nil || len(got) != down || !bytes.Equal(got[:64], bytes.Repeat([]byte("0123456789abcdef"), 4)) {
+						t.Errorf("stream %d: response %d bytes (err %v), want %d", i, len(got), err, down)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// h2load (Debian's nghttp2-client), the benchmark's client: many streams on many connections,
+// every one answered 2xx by the h2 engine.
+func TestH2WithH2load(t *testing.T) {
+	bin, err := exec.LookPath("h2load")
+	if err != nil {
+		t.Skip("h2load not installed (apt-get install nghttp2-client)")
+	}
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, oneRoute("", b.addr))
+	out, err := exec.Command(bin, "-n", "4000", "-c", "8", "-m", "20", "http://"+p.addr+"/load").CombinedOutput()
+	if err != nil {
+		t.Fatalf("h2load: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "4000 succeeded, 0 failed, 0 errored, 0 timeout") ||
+		!strings.Contains(string(out), "status codes: 4000 2xx") || !strings.Contains(string(out), "Application protocol: h2c") {
+		t.Fatalf("h2load did not get 4000 2xx answers over h2c:\n%s", out)
+	}
+	if n := p.s.fastServed.Load(); n != 4000 {
+		t.Errorf("the request core served %d of 4000", n)
+	}
 }

@@ -154,7 +154,7 @@ func (st *Stream) credit(n int) {
 	if flush {
 		c.wcond.Signal()
 	}
-	c.creditConn(0)
+	c.creditConn(n)
 }
 
 // creditConn counts n more bytes of the connection window as consumed and returns them to the
