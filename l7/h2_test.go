@@ -220,3 +220,35 @@ func TestH2WithH2load(t *testing.T) {
 		t.Errorf("the request core served %d of 4000", n)
 	}
 }
+
+// What the core does not serve goes to the net/http handler on the stream: no route (404),
+// and a sticky pool (cookies), with the request body.
+func TestH2FallbackToNetHTTP(t *testing.T) {
+	b := startBackend(t, "st", nil)
+	p := h2Proxy(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p, match: {path: {prefix: /app}}}]
+pools: [{name: p, balance: sticky, backends: [{address: %q}]}]
+`, b.addr))
+	c := h2Client("http://" + p.addr)
+	resp, err := c.Get("http://" + p.addr + "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 || resp.ProtoMajor != 2 {
+		t.Errorf("no route: %s %d, want HTTP/2 404", resp.Proto, resp.StatusCode)
+	}
+	resp, err = c.Post("http://"+p.addr+"/app/x", "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "st POST /app/x body=5" || resp.Header.Get("Set-Cookie") == "" {
+		t.Errorf("sticky pool: %d %q cookie %q", resp.StatusCode, body, resp.Header.Get("Set-Cookie"))
+	}
+	if n := p.s.fastServed.Load(); n != 0 {
+		t.Errorf("the core counted %d requests that net/http served", n)
+	}
+}
