@@ -349,3 +349,30 @@ func gaugeValue(g interface{ Write(*dto.Metric) error }) float64 {
 	_ = g.Write(&m)
 	return m.GetGauge().GetValue()
 }
+
+// An HTTP/2 connection without streams for the idle timeout is closed with GOAWAY NO_ERROR,
+// and every connection is counted back (max_connections).
+func TestH2IdleConnectionGoesAway(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, oneRoute("", b.addr)+"timeouts: {idle: 300ms}\n")
+	h := dialH2Raw(t, p.addr)
+	h.get(1, "/x")
+	if status, _, _, err := h.streamEnd(1); err != nil || status != "200" {
+		t.Fatalf("request: %q %v", status, err)
+	}
+	start := time.Now()
+	f, err := h.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	if err != nil {
+		t.Fatalf("no GOAWAY on an idle connection: %v", err)
+	}
+	if ga := f.(*http2.GoAwayFrame); ga.ErrCode != http2.ErrCodeNo || ga.LastStreamID != 1 {
+		t.Errorf("GOAWAY %v last %d, want NO_ERROR last 1", ga.ErrCode, ga.LastStreamID)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("GOAWAY after %v idle, want about 300ms", el)
+	}
+	if _, err := h.fr.ReadFrame(); err == nil {
+		t.Errorf("connection still open after GOAWAY")
+	}
+	waitFor(t, "client connections counted back", func() bool { return p.s.conns.n.Load() == 0 })
+}

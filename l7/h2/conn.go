@@ -79,7 +79,7 @@ type Conn struct {
 	empty      int
 	tokens     float64
 	lastReset  time.Time
-	rdl        time.Time
+	rdl        time.Time // the read deadline in effect (c.mu)
 
 	mu          sync.Mutex
 	wcond       *sync.Cond // the writer waits for output
@@ -176,13 +176,18 @@ func (c *Conn) readPreface() error {
 // deadlines of their own.
 func (c *Conn) setReadDeadline() {
 	c.mu.Lock()
-	idle, closing := c.active == 0, c.closing
+	c.idleDeadlineLocked()
 	c.mu.Unlock()
-	if closing {
+}
+
+// idleDeadlineLocked is setReadDeadline with c.mu held; finish calls it too, when the last
+// stream ends while the reader waits.
+func (c *Conn) idleDeadlineLocked() {
+	if c.closing || c.dead {
 		return // drainAndClose set the last deadline
 	}
 	var t time.Time
-	if idle && c.cfg.IdleTimeout > 0 {
+	if c.active == 0 && c.cfg.IdleTimeout > 0 {
 		t = time.Now().Add(c.cfg.IdleTimeout)
 	}
 	if t.IsZero() == c.rdl.IsZero() && (t.IsZero() || t.Sub(c.rdl) < time.Second) {

@@ -302,4 +302,7 @@ func (st *Stream) finish() {
 		c.closing = true
 		c.wcond.Signal()
 	}
+	if c.active == 0 {
+		c.idleDeadlineLocked()
+	}
 }
