@@ -313,9 +313,11 @@ func (c *Conn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		if n := len(c.wbuf); n < 32<<10 {
-			// Let the streams that are ready to answer append first, so one write carries
-			// all of them (waking for each frame made about one write per response).
+		// Let the streams that are ready to answer append first, so one write carries all of
+		// them (waking for each frame made about one write per response): yield while the
+		// buffer still grows, a few times at most.
+		for i, n := 0, -1; i < 3 && len(c.wbuf) > n && len(c.wbuf) < 32<<10; i++ {
+			n = len(c.wbuf)
 			c.mu.Unlock()
 			runtime.Gosched()
 			c.mu.Lock()
