@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -41,6 +42,7 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 	srv := s.httpServer(s, h2c, scheme)
 	s.mu.Lock()
 	s.lns = append(s.lns, ln, fb)
+	s.noH2C[fb] = !h2c
 	s.mu.Unlock()
 	go srv.Serve(fb)
 	defer fb.Close()
@@ -114,7 +116,7 @@ func (s *Server) closeFast(all bool) int {
 	}
 	n := len(s.fconns)
 	s.mu.Unlock()
-	return n + s.closeLoops(all)
+	return n + s.closeLoops(all) + s.closeH2(all)
 }
 
 func (gc *goConn) serve() {
@@ -166,6 +168,13 @@ func (gc *goConn) refuse(r *h1.Rejection) {
 func (gc *goConn) handOff() bool {
 	pre := append([]byte(nil), gc.in.Buffered()...)
 	_ = gc.c.SetDeadline(time.Time{})
+	if bytes.HasPrefix(pre, h2cPreface) && gc.s.h2cOn(gc.fallback) {
+		// h2c with prior knowledge: the h2 engine takes the connection (engine_h2.go).
+		gc.s.track(gc, false)
+		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil)
+		gc.s.conns.done()
+		return true
+	}
 	conn := h1.Guard(&h1.PrefixConn{Conn: &countedConn{Conn: gc.c, n: &gc.s.conns}, Pre: pre},
 		gc.s.state.Load().cfg.Limits.MaxHeaderBytes, gc.s.onReject)
 	return gc.fallback.Deliver(conn)

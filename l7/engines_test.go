@@ -24,6 +24,9 @@ type engine struct {
 	tls bool
 	// hostNames gives backends as localhost:PORT instead of 127.0.0.1:PORT.
 	hostNames bool
+	// h2: clients speak HTTP/2 (h2c on a plain listener, ALPN h2 with tls); dial then returns
+	// a connection that carries each HTTP/1.1 request written to it as a stream (h2adapt).
+	h2 bool
 }
 
 // engines are the serving paths: the event loops with IP backends, a goroutine per connection,
@@ -42,6 +45,18 @@ func forEachEngine(t *testing.T, test func(t *testing.T, e engine)) {
 	}
 }
 
+// withH2 are the engines plus the HTTP/2 front end, h2c and over TLS: the rules of the request
+// core that do not depend on HTTP/1.1 client framing run on these, so the h2 engine cannot
+// miss one.
+var withH2 = append(append([]engine{}, engines...), engine{name: "h2c", h2: true}, engine{name: "h2tls", h2: true, tls: true})
+
+// forEachEngineAndH2 is forEachEngine over withH2.
+func forEachEngineAndH2(t *testing.T, test func(t *testing.T, e engine)) {
+	for _, e := range withH2 {
+		t.Run(e.name, func(t *testing.T) { test(t, e) })
+	}
+}
+
 // backend returns how a configuration names the backend at addr on this engine.
 func (e engine) backend(addr string) string {
 	if !e.hostNames {
@@ -56,6 +71,7 @@ type engineProxy struct {
 	s    *Server
 	addr string
 	tls  bool
+	h2   bool
 }
 
 // start serves the YAML configuration (backend addresses already passed through e.backend) on a
@@ -93,12 +109,15 @@ func (e engine) start(t *testing.T, yamlText string) *engineProxy {
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	return &engineProxy{s: s, addr: ln.Addr().String(), tls: e.tls}
+	return &engineProxy{s: s, addr: ln.Addr().String(), tls: e.tls, h2: e.h2}
 }
 
 // dial opens a raw HTTP/1.1 client connection (over TLS on the TLS engine) with a deadline.
 func (p *engineProxy) dial(t *testing.T) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	if p.h2 {
+		return p.dialH2(t)
+	}
 	var c net.Conn
 	var err error
 	if p.tls {

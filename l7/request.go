@@ -37,6 +37,7 @@ type clientConn struct {
 	fallback *h1.Handover // net/http for what the core does not serve
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
+	proto       string // for the access log: "" is HTTP/1.1
 
 	head   h1.Head
 	rhead  h1.Head
@@ -216,7 +217,7 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 		}
 		s.access.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("client", cc.remote), slog.String("method", cc.m.Req.Method), slog.String("host", cc.m.Req.Host),
-			slog.String("path", path), slog.String("proto", "HTTP/1.1"), slog.Int("status", code),
+			slog.String("path", path), slog.String("proto", cc.protoName()), slog.Int("status", code),
 			slog.Int64("bytes", n), slog.Duration("duration", elapsed), slog.String("route", routeName),
 			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", attempts))
 	}
@@ -226,4 +227,12 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 func (cc *clientConn) writeError(code int, msg string, extra []byte, closeConn bool) error {
 	_, err := cc.w.Write(core.ErrorResponse(make([]byte, 0, 256), code, msg, extra, closeConn))
 	return err
+}
+
+// protoName is the client protocol for the access log.
+func (cc *clientConn) protoName() string {
+	if cc.proto != "" {
+		return cc.proto
+	}
+	return "HTTP/1.1"
 }

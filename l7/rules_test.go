@@ -14,14 +14,15 @@ import (
 	"time"
 )
 
-// The end-to-end rules every engine must keep, run once per engine (engines_test.go).
+// The end-to-end rules every engine must keep, run once per engine and on the HTTP/2 front end
+// (engines_test.go: withH2).
 
 // An upstream that sends one extra, unsolicited response about 50 ms after a real one must never
 // shift responses to other clients: an idle upstream that becomes readable is discarded, and a
 // response is only ever read for the request just written. Many client connections, each
 // request naming itself; every answer must carry the name of its own request.
 func TestRuleUnsolicitedUpstreamBytesNeverReachAClient(t *testing.T) {
-	forEachEngine(t, testUnsolicitedUpstreamBytes)
+	forEachEngineAndH2(t, testUnsolicitedUpstreamBytes)
 }
 
 func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
@@ -96,7 +97,7 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 }
 
 // Keep-alive reuse: sequential requests on one client connection reuse one upstream connection.
-func TestRuleKeepAliveReusesUpstream(t *testing.T) { forEachEngine(t, testKeepAliveReuse) }
+func TestRuleKeepAliveReusesUpstream(t *testing.T) { forEachEngineAndH2(t, testKeepAliveReuse) }
 
 func testKeepAliveReuse(t *testing.T, e engine) {
 	addr, conns := rawBackend(t, func(c net.Conn) {
@@ -125,7 +126,7 @@ func testKeepAliveReuse(t *testing.T, e engine) {
 // Bytes beyond a response (more than its Content-Length) mean the upstream is out of step: its
 // connection is closed, and the next request is answered on a new one, never from those bytes.
 func TestRuleBytesBeyondAResponseCloseTheUpstream(t *testing.T) {
-	forEachEngine(t, testBytesBeyondResponse)
+	forEachEngineAndH2(t, testBytesBeyondResponse)
 }
 
 func testBytesBeyondResponse(t *testing.T, e engine) {

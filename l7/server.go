@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/h2"
 )
 
 // Server is an L7 proxy instance. It is safe for concurrent use; Reload swaps its configuration
@@ -40,8 +41,10 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
-	fconns   map[*goConn]struct{} // connections on the goroutine engine
-	conns    connLimit            // client connections against limits.max_connections
+	fconns   map[*goConn]struct{}  // connections on the goroutine engine
+	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
+	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
+	conns    connLimit             // client connections against limits.max_connections
 	shutting atomic.Bool
 	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
@@ -69,7 +72,7 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, loopsDone: make(chan struct{})}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, h2conns: map[*h2.Conn]struct{}{}, noH2C: map[*h1.Handover]bool{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -254,16 +257,14 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		s.conns.done()
 		return
 	}
-	if c.ConnectionState().NegotiatedProtocol != "h2" {
-		// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.
-		s.serveConn(c, "https", conns)
+	if cs := c.ConnectionState(); cs.NegotiatedProtocol == "h2" {
+		// HTTP/2 takes the h2 engine (engine_h2.go).
+		s.serveH2(c, "https", &cs)
+		s.conns.done()
 		return
 	}
-	// Delivered as *tls.Conn for net/http's HTTP/2 server; its count ends in ConnState.
-	if !conns.Deliver(c) {
-		c.Close()
-		s.conns.done()
-	}
+	// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.
+	s.serveConn(c, "https", conns)
 }
 
 // LoadTLS reads the listener's certificate files.

@@ -16,6 +16,9 @@ import (
 type upConn struct {
 	h1.Reader
 	reused bool
+	rc     syscall.RawConn // for probe, made once (SyscallConn allocates)
+	peek   func(fd uintptr) bool
+	res    core.IdleProbe
 }
 
 // upstreams holds the goroutine engine's idle connections of one pool, per backend, under the
@@ -50,7 +53,7 @@ func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
 		if !ok {
 			return u.dial(b)
 		}
-		if probeIdle(uc.Conn) == core.IdleQuiet {
+		if uc.probe() == core.IdleQuiet {
 			uc.reused = true
 			return uc, nil
 		}
@@ -90,23 +93,27 @@ func (u *upstreams) closeIdle(final bool) {
 	}
 }
 
-// probeIdle looks at an idle connection without reading it: a peek that does not wait.
-func probeIdle(c net.Conn) core.IdleProbe {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return core.IdleQuiet
+// probe looks at an idle connection without reading it: a peek that does not wait. The
+// RawConn and the callback are made once per connection (each would allocate per call).
+func (uc *upConn) probe() core.IdleProbe {
+	if uc.rc == nil {
+		sc, ok := uc.Conn.(syscall.Conn)
+		if !ok {
+			return core.IdleQuiet
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return core.IdleShut
+		}
+		uc.rc = rc
+		uc.peek = func(fd uintptr) bool {
+			uc.res = peekFD(int(fd))
+			return true // never wait
+		}
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	uc.res = core.IdleQuiet
+	if err := uc.rc.Read(uc.peek); err != nil {
 		return core.IdleShut
 	}
-	res := core.IdleQuiet
-	err = rc.Read(func(fd uintptr) bool {
-		res = peekFD(int(fd))
-		return true // never wait
-	})
-	if err != nil {
-		return core.IdleShut
-	}
-	return res
+	return uc.res
 }

@@ -1,0 +1,508 @@
+package l7
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/core"
+	"github.com/switchyard/switchyard/l7/h2"
+)
+
+// The HTTP/2 engine: package h2 runs the connection (frames, flow control, streams) and
+// hands each request stream to serveStream here, on a goroutine of its own. A stream is served
+// by the goroutine engine's own request path (goConn.handle: route, admit, pick, rewrite,
+// forward, release, observe, retries, timeouts) over a virtual HTTP/1.1 connection, streamConn:
+// the stream's request is written into the connection's read buffer as the HTTP/1.1 head the
+// core reads (with the body already received, when it is all there), and the HTTP/1.1 response
+// the core writes is turned back into HEADERS and DATA frames. So every rule of the core holds
+// on HTTP/2 by construction, on the same pooled upstream connections; what the core hands to
+// net/http (no route, sticky or h2/h2c pools, odd requests) goes to the same net/http handler
+// with an http.ResponseWriter on the stream (h2fallback.go).
+
+// h2Conn is one client HTTP/2 connection.
+type h2Conn struct {
+	s      *Server
+	scheme string
+	raddr  net.Addr
+	tls    *tls.ConnectionState
+	conn   *h2.Conn
+
+	mu   sync.Mutex
+	free []*h2Req // per-stream request state, reused
+}
+
+// h2Req is the request state of one stream: a goroutine-engine connection over streamConn.
+type h2Req struct {
+	gc *goConn
+	sc *streamConn
+}
+
+// serveH2 serves an HTTP/2 connection (after ALPN h2, or the h2c preface) until it ends. The
+// caller counted it against max_connections and releases it afterwards.
+func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState) {
+	cfg := s.state.Load().cfg
+	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts}
+	hc.conn = h2.NewConn(nc, h2.Config{
+		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+		IdleTimeout:    cfg.Timeouts.Idle,
+		PrefaceTimeout: cfg.Timeouts.ReadHeader,
+		WriteTimeout:   cfg.Timeouts.Total,
+		OnMalformed: func(reason string) {
+			s.onReject(hc.raddr, &h1.Rejection{Status: 400, Reason: "malformed HTTP/2 request: " + reason})
+		},
+	}, hc.serveStream)
+	s.mu.Lock()
+	if s.shutting.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.h2conns[hc.conn] = struct{}{}
+	s.mu.Unlock()
+	hc.conn.Serve()
+	s.mu.Lock()
+	delete(s.h2conns, hc.conn)
+	s.mu.Unlock()
+}
+
+// closeH2 starts a graceful close (GOAWAY) of every HTTP/2 connection, or cuts them all; it
+// returns how many are still open.
+func (s *Server) closeH2(all bool) int {
+	s.mu.Lock()
+	list := make([]*h2.Conn, 0, len(s.h2conns))
+	for c := range s.h2conns {
+		list = append(list, c)
+	}
+	s.mu.Unlock()
+	for _, c := range list {
+		if all {
+			c.Close()
+		} else {
+			c.Shutdown()
+		}
+	}
+	return len(list)
+}
+
+// h2cPreface is the start of the HTTP/2 client preface, which the HTTP/1.1 engines read as
+// a request line they do not serve.
+var h2cPreface = []byte("PRI * HTTP/2.0\r\n")
+
+// h2cOn reports whether the listener behind fb serves h2c.
+func (s *Server) h2cOn(fb *h1.Handover) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.noH2C[fb]
+}
+
+// h2cConn is a plain connection whose first bytes were read already; CloseWrite lets the h2
+// connection half-close after its last GOAWAY.
+type h2cConn struct{ h1.PrefixConn }
+
+// CloseWrite shuts the sending side of the TCP connection.
+func (c *h2cConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.New("close write: not supported by the connection")
+}
+
+func (hc *h2Conn) get() *h2Req {
+	hc.mu.Lock()
+	if n := len(hc.free); n > 0 {
+		r := hc.free[n-1]
+		hc.free = hc.free[:n-1]
+		hc.mu.Unlock()
+		return r
+	}
+	hc.mu.Unlock()
+	sc := &streamConn{hc: hc}
+	gc := &goConn{clientConn: newClientConn(hc.s, sc, hc.raddr, hc.scheme, nil), c: sc}
+	gc.proto = "HTTP/2.0"
+	gc.in.Buf = make([]byte, 4<<10)
+	return &h2Req{gc: gc, sc: sc}
+}
+
+func (hc *h2Conn) put(r *h2Req) {
+	r.sc.st = nil
+	hc.mu.Lock()
+	if len(hc.free) < 64 {
+		hc.free = append(hc.free, r)
+	}
+	hc.mu.Unlock()
+}
+
+// inlineBody is the largest request body put into the request's buffer with its head, so the
+// core sends head and body in one write and may replay them on a retry.
+const inlineBody = 64 << 10
+
+// serveStream serves one request stream through the core.
+func (hc *h2Conn) serveStream(st *h2.Stream) {
+	r := hc.get()
+	defer hc.put(r)
+	gc, sc := r.gc, r.sc
+	sc.reset(st)
+	gc.in = h1.Reader{Conn: sc, Buf: gc.in.Buf}
+	gc.clientClose = false
+	state := hc.s.state.Load()
+	switch {
+	case st.TooLarge:
+		gc.refuse(errHeadTooLong)
+		return
+	case st.Method == "CONNECT":
+		gc.writeError(405, "CONNECT is not supported over HTTP/2 here", nil, false)
+		return
+	}
+	gc.in.Buf = sc.requestHead(gc.in.Buf[:0])
+	gc.in.W = len(gc.in.Buf)
+	gc.in.Buf = gc.in.Buf[:cap(gc.in.Buf)]
+	end := h1.HeadEnd(gc.in.Buffered(), 0)
+	if rej := h1.ParseHead(gc.in.Buffered()[:end], &gc.head); rej != nil {
+		gc.refuse(rej)
+		return
+	}
+	if end > state.cfg.Limits.MaxHeaderBytes {
+		gc.refuse(errHeadTooLong)
+		return
+	}
+	if _, fallback := gc.handle(state, end); fallback {
+		hc.fallback(st, gc.in.Buffered()[end:])
+		return
+	}
+	sc.end()
+}
+
+// streamConn is the virtual HTTP/1.1 connection of one stream: Read gives the request body
+// (raw when its length is known, else in chunked framing the core re-frames), Write takes the
+// HTTP/1.1 response the core produces and sends it as HEADERS and DATA.
+type streamConn struct {
+	hc      *h2Conn
+	st      *h2.Stream
+	chunked bool   // the body is read in chunked framing
+	pending []byte // chunked framing not yet read
+	pendR   int
+	eof     bool
+	tmp     []byte
+
+	phase     int
+	hbuf      []byte // a response head split over writes
+	rest      []byte
+	rh        h1.Head
+	remaining int64
+	ck        canonChunks
+	data      []byte
+	block     []byte
+}
+
+// The phases of the response a streamConn is taking.
+const (
+	rHead    = iota // before the final head
+	rLength         // a Content-Length body
+	rChunked        // a chunked body (the core's canonical framing)
+	rStream         // a body without length, ending with the exchange
+	rDone
+)
+
+func (sc *streamConn) reset(st *h2.Stream) {
+	sc.st, sc.chunked, sc.pending, sc.pendR, sc.eof = st, false, sc.pending[:0], 0, false
+	sc.phase, sc.hbuf, sc.remaining, sc.ck = rHead, sc.hbuf[:0], 0, canonChunks{}
+}
+
+// requestHead writes the stream's request as an HTTP/1.1 head into buf: the request line from
+// :method and :path, Host from :authority, the fields (their names and values were checked by
+// package h2, so no CR, LF or connection-specific field reaches here), and the framing: the
+// length of a body received whole (then the body itself, up to inlineBody), content-length,
+// or chunked for a body still arriving without one.
+func (sc *streamConn) requestHead(buf []byte) []byte {
+	st := sc.st
+	b := append(append(append(buf, st.Method...), ' '), st.Path...)
+	b = append(b, " HTTP/1.1\r\n"...)
+	if st.Authority != "" {
+		b = append(append(append(b, "Host: "...), st.Authority...), "\r\n"...)
+	}
+	for _, f := range st.Fields {
+		if f.Name == "content-length" || (f.Name == "host" && st.Authority != "") {
+			continue
+		}
+		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	n, whole := st.Received()
+	switch {
+	case whole && (n > 0 || st.ContentLength >= 0):
+		b = strconv.AppendInt(append(b, "Content-Length: "...), int64(n), 10)
+		b = append(b, "\r\n"...)
+	case whole:
+	case st.ContentLength >= 0:
+		b = strconv.AppendInt(append(b, "Content-Length: "...), st.ContentLength, 10)
+		b = append(b, "\r\n"...)
+	default:
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+		sc.chunked = true
+	}
+	b = append(b, "\r\n"...)
+	if whole && n > 0 && n <= inlineBody {
+		b = readFull(st, b, n)
+	}
+	return b
+}
+
+// readFull appends n buffered body bytes of st to b.
+func readFull(st *h2.Stream, b []byte, n int) []byte {
+	b = append(b, make([]byte, n)...)
+	off := len(b) - n
+	for off < len(b) {
+		k, err := st.Read(b[off:])
+		off += k
+		if err != nil {
+			return b[:off]
+		}
+	}
+	return b
+}
+
+// Read gives the core the request body.
+func (sc *streamConn) Read(p []byte) (int, error) {
+	if !sc.chunked {
+		return sc.st.Read(p)
+	}
+	if sc.pendR == len(sc.pending) {
+		if sc.eof {
+			return 0, errors.New("read request body: past its end")
+		}
+		if sc.tmp == nil {
+			sc.tmp = make([]byte, 16<<10)
+		}
+		n, err := sc.st.Read(sc.tmp)
+		switch {
+		case n > 0:
+			sc.pending = core.AppendChunk(sc.pending[:0], sc.tmp[:n])
+		case errors.Is(err, io.EOF):
+			sc.pending, sc.eof = append(sc.pending[:0], "0\r\n\r\n"...), true
+		default:
+			return 0, err
+		}
+		sc.pendR = 0
+	}
+	n := copy(p, sc.pending[sc.pendR:])
+	sc.pendR += n
+	return n, nil
+}
+
+// Write takes response bytes from the core.
+func (sc *streamConn) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		var err error
+		switch sc.phase {
+		case rHead:
+			b, err = sc.head(b)
+		case rLength:
+			k := int(min(int64(len(b)), sc.remaining))
+			sc.remaining -= int64(k)
+			if sc.remaining == 0 {
+				sc.phase = rDone
+			}
+			err = sc.st.Data(b[:k], sc.remaining == 0)
+			b = b[k:]
+		case rChunked:
+			b, err = sc.chunk(b)
+		case rStream:
+			err, b = sc.st.Data(b, false), nil
+		default:
+			return 0, errors.Join(errClientGone, errors.New("response bytes after the response"))
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// head takes (part of) a response head and sends it as HEADERS, with the body bytes that came
+// along; it returns the bytes after what it used.
+func (sc *streamConn) head(b []byte) ([]byte, error) {
+	data := b
+	if len(sc.hbuf) > 0 {
+		sc.hbuf = append(sc.hbuf, b...)
+		data = sc.hbuf
+	}
+	end := h1.HeadEnd(data, 0)
+	if end < 0 {
+		if len(sc.hbuf) == 0 {
+			sc.hbuf = append(sc.hbuf, b...)
+		}
+		if len(sc.hbuf) > 64<<10 {
+			return nil, errors.New("response head too large")
+		}
+		return nil, nil
+	}
+	if rej := h1.ParseHead(data[:end], &sc.rh); rej != nil {
+		return nil, rej
+	}
+	rest := data[end:]
+	if len(sc.hbuf) > 0 {
+		sc.rest = append(sc.rest[:0], rest...)
+		rest, sc.hbuf = sc.rest, sc.hbuf[:0]
+	}
+	code, _ := strconv.Atoi(string(sc.rh.Line[9:12]))
+	sc.block = h2.AppendStatus(sc.block[:0], code)
+	for _, f := range sc.rh.Fields {
+		if !h2ResponseField(f.Name) {
+			continue
+		}
+		sc.block = h2.AppendField(sc.block, f.Name, f.Value)
+	}
+	switch {
+	case code < 200:
+		return rest, sc.st.Respond(sc.block, nil, false)
+	case sc.st.Method == "HEAD" || code == 204 || code == 304:
+		sc.phase = rDone
+		return rest, sc.st.Respond(sc.block, nil, true)
+	case sc.rh.Chunked:
+		sc.phase = rChunked
+		n, out, done, err := sc.ck.decode(sc.data[:0], rest)
+		sc.data = out
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			sc.phase = rDone
+		}
+		return rest[n:], sc.st.Respond(sc.block, out, done)
+	case sc.rh.ContentLength >= 0:
+		k := int(min(int64(len(rest)), sc.rh.ContentLength))
+		sc.remaining = sc.rh.ContentLength - int64(k)
+		sc.phase = rLength
+		if sc.remaining == 0 {
+			sc.phase = rDone
+		}
+		return rest[k:], sc.st.Respond(sc.block, rest[:k], sc.remaining == 0)
+	}
+	sc.phase = rStream
+	return nil, sc.st.Respond(sc.block, rest, false)
+}
+
+func (sc *streamConn) chunk(b []byte) ([]byte, error) {
+	n, out, done, err := sc.ck.decode(sc.data[:0], b)
+	sc.data = out
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		sc.phase = rDone
+	}
+	return b[n:], sc.st.Data(out, done)
+}
+
+// end ends a response whose length was the exchange's.
+func (sc *streamConn) end() {
+	if sc.phase == rStream {
+		_ = sc.st.Data(nil, true)
+	}
+}
+
+// h2ResponseField reports a response field HTTP/2 carries (connection-specific ones are not,
+// RFC 9113 8.2.2; the core already dropped the other hop-by-hop fields).
+func h2ResponseField(name []byte) bool {
+	for _, h := range [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
+		if len(h) == len(name) && bytes.EqualFold(name, []byte(h)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Close is a no-op: the stream ends when its handler returns.
+func (sc *streamConn) Close() error { return nil }
+
+// LocalAddr implements net.Conn.
+func (sc *streamConn) LocalAddr() net.Addr { return sc.hc.raddr }
+
+// RemoteAddr implements net.Conn.
+func (sc *streamConn) RemoteAddr() net.Addr { return sc.hc.raddr }
+
+// SetDeadline bounds the stream's body reads and flow-controlled writes.
+func (sc *streamConn) SetDeadline(t time.Time) error { sc.st.SetDeadline(t); return nil }
+
+// SetReadDeadline is SetDeadline (a stream has one deadline).
+func (sc *streamConn) SetReadDeadline(t time.Time) error { sc.st.SetDeadline(t); return nil }
+
+// SetWriteDeadline is SetDeadline (a stream has one deadline).
+func (sc *streamConn) SetWriteDeadline(t time.Time) error { sc.st.SetDeadline(t); return nil }
+
+// canonChunks decodes the canonical chunked framing the core writes (core.ResponseBody:
+// lowercase hex size, CRLF, data, CRLF; "0" CRLF CRLF at the end) back to the body bytes.
+type canonChunks struct {
+	state int // 0 size, 1 LF after size, 2 data, 3 CR after data, 4 LF after data, 5 CR at end, 6 LF at end
+	size  int64
+	n     int // digits of the size
+}
+
+var errChunkFraming = errors.Join(core.ErrUpstream, errors.New("bad chunked framing"))
+
+// decode consumes src up to the end of the body and appends its data to dst.
+func (d *canonChunks) decode(dst, src []byte) (n int, out []byte, done bool, err error) {
+	for n < len(src) {
+		ch := src[n]
+		switch d.state {
+		case 0:
+			v, ok := hexDigit(ch)
+			switch {
+			case ok && d.n < 15:
+				d.size, d.n = d.size<<4|int64(v), d.n+1
+			case ch == '\r' && d.n > 0:
+				d.state = 1
+			default:
+				return n, dst, false, errChunkFraming
+			}
+		case 1, 4, 6:
+			if ch != '\n' {
+				return n, dst, false, errChunkFraming
+			}
+			switch {
+			case d.state == 6:
+				*d = canonChunks{}
+				return n + 1, dst, true, nil
+			case d.state == 4:
+				d.state, d.size, d.n = 0, 0, 0
+			case d.size > 0:
+				d.state = 2
+			default:
+				d.state = 5 // the last chunk
+			}
+		case 2:
+			k := int(min(int64(len(src)-n), d.size))
+			dst = append(dst, src[n:n+k]...)
+			d.size -= int64(k)
+			n += k
+			if d.size == 0 {
+				d.state = 3
+			}
+			continue
+		case 3, 5:
+			if ch != '\r' {
+				return n, dst, false, errChunkFraming
+			}
+			d.state++
+		}
+		n++
+	}
+	return n, dst, false, nil
+}
+
+func hexDigit(ch byte) (byte, bool) {
+	switch {
+	case '0' <= ch && ch <= '9':
+		return ch - '0', true
+	case 'a' <= ch && ch <= 'f':
+		return ch - 'a' + 10, true
+	}
+	return 0, false
+}
