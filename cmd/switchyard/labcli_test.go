@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/testenv/topo"
+)
+
+// TestLabUpDaemonCLI is the operator's path through a lab run by a binary not named switchyard:
+// `lab up` works (it runs os.Executable) and prints the daemon's socket, `vip list` finds that
+// socket without --socket, a VIP added through the CLI survives a second `lab up` and a restart
+// of the daemon (the second `lab up` keeps the daemon's saved configuration and says so).
+func TestLabUpDaemonCLI(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root (network namespaces, XDP) and no -short")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sy")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	prefix := "k" + hex.EncodeToString(b)
+	t.Cleanup(func() { lab.Destroy(prefix) })
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SWITCHYARD_") {
+			env = append(env, e)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	up := []string{"lab", "up", "--prefix", prefix, "--clients", "1", "--balancers", "1", "--backends", "2",
+		"--l7", "0", "--no-dns", "--no-edge", "--static-routes", "--store-members", "0"}
+	out, err := run(up...)
+	if err != nil {
+		t.Fatalf("lab up from a binary named sy: %v\n%s", err, out)
+	}
+	sock := lab.SocketPath(prefix, prefix+"-lb1")
+	if !strings.Contains(out, sock) {
+		t.Errorf("lab up does not print the daemon socket %s:\n%s", sock, out)
+	}
+	// The default path: the CLI looks in the lab's state directory. Other labs or daemons on
+	// this machine (other tests) make the default ambiguous; then name the lab.
+	var sel []string
+	if others, _ := filepath.Glob("/run/switchyard/*.sock"); len(others) > 0 || len(lab.DaemonSockets("")) > 1 {
+		t.Logf("other daemons run here (%v): naming the lab with --lab", others)
+		sel = []string{"--lab", prefix}
+	}
+	vipList := func() (string, error) { return run(append([]string{"vip", "list"}, sel...)...) }
+	if out, err := vipList(); err != nil || !strings.Contains(out, "198.18.100.1") {
+		t.Fatalf("vip list after lab up: %v\n%s", err, out)
+	}
+	st, err := lab.LoadState(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := st.Topo.ByRole(topo.Backend)[0].Addr4.String()
+	if out, err := run(append([]string{"vip", "add", "extra", "198.18.100.5:80", "--backend", be}, sel...)...); err != nil {
+		t.Fatalf("vip add: %v\n%s", err, out)
+	}
+	out, err = run(up...)
+	if err != nil {
+		t.Fatalf("second lab up: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "the lab was up: kept") {
+		t.Errorf("the second lab up does not say it kept the daemon's configuration:\n%s", out)
+	}
+	if b, _ := os.ReadFile(lab.ConfigPath(prefix, prefix+"-lb1")); !strings.Contains(string(b), "extra") {
+		t.Errorf("the second lab up rewrote the daemon's configuration, the VIP added through the CLI is gone:\n%s", b)
+	}
+	// The daemon's next start reads that file: stop it, and `lab up` starts it again.
+	if procs, _ := lab.Running(prefix); procs["lb1"] == 0 {
+		t.Fatalf("no running balancer daemon lb1 to restart: %v", procs)
+	}
+	if err := lab.StopProcess(prefix, "lb1", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(up...); err != nil {
+		t.Fatalf("lab up after the daemon stopped: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := vipList()
+		if err == nil && strings.Contains(out, "extra") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a restart of the daemon, vip list lacks the VIP added through the CLI: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := run("lab", "down", "--prefix", prefix); err != nil {
+		t.Fatalf("lab down: %v\n%s", err, out)
+	}
+}
