@@ -7,7 +7,6 @@
 package l7
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/route"
@@ -236,9 +237,7 @@ func LoadConfig(path string) (*Config, error) {
 // the line and the field.
 func ParseConfig(data []byte) (*Config, error) {
 	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
+	if err := yamlx.Decode(data, cfg); err != nil { // errors name the line, the field and the fix
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("parse config: the file is empty; start from the example in docs/l7.md")
 		}
