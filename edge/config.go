@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/adminauth"
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
@@ -228,6 +229,7 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
 			return &fieldError{"admin.listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:9091", c.Admin.Listen)}
 		}
+		c.Admin.Listen = adminauth.Loopback(c.Admin.Listen) // ":9091" binds to loopback
 		if c.Admin.Token == "" && c.Admin.TokenFile != "" {
 			b, err := os.ReadFile(c.Admin.TokenFile)
 			if err != nil {

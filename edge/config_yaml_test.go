@@ -20,3 +20,11 @@ func TestConfigYAMLErrorsNameFieldAndFix(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminListenLoopbackDefault: an admin address without a host binds to loopback.
+func TestAdminListenLoopbackDefault(t *testing.T) {
+	c, err := ParseConfig([]byte("origin: http://127.0.0.1:8000\nadmin: {listen: \":9091\", token: t}\n"))
+	if err != nil || c.Admin.Listen != "127.0.0.1:9091" {
+		t.Errorf("%v %q, want 127.0.0.1:9091", err, c.Admin.Listen)
+	}
+}

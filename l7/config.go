@@ -72,9 +72,15 @@ type Certificate struct {
 	Key  string `yaml:"key"`
 }
 
-// Admin is the admin endpoint address; empty disables it.
+// Admin is the admin endpoint (admin_auth.go): address empty disables it, one without a host
+// (":9901") binds to loopback. POST /drain and /reload need the bearer token.
 type Admin struct {
 	Address string `yaml:"address"`
+	// Token is the bearer token of the mutating endpoints; without one they answer 403, and an
+	// address reachable from other hosts is refused.
+	Token string `yaml:"token"`
+	// TokenFile names a file holding the token, an alternative to Token.
+	TokenFile string `yaml:"token_file"`
 }
 
 // Limits bound the proxy's global resources.
@@ -391,6 +397,9 @@ var errNoListener = errors.New("no listeners; add listeners: [{address: 127.0.0.
 func (c *Config) validate() error {
 	if len(c.Listeners) == 0 {
 		return fmt.Errorf("config: %w", errNoListener)
+	}
+	if err := c.validateAdmin(); err != nil {
+		return err
 	}
 	for i, l := range c.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
