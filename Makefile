@@ -2,15 +2,18 @@
 # build and the tests need, each bench target installs its own peers.
 GO        ?= go
 BIN       := bin/switchyard
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/switchyard
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/switchyard
 
 # generate rebuilds the BPF objects and their Go bindings with bpf2go (needs clang; `make deps`).
 # The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
@@ -86,6 +89,46 @@ bench-edge: build
 	bash bench/edge.sh
 bench-dns: build
 	bash bench/dns.sh
+
+# install puts the binary, the systemd units, the example configurations (never over existing
+# ones) and the bash and zsh completion under DESTDIR, PREFIX (docs in README "Install").
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+install: build
+	install -Dm0755 $(BIN) $(DESTDIR)$(BINDIR)/switchyard
+	@for u in deploy/systemd/*.service; do \
+		install -d $(DESTDIR)$(UNITDIR); \
+		sed 's|@BINDIR@|$(BINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); echo "installed $(DESTDIR)$(UNITDIR)/$$(basename $$u)"; \
+	done
+	@cd deploy/etc && for f in $$(find switchyard -type f); do \
+		d=$(DESTDIR)$(SYSCONFDIR)/$$f; \
+		if [ -e $$d ]; then echo "kept $$d (exists)"; else install -Dm0644 $$f $$d; echo "installed $$d"; fi; \
+	done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/switchyard
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_switchyard
+	install -Dm0644 -t $(DESTDIR)$(PREFIX)/share/doc/switchyard README.md docs/*.md
+
+# deb builds bin/switchyard_<version>_<arch>.deb with dpkg-deb: `make install` into a staging
+# root with PREFIX=/usr, the example configurations as conffiles, postinst creating the
+# example instances' admin tokens.
+DEB_VERSION ?= 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$(COMMIT)
+DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_STAGE   := bin/deb
+DEB_OUT     ?= bin/switchyard_$(DEB_VERSION)_$(DEB_ARCH).deb
+deb: build
+	@command -v dpkg-deb >/dev/null || { echo "make deb: dpkg-deb not found: apt-get install -y dpkg-dev (or dpkg)" >&2; exit 1; }
+	rm -rf $(DEB_STAGE)
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_STAGE) PREFIX=/usr UNITDIR=/lib/systemd/system
+	install -d $(DEB_STAGE)/DEBIAN
+	sed -e 's|@VERSION@|$(DEB_VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' deploy/debian/control.in > $(DEB_STAGE)/DEBIAN/control
+	cd $(DEB_STAGE) && find etc -type f | sed 's|^|/|' | sort > DEBIAN/conffiles
+	install -m0755 deploy/debian/postinst deploy/debian/postrm $(DEB_STAGE)/DEBIAN/
+	dpkg-deb --build --root-owner-group $(DEB_STAGE) $(DEB_OUT)
 
 clean:
 	rm -rf bin bench/out
