@@ -110,3 +110,41 @@ func TestLabUpDaemonCLI(t *testing.T) {
 		t.Fatalf("lab down: %v\n%s", err, out)
 	}
 }
+
+// TestLabDemoEveryStop: with a daemon balancer, an L7 proxy, the edge and DNS, the demo's lines
+// show what every stop counts (balancer packets, L7 requests, edge hits, DNS queries), and the
+// summary at the end the same over the whole run.
+func TestLabDemoEveryStop(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root (network namespaces, XDP) and no -short")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "switchyard")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv("SWITCHYARD_BIN", bin)
+	b := make([]byte, 3)
+	rand.Read(b)
+	prefix := "e" + hex.EncodeToString(b)
+	t.Cleanup(func() { lab.Destroy(prefix) })
+	out, err := runLab(t, "lab", "demo", "--prefix", prefix, "--duration", "8s", "--rate", "60", "--clients", "1",
+		"--balancers", "1", "--backends", "2", "--l7", "1", "--static-routes", "--store-members", "0")
+	if err != nil {
+		t.Fatalf("lab demo: %v\n%s", err, out)
+	}
+	every := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "t=") && strings.Contains(l, " pkt/s") && strings.Contains(l, "l7 ") && strings.Contains(l, "% hits") && strings.Contains(l, " q/s") {
+			every++
+		}
+	}
+	if every < 2 {
+		t.Errorf("want >= 2 lines with the balancer, L7, edge and DNS counters:\n%s", out)
+	}
+	for _, want := range []string{"summary after ", "balancer  XDP packets/s by VIP: ", "l7        requests/s by pool: ", "edge      hits/s ", "dns       queries/s "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv
 			if err != nil {
 				return err
 			}
-			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p); err != nil {
+			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p, "--metrics", dnsMetrics); err != nil {
 				return err
 			}
 			st.Running[n.Name] = "dns"
