@@ -77,8 +77,23 @@ complete -p switchyard
 	}
 	if _, err := exec.LookPath("zsh"); err != nil {
 		t.Log("zsh not installed: zsh -n skipped (apt-get install zsh)")
-	} else if out, err := exec.Command("zsh", "-n", "-c", string(z)).CombinedOutput(); err != nil {
-		t.Errorf("zsh -n: %v\n%s", err, out)
+	} else {
+		// The completion function, run with zsh's completion helpers stubbed: _describe gets
+		// what the binary answers for the words typed so far.
+		zf := filepath.Join(t.TempDir(), "_switchyard")
+		os.WriteFile(zf, z, 0o644)
+		cmd := exec.Command("zsh", "-f", "-c", `compdef() { :; }
+_describe() { print -l -- "${(@P)2}"; }
+_files() { print FILES; }
+source "$ZF"
+words=("$BIN" vi); _switchyard; echo "--"
+words=("$BIN" vip l); _switchyard`)
+		cmd.Env = append(os.Environ(), "BIN="+bin, "ZF="+zf)
+		out, err := cmd.CombinedOutput()
+		top, sub, _ := strings.Cut(string(out), "--\n")
+		if err != nil || !strings.Contains(top, "vip\n") || !strings.Contains(top, "lab\n") || !strings.Contains(sub, "list\n") || !strings.Contains(sub, "remove\n") {
+			t.Errorf("zsh completion: %v\n%s", err, out)
+		}
 	}
 	if out, err := runLab(t, "completion", "fish"); err == nil || !strings.Contains(err.Error(), "bash or zsh") {
 		t.Errorf("completion fish: %v %s", err, out)
