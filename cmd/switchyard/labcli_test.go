@@ -148,3 +148,45 @@ func TestLabDemoEveryStop(t *testing.T) {
 		}
 	}
 }
+
+// TestLabUpKeepsStore: in a lab whose daemons take their VIPs from the store, a VIP removed
+// through the CLI stays removed after a second `lab up` (which used to seed it again).
+func TestLabUpKeepsStore(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root (network namespaces, XDP) and no -short")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("etcd not installed (make deps installs etcd-server)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "switchyard")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv("SWITCHYARD_BIN", bin)
+	b := make([]byte, 3)
+	rand.Read(b)
+	prefix := "s" + hex.EncodeToString(b)
+	t.Cleanup(func() { lab.Destroy(prefix) })
+	up := []string{"lab", "up", "--prefix", prefix, "--clients", "1", "--balancers", "1", "--backends", "1",
+		"--l7", "0", "--no-dns", "--no-edge", "--static-routes", "--store-members", "1"}
+	if out, err := runLab(t, up...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	sock := []string{"--lab", prefix}
+	if out, err := runLab(t, append([]string{"vip", "remove", "echo"}, sock...)...); err != nil {
+		t.Fatalf("vip remove: %v\n%s", err, out)
+	}
+	out, err := runLab(t, up...)
+	if err != nil {
+		t.Fatalf("second lab up: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "and the VIPs in the store") {
+		t.Errorf("the second lab up does not say it kept the store's VIPs:\n%s", out)
+	}
+	// The daemon follows the store: give a re-seeded VIP the time to show up.
+	time.Sleep(2 * time.Second)
+	if out, err := runLab(t, append([]string{"vip", "list"}, sock...)...); err != nil || strings.Contains(out, "echo") || !strings.Contains(out, "web") {
+		t.Errorf("vip list after the second lab up: %v (want web and no echo)\n%s", err, out)
+	}
+}
