@@ -94,6 +94,19 @@ func TestGoBootstrap(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != gobin || strings.Contains(stderr, "fetching") {
 		t.Errorf("second run: %v, printed %q, stderr %q; want %s from the cache", err, out, stderr, gobin)
 	}
+	// A go on PATH older than go.mod's (Debian 12's 1.19) is passed over for the toolchain.
+	old := t.TempDir()
+	os.WriteFile(filepath.Join(old, "go"), []byte("#!/bin/sh\necho go1.19.8\n"), 0o755)
+	oldEnv := append([]string{}, env...)
+	for i, e := range oldEnv {
+		if strings.HasPrefix(e, "PATH=") {
+			oldEnv[i] = "PATH=" + old + ":" + strings.TrimPrefix(e, "PATH=")
+		}
+	}
+	out, stderr, err = runIn(t, time.Minute, oldEnv, "tools/go.sh")
+	if err != nil || strings.TrimSpace(out) != gobin || !strings.Contains(stderr, "is 1.19.8, older than go.mod's "+want) {
+		t.Errorf("with go1.19 on PATH: %v, printed %q, stderr %q; want %s", err, out, stderr, gobin)
+	}
 }
 
 // TestGoBootstrapRefusesTampered: a proxy that serves another zip under the toolchain's name is
