@@ -89,7 +89,7 @@ func checkUnit(t *testing.T, name, text, bin string) {
 	if name != "switchyard-lb.service" {
 		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "ProtectKernelTunables=yes")
 	} else {
-		want = append(want, "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_NET_ADMIN CAP_SYS_ADMIN CAP_NET_BIND_SERVICE\n", "LimitMEMLOCK=infinity", "ReadWritePaths=/etc/switchyard /sys/fs/bpf")
+		want = append(want, "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_NET_ADMIN CAP_NET_BIND_SERVICE\n", "LimitMEMLOCK=infinity", "ReadWritePaths=/etc/switchyard /sys/fs/bpf")
 	}
 	for _, w := range want {
 		if !strings.Contains(text, w) {
