@@ -1,21 +1,29 @@
 # switchyard build, test, demo and benchmarks. Run as root on Debian; `make deps` installs what the
 # build and the tests need, each bench target installs its own peers.
-GO        ?= go
+# GO builds this module: the go on PATH when it is at least go.mod's version, else the official
+# toolchain that tools/go.sh fetches from GOPROXY once, checks against tools/go-toolchain.sum
+# and caches (worked out when a target first needs it, so `make clean` fetches nothing).
+# GOENV puts that go first on PATH for what runs `go` itself (tests, go generate, benches).
+GO        ?= $(eval GO := $(shell tools/go.sh))$(GO)
+GOENV      = PATH="$(dir $(GO)):$$PATH"
 BIN       := bin/switchyard
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
 
 all: build
 
-build:
-	$(GO) build -o $(BIN) ./cmd/switchyard
+build: check-go
+	$(GOENV) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/switchyard
 
 # generate rebuilds the BPF objects and their Go bindings with bpf2go (needs clang; `make deps`).
 # The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
-generate:
-	$(GO) generate ./loader/...
+generate: check-go
+	$(GOENV) $(GO) generate ./loader/...
 
 # deps installs the Debian packages the build, the lab and the tests use. Idempotent.
 deps: check-go
@@ -25,35 +33,34 @@ deps: check-go
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# check-go fails early, with the fix, when no usable Go is on PATH. Go 1.21 or newer fetches the
-# toolchain go.mod names by itself (GOTOOLCHAIN=auto).
+# check-go fails early when tools/go.sh found or fetched no usable Go (it said why on stderr).
 check-go:
-	@command -v $(GO) >/dev/null 2>&1 || { echo "no Go on PATH: install Go 1.21 or newer (Debian 13: apt-get install golang-go; Debian 12: the go.dev tarball in /usr/local/go, then export PATH=/usr/local/go/bin:\$$PATH)" >&2; exit 1; }
-	@v=$$($(GO) env GOVERSION 2>/dev/null | sed 's/^go//'); case "$$v" in 1.1[0-9]*|1.20*|"") echo "Go $$v is too old: install Go 1.21 or newer (Debian 12: the go.dev tarball in /usr/local/go)" >&2; exit 1;; esac
+	@test -n "$(GO)" || { echo "no usable Go: see the go.sh message above (it needs curl and perl, which comes with git)" >&2; exit 1; }
+	@echo "using $(GO) ($$($(GO) env GOVERSION))"
 
 # test runs the whole suite, including the root-only network-namespace end-to-end tests (they
 # skip with a message when not root).
 test: deps
-	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GOENV) $(GO) vet ./...
+	$(GOENV) $(GO) test $(TEST_FLAGS) ./...
 
 # fuzz runs every fuzz target of the repository (each func FuzzX in a _test.go file), one after
 # another, for FUZZTIME each on top of its seed corpus (testdata/fuzz and f.Add). Minimising each
 # new input is capped at FUZZMINIMIZE: at Go's default (60 s) it took most of a short run.
 FUZZTIME ?= 20s
 FUZZMINIMIZE ?= 1s
-fuzz:
+fuzz: check-go
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
 		dir=./$$(dirname $${f#./}); \
 		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 			echo "== fuzz $$dir $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$dir; \
+			$(GOENV) $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$dir; \
 		done; \
 	done
 
 # test-short skips the slow lab experiments and end-to-end runs.
-test-short:
-	$(GO) test -short -count=1 ./...
+test-short: check-go
+	$(GOENV) $(GO) test -short -count=1 ./...
 
 demo: deps build
 	./$(BIN) lab demo
@@ -72,20 +79,60 @@ bench-smoke: build
 	bash bench/lib_test.sh
 	@start=$$(date +%s); for s in $(BENCH_STOPS); do \
 		echo "== bench-$$s (smoke)"; t=$$(date +%s); \
-		BENCH_SMOKE=1 $(MAKE) --no-print-directory bench-$$s || { echo "bench-smoke: bench-$$s failed" >&2; exit 1; }; \
+		BENCH_SMOKE=1 $(MAKE) --no-print-directory GO=$(GO) bench-$$s || { echo "bench-smoke: bench-$$s failed" >&2; exit 1; }; \
 		echo "== bench-$$s (smoke) passed in $$(( $$(date +%s) - t )) s"; \
 	done; echo "bench-smoke: every stop passed in $$(( $$(date +%s) - start )) s"
 
 bench-xdp: build
-	bash bench/xdp.sh
+	$(GOENV) bash bench/xdp.sh
 bench-l4: deps build
-	bash bench/l4.sh
+	$(GOENV) bash bench/l4.sh
 bench-l7: build
-	bash bench/l7.sh
+	$(GOENV) bash bench/l7.sh
 bench-edge: build
-	bash bench/edge.sh
+	$(GOENV) bash bench/edge.sh
 bench-dns: build
-	bash bench/dns.sh
+	$(GOENV) bash bench/dns.sh
+
+# install puts the binary, the systemd units, the example configurations (never over existing
+# ones) and the bash and zsh completion under DESTDIR, PREFIX (docs in README "Install").
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+install: build
+	install -Dm0755 $(BIN) $(DESTDIR)$(BINDIR)/switchyard
+	@for u in deploy/systemd/*.service; do \
+		install -d $(DESTDIR)$(UNITDIR); \
+		sed 's|@BINDIR@|$(BINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); echo "installed $(DESTDIR)$(UNITDIR)/$$(basename $$u)"; \
+	done
+	@cd deploy/etc && for f in $$(find switchyard -type f); do \
+		d=$(DESTDIR)$(SYSCONFDIR)/$$f; \
+		if [ -e $$d ]; then echo "kept $$d (exists)"; else install -Dm0644 $$f $$d; echo "installed $$d"; fi; \
+	done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/switchyard
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_switchyard
+	install -Dm0644 -t $(DESTDIR)$(PREFIX)/share/doc/switchyard README.md docs/*.md
+
+# deb builds bin/switchyard_<version>_<arch>.deb with dpkg-deb: `make install` into a staging
+# root with PREFIX=/usr, the example configurations as conffiles, postinst creating the
+# example instances' admin tokens.
+DEB_VERSION ?= 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$(COMMIT)
+DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_STAGE   := bin/deb
+DEB_OUT     ?= bin/switchyard_$(DEB_VERSION)_$(DEB_ARCH).deb
+deb: build
+	@command -v dpkg-deb >/dev/null || { echo "make deb: dpkg-deb not found: apt-get install -y dpkg-dev (or dpkg)" >&2; exit 1; }
+	rm -rf $(DEB_STAGE)
+	$(MAKE) --no-print-directory GO=$(GO) install DESTDIR=$(CURDIR)/$(DEB_STAGE) PREFIX=/usr UNITDIR=/lib/systemd/system
+	install -d $(DEB_STAGE)/DEBIAN
+	sed -e 's|@VERSION@|$(DEB_VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' deploy/debian/control.in > $(DEB_STAGE)/DEBIAN/control
+	cd $(DEB_STAGE) && find etc -type f | sed 's|^|/|' | sort > DEBIAN/conffiles
+	install -m0755 deploy/debian/postinst deploy/debian/postrm $(DEB_STAGE)/DEBIAN/
+	dpkg-deb --build --root-owner-group $(DEB_STAGE) $(DEB_OUT)
 
 clean:
 	rm -rf bin bench/out

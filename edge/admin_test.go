@@ -251,7 +251,7 @@ func TestSmartTieredCache(t *testing.T) {
 func TestConfigErrorsNameLineAndField(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ yaml, want string }{
-		{"origin: http://127.0.0.1:1\nbogus: 1\n", "line 2: field bogus not found"},
+		{"origin: http://127.0.0.1:1\nbogus: 1\n", "line 2: bogus: unknown field"},
 		{"listen: nope\norigin: http://127.0.0.1:1\n", "line 1: field listen"},
 		{"origin: ftp://x\n", "line 1: field origin"},
 		{"listen: 127.0.0.1:0\n", "field origin: missing"},

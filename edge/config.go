@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/internal/adminauth"
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 // Config is the edge's configuration, read from YAML (see docs/edge.md for a full example).
@@ -162,15 +164,14 @@ func LoadConfig(path string) (Config, error) {
 
 // ParseConfig parses YAML, rejects unknown fields, fills defaults and validates.
 func ParseConfig(b []byte) (Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
+	var cfg Config
+	// Errors name the line, the field and the fix; io.EOF means an empty document: every
+	// field takes its default.
+	if err := yamlx.Decode(b, &cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("parse edge config: %w", err)
 	}
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	// io.EOF means an empty document: every field takes its default.
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
 		return Config{}, fmt.Errorf("parse edge config: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -246,6 +247,7 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
 			return &fieldError{"admin.listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:9091", c.Admin.Listen)}
 		}
+		c.Admin.Listen = adminauth.Loopback(c.Admin.Listen) // ":9091" binds to loopback
 		if c.Admin.Token == "" && c.Admin.TokenFile != "" {
 			b, err := os.ReadFile(c.Admin.TokenFile)
 			if err != nil {

@@ -98,27 +98,29 @@ func (s *Server) Drain(poolName, address string, on bool) error {
 //	GET  /backends                     backends and their state (JSON)
 //	POST /drain?pool=P&backend=ADDR    drain a backend; add &undo=1 to put it back
 //	POST /reload                       re-read the configuration file
+//
+// The POST endpoints need "Authorization: Bearer <admin.token>" (admin_auth.go).
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, Routes(s.Config())) })
 	mux.HandleFunc("GET /backends", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Backends()) })
-	mux.HandleFunc("POST /drain", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /drain", s.adminAuth(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if err := s.Drain(q.Get("pool"), q.Get("backend"), q.Get("undo") == ""); err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
 		writeJSON(w, s.Backends())
-	})
-	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	mux.HandleFunc("POST /reload", s.adminAuth(func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.ReloadFile(); err != nil {
 			http.Error(w, err.Error()+" (the previous configuration stays in effect)", http.StatusUnprocessableEntity)
 			return
 		}
 		fmt.Fprintln(w, "reloaded")
-	})
+	}))
 	return mux
 }
 

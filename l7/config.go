@@ -7,7 +7,6 @@
 package l7
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/route"
@@ -71,9 +72,15 @@ type Certificate struct {
 	Key  string `yaml:"key"`
 }
 
-// Admin is the admin endpoint address; empty disables it.
+// Admin is the admin endpoint (admin_auth.go): address empty disables it, one without a host
+// (":9901") binds to loopback. POST /drain and /reload need the bearer token.
 type Admin struct {
 	Address string `yaml:"address"`
+	// Token is the bearer token of the mutating endpoints; without one they answer 403, and an
+	// address reachable from other hosts is refused.
+	Token string `yaml:"token"`
+	// TokenFile names a file holding the token, an alternative to Token.
+	TokenFile string `yaml:"token_file"`
 }
 
 // Limits bound the proxy's global resources.
@@ -236,9 +243,7 @@ func LoadConfig(path string) (*Config, error) {
 // the line and the field.
 func ParseConfig(data []byte) (*Config, error) {
 	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
+	if err := yamlx.Decode(data, cfg); err != nil { // errors name the line, the field and the fix
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("parse config: the file is empty; start from the example in docs/l7.md")
 		}
@@ -392,6 +397,9 @@ var errNoListener = errors.New("no listeners; add listeners: [{address: 127.0.0.
 func (c *Config) validate() error {
 	if len(c.Listeners) == 0 {
 		return fmt.Errorf("config: %w", errNoListener)
+	}
+	if err := c.validateAdmin(); err != nil {
+		return err
 	}
 	for i, l := range c.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)

@@ -14,7 +14,7 @@ func TestConfigErrorsNameLineAndField(t *testing.T) {
 		{"listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, pool: nope}]\npools: []\n", "line 2: routes[0].pool"},
 		{"listeners: [{address: 127.0.0.1:1}]\npools:\n  - name: p\n    balance: random\n    backends: [{address: a:1}]\n", "line 4: pools[0].balance"},
 		{"listeners: [{address: 127.0.0.1:1}]\npools:\n  - name: p\n    balance: hash\n    hash: {key: body}\n    backends: [{address: a:1}]\n", "line 5: pools[0].hash.key"},
-		{"listeners: [{address: 127.0.0.1:1}]\npools:\n  - name: p\n    backends: [{address: a:1}]\n    colour: blue\n", "line 5: field colour not found"},
+		{"listeners: [{address: 127.0.0.1:1}]\npools:\n  - name: p\n    backends: [{address: a:1}]\n    colour: blue\n", "line 5: pools[0].colour: unknown field"},
 		{"listeners: [{address: 8080}]\n", "line 1: listeners[0].address"},
 		{"listeners: [{address: 127.0.0.1:1}]\nroutes:\n  - {name: r, pool: p, match: {path: {regex: '('}}}\npools: [{name: p, backends: [{address: a:1}]}]\n", "missing closing )"},
 		{"pools: []\n", "no listeners"},

@@ -19,6 +19,7 @@ import (
 
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/adminauth"
 )
 
 func init() {
@@ -45,7 +46,7 @@ func dnsRunCmd() *cli.Command {
 		Usage: "serve the configured zones until SIGINT/SIGTERM; SIGHUP reloads the configuration",
 		Description: `Examples:
      switchyard dns run --config dns.yaml
-     switchyard dns run --config dns.yaml --listen 0.0.0.0:53 --metrics :9153 --query-log`,
+     switchyard dns run --config dns.yaml --listen 0.0.0.0:53 --metrics 0.0.0.0:9153 --query-log   (":9153" is loopback)`,
 		Flags: []cli.Flag{
 			dnsConfigFlag,
 			&cli.StringFlag{Name: "listen", Usage: "override the configured UDP+TCP `ADDR:PORT`"},
@@ -82,7 +83,7 @@ func dnsRunCmd() *cli.Command {
 				return err
 			}
 			defer srv.Close()
-			if m := c.String("metrics"); m != "" {
+			if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
 				ln, err := net.Listen("tcp", m)
 				if err != nil {
 					return fmt.Errorf("listen metrics %s: %w", m, err)

@@ -21,6 +21,7 @@ import (
 
 func init() {
 	adminFlag := &cli.StringFlag{Name: "admin", Usage: "admin endpoint `HOST:PORT` of a running l7 (its admin.address)"}
+	tokenFlag := &cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_L7_TOKEN"}, Usage: "the running l7's admin.token (drain and reload need it)"}
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "L7 configuration `FILE` (YAML)"}
 	register(&cli.Command{
 		Name:  "l7",
@@ -34,9 +35,9 @@ Examples:
   switchyard l7 routes --config l7.yaml           # validate a file and print its route table
   switchyard l7 routes --admin 127.0.0.1:9901     # the table a running proxy uses
   switchyard l7 backends --admin 127.0.0.1:9901   # health, drain, ejection and in-flight per backend
-  switchyard l7 drain --admin 127.0.0.1:9901 --pool reads --backend 127.0.0.1:9001
-  switchyard l7 drain --admin 127.0.0.1:9901 --pool reads --backend 127.0.0.1:9001 --undo
-  switchyard l7 reload --admin 127.0.0.1:9901`,
+  switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001
+  switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001 --undo
+  SWITCHYARD_L7_TOKEN=... switchyard l7 reload --admin 127.0.0.1:9901   # drain and reload need admin.token`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "run",
@@ -62,8 +63,8 @@ Examples:
 			{
 				Name:      "drain",
 				Usage:     "stop new requests to a backend (in-flight ones finish); --undo puts it back",
-				UsageText: "switchyard l7 drain --admin 127.0.0.1:9901 --pool POOL --backend HOST:PORT [--undo]",
-				Flags: []cli.Flag{adminFlag,
+				UsageText: "switchyard l7 drain --admin 127.0.0.1:9901 --token TOKEN --pool POOL --backend HOST:PORT [--undo]",
+				Flags: []cli.Flag{adminFlag, tokenFlag,
 					&cli.StringFlag{Name: "pool", Required: true, Usage: "pool `NAME`"},
 					&cli.StringFlag{Name: "backend", Required: true, Usage: "backend `HOST:PORT`"},
 					&cli.BoolFlag{Name: "undo", Usage: "undrain: send new requests to the backend again"}},
@@ -72,8 +73,8 @@ Examples:
 			{
 				Name:      "reload",
 				Usage:     "make a running proxy re-read its configuration file (the old one stays on error)",
-				UsageText: "switchyard l7 reload --admin 127.0.0.1:9901",
-				Flags:     []cli.Flag{adminFlag},
+				UsageText: "switchyard l7 reload --admin 127.0.0.1:9901 --token TOKEN",
+				Flags:     []cli.Flag{adminFlag, tokenFlag},
 				Action:    l7Reload,
 			},
 		},
@@ -205,6 +206,9 @@ func adminCall(c *cli.Context, method, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("build admin request: %w", err)
 	}
+	if t := c.String("token"); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		return fmt.Errorf("call admin %s: %w", addr, err)
@@ -213,6 +217,9 @@ func adminCall(c *cli.Context, method, path string, out any) error {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("read admin answer: %w", err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("admin %s %s: unauthorized: pass the proxy's admin.token with --token or SWITCHYARD_L7_TOKEN", method, path)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("admin %s %s: %s", method, path, strings.TrimSpace(string(body)))

@@ -83,7 +83,7 @@ func TestL7RunBackendsDrain(t *testing.T) {
 	listen, admin := freeAddr(t), freeAddr(t)
 	path := filepath.Join(t.TempDir(), "l7.yaml")
 	os.WriteFile(path, []byte(fmt.Sprintf(`listeners: [{address: %q}]
-admin: {address: %q}
+admin: {address: %q, token: t0k3n}
 routes: [{name: all, pool: app}]
 pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 `, listen, admin, a, b)), 0o600)
@@ -107,7 +107,14 @@ pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	out, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "app", "--backend", a)
+	// Drain and reload change the running proxy: without the token they are refused.
+	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "app", "--backend", a); err == nil || !strings.Contains(err.Error(), "unauthorized: pass the proxy's admin.token with --token") {
+		t.Fatalf("drain without the token: %v, want it refused", err)
+	}
+	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin); err == nil || !strings.Contains(err.Error(), "unauthorized") {
+		t.Fatalf("reload without the token: %v, want it refused", err)
+	}
+	out, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token", "t0k3n", "--pool", "app", "--backend", a)
 	if err != nil || !strings.Contains(out, "draining") {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
@@ -126,14 +133,14 @@ pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 	if err != nil || !strings.Contains(out, a) || !strings.Contains(out, "draining") {
 		t.Errorf("backends: %v\n%s", err, out)
 	}
-	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "nope", "--backend", a); err == nil || !strings.Contains(err.Error(), "unknown pool") {
+	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token", "t0k3n", "--pool", "nope", "--backend", a); err == nil || !strings.Contains(err.Error(), "unknown pool") {
 		t.Errorf("drain of unknown pool: %v", err)
 	}
 	out, err = runL7(t, ctx, "l7", "routes", "--admin", admin)
 	if err != nil || !strings.Contains(out, "all") {
 		t.Errorf("routes --admin: %v\n%s", err, out)
 	}
-	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin); err != nil {
+	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin, "--token", "t0k3n"); err != nil {
 		t.Errorf("reload: %v", err)
 	}
 }

@@ -85,8 +85,9 @@ Examples:
 			{
 				Name:  "demo",
 				Usage: "bring the lab up, send real traffic and show where it goes; tear down at the end",
-				Description: `Sends a bounded rate of HTTP requests from every client to the VIPs and shows, per backend,
-requests per second and open connections. On a terminal it redraws one screen; without one
+				Description: `Sends a bounded rate of HTTP requests (--rate in total, shared by the clients) to the VIPs
+and shows, per backend, requests per second (averaged over 5 s) and open connections, and what
+the balancer, L7, edge and DNS stops count; a summary is printed at the end. On a terminal it redraws one screen; without one
 (CI, make demo | tee) it prints a line per interval. Ctrl-C or --duration ends it (default
 10m on a terminal, 1m without one; also DEMO_DURATION=20s make demo); a lab the demo brought
 up is then torn down (keep it with --keep).
@@ -361,7 +362,7 @@ func labDemo(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(c.App.Writer, "sending %d requests/s for at most %s, from every client, along:\n", rate, d)
+	fmt.Fprintf(c.App.Writer, "sending %d requests/s in total (shared by the clients) for at most %s, along:\n", rate, d)
 	for _, t := range lab.DemoTargets(st) {
 		fmt.Fprintf(c.App.Writer, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)
 	}

@@ -188,6 +188,9 @@ func TestLabDemoNonInteractive(t *testing.T) {
 	if !strings.Contains(out, "tearing lab") {
 		t.Errorf("the demo did not tear its lab down:\n%s", out)
 	}
+	if !strings.Contains(out, "sending 60 requests/s in total") || !strings.Contains(out, "\nsummary after ") || !strings.Contains(out, "app servers (requests during the demo): be1 ") {
+		t.Errorf("the demo does not say the rate is the total or prints no summary at the end:\n%s", out)
+	}
 	if ents, _ := filepath.Glob("/run/netns/" + prefix + "-*"); len(ents) != 0 {
 		t.Errorf("namespaces left after the demo: %v", ents)
 	}

@@ -49,6 +49,7 @@ func l4SocketFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"SWITCHYARD_SOCKET"}, Usage: "control socket `PATH` of the daemon (default: /run/switchyard/<iface>.sock, or the only socket there)"},
 		&cli.StringFlag{Name: "iface", Aliases: []string{"i"}, Usage: "`INTERFACE` of the daemon, to find its default socket"},
+		labSocketFlag(),
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 	}
 }
@@ -62,11 +63,11 @@ func l4SocketPath(c *cli.Context) (string, error) {
 		return config.DefaultSocket(i), nil
 	}
 	socks, _ := filepath.Glob("/run/switchyard/*.sock")
-	switch len(socks) {
-	case 1:
+	switch {
+	case c.String("lab") != "" || len(socks) == 0:
+		return labSocketPath(c.String("lab")) // a lab's daemon (labsocket.go)
+	case len(socks) == 1:
 		return socks[0], nil
-	case 0:
-		return "", errors.New("daemon not running: no control socket in /run/switchyard: start one with `switchyard lb run`, or give --socket")
 	}
 	return "", fmt.Errorf("several daemons run (%s): choose one with --iface or --socket", strings.Join(socks, ", "))
 }

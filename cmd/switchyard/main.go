@@ -21,8 +21,11 @@ func register(c *cli.Command) { commands = append(commands, c) }
 // newApp builds the CLI application. Tests run commands through it with captured output.
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	addNotFound(commands)
 	return &cli.App{
 		Name:                 "switchyard",
+		Version:              version,
+		Action:               appNotFound,
 		Usage:                "a traffic layer for Linux: DNS, edge cache, XDP L4 balancer, L7 proxy",
 		EnableBashCompletion: true,
 		Commands:             commands,

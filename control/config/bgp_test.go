@@ -73,8 +73,8 @@ func TestBGPErrors(t *testing.T) {
 		{"address: 198.18.2.1, asn: 65000,", "address: 198.18.2.1,", "line 12: bgp.peers[0].asn: missing"},
 		{"address: 198.18.2.1,", "address: 198.18.2,", "line 12: bgp.peers[0].address: invalid address"},
 		{`"fd00:5e:2::1"`, "198.18.2.1", "line 13: bgp.peers[1].address: 198.18.2.1 already listed as peers[0]"},
-		{"drain_grace: 10s", "drain_grace: soon", "line 10: parse duration"},
-		{"  asn: 65001\n", "  asn: 65001\n  colour: red\n", "field colour not found"},
+		{"drain_grace: 10s", "drain_grace: soon", "line 10: bgp.drain_grace: parse duration"},
+		{"  asn: 65001\n", "  asn: 65001\n  colour: red\n", "line 6: bgp.colour: unknown field"},
 	} {
 		in := strings.Replace(bgpSample, tc.replace, tc.with, 1)
 		if in == bgpSample {

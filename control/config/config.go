@@ -176,13 +176,11 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a configuration; unknown fields are errors.
 func Parse(b []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := yamlx.Decode(b, &c); err != nil { // errors name the line, the field and the fix
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the file is empty: give at least `interface:`")
 		}
-		return nil, fmt.Errorf("decode yaml: %w", err)
+		return nil, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(b, &root)

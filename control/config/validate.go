@@ -216,8 +216,11 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("backends", j, "address"), "%s already listed as backends[%d]: list each backend once and use weight", ba, k)
 		}
 		seen[ba.Unmap()] = j
+		if b.Weight == 0 && l.present(at("backends", j, "weight")...) {
+			return l.errf(at("backends", j, "weight"), "0 is not a weight: use 1..65536 (left out means 1); to take the backend out of new flows write `drained: true` or run `switchyard backend drain %s %s`", v.Name, b.Address)
+		}
 		if b.Weight > 1<<16 {
-			return l.errf(at("backends", j, "weight"), "%d too large: use 1..65536 (0 or left out means 1; drain to take it out)", b.Weight)
+			return l.errf(at("backends", j, "weight"), "%d too large: use 1..65536 (left out means 1; drain to take it out)", b.Weight)
 		}
 	}
 	v.VIPDefaults()

@@ -29,6 +29,7 @@ import (
 	"github.com/switchyard/switchyard/control/metrics"
 	"github.com/switchyard/switchyard/control/nexthop"
 	"github.com/switchyard/switchyard/control/reconcile"
+	"github.com/switchyard/switchyard/internal/adminauth"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 )
@@ -192,7 +193,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}()
 	if cfg.Metrics != "" {
-		mln, err := net.Listen("tcp", cfg.Metrics)
+		mln, err := net.Listen("tcp", adminauth.Loopback(cfg.Metrics)) // ":9100" binds to loopback
 		if err != nil {
 			return fmt.Errorf("start daemon: listen for metrics on %s: %w (is the port in use?)", cfg.Metrics, err)
 		}

@@ -34,6 +34,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 // Scheme is the URL scheme of an etcd store.
@@ -219,9 +220,7 @@ func (s *Store) decode(key string, value []byte, modRev int64) (string, Entry) {
 		e.Err = fmt.Errorf("store key %s: %s", key, fmt.Sprintf(format, args...))
 		return name, e
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(value))
-	dec.KnownFields(true)
-	if err := dec.Decode(&e.VIP); err != nil {
+	if err := yamlx.Decode(value, &e.VIP); err != nil { // line, field and fix (internal/yamlx)
 		return bad("not a VIP in YAML (%v): fix it with `etcdctl put` or delete it", err)
 	}
 	if e.VIP.Name != name {

@@ -5,7 +5,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -251,10 +250,8 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes and validates a configuration from YAML bytes.
 func Parse(b []byte) (*Config, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil {
+	if err := yamlx.Decode(b, &c); err != nil { // errors name the line, the field and the fix
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("parse config: the file is empty; it needs at least `zones:`")
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -127,7 +128,7 @@ func Demo(ctx context.Context, st *State, w io.Writer, o DemoOptions) error {
 			}(c, i*4+j)
 		}
 	}
-	view := newView(st, clients[0])
+	view := newView(st, clients[0], targets, fmt.Sprintf("%d requests/s in total, shared by %d clients x %d workers", o.Rate, len(clients), 4))
 	tk := time.NewTicker(o.Interval)
 	defer tk.Stop()
 	start := time.Now()
@@ -137,7 +138,7 @@ func Demo(ctx context.Context, st *State, w io.Writer, o DemoOptions) error {
 		case <-ctx.Done():
 			wg.Wait()
 			view.sample()
-			view.render(w, time.Since(start), stats, false)
+			view.summary(w, time.Since(start), stats)
 			return nil
 		case <-tk.C:
 			view.sample()
@@ -188,19 +189,34 @@ func demoWorker(ctx context.Context, st *State, c topo.Node, t Target, s *sent, 
 }
 
 // view reads every app server's counters (from a client namespace, straight to the server's
-// own address, so that the reading goes through no balancer and is not counted) and renders
-// the rates.
+// own address, so that the reading goes through no balancer and is not counted) and the stops'
+// own counters (demostops.go), and renders the rates.
 type view struct {
-	hosts []topo.Node
-	hc    *http.Client
-	prev  map[string]app.Counters
-	cur   map[string]app.Counters
-	prevT time.Time
-	curT  time.Time
+	hosts   []topo.Node
+	st      *State
+	targets []Target
+	load    string
+	hc      *http.Client
+	prev    map[string]app.Counters
+	cur     map[string]app.Counters
+	first   map[string]app.Counters
+	prevT   time.Time
+	curT    time.Time
+	// smooth is each backend's request rate, an exponential average over smoothing: the load
+	// rides on a few keep-alive connections (renewed every 25 requests), so the per-second
+	// share of one backend jumps as connections move.
+	smooth     map[string]float64
+	stops      [3]stopTotals // first, previous, current
+	stopsDT    float64
+	hasSamples bool
+	startT     time.Time
 }
 
-func newView(st *State, from topo.Node) *view {
-	v := &view{hc: HTTPClient(from, true, 2*time.Second)}
+// smoothing is the time constant of the per-backend rates.
+const smoothing = 5 * time.Second
+
+func newView(st *State, from topo.Node, targets []Target, load string) *view {
+	v := &view{st: st, targets: targets, load: load, hc: HTTPClient(from, true, 2*time.Second), smooth: map[string]float64{}}
 	for _, n := range st.Topo.Nodes {
 		if st.Running[n.Name] == "app" {
 			v.hosts = append(v.hosts, n)
@@ -218,6 +234,31 @@ func (v *view) sample() {
 			v.cur[n.Name] = c
 		}
 	}
+	s := sampleStops(v.st)
+	if v.first == nil {
+		v.first, v.stops[0], v.stops[2], v.startT = v.cur, s, s, v.curT
+		return
+	}
+	v.stops[1], v.stops[2] = v.stops[2], s
+	dt := v.curT.Sub(v.prevT).Seconds()
+	v.stopsDT, v.hasSamples = dt, true
+	for name, c := range v.cur {
+		p, ok := v.prev[name]
+		if !ok || dt <= 0 {
+			continue
+		}
+		old, seen := v.smooth[name]
+		v.smooth[name] = smoothRate(old, seen, float64(c.Requests-p.Requests)/dt, dt)
+	}
+}
+
+// smoothRate moves an exponential average of a rate toward the rate inst measured over the
+// last dt seconds, with the time constant smoothing (the first measurement starts it).
+func smoothRate(old float64, seen bool, inst, dt float64) float64 {
+	if !seen {
+		return inst
+	}
+	return old + (1-math.Exp(-dt/smoothing.Seconds()))*(inst-old)
 }
 
 // FetchCounters reads an app server's counters over HTTP at its own address.
@@ -235,7 +276,53 @@ func FetchCounters(hc *http.Client, n topo.Node) (app.Counters, error) {
 }
 
 func (v *view) render(w io.Writer, elapsed time.Duration, stats map[string]*sent, live bool) {
-	dt := v.curT.Sub(v.prevT).Seconds()
+	sum := clientSummary(stats)
+	if !live {
+		var parts []string
+		for _, n := range v.hosts {
+			c, ok := v.cur[n.Name]
+			if !ok {
+				parts = append(parts, n.Name+" down")
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f r/s %d conns", n.Name, v.smooth[n.Name], c.Open))
+		}
+		if st := v.stopLines(false); len(st) > 0 {
+			parts = append(parts, strings.Join(st, " "))
+		}
+		fmt.Fprintf(w, "t=%4.0fs | %s | %s\n", elapsed.Seconds(), strings.Join(parts, " | "), strings.Join(sum, " "))
+		return
+	}
+	var b strings.Builder
+	b.WriteString("\033[H\033[2J")
+	fmt.Fprintf(&b, "switchyard lab demo: %s elapsed (Ctrl-C stops, prints a summary and tears down)\n", elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "load: %s, along:\n", v.load)
+	for _, t := range v.targets {
+		fmt.Fprintf(&b, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)
+	}
+	fmt.Fprintf(&b, "\napp servers (REQ/S averaged over %s: the load rides on keep-alive connections renewed every\n25 requests, so one backend's share moves in steps as connections land):\n", smoothing)
+	fmt.Fprintf(&b, "%-6s %-8s %10s %12s %12s  %s\n", "HOST", "ROLE", "REQ/S", "OPEN CONNS", "REQUESTS", "PATHS")
+	for _, n := range v.hosts {
+		c, ok := v.cur[n.Name]
+		if !ok {
+			fmt.Fprintf(&b, "%-6s %-8s %10s\n", n.Name, n.Role, "DOWN")
+			continue
+		}
+		rate := v.smooth[n.Name]
+		bar := strings.Repeat("#", min(40, int(rate/5)))
+		fmt.Fprintf(&b, "%-6s %-8s %10.1f %12d %12d  %s %s\n", n.Name, n.Role, rate, c.Open, c.Requests, app.SortedPaths(c.Paths), bar)
+	}
+	if st := v.stopLines(true); len(st) > 0 {
+		fmt.Fprintf(&b, "\nthe stops, as each counts (per second over the last %s):\n", time.Duration(v.stopsDT*float64(time.Second)).Round(100*time.Millisecond))
+		for _, l := range st {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	fmt.Fprintf(&b, "\nclients (sent since the start): %s\n", strings.Join(sum, " | "))
+	io.WriteString(w, b.String())
+}
+
+func clientSummary(stats map[string]*sent) []string {
 	var names []string
 	for k := range stats {
 		names = append(names, k)
@@ -249,42 +336,115 @@ func (v *view) render(w io.Writer, elapsed time.Duration, stats map[string]*sent
 		}
 		sum = append(sum, x)
 	}
-	if !live {
-		var parts []string
-		for _, n := range v.hosts {
-			c, ok := v.cur[n.Name]
-			if !ok {
-				parts = append(parts, n.Name+" down")
-				continue
-			}
-			rate := 0.0
-			if p, ok := v.prev[n.Name]; ok && dt > 0 {
-				rate = float64(c.Requests-p.Requests) / dt
-			}
-			parts = append(parts, fmt.Sprintf("%s %.0f r/s %d conns", n.Name, rate, c.Open))
-		}
-		fmt.Fprintf(w, "t=%4.0fs | %s | %s\n", elapsed.Seconds(), strings.Join(parts, " | "), strings.Join(sum, " "))
-		return
+	return sum
+}
+
+// stopLines renders the stops' rates between the last two samples (long: one line per stop
+// with every VIP and pool; short: one phrase per stop for the plain output).
+func (v *view) stopLines(long bool) []string {
+	if !v.hasSamples || v.stopsDT <= 0 {
+		return nil
 	}
-	var b strings.Builder
-	b.WriteString("\033[H\033[2J")
-	fmt.Fprintf(&b, "switchyard lab demo: %s elapsed (Ctrl-C stops and tears down)\n\n", elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "%-6s %-8s %10s %12s %12s  %s\n", "HOST", "ROLE", "REQ/S", "OPEN CONNS", "REQUESTS", "PATHS")
+	p, c := v.stops[1], v.stops[2]
+	return renderStops(p, c, v.stopsDT, long, v.st.Balancer)
+}
+
+func renderStops(p, c stopTotals, dt float64, long bool, mode string) []string {
+	per := func(a, b float64) float64 { return max(0, b-a) / dt }
+	var out []string
+	if len(c.lbPackets) > 0 {
+		var vips []string
+		total := 0.0
+		for _, k := range sortedKeys(c.lbPackets) {
+			r := per(p.lbPackets[k], c.lbPackets[k])
+			total += r
+			vips = append(vips, fmt.Sprintf("%s %.0f", k, r))
+		}
+		if long {
+			out = append(out, fmt.Sprintf("%-9s XDP packets/s by VIP: %s; %d connection-table entries", "balancer", strings.Join(vips, ", "), int(c.lbFlows)))
+		} else {
+			out = append(out, fmt.Sprintf("lb %.0f pkt/s", total))
+		}
+	} else if long && mode == ModeDirect {
+		out = append(out, fmt.Sprintf("%-9s direct mode: no daemon to ask (its counters are in `switchyard lb stats` with --balancer daemon)", "balancer"))
+	}
+	if len(c.l7Requests) > 0 {
+		var pools []string
+		total := 0.0
+		for _, k := range sortedKeys(c.l7Requests) {
+			r := per(p.l7Requests[k], c.l7Requests[k])
+			total += r
+			pools = append(pools, fmt.Sprintf("%s %.1f", k, r))
+		}
+		if long {
+			out = append(out, fmt.Sprintf("%-9s requests/s by pool: %s", "l7", strings.Join(pools, ", ")))
+		} else {
+			out = append(out, fmt.Sprintf("l7 %.0f r/s", total))
+		}
+	}
+	if c.edgeHits+c.edgeMisses > 0 {
+		h, m := per(p.edgeHits, c.edgeHits), per(p.edgeMisses, c.edgeMisses)
+		ratio := 0.0
+		if h+m > 0 {
+			ratio = 100 * h / (h + m)
+		}
+		if long {
+			out = append(out, fmt.Sprintf("%-9s hits/s %.1f, misses/s %.1f, hit ratio %.0f%%", "edge", h, m, ratio))
+		} else {
+			out = append(out, fmt.Sprintf("edge %.0f%% hits", ratio))
+		}
+	}
+	if c.dnsQueries > 0 {
+		if long {
+			out = append(out, fmt.Sprintf("%-9s queries/s %.1f", "dns", per(p.dnsQueries, c.dnsQueries)))
+		} else {
+			out = append(out, fmt.Sprintf("dns %.1f q/s", per(p.dnsQueries, c.dnsQueries)))
+		}
+	}
+	if long && len(c.missing) > 0 {
+		out = append(out, "not answering: "+strings.Join(c.missing, ", "))
+	}
+	return out
+}
+
+func sortedKeys(m map[string]float64) []string {
+	var k []string
+	for x := range m {
+		k = append(k, x)
+	}
+	sort.Strings(k)
+	return k
+}
+
+// summary is printed when the demo ends: what was sent, where it went over the whole run, and
+// what each stop counted.
+func (v *view) summary(w io.Writer, elapsed time.Duration, stats map[string]*sent) {
+	var ok, failed int64
+	for _, s := range stats {
+		ok, failed = ok+s.ok.Load(), failed+s.failed.Load()
+	}
+	fmt.Fprintf(w, "\nsummary after %s: %d requests answered 200, %d failed (%.1f requests/s; the load: %s)\n", elapsed.Round(time.Second), ok, failed,
+		float64(ok+failed)/max(elapsed.Seconds(), 1), v.load)
+	fmt.Fprintf(w, "  clients:  %s\n", strings.Join(clientSummary(stats), " | "))
+	var total int64
 	for _, n := range v.hosts {
-		c, ok := v.cur[n.Name]
-		if !ok {
-			fmt.Fprintf(&b, "%-6s %-8s %10s\n", n.Name, n.Role, "DOWN")
-			continue
-		}
-		rate := 0.0
-		if p, ok := v.prev[n.Name]; ok && dt > 0 {
-			rate = float64(c.Requests-p.Requests) / dt
-		}
-		bar := strings.Repeat("#", min(40, int(rate/5)))
-		fmt.Fprintf(&b, "%-6s %-8s %10.1f %12d %12d  %s %s\n", n.Name, n.Role, rate, c.Open, c.Requests, app.SortedPaths(c.Paths), bar)
+		total += v.cur[n.Name].Requests - v.first[n.Name].Requests
 	}
-	fmt.Fprintf(&b, "\nclients: %s\n", strings.Join(sum, " | "))
-	io.WriteString(w, b.String())
+	var bes []string
+	for _, n := range v.hosts {
+		d := v.cur[n.Name].Requests - v.first[n.Name].Requests
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(d) / float64(total)
+		}
+		bes = append(bes, fmt.Sprintf("%s %d (%.0f%%)", n.Name, d, share))
+	}
+	fmt.Fprintf(w, "  app servers (requests during the demo): %s\n", strings.Join(bes, ", "))
+	if d := v.curT.Sub(v.startT).Seconds(); d > 0 {
+		for _, l := range renderStops(v.stops[0], v.stops[2], d, true, v.st.Balancer) {
+			fmt.Fprintf(w, "  %s (average over the demo)\n", l)
+		}
+	}
 }
 
 // DialViaDNS returns a DialContext that starts connections in client namespace c and resolves

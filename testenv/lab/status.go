@@ -189,7 +189,25 @@ func (s *Status) Print(w io.Writer) {
 	if s.Store != nil {
 		fmt.Fprintf(w, "\nstore: %d etcd members, balancers run with --store %s\n", len(s.Store.Members), s.Store.URL)
 	}
+	s.printSockets(w)
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// printSockets says where the balancer daemons' control sockets are: `switchyard vip|backend`
+// find them there when /run/switchyard has none (--lab PREFIX picks a lab, --socket a daemon).
+func (s *Status) printSockets(w io.Writer) {
+	if len(s.Sockets) == 0 {
+		return
+	}
+	var ns []string
+	for n := range s.Sockets {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	fmt.Fprintf(w, "\ndaemon sockets (`switchyard vip list --lab %s` uses them; --socket PATH picks one):\n", s.Prefix)
+	for _, n := range ns {
+		fmt.Fprintf(w, "  %-10s %s\n", n, s.Sockets[n])
 	}
 }

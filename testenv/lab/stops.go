@@ -67,7 +67,7 @@ func l7Config(bes []topo.Node) string {
 	health := "health: {path: /health, interval: 1s, timeout: 500ms, rise: 2, fall: 2, expect_status: 200}"
 	return fmt.Sprintf(`listeners:
   - address: 0.0.0.0:80
-admin: {address: 127.0.0.1:9901}
+admin: {address: 127.0.0.1:9901, token: lab-only-token}
 routes:
   - name: tracking
     match: {path: {prefix: /tracking}, methods: [GET, HEAD]}
@@ -150,7 +150,7 @@ func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv
 			if err != nil {
 				return err
 			}
-			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p); err != nil {
+			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p, "--metrics", dnsMetrics); err != nil {
 				return err
 			}
 			st.Running[n.Name] = "dns"

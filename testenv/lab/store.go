@@ -110,6 +110,9 @@ func startStore(st *State, members int, h *config.HealthCheck, start func(name, 
 		return err
 	}
 	defer cl.Close()
+	if st.reup {
+		return nil // seeded when the lab came up; it holds the changes made since (reup.go)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var vips []config.VIP

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"path/filepath"
+	"testing"
 )
 
 // TempPrefix is a fresh prefix for a short-lived lab (experiments, benchmarks), so that it never
@@ -16,10 +16,11 @@ func TempPrefix(first string) string {
 	return first + hex.EncodeToString(b)
 }
 
-// Binary finds the switchyard binary the lab's processes run: this program when it is
-// switchyard, else $SWITCHYARD_BIN (tests set it).
+// Binary finds the switchyard binary the lab's processes run: this program whatever its name
+// (`go build -o sy ./cmd/switchyard` runs as sy), unless it is a test binary, which has no
+// `lab app` or `lb run`: then $SWITCHYARD_BIN (tests set it).
 func Binary() (string, error) {
-	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "switchyard" {
+	if exe, err := os.Executable(); err == nil && !testing.Testing() {
 		return exe, nil
 	}
 	if p := os.Getenv("SWITCHYARD_BIN"); p != "" {

@@ -65,6 +65,10 @@ type State struct {
 	Notes []string `json:"notes,omitempty"`
 	// Store is the lab's etcd cluster (nil: the daemons use their files).
 	Store *StoreState `json:"store,omitempty"`
+	// reup: `lab up` runs on a lab that is up, whose live state (reup.go) it keeps; kept are
+	// the daemon configuration files it left as they were.
+	reup bool
+	kept []string
 }
 
 func statePath(prefix string) string { return filepath.Join(StateDir(prefix), "state.json") }
@@ -120,7 +124,7 @@ func Up(o UpOptions) (*State, error) {
 	}
 	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, BGP: l.BGP, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
 	if old, err := LoadState(o.Spec.Prefix); err == nil {
-		st.Created = old.Created
+		st.Created, st.reup = old.Created, true
 	}
 	start := func(name, ns string, argv ...string) error {
 		p, err := StartProcess(st.Prefix, name, ns, argv...)
@@ -180,6 +184,7 @@ func Up(o UpOptions) (*State, error) {
 			return st, fmt.Errorf("lab up: unknown balancer mode %q: use daemon or direct", o.Balancer)
 		}
 	}
+	st.noteKept(o)
 	if err := st.save(); err != nil {
 		return st, err
 	}
@@ -257,6 +262,9 @@ func SocketPath(prefix, ns string) string { return filepath.Join(StateDir(prefix
 func writeDaemonConfig(st *State, n topo.Node, h *config.HealthCheck) (string, string, error) {
 	sock := SocketPath(st.Prefix, n.NS)
 	p := ConfigPath(st.Prefix, n.NS)
+	if st.keepConfig(p) {
+		return p, sock, nil
+	}
 	if err := os.MkdirAll(StateDir(st.Prefix), 0o700); err != nil {
 		return "", "", fmt.Errorf("create lab state directory: %w", err)
 	}
