@@ -328,7 +328,7 @@ func TestOriginsConfigErrors(t *testing.T) {
 		{"origins:\n  - hosts: [a]\n    url: http://x:1\n    tiers:\n      topology: generic\n", "line 5: field origins.1.tiers.topology: generic needs tiers.candidates"},
 		{"origin: http://x:1\ntiers:\n  topology: custom\n", "line 3: field tiers.topology: custom needs tiers.upper"},
 		{"origin: http://x:1\ntiers:\n  upper: [nope]\n", "line 3: field tiers.upper: entry 1"},
-		{"origins:\n  - hosts: [a]\n    url: http://x:1\n    bogus: 1\n", "line 4: field bogus not found"},
+		{"origins:\n  - hosts: [a]\n    url: http://x:1\n    bogus: 1\n", "line 4: origins[0].bogus: unknown field"},
 		{"origins:\n  - hosts: [a]\n    url: http://x:1\ntiers:\n  candidates: [http://u:1]\n", "line 4: field tiers: applies to origin, which is not set"},
 	} {
 		_, err := ParseConfig([]byte(c.yaml))
