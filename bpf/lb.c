@@ -12,6 +12,7 @@
 #include "include/hash.h"
 #include "include/encap.h"
 #include "include/icmp.h"
+#include "include/bench.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -341,33 +342,9 @@ int xdp_lb(struct xdp_md *ctx)
 	return process(ctx);
 }
 
-/* xdp_lb_bench is for BPF_PROG_TEST_RUN benchmarks only. With repeat, the test run keeps the
- * frame the program changed, so an encapsulating program would see its own output from the second
- * pass on. This wrapper undoes the change after each pass (strips the outer header it added and
- * restores the Ethernet header) so that every pass measures the same work; the Go benchmark checks
- * the per-CPU verdict counters to prove that every pass took the expected path. */
-SEC("xdp")
-int xdp_lb_bench(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u8 eth[ETH_HLEN];
-	if (data + ETH_HLEN > data_end)
-		return XDP_ABORTED;
-	__builtin_memcpy(eth, data, ETH_HLEN);
-	__u32 before = data_end - data;
-	int verdict = process(ctx);
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	__u32 after = data_end - data;
-	if (verdict == XDP_TX && after > before) {
-		if (bpf_xdp_adjust_head(ctx, (int)(after - before)))
-			return XDP_ABORTED;
-		data = (void *)(long)ctx->data;
-		data_end = (void *)(long)ctx->data_end;
-		if (data + ETH_HLEN > data_end)
-			return XDP_ABORTED;
-		__builtin_memcpy(data, eth, ETH_HLEN);
-	}
-	return verdict;
-}
+/* xdp_lb_bench and xdp_lb_bench_flows are for BPF_PROG_TEST_RUN benchmarks only (see
+ * include/bench.h): they run the forwarder and undo its encapsulation after each pass, so that every
+ * pass measures the same work; the flows variant then moves the frame on to the next of 2^20 flows.
+ * The Go benchmark checks the per-CPU counters to prove that every pass took the expected path. */
+BENCH_WRAPPER(xdp_lb_bench, process, 0)
+BENCH_WRAPPER(xdp_lb_bench_flows, process, 1)

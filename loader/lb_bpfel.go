@@ -82,21 +82,22 @@ type LBVipMeta struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LBMapBackendStats = "backend_stats"
-	LBMapBackends     = "backends"
-	LBMapConfig       = "config"
-	LBMapConntrack    = "conntrack"
-	LBMapCounters     = "counters"
-	LBMapPrevRings    = "prev_rings"
-	LBMapRings        = "rings"
-	LBMapScCounters   = "sc_counters"
-	LBMapVipAddrs     = "vip_addrs"
-	LBMapVipFilter    = "vip_filter"
-	LBMapVipGens      = "vip_gens"
-	LBMapVipStats     = "vip_stats"
-	LBMapVips         = "vips"
-	LBProgXdpLb       = "xdp_lb"
-	LBProgXdpLbBench  = "xdp_lb_bench"
+	LBMapBackendStats     = "backend_stats"
+	LBMapBackends         = "backends"
+	LBMapConfig           = "config"
+	LBMapConntrack        = "conntrack"
+	LBMapCounters         = "counters"
+	LBMapPrevRings        = "prev_rings"
+	LBMapRings            = "rings"
+	LBMapScCounters       = "sc_counters"
+	LBMapVipAddrs         = "vip_addrs"
+	LBMapVipFilter        = "vip_filter"
+	LBMapVipGens          = "vip_gens"
+	LBMapVipStats         = "vip_stats"
+	LBMapVips             = "vips"
+	LBProgXdpLb           = "xdp_lb"
+	LBProgXdpLbBench      = "xdp_lb_bench"
+	LBProgXdpLbBenchFlows = "xdp_lb_bench_flows"
 )
 
 // LoadLB returns the embedded CollectionSpec for LB.
@@ -141,8 +142,9 @@ type LBSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LBProgramSpecs struct {
-	XdpLb      *ebpf.ProgramSpec `ebpf:"xdp_lb"`
-	XdpLbBench *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLb           *ebpf.ProgramSpec `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
 }
 
 // LBMapSpecs contains maps before they are loaded into the kernel.
@@ -233,14 +235,16 @@ type LBVariables struct {
 //
 // It can be passed to LoadLBObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LBPrograms struct {
-	XdpLb      *ebpf.Program `ebpf:"xdp_lb"`
-	XdpLbBench *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLb           *ebpf.Program `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
 }
 
 func (p *LBPrograms) Close() error {
 	return _LBClose(
 		p.XdpLb,
 		p.XdpLbBench,
+		p.XdpLbBenchFlows,
 	)
 }
 
