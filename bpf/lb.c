@@ -80,7 +80,7 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 	struct backend *be = backend_at(backend_id);
 	__u64 bytes = p->l3_len;
 	if (!cfg || !be)
-		return drop(CNT_DROP_NO_BACKEND, bytes);
+		return drop_vip(CNT_DROP_NO_BACKEND, vip_id, bytes);
 	__u32 overhead = encap_overhead(be);
 	struct backend *cand = second_candidate(cfg, be, backend_id, cand_id);
 	if (cand) {
@@ -99,10 +99,11 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 			return verdict_tx(0);
 		}
 		count(CNT_DROP, bytes);
+		count_in(&vip_drops, vip_id, bytes);
 		return XDP_DROP;
 	}
 	if (encap(ctx, p, be, cand, cfg))
-		return drop(CNT_DROP_ENCAP, bytes);
+		return drop_vip(CNT_DROP_ENCAP, vip_id, bytes);
 	if (cand)
 		sc_count(SC_CNT_SENT);
 	count_in(&vip_stats, vip_id, bytes);
@@ -173,7 +174,7 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	long slot = ring_slot(&p->flow, vip);
 	__u32 id = ring_at(&rings, slot);
 	if (!id)
-		return drop(CNT_DROP_NO_BACKEND, p->l3_len);
+		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 	int tcp = p->flow.proto == IPPROTO_TCP_;
 	int syn = tcp && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
 	count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
@@ -272,7 +273,7 @@ static __always_inline int handle_icmp(struct xdp_md *ctx, struct packet *p)
 			return verdict_pass(p->l3_len);
 		__u32 id = quoted_backend(&f, vip);
 		if (!id)
-			return drop(CNT_DROP_NO_BACKEND, p->l3_len);
+			return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 		count(CNT_ICMP_FWD, p->l3_len);
 		return send(ctx, p, id, vip->id, 0);
 	}
@@ -304,8 +305,10 @@ static __always_inline int process(struct xdp_md *ctx)
 
 	/* Fast path for unfragmented TCP and UDP: an established flow costs one connection-table
 	 * lookup; a SYN or a new flow one VIP lookup more. */
-	int l4 = !p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_) &&
-		 parse_ports(data, data_end, &p) == 0;
+	int ports = -1;
+	if (!p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_))
+		ports = parse_ports(data, data_end, &p);
+	int l4 = ports == 0;
 	if (l4) {
 		int syn = p.flow.proto == IPPROTO_TCP_ && (p.tcp_flags & TCP_SYN) && !(p.tcp_flags & TCP_ACK);
 		if (!syn) {
@@ -331,6 +334,11 @@ static __always_inline int process(struct xdp_md *ctx)
 		return handle_icmp(ctx, &p);
 	if (p.flow.proto != IPPROTO_TCP_ && p.flow.proto != IPPROTO_UDP_)
 		return verdict_pass(len);
+	if (ports == -2) { /* the ports were read: count the drop in their VIP's too */
+		struct vip_meta *vip = find_vip(&p.flow);
+		if (vip)
+			return drop_vip(CNT_DROP_MALFORMED, vip->id, p.l3_len);
+	}
 	if (!l4)
 		return drop(CNT_DROP_MALFORMED, p.l3_len);
 	return verdict_pass(len); /* a port of a VIP address that no VIP balances */

@@ -91,6 +91,7 @@ const (
 	LBMapRings            = "rings"
 	LBMapScCounters       = "sc_counters"
 	LBMapVipAddrs         = "vip_addrs"
+	LBMapVipDrops         = "vip_drops"
 	LBMapVipFilter        = "vip_filter"
 	LBMapVipGens          = "vip_gens"
 	LBMapVipStats         = "vip_stats"
@@ -160,6 +161,7 @@ type LBMapSpecs struct {
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
@@ -201,6 +203,7 @@ type LBMaps struct {
 	Rings        *ebpf.Map `ebpf:"rings"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	VipGens      *ebpf.Map `ebpf:"vip_gens"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
@@ -218,6 +221,7 @@ func (m *LBMaps) Close() error {
 		m.Rings,
 		m.ScCounters,
 		m.VipAddrs,
+		m.VipDrops,
 		m.VipFilter,
 		m.VipGens,
 		m.VipStats,

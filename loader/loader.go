@@ -91,6 +91,7 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[LBMapVips].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapVipAddrs].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapVipStats].MaxEntries = opts.MaxVIPs
+	spec.Maps[LBMapVipDrops].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends

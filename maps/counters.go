@@ -74,6 +74,17 @@ func (s *Set) VIPStats(id uint32) (Counter, error) {
 	return c, nil
 }
 
+// VIPDrops reads the packets (and bytes) toward a VIP that were dropped, for any reason (the
+// reasons are the global drop_* counters): a VIP without a usable backend, over the MTU,
+// malformed (lengths that do not fit), or that could not be encapsulated.
+func (s *Set) VIPDrops(id uint32) (Counter, error) {
+	c, err := sumPerCPU(s.m.VipDrops, id)
+	if err != nil {
+		return c, fmt.Errorf("read vip %d drops: %w", id, err)
+	}
+	return c, nil
+}
+
 // BackendStats reads a backend's packets and bytes.
 func (s *Set) BackendStats(id uint32) (Counter, error) {
 	c, err := sumPerCPU(s.m.BackendStats, id)
@@ -83,8 +94,14 @@ func (s *Set) BackendStats(id uint32) (Counter, error) {
 	return c, nil
 }
 
-// ResetVIPStats zeroes a VIP's stats slot on every CPU (when its id is given to a new VIP).
-func (s *Set) ResetVIPStats(id uint32) error { return zeroPerCPU(s.m.VipStats, id) }
+// ResetVIPStats zeroes a VIP's stats and drops slots on every CPU (when its id is given to a new
+// VIP).
+func (s *Set) ResetVIPStats(id uint32) error {
+	if err := zeroPerCPU(s.m.VipStats, id); err != nil {
+		return err
+	}
+	return zeroPerCPU(s.m.VipDrops, id)
+}
 
 // ResetBackendStats zeroes a backend's stats slot on every CPU.
 func (s *Set) ResetBackendStats(id uint32) error { return zeroPerCPU(s.m.BackendStats, id) }

@@ -120,6 +120,15 @@ struct {
 	__type(value, struct counter);
 } backend_stats SEC(".maps");
 
+/* Per VIP id: packets and bytes toward the VIP that were dropped (any reason; the reasons are
+ * counted globally in "counters"). A map of its own, so that "vip_stats" keeps its shape. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct counter);
+} vip_drops SEC(".maps");
+
 static __always_inline void count(__u32 idx, __u64 bytes)
 {
 	struct counter *c = bpf_map_lookup_elem(&counters, &idx);
@@ -151,4 +160,11 @@ static __always_inline int drop(__u32 reason, __u64 bytes)
 	count(reason, bytes);
 	count(CNT_DROP, bytes);
 	return XDP_DROP;
+}
+
+/* drop_vip is drop for a packet toward a known VIP: counted in the VIP's drops as well. */
+static __always_inline int drop_vip(__u32 reason, __u32 vip_id, __u64 bytes)
+{
+	count_in(&vip_drops, vip_id, bytes);
+	return drop(reason, bytes);
 }
