@@ -37,7 +37,7 @@ struct {
 	__type(value, __u32);
 } vip_gens SEC(".maps");
 
-/* A one-bit-per-slot filter of VIP addresses, indexed by vip_addr_slot(): a zero slot proves the
+/* A one-bit-per-slot filter of VIP addresses, indexed by vip_slot_xor(): a zero slot proves the
  * address carries no VIP, so traffic for the host costs no hash lookup at all. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
