@@ -77,9 +77,13 @@ struct {
 	__type(value, __u32);
 } prev_rings SEC(".maps");
 
-/* Connection table. */
+/* Connection table. One LRU list per CPU (BPF_F_NO_COMMON_LRU): an insert takes a free entry
+ * from its own CPU's list without the common list's lock, as Katran's one LRU per CPU does; the
+ * hash table itself is shared, so a flow inserted on one CPU is found from every CPU. Each CPU's
+ * list holds max_entries / CPUs entries (docs/xdp.md, "Maps and pins"). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__uint(max_entries, DEFAULT_CONNTRACK);
 	__type(key, struct flow_key);
 	__type(value, struct flow_state);
