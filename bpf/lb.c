@@ -50,13 +50,6 @@ static __always_inline __u32 vip_gen(__u32 vip_id)
 	return g ? *g : 0;
 }
 
-/* The coarse clock (CLOCK_MONOTONIC_COARSE, a few ms resolution) is enough for idle timeouts and
- * costs a fraction of bpf_ktime_get_ns() on the per-packet path. */
-static __always_inline __u64 now_ns(void)
-{
-	return bpf_ktime_get_coarse_ns();
-}
-
 /* second_candidate returns the backend a packet may carry as its second chance: cand_id when
  * second chance is on, the slot is occupied and its family is the first choice's (the option sits
  * in the outer header, whose family the first choice sets). */
@@ -71,16 +64,14 @@ static __always_inline struct backend *second_candidate(const struct lb_config *
 	return cand;
 }
 
-/* send checks the MTU, encapsulates toward the backend (with the second candidate cand_id, 0 for
- * none) and counts. A candidate that would push the packet over the MTU is left off. */
-static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id,
-				__u32 cand_id)
+/* send checks the MTU, encapsulates toward the backend be (backend_id, with the second candidate
+ * cand_id, 0 for none) and counts in pc. A candidate that would push the packet over the MTU is
+ * left off. */
+static __always_inline int send(struct xdp_md *ctx, const struct packet *p, struct lb_percpu *pc,
+				const struct lb_config *cfg, const struct backend *be, __u32 backend_id,
+				__u32 vip_id, __u32 cand_id)
 {
-	struct lb_config *cfg = get_config();
-	struct backend *be = backend_at(backend_id);
 	__u64 bytes = p->l3_len;
-	if (!cfg || !be)
-		return drop_vip(CNT_DROP_NO_BACKEND, vip_id, bytes);
 	__u32 overhead = encap_overhead(be);
 	struct backend *cand = second_candidate(cfg, be, backend_id, cand_id);
 	if (cand) {
@@ -92,13 +83,14 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 		}
 	}
 	if (p->l3_len + overhead > cfg->mtu) {
-		count(CNT_DROP_MTU, bytes);
+		count_pc(pc, CNT_DROP_MTU, bytes);
 		if ((cfg->flags & CFG_ICMP_TOOBIG) && (p->flow.family == FAMILY_V6 || p->df) &&
 		    cfg->mtu > overhead && send_toobig(ctx, p, cfg->mtu - overhead) == 0) {
-			count(CNT_ICMP_TOOBIG_TX, 0);
-			return verdict_tx(0);
+			count_pc(pc, CNT_ICMP_TOOBIG_TX, 0);
+			count_pc(pc, CNT_TX, 0);
+			return XDP_TX;
 		}
-		count(CNT_DROP, bytes);
+		count_pc(pc, CNT_DROP, bytes);
 		count_in(&vip_drops, vip_id, bytes);
 		return XDP_DROP;
 	}
@@ -108,7 +100,19 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 		sc_count(SC_CNT_SENT);
 	count_in(&vip_stats, vip_id, bytes);
 	count_in(&backend_stats, backend_id, bytes);
-	return verdict_tx(bytes + overhead);
+	count_pc(pc, CNT_TX, bytes + overhead);
+	return XDP_TX;
+}
+
+/* send_to is send for a backend id that may name an empty slot (dropped: no backend). */
+static __always_inline int send_to(struct xdp_md *ctx, const struct packet *p, struct lb_percpu *pc,
+				   __u32 backend_id, __u32 vip_id, __u32 cand_id)
+{
+	struct lb_config *cfg = get_config();
+	struct backend *be = backend_at(backend_id);
+	if (!cfg || !be)
+		return drop_vip(CNT_DROP_NO_BACKEND, vip_id, p->l3_len);
+	return send(ctx, p, pc, cfg, be, backend_id, vip_id, cand_id);
 }
 
 /* established handles a non-SYN TCP or a UDP packet whose connection-table entry is still valid:
@@ -118,12 +122,16 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
 {
 	struct flow_state *st = bpf_map_lookup_elem(&conntrack, &p->flow);
-	if (!st || vip_gen(st->vip_id) != st->vip_gen || !backend_at(st->backend))
+	if (!st || vip_gen(st->vip_id) != st->vip_gen)
 		return -1;
-	__u64 now = now_ns();
+	struct backend *be = backend_at(st->backend);
+	struct lb_config *cfg = get_config();
+	if (!be || !cfg)
+		return -1;
+	struct lb_percpu *pc = percpu();
+	__u64 now = now_pc(pc);
 	if (p->flow.proto == IPPROTO_UDP_) {
-		struct lb_config *cfg = get_config();
-		if (!cfg || now - st->last_seen > cfg->udp_timeout_ns)
+		if (now - st->last_seen > cfg->udp_timeout_ns)
 			return -1;
 		st->last_seen = now;
 	} else if (now - st->last_seen > TCP_REFRESH_NS) {
@@ -131,8 +139,8 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	}
 	if ((p->tcp_flags & (TCP_FIN | TCP_RST)) && !(st->flags & FLOW_CLOSING))
 		st->flags |= FLOW_CLOSING;
-	count(CNT_CT_HIT, 0);
-	return send(ctx, p, st->backend, st->vip_id, st->backend2);
+	count_pc(pc, CNT_CT_HIT, 0);
+	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
 /* ring_slot is the index of this flow's slot in the rings (and prev_rings) map, -1 when the rings
@@ -177,7 +185,8 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 	int tcp = p->flow.proto == IPPROTO_TCP_;
 	int syn = tcp && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
-	count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
+	struct lb_percpu *pc = percpu();
+	count_pc(pc, syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
 	__u32 prev = 0;
 	struct lb_config *cfg = get_config();
 	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
@@ -193,11 +202,11 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		.vip_id = vip->id,
 		.vip_gen = vip_gen(vip->id),
 		.flags = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? FLOW_CLOSING : 0,
-		.last_seen = now_ns(),
+		.last_seen = now_pc(pc),
 		.backend2 = prev,
 	};
 	bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY);
-	return send(ctx, p, id, vip->id, prev);
+	return send_to(ctx, p, pc, id, vip->id, prev);
 }
 
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
@@ -300,7 +309,7 @@ static __always_inline int handle_icmp(struct xdp_md *ctx, struct packet *p)
 		if (!id)
 			return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 		count(CNT_ICMP_FWD, p->l3_len);
-		return send(ctx, p, id, vip->id, 0);
+		return send_to(ctx, p, percpu(), id, vip->id, 0);
 	}
 	return verdict_pass(p->l3_len);
 }

@@ -64,6 +64,13 @@ type LBLbConfig struct {
 	Pad2         uint32
 }
 
+type LBLbPercpu struct {
+	_            structs.HostLayout
+	Cnt          [16]LBCounter
+	ClockJiffies uint64
+	ClockNs      uint64
+}
+
 type LBVipKey struct {
 	_      structs.HostLayout
 	Addr   [4]uint32

@@ -24,7 +24,14 @@ import (
 // the old ones, and one that does not ignores it (second chance added prev_rings, sc_counters and
 // decap_sc_counters this way, and gave the spare word of struct flow_state a meaning that older
 // programs ignore and that reads as "no candidate" in entries they wrote).
-const LayoutVersion = "v1"
+//
+// v2 (issue 14): the connection table keeps one LRU list per CPU (BPF_F_NO_COMMON_LRU), and the
+// global counters are one per-CPU struct; maps pinned by a v1 binary are refused.
+const LayoutVersion = "v2"
+
+// DecapLayoutVersion is LayoutVersion for the decapsulator's maps, which have their own history:
+// v2 of the forwarder changed none of them, so a backend keeps its pins across that upgrade.
+const DecapLayoutVersion = "v1"
 
 // Options size and place the forwarder's maps.
 type Options struct {
@@ -63,8 +70,11 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// MapsDir is the directory of the pinned maps of a given pin directory.
+// MapsDir is the directory of the forwarder's pinned maps of a given pin directory.
 func MapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+LayoutVersion) }
+
+// DecapMapsDir is the directory of the decapsulator's pinned maps of a given pin directory.
+func DecapMapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+DecapLayoutVersion) }
 
 // LinkPath is where the forwarder's XDP link is pinned.
 func LinkPath(pinDir string) string { return filepath.Join(pinDir, "link") }

@@ -48,10 +48,16 @@ func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
 // Counters reads the global counters and the second-chance counters by name.
 func (s *Set) Counters() (map[string]Counter, error) {
 	out := make(map[string]Counter, len(CounterNames)+len(SecondChanceCounterNames))
+	// The global counters are one per-CPU struct (layout v2): one read for all of them.
+	var per []loader.LBLbPercpu
+	if err := s.m.Counters.Lookup(uint32(0), &per); err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
 	for i, name := range CounterNames {
-		c, err := sumPerCPU(s.m.Counters, uint32(i))
-		if err != nil {
-			return nil, fmt.Errorf("read counter %s: %w", name, err)
+		var c Counter
+		for _, p := range per {
+			c.Packets += p.Cnt[i].Packets
+			c.Bytes += p.Cnt[i].Bytes
 		}
 		out[name] = c
 	}
@@ -108,10 +114,12 @@ func (s *Set) ResetBackendStats(id uint32) error { return zeroPerCPU(s.m.Backend
 
 // ResetCounters zeroes every global counter.
 func (s *Set) ResetCounters() error {
-	for i := range CounterNames {
-		if err := zeroPerCPU(s.m.Counters, uint32(i)); err != nil {
-			return err
-		}
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count cpus: %w", err)
+	}
+	if err := s.m.Counters.Put(uint32(0), make([]loader.LBLbPercpu, n)); err != nil {
+		return fmt.Errorf("reset counters: %w", err)
 	}
 	for i := range SecondChanceCounterNames {
 		if err := zeroPerCPU(s.m.ScCounters, uint32(i)); err != nil {

@@ -98,10 +98,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct counter);
+	__type(value, struct lb_percpu);
 } counters SEC(".maps");
+
+_Static_assert(CNT_MAX == sizeof(((struct lb_percpu *)0)->cnt) / sizeof(struct counter),
+	       "struct lb_percpu holds every counter of enum counter_index");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,13 +136,40 @@ struct {
 	__type(value, struct counter);
 } vip_drops SEC(".maps");
 
+/* percpu is this CPU's counters and clock (NULL never happens: a one-entry array). */
+static __always_inline struct lb_percpu *percpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* count_pc counts a packet (and bytes) under idx in pc; the fast paths look pc up once. */
+static __always_inline void count_pc(struct lb_percpu *pc, __u32 idx, __u64 bytes)
+{
+	if (pc && idx < CNT_MAX) {
+		pc->cnt[idx].packets++;
+		pc->cnt[idx].bytes += bytes;
+	}
+}
+
 static __always_inline void count(__u32 idx, __u64 bytes)
 {
-	struct counter *c = bpf_map_lookup_elem(&counters, &idx);
-	if (c) {
-		c->packets++;
-		c->bytes += bytes;
+	count_pc(percpu(), idx, bytes);
+}
+
+/* now_pc is the coarse monotonic clock (CLOCK_MONOTONIC_COARSE, a tick's resolution: enough for
+ * idle timeouts). It is read once a jiffy per CPU and kept in pc: bpf_jiffies64() is inlined by
+ * the verifier (one load), the clock is a helper call. */
+static __always_inline __u64 now_pc(struct lb_percpu *pc)
+{
+	__u64 j = bpf_jiffies64();
+	if (!pc)
+		return bpf_ktime_get_coarse_ns();
+	if (pc->clock_jiffies != j || pc->clock_ns == 0) {
+		pc->clock_jiffies = j;
+		pc->clock_ns = bpf_ktime_get_coarse_ns();
 	}
+	return pc->clock_ns;
 }
 
 static __always_inline void sc_count(__u32 idx)

@@ -71,6 +71,14 @@ struct counter {
 	__u64 bytes;
 };
 
+/* The forwarder's global counters (enum counter_index) and its clock cache: the one entry of the
+ * per-CPU array "counters", so that a packet looks it up once for every counter and the clock. */
+struct lb_percpu {
+	struct counter cnt[16];  /* CNT_MAX, by enum counter_index */
+	__u64 clock_jiffies;     /* jiffies when clock_ns was read */
+	__u64 clock_ns;          /* coarse monotonic ns read then */
+};
+
 /* Decap: an address this host accepts tunnels for. */
 struct decap_key {
 	__u32 addr[4];
