@@ -121,7 +121,7 @@ static __always_inline int send_to(struct xdp_md *ctx, const struct packet *p, s
  * never looks at the ring, so a ring change (drain, weights) never moves it. */
 static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
 {
-	struct flow_state *st = bpf_map_lookup_elem(&conntrack, &p->flow);
+	struct flow_state *st = ct_lookup(&p->flow);
 	if (!st || vip_gen(st->vip_id) != st->vip_gen)
 		return -1;
 	struct backend *be = backend_at(st->backend);
@@ -205,7 +205,7 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		.last_seen = now_pc(pc),
 		.backend2 = prev,
 	};
-	bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY);
+	ct_update(&p->flow, &st);
 	return send_to(ctx, p, pc, id, vip->id, prev);
 }
 
@@ -271,7 +271,7 @@ static __always_inline int is_vip_addr(const struct flow_key *f)
  * when valid, else the ring (the table is never written for it). */
 static __always_inline __u32 quoted_backend(const struct flow_key *f, const struct vip_meta *vip)
 {
-	struct flow_state *st = bpf_map_lookup_elem(&conntrack, f);
+	struct flow_state *st = ct_lookup(f);
 	if (st && vip_gen(st->vip_id) == st->vip_gen && backend_at(st->backend))
 		return st->backend;
 	return maglev_pick(f, vip);

@@ -28,7 +28,7 @@ func BenchmarkXDP(b *testing.B) {
 	cpu := firstCPU(b)
 	pinThread(b, cpu)
 	// The benchmark's sizes: Katran's ring (65537), a table that holds the many-flows case twice.
-	dp := newDataplaneOpts(b, loader.Options{RingSize: 65537, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: benchConnTable})
+	dp := newDataplaneOpts(b, loader.Options{RingSize: 65537, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: benchConnTable, ConnTable6Size: 4096})
 	var backends []string
 	for i := 1; i <= 16; i++ {
 		backends = append(backends, "198.18.3."+itoa(i))
@@ -49,7 +49,7 @@ func BenchmarkXDP(b *testing.B) {
 	ackFlows := flowsFrame(pkt{src: "10.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "A"}.build(b), benchStride)
 
 	minimal := passObjects(b)
-	// The floor program needs its one table entry: the 40 bytes after the Ethernet header.
+	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
 	var fk loader.PassFloorKey
 	for i := range fk.W {
 		fk.W[i] = binary.LittleEndian.Uint32(ack[14+4*i:])
@@ -145,8 +145,8 @@ func BenchmarkXDP(b *testing.B) {
 	}
 }
 
-// benchConnTable is switchyard's connection table in the benchmark: 2M entries a CPU on this
-// 2-CPU machine, Katran's per-CPU LRU size, twice the many-flows case.
+// benchConnTable is switchyard's IPv4 connection table in the benchmark: 2M entries a CPU on this
+// 2-CPU machine (one LRU list per CPU), Katran's per-CPU LRU size, twice the many-flows case.
 const benchConnTable = 4 << 20
 
 // benchStride is the many-flows case's step through its 2^20 flows (odd, so every flow comes once

@@ -38,6 +38,16 @@ type LBFlowKey struct {
 	Pad    [2]uint8
 }
 
+type LBFlowKey4 struct {
+	_     structs.HostLayout
+	Src   uint32
+	Dst   uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type LBFlowState struct {
 	_        structs.HostLayout
 	Backend  uint32
@@ -93,6 +103,7 @@ const (
 	LBMapBackends         = "backends"
 	LBMapConfig           = "config"
 	LBMapConntrack        = "conntrack"
+	LBMapConntrack4       = "conntrack4"
 	LBMapCounters         = "counters"
 	LBMapPrevRings        = "prev_rings"
 	LBMapRings            = "rings"
@@ -163,6 +174,7 @@ type LBMapSpecs struct {
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	PrevRings    *ebpf.MapSpec `ebpf:"prev_rings"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
@@ -205,6 +217,7 @@ type LBMaps struct {
 	Backends     *ebpf.Map `ebpf:"backends"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	PrevRings    *ebpf.Map `ebpf:"prev_rings"`
 	Rings        *ebpf.Map `ebpf:"rings"`
@@ -223,6 +236,7 @@ func (m *LBMaps) Close() error {
 		m.Backends,
 		m.Config,
 		m.Conntrack,
+		m.Conntrack4,
 		m.Counters,
 		m.PrevRings,
 		m.Rings,

@@ -44,8 +44,11 @@ type Options struct {
 	RingSize uint32
 	// MaxBackends is how many backends the maps hold (ids 1..MaxBackends-1). Default 4096.
 	MaxBackends uint32
-	// ConnTableSize is the size of the LRU connection table. Default 262144.
+	// ConnTableSize is the size of the LRU connection table of IPv4 flows. Default 262144.
 	ConnTableSize uint32
+	// ConnTable6Size is the size of the LRU connection table of IPv6 flows. Default
+	// ConnTableSize.
+	ConnTable6Size uint32
 }
 
 func (o *Options) defaults() error {
@@ -60,6 +63,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ConnTableSize == 0 {
 		o.ConnTableSize = 262144
+	}
+	if o.ConnTable6Size == 0 {
+		o.ConnTable6Size = o.ConnTableSize
 	}
 	if o.RingSize < 3 || !big.NewInt(int64(o.RingSize)).ProbablyPrime(20) {
 		return fmt.Errorf("ring size %d is not a prime >= 3: use a prime such as 65537", o.RingSize)
@@ -106,7 +112,8 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
-	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTableSize
+	spec.Maps[LBMapConntrack4].MaxEntries = opts.ConnTableSize
+	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTable6Size
 
 	var co ebpf.CollectionOptions
 	if opts.PinDir != "" {

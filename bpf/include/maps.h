@@ -77,7 +77,8 @@ struct {
 	__type(value, __u32);
 } prev_rings SEC(".maps");
 
-/* Connection table. One LRU list per CPU (BPF_F_NO_COMMON_LRU): an insert takes a free entry
+/* Connection tables: "conntrack4" for IPv4 flows (16-byte key), "conntrack" for IPv6 flows.
+ * One LRU list per CPU (BPF_F_NO_COMMON_LRU): an insert takes a free entry
  * from its own CPU's list without the common list's lock, as Katran's one LRU per CPU does; the
  * hash table itself is shared, so a flow inserted on one CPU is found from every CPU. Each CPU's
  * list holds max_entries / CPUs entries (docs/xdp.md, "Maps and pins"). */
@@ -88,6 +89,47 @@ struct {
 	__type(key, struct flow_key);
 	__type(value, struct flow_state);
 } conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, DEFAULT_CONNTRACK);
+	__type(key, struct flow_key4);
+	__type(value, struct flow_state);
+} conntrack4 SEC(".maps");
+
+/* key4 is the IPv4 connection-table key of a flow. */
+static __always_inline struct flow_key4 key4(const struct flow_key *f)
+{
+	struct flow_key4 k = {};
+	k.src = f->src[0];
+	k.dst = f->dst[0];
+	k.sport = f->sport;
+	k.dport = f->dport;
+	k.proto = f->proto;
+	return k;
+}
+
+/* ct_lookup finds a flow's connection-table entry in its family's table. */
+static __always_inline struct flow_state *ct_lookup(const struct flow_key *f)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		return bpf_map_lookup_elem(&conntrack4, &k);
+	}
+	return bpf_map_lookup_elem(&conntrack, f);
+}
+
+/* ct_update writes a flow's connection-table entry in its family's table. */
+static __always_inline void ct_update(const struct flow_key *f, const struct flow_state *st)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		bpf_map_update_elem(&conntrack4, &k, st, BPF_ANY);
+		return;
+	}
+	bpf_map_update_elem(&conntrack, f, st, BPF_ANY);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
