@@ -47,6 +47,9 @@ func BenchmarkXDP(b *testing.B) {
 	// The many-flows frames: sources 10.0.0.0/12 (2^20 flows); the IP id is the stride.
 	synFlows := flowsFrame(pkt{src: "10.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b), 1)
 	ackFlows := flowsFrame(pkt{src: "10.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "A"}.build(b), benchStride)
+	// new_flows_distinct: SYNs of 5-tuples no run has sent (a fresh /12 of sources each run), so
+	// every pass inserts, and once the tables are full every insert evicts.
+	synFresh := flowsFrame(pkt{src: "20.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b), 1)
 
 	minimal := passObjects(b)
 	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
@@ -78,16 +81,18 @@ func BenchmarkXDP(b *testing.B) {
 		verdict uint32
 		check   pathCheck
 		prep    func()
+		fresh   bool // a new block of 2^20 sources each run: every SYN a 5-tuple never seen
 	}
 	synOnce := func() { dp.run(syn) } // the established case needs its entry
 	cases := []benchCase{
-		{"pass", bench, pass, xdpPass, sy("pass"), nil},
-		{"new_flow", bench, syn, xdpTX, sy("conntrack_miss_syn"), nil},
-		{"established", bench, ack, xdpTX, sy("conntrack_hit"), synOnce},
-		{"many_flows", dp.f.Objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil},
-		{"icmp_ptb", bench, ptb, xdpTX, sy("icmp_forwarded"), synOnce},
-		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil},
-		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil},
+		{"pass", bench, pass, xdpPass, sy("pass"), nil, false},
+		{"new_flow", bench, syn, xdpTX, sy("conntrack_miss_syn"), nil, false},
+		{"new_flows_distinct", dp.f.Objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true},
+		{"established", bench, ack, xdpTX, sy("conntrack_hit"), synOnce, false},
+		{"many_flows", dp.f.Objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil, false},
+		{"icmp_ptb", bench, ptb, xdpTX, sy("icmp_forwarded"), synOnce, false},
+		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil, false},
+		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil, false},
 	}
 	if dir := os.Getenv("KATRAN_DIR"); dir == "" {
 		b.Log("Katran cases skipped: KATRAN_DIR is not set (point it at Katran's BPF sources)")
@@ -108,10 +113,11 @@ func BenchmarkXDP(b *testing.B) {
 		}
 		// Each Katran case right after switchyard's, so the rounds alternate case by case.
 		kcases := map[string]benchCase{
-			"pass":        {"katran_pass", k.bench, pass, xdpPass, kc(katranPathPass), nil},
-			"new_flow":    {"katran_new_flow_insert", k.benchInsert, syn, xdpTX, kc(katranPathNewFlow), nil},
-			"established": {"katran_established", k.bench, ack, xdpTX, kc(katranPathEstablished), kSynOnce},
-			"many_flows":  {"katran_many_flows", k.flows, ackFlows, xdpTX, kc(katranPathEstablished), nil},
+			"pass":               {"katran_pass", k.bench, pass, xdpPass, kc(katranPathPass), nil, false},
+			"new_flow":           {"katran_new_flow_insert", k.benchInsert, syn, xdpTX, kc(katranPathNewFlow), nil, false},
+			"new_flows_distinct": {"katran_new_flows_distinct", k.flowsInsert, synFresh, xdpTX, kc(katranPathNewFlow), nil, true},
+			"established":        {"katran_established", k.bench, ack, xdpTX, kc(katranPathEstablished), kSynOnce, false},
+			"many_flows":         {"katran_many_flows", k.flows, ackFlows, xdpTX, kc(katranPathEstablished), nil, false},
 		}
 		var all []benchCase
 		for _, c := range cases {
@@ -120,19 +126,25 @@ func BenchmarkXDP(b *testing.B) {
 				all = append(all, kc)
 			}
 			if c.name == "new_flow" { // Katran's default: no insert above MAX_CONN_RATE a second
-				all = append(all, benchCase{"katran_new_flow", k.bench, syn, xdpTX, kc(katranPathNewFlow), nil})
+				all = append(all, benchCase{"katran_new_flow", k.bench, syn, xdpTX, kc(katranPathNewFlow), nil, false})
 			}
 		}
 		cases = all
 	}
+	fresh := map[string]int{} // runs so far of each fresh case
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			pinThread(b, cpu)
 			if c.prep != nil {
 				c.prep()
 			}
+			frame := c.frame
+			if c.fresh {
+				frame = freshSources(c.frame, fresh[c.name])
+				fresh[c.name]++
+			}
 			c.check(b, b.N, func() {
-				ret, per, err := c.prog.Benchmark(c.frame, b.N, nil)
+				ret, per, err := c.prog.Benchmark(frame, b.N, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -157,6 +169,15 @@ const benchStride = 0x9e37
 func flowsFrame(frame []byte, stride uint16) []byte {
 	binary.BigEndian.PutUint16(frame[14+4:], stride)
 	return frame
+}
+
+// freshSources gives a flows frame the n-th /12 of sources after its own (each case counts its
+// runs; the tables are new every round, so a round never meets a tuple it sent).
+func freshSources(frame []byte, n int) []byte {
+	f := append([]byte(nil), frame...)
+	src := binary.BigEndian.Uint32(f[14+12:]) + uint32(n%200)<<20
+	binary.BigEndian.PutUint32(f[14+12:], src)
+	return f
 }
 
 // pathCheck runs run (n passes) and fails unless the counters prove that every pass took the
