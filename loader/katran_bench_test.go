@@ -46,8 +46,18 @@ const katranLRUPerCPU = 2 << 20
 
 var katranBuild struct {
 	once        sync.Once
+	dir         string // the temporary build directory, removed by TestMain
 	def, insert string // object paths
 	err         error
+}
+
+// TestMain removes Katran's build directory once every test and benchmark is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if katranBuild.dir != "" {
+		os.RemoveAll(katranBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // buildKatran compiles the wrapper twice (default, insert every SYN) into a temporary directory
@@ -60,6 +70,7 @@ func buildKatran(tb testing.TB, katranDir string) (def, insert string) {
 			katranBuild.err = err
 			return
 		}
+		katranBuild.dir = dir
 		// Katran's sources include "katran/lib/...": a directory whose "katran" entry is KATRAN_DIR.
 		// With -target bpf, glibc's headers ask for gnu/stubs-32.h: an empty one is enough.
 		abs, err := filepath.Abs(katranDir)
