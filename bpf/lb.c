@@ -172,6 +172,25 @@ static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct 
 	return ring_at(&rings, ring_slot(f, vip));
 }
 
+/* syn_guarded is the optional guard on SYN inserts (syn_insert_limit, off by default), Katran's
+ * MAX_CONN_RATE made a setting: past the limit of new entries a second on this CPU, a SYN is
+ * forwarded by the ring without an entry, so a SYN flood cannot churn the connection table. The
+ * connection's next packet then misses and is placed by the ring (the same backend unless the
+ * ring changed meanwhile; second chance covers that case). */
+static __always_inline int syn_guarded(struct lb_percpu *pc, const struct lb_config *cfg, __u64 now)
+{
+	if (!pc || !cfg || !cfg->syn_insert_limit)
+		return 0;
+	if (now - pc->syn_window_ns > 1000000000ULL) {
+		pc->syn_window_ns = now;
+		pc->syn_inserts = 0;
+	}
+	if (pc->syn_inserts >= cfg->syn_insert_limit)
+		return 1;
+	pc->syn_inserts++;
+	return 0;
+}
+
 /* new_flow picks a backend from the ring and records the choice (a SYN always comes here, so
  * new connections follow the current ring). A mid-stream TCP packet that comes here (its entry
  * was lost, or another balancer carried the flow until now) may belong to a connection that began
@@ -211,6 +230,8 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	struct flow_state *old = syn ? ct_lookup(&p->flow) : NULL;
 	if (old)
 		*old = st;
+	else if (syn && syn_guarded(pc, cfg, st.last_seen))
+		count_pc(pc, CNT_CT_INSERT_SKIPPED, 0);
 	else
 		ct_update(&p->flow, &st);
 	return send_to(ctx, p, pc, id, vip->id, prev);

@@ -59,26 +59,28 @@ type LBFlowState struct {
 }
 
 type LBLbConfig struct {
-	_            structs.HostLayout
-	IfMac        [6]uint8
-	NexthopMac   [6]uint8
-	Mtu          uint16
-	Pad          uint16
-	RingSize     uint32
-	Src4         uint32
-	Src4Mask     uint32
-	Src6         [4]uint32
-	_            [4]byte
-	UdpTimeoutNs uint64
-	Flags        uint32
-	Pad2         uint32
+	_              structs.HostLayout
+	IfMac          [6]uint8
+	NexthopMac     [6]uint8
+	Mtu            uint16
+	Pad            uint16
+	RingSize       uint32
+	Src4           uint32
+	Src4Mask       uint32
+	Src6           [4]uint32
+	_              [4]byte
+	UdpTimeoutNs   uint64
+	Flags          uint32
+	SynInsertLimit uint32
 }
 
 type LBLbPercpu struct {
 	_            structs.HostLayout
-	Cnt          [16]LBCounter
+	Cnt          [17]LBCounter
 	ClockJiffies uint64
 	ClockNs      uint64
+	SynWindowNs  uint64
+	SynInserts   uint64
 }
 
 type LBVipKey struct {

@@ -18,6 +18,7 @@ var CounterNames = []string{
 	"icmp_forwarded", "icmp_echo_replied", "icmp_toobig_sent",
 	"drop_ip_options", "drop_fragment", "drop_mtu", "drop_no_backend",
 	"drop_malformed", "drop_unsupported", "drop_encap",
+	"conntrack_insert_skipped",
 }
 
 // SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters);

@@ -73,7 +73,7 @@ struct lb_config {
 	__u32 src6[4];       /* outer IPv6 source base; the last 32 bits are replaced by the flow hash */
 	__u64 udp_timeout_ns;/* idle time after which a UDP flow re-hashes */
 	__u32 flags;         /* CFG_* */
-	__u32 pad2;
+	__u32 syn_insert_limit; /* SYN inserts a second per CPU above which they are skipped; 0 = none */
 };
 
 /* Packet and byte counter. */
@@ -85,9 +85,11 @@ struct counter {
 /* The forwarder's global counters (enum counter_index) and its clock cache: the one entry of the
  * per-CPU array "counters", so that a packet looks it up once for every counter and the clock. */
 struct lb_percpu {
-	struct counter cnt[16];  /* CNT_MAX, by enum counter_index */
+	struct counter cnt[17];  /* CNT_MAX, by enum counter_index */
 	__u64 clock_jiffies;     /* jiffies when clock_ns was read */
 	__u64 clock_ns;          /* coarse monotonic ns read then */
+	__u64 syn_window_ns;     /* start of this CPU's current second of SYN inserts */
+	__u64 syn_inserts;       /* SYN inserts in that second (syn_insert_limit) */
 };
 
 /* Decap: an address this host accepts tunnels for. */
