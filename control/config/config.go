@@ -66,7 +66,7 @@ type Config struct {
 	SecondChanceRetire Duration `yaml:"second_chance_retire,omitempty"`
 	// SYNInsertLimit, when set, is how many new connection-table entries a second each CPU
 	// makes for SYNs; past it a SYN is forwarded by the ring without one (default 0: no limit;
-	// docs/xdp.md, "Backend selection").
+	// docs/xdp.md, "The SYN guard").
 	SYNInsertLimit uint32 `yaml:"syn_insert_limit,omitempty"`
 	// EncapSource4 is the outer IPv4 source base; its low 8 bits come from the flow hash.
 	EncapSource4 string `yaml:"encap_source4,omitempty"`
