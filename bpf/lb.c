@@ -12,6 +12,7 @@
 #include "include/hash.h"
 #include "include/encap.h"
 #include "include/icmp.h"
+#include "include/bench.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -49,13 +50,6 @@ static __always_inline __u32 vip_gen(__u32 vip_id)
 	return g ? *g : 0;
 }
 
-/* The coarse clock (CLOCK_MONOTONIC_COARSE, a few ms resolution) is enough for idle timeouts and
- * costs a fraction of bpf_ktime_get_ns() on the per-packet path. */
-static __always_inline __u64 now_ns(void)
-{
-	return bpf_ktime_get_coarse_ns();
-}
-
 /* second_candidate returns the backend a packet may carry as its second chance: cand_id when
  * second chance is on, the slot is occupied and its family is the first choice's (the option sits
  * in the outer header, whose family the first choice sets). */
@@ -70,16 +64,14 @@ static __always_inline struct backend *second_candidate(const struct lb_config *
 	return cand;
 }
 
-/* send checks the MTU, encapsulates toward the backend (with the second candidate cand_id, 0 for
- * none) and counts. A candidate that would push the packet over the MTU is left off. */
-static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u32 backend_id, __u32 vip_id,
-				__u32 cand_id)
+/* send checks the MTU, encapsulates toward the backend be (backend_id, with the second candidate
+ * cand_id, 0 for none) and counts in pc. A candidate that would push the packet over the MTU is
+ * left off. */
+static __always_inline int send(struct xdp_md *ctx, const struct packet *p, struct lb_percpu *pc,
+				const struct lb_config *cfg, const struct backend *be, __u32 backend_id,
+				__u32 vip_id, __u32 cand_id)
 {
-	struct lb_config *cfg = get_config();
-	struct backend *be = backend_at(backend_id);
 	__u64 bytes = p->l3_len;
-	if (!cfg || !be)
-		return drop(CNT_DROP_NO_BACKEND, bytes);
 	__u32 overhead = encap_overhead(be);
 	struct backend *cand = second_candidate(cfg, be, backend_id, cand_id);
 	if (cand) {
@@ -91,22 +83,36 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
 		}
 	}
 	if (p->l3_len + overhead > cfg->mtu) {
-		count(CNT_DROP_MTU, bytes);
+		count_pc(pc, CNT_DROP_MTU, bytes);
 		if ((cfg->flags & CFG_ICMP_TOOBIG) && (p->flow.family == FAMILY_V6 || p->df) &&
 		    cfg->mtu > overhead && send_toobig(ctx, p, cfg->mtu - overhead) == 0) {
-			count(CNT_ICMP_TOOBIG_TX, 0);
-			return verdict_tx(0);
+			count_pc(pc, CNT_ICMP_TOOBIG_TX, 0);
+			count_pc(pc, CNT_TX, 0);
+			return XDP_TX;
 		}
-		count(CNT_DROP, bytes);
+		count_pc(pc, CNT_DROP, bytes);
+		count_in(&vip_drops, vip_id, bytes);
 		return XDP_DROP;
 	}
 	if (encap(ctx, p, be, cand, cfg))
-		return drop(CNT_DROP_ENCAP, bytes);
+		return drop_vip(CNT_DROP_ENCAP, vip_id, bytes);
 	if (cand)
 		sc_count(SC_CNT_SENT);
 	count_in(&vip_stats, vip_id, bytes);
 	count_in(&backend_stats, backend_id, bytes);
-	return verdict_tx(bytes + overhead);
+	count_pc(pc, CNT_TX, bytes + overhead);
+	return XDP_TX;
+}
+
+/* send_to is send for a backend id that may name an empty slot (dropped: no backend). */
+static __always_inline int send_to(struct xdp_md *ctx, const struct packet *p, struct lb_percpu *pc,
+				   __u32 backend_id, __u32 vip_id, __u32 cand_id)
+{
+	struct lb_config *cfg = get_config();
+	struct backend *be = backend_at(backend_id);
+	if (!cfg || !be)
+		return drop_vip(CNT_DROP_NO_BACKEND, vip_id, p->l3_len);
+	return send(ctx, p, pc, cfg, be, backend_id, vip_id, cand_id);
 }
 
 /* established handles a non-SYN TCP or a UDP packet whose connection-table entry is still valid:
@@ -115,13 +121,17 @@ static __always_inline int send(struct xdp_md *ctx, const struct packet *p, __u3
  * never looks at the ring, so a ring change (drain, weights) never moves it. */
 static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
 {
-	struct flow_state *st = bpf_map_lookup_elem(&conntrack, &p->flow);
-	if (!st || vip_gen(st->vip_id) != st->vip_gen || !backend_at(st->backend))
+	struct flow_state *st = ct_lookup(&p->flow);
+	if (!st || vip_gen(st->vip_id) != st->vip_gen)
 		return -1;
-	__u64 now = now_ns();
+	struct backend *be = backend_at(st->backend);
+	struct lb_config *cfg = get_config();
+	if (!be || !cfg)
+		return -1;
+	struct lb_percpu *pc = percpu();
+	__u64 now = now_pc(pc);
 	if (p->flow.proto == IPPROTO_UDP_) {
-		struct lb_config *cfg = get_config();
-		if (!cfg || now - st->last_seen > cfg->udp_timeout_ns)
+		if (now - st->last_seen > cfg->udp_timeout_ns)
 			return -1;
 		st->last_seen = now;
 	} else if (now - st->last_seen > TCP_REFRESH_NS) {
@@ -129,8 +139,8 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	}
 	if ((p->tcp_flags & (TCP_FIN | TCP_RST)) && !(st->flags & FLOW_CLOSING))
 		st->flags |= FLOW_CLOSING;
-	count(CNT_CT_HIT, 0);
-	return send(ctx, p, st->backend, st->vip_id, st->backend2);
+	count_pc(pc, CNT_CT_HIT, 0);
+	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
 /* ring_slot is the index of this flow's slot in the rings (and prev_rings) map, -1 when the rings
@@ -162,6 +172,25 @@ static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct 
 	return ring_at(&rings, ring_slot(f, vip));
 }
 
+/* syn_guarded is the optional guard on SYN inserts (syn_insert_limit, off by default), Katran's
+ * MAX_CONN_RATE made a setting: past the limit of new entries a second on this CPU, a SYN is
+ * forwarded by the ring without an entry, so a SYN flood cannot churn the connection table. The
+ * connection's next packet then misses and is placed by the ring (the same backend unless the
+ * ring changed meanwhile; second chance covers that case). */
+static __always_inline int syn_guarded(struct lb_percpu *pc, const struct lb_config *cfg, __u64 now)
+{
+	if (!pc || !cfg || !cfg->syn_insert_limit)
+		return 0;
+	if (now - pc->syn_window_ns > 1000000000ULL) {
+		pc->syn_window_ns = now;
+		pc->syn_inserts = 0;
+	}
+	if (pc->syn_inserts >= cfg->syn_insert_limit)
+		return 1;
+	pc->syn_inserts++;
+	return 0;
+}
+
 /* new_flow picks a backend from the ring and records the choice (a SYN always comes here, so
  * new connections follow the current ring). A mid-stream TCP packet that comes here (its entry
  * was lost, or another balancer carried the flow until now) may belong to a connection that began
@@ -172,10 +201,11 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	long slot = ring_slot(&p->flow, vip);
 	__u32 id = ring_at(&rings, slot);
 	if (!id)
-		return drop(CNT_DROP_NO_BACKEND, p->l3_len);
+		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 	int tcp = p->flow.proto == IPPROTO_TCP_;
 	int syn = tcp && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
-	count(syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
+	struct lb_percpu *pc = percpu();
+	count_pc(pc, syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
 	__u32 prev = 0;
 	struct lb_config *cfg = get_config();
 	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
@@ -191,11 +221,20 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		.vip_id = vip->id,
 		.vip_gen = vip_gen(vip->id),
 		.flags = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? FLOW_CLOSING : 0,
-		.last_seen = now_ns(),
+		.last_seen = now_pc(pc),
 		.backend2 = prev,
 	};
-	bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY);
-	return send(ctx, p, id, vip->id, prev);
+	/* A SYN whose 5-tuple has an entry (a retransmitted SYN, a reused port, a flood that repeats
+	 * its tuples) rewrites that entry in place: the kernel's update would take a free entry,
+	 * swap it in and free the old one, three times the cost of the lookup (docs/xdp.md). */
+	struct flow_state *old = syn ? ct_lookup(&p->flow) : NULL;
+	if (old)
+		*old = st;
+	else if (syn && syn_guarded(pc, cfg, st.last_seen))
+		count_pc(pc, CNT_CT_INSERT_SKIPPED, 0);
+	else
+		ct_update(&p->flow, &st);
+	return send_to(ctx, p, pc, id, vip->id, prev);
 }
 
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
@@ -215,10 +254,35 @@ static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
 	return v ? v : vip_lookup(f, 0);
 }
 
-/* maybe_vip_addr is the cheap filter: false proves the address carries no VIP. */
-static __always_inline int maybe_vip_addr(const struct flow_key *f)
+/* frame_maybe_vip is the cheap filter, run before anything is parsed: it reads the destination
+ * address of an IPv4 or IPv6 frame (at most one VLAN tag) and looks it up in vip_filter. False
+ * proves the frame is not toward a VIP address (or is not IP, or is truncated), and the frame
+ * passes: traffic for the host costs two loads and an array lookup, no parse, no hash lookup. */
+static __always_inline int frame_maybe_vip(void *data, void *data_end)
 {
-	__u32 slot = vip_addr_slot(f->dst);
+	__u8 *p = data;
+	__u32 off = ETH_HLEN;
+	if ((void *)(p + ETH_HLEN + 4) > data_end)
+		return 0;
+	__u16 proto = *(__u16 *)(p + 12);
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		proto = *(__u16 *)(p + 16);
+		off += 4;
+	}
+	__u32 x;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		if ((void *)(p + off + 20) > data_end)
+			return 0;
+		x = *(__u32 *)(p + off + 16);
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		if ((void *)(p + off + 40) > data_end)
+			return 0;
+		__u32 *d = (__u32 *)(p + off + 24);
+		x = d[0] ^ d[1] ^ d[2] ^ d[3];
+	} else {
+		return 0;
+	}
+	__u32 slot = vip_slot_xor(x);
 	__u32 *bit = bpf_map_lookup_elem(&vip_filter, &slot);
 	return bit && *bit;
 }
@@ -235,7 +299,7 @@ static __always_inline int is_vip_addr(const struct flow_key *f)
  * when valid, else the ring (the table is never written for it). */
 static __always_inline __u32 quoted_backend(const struct flow_key *f, const struct vip_meta *vip)
 {
-	struct flow_state *st = bpf_map_lookup_elem(&conntrack, f);
+	struct flow_state *st = ct_lookup(f);
 	if (st && vip_gen(st->vip_id) == st->vip_gen && backend_at(st->backend))
 		return st->backend;
 	return maglev_pick(f, vip);
@@ -271,9 +335,9 @@ static __always_inline int handle_icmp(struct xdp_md *ctx, struct packet *p)
 			return verdict_pass(p->l3_len);
 		__u32 id = quoted_backend(&f, vip);
 		if (!id)
-			return drop(CNT_DROP_NO_BACKEND, p->l3_len);
+			return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 		count(CNT_ICMP_FWD, p->l3_len);
-		return send(ctx, p, id, vip->id, 0);
+		return send_to(ctx, p, percpu(), id, vip->id, 0);
 	}
 	return verdict_pass(p->l3_len);
 }
@@ -284,8 +348,11 @@ static __always_inline int process(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 len = data_end - data;
-	struct packet p = {};
+	/* Traffic for the host itself: no parse, an array lookup, no hash lookup. */
+	if (!frame_maybe_vip(data, data_end))
+		return verdict_pass(len);
 
+	struct packet p = {};
 	if (parse_eth(data, data_end, &p))
 		return verdict_pass(len);
 	if (p.eth_proto == ETH_P_IP) {
@@ -297,14 +364,12 @@ static __always_inline int process(struct xdp_md *ctx)
 	} else {
 		return verdict_pass(len);
 	}
-	/* Traffic for the host itself: an array lookup, no hash lookup. */
-	if (!maybe_vip_addr(&p.flow))
-		return verdict_pass(len);
-
 	/* Fast path for unfragmented TCP and UDP: an established flow costs one connection-table
 	 * lookup; a SYN or a new flow one VIP lookup more. */
-	int l4 = !p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_) &&
-		 parse_ports(data, data_end, &p) == 0;
+	int ports = -1;
+	if (!p.ip_opts && !p.frag && (p.flow.proto == IPPROTO_TCP_ || p.flow.proto == IPPROTO_UDP_))
+		ports = parse_ports(data, data_end, &p);
+	int l4 = ports == 0;
 	if (l4) {
 		int syn = p.flow.proto == IPPROTO_TCP_ && (p.tcp_flags & TCP_SYN) && !(p.tcp_flags & TCP_ACK);
 		if (!syn) {
@@ -330,6 +395,11 @@ static __always_inline int process(struct xdp_md *ctx)
 		return handle_icmp(ctx, &p);
 	if (p.flow.proto != IPPROTO_TCP_ && p.flow.proto != IPPROTO_UDP_)
 		return verdict_pass(len);
+	if (ports == -2) { /* the ports were read: count the drop in their VIP's too */
+		struct vip_meta *vip = find_vip(&p.flow);
+		if (vip)
+			return drop_vip(CNT_DROP_MALFORMED, vip->id, p.l3_len);
+	}
 	if (!l4)
 		return drop(CNT_DROP_MALFORMED, p.l3_len);
 	return verdict_pass(len); /* a port of a VIP address that no VIP balances */
@@ -341,33 +411,9 @@ int xdp_lb(struct xdp_md *ctx)
 	return process(ctx);
 }
 
-/* xdp_lb_bench is for BPF_PROG_TEST_RUN benchmarks only. With repeat, the test run keeps the
- * frame the program changed, so an encapsulating program would see its own output from the second
- * pass on. This wrapper undoes the change after each pass (strips the outer header it added and
- * restores the Ethernet header) so that every pass measures the same work; the Go benchmark checks
- * the per-CPU verdict counters to prove that every pass took the expected path. */
-SEC("xdp")
-int xdp_lb_bench(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u8 eth[ETH_HLEN];
-	if (data + ETH_HLEN > data_end)
-		return XDP_ABORTED;
-	__builtin_memcpy(eth, data, ETH_HLEN);
-	__u32 before = data_end - data;
-	int verdict = process(ctx);
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	__u32 after = data_end - data;
-	if (verdict == XDP_TX && after > before) {
-		if (bpf_xdp_adjust_head(ctx, (int)(after - before)))
-			return XDP_ABORTED;
-		data = (void *)(long)ctx->data;
-		data_end = (void *)(long)ctx->data_end;
-		if (data + ETH_HLEN > data_end)
-			return XDP_ABORTED;
-		__builtin_memcpy(data, eth, ETH_HLEN);
-	}
-	return verdict;
-}
+/* xdp_lb_bench and xdp_lb_bench_flows are for BPF_PROG_TEST_RUN benchmarks only (see
+ * include/bench.h): they run the forwarder and undo its encapsulation after each pass, so that every
+ * pass measures the same work; the flows variant then moves the frame on to the next of 2^20 flows.
+ * The Go benchmark checks the per-CPU counters to prove that every pass took the expected path. */
+BENCH_WRAPPER(xdp_lb_bench, process, 0)
+BENCH_WRAPPER(xdp_lb_bench_flows, process, 1)

@@ -41,7 +41,7 @@ func OpenDecap(pinDir string) (*Decap, error) {
 		if err := EnsureBPFFS(pinDir); err != nil {
 			return nil, fmt.Errorf("load decap: %w", err)
 		}
-		dir := MapsDir(pinDir)
+		dir := DecapMapsDir(pinDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin directory %s: %w", dir, err)
 		}
@@ -60,7 +60,7 @@ func OpenDecap(pinDir string) (*Decap, error) {
 // OpenDecapPinned opens the maps a decap program pinned under pinDir (its counters, addresses and
 // allow-lists) without loading a program or creating anything: for reading a running decap.
 func OpenDecapPinned(pinDir string) (*Decap, error) {
-	dir := MapsDir(pinDir)
+	dir := DecapMapsDir(pinDir)
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("open decap pins: no maps under %s: attach decap first (switchyard lb decap --iface IF --addr A) or give its --pin-dir", dir)
 	}

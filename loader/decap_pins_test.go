@@ -28,7 +28,7 @@ func TestDecapPinsOfOlderBinary(t *testing.T) {
 	}
 	d.Close()
 	for _, m := range []string{loader.DecapMapDecapScPeers, loader.DecapMapDecapScSources, loader.DecapMapDecapScRefused} {
-		if err := os.Remove(filepath.Join(loader.MapsDir(pin), m)); err != nil {
+		if err := os.Remove(filepath.Join(loader.DecapMapsDir(pin), m)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -40,10 +40,11 @@ const testRing = 251 // a small prime keeps ring writes fast in tests
 
 // dataplane is a loaded forwarder with its maps, for BPF_PROG_TEST_RUN tests.
 type dataplane struct {
-	t  testing.TB
-	f  *loader.Forwarder
-	s  *maps.Set
-	be map[uint32]netip.Addr
+	t        testing.TB
+	f        *loader.Forwarder
+	s        *maps.Set
+	be       map[uint32]netip.Addr
+	ringSize uint32 // Maglev ring size
 }
 
 func requireRoot(t testing.TB) {
@@ -54,18 +55,23 @@ func requireRoot(t testing.TB) {
 }
 
 func newDataplane(t testing.TB) *dataplane {
+	return newDataplaneOpts(t, loader.Options{RingSize: testRing, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: 4096})
+}
+
+// newDataplaneOpts loads the forwarder with the given sizes (the benchmark's are larger).
+func newDataplaneOpts(t testing.TB, opts loader.Options) *dataplane {
 	t.Helper()
 	requireRoot(t)
-	f, err := loader.LoadForwarder(loader.Options{RingSize: testRing, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: 4096})
+	f, err := loader.LoadForwarder(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	s, err := maps.New(&f.Objs.LBMaps, testRing)
+	s, err := maps.New(&f.Objs.LBMaps, opts.RingSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp := &dataplane{t: t, f: f, s: s, be: map[uint32]netip.Addr{}}
+	dp := &dataplane{t: t, f: f, s: s, be: map[uint32]netip.Addr{}, ringSize: opts.RingSize}
 	dp.config(func(c *maps.Config) {})
 	return dp
 }
@@ -110,7 +116,7 @@ func (dp *dataplane) backendID(addr string) uint32 {
 }
 
 func (dp *dataplane) ring(vipID uint32, mb []maglev.Backend) []uint32 {
-	table, err := maglev.Build(mb, testRing)
+	table, err := maglev.Build(mb, uint64(dp.ringSize))
 	if err != nil {
 		dp.t.Fatal(err)
 	}

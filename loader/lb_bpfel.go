@@ -38,6 +38,16 @@ type LBFlowKey struct {
 	Pad    [2]uint8
 }
 
+type LBFlowKey4 struct {
+	_     structs.HostLayout
+	Src   uint32
+	Dst   uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type LBFlowState struct {
 	_        structs.HostLayout
 	Backend  uint32
@@ -49,19 +59,28 @@ type LBFlowState struct {
 }
 
 type LBLbConfig struct {
+	_              structs.HostLayout
+	IfMac          [6]uint8
+	NexthopMac     [6]uint8
+	Mtu            uint16
+	Pad            uint16
+	RingSize       uint32
+	Src4           uint32
+	Src4Mask       uint32
+	Src6           [4]uint32
+	_              [4]byte
+	UdpTimeoutNs   uint64
+	Flags          uint32
+	SynInsertLimit uint32
+}
+
+type LBLbPercpu struct {
 	_            structs.HostLayout
-	IfMac        [6]uint8
-	NexthopMac   [6]uint8
-	Mtu          uint16
-	Pad          uint16
-	RingSize     uint32
-	Src4         uint32
-	Src4Mask     uint32
-	Src6         [4]uint32
-	_            [4]byte
-	UdpTimeoutNs uint64
-	Flags        uint32
-	Pad2         uint32
+	Cnt          [17]LBCounter
+	ClockJiffies uint64
+	ClockNs      uint64
+	SynWindowNs  uint64
+	SynInserts   uint64
 }
 
 type LBVipKey struct {
@@ -82,21 +101,24 @@ type LBVipMeta struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LBMapBackendStats = "backend_stats"
-	LBMapBackends     = "backends"
-	LBMapConfig       = "config"
-	LBMapConntrack    = "conntrack"
-	LBMapCounters     = "counters"
-	LBMapPrevRings    = "prev_rings"
-	LBMapRings        = "rings"
-	LBMapScCounters   = "sc_counters"
-	LBMapVipAddrs     = "vip_addrs"
-	LBMapVipFilter    = "vip_filter"
-	LBMapVipGens      = "vip_gens"
-	LBMapVipStats     = "vip_stats"
-	LBMapVips         = "vips"
-	LBProgXdpLb       = "xdp_lb"
-	LBProgXdpLbBench  = "xdp_lb_bench"
+	LBMapBackendStats     = "backend_stats"
+	LBMapBackends         = "backends"
+	LBMapConfig           = "config"
+	LBMapConntrack        = "conntrack"
+	LBMapConntrack4       = "conntrack4"
+	LBMapCounters         = "counters"
+	LBMapPrevRings        = "prev_rings"
+	LBMapRings            = "rings"
+	LBMapScCounters       = "sc_counters"
+	LBMapVipAddrs         = "vip_addrs"
+	LBMapVipDrops         = "vip_drops"
+	LBMapVipFilter        = "vip_filter"
+	LBMapVipGens          = "vip_gens"
+	LBMapVipStats         = "vip_stats"
+	LBMapVips             = "vips"
+	LBProgXdpLb           = "xdp_lb"
+	LBProgXdpLbBench      = "xdp_lb_bench"
+	LBProgXdpLbBenchFlows = "xdp_lb_bench_flows"
 )
 
 // LoadLB returns the embedded CollectionSpec for LB.
@@ -141,8 +163,9 @@ type LBSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LBProgramSpecs struct {
-	XdpLb      *ebpf.ProgramSpec `ebpf:"xdp_lb"`
-	XdpLbBench *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLb           *ebpf.ProgramSpec `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
 }
 
 // LBMapSpecs contains maps before they are loaded into the kernel.
@@ -153,11 +176,13 @@ type LBMapSpecs struct {
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	PrevRings    *ebpf.MapSpec `ebpf:"prev_rings"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
@@ -194,11 +219,13 @@ type LBMaps struct {
 	Backends     *ebpf.Map `ebpf:"backends"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	PrevRings    *ebpf.Map `ebpf:"prev_rings"`
 	Rings        *ebpf.Map `ebpf:"rings"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	VipGens      *ebpf.Map `ebpf:"vip_gens"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
@@ -211,11 +238,13 @@ func (m *LBMaps) Close() error {
 		m.Backends,
 		m.Config,
 		m.Conntrack,
+		m.Conntrack4,
 		m.Counters,
 		m.PrevRings,
 		m.Rings,
 		m.ScCounters,
 		m.VipAddrs,
+		m.VipDrops,
 		m.VipFilter,
 		m.VipGens,
 		m.VipStats,
@@ -233,14 +262,16 @@ type LBVariables struct {
 //
 // It can be passed to LoadLBObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LBPrograms struct {
-	XdpLb      *ebpf.Program `ebpf:"xdp_lb"`
-	XdpLbBench *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLb           *ebpf.Program `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
 }
 
 func (p *LBPrograms) Close() error {
 	return _LBClose(
 		p.XdpLb,
 		p.XdpLbBench,
+		p.XdpLbBenchFlows,
 	)
 }
 

@@ -48,8 +48,9 @@ func TestSharedStructSizes(t *testing.T) {
 		"backend":    unsafe.Sizeof(LBBackend{}),
 		"lb_config":  unsafe.Sizeof(LBLbConfig{}),
 		"counter":    unsafe.Sizeof(LBCounter{}),
+		"lb_percpu":  unsafe.Sizeof(LBLbPercpu{}),
 	}
-	want := map[string]uint32{"flow_key": 40, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16}
+	want := map[string]uint32{"flow_key": 40, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16, "lb_percpu": 17*16 + 32}
 	for name, goSize := range cases {
 		var st interface{ TypeName() string }
 		_ = st
@@ -65,8 +66,8 @@ func TestSharedStructSizes(t *testing.T) {
 			t.Errorf("struct %s: C %d bytes, Go %d bytes, expected %d", name, cSize, goSize, want[name])
 		}
 	}
-	if got := spec.Maps[LBMapCounters].MaxEntries; int(got) != 16 {
-		t.Errorf("counters map has %d entries; update maps.CounterNames with enum counter_index", got)
+	if got := len(LBLbPercpu{}.Cnt); got != 17 {
+		t.Errorf("struct lb_percpu holds %d counters; update maps.CounterNames with enum counter_index", got)
 	}
 	if got := spec.Maps[LBMapScCounters].MaxEntries; int(got) != 3 {
 		t.Errorf("sc_counters map has %d entries; update maps.SecondChanceCounterNames with enum sc_counter_index", got)

@@ -24,7 +24,14 @@ import (
 // the old ones, and one that does not ignores it (second chance added prev_rings, sc_counters and
 // decap_sc_counters this way, and gave the spare word of struct flow_state a meaning that older
 // programs ignore and that reads as "no candidate" in entries they wrote).
-const LayoutVersion = "v1"
+//
+// v2 (issue 14): the connection table keeps one LRU list per CPU (BPF_F_NO_COMMON_LRU), and the
+// global counters are one per-CPU struct; maps pinned by a v1 binary are refused.
+const LayoutVersion = "v2"
+
+// DecapLayoutVersion is LayoutVersion for the decapsulator's maps, which have their own history:
+// v2 of the forwarder changed none of them, so a backend keeps its pins across that upgrade.
+const DecapLayoutVersion = "v1"
 
 // Options size and place the forwarder's maps.
 type Options struct {
@@ -37,8 +44,11 @@ type Options struct {
 	RingSize uint32
 	// MaxBackends is how many backends the maps hold (ids 1..MaxBackends-1). Default 4096.
 	MaxBackends uint32
-	// ConnTableSize is the size of the LRU connection table. Default 262144.
+	// ConnTableSize is the size of the LRU connection table of IPv4 flows. Default 262144.
 	ConnTableSize uint32
+	// ConnTable6Size is the size of the LRU connection table of IPv6 flows. Default
+	// ConnTableSize.
+	ConnTable6Size uint32
 }
 
 func (o *Options) defaults() error {
@@ -54,6 +64,9 @@ func (o *Options) defaults() error {
 	if o.ConnTableSize == 0 {
 		o.ConnTableSize = 262144
 	}
+	if o.ConnTable6Size == 0 {
+		o.ConnTable6Size = o.ConnTableSize
+	}
 	if o.RingSize < 3 || !big.NewInt(int64(o.RingSize)).ProbablyPrime(20) {
 		return fmt.Errorf("ring size %d is not a prime >= 3: use a prime such as 65537", o.RingSize)
 	}
@@ -63,8 +76,11 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// MapsDir is the directory of the pinned maps of a given pin directory.
+// MapsDir is the directory of the forwarder's pinned maps of a given pin directory.
 func MapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+LayoutVersion) }
+
+// DecapMapsDir is the directory of the decapsulator's pinned maps of a given pin directory.
+func DecapMapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+DecapLayoutVersion) }
 
 // LinkPath is where the forwarder's XDP link is pinned.
 func LinkPath(pinDir string) string { return filepath.Join(pinDir, "link") }
@@ -91,11 +107,13 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[LBMapVips].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapVipAddrs].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapVipStats].MaxEntries = opts.MaxVIPs
+	spec.Maps[LBMapVipDrops].MaxEntries = opts.MaxVIPs
 	spec.Maps[LBMapRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
-	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTableSize
+	spec.Maps[LBMapConntrack4].MaxEntries = opts.ConnTableSize
+	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTable6Size
 
 	var co ebpf.CollectionOptions
 	if opts.PinDir != "" {

@@ -15,7 +15,7 @@ import (
 
 type PassFloorKey struct {
 	_ structs.HostLayout
-	W [10]uint32
+	W [4]uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -18,6 +18,7 @@ var CounterNames = []string{
 	"icmp_forwarded", "icmp_echo_replied", "icmp_toobig_sent",
 	"drop_ip_options", "drop_fragment", "drop_mtu", "drop_no_backend",
 	"drop_malformed", "drop_unsupported", "drop_encap",
+	"conntrack_insert_skipped",
 }
 
 // SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters);
@@ -48,10 +49,16 @@ func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
 // Counters reads the global counters and the second-chance counters by name.
 func (s *Set) Counters() (map[string]Counter, error) {
 	out := make(map[string]Counter, len(CounterNames)+len(SecondChanceCounterNames))
+	// The global counters are one per-CPU struct (layout v2): one read for all of them.
+	var per []loader.LBLbPercpu
+	if err := s.m.Counters.Lookup(uint32(0), &per); err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
 	for i, name := range CounterNames {
-		c, err := sumPerCPU(s.m.Counters, uint32(i))
-		if err != nil {
-			return nil, fmt.Errorf("read counter %s: %w", name, err)
+		var c Counter
+		for _, p := range per {
+			c.Packets += p.Cnt[i].Packets
+			c.Bytes += p.Cnt[i].Bytes
 		}
 		out[name] = c
 	}
@@ -74,6 +81,17 @@ func (s *Set) VIPStats(id uint32) (Counter, error) {
 	return c, nil
 }
 
+// VIPDrops reads the packets (and bytes) toward a VIP that were dropped, for any reason (the
+// reasons are the global drop_* counters): a VIP without a usable backend, over the MTU,
+// malformed (lengths that do not fit), or that could not be encapsulated.
+func (s *Set) VIPDrops(id uint32) (Counter, error) {
+	c, err := sumPerCPU(s.m.VipDrops, id)
+	if err != nil {
+		return c, fmt.Errorf("read vip %d drops: %w", id, err)
+	}
+	return c, nil
+}
+
 // BackendStats reads a backend's packets and bytes.
 func (s *Set) BackendStats(id uint32) (Counter, error) {
 	c, err := sumPerCPU(s.m.BackendStats, id)
@@ -83,18 +101,26 @@ func (s *Set) BackendStats(id uint32) (Counter, error) {
 	return c, nil
 }
 
-// ResetVIPStats zeroes a VIP's stats slot on every CPU (when its id is given to a new VIP).
-func (s *Set) ResetVIPStats(id uint32) error { return zeroPerCPU(s.m.VipStats, id) }
+// ResetVIPStats zeroes a VIP's stats and drops slots on every CPU (when its id is given to a new
+// VIP).
+func (s *Set) ResetVIPStats(id uint32) error {
+	if err := zeroPerCPU(s.m.VipStats, id); err != nil {
+		return err
+	}
+	return zeroPerCPU(s.m.VipDrops, id)
+}
 
 // ResetBackendStats zeroes a backend's stats slot on every CPU.
 func (s *Set) ResetBackendStats(id uint32) error { return zeroPerCPU(s.m.BackendStats, id) }
 
 // ResetCounters zeroes every global counter.
 func (s *Set) ResetCounters() error {
-	for i := range CounterNames {
-		if err := zeroPerCPU(s.m.Counters, uint32(i)); err != nil {
-			return err
-		}
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count cpus: %w", err)
+	}
+	if err := s.m.Counters.Put(uint32(0), make([]loader.LBLbPercpu, n)); err != nil {
+		return fmt.Errorf("reset counters: %w", err)
 	}
 	for i := range SecondChanceCounterNames {
 		if err := zeroPerCPU(s.m.ScCounters, uint32(i)); err != nil {

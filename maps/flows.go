@@ -36,11 +36,35 @@ type FlowEntry struct {
 	SecondChance uint32
 }
 
-// FlowKey builds the BPF connection-table key of a flow.
+// FlowKey builds the key of a flow in the IPv6 connection table, conntrack (IPv4 flows are keyed
+// in conntrack4 by the 16-byte flow_key4, layout v2); it is also the input of the flow hash.
 func FlowKey(f Flow) loader.LBFlowKey {
 	s, fam := addrWords(f.Src.Addr())
 	d, _ := addrWords(f.Dst.Addr())
 	return loader.LBFlowKey{Src: s, Dst: d, Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto), Family: fam}
+}
+
+// flowKey4 builds the key of an IPv4 flow in the IPv4 connection table (layout v2).
+func flowKey4(f Flow) loader.LBFlowKey4 {
+	s, d := f.Src.Addr().Unmap().As4(), f.Dst.Addr().Unmap().As4()
+	return loader.LBFlowKey4{Src: nativeWord(s[:]), Dst: nativeWord(d[:]), Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto)}
+}
+
+func key4Flow(k loader.LBFlowKey4) Flow {
+	return Flow{
+		Src:   netip.AddrPortFrom(wordsAddr([4]uint32{k.Src}, 4), netPort(k.Sport)),
+		Dst:   netip.AddrPortFrom(wordsAddr([4]uint32{k.Dst}, 4), netPort(k.Dport)),
+		Proto: Proto(k.Proto),
+	}
+}
+
+// table is the connection table of a flow's family and its key there: IPv4 flows live in
+// conntrack4 (16-byte keys), IPv6 flows in conntrack.
+func (s *Set) table(f Flow) (*ebpf.Map, any) {
+	if f.Src.Addr().Unmap().Is4() {
+		return s.m.Conntrack4, flowKey4(f)
+	}
+	return s.m.Conntrack, FlowKey(f)
 }
 
 func keyFlow(k loader.LBFlowKey) Flow {
@@ -51,43 +75,52 @@ func keyFlow(k loader.LBFlowKey) Flow {
 	}
 }
 
-func entry(k loader.LBFlowKey, v loader.LBFlowState, now time.Duration) FlowEntry {
+func entry(f Flow, v loader.LBFlowState, now time.Duration) FlowEntry {
 	idle := now - time.Duration(v.LastSeen)
 	if idle < 0 {
 		idle = 0
 	}
-	return FlowEntry{Flow: keyFlow(k), Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle,
+	return FlowEntry{Flow: f, Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle,
 		SecondChance: v.Backend2}
 }
 
 // LookupFlow reads a flow's connection-table entry.
 func (s *Set) LookupFlow(f Flow) (FlowEntry, bool, error) {
 	var v loader.LBFlowState
-	err := s.m.Conntrack.Lookup(FlowKey(f), &v)
+	m, k := s.table(f)
+	err := m.Lookup(k, &v)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return FlowEntry{}, false, nil
 	}
 	if err != nil {
 		return FlowEntry{}, false, fmt.Errorf("look up flow %s: %w", f, err)
 	}
-	return entry(FlowKey(f), v, monotonicNow()), true, nil
+	return entry(f, v, monotonicNow()), true, nil
 }
 
-// Flows lists the connection table. The LRU table can change while it is read; entries may be
-// missed or seen twice, which is fine for the counts it serves.
+// Flows lists the connection tables (IPv4, then IPv6). An LRU table can change while it is read;
+// entries may be missed or seen twice, which is fine for the counts it serves.
 func (s *Set) Flows() ([]FlowEntry, error) {
 	var (
+		k4  loader.LBFlowKey4
 		k   loader.LBFlowKey
 		v   loader.LBFlowState
 		out []FlowEntry
 	)
 	now := monotonicNow()
-	it := s.m.Conntrack.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, entry(k, v, now))
+	it := s.m.Conntrack4.Iterate()
+	for it.Next(&k4, &v) {
+		out = append(out, entry(key4Flow(k4), v, now))
 	}
 	if err := it.Err(); err != nil {
-		return out, fmt.Errorf("list flows: %w", err)
+		return out, fmt.Errorf("list ipv4 flows: %w", err)
+	}
+	it = s.m.Conntrack.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, entry(keyFlow(k), v, now))
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("list ipv6 flows: %w", err)
 	}
 	return out, nil
 }
@@ -132,7 +165,8 @@ func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {
 		if !match(f) {
 			continue
 		}
-		if err := s.m.Conntrack.Delete(FlowKey(f.Flow)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		m, k := s.table(f.Flow)
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return n, fmt.Errorf("delete flow %s: %w", f.Flow, err)
 		}
 		n++
@@ -153,7 +187,8 @@ func (s *Set) PutFlow(f Flow, backendID, vipID uint32) error {
 		return fmt.Errorf("put flow %s: vip id %d: %w", f, vipID, err)
 	}
 	v := loader.LBFlowState{Backend: backendID, VipId: uint16(vipID), VipGen: uint16(g), LastSeen: uint64(monotonicNow())}
-	if err := s.m.Conntrack.Put(FlowKey(f), v); err != nil {
+	m, k := s.table(f)
+	if err := m.Put(k, v); err != nil {
 		return fmt.Errorf("put flow %s: %w", f, err)
 	}
 	return nil

@@ -53,7 +53,7 @@ func Slot(f Flow, flags VIPFlags, ringSize uint32) uint32 {
 // vipFilterSlots is VIP_FILTER_SLOTS in bpf/include/consts.h.
 const vipFilterSlots = 4096
 
-// vipAddrSlot is vip_addr_slot in bpf/include/hash.h.
+// vipAddrSlot is vip_slot_xor in bpf/include/hash.h (of the XOR of the address words).
 func vipAddrSlot(w [4]uint32) uint32 {
 	return mm3Fmix(w[0]^w[1]^w[2]^w[3]^flowHashSeed) & (vipFilterSlots - 1)
 }

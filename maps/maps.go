@@ -427,6 +427,9 @@ type Config struct {
 	// SecondChance makes non-SYN TCP misses carry the previous table's pick when it differs
 	// (docs/xdp.md, "Second chance").
 	SecondChance bool
+	// SYNInsertLimit, when not 0, is how many new connection-table entries a second each CPU
+	// makes for SYNs; past it a SYN is forwarded without one (conntrack_insert_skipped).
+	SYNInsertLimit uint32
 }
 
 // Config flags; they mirror CFG_* in bpf/include/consts.h.
@@ -466,6 +469,7 @@ func (s *Set) SetConfig(c Config) error {
 	if c.SecondChance {
 		lc.Flags |= cfgSecondChance
 	}
+	lc.SynInsertLimit = c.SYNInsertLimit
 	if err := s.m.Config.Put(uint32(0), lc); err != nil {
 		return fmt.Errorf("set config: %w", err)
 	}
@@ -483,15 +487,16 @@ func (s *Set) Config() (Config, error) {
 		bits++
 	}
 	return Config{
-		IfMAC:        append(net.HardwareAddr(nil), lc.IfMac[:]...),
-		NextHopMAC:   append(net.HardwareAddr(nil), lc.NexthopMac[:]...),
-		MTU:          lc.Mtu,
-		Src4:         wordsAddr([4]uint32{lc.Src4}, 4),
-		Src4HashBits: bits,
-		Src6:         wordsAddr(lc.Src6, 6),
-		UDPTimeout:   time.Duration(lc.UdpTimeoutNs),
-		ICMPTooBig:   lc.Flags&cfgICMPTooBig != 0,
-		SecondChance: lc.Flags&cfgSecondChance != 0,
+		IfMAC:          append(net.HardwareAddr(nil), lc.IfMac[:]...),
+		NextHopMAC:     append(net.HardwareAddr(nil), lc.NexthopMac[:]...),
+		MTU:            lc.Mtu,
+		Src4:           wordsAddr([4]uint32{lc.Src4}, 4),
+		Src4HashBits:   bits,
+		Src6:           wordsAddr(lc.Src6, 6),
+		UDPTimeout:     time.Duration(lc.UdpTimeoutNs),
+		ICMPTooBig:     lc.Flags&cfgICMPTooBig != 0,
+		SecondChance:   lc.Flags&cfgSecondChance != 0,
+		SYNInsertLimit: lc.SynInsertLimit,
 	}, nil
 }
 

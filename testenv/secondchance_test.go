@@ -144,11 +144,16 @@ func TestSecondChanceDaemon(t *testing.T) {
 	l := d.Lab()
 	lb := l.Balancer()
 	be4 := l.Topo.ByRole(topo.Backend)[3].Addr4.String()
-	ct, err := ebpf.LoadPinnedMap(filepath.Join(loader.MapsDir(lab.PinDir(lb.NS, lb.Iface)), loader.LBMapConntrack), nil)
-	if err != nil {
-		t.Fatal(err)
+	// The connection tables: IPv4 flows (the VIP's) in conntrack4, IPv6 flows in conntrack.
+	var cts []*ebpf.Map
+	for _, name := range []string{loader.LBMapConntrack4, loader.LBMapConntrack} {
+		ct, err := ebpf.LoadPinnedMap(filepath.Join(loader.MapsDir(lab.PinDir(lb.NS, lb.Iface)), name), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ct.Close()
+		cts = append(cts, ct)
 	}
-	defer ct.Close()
 	cfgPath := filepath.Join(lab.StateDir(d.Prefix), lb.NS+".yaml")
 	for _, on := range []bool{true, false} {
 		if !on {
@@ -172,7 +177,9 @@ func TestSecondChanceDaemon(t *testing.T) {
 		if _, err := d.cli("backend", "undrain", "web", be4); err != nil {
 			t.Fatal(err)
 		}
-		forgetAll(t, ct)
+		for _, ct := range cts {
+			forgetAll(t, ct)
+		}
 		ok := 0
 		for i, c := range conns {
 			if be, err := c.do(fmt.Sprintf("/after/%d", i)); err == nil && be == first[i] {
@@ -196,14 +203,14 @@ func TestSecondChanceDaemon(t *testing.T) {
 	}
 }
 
-// forgetAll empties a pinned connection table.
+// forgetAll empties a pinned connection table (either family's: keys are read as bytes).
 func forgetAll(t *testing.T, ct *ebpf.Map) {
 	t.Helper()
-	var keys []loader.LBFlowKey
-	var k loader.LBFlowKey
-	var v loader.LBFlowState
+	var keys [][]byte
+	k := make([]byte, ct.KeySize())
+	v := make([]byte, ct.ValueSize())
 	for it := ct.Iterate(); it.Next(&k, &v); {
-		keys = append(keys, k)
+		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {
 		if err := ct.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

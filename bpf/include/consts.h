@@ -103,6 +103,7 @@ enum counter_index {
 	CNT_DROP_MALFORMED,  /* truncated or inconsistent headers toward a VIP */
 	CNT_DROP_UNSUPPORTED,/* protocol toward a VIP that switchyard does not balance */
 	CNT_DROP_ENCAP,      /* could not grow or write the frame */
+	CNT_CT_INSERT_SKIPPED, /* a new flow's SYN not recorded: over syn_insert_limit (forwarded) */
 	CNT_MAX,
 };
 

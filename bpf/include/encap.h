@@ -8,23 +8,34 @@
 #include "csum.h"
 #include "hash.h"
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "encap.h builds header words in little-endian memory order (bpfel)"
+#endif
+
+/* write_eth writes the Ethernet header (and the VLAN tag) with 16-bit stores: struct ethhdr is
+ * packed, so field copies would compile to a load and a store per byte. The MACs are read from
+ * cfg as 16-bit words (if_mac at offset 0, nexthop_mac at 6: both 2-byte aligned). */
 static __always_inline int write_eth(void *data, void *data_end, __u8 has_vlan, __u16 tci,
 				     const struct lb_config *cfg, __u16 proto)
 {
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	if (data + ETH_HLEN > data_end)
 		return -1;
-	__builtin_memcpy(eth->h_dest, cfg->nexthop_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, cfg->if_mac, ETH_ALEN);
+	const __u16 *m = (const __u16 *)cfg;
+	__u16 *e = data;
+	e[0] = m[3]; /* destination: the next hop */
+	e[1] = m[4];
+	e[2] = m[5];
+	e[3] = m[0]; /* source: this interface */
+	e[4] = m[1];
+	e[5] = m[2];
 	if (has_vlan) {
-		struct vlan_hdr_ *vh = (void *)(eth + 1);
-		if ((void *)(vh + 1) > data_end)
+		if (data + ETH_HLEN + 4 > data_end)
 			return -1;
-		eth->h_proto = bpf_htons(ETH_P_8021Q);
-		vh->tci = tci;
-		vh->proto = bpf_htons(proto);
+		e[6] = bpf_htons(ETH_P_8021Q);
+		e[7] = tci;
+		e[8] = bpf_htons(proto);
 	} else {
-		eth->h_proto = bpf_htons(proto);
+		e[6] = bpf_htons(proto);
 	}
 	return 0;
 }
@@ -66,6 +77,22 @@ static __always_inline int encap4(struct xdp_md *ctx, const struct packet *p, co
 		return -1;
 	__u32 mask = cfg->src4_mask;
 	__u32 src = bpf_htonl((bpf_ntohl(cfg->src4) & ~mask) | (entropy & mask));
+	if (!sc) {
+		/* The 20-byte header as five 32-bit words in memory order, its checksum summed from
+		 * the same words in registers: no byte or bitfield stores, nothing read back. */
+		__u32 dst = be->addr[0];
+		__u32 w0 = 0x45 | ((__u32)tos << 8) | ((__u32)bpf_htons(inner_len + hlen) << 16);
+		__u32 w2 = OUTER_TTL | ((__u32)inner_proto << 8);
+		__u64 sum = (__u64)(w0 & 0xffff) + (w0 >> 16) + w2 + (src & 0xffff) + (src >> 16) +
+			    (dst & 0xffff) + (dst >> 16);
+		__u32 *w = (__u32 *)ip;
+		w[0] = w0;
+		w[1] = 0; /* id 0, no fragment bits */
+		w[2] = w2 | ((__u32)csum_fold(sum) << 16);
+		w[3] = src;
+		w[4] = dst;
+		return 0;
+	}
 	ip->version = 4;
 	ip->ihl = hlen / 4;
 	ip->tos = tos;

@@ -61,8 +61,9 @@ static __always_inline __u32 flow_entropy(const struct flow_key *f)
 	return mm3_fmix(x);
 }
 
-/* vip_addr_slot is the vip_filter slot of a destination address (maps/hash.go mirrors it). */
-static __always_inline __u32 vip_addr_slot(const __u32 *addr)
+/* vip_slot_xor is the vip_filter slot of a destination address whose four words (an IPv4
+ * address: the address and three zeros) XOR to x (maps/hash.go mirrors it). */
+static __always_inline __u32 vip_slot_xor(__u32 x)
 {
-	return mm3_fmix(addr[0] ^ addr[1] ^ addr[2] ^ addr[3] ^ FLOW_HASH_SEED) & (VIP_FILTER_SLOTS - 1);
+	return mm3_fmix(x ^ FLOW_HASH_SEED) & (VIP_FILTER_SLOTS - 1);
 }

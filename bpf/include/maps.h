@@ -37,7 +37,7 @@ struct {
 	__type(value, __u32);
 } vip_gens SEC(".maps");
 
-/* A one-bit-per-slot filter of VIP addresses, indexed by vip_addr_slot(): a zero slot proves the
+/* A one-bit-per-slot filter of VIP addresses, indexed by vip_slot_xor(): a zero slot proves the
  * address carries no VIP, so traffic for the host costs no hash lookup at all. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -77,13 +77,59 @@ struct {
 	__type(value, __u32);
 } prev_rings SEC(".maps");
 
-/* Connection table. */
+/* Connection tables: "conntrack4" for IPv4 flows (16-byte key), "conntrack" for IPv6 flows.
+ * One LRU list per CPU (BPF_F_NO_COMMON_LRU): an insert takes a free entry
+ * from its own CPU's list without the common list's lock, as Katran's one LRU per CPU does; the
+ * hash table itself is shared, so a flow inserted on one CPU is found from every CPU. Each CPU's
+ * list holds max_entries / CPUs entries (docs/xdp.md, "Maps and pins"). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__uint(max_entries, DEFAULT_CONNTRACK);
 	__type(key, struct flow_key);
 	__type(value, struct flow_state);
 } conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, DEFAULT_CONNTRACK);
+	__type(key, struct flow_key4);
+	__type(value, struct flow_state);
+} conntrack4 SEC(".maps");
+
+/* key4 is the IPv4 connection-table key of a flow. */
+static __always_inline struct flow_key4 key4(const struct flow_key *f)
+{
+	struct flow_key4 k = {};
+	k.src = f->src[0];
+	k.dst = f->dst[0];
+	k.sport = f->sport;
+	k.dport = f->dport;
+	k.proto = f->proto;
+	return k;
+}
+
+/* ct_lookup finds a flow's connection-table entry in its family's table. */
+static __always_inline struct flow_state *ct_lookup(const struct flow_key *f)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		return bpf_map_lookup_elem(&conntrack4, &k);
+	}
+	return bpf_map_lookup_elem(&conntrack, f);
+}
+
+/* ct_update writes a flow's connection-table entry in its family's table. */
+static __always_inline void ct_update(const struct flow_key *f, const struct flow_state *st)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		bpf_map_update_elem(&conntrack4, &k, st, BPF_ANY);
+		return;
+	}
+	bpf_map_update_elem(&conntrack, f, st, BPF_ANY);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -94,10 +140,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct counter);
+	__type(value, struct lb_percpu);
 } counters SEC(".maps");
+
+_Static_assert(CNT_MAX == sizeof(((struct lb_percpu *)0)->cnt) / sizeof(struct counter),
+	       "struct lb_percpu holds every counter of enum counter_index");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -120,13 +169,49 @@ struct {
 	__type(value, struct counter);
 } backend_stats SEC(".maps");
 
+/* Per VIP id: packets and bytes toward the VIP that were dropped (any reason; the reasons are
+ * counted globally in "counters"). A map of its own, so that "vip_stats" keeps its shape. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct counter);
+} vip_drops SEC(".maps");
+
+/* percpu is this CPU's counters and clock (NULL never happens: a one-entry array). */
+static __always_inline struct lb_percpu *percpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* count_pc counts a packet (and bytes) under idx in pc; the fast paths look pc up once. */
+static __always_inline void count_pc(struct lb_percpu *pc, __u32 idx, __u64 bytes)
+{
+	if (pc && idx < CNT_MAX) {
+		pc->cnt[idx].packets++;
+		pc->cnt[idx].bytes += bytes;
+	}
+}
+
 static __always_inline void count(__u32 idx, __u64 bytes)
 {
-	struct counter *c = bpf_map_lookup_elem(&counters, &idx);
-	if (c) {
-		c->packets++;
-		c->bytes += bytes;
+	count_pc(percpu(), idx, bytes);
+}
+
+/* now_pc is the coarse monotonic clock (CLOCK_MONOTONIC_COARSE, a tick's resolution: enough for
+ * idle timeouts). It is read once a jiffy per CPU and kept in pc: bpf_jiffies64() is inlined by
+ * the verifier (one load), the clock is a helper call. */
+static __always_inline __u64 now_pc(struct lb_percpu *pc)
+{
+	__u64 j = bpf_jiffies64();
+	if (!pc)
+		return bpf_ktime_get_coarse_ns();
+	if (pc->clock_jiffies != j || pc->clock_ns == 0) {
+		pc->clock_jiffies = j;
+		pc->clock_ns = bpf_ktime_get_coarse_ns();
 	}
+	return pc->clock_ns;
 }
 
 static __always_inline void sc_count(__u32 idx)
@@ -151,4 +236,11 @@ static __always_inline int drop(__u32 reason, __u64 bytes)
 	count(reason, bytes);
 	count(CNT_DROP, bytes);
 	return XDP_DROP;
+}
+
+/* drop_vip is drop for a packet toward a known VIP: counted in the VIP's drops as well. */
+static __always_inline int drop_vip(__u32 reason, __u32 vip_id, __u64 bytes)
+{
+	count_in(&vip_drops, vip_id, bytes);
+	return drop(reason, bytes);
 }

@@ -143,21 +143,28 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct packet 
 	return 0;
 }
 
-/* parse_ports reads the ports (and TCP flags) of a TCP or UDP header. */
+/* parse_ports reads the ports (and TCP flags) of a TCP or UDP header. It returns -1 when the
+ * header is truncated (no ports), -2 when the ports were read but the header's lengths do not fit
+ * the IP payload: a UDP length of 0, shorter than the UDP header or longer than the IP payload, a
+ * TCP data offset below 5 words or reaching past the IP payload. Such a packet is never forwarded
+ * (a backend would have to drop it; a tunnel must not carry it). */
 static __always_inline int parse_ports(void *data, void *data_end, struct packet *p)
 {
 	__u32 off = p->l4_off;
 	if (off > MAX_L4_OFF)
 		return -1;
+	/* The IP payload: the IP length less the IP header (and, for IPv6, nothing else: extension
+	 * headers are not walked). */
+	__u32 payload = p->l3_len - (off - p->l3_off);
 	if (p->flow.proto == IPPROTO_TCP_) {
 		struct tcphdr *th = data + off;
 		if ((void *)(th + 1) > data_end)
 			return -1;
-		if (th->doff < 5)
-			return -1;
 		p->flow.sport = th->source;
 		p->flow.dport = th->dest;
 		p->tcp_flags = ((__u8 *)th)[13];
+		if (th->doff < 5 || th->doff * 4U > payload)
+			return -2;
 		return 0;
 	}
 	if (p->flow.proto == IPPROTO_UDP_) {
@@ -166,6 +173,9 @@ static __always_inline int parse_ports(void *data, void *data_end, struct packet
 			return -1;
 		p->flow.sport = uh->source;
 		p->flow.dport = uh->dest;
+		__u32 len = bpf_ntohs(uh->len);
+		if (len < sizeof(*uh) || len > payload)
+			return -2;
 		return 0;
 	}
 	return -1;

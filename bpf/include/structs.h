@@ -16,6 +16,17 @@ struct flow_key {
 	__u8 pad[2];
 };
 
+/* The IPv4 connection table's key (16 bytes: hashed and compared in a third of the time of a
+ * flow_key; IPv6 flows keep flow_key). pad is zero. */
+struct flow_key4 {
+	__u32 src;
+	__u32 dst;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
 /* A connection-table value. vip_id and vip_gen let an established packet skip the VIP lookup:
  * the entry is valid while vip_gens[vip_id] still equals vip_gen (the control plane bumps it when
  * it removes or re-assigns the VIP). */
@@ -62,13 +73,23 @@ struct lb_config {
 	__u32 src6[4];       /* outer IPv6 source base; the last 32 bits are replaced by the flow hash */
 	__u64 udp_timeout_ns;/* idle time after which a UDP flow re-hashes */
 	__u32 flags;         /* CFG_* */
-	__u32 pad2;
+	__u32 syn_insert_limit; /* SYN inserts a second per CPU above which they are skipped; 0 = none */
 };
 
 /* Packet and byte counter. */
 struct counter {
 	__u64 packets;
 	__u64 bytes;
+};
+
+/* The forwarder's global counters (enum counter_index) and its clock cache: the one entry of the
+ * per-CPU array "counters", so that a packet looks it up once for every counter and the clock. */
+struct lb_percpu {
+	struct counter cnt[17];  /* CNT_MAX, by enum counter_index */
+	__u64 clock_jiffies;     /* jiffies when clock_ns was read */
+	__u64 clock_ns;          /* coarse monotonic ns read then */
+	__u64 syn_window_ns;     /* start of this CPU's current second of SYN inserts */
+	__u64 syn_inserts;       /* SYN inserts in that second (syn_insert_limit) */
 };
 
 /* Decap: an address this host accepts tunnels for. */

@@ -384,9 +384,9 @@ func l4StatsCmd() *cli.Command {
 				return err
 			}
 			return l4Output(c, st, func(w io.Writer) {
-				fmt.Fprintln(w, "VIP\tID\tPACKETS\tBYTES\tPPS\tBIT/S\tACTIVE FLOWS")
+				fmt.Fprintln(w, "VIP\tID\tPACKETS\tBYTES\tPPS\tBIT/S\tACTIVE FLOWS\tDROPPED")
 				for _, v := range st.VIPs {
-					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%d\n", v.Name, v.ID, v.Packets, v.Bytes, v.PPS, v.BPS, v.ActiveFlows)
+					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\n", v.Name, v.ID, v.Packets, v.Bytes, v.PPS, v.BPS, v.ActiveFlows, v.Dropped.Packets)
 				}
 				fmt.Fprintln(w, "\nBACKEND\tID\tPACKETS\tBYTES\tPPS\tBIT/S\tACTIVE FLOWS")
 				for _, b := range st.Backends {

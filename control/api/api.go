@@ -193,6 +193,9 @@ type VIPStats struct {
 	ID   uint32 `json:"id"`
 	Traffic
 	ActiveFlows int `json:"active_flows"`
+	// Dropped is the packets (and bytes) toward the VIP that the forwarder dropped, for any
+	// reason (the reasons are the drop_* counters).
+	Dropped maps.Counter `json:"dropped"`
 }
 
 // BackendStats is a backend address's traffic (over every VIP it serves).

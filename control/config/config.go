@@ -64,6 +64,10 @@ type Config struct {
 	// SecondChanceRetire empties a VIP's previous table this long after the change that made it
 	// (default 0: kept until the next change).
 	SecondChanceRetire Duration `yaml:"second_chance_retire,omitempty"`
+	// SYNInsertLimit, when set, is how many new connection-table entries a second each CPU
+	// makes for SYNs; past it a SYN is forwarded by the ring without one (default 0: no limit;
+	// docs/xdp.md, "The SYN guard").
+	SYNInsertLimit uint32 `yaml:"syn_insert_limit,omitempty"`
 	// EncapSource4 is the outer IPv4 source base; its low 8 bits come from the flow hash.
 	EncapSource4 string `yaml:"encap_source4,omitempty"`
 	// EncapSource6 is the outer IPv6 source base; its last 32 bits come from the flow hash.

@@ -300,6 +300,8 @@ func (d *Daemon) writeMapConfigLocked() error {
 		UDPTimeout:   cfg.UDPTimeout.D(),
 		ICMPTooBig:   cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
 		SecondChance: secondChance(cfg),
+		// Off by default; see docs/xdp.md.
+		SYNInsertLimit: cfg.SYNInsertLimit,
 	}
 	d.rec.SetRetirePrevious(cfg.SecondChanceRetire.D())
 	if d.nhOK {

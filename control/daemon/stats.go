@@ -129,7 +129,11 @@ func (d *Daemon) Stats() (api.Stats, error) {
 		for _, k := range flows[v.Name] {
 			n += k
 		}
-		out.VIPs = append(out.VIPs, api.VIPStats{Name: v.Name, ID: id, Traffic: d.sampler.traffic(vkey(id), c), ActiveFlows: n})
+		dropped, err := d.set.VIPDrops(id)
+		if err != nil {
+			return out, err
+		}
+		out.VIPs = append(out.VIPs, api.VIPStats{Name: v.Name, ID: id, Traffic: d.sampler.traffic(vkey(id), c), ActiveFlows: n, Dropped: dropped})
 		for _, b := range v.Backends {
 			a := parseAddr(b.Address)
 			bid, ok := d.rec.BackendID(a)

@@ -48,6 +48,7 @@ var (
 	dVIPPackets    = desc("vip_packets_total", "Packets forwarded for a VIP.", "vip")
 	dVIPBytes      = desc("vip_bytes_total", "Bytes (inner IP) forwarded for a VIP.", "vip")
 	dVIPFlows      = desc("vip_active_flows", "Active (not closing, recently seen) connection-table entries of a VIP.", "vip")
+	dVIPDropped    = desc("vip_dropped_packets_total", "Packets toward a VIP that the forwarder dropped (any reason: see xdp_packets_total's drop_* counters).", "vip")
 	dBEPackets     = desc("backend_packets_total", "Packets forwarded to a backend address (over every VIP).", "backend")
 	dBEBytes       = desc("backend_bytes_total", "Bytes (inner IP) forwarded to a backend address.", "backend")
 	dBEFlows       = desc("backend_active_flows", "Active connection-table entries of a backend of a VIP.", "vip", "backend")
@@ -79,7 +80,7 @@ var (
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dBEPackets, dBEBytes, dBEFlows,
+	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dVIPDropped, dBEPackets, dBEBytes, dBEFlows,
 		dBEState, dBEHealthy, dBEWeight, dBEShare, dFlows, dRebuilds, dSlots, dReloads, dReloadErrors, dApplyErrors,
 		dHealthChanges, dProbes, dDrains, dNextHop, dRingDigest, dStoreUp, dStoreDown, dStoreRev, dStoreWatched,
 		dStoreEvents, dStoreResyncs, dStoreRewatch, dStoreWrites, dStoreRefused} {
@@ -107,6 +108,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dVIPPackets, float64(v.Packets), v.Name)
 		counter(dVIPBytes, float64(v.Bytes), v.Name)
 		gauge(dVIPFlows, float64(v.ActiveFlows), v.Name)
+		counter(dVIPDropped, float64(v.Dropped.Packets), v.Name)
 	}
 	for _, b := range s.Stats.Backends {
 		counter(dBEPackets, float64(b.Packets), b.Address)
