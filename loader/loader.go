@@ -63,6 +63,9 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// perVIPMaps are the maps with one entry per VIP (or VIP id): all sized from Options.MaxVIPs.
+var perVIPMaps = []string{LBMapVips, LBMapVipAddrs, LBMapVipGens, LBMapVipStats}
+
 // MapsDir is the directory of the pinned maps of a given pin directory.
 func MapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+LayoutVersion) }
 
@@ -88,9 +91,11 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load forwarder spec: %w", err)
 	}
-	spec.Maps[LBMapVips].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapVipAddrs].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapVipStats].MaxEntries = opts.MaxVIPs
+	// Every map indexed by VIP id or keyed by VIP is sized from MaxVIPs (vip_gens once was not,
+	// which capped every configuration at 64 VIPs whatever max_vips said).
+	for _, name := range perVIPMaps {
+		spec.Maps[name].MaxEntries = opts.MaxVIPs
+	}
 	spec.Maps[LBMapRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
