@@ -64,6 +64,11 @@ type LBLbConfig struct {
 	Pad2         uint32
 }
 
+type LBRingWord struct {
+	_  structs.HostLayout
+	Id [4]uint16
+}
+
 type LBVipKey struct {
 	_      structs.HostLayout
 	Addr   [4]uint32
@@ -87,8 +92,8 @@ const (
 	LBMapConfig       = "config"
 	LBMapConntrack    = "conntrack"
 	LBMapCounters     = "counters"
-	LBMapPrevRings    = "prev_rings"
-	LBMapRings        = "rings"
+	LBMapPrevRings16  = "prev_rings16"
+	LBMapRings16      = "rings16"
 	LBMapScCounters   = "sc_counters"
 	LBMapVipAddrs     = "vip_addrs"
 	LBMapVipFilter    = "vip_filter"
@@ -154,8 +159,8 @@ type LBMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	PrevRings    *ebpf.MapSpec `ebpf:"prev_rings"`
-	Rings        *ebpf.MapSpec `ebpf:"rings"`
+	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
+	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
@@ -195,8 +200,8 @@ type LBMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
-	PrevRings    *ebpf.Map `ebpf:"prev_rings"`
-	Rings        *ebpf.Map `ebpf:"rings"`
+	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
+	Rings16      *ebpf.Map `ebpf:"rings16"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
@@ -212,8 +217,8 @@ func (m *LBMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Counters,
-		m.PrevRings,
-		m.Rings,
+		m.PrevRings16,
+		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,
 		m.VipFilter,
