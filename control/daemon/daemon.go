@@ -74,7 +74,8 @@ type Daemon struct {
 	nhOK    bool
 	counts  counts
 	sampler sampler
-	store   *storeLink // nil without --store
+	store   *storeLink              // nil without --store
+	digests map[uint32]cachedDigest // ring digests by VIP id (digest.go)
 }
 
 type drain struct {

@@ -30,12 +30,30 @@ func ringDigest(ring []uint32, addr func(uint32) (netip.Addr, bool)) uint64 {
 	return h.Sum64() & (1<<digestBits - 1)
 }
 
+// cachedDigest is a VIP's ring digest at one reconciler version of its rings.
+type cachedDigest struct {
+	version [2]uint64
+	rd      api.RingDigest
+}
+
 // ringDigestsLocked is the digest of every VIP's ring as last written, in configuration order.
+// A digest is computed again only when the reconciler wrote that VIP's rings (or freed a backend
+// id) since: reading and hashing every ring at every scrape would cost seconds at 4,096 VIPs.
 func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 	out := make([]api.RingDigest, 0, len(d.cfg.VIPs))
+	if d.digests == nil {
+		d.digests = map[uint32]cachedDigest{}
+	}
 	for _, v := range d.cfg.VIPs {
 		id, ok := d.rec.VIPID(v.Key())
 		if !ok {
+			continue
+		}
+		ver := d.rec.Version(id)
+		if c, ok := d.digests[id]; ok && c.version == ver {
+			rd := c.rd
+			rd.VIP = v.Name
+			out = append(out, rd)
 			continue
 		}
 		ring, err := d.rec.Ring(id)
@@ -53,6 +71,7 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 		if prev, err := d.rec.PrevRing(id); err == nil && !allZero(prev) {
 			rd.Previous = fmt.Sprintf("%012x", ringDigest(prev, d.rec.BackendAddr))
 		}
+		d.digests[id] = cachedDigest{version: ver, rd: rd}
 		out = append(out, rd)
 	}
 	return out

@@ -22,6 +22,9 @@ type memMaps struct {
 	rings    map[uint32][]uint32
 	prev     map[uint32][]uint32
 	writes   int
+	// ringWrites counts the ring slots written per VIP id; maxV and maxB override the sizes.
+	ringWrites map[uint32]int
+	maxV, maxB uint32
 }
 
 func newMem() *memMaps {
@@ -30,8 +33,18 @@ func newMem() *memMaps {
 }
 
 func (m *memMaps) RingSize() uint32    { return ringSize }
-func (m *memMaps) MaxVIPs() uint32     { return 8 }
-func (m *memMaps) MaxBackends() uint32 { return 64 }
+func (m *memMaps) MaxVIPs() uint32 {
+	if m.maxV != 0 {
+		return m.maxV
+	}
+	return 8
+}
+func (m *memMaps) MaxBackends() uint32 {
+	if m.maxB != 0 {
+		return m.maxB
+	}
+	return 64
+}
 func (m *memMaps) VIPs() ([]maps.VIP, error) {
 	var out []maps.VIP
 	for _, v := range m.vips {
@@ -53,7 +66,12 @@ func (m *memMaps) Backends() ([]maps.Backend, error) {
 func (m *memMaps) Ring(id uint32) ([]uint32, error)     { return readMem(m.rings, id), nil }
 func (m *memMaps) PrevRing(id uint32) ([]uint32, error) { return readMem(m.prev, id), nil }
 func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
-	return m.writeMem(m.rings, id, old, table), nil
+	n := m.writeMem(m.rings, id, old, table)
+	if m.ringWrites == nil {
+		m.ringWrites = map[uint32]int{}
+	}
+	m.ringWrites[id] += n
+	return n, nil
 }
 func (m *memMaps) WritePrevRing(id uint32, old, table []uint32) (int, error) {
 	return m.writeMem(m.prev, id, old, table), nil
