@@ -32,7 +32,7 @@ func newMem() *memMaps {
 		prev: map[uint32][]uint32{}}
 }
 
-func (m *memMaps) RingSize() uint32    { return ringSize }
+func (m *memMaps) RingSize() uint32 { return ringSize }
 func (m *memMaps) MaxVIPs() uint32 {
 	if m.maxV != 0 {
 		return m.maxV
