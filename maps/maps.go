@@ -100,6 +100,7 @@ type Set struct {
 	// vip_addrs on first use; nil until then).
 	addrs     map[netip.Addr]uint32
 	filterUse []uint32
+	sigs      *ebpf.Map // ring signatures (UseRingSigs); nil: none kept
 }
 
 // New wraps loaded maps. ringSize must be the size the rings map was built for (the loader's).
@@ -534,4 +535,37 @@ func monotonicNow() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
 	return time.Duration(ts.Nano())
+}
+
+// UseRingSigs gives the Set the ring-signature map (loader.OpenRingSigs): RingSig and SetRingSig
+// then read and write it. Without it they remember nothing.
+func (s *Set) UseRingSigs(m *ebpf.Map) error {
+	if m != nil && m.MaxEntries() != s.maxVIPs+1 {
+		return fmt.Errorf("use ring signatures: map holds %d entries, the VIPs %d: open it with the forwarder's options", m.MaxEntries(), s.maxVIPs)
+	}
+	s.sigs = m
+	return nil
+}
+
+// RingSig is the signature recorded for a VIP id's ring, 0 when unknown.
+func (s *Set) RingSig(vipID uint32) uint64 {
+	var v uint64
+	if s.sigs == nil || vipID >= s.maxVIPs || s.sigs.Lookup(vipID, &v) != nil {
+		return 0
+	}
+	return v
+}
+
+// SetRingSig records the signature of a VIP id's ring (0: unknown).
+func (s *Set) SetRingSig(vipID uint32, sig uint64) error {
+	if s.sigs == nil {
+		return nil
+	}
+	if vipID >= s.maxVIPs {
+		return fmt.Errorf("set ring signature: vip id %d out of range", vipID)
+	}
+	if err := s.sigs.Put(vipID, sig); err != nil {
+		return fmt.Errorf("set ring signature %d: %w", vipID, err)
+	}
+	return nil
 }

@@ -140,6 +140,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
+	sigs, err := openRingSigs(fwd, d.set)
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer sigs.Close()
 	if d.rec, err = reconcile.New(d.set); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
@@ -178,6 +183,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer d.lnk.Close()
 	d.markAttached()
+	if err := loader.StampRingSigs(sigs, fwd.Objs.XdpLb); err != nil {
+		d.log.Warn("ring signatures not stamped: the next start rebuilds every ring", "err", err)
+	}
 	linkID, progID := d.ids()
 	d.log.Info("forwarder running", "adopted", d.adopted, "link_id", linkID, "prog_id", progID, "xdp_mode", cfg.XDPMode,
 		"pin_dir", cfg.PinDir, "vips", len(cfg.VIPs), "slots_written", res.SlotsWritten, "gateway", d.nh.Gateway, "next_hop_mac", d.nh.NextHopMAC.String())

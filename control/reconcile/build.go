@@ -21,6 +21,10 @@ type buildJob struct {
 	sig   uint64
 }
 
+// sigVersion is part of every signature: bump it when maglev.Build gives other tables for the
+// same input, so that a daemon of the new version rebuilds the rings an older one wrote.
+const sigVersion = 1
+
 // signature identifies the input of a Maglev build: the ring size and every in-ring backend's
 // identity, id and weight, in identity order (the build's own order, so the signature does not
 // depend on the order the configuration lists them in). Never 0, which means "unknown".
@@ -29,6 +33,8 @@ func signature(in []maglev.Backend, ringSize uint32) uint64 {
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Identity < bs[j].Identity })
 	h := fnv.New64a()
 	var w [8]byte
+	binary.LittleEndian.PutUint32(w[:4], sigVersion)
+	h.Write(w[:4])
 	binary.LittleEndian.PutUint32(w[:4], ringSize)
 	h.Write(w[:4])
 	for _, b := range bs {
