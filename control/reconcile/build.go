@@ -17,19 +17,41 @@ type buildJob struct {
 	id    uint32
 	known bool // in the vips map already
 	flags maps.VIPFlags
-	in    []maglev.Backend
+	in    []tableBackend
 	sig   uint64
+}
+
+// tableBackend is a listed backend of a VIP; out ones keep their place in the table's base but
+// take no slot (see maglev.BuildDrained).
+type tableBackend struct {
+	maglev.Backend
+	out bool
+}
+
+// buildTable computes a VIP's table: the table of all its listed backends with the slots of
+// those out of the ring given to the others, so that a drain moves only the drained backend's
+// slots.
+func buildTable(in []tableBackend, size uint64) ([]uint32, error) {
+	listed := make([]maglev.Backend, len(in))
+	out := map[uint32]bool{}
+	for i, b := range in {
+		listed[i] = b.Backend
+		if b.out {
+			out[b.ID] = true
+		}
+	}
+	return maglev.BuildDrained(listed, func(b maglev.Backend) bool { return out[b.ID] }, size)
 }
 
 // sigVersion is part of every signature: bump it when maglev.Build gives other tables for the
 // same input, so that a daemon of the new version rebuilds the rings an older one wrote.
-const sigVersion = 1
+const sigVersion = 2
 
-// signature identifies the input of a Maglev build: the ring size and every in-ring backend's
-// identity, id and weight, in identity order (the build's own order, so the signature does not
+// signature identifies the input of a table build: the ring size and every listed backend's
+// identity, id, weight and whether it is in the ring, in identity order (the build's own order, so the signature does not
 // depend on the order the configuration lists them in). Never 0, which means "unknown".
-func signature(in []maglev.Backend, ringSize uint32) uint64 {
-	bs := append([]maglev.Backend(nil), in...)
+func signature(in []tableBackend, ringSize uint32) uint64 {
+	bs := append([]tableBackend(nil), in...)
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Identity < bs[j].Identity })
 	h := fnv.New64a()
 	var w [8]byte
@@ -41,7 +63,11 @@ func signature(in []maglev.Backend, ringSize uint32) uint64 {
 		h.Write([]byte(b.Identity))
 		binary.LittleEndian.PutUint32(w[:4], b.ID)
 		binary.LittleEndian.PutUint32(w[4:], b.Weight)
-		h.Write([]byte{0})
+		out := byte(0)
+		if b.out {
+			out = 1
+		}
+		h.Write([]byte{0, out})
 		h.Write(w[:])
 	}
 	return h.Sum64() | 1
@@ -87,7 +113,7 @@ func (r *Reconciler) buildAndWrite(jobs []buildJob, res *Result) error {
 	for w := 0; w < workers; w++ {
 		go func() {
 			for i := range next {
-				t, err := maglev.Build(jobs[i].in, size)
+				t, err := buildTable(jobs[i].in, size)
 				out[i] <- built{t, err}
 			}
 		}()

@@ -313,7 +313,7 @@ func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 			r.vipIDsUsed.add(id)
 			r.vipIDs[k] = id
 		}
-		in := r.inRing(v)
+		in := r.tableInput(v)
 		sig := signature(in, r.m.RingSize())
 		if got, ok := r.sigs[id]; ok && got == sig {
 			if err := r.putVIP(k, id, v.Flags, known, res); err != nil {
@@ -383,15 +383,16 @@ func (r *Reconciler) removeBackends(addrs map[netip.Addr]bool, res *Result) erro
 	return nil
 }
 
-// inRing lists a VIP's backends that take new flows, as the table build wants them.
-func (r *Reconciler) inRing(v *VIP) []maglev.Backend {
-	var bs []maglev.Backend
+// tableInput lists a VIP's backends as the table build wants them: every listed backend of
+// positive weight, and which of them are out of the ring (drained, unhealthy).
+func (r *Reconciler) tableInput(v *VIP) []tableBackend {
+	var bs []tableBackend
 	for _, b := range v.Backends {
-		if !b.InRing || b.Weight == 0 {
+		if b.Weight == 0 {
 			continue
 		}
 		a := b.Addr.Unmap()
-		bs = append(bs, maglev.Backend{ID: r.backendIDs[a], Identity: a.String(), Weight: b.Weight})
+		bs = append(bs, tableBackend{Backend: maglev.Backend{ID: r.backendIDs[a], Identity: a.String(), Weight: b.Weight}, out: !b.InRing})
 	}
 	return bs
 }

@@ -110,13 +110,13 @@ func checkRing(t *testing.T, m Maps, r *Reconciler, v VIP) {
 		t.Fatalf("vip %s has no id", v.Key)
 	}
 	var bs []maglev.Backend
+	out := map[uint32]bool{}
 	for _, b := range v.Backends {
-		if b.InRing {
-			bid, _ := r.BackendID(b.Addr)
-			bs = append(bs, maglev.Backend{ID: bid, Identity: b.Addr.String(), Weight: b.Weight})
-		}
+		bid, _ := r.BackendID(b.Addr)
+		bs = append(bs, maglev.Backend{ID: bid, Identity: b.Addr.String(), Weight: b.Weight})
+		out[bid] = !b.InRing
 	}
-	want, err := maglev.Build(bs, uint64(m.RingSize()))
+	want, err := maglev.BuildDrained(bs, func(b maglev.Backend) bool { return out[b.ID] }, uint64(m.RingSize()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +212,10 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 		t.Fatalf("apply after restart: %+v %v", res, err)
 	}
 	r, m = r2, m2
+	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
+		t.Fatal("web's previous ring changed across a restart")
+	}
+	drainedTable, _ := m.Ring(webID)
 
 	// Remove 198.18.3.2 from web: its slot empties (flows re-hash). Remove dns: 198.18.3.1
 	// stays (web lists it), dns's id frees and its ring clears.
@@ -237,10 +241,11 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 	if prev, _ := m.PrevRing(dnsID); !isZero(prev) {
 		t.Fatal("removed vip's previous ring not emptied: a VIP given its id would carry its backends")
 	}
-	// The previous ring survives the restart, and removing a backend that was out of the ring
-	// leaves the table, so the previous ring too, as they were.
-	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
-		t.Fatal("web's previous ring changed across a restart and a change that kept its table")
+	// Removing a backend that was out of the ring rebuilds the table without it in the base (a
+	// drain moved only its slots; see maglev.BuildDrained): the drained table is the previous.
+	checkRing(t, m, r, web)
+	if prev, _ := m.PrevRing(webID); !equal(prev, drainedTable) {
+		t.Fatal("after removing the drained backend, web's previous ring is not the drained table")
 	}
 	vs, _ := m.VIPs()
 	if len(vs) != 1 || vs[0].Key != web.Key {

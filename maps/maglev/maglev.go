@@ -135,3 +135,60 @@ func Shares(table []uint32) map[uint32]int {
 	}
 	return m
 }
+
+// BuildDrained is the table of a backend set some of whose members take no new flow (drained,
+// unhealthy): the table of every listed backend, with the slots of those out of the ring given
+// to what the table of the others holds there. A drain then moves exactly the drained backend's
+// slots, 1/N of the table (a plain rebuild without it moves several times that once the table
+// is under about 1,000 slots a backend: 7x at 1,000 backends in 65537 slots), and an undrain
+// moves them back. The result is still a function of the set and its in-ring subset alone, so
+// every node that knows the same backends computes the same table. With no backend out,
+// BuildDrained is Build.
+func BuildDrained(listed []Backend, out func(Backend) bool, size uint64) ([]uint32, error) {
+	var in []Backend
+	drained := map[uint32]bool{}
+	for _, b := range listed {
+		if b.Weight == 0 {
+			continue
+		}
+		if out(b) {
+			drained[b.ID] = true
+			continue
+		}
+		in = append(in, b)
+	}
+	if len(drained) == 0 || len(in) == 0 {
+		return Build(in, size)
+	}
+	full, err := Build(listed, size)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := Build(in, size)
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range full {
+		if drained[id] {
+			full[i] = rest[i]
+		}
+	}
+	return full, nil
+}
+
+// MinSlotsPerBackend is the table size per backend below which shares drift from their ideal by
+// more than about 1% (Maglev's own advice: a table at least 100 times the backends).
+const MinSlotsPerBackend = 100
+
+// SizeFor returns the smallest prime table size of at least MinSlotsPerBackend slots per backend
+// for n backends, and never below DefaultSize.
+func SizeFor(n int) uint64 {
+	s := uint64(n) * MinSlotsPerBackend
+	if s < DefaultSize {
+		return DefaultSize
+	}
+	for !big.NewInt(int64(s)).ProbablyPrime(20) {
+		s++
+	}
+	return s
+}
