@@ -110,6 +110,9 @@ func (c *Config) validate(root *yaml.Node) error {
 	if c.MaxBackends == 1 {
 		return l.errf(at("max_backends"), "1 leaves no room (id 0 is reserved): use at least 2")
 	}
+	if err := c.validateSizes(l); err != nil {
+		return err
+	}
 	switch c.AllBackendsDown {
 	case "", AllDownKeep, AllDownDrop:
 	default:

@@ -76,6 +76,7 @@ type Daemon struct {
 	sampler sampler
 	store   *storeLink              // nil without --store
 	digests map[uint32]cachedDigest // ring digests by VIP id (digest.go)
+	warned  *config.Config          // the configuration whose warnings were logged
 }
 
 type drain struct {

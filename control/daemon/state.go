@@ -84,6 +84,12 @@ func (d *Daemon) switchToLocked(next *config.Config) (reconcile.Result, error) {
 
 // applyLocked reconciles the maps to cfg and keeps the drain timers in step.
 func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
+	if cfg != d.warned {
+		for _, w := range cfg.Warnings() {
+			d.log.Warn("configuration", "warning", w)
+		}
+		d.warned = cfg
+	}
 	want, states := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)
 	res, err := d.rec.Apply(want)
 	if err != nil {
