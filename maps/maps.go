@@ -384,6 +384,17 @@ func (s *Set) PrevRing(vipID uint32) ([]uint32, error) {
 	return s.readRing(s.prevRings, "previous ring", vipID)
 }
 
+// RingView is a VIP's ring as the map holds it, without a copy: the slice is the memory map
+// itself, for reading only (write with WriteRing), and sees later writes.
+func (s *Set) RingView(vipID uint32) ([]uint16, error) {
+	return s.ringView(s.rings, "read ring", vipID)
+}
+
+// PrevRingView is PrevRing without a copy, as RingView.
+func (s *Set) PrevRingView(vipID uint32) ([]uint16, error) {
+	return s.ringView(s.prevRings, "read previous ring", vipID)
+}
+
 func (s *Set) ringView(m mappedRing, what string, vipID uint32) ([]uint16, error) {
 	if vipID >= s.maxVIPs {
 		return nil, fmt.Errorf("%s: vip id %d out of range", what, vipID)

@@ -210,6 +210,11 @@ func (c *Config) Save(path string) error {
 	if err != nil {
 		return err
 	}
+	return writeFile(path, b)
+}
+
+// writeFile writes b to path atomically, readable by root only.
+func writeFile(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".switchyard-lb-*.yaml")
 	if err != nil {
 		return fmt.Errorf("save config: %w", err)

@@ -77,6 +77,7 @@ type Daemon struct {
 	store   *storeLink              // nil without --store
 	digests map[uint32]cachedDigest // ring digests by VIP id (digest.go)
 	warned  *config.Config          // the configuration whose warnings were logged
+	saver   config.Saver            // persists CLI changes, encoding only the VIPs that changed
 }
 
 type drain struct {

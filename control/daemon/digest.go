@@ -13,21 +13,31 @@ const digestBits = 48
 
 // ringDigest hashes a Maglev table slot by slot by backend address (ids are node-local: two
 // nodes with different histories give one address different ids, and must still compare
-// equal). An empty slot hashes as the zero address.
-func ringDigest(ring []uint32, addr func(uint32) (netip.Addr, bool)) uint64 {
-	cache := map[uint32][16]byte{}
-	h := fnv.New64a()
+// equal). An empty slot hashes as the zero address. Each distinct backend's address is hashed
+// once (FNV-1a of its 16 bytes); the slots fold those hashes in order (an FNV-style multiply
+// per slot), so a digest of 65537 slots costs well under a millisecond.
+func ringDigest[T uint16 | uint32](ring []T, addr func(uint32) (netip.Addr, bool)) uint64 {
+	var top T
 	for _, id := range ring {
-		b, ok := cache[id]
-		if !ok {
-			if a, found := addr(id); found && id != 0 {
+		top = max(top, id)
+	}
+	byID := make([]uint64, int(top)+1)
+	known := make([]bool, int(top)+1)
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for _, id := range ring {
+		if !known[id] {
+			var b [16]byte
+			if a, found := addr(uint32(id)); found && id != 0 {
 				b = a.As16()
 			}
-			cache[id] = b
+			f := fnv.New64a()
+			f.Write(b[:])
+			byID[id], known[id] = f.Sum64(), true
 		}
-		h.Write(b[:])
+		h = (h ^ byID[id]) * prime
 	}
-	return h.Sum64() & (1<<digestBits - 1)
+	return h & (1<<digestBits - 1)
 }
 
 // cachedDigest is a VIP's ring digest at one reconciler version of its rings.
@@ -56,19 +66,13 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 			out = append(out, rd)
 			continue
 		}
-		ring, err := d.rec.Ring(id)
+		ring, err := d.set.RingView(id)
 		if err != nil {
 			continue
 		}
-		in := map[uint32]bool{}
-		for _, b := range ring {
-			if b != 0 {
-				in[b] = true
-			}
-		}
 		val := ringDigest(ring, d.rec.BackendAddr)
-		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: len(in)}
-		if prev, err := d.rec.PrevRing(id); err == nil && !allZero(prev) {
+		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: distinct(ring)}
+		if prev, err := d.set.PrevRingView(id); err == nil && !allZero(prev) {
 			rd.Previous = fmt.Sprintf("%012x", ringDigest(prev, d.rec.BackendAddr))
 		}
 		d.digests[id] = cachedDigest{version: ver, rd: rd}
@@ -77,7 +81,20 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 	return out
 }
 
-func allZero(ring []uint32) bool {
+// distinct counts the backends a ring holds.
+func distinct(ring []uint16) int {
+	var seen [1 << 16 / 64]uint64
+	n := 0
+	for _, id := range ring {
+		if w, bit := id/64, uint64(1)<<(id%64); id != 0 && seen[w]&bit == 0 {
+			seen[w] |= bit
+			n++
+		}
+	}
+	return n
+}
+
+func allZero[T uint16 | uint32](ring []T) bool {
 	for _, id := range ring {
 		if id != 0 {
 			return false
