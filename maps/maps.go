@@ -438,10 +438,12 @@ func (s *Set) writeRing(m mappedRing, what string, vipID uint32, table []uint32)
 	if uint32(len(table)) != s.ringSize {
 		return 0, fmt.Errorf("write %s %d: table has %d slots, the maps were loaded for %d", what, vipID, len(table), s.ringSize)
 	}
-	for i, id := range table {
-		if id > 0xffff {
-			return 0, fmt.Errorf("write %s %d slot %d: backend id %d does not fit the 16-bit slots: lower max_backends", what, vipID, i, id)
-		}
+	var top uint32
+	for _, id := range table {
+		top = max(top, id)
+	}
+	if top > 0xffff {
+		return 0, fmt.Errorf("write %s %d: backend id %d does not fit the 16-bit slots: lower max_backends", what, vipID, top)
 	}
 	n := 0
 	for i, id := range table {
@@ -451,6 +453,42 @@ func (s *Set) writeRing(m mappedRing, what string, vipID uint32, table []uint32)
 		}
 	}
 	return n, nil
+}
+
+// RotateRing makes a VIP's ring equal to table and, when that changes it, first makes its
+// previous ring the ring as it was (second chance), without copying either out of the memory
+// maps. It returns the ring slots and the previous-ring slots written; nothing is written when
+// the ring already equals table.
+func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
+	cur, err := s.ringView(s.rings, "write ring", vipID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if uint32(len(table)) != s.ringSize {
+		return 0, 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
+	}
+	same := true
+	for i, id := range table {
+		if uint32(cur[i]) != id {
+			same = false
+			break
+		}
+	}
+	if same {
+		return 0, 0, nil
+	}
+	prev, err := s.ringView(s.prevRings, "write previous ring", vipID)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, id := range cur {
+		if prev[i] != id {
+			prev[i] = id
+			pn++
+		}
+	}
+	n, err = s.writeRing(s.rings, "ring", vipID, table)
+	return n, pn, err
 }
 
 // Config is the forwarder's configuration.

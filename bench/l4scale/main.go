@@ -160,9 +160,11 @@ func (l *lab) start(o opts, cfg string) (*daemon, time.Duration, error) {
 	c := api.NewClient(filepath.Join(l.dir, "lb.sock"))
 	deadline := t0.Add(120 * time.Second)
 	for {
-		var st api.Status
+		// Ready: the socket answers (it is served once the maps are reconciled and the program
+		// attached). `lb status` is timed on its own: it digests every ring.
+		var hs []api.HealthInfo
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := c.Call(ctx, api.OpStatus, api.Empty{}, &st)
+		err := c.Call(ctx, api.OpHealth, api.Empty{}, &hs)
 		cancel()
 		if err == nil {
 			return d, time.Since(t0), nil
@@ -196,6 +198,24 @@ func (d *daemon) stop() {
 func (d *daemon) logText() string {
 	b, _ := os.ReadFile(d.log.Name())
 	return string(b)
+}
+
+// cpu is the daemon's CPU time so far (user + system), from /proc (clock ticks of 10 ms).
+func (d *daemon) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", d.cmd.Process.Pid)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", d.cmd.Process.Pid)
+	}
+	return time.Duration(u+s) * 10 * time.Millisecond, nil
 }
 
 // rssAnon reads the daemon's resident anonymous memory (kB) from /proc.
@@ -260,8 +280,10 @@ func call(sock, op string, req any) (time.Duration, error) {
 
 // scale is the figures of one VIP count (medians over the rounds and changes).
 type scale struct {
-	cold, adopt, drain, vipAdd time.Duration
-	ringPerSlot, rssMiB        float64
+	cold, adopt, drain, vipAdd, status time.Duration
+	// the daemon's CPU time: to be ready (cold, adopt), and per change (drain, vip add)
+	coldCPU, adoptCPU, drainCPU, vipAddCPU time.Duration
+	ringPerSlot, rssMiB                    float64
 }
 
 func measure(l *lab, o opts, n int) (scale, error) {
@@ -271,7 +293,7 @@ func measure(l *lab, o opts, n int) (scale, error) {
 		return s, err
 	}
 	sock := filepath.Join(l.dir, "lb.sock")
-	var colds, adopts, drains, adds []time.Duration
+	var colds, adopts, drains, adds, statuses, coldCPU, adoptCPU, drainCPU, addCPU []time.Duration
 	var rss []float64
 	for r := 0; r < o.rounds; r++ {
 		_ = loader.Detach(l.pinDir())
@@ -280,12 +302,35 @@ func measure(l *lab, o opts, n int) (scale, error) {
 			return s, fmt.Errorf("%d VIPs, cold start: %w", n, err)
 		}
 		colds = append(colds, cold)
+		c, err := d.cpu()
+		if err != nil {
+			d.stop()
+			return s, err
+		}
+		coldCPU = append(coldCPU, c)
 		d.stop()
 		d, adopt, err := l.start(o, cfg)
 		if err != nil {
 			return s, fmt.Errorf("%d VIPs, adopt: %w", n, err)
 		}
 		adopts = append(adopts, adopt)
+		c0, err := d.cpu()
+		if err != nil {
+			d.stop()
+			return s, err
+		}
+		adoptCPU = append(adoptCPU, c0)
+		t0 := time.Now()
+		var st api.Status
+		if err := api.NewClient(sock).Call(context.Background(), api.OpStatus, api.Empty{}, &st); err != nil || len(st.Rings) != n {
+			d.stop()
+			return s, fmt.Errorf("%d VIPs: lb status: %v (%d ring digests)", n, err, len(st.Rings))
+		}
+		statuses = append(statuses, time.Since(t0))
+		if c0, err = d.cpu(); err != nil {
+			d.stop()
+			return s, err
+		}
 		if !strings.Contains(d.logText(), "slots_written=0") {
 			d.stop()
 			return s, fmt.Errorf("%d VIPs: the adopting daemon rewrote ring slots:\n%s", n, d.logText())
@@ -302,6 +347,12 @@ func measure(l *lab, o opts, n int) (scale, error) {
 				drains = append(drains, t)
 			}
 		}
+		c1, err := d.cpu()
+		if err != nil {
+			d.stop()
+			return s, err
+		}
+		drainCPU = append(drainCPU, (c1-c0)/time.Duration(2*o.changes))
 		for k := 0; k < o.changes; k++ {
 			nv := vipConfig(n+1, o.backends, 65000)
 			nv.Name = "added"
@@ -315,6 +366,12 @@ func measure(l *lab, o opts, n int) (scale, error) {
 			}
 			adds = append(adds, t)
 		}
+		c2, err := d.cpu()
+		if err != nil {
+			d.stop()
+			return s, err
+		}
+		addCPU = append(addCPU, (c2-c1)/time.Duration(o.changes)) // an add and its remove
 		m, err := d.rssAnon()
 		if err != nil {
 			d.stop()
@@ -332,7 +389,8 @@ func measure(l *lab, o opts, n int) (scale, error) {
 		d.stop()
 	}
 	_ = loader.Detach(l.pinDir())
-	s.cold, s.adopt, s.drain, s.vipAdd = median(colds), median(adopts), median(drains), median(adds)
+	s.cold, s.adopt, s.drain, s.vipAdd, s.status = median(colds), median(adopts), median(drains), median(adds), median(statuses)
+	s.coldCPU, s.adoptCPU, s.drainCPU, s.vipAddCPU = median(coldCPU), median(adoptCPU), median(drainCPU), median(addCPU)
 	sort.Float64s(rss)
 	s.rssMiB = rss[len(rss)/2]
 	return s, nil
@@ -360,7 +418,8 @@ func run(o opts) error {
 	defer l.close()
 	defer func() { _ = loader.Detach(l.pinDir()) }()
 	out := map[string]any{"backends_per_vip": o.backends, "ring_size": o.ring, "rounds": o.rounds, "smoke": o.smoke}
-	fmt.Printf("%6s %10s %10s %10s %10s %12s %12s\n", "vips", "cold ms", "adopt ms", "drain ms", "vip add ms", "ring B/slot", "rss anon MiB")
+	fmt.Printf("%6s %10s %10s %10s %10s %10s %12s %12s   daemon CPU ms: %8s %8s %8s %12s\n", "vips", "cold ms", "adopt ms", "drain ms", "vip add ms", "status ms", "ring B/slot", "rss anon MiB",
+		"cold", "adopt", "drain", "add+remove")
 	var first scale
 	for i, n := range o.sizes {
 		s, err := measure(l, o, n)
@@ -370,10 +429,13 @@ func run(o opts) error {
 		if i == 0 {
 			first = s
 		}
-		fmt.Printf("%6d %10.1f %10.1f %10.2f %10.2f %12.2f %12.1f\n", n, ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd), s.ringPerSlot, s.rssMiB)
+		fmt.Printf("%6d %10.1f %10.1f %10.2f %10.2f %10.1f %12.2f %12.1f   %23.0f %8.0f %8.1f %12.1f\n", n, ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd), ms(s.status), s.ringPerSlot, s.rssMiB,
+			ms(s.coldCPU), ms(s.adoptCPU), ms(s.drainCPU), ms(s.vipAddCPU))
 		p := fmt.Sprintf("vips%d_", n)
 		out[p+"cold_ms"], out[p+"adopt_ms"], out[p+"drain_ms"], out[p+"vip_add_ms"] = ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd)
 		out[p+"ring_bytes_per_slot"], out[p+"rss_anon_mib"] = round2(s.ringPerSlot), round2(s.rssMiB)
+		out[p+"cold_cpu_ms"], out[p+"adopt_cpu_ms"], out[p+"first_status_ms"] = ms(s.coldCPU), ms(s.adoptCPU), ms(s.status)
+		out[p+"drain_cpu_ms"], out[p+"vip_add_remove_cpu_ms"] = ms(s.drainCPU), ms(s.vipAddCPU)
 		if i > 0 {
 			per := (s.rssMiB - first.rssMiB) / float64(n-o.sizes[0])
 			out[p+"rss_anon_kib_per_vip"] = round2(per * 1024)

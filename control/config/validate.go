@@ -130,9 +130,13 @@ func (c *Config) validate(root *yaml.Node) error {
 	if uint32(len(c.VIPs)) > maxVIPs {
 		return l.errf(at("vips"), "%d VIPs, more than max_vips %d: raise max_vips (restart with `lb detach` first, as the maps change size)", len(c.VIPs), maxVIPs)
 	}
-	names := map[string]int{}
-	keys := map[maps.VIPKey]int{}
-	addrs := map[netip.Addr]bool{}
+	nb := 0
+	for i := range c.VIPs {
+		nb += len(c.VIPs[i].Backends)
+	}
+	names := make(map[string]int, len(c.VIPs))
+	keys := make(map[maps.VIPKey]int, len(c.VIPs))
+	addrs := make(map[netip.Addr]bool, nb)
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
 		if err := v.validate(l, i); err != nil {
@@ -206,7 +210,7 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("health", "timeout"), "%s is longer than the interval %s: make it shorter", h.Timeout.D(), h.Interval.D())
 		}
 	}
-	seen := map[netip.Addr]int{}
+	seen := make(map[netip.Addr]int, len(v.Backends))
 	for j, b := range v.Backends {
 		ba, err := netip.ParseAddr(b.Address)
 		if err != nil || ba.Zone() != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"sync"
 
 	"github.com/switchyard/switchyard/control/api"
 )
@@ -15,29 +16,67 @@ const digestBits = 48
 // nodes with different histories give one address different ids, and must still compare
 // equal). An empty slot hashes as the zero address. Each distinct backend's address is hashed
 // once (FNV-1a of its 16 bytes); the slots fold those hashes in order (an FNV-style multiply
-// per slot), so a digest of 65537 slots costs well under a millisecond.
-func ringDigest[T uint16 | uint32](ring []T, addr func(uint32) (netip.Addr, bool)) uint64 {
-	var top T
-	for _, id := range ring {
-		top = max(top, id)
-	}
-	byID := make([]uint64, int(top)+1)
-	known := make([]bool, int(top)+1)
+// per slot), so a digest of 65537 slots costs a fraction of a millisecond. It also returns the
+// number of distinct backends in the ring.
+func ringDigest[T uint16 | uint32](ring []T, addr func(uint32) (netip.Addr, bool)) (uint64, int) {
+	sc := scratchPool.Get().(*digestScratch)
+	defer scratchPool.Put(sc)
+	defer sc.reset()
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
+	n := 0
 	for _, id := range ring {
-		if !known[id] {
+		v := sc.hashOf(uint32(id))
+		if v == 0 {
 			var b [16]byte
 			if a, found := addr(uint32(id)); found && id != 0 {
 				b = a.As16()
 			}
 			f := fnv.New64a()
 			f.Write(b[:])
-			byID[id], known[id] = f.Sum64(), true
+			v = f.Sum64() | 1 // 0 marks "not hashed yet"
+			sc.set(uint32(id), v)
+			if id != 0 {
+				n++
+			}
 		}
-		h = (h ^ byID[id]) * prime
+		h = (h ^ v) * prime
 	}
-	return h & (1<<digestBits - 1)
+	return h & (1<<digestBits - 1), n
+}
+
+// digestScratch holds the per-backend hashes of one digest: a table for 16-bit ids (every id a
+// ring holds) and a map for any other, reused from digest to digest.
+type digestScratch struct {
+	small [1 << 16]uint64
+	used  []uint16
+	big   map[uint32]uint64
+}
+
+var scratchPool = sync.Pool{New: func() any { return &digestScratch{big: map[uint32]uint64{}} }}
+
+func (s *digestScratch) hashOf(id uint32) uint64 {
+	if id < 1<<16 {
+		return s.small[id]
+	}
+	return s.big[id]
+}
+
+func (s *digestScratch) set(id uint32, v uint64) {
+	if id < 1<<16 {
+		s.small[id] = v
+		s.used = append(s.used, uint16(id))
+		return
+	}
+	s.big[id] = v
+}
+
+func (s *digestScratch) reset() {
+	for _, id := range s.used {
+		s.small[id] = 0
+	}
+	s.used = s.used[:0]
+	clear(s.big)
 }
 
 // cachedDigest is a VIP's ring digest at one reconciler version of its rings.
@@ -70,35 +109,15 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 		if err != nil {
 			continue
 		}
-		val := ringDigest(ring, d.rec.BackendAddr)
-		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: distinct(ring)}
-		if prev, err := d.set.PrevRingView(id); err == nil && !allZero(prev) {
-			rd.Previous = fmt.Sprintf("%012x", ringDigest(prev, d.rec.BackendAddr))
+		val, in := ringDigest(ring, d.rec.BackendAddr)
+		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: in}
+		if prev, err := d.set.PrevRingView(id); err == nil {
+			if pv, pin := ringDigest(prev, d.rec.BackendAddr); pin > 0 {
+				rd.Previous = fmt.Sprintf("%012x", pv)
+			}
 		}
 		d.digests[id] = cachedDigest{version: ver, rd: rd}
 		out = append(out, rd)
 	}
 	return out
-}
-
-// distinct counts the backends a ring holds.
-func distinct(ring []uint16) int {
-	var seen [1 << 16 / 64]uint64
-	n := 0
-	for _, id := range ring {
-		if w, bit := id/64, uint64(1)<<(id%64); id != 0 && seen[w]&bit == 0 {
-			seen[w] |= bit
-			n++
-		}
-	}
-	return n
-}
-
-func allZero[T uint16 | uint32](ring []T) bool {
-	for _, id := range ring {
-		if id != 0 {
-			return false
-		}
-	}
-	return true
 }

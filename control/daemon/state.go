@@ -23,21 +23,30 @@ type backendState struct {
 // all_backends_down policy. It is a pure function, unit-tested without maps.
 func Desired(cfg *config.Config, healthy func(health.Key) bool, drainExpired func(health.Key) bool) ([]reconcile.VIP, map[health.Key]backendState) {
 	out := make([]reconcile.VIP, 0, len(cfg.VIPs))
-	states := map[health.Key]backendState{}
+	n := 0
+	for i := range cfg.VIPs {
+		n += len(cfg.VIPs[i].Backends)
+	}
+	states := make(map[health.Key]backendState, n)
+	// One address parse and one health lookup a backend: this runs at every change, over every
+	// VIP (65,536 backends at 4,096 VIPs of 16).
+	addrs, up := make([]netip.Addr, 0, 64), make([]bool, 0, 64)
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
+		addrs, up = addrs[:0], up[:0]
 		anyUp := false
 		for _, b := range v.Backends {
-			if !b.Drained && healthy(health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}) {
-				anyUp = true
-			}
+			a := parseAddr(b.Address)
+			h := healthy(health.Key{VIP: v.Name, Backend: a})
+			addrs, up = append(addrs, a), append(up, h)
+			anyUp = anyUp || (h && !b.Drained)
 		}
 		keepAll := !anyUp && cfg.AllBackendsDown != config.AllDownDrop
-		rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags()}
-		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
+		rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags(), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
+		for j, b := range v.Backends {
+			a := addrs[j]
 			k := health.Key{VIP: v.Name, Backend: a}
-			h := healthy(k)
+			h := up[j]
 			st := backendState{healthy: h}
 			switch {
 			case b.Drained && drainExpired != nil && drainExpired(k):

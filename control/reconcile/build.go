@@ -3,10 +3,9 @@ package reconcile
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"runtime"
-	"sort"
 
+	"github.com/switchyard/switchyard/internal/splitmix"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
 )
@@ -17,7 +16,7 @@ type buildJob struct {
 	id    uint32
 	known bool // in the vips map already
 	flags maps.VIPFlags
-	in    []tableBackend
+	vip   *VIP
 	sig   uint64
 }
 
@@ -45,32 +44,28 @@ func buildTable(in []tableBackend, size uint64) ([]uint32, error) {
 
 // sigVersion is part of every signature: bump it when maglev.Build gives other tables for the
 // same input, so that a daemon of the new version rebuilds the rings an older one wrote.
-const sigVersion = 2
+const sigVersion = 3
 
 // signature identifies the input of a table build: the ring size and every listed backend's
-// identity, id, weight and whether it is in the ring, in identity order (the build's own order, so the signature does not
-// depend on the order the configuration lists them in). Never 0, which means "unknown".
-func signature(in []tableBackend, ringSize uint32) uint64 {
-	bs := append([]tableBackend(nil), in...)
-	sort.Slice(bs, func(i, j int) bool { return bs[i].Identity < bs[j].Identity })
-	h := fnv.New64a()
-	var w [8]byte
-	binary.LittleEndian.PutUint32(w[:4], sigVersion)
-	h.Write(w[:4])
-	binary.LittleEndian.PutUint32(w[:4], ringSize)
-	h.Write(w[:4])
-	for _, b := range bs {
-		h.Write([]byte(b.Identity))
-		binary.LittleEndian.PutUint32(w[:4], b.ID)
-		binary.LittleEndian.PutUint32(w[4:], b.Weight)
-		out := byte(0)
-		if b.out {
-			out = 1
+// address, id, weight and whether it is in the ring. The backends' hashes are summed, so the
+// order the configuration lists them in does not count and nothing is sorted or formatted: it is
+// computed for every VIP at every change. Never 0, which means "unknown".
+func (r *Reconciler) signature(v *VIP, ringSize uint32) uint64 {
+	sum := splitmix.Finalize(uint64(sigVersion)<<32 | uint64(ringSize))
+	for _, b := range v.Backends {
+		if b.Weight == 0 {
+			continue
 		}
-		h.Write([]byte{0, out})
-		h.Write(w[:])
+		a := b.Addr.Unmap().As16()
+		x := splitmix.Finalize(binary.LittleEndian.Uint64(a[:8]) ^ 0x5157)
+		x = splitmix.Finalize(x ^ binary.LittleEndian.Uint64(a[8:]))
+		word := uint64(r.backendIDs[b.Addr.Unmap()])<<33 | uint64(b.Weight)<<1
+		if !b.InRing {
+			word |= 1
+		}
+		sum += splitmix.Finalize(x ^ word)
 	}
-	return h.Sum64() | 1
+	return sum | 1
 }
 
 type built struct {
@@ -113,7 +108,7 @@ func (r *Reconciler) buildAndWrite(jobs []buildJob, res *Result) error {
 	for w := 0; w < workers; w++ {
 		go func() {
 			for i := range next {
-				t, err := buildTable(jobs[i].in, size)
+				t, err := buildTable(r.tableInput(jobs[i].vip), size)
 				out[i] <- built{t, err}
 			}
 		}()

@@ -102,6 +102,9 @@ type Reconciler struct {
 	backendAt  map[uint32]netip.Addr
 	vipIDsUsed idSet
 	beIDsUsed  idSet
+	// listed stamps every address with the number of the last Apply that listed it.
+	listed  map[netip.Addr]uint64
+	applies uint64
 	// sigs is the signature of the table each VIP id's ring holds (absent: unknown).
 	sigs map[uint32]uint64
 	// prevSince is when each previous ring that may hold candidates was set (the start of this
@@ -120,7 +123,7 @@ type Reconciler struct {
 // New reads the ids that the maps hold (from an earlier run, or none).
 func New(m Maps) (*Reconciler, error) {
 	r := &Reconciler{m: m, vipIDs: map[maps.VIPKey]uint32{}, vipFlags: map[maps.VIPKey]maps.VIPFlags{},
-		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{},
+		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{}, listed: map[netip.Addr]uint64{},
 		vipIDsUsed: newIDSet(0, m.MaxVIPs()), beIDsUsed: newIDSet(1, m.MaxBackends()),
 		sigs: map[uint32]uint64{}, prevSince: map[uint32]time.Time{}, version: map[uint32]uint64{}, now: time.Now}
 	r.sigStore, _ = m.(Signatures)
@@ -205,7 +208,10 @@ func (r *Reconciler) Version(id uint32) [2]uint64 { return [2]uint64{r.version[i
 func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	var res Result
 	want := make(map[maps.VIPKey]*VIP, len(desired))
-	addrs := map[netip.Addr]bool{}
+	// Every address any VIP lists is stamped with this Apply's number: no set of 65,536
+	// addresses is built at every change, and the ones without a slot are collected on the way.
+	r.applies++
+	var fresh []netip.Addr
 	for i := range desired {
 		v := &desired[i]
 		v.Key.Addr = v.Key.Addr.Unmap()
@@ -214,13 +220,20 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 		}
 		want[v.Key] = v
 		for _, b := range v.Backends {
-			addrs[b.Addr.Unmap()] = true
+			a := b.Addr.Unmap()
+			if r.listed[a] == r.applies {
+				continue
+			}
+			r.listed[a] = r.applies
+			if _, ok := r.backendIDs[a]; !ok {
+				fresh = append(fresh, a)
+			}
 		}
 	}
 	if uint32(len(want)) > r.m.MaxVIPs() {
 		return res, fmt.Errorf("apply: %d VIPs, the maps hold %d: raise max_vips (needs `lb detach` and a restart)", len(want), r.m.MaxVIPs())
 	}
-	if err := r.addBackends(addrs, &res); err != nil {
+	if err := r.addBackends(fresh, &res); err != nil {
 		return res, err
 	}
 	if err := r.removeVIPs(want, &res); err != nil {
@@ -229,17 +242,11 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	if err := r.putVIPs(want, &res); err != nil {
 		return res, err
 	}
-	return res, r.removeBackends(addrs, &res)
+	return res, r.removeBackends(&res)
 }
 
 // addBackends gives a backend slot to every address any VIP lists, before any ring refers to it.
-func (r *Reconciler) addBackends(addrs map[netip.Addr]bool, res *Result) error {
-	var fresh []netip.Addr
-	for a := range addrs {
-		if _, ok := r.backendIDs[a]; !ok {
-			fresh = append(fresh, a)
-		}
-	}
+func (r *Reconciler) addBackends(fresh []netip.Addr, res *Result) error {
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Less(fresh[j]) })
 	for _, a := range fresh {
 		id, ok := r.beIDsUsed.free()
@@ -313,15 +320,14 @@ func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 			r.vipIDsUsed.add(id)
 			r.vipIDs[k] = id
 		}
-		in := r.tableInput(v)
-		sig := signature(in, r.m.RingSize())
+		sig := r.signature(v, r.m.RingSize())
 		if got, ok := r.sigs[id]; ok && got == sig {
 			if err := r.putVIP(k, id, v.Flags, known, res); err != nil {
 				return err
 			}
 			continue
 		}
-		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, in: in, sig: sig})
+		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, vip: v, sig: sig})
 	}
 	return r.buildAndWrite(jobs, res)
 }
@@ -350,10 +356,10 @@ func (r *Reconciler) putVIP(k maps.VIPKey, id uint32, flags maps.VIPFlags, known
 
 // removeBackends empties, last, the backend slots no VIP lists any more, after no ring points
 // at them; their flows re-hash on their next packet.
-func (r *Reconciler) removeBackends(addrs map[netip.Addr]bool, res *Result) error {
+func (r *Reconciler) removeBackends(res *Result) error {
 	var gone []netip.Addr
 	for a := range r.backendIDs {
-		if !addrs[a] {
+		if r.listed[a] != r.applies {
 			gone = append(gone, a)
 		}
 	}
@@ -365,6 +371,7 @@ func (r *Reconciler) removeBackends(addrs map[netip.Addr]bool, res *Result) erro
 		}
 		delete(r.backendIDs, a)
 		delete(r.backendAt, id)
+		delete(r.listed, a)
 		r.beIDsUsed.remove(id)
 		r.epoch++
 		res.BackendsRemoved++
@@ -402,6 +409,21 @@ func (r *Reconciler) tableInput(v *VIP) []tableBackend {
 // stale previous one); without, the previous ring is emptied with it (a VIP that goes). The
 // signature is unknown while the ring is written and sig (0: none) once it is.
 func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint64) (int, int, error) {
+	if rot, ok := r.m.(rotator); ok && rotate {
+		// The same steps in the maps' memory, without copying the rings out.
+		if err := r.setSig(id, 0); err != nil {
+			return 0, 0, err
+		}
+		n, pn, err := rot.RotateRing(id, table)
+		if n > 0 || pn > 0 {
+			r.version[id]++
+			r.prevSince[id] = r.now()
+		}
+		if err != nil {
+			return n, pn, fmt.Errorf("apply: %w", err)
+		}
+		return n, pn, r.setSig(id, sig)
+	}
 	old, err := r.m.Ring(id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("apply: %w", err)
@@ -428,6 +450,12 @@ func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint6
 		return n, pn, fmt.Errorf("apply: %w", err)
 	}
 	return n, pn, r.setSig(id, sig)
+}
+
+// rotator is implemented by Maps that rotate a ring into the previous ring in place
+// (maps.Set.RotateRing).
+type rotator interface {
+	RotateRing(vipID uint32, table []uint32) (n, pn int, err error)
 }
 
 // setSig records the signature of a VIP's ring, in memory and, when the maps keep them, there.
