@@ -54,7 +54,7 @@ func TestSaverSameBytes(t *testing.T) {
 }
 
 // TestVIPEqualCoversEveryField: changing any field of a VIP (or of its backends and health
-// check) makes equal false, so that a field added later cannot be left out of it silently.
+// check) makes Equal false, so that a field added later cannot be left out of it silently.
 func TestVIPEqualCoversEveryField(t *testing.T) {
 	base := VIP{Name: "a", Address: "198.18.0.1", Port: 1, Protocol: "tcp", Hash: "five-tuple",
 		Health: &HealthCheck{Type: "tcp"}, Backends: []Backend{{Address: "10.0.0.1", Weight: 1}}}
@@ -69,15 +69,15 @@ func TestVIPEqualCoversEveryField(t *testing.T) {
 		case reflect.Uint16, reflect.Uint32:
 			v.SetUint(v.Uint() + 1)
 		default:
-			t.Fatalf("field kind %s: extend this test and VIP.equal", v.Kind())
+			t.Fatalf("field kind %s: extend this test and VIP.Equal", v.Kind())
 		}
 	}
 	walk := func(typ reflect.Type, set func(v *VIP, i int)) {
 		for i := 0; i < typ.NumField(); i++ {
 			v := base.clone()
 			set(&v, i)
-			if base.equal(v) {
-				t.Errorf("%s.%s changed, equal still true", typ.Name(), typ.Field(i).Name)
+			if base.Equal(v) {
+				t.Errorf("%s.%s changed, Equal still true", typ.Name(), typ.Field(i).Name)
 			}
 		}
 	}
@@ -94,4 +94,31 @@ func TestVIPEqualCoversEveryField(t *testing.T) {
 	})
 	walk(reflect.TypeOf(Backend{}), func(v *VIP, i int) { mutate(reflect.ValueOf(&v.Backends[0]).Elem().Field(i)) })
 	walk(reflect.TypeOf(HealthCheck{}), func(v *VIP, i int) { mutate(reflect.ValueOf(v.Health).Elem().Field(i)) })
+}
+
+// TestValidateChange: a change is validated like the whole file for the VIPs it touches and for
+// everything across VIPs, and the VIPs it leaves equal are not checked one by one again.
+func TestValidateChange(t *testing.T) {
+	prev, err := Parse([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev.ApplyDefaults()
+	next := prev.Clone()
+	next.VIPs[0].Backends = append(next.VIPs[0].Backends, Backend{Address: "not-an-address"})
+	if err := next.ValidateChange(prev); err == nil {
+		t.Fatal("a bad backend in the changed VIP passed")
+	}
+	next = prev.Clone()
+	dup := next.VIPs[1].Clone()
+	dup.Name = "other"
+	next.VIPs = append(next.VIPs, dup)
+	if err := next.ValidateChange(prev); err == nil {
+		t.Fatal("a second VIP with the same address, port and protocol passed")
+	}
+	next = prev.Clone()
+	next.VIPs[0].Backends[0].Weight = 5
+	if err := next.ValidateChange(prev); err != nil {
+		t.Fatalf("a good change refused: %v", err)
+	}
 }

@@ -75,7 +75,11 @@ func (l locator) errf(path []any, format string, args ...any) error {
 // Validate checks a configuration built in memory (by the API), without file positions.
 func (c *Config) Validate() error { return c.validate(nil) }
 
-func (c *Config) validate(root *yaml.Node) error {
+func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, nil) }
+
+// validateVIPs is validate; known, when given, names VIPs whose own fields need no check (the
+// cross-VIP checks still see every VIP).
+func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	l := locator{root}
 	at := func(p ...any) []any { return p }
 	if c.Interface == "" {
@@ -139,8 +143,10 @@ func (c *Config) validate(root *yaml.Node) error {
 	addrs := make(map[netip.Addr]bool, nb)
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
-		if err := v.validate(l, i); err != nil {
-			return err
+		if known == nil || !known(v) {
+			if err := v.validate(l, i); err != nil {
+				return err
+			}
 		}
 		if j, dup := names[v.Name]; dup {
 			return l.errf(at("vips", i, "name"), "name %q already used by vips[%d]: give each VIP its own name", v.Name, j)

@@ -72,7 +72,7 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	if err != nil {
 		return api.ChangeResult{}, err
 	}
-	if err := next.Validate(); err != nil {
+	if err := next.ValidateChange(d.cfg); err != nil {
 		return api.ChangeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
 	res, err := d.switchToLocked(next)
