@@ -140,7 +140,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	}
 	names := make(map[string]int, len(c.VIPs))
 	keys := make(map[maps.VIPKey]int, len(c.VIPs))
-	addrs := make(map[netip.Addr]bool, nb)
+	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
 		if known == nil || !known(v) {
@@ -156,14 +156,29 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.Key(), j)
 		}
 		keys[v.Key()] = i
-		for _, b := range v.Backends {
-			a, _ := netip.ParseAddr(b.Address)
-			addrs[a.Unmap()] = true
-		}
 	}
 	maxB := c.MaxBackends
 	if maxB == 0 {
 		maxB = DefaultMaxBackends
+	}
+	if uint32(nb) < maxB {
+		return nil // fewer backends listed than slots: the distinct ones fit
+	}
+	// Distinct spellings first (no parse): an address written two ways only counts twice here.
+	spelled := make(map[string]struct{}, nb/2)
+	for i := range c.VIPs {
+		for _, b := range c.VIPs[i].Backends {
+			spelled[b.Address] = struct{}{}
+		}
+	}
+	if uint32(len(spelled)) < maxB {
+		return nil
+	}
+	for i := range c.VIPs {
+		for _, b := range c.VIPs[i].Backends {
+			a, _ := netip.ParseAddr(b.Address)
+			addrs[a.Unmap()] = true
+		}
 	}
 	if uint32(len(addrs)) >= maxB {
 		return l.errf(at("vips"), "%d distinct backend addresses, the maps hold %d: raise max_backends", len(addrs), maxB-1)

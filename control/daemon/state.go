@@ -180,10 +180,10 @@ func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 	now := time.Now()
 	for _, v := range cfg.VIPs {
 		for _, b := range v.Backends {
-			k := health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
 			if !b.Drained {
 				continue
 			}
+			k := health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
 			seen[k] = true
 			if d.drains[k] == nil {
 				d.drains[k] = &drain{start: now}

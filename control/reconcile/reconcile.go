@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -102,9 +103,12 @@ type Reconciler struct {
 	backendAt  map[uint32]netip.Addr
 	vipIDsUsed idSet
 	beIDsUsed  idSet
-	// listed stamps every address with the number of the last Apply that listed it.
-	listed  map[netip.Addr]uint64
-	applies uint64
+	// last is every wanted VIP's backends as the last Apply gave them, refs the number of those
+	// VIPs listing each address; dirty says the last Apply did not finish (count again), sweep
+	// that every backend slot must be checked for removal once.
+	last         map[maps.VIPKey]*lastInput
+	refs         map[netip.Addr]int
+	dirty, sweep bool
 	// sigs is the signature of the table each VIP id's ring holds (absent: unknown).
 	sigs map[uint32]uint64
 	// prevSince is when each previous ring that may hold candidates was set (the start of this
@@ -123,7 +127,7 @@ type Reconciler struct {
 // New reads the ids that the maps hold (from an earlier run, or none).
 func New(m Maps) (*Reconciler, error) {
 	r := &Reconciler{m: m, vipIDs: map[maps.VIPKey]uint32{}, vipFlags: map[maps.VIPKey]maps.VIPFlags{},
-		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{}, listed: map[netip.Addr]uint64{},
+		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{}, dirty: true,
 		vipIDsUsed: newIDSet(0, m.MaxVIPs()), beIDsUsed: newIDSet(1, m.MaxBackends()),
 		sigs: map[uint32]uint64{}, prevSince: map[uint32]time.Time{}, version: map[uint32]uint64{}, now: time.Now}
 	r.sigStore, _ = m.(Signatures)
@@ -208,10 +212,6 @@ func (r *Reconciler) Version(id uint32) [2]uint64 { return [2]uint64{r.version[i
 func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	var res Result
 	want := make(map[maps.VIPKey]*VIP, len(desired))
-	// Every address any VIP lists is stamped with this Apply's number: no set of 65,536
-	// addresses is built at every change, and the ones without a slot are collected on the way.
-	r.applies++
-	var fresh []netip.Addr
 	for i := range desired {
 		v := &desired[i]
 		v.Key.Addr = v.Key.Addr.Unmap()
@@ -219,20 +219,16 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 			return res, fmt.Errorf("apply: vip %s given twice", v.Key)
 		}
 		want[v.Key] = v
-		for _, b := range v.Backends {
-			a := b.Addr.Unmap()
-			if r.listed[a] == r.applies {
-				continue
-			}
-			r.listed[a] = r.applies
-			if _, ok := r.backendIDs[a]; !ok {
-				fresh = append(fresh, a)
-			}
-		}
 	}
 	if uint32(len(want)) > r.m.MaxVIPs() {
 		return res, fmt.Errorf("apply: %d VIPs, the maps hold %d: raise max_vips (needs `lb detach` and a restart)", len(want), r.m.MaxVIPs())
 	}
+	if r.dirty {
+		// The last Apply failed (or none ran): count every VIP's backends again.
+		r.last, r.refs, r.sweep = map[maps.VIPKey]*lastInput{}, map[netip.Addr]int{}, true
+	}
+	r.dirty = true
+	fresh, zeroed := r.countBackends(want)
 	if err := r.addBackends(fresh, &res); err != nil {
 		return res, err
 	}
@@ -242,13 +238,67 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	if err := r.putVIPs(want, &res); err != nil {
 		return res, err
 	}
-	return res, r.removeBackends(&res)
+	if err := r.removeBackends(zeroed, &res); err != nil {
+		return res, err
+	}
+	r.dirty = false
+	return res, nil
+}
+
+// lastInput is a VIP's backends as the last Apply gave them, and the signature computed from
+// them (0: not yet).
+type lastInput struct {
+	backends []Backend
+	sig      uint64
+}
+
+// countBackends keeps, per address, the number of wanted VIPs that list it, looking only at the
+// VIPs whose backends changed since the last Apply (a change costs its VIP, not every backend of
+// every VIP). It returns the addresses listed now that have no slot yet, and those no VIP lists
+// any more.
+func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []netip.Addr) {
+	drop := func(bs []Backend) {
+		for _, b := range bs {
+			a := b.Addr.Unmap()
+			if r.refs[a]--; r.refs[a] <= 0 {
+				zeroed = append(zeroed, a)
+			}
+		}
+	}
+	for k, v := range want {
+		old := r.last[k]
+		if old != nil && slices.Equal(old.backends, v.Backends) {
+			continue
+		}
+		if old != nil {
+			drop(old.backends)
+		}
+		for _, b := range v.Backends {
+			a := b.Addr.Unmap()
+			if r.refs[a]++; r.refs[a] == 1 {
+				if _, ok := r.backendIDs[a]; !ok {
+					fresh = append(fresh, a)
+				}
+			}
+		}
+		r.last[k] = &lastInput{backends: slices.Clone(v.Backends)}
+	}
+	for k, old := range r.last {
+		if _, ok := want[k]; !ok {
+			drop(old.backends)
+			delete(r.last, k)
+		}
+	}
+	return fresh, zeroed
 }
 
 // addBackends gives a backend slot to every address any VIP lists, before any ring refers to it.
 func (r *Reconciler) addBackends(fresh []netip.Addr, res *Result) error {
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Less(fresh[j]) })
 	for _, a := range fresh {
+		if _, ok := r.backendIDs[a]; ok || r.refs[a] <= 0 {
+			continue // given twice, or listed no more
+		}
 		id, ok := r.beIDsUsed.free()
 		if !ok {
 			return errors.New("apply: every backend id is in use: raise max_backends")
@@ -320,7 +370,11 @@ func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 			r.vipIDsUsed.add(id)
 			r.vipIDs[k] = id
 		}
-		sig := r.signature(v, r.m.RingSize())
+		sig := r.last[k].sig
+		if sig == 0 {
+			sig = r.signature(v, r.m.RingSize())
+			r.last[k].sig = sig
+		}
 		if got, ok := r.sigs[id]; ok && got == sig {
 			if err := r.putVIP(k, id, v.Flags, known, res); err != nil {
 				return err
@@ -356,11 +410,22 @@ func (r *Reconciler) putVIP(k maps.VIPKey, id uint32, flags maps.VIPFlags, known
 
 // removeBackends empties, last, the backend slots no VIP lists any more, after no ring points
 // at them; their flows re-hash on their next packet.
-func (r *Reconciler) removeBackends(res *Result) error {
+func (r *Reconciler) removeBackends(zeroed []netip.Addr, res *Result) error {
+	if r.sweep {
+		// After a full count every slot is a candidate (slots read back no VIP lists).
+		zeroed = zeroed[:0]
+		for a := range r.backendIDs {
+			zeroed = append(zeroed, a)
+		}
+		r.sweep = false
+	}
 	var gone []netip.Addr
-	for a := range r.backendIDs {
-		if r.listed[a] != r.applies {
+	for _, a := range zeroed {
+		if _, has := r.backendIDs[a]; has && r.refs[a] <= 0 && !slices.Contains(gone, a) {
 			gone = append(gone, a)
+		}
+		if r.refs[a] <= 0 {
+			delete(r.refs, a)
 		}
 	}
 	sort.Slice(gone, func(i, j int) bool { return gone[i].Less(gone[j]) })
@@ -371,7 +436,6 @@ func (r *Reconciler) removeBackends(res *Result) error {
 		}
 		delete(r.backendIDs, a)
 		delete(r.backendAt, id)
-		delete(r.listed, a)
 		r.beIDsUsed.remove(id)
 		r.epoch++
 		res.BackendsRemoved++
