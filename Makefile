@@ -13,7 +13,7 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -87,6 +87,10 @@ bench-xdp: build
 	$(GOENV) bash bench/xdp.sh
 bench-l4: deps build
 	$(GOENV) bash bench/l4.sh
+# bench-l4scale: the L4 control plane at 16, 256 and 4,096 VIPs (cold start, adopt, drain, vip add,
+# ring memory, daemon memory); one benchmark at a time on the machine.
+bench-l4scale: build
+	$(GOENV) flock /tmp/switchyard-bench.lock bash bench/l4scale.sh
 bench-l7: build
 	$(GOENV) bash bench/l7.sh
 bench-edge: build

@@ -143,8 +143,8 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
-/* ring_slot is the index of this flow's slot in the rings (and prev_rings) map, -1 when the rings
- * are not configured. */
+/* ring_slot is the index of this flow's slot in the rings16 (and prev_rings16) map, -1 when the
+ * rings are not configured. */
 static __always_inline long ring_slot(const struct flow_key *f, const struct vip_meta *vip)
 {
 	struct lb_config *cfg = get_config();
@@ -154,22 +154,26 @@ static __always_inline long ring_slot(const struct flow_key *f, const struct vip
 	return vip->id * size + flow_hash(f, vip->flags) % size;
 }
 
-/* ring_at reads a slot of a ring map: a backend id whose backend slot is occupied, else 0. */
+/* ring_at reads a slot of a ring map (RING_WORD_SLOTS slots a value): a backend id whose backend
+ * slot is occupied, else 0. */
 static __always_inline __u32 ring_at(void *ring, long slot)
 {
 	if (slot < 0)
 		return 0;
-	__u32 k = slot;
-	__u32 *id = bpf_map_lookup_elem(ring, &k);
-	if (!id || !backend_at(*id))
+	__u32 k = (__u32)slot / RING_WORD_SLOTS;
+	struct ring_word *w = bpf_map_lookup_elem(ring, &k);
+	if (!w)
 		return 0;
-	return *id;
+	__u32 id = w->id[slot & (RING_WORD_SLOTS - 1)];
+	if (!backend_at(id))
+		return 0;
+	return id;
 }
 
 /* maglev_pick returns the backend id in the VIP's ring for this flow, 0 when the ring is empty. */
 static __always_inline __u32 maglev_pick(const struct flow_key *f, const struct vip_meta *vip)
 {
-	return ring_at(&rings, ring_slot(f, vip));
+	return ring_at(&rings16, ring_slot(f, vip));
 }
 
 /* syn_guarded is the optional guard on SYN inserts (syn_insert_limit, off by default), Katran's
@@ -199,7 +203,7 @@ static __always_inline int syn_guarded(struct lb_percpu *pc, const struct lb_con
 static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip)
 {
 	long slot = ring_slot(&p->flow, vip);
-	__u32 id = ring_at(&rings, slot);
+	__u32 id = ring_at(&rings16, slot);
 	if (!id)
 		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 	int tcp = p->flow.proto == IPPROTO_TCP_;
@@ -209,7 +213,7 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	__u32 prev = 0;
 	struct lb_config *cfg = get_config();
 	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
-		prev = ring_at(&prev_rings, slot);
+		prev = ring_at(&prev_rings16, slot);
 		struct backend *cur = backend_at(id), *old = backend_at(prev);
 		if (prev == id || !cur || !old || cur->family != old->family)
 			prev = 0; /* the option sits in the outer header: same family only */

@@ -83,6 +83,11 @@ type LBLbPercpu struct {
 	SynInserts   uint64
 }
 
+type LBRingWord struct {
+	_  structs.HostLayout
+	Id [4]uint16
+}
+
 type LBVipKey struct {
 	_      structs.HostLayout
 	Addr   [4]uint32
@@ -107,8 +112,8 @@ const (
 	LBMapConntrack        = "conntrack"
 	LBMapConntrack4       = "conntrack4"
 	LBMapCounters         = "counters"
-	LBMapPrevRings        = "prev_rings"
-	LBMapRings            = "rings"
+	LBMapPrevRings16      = "prev_rings16"
+	LBMapRings16          = "rings16"
 	LBMapScCounters       = "sc_counters"
 	LBMapVipAddrs         = "vip_addrs"
 	LBMapVipDrops         = "vip_drops"
@@ -178,8 +183,8 @@ type LBMapSpecs struct {
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	PrevRings    *ebpf.MapSpec `ebpf:"prev_rings"`
-	Rings        *ebpf.MapSpec `ebpf:"rings"`
+	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
+	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
 	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
@@ -221,8 +226,8 @@ type LBMaps struct {
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Counters     *ebpf.Map `ebpf:"counters"`
-	PrevRings    *ebpf.Map `ebpf:"prev_rings"`
-	Rings        *ebpf.Map `ebpf:"rings"`
+	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
+	Rings16      *ebpf.Map `ebpf:"rings16"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
 	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
@@ -240,8 +245,8 @@ func (m *LBMaps) Close() error {
 		m.Conntrack,
 		m.Conntrack4,
 		m.Counters,
-		m.PrevRings,
-		m.Rings,
+		m.PrevRings16,
+		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,
 		m.VipDrops,

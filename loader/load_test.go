@@ -73,3 +73,28 @@ func TestSharedStructSizes(t *testing.T) {
 		t.Errorf("sc_counters map has %d entries; update maps.SecondChanceCounterNames with enum sc_counter_index", got)
 	}
 }
+
+// TestPerVIPMapsSized loads the forwarder with more VIPs than the C defaults and checks that
+// every map holding one entry per VIP was sized from MaxVIPs: vip_gens once stayed at 64, so the
+// 65th VIP failed with "read vip generation 64: lookup: key does not exist".
+func TestPerVIPMapsSized(t *testing.T) {
+	requireRoot(t)
+	const maxVIPs = 4096
+	f, err := LoadForwarder(Options{RingSize: 13, MaxVIPs: maxVIPs, MaxBackends: 64, ConnTableSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := f.Objs.LBMaps
+	for name, mp := range map[string]interface{ MaxEntries() uint32 }{
+		"vips": m.Vips, "vip_addrs": m.VipAddrs, "vip_gens": m.VipGens, "vip_stats": m.VipStats,
+	} {
+		if got := mp.MaxEntries(); got != maxVIPs {
+			t.Errorf("map %s holds %d entries, want max_vips %d", name, got, maxVIPs)
+		}
+	}
+	var g uint32
+	if err := m.VipGens.Lookup(uint32(maxVIPs-1), &g); err != nil {
+		t.Errorf("vip generation of the last VIP id %d: %v", maxVIPs-1, err)
+	}
+}

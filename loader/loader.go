@@ -70,13 +70,34 @@ func (o *Options) defaults() error {
 	if o.RingSize < 3 || !big.NewInt(int64(o.RingSize)).ProbablyPrime(20) {
 		return fmt.Errorf("ring size %d is not a prime >= 3: use a prime such as 65537", o.RingSize)
 	}
-	if uint64(o.MaxVIPs)*uint64(o.RingSize) > 1<<28 {
-		return fmt.Errorf("max VIPs %d x ring size %d is too large for one map: lower either", o.MaxVIPs, o.RingSize)
+	if uint64(o.MaxVIPs)*uint64(o.RingSize) > MaxRingSlots {
+		return fmt.Errorf("max VIPs %d x ring size %d is too large for one map (at most %d slots): lower either", o.MaxVIPs, o.RingSize, uint64(MaxRingSlots))
+	}
+	if o.MaxBackends > MaxBackendIDs {
+		return fmt.Errorf("max backends %d above %d: ring slots hold 16-bit backend ids; lower max_backends", o.MaxBackends, MaxBackendIDs)
 	}
 	return nil
 }
 
-// MapsDir is the directory of the forwarder's pinned maps of a given pin directory.
+// RingWordSlots is how many ring slots one value of the rings16 and prev_rings16 maps holds
+// (RING_WORD_SLOTS in bpf/include/maps.h): 16-bit backend ids, four to the kernel's 8-byte value.
+const RingWordSlots = 4
+
+// MaxBackendIDs bounds Options.MaxBackends: ring slots hold 16-bit ids (1..65535).
+const MaxBackendIDs = 1 << 16
+
+// MaxRingSlots bounds max VIPs x ring size: a slot's index is a __u32 in the program.
+const MaxRingSlots = 1 << 31
+
+// RingWords is the number of values of a ring map holding maxVIPs rings of ringSize slots.
+func RingWords(maxVIPs, ringSize uint32) uint32 {
+	return uint32((uint64(maxVIPs)*uint64(ringSize) + RingWordSlots - 1) / RingWordSlots)
+}
+
+// perVIPMaps are the maps with one entry per VIP (or VIP id): all sized from Options.MaxVIPs.
+var perVIPMaps = []string{LBMapVips, LBMapVipAddrs, LBMapVipGens, LBMapVipStats, LBMapVipDrops}
+
+// MapsDir is the directory of the pinned maps of a given pin directory.
 func MapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+LayoutVersion) }
 
 // DecapMapsDir is the directory of the decapsulator's pinned maps of a given pin directory.
@@ -104,12 +125,13 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load forwarder spec: %w", err)
 	}
-	spec.Maps[LBMapVips].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapVipAddrs].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapVipStats].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapVipDrops].MaxEntries = opts.MaxVIPs
-	spec.Maps[LBMapRings].MaxEntries = opts.MaxVIPs * opts.RingSize
-	spec.Maps[LBMapPrevRings].MaxEntries = opts.MaxVIPs * opts.RingSize
+	// Every map indexed by VIP id or keyed by VIP is sized from MaxVIPs (vip_gens once was not,
+	// which capped every configuration at 64 VIPs whatever max_vips said).
+	for _, name := range perVIPMaps {
+		spec.Maps[name].MaxEntries = opts.MaxVIPs
+	}
+	spec.Maps[LBMapRings16].MaxEntries = RingWords(opts.MaxVIPs, opts.RingSize)
+	spec.Maps[LBMapPrevRings16].MaxEntries = RingWords(opts.MaxVIPs, opts.RingSize)
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapConntrack4].MaxEntries = opts.ConnTableSize
@@ -131,6 +153,7 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 			m.Pinning = ebpf.PinByName
 		}
 		co.Maps.PinPath = dir
+		removeRetiredPins(dir)
 	}
 	var f Forwarder
 	f.Opts = opts
@@ -141,6 +164,19 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 		return nil, fmt.Errorf("load forwarder: %w", explainLoadError(err))
 	}
 	return &f, nil
+}
+
+// retiredPins are maps that older binaries pinned in this layout and this one replaced: rings and
+// prev_rings held one __u32 slot per 8-byte value; rings16 and prev_rings16 hold four 16-bit
+// slots. Their pins are removed so that their memory goes once the program that used them is
+// swapped out (a running program keeps its maps until then); every other map, and so every
+// established flow, is kept.
+var retiredPins = []string{"rings", "prev_rings"}
+
+func removeRetiredPins(dir string) {
+	for _, name := range retiredPins {
+		_ = os.Remove(filepath.Join(dir, name))
+	}
 }
 
 // checkPinDir refuses maps pinned under another layout version.

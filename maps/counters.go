@@ -1,6 +1,7 @@
 package maps
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -139,4 +140,49 @@ func zeroPerCPU(m *ebpf.Map, idx uint32) error {
 		return fmt.Errorf("reset stats slot %d: %w", idx, err)
 	}
 	return nil
+}
+
+// AllVIPStats reads every VIP stats slot at once (batch lookups: a few syscalls, not one per
+// VIP), indexed by VIP id.
+func (s *Set) AllVIPStats() ([]Counter, error) { return sumAllPerCPU(s.m.VipStats, "vip stats") }
+
+// AllBackendStats reads every backend stats slot at once, indexed by backend id.
+func (s *Set) AllBackendStats() ([]Counter, error) {
+	return sumAllPerCPU(s.m.BackendStats, "backend stats")
+}
+
+// sumAllPerCPU reads a per-CPU array of counters whole, summed over CPUs, with batch lookups.
+func sumAllPerCPU(m *ebpf.Map, what string) ([]Counter, error) {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	n := int(m.MaxEntries())
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]loader.LBCounter, chunk*ncpu)
+	out := make([]Counter, n)
+	var cursor ebpf.MapBatchCursor
+	for got := 0; got < n; {
+		c, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < c; i++ {
+			if k := int(keys[i]); k < n {
+				for _, p := range vals[i*ncpu : (i+1)*ncpu] {
+					out[k].Packets += p.Packets
+					out[k].Bytes += p.Bytes
+				}
+			}
+		}
+		got += c
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		if c == 0 {
+			break
+		}
+	}
+	return out, nil
 }

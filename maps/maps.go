@@ -89,12 +89,18 @@ type Backend struct {
 // Set is the forwarder's maps, with the sizes they were loaded with.
 type Set struct {
 	m           *loader.LBMaps
-	rings       mappedU32 // the rings map, memory-mapped
-	prevRings   mappedU32 // the prev_rings map, memory-mapped
-	filter      mappedU32 // the vip_filter map, memory-mapped
+	rings       mappedRing // the rings16 map, memory-mapped
+	prevRings   mappedRing // the prev_rings16 map, memory-mapped
+	filter      mappedU32  // the vip_filter map, memory-mapped
 	ringSize    uint32
 	maxVIPs     uint32
 	maxBackends uint32
+	// addrs counts the VIPs on each address and filterUse the addresses on each vip_filter
+	// slot, so that adding or removing a VIP costs O(1) whatever the number of VIPs (read from
+	// vip_addrs on first use; nil until then).
+	addrs     map[netip.Addr]uint32
+	filterUse []uint32
+	sigs      *ebpf.Map // ring signatures (UseRingSigs); nil: none kept
 }
 
 // New wraps loaded maps. ringSize must be the size the rings map was built for (the loader's).
@@ -103,18 +109,18 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 		return nil, errors.New("open maps: no maps given")
 	}
 	maxVIPs := m.VipStats.MaxEntries()
-	if ringSize == 0 || m.Rings.MaxEntries() != maxVIPs*ringSize {
+	if ringSize == 0 || m.Rings16.MaxEntries() != loader.RingWords(maxVIPs, ringSize) {
 		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
-			m.Rings.MaxEntries(), maxVIPs, ringSize)
+			m.Rings16.MaxEntries()*loader.RingWordSlots, maxVIPs, ringSize)
 	}
-	rings, err := mapU32(m.Rings)
+	rings, err := mapRing(m.Rings16)
 	if err != nil {
 		return nil, fmt.Errorf("open maps: %w", err)
 	}
-	if m.PrevRings == nil || m.PrevRings.MaxEntries() != m.Rings.MaxEntries() {
-		return nil, errors.New("open maps: prev_rings is missing or not the size of rings: load the forwarder with this binary's loader")
+	if m.PrevRings16 == nil || m.PrevRings16.MaxEntries() != m.Rings16.MaxEntries() {
+		return nil, errors.New("open maps: prev_rings16 is missing or not the size of rings16: load the forwarder with this binary's loader")
 	}
-	prev, err := mapU32(m.PrevRings)
+	prev, err := mapRing(m.PrevRings16)
 	if err != nil {
 		return nil, fmt.Errorf("open maps: %w", err)
 	}
@@ -194,7 +200,8 @@ func (s *Set) PutVIP(v VIP) error {
 	}
 	k := vipKey(v.Key)
 	var old loader.LBVipMeta
-	keep := s.m.Vips.Lookup(k, &old) == nil && old.Id == v.ID
+	exists := s.m.Vips.Lookup(k, &old) == nil
+	keep := exists && old.Id == v.ID
 	if !keep {
 		// A VIP new to this id: connection-table entries made for the id's previous VIP must
 		// not be taken for this one's.
@@ -205,7 +212,10 @@ func (s *Set) PutVIP(v VIP) error {
 	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags)}); err != nil {
 		return fmt.Errorf("put vip %s: %w", v.Key, err)
 	}
-	return s.syncVIPAddr(v.Key.Addr)
+	if exists {
+		return nil // its address is counted already
+	}
+	return s.addVIPAddr(v.Key.Addr, 1)
 }
 
 // bumpGen invalidates every connection-table entry made for a VIP id (see struct flow_state).
@@ -224,64 +234,75 @@ func (s *Set) bumpGen(id uint32) error {
 // Its ring is left as it is; the caller rewrites it when the id is reused.
 func (s *Set) DeleteVIP(k VIPKey) error {
 	var old loader.LBVipMeta
-	if err := s.m.Vips.Lookup(vipKey(k), &old); err == nil {
-		if err := s.bumpGen(old.Id); err != nil {
-			return fmt.Errorf("delete vip %s: %w", k, err)
-		}
+	if err := s.m.Vips.Lookup(vipKey(k), &old); err != nil {
+		return nil // not there: nothing to do
+	}
+	if err := s.bumpGen(old.Id); err != nil {
+		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
 	if err := s.m.Vips.Delete(vipKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
-	return s.syncVIPAddr(k.Addr)
+	return s.addVIPAddr(k.Addr, -1)
 }
 
-// syncVIPAddr keeps vip_addrs true: an address is there while at least one VIP uses it.
-func (s *Set) syncVIPAddr(a netip.Addr) error {
-	vips, err := s.VIPs()
-	if err != nil {
-		return err
+// loadAddrs reads the VIP count of every address from vip_addrs, once.
+func (s *Set) loadAddrs() error {
+	if s.addrs != nil {
+		return nil
 	}
-	var n uint32
-	for _, v := range vips {
-		if v.Key.Addr.Unmap() == a.Unmap() {
-			n++
-		}
-	}
-	k := addrOnlyKey(a)
-	if n == 0 {
-		if err := s.m.VipAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete vip address %s: %w", a, err)
-		}
-		return s.syncFilter()
-	}
-	if err := s.m.VipAddrs.Put(k, n); err != nil {
-		return fmt.Errorf("put vip address %s: %w", a, err)
-	}
-	return s.syncFilter()
-}
-
-// syncFilter makes vip_filter hold a bit for every address in vip_addrs and nothing else.
-func (s *Set) syncFilter() error {
-	want := make([]uint32, vipFilterSlots)
+	addrs, use := map[netip.Addr]uint32{}, make([]uint32, vipFilterSlots)
 	var k loader.LBVipKey
 	var n uint32
 	it := s.m.VipAddrs.Iterate()
 	for it.Next(&k, &n) {
-		want[vipAddrSlot(k.Addr)] = 1
+		addrs[wordsAddr(k.Addr, k.Family)] = n
+		use[vipAddrSlot(k.Addr)]++
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("list vip addresses: %w", err)
 	}
-	cur, err := s.filter.read(0, vipFilterSlots)
-	if err != nil {
-		return fmt.Errorf("read vip filter: %w", err)
+	s.addrs, s.filterUse = addrs, use
+	return nil
+}
+
+// addVIPAddr keeps vip_addrs and vip_filter true when a VIP on address a comes (delta 1) or goes
+// (-1): an address is in vip_addrs, and its filter bit set, while at least one VIP uses it.
+func (s *Set) addVIPAddr(a netip.Addr, delta int) error {
+	if err := s.loadAddrs(); err != nil {
+		return err
 	}
-	for i, w := range want {
-		if cur[i] != w {
-			if err := s.filter.write(uint32(i), w); err != nil {
-				return fmt.Errorf("write vip filter: %w", err)
-			}
+	a = a.Unmap()
+	n := s.addrs[a]
+	if delta < 0 && n == 0 {
+		return nil
+	}
+	n = uint32(int(n) + delta)
+	k := addrOnlyKey(a)
+	slot := vipAddrSlot(k.Addr)
+	if n == 0 {
+		if err := s.m.VipAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete vip address %s: %w", a, err)
 		}
+		delete(s.addrs, a)
+		if s.filterUse[slot]--; s.filterUse[slot] == 0 {
+			return s.writeFilter(slot, 0)
+		}
+		return nil
+	}
+	if err := s.m.VipAddrs.Put(k, n); err != nil {
+		return fmt.Errorf("put vip address %s: %w", a, err)
+	}
+	if _, had := s.addrs[a]; !had {
+		s.filterUse[slot]++
+	}
+	s.addrs[a] = n
+	return s.writeFilter(slot, 1) // also repairs a bit an older binary left unset
+}
+
+func (s *Set) writeFilter(slot, v uint32) error {
+	if err := s.filter.write(slot, v); err != nil {
+		return fmt.Errorf("write vip filter: %w", err)
 	}
 	return nil
 }
@@ -358,53 +379,116 @@ func (s *Set) Ring(vipID uint32) ([]uint32, error) {
 	return s.readRing(s.rings, "ring", vipID)
 }
 
-// PrevRing reads a VIP's previous Maglev table (prev_rings): the second-chance candidates.
+// PrevRing reads a VIP's previous Maglev table (prev_rings16): the second-chance candidates.
 func (s *Set) PrevRing(vipID uint32) ([]uint32, error) {
 	return s.readRing(s.prevRings, "previous ring", vipID)
 }
 
-func (s *Set) readRing(m mappedU32, what string, vipID uint32) ([]uint32, error) {
+// RingView is a VIP's ring as the map holds it, without a copy: the slice is the memory map
+// itself, for reading only (write with WriteRing), and sees later writes.
+func (s *Set) RingView(vipID uint32) ([]uint16, error) {
+	return s.ringView(s.rings, "read ring", vipID)
+}
+
+// PrevRingView is PrevRing without a copy, as RingView.
+func (s *Set) PrevRingView(vipID uint32) ([]uint16, error) {
+	return s.ringView(s.prevRings, "read previous ring", vipID)
+}
+
+func (s *Set) ringView(m mappedRing, what string, vipID uint32) ([]uint16, error) {
 	if vipID >= s.maxVIPs {
-		return nil, fmt.Errorf("read %s: vip id %d out of range", what, vipID)
+		return nil, fmt.Errorf("%s: vip id %d out of range", what, vipID)
 	}
-	out, err := m.read(vipID*s.ringSize, s.ringSize)
+	v, err := m.view(vipID*s.ringSize, s.ringSize)
 	if err != nil {
-		return nil, fmt.Errorf("read %s %d: %w", what, vipID, err)
+		return nil, fmt.Errorf("%s %d: %w", what, vipID, err)
+	}
+	return v, nil
+}
+
+func (s *Set) readRing(m mappedRing, what string, vipID uint32) ([]uint32, error) {
+	v, err := s.ringView(m, "read "+what, vipID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, len(v))
+	for i, id := range v {
+		out[i] = uint32(id)
 	}
 	return out, nil
 }
 
-// WriteRing makes a VIP's ring equal to table, writing only the slots that differ from old
-// (the ring as it stands; nil means unknown, which writes every slot). It returns the number of
-// slots written.
+// WriteRing makes a VIP's ring equal to table, writing only the slots that differ from what the
+// map holds (read through its memory map, so old, the ring as the caller last knew it, is not
+// needed; it may be nil). It returns the number of slots written.
 func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
-	return s.writeRing(s.rings, "ring", vipID, old, table)
+	return s.writeRing(s.rings, "ring", vipID, table)
 }
 
 // WritePrevRing makes a VIP's previous table equal to table, as WriteRing does for the ring.
 func (s *Set) WritePrevRing(vipID uint32, old, table []uint32) (int, error) {
-	return s.writeRing(s.prevRings, "previous ring", vipID, old, table)
+	return s.writeRing(s.prevRings, "previous ring", vipID, table)
 }
 
-func (s *Set) writeRing(m mappedU32, what string, vipID uint32, old, table []uint32) (int, error) {
-	if vipID >= s.maxVIPs {
-		return 0, fmt.Errorf("write %s: vip id %d out of range", what, vipID)
+func (s *Set) writeRing(m mappedRing, what string, vipID uint32, table []uint32) (int, error) {
+	cur, err := s.ringView(m, "write "+what, vipID)
+	if err != nil {
+		return 0, err
 	}
 	if uint32(len(table)) != s.ringSize {
 		return 0, fmt.Errorf("write %s %d: table has %d slots, the maps were loaded for %d", what, vipID, len(table), s.ringSize)
 	}
-	base := vipID * s.ringSize
+	var top uint32
+	for _, id := range table {
+		top = max(top, id)
+	}
+	if top > 0xffff {
+		return 0, fmt.Errorf("write %s %d: backend id %d does not fit the 16-bit slots: lower max_backends", what, vipID, top)
+	}
 	n := 0
 	for i, id := range table {
-		if old != nil && len(old) == len(table) && old[i] == id {
-			continue
+		if cur[i] != uint16(id) {
+			cur[i] = uint16(id) // one aligned 2-byte store: the program reads the old or the new id
+			n++
 		}
-		if err := m.write(base+uint32(i), id); err != nil {
-			return n, fmt.Errorf("write %s %d slot %d: %w", what, vipID, i, err)
-		}
-		n++
 	}
 	return n, nil
+}
+
+// RotateRing makes a VIP's ring equal to table and, when that changes it, first makes its
+// previous ring the ring as it was (second chance), without copying either out of the memory
+// maps. It returns the ring slots and the previous-ring slots written; nothing is written when
+// the ring already equals table.
+func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
+	cur, err := s.ringView(s.rings, "write ring", vipID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if uint32(len(table)) != s.ringSize {
+		return 0, 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
+	}
+	same := true
+	for i, id := range table {
+		if uint32(cur[i]) != id {
+			same = false
+			break
+		}
+	}
+	if same {
+		return 0, 0, nil
+	}
+	prev, err := s.ringView(s.prevRings, "write previous ring", vipID)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, id := range cur {
+		if prev[i] != id {
+			prev[i] = id
+			pn++
+		}
+	}
+	n, err = s.writeRing(s.rings, "ring", vipID, table)
+	return n, pn, err
 }
 
 // Config is the forwarder's configuration.
@@ -505,4 +589,37 @@ func monotonicNow() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
 	return time.Duration(ts.Nano())
+}
+
+// UseRingSigs gives the Set the ring-signature map (loader.OpenRingSigs): RingSig and SetRingSig
+// then read and write it. Without it they remember nothing.
+func (s *Set) UseRingSigs(m *ebpf.Map) error {
+	if m != nil && m.MaxEntries() != s.maxVIPs+1 {
+		return fmt.Errorf("use ring signatures: map holds %d entries, the VIPs %d: open it with the forwarder's options", m.MaxEntries(), s.maxVIPs)
+	}
+	s.sigs = m
+	return nil
+}
+
+// RingSig is the signature recorded for a VIP id's ring, 0 when unknown.
+func (s *Set) RingSig(vipID uint32) uint64 {
+	var v uint64
+	if s.sigs == nil || vipID >= s.maxVIPs || s.sigs.Lookup(vipID, &v) != nil {
+		return 0
+	}
+	return v
+}
+
+// SetRingSig records the signature of a VIP id's ring (0: unknown).
+func (s *Set) SetRingSig(vipID uint32, sig uint64) error {
+	if s.sigs == nil {
+		return nil
+	}
+	if vipID >= s.maxVIPs {
+		return fmt.Errorf("set ring signature: vip id %d out of range", vipID)
+	}
+	if err := s.sigs.Put(vipID, sig); err != nil {
+		return fmt.Errorf("set ring signature %d: %w", vipID, err)
+	}
+	return nil
 }

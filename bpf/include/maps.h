@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* maps.h: the forwarder's maps. Sizes here are defaults; the loader resizes vips, vip_stats,
- * rings, backends, backend_stats and conntrack from its options before loading. */
+ * vip_addrs, vip_gens, rings16, prev_rings16, backends, backend_stats and conntrack from its
+ * options before loading. */
 #pragma once
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -55,27 +56,36 @@ struct {
 	__type(value, struct backend);
 } backends SEC(".maps");
 
-/* Maglev lookup tables, one ring of ring_size slots per VIP id, back to back. Value: backend id
- * (0 = empty ring). Memory-mapped, so that the control plane reads a whole ring with one copy and
- * writes only the slots that change, without a syscall per slot. */
+/* A ring word: RING_WORD_SLOTS consecutive ring slots, each a 16-bit backend id (0 = none).
+ * The kernel rounds every array value up to 8 bytes, so one __u32 slot per value cost 8 bytes a
+ * slot; four 16-bit slots per value cost 2. Memory-mapped, the map reads as one flat __u16 array. */
+#define RING_WORD_SLOTS 4
+struct ring_word {
+	__u16 id[RING_WORD_SLOTS];
+};
+
+/* Maglev lookup tables, one ring of ring_size slots per VIP id, back to back, RING_WORD_SLOTS
+ * slots a value (the loader sizes it to max_vips x ring_size slots, rounded up). Memory-mapped,
+ * so that the control plane reads a whole ring with one copy and writes only the slots that
+ * change, without a syscall per slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE);
+	__uint(max_entries, (DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE + RING_WORD_SLOTS - 1) / RING_WORD_SLOTS);
 	__type(key, __u32);
-	__type(value, __u32);
-} rings SEC(".maps");
+	__type(value, struct ring_word);
+} rings16 SEC(".maps");
 
-/* The previous Maglev table of each VIP, laid out as "rings": slot for slot, the backend the
+/* The previous Maglev table of each VIP, laid out as "rings16": slot for slot, the backend the
  * table before the last change gave (0 = none). A non-SYN packet without a connection-table
  * entry whose previous pick differs from the current one carries it as its second candidate. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE);
+	__uint(max_entries, (DEFAULT_MAX_VIPS * DEFAULT_RING_SIZE + RING_WORD_SLOTS - 1) / RING_WORD_SLOTS);
 	__type(key, __u32);
-	__type(value, __u32);
-} prev_rings SEC(".maps");
+	__type(value, struct ring_word);
+} prev_rings16 SEC(".maps");
 
 /* Connection tables: "conntrack4" for IPv4 flows (16-byte key), "conntrack" for IPv6 flows.
  * One LRU list per CPU (BPF_F_NO_COMMON_LRU): an insert takes a free entry

@@ -474,6 +474,9 @@ func l4ConfigCmd() *cli.Command {
 						n += len(v.Backends)
 					}
 					fmt.Fprintf(c.App.Writer, "%s: valid: interface %s, %d VIPs, %d backends\n", args[0], cfg.Interface, len(cfg.VIPs), n)
+					for _, w := range cfg.Warnings() {
+						fmt.Fprintf(c.App.Writer, "%s: warning: %s\n", args[0], w)
+					}
 					return nil
 				}),
 			},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,5 +176,34 @@ func TestFindVIPAndRefs(t *testing.T) {
 	}
 	if _, _, err := ParseAddrPort("198.18.1:80"); err == nil {
 		t.Error("accepted a bad address")
+	}
+}
+
+// TestSizesCheckedLikeTheLoader: config check refuses what the loader refuses, and warns, naming
+// the ring to use, when a VIP has more backends than its ring serves well.
+func TestSizesCheckedLikeTheLoader(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"interface: eth0\nmax_backends: 70000\n", "max_backends: 70000 above 65536"},
+		{"interface: eth0\nmax_vips: 40000\n", "max_vips: max_vips 40000 x ring_size 65537"},
+	} {
+		c, err := Parse([]byte(tc.yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	c := &Config{Interface: "eth0", VIPs: []VIP{{Name: "big", Address: "198.18.0.1", Port: 80}}}
+	for i := 0; i < 1000; i++ {
+		c.VIPs[0].Backends = append(c.VIPs[0].Backends, Backend{Address: fmt.Sprintf("10.0.%d.%d", i/250, 1+i%250)})
+	}
+	w := c.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "use ring_size: 100003") {
+		t.Errorf("warnings %q, want one naming ring_size 100003", w)
+	}
+	c.RingSize = 100003
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("warnings at ring 100003: %q", w)
 	}
 }

@@ -75,7 +75,11 @@ func (l locator) errf(path []any, format string, args ...any) error {
 // Validate checks a configuration built in memory (by the API), without file positions.
 func (c *Config) Validate() error { return c.validate(nil) }
 
-func (c *Config) validate(root *yaml.Node) error {
+func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, nil) }
+
+// validateVIPs is validate; known, when given, names VIPs whose own fields need no check (the
+// cross-VIP checks still see every VIP).
+func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	l := locator{root}
 	at := func(p ...any) []any { return p }
 	if c.Interface == "" {
@@ -110,6 +114,9 @@ func (c *Config) validate(root *yaml.Node) error {
 	if c.MaxBackends == 1 {
 		return l.errf(at("max_backends"), "1 leaves no room (id 0 is reserved): use at least 2")
 	}
+	if err := c.validateSizes(l); err != nil {
+		return err
+	}
 	switch c.AllBackendsDown {
 	case "", AllDownKeep, AllDownDrop:
 	default:
@@ -127,13 +134,19 @@ func (c *Config) validate(root *yaml.Node) error {
 	if uint32(len(c.VIPs)) > maxVIPs {
 		return l.errf(at("vips"), "%d VIPs, more than max_vips %d: raise max_vips (restart with `lb detach` first, as the maps change size)", len(c.VIPs), maxVIPs)
 	}
-	names := map[string]int{}
-	keys := map[maps.VIPKey]int{}
+	nb := 0
+	for i := range c.VIPs {
+		nb += len(c.VIPs[i].Backends)
+	}
+	names := make(map[string]int, len(c.VIPs))
+	keys := make(map[maps.VIPKey]int, len(c.VIPs))
 	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
-		if err := v.validate(l, i); err != nil {
-			return err
+		if known == nil || !known(v) {
+			if err := v.validate(l, i); err != nil {
+				return err
+			}
 		}
 		if j, dup := names[v.Name]; dup {
 			return l.errf(at("vips", i, "name"), "name %q already used by vips[%d]: give each VIP its own name", v.Name, j)
@@ -143,14 +156,29 @@ func (c *Config) validate(root *yaml.Node) error {
 			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.Key(), j)
 		}
 		keys[v.Key()] = i
-		for _, b := range v.Backends {
-			a, _ := netip.ParseAddr(b.Address)
-			addrs[a.Unmap()] = true
-		}
 	}
 	maxB := c.MaxBackends
 	if maxB == 0 {
 		maxB = DefaultMaxBackends
+	}
+	if uint32(nb) < maxB {
+		return nil // fewer backends listed than slots: the distinct ones fit
+	}
+	// Distinct spellings first (no parse): an address written two ways only counts twice here.
+	spelled := make(map[string]struct{}, nb/2)
+	for i := range c.VIPs {
+		for _, b := range c.VIPs[i].Backends {
+			spelled[b.Address] = struct{}{}
+		}
+	}
+	if uint32(len(spelled)) < maxB {
+		return nil
+	}
+	for i := range c.VIPs {
+		for _, b := range c.VIPs[i].Backends {
+			a, _ := netip.ParseAddr(b.Address)
+			addrs[a.Unmap()] = true
+		}
 	}
 	if uint32(len(addrs)) >= maxB {
 		return l.errf(at("vips"), "%d distinct backend addresses, the maps hold %d: raise max_backends", len(addrs), maxB-1)
@@ -203,7 +231,7 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("health", "timeout"), "%s is longer than the interval %s: make it shorter", h.Timeout.D(), h.Interval.D())
 		}
 	}
-	seen := map[netip.Addr]int{}
+	seen := make(map[netip.Addr]int, len(v.Backends))
 	for j, b := range v.Backends {
 		ba, err := netip.ParseAddr(b.Address)
 		if err != nil || ba.Zone() != "" {

@@ -65,17 +65,22 @@ type Daemon struct {
 	lnk     link.Link
 	adopted bool
 
-	mu      sync.Mutex // guards everything below, and every reconcile
-	cfg     *config.Config
-	rec     *reconcile.Reconciler
-	hm      *health.Manager
-	drains  map[health.Key]*drain
-	bgp     *announcer // nil without a bgp section (announce.go)
-	nh      nexthop.Result
-	nhOK    bool
-	counts  counts
-	sampler sampler
-	store   *storeLink // nil without --store
+	mu          sync.Mutex // guards everything below, and every reconcile
+	cfg         *config.Config
+	rec         *reconcile.Reconciler
+	hm          *health.Manager
+	drains      map[health.Key]*drain
+	bgp         *announcer // nil without a bgp section (announce.go)
+	nh          nexthop.Result
+	nhOK        bool
+	counts      counts
+	sampler     sampler
+	store       *storeLink                 // nil without --store
+	digests     map[uint32]cachedDigest    // ring digests by VIP id (digest.go)
+	warned      *config.Config             // the configuration whose warnings were logged
+	saver       config.Saver               // persists CLI changes, encoding only the VIPs that changed
+	desired     desiredCache               // Desired, kept per VIP (state.go)
+	healthSpecs map[health.Key]health.Spec // the checks last synced
 }
 
 type drain struct {
@@ -140,6 +145,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
+	sigs, err := openRingSigs(fwd, d.set)
+	if err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer sigs.Close()
 	if d.rec, err = reconcile.New(d.set); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
@@ -178,6 +188,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer d.lnk.Close()
 	d.markAttached()
+	if d.opt.ConfigPath != "" {
+		go func() { _, _ = d.saver.Marshal(cfg) }() // warm the per-VIP cache: the first change then encodes one VIP
+	}
+	if err := loader.StampRingSigs(sigs, fwd.Objs.XdpLb); err != nil {
+		d.log.Warn("ring signatures not stamped: the next start rebuilds every ring", "err", err)
+	}
 	linkID, progID := d.ids()
 	d.log.Info("forwarder running", "adopted", d.adopted, "link_id", linkID, "prog_id", progID, "xdp_mode", cfg.XDPMode,
 		"pin_dir", cfg.PinDir, "vips", len(cfg.VIPs), "slots_written", res.SlotsWritten, "gateway", d.nh.Gateway, "next_hop_mac", d.nh.NextHopMAC.String())

@@ -72,7 +72,7 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	if err != nil {
 		return api.ChangeResult{}, err
 	}
-	if err := next.Validate(); err != nil {
+	if err := next.ValidateChange(d.cfg); err != nil {
 		return api.ChangeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
 	res, err := d.switchToLocked(next)
@@ -82,7 +82,7 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	out := api.ChangeResult{Message: msg, SlotsWritten: res.SlotsWritten}
 	d.log.Info("change applied", "change", msg, "slots_written", res.SlotsWritten)
 	if d.opt.ConfigPath != "" {
-		if err := next.Save(d.opt.ConfigPath); err != nil {
+		if err := d.saver.Save(next, d.opt.ConfigPath); err != nil {
 			d.log.Error("persist change", "err", err)
 			out.Message += fmt.Sprintf(" (NOT saved: %v; run `switchyard lb config save --path FILE`)", err)
 		} else {

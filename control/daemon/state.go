@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	stdmaps "maps"
 	"net/netip"
 	"time"
 
@@ -23,40 +24,114 @@ type backendState struct {
 // all_backends_down policy. It is a pure function, unit-tested without maps.
 func Desired(cfg *config.Config, healthy func(health.Key) bool, drainExpired func(health.Key) bool) ([]reconcile.VIP, map[health.Key]backendState) {
 	out := make([]reconcile.VIP, 0, len(cfg.VIPs))
-	states := map[health.Key]backendState{}
+	n := 0
 	for i := range cfg.VIPs {
-		v := &cfg.VIPs[i]
-		anyUp := false
-		for _, b := range v.Backends {
-			if !b.Drained && healthy(health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}) {
-				anyUp = true
-			}
-		}
-		keepAll := !anyUp && cfg.AllBackendsDown != config.AllDownDrop
-		rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags()}
-		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
-			k := health.Key{VIP: v.Name, Backend: a}
-			h := healthy(k)
-			st := backendState{healthy: h}
-			switch {
-			case b.Drained && drainExpired != nil && drainExpired(k):
-				st.state = api.StateDrained
-			case b.Drained:
-				st.state = api.StateDraining
-			case h:
-				st.state, st.inRing = api.StateActive, true
-			case keepAll:
-				st.state, st.inRing = api.StateAllDownKept, true
-			default:
-				st.state = api.StateUnhealthy
-			}
-			states[k] = st
-			rv.Backends = append(rv.Backends, reconcile.Backend{Addr: a, Weight: b.Weight, InRing: st.inRing})
+		n += len(cfg.VIPs[i].Backends)
+	}
+	states := make(map[health.Key]backendState, n)
+	for i := range cfg.VIPs {
+		rv, keys, sts := desiredVIP(&cfg.VIPs[i], cfg.AllBackendsDown, healthy, drainExpired)
+		for j, k := range keys {
+			states[k] = sts[j]
 		}
 		out = append(out, rv)
 	}
 	return out, states
+}
+
+// desiredVIP is Desired for one VIP: its reconcile input, and its backends' keys and states.
+func desiredVIP(v *config.VIP, policy string, healthy func(health.Key) bool, drainExpired func(health.Key) bool) (reconcile.VIP, []health.Key, []backendState) {
+	keys := make([]health.Key, len(v.Backends))
+	up := make([]bool, len(v.Backends))
+	anyUp := false
+	for j, b := range v.Backends {
+		keys[j] = health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
+		up[j] = healthy(keys[j])
+		anyUp = anyUp || (up[j] && !b.Drained)
+	}
+	keepAll := !anyUp && policy != config.AllDownDrop
+	rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags(), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
+	sts := make([]backendState, len(v.Backends))
+	for j, b := range v.Backends {
+		k, h := keys[j], up[j]
+		st := backendState{healthy: h}
+		switch {
+		case b.Drained && drainExpired != nil && drainExpired(k):
+			st.state = api.StateDrained
+		case b.Drained:
+			st.state = api.StateDraining
+		case h:
+			st.state, st.inRing = api.StateActive, true
+		case keepAll:
+			st.state, st.inRing = api.StateAllDownKept, true
+		default:
+			st.state = api.StateUnhealthy
+		}
+		sts[j] = st
+		rv.Backends = append(rv.Backends, reconcile.Backend{Addr: k.Backend, Weight: b.Weight, InRing: st.inRing})
+	}
+	return rv, keys, sts
+}
+
+// desiredCache is Desired kept up to date across changes: a VIP whose configuration is equal to
+// the last one computed, with no health change, check change or drain expiry since (epoch),
+// keeps its reconcile input and its entries of the states map. A change then costs one VIP's
+// work, not 65,536 backends' at 4,096 VIPs of 16. The states map is updated in place (callers
+// read it under the daemon's lock).
+type desiredCache struct {
+	epoch  uint64
+	policy string
+	vips   map[string]*vipMemo
+	states map[health.Key]backendState
+}
+
+type vipMemo struct {
+	cfg   config.VIP
+	epoch uint64
+	rv    reconcile.VIP
+	keys  []health.Key
+}
+
+// invalidate makes every VIP's state be computed again at the next apply (health changed).
+func (c *desiredCache) invalidate() { c.epoch++ }
+
+func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.Key]backendState) {
+	c := &d.desired
+	if c.vips == nil || c.policy != cfg.AllBackendsDown {
+		*c = desiredCache{epoch: c.epoch + 1, policy: cfg.AllBackendsDown, vips: map[string]*vipMemo{}, states: map[health.Key]backendState{}}
+	}
+	out := make([]reconcile.VIP, 0, len(cfg.VIPs))
+	seen := make(map[string]bool, len(cfg.VIPs))
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		seen[v.Name] = true
+		m := c.vips[v.Name]
+		if m == nil || m.epoch != c.epoch || !m.cfg.Equal(*v) {
+			if m != nil {
+				c.drop(m)
+			}
+			rv, keys, sts := desiredVIP(v, cfg.AllBackendsDown, d.hm.Healthy, d.drainExpiredLocked)
+			for j, k := range keys {
+				c.states[k] = sts[j]
+			}
+			m = &vipMemo{cfg: v.Clone(), epoch: c.epoch, rv: rv, keys: keys}
+			c.vips[v.Name] = m
+		}
+		out = append(out, m.rv)
+	}
+	for name, m := range c.vips {
+		if !seen[name] {
+			c.drop(m)
+			delete(c.vips, name)
+		}
+	}
+	return out, c.states
+}
+
+func (c *desiredCache) drop(m *vipMemo) {
+	for _, k := range m.keys {
+		delete(c.states, k)
+	}
 }
 
 func (d *Daemon) drainExpiredLocked(k health.Key) bool {
@@ -84,7 +159,13 @@ func (d *Daemon) switchToLocked(next *config.Config) (reconcile.Result, error) {
 
 // applyLocked reconciles the maps to cfg and keeps the drain timers in step.
 func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
-	want, states := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)
+	if cfg != d.warned {
+		for _, w := range cfg.Warnings() {
+			d.log.Warn("configuration", "warning", w)
+		}
+		d.warned = cfg
+	}
+	want, states := d.desiredLocked(cfg)
 	res, err := d.rec.Apply(want)
 	if err != nil {
 		d.counts.applyErrors++
@@ -99,10 +180,10 @@ func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 	now := time.Now()
 	for _, v := range cfg.VIPs {
 		for _, b := range v.Backends {
-			k := health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
 			if !b.Drained {
 				continue
 			}
+			k := health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
 			seen[k] = true
 			if d.drains[k] == nil {
 				d.drains[k] = &drain{start: now}
@@ -139,6 +220,10 @@ func (d *Daemon) syncHealthLocked() {
 		}
 	}
 	d.hm.Sync(want)
+	if !stdmaps.Equal(want, d.healthSpecs) {
+		d.desired.invalidate() // checks came or went: backends' health may read otherwise
+		d.healthSpecs = want
+	}
 }
 
 // onHealth rebuilds the rings after a backend changed state.
@@ -146,6 +231,7 @@ func (d *Daemon) onHealth(ch health.Change) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.counts.healthChanges++
+	d.desired.invalidate()
 	res, err := d.applyLocked(d.cfg)
 	if ch.Healthy {
 		d.log.Info("backend healthy", "vip", ch.Key.VIP, "backend", ch.Key.Backend, "slots_written", res.SlotsWritten)
@@ -174,6 +260,7 @@ func (d *Daemon) expireDrains(now time.Time) {
 	if len(due) == 0 {
 		return
 	}
+	d.desired.invalidate() // drained, no longer draining
 	for _, k := range due {
 		d.counts.drainsExpired++
 		i, err := d.cfg.FindVIP(k.VIP)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -61,6 +62,17 @@ type Maps interface {
 	ResetBackendStats(id uint32) error
 }
 
+// Signatures is implemented by Maps that keep, beside the rings, the signature of the input
+// each VIP's table was built from (maps.Set with a ring_sigs map, see loader.RingSigs). With it,
+// a restarted reconciler knows which rings are already right and builds none of them; without
+// it, the first Apply builds every ring once (and writes only the slots that differ).
+type Signatures interface {
+	// RingSig is the signature recorded for a VIP id, 0 when unknown.
+	RingSig(vipID uint32) uint64
+	// SetRingSig records it (0: unknown, set before a ring is rewritten).
+	SetRingSig(vipID uint32, sig uint64) error
+}
+
 // Result says what one Apply changed.
 type Result struct {
 	VIPsAdded, VIPsRemoved, VIPsUpdated int
@@ -69,24 +81,45 @@ type Result struct {
 	RingsRebuilt, SlotsWritten int
 	// PrevSlotsWritten counts the slots of previous rings written (second chance).
 	PrevSlotsWritten int
+	// TablesBuilt counts the Maglev tables computed: only VIPs whose in-ring backends (address,
+	// id, weight) changed, or whose ring was not known yet, are built.
+	TablesBuilt int
 }
 
 // Changed reports whether anything was written.
-func (r Result) Changed() bool { return r != Result{} }
+func (r Result) Changed() bool {
+	r.TablesBuilt = 0
+	return r != Result{}
+}
 
-// Reconciler owns the ids and a copy of every ring as last written.
+// Reconciler owns the ids and, per VIP, the signature of the table its ring holds. It keeps no
+// copy of any ring: the rings are read through their memory maps when a table changes.
 type Reconciler struct {
 	m          Maps
+	sigStore   Signatures // nil when m keeps no signatures
 	vipIDs     map[maps.VIPKey]uint32
 	vipFlags   map[maps.VIPKey]maps.VIPFlags
 	backendIDs map[netip.Addr]uint32
-	rings      map[uint32][]uint32
-	// prev is every previous ring as last written, and prevSince when it was set (the start of
-	// this reconciler for rings read back from the maps).
-	prev      map[uint32][]uint32
+	backendAt  map[uint32]netip.Addr
+	vipIDsUsed idSet
+	beIDsUsed  idSet
+	// last is every wanted VIP's backends as the last Apply gave them, refs the number of those
+	// VIPs listing each address; dirty says the last Apply did not finish (count again), sweep
+	// that every backend slot must be checked for removal once.
+	last         map[maps.VIPKey]*lastInput
+	refs         map[netip.Addr]int
+	dirty, sweep bool
+	// sigs is the signature of the table each VIP id's ring holds (absent: unknown).
+	sigs map[uint32]uint64
+	// prevSince is when each previous ring that may hold candidates was set (the start of this
+	// reconciler for rings read back from the maps); absent means known empty.
 	prevSince map[uint32]time.Time
 	retire    time.Duration
 	now       func() time.Time
+	// version counts, per VIP id, the writes to its ring and previous ring, and epoch the
+	// backend ids freed: together they say when a digest of a ring must be computed again.
+	version map[uint32]uint64
+	epoch   uint64
 	// stale are extra slots found holding an address that already has one; Apply empties them.
 	stale []uint32
 }
@@ -94,15 +127,25 @@ type Reconciler struct {
 // New reads the ids that the maps hold (from an earlier run, or none).
 func New(m Maps) (*Reconciler, error) {
 	r := &Reconciler{m: m, vipIDs: map[maps.VIPKey]uint32{}, vipFlags: map[maps.VIPKey]maps.VIPFlags{},
-		backendIDs: map[netip.Addr]uint32{}, rings: map[uint32][]uint32{},
-		prev: map[uint32][]uint32{}, prevSince: map[uint32]time.Time{}, now: time.Now}
+		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{}, dirty: true,
+		vipIDsUsed: newIDSet(0, m.MaxVIPs()), beIDsUsed: newIDSet(1, m.MaxBackends()),
+		sigs: map[uint32]uint64{}, prevSince: map[uint32]time.Time{}, version: map[uint32]uint64{}, now: time.Now}
+	r.sigStore, _ = m.(Signatures)
 	vips, err := m.VIPs()
 	if err != nil {
 		return nil, fmt.Errorf("read back vips: %w", err)
 	}
+	start := r.now()
 	for _, v := range vips {
 		r.vipIDs[v.Key] = v.ID
 		r.vipFlags[v.Key] = v.Flags
+		r.vipIDsUsed.add(v.ID)
+		r.prevSince[v.ID] = start
+		if r.sigStore != nil {
+			if sig := r.sigStore.RingSig(v.ID); sig != 0 {
+				r.sigs[v.ID] = sig
+			}
+		}
 	}
 	bes, err := m.Backends()
 	if err != nil {
@@ -115,13 +158,20 @@ func New(m Maps) (*Reconciler, error) {
 			// and let Apply free the other.
 			if old < b.ID {
 				r.stale = append(r.stale, b.ID)
+				r.beIDsUsed.add(b.ID)
 				continue
 			}
 			r.stale = append(r.stale, old)
 		}
-		r.backendIDs[a] = b.ID
+		r.setBackend(a, b.ID)
 	}
 	return r, nil
+}
+
+func (r *Reconciler) setBackend(a netip.Addr, id uint32) {
+	r.backendIDs[a] = id
+	r.backendAt[id] = a
+	r.beIDsUsed.add(id)
 }
 
 // VIPID returns a VIP's id.
@@ -138,33 +188,30 @@ func (r *Reconciler) BackendID(a netip.Addr) (uint32, bool) {
 
 // BackendAddr is the inverse of BackendID.
 func (r *Reconciler) BackendAddr(id uint32) (netip.Addr, bool) {
-	for a, i := range r.backendIDs {
-		if i == id {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
+	a, ok := r.backendAt[id]
+	return a, ok
 }
 
-// Ring returns the ring of a VIP as last written (read from the map the first time).
-func (r *Reconciler) Ring(id uint32) ([]uint32, error) {
-	if t, ok := r.rings[id]; ok {
-		return t, nil
-	}
-	t, err := r.m.Ring(id)
-	if err != nil {
-		return nil, err
-	}
-	r.rings[id] = t
-	return t, nil
-}
+// Ring returns the ring of a VIP as the map holds it (a copy).
+func (r *Reconciler) Ring(id uint32) ([]uint32, error) { return r.m.Ring(id) }
+
+// PrevRing returns the previous ring of a VIP as the map holds it (a copy).
+func (r *Reconciler) PrevRing(id uint32) ([]uint32, error) { return r.m.PrevRing(id) }
+
+// Version changes whenever the ring or previous ring of the VIP id may hold other backends than
+// before (a write, or a backend id freed): a digest of the rings computed at one version holds
+// until the next.
+func (r *Reconciler) Version(id uint32) [2]uint64 { return [2]uint64{r.version[id], r.epoch} }
 
 // Apply makes the maps hold exactly desired. On error the maps may be partly updated; a later
 // Apply with a correct state repairs them (every step compares with what is there).
+//
+// Only the VIPs whose table input changed are built: each VIP's signature (its in-ring
+// backends' addresses, ids and weights, and the ring size) is compared with the one its ring was
+// built from, so a drain or a new VIP costs one table, not one per VIP.
 func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	var res Result
-	want := map[maps.VIPKey]*VIP{}
-	addrs := map[netip.Addr]bool{}
+	want := make(map[maps.VIPKey]*VIP, len(desired))
 	for i := range desired {
 		v := &desired[i]
 		v.Key.Addr = v.Key.Addr.Unmap()
@@ -172,186 +219,336 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 			return res, fmt.Errorf("apply: vip %s given twice", v.Key)
 		}
 		want[v.Key] = v
-		for _, b := range v.Backends {
-			addrs[b.Addr.Unmap()] = true
-		}
 	}
 	if uint32(len(want)) > r.m.MaxVIPs() {
 		return res, fmt.Errorf("apply: %d VIPs, the maps hold %d: raise max_vips (needs `lb detach` and a restart)", len(want), r.m.MaxVIPs())
 	}
+	if r.dirty {
+		// The last Apply failed (or none ran): count every VIP's backends again.
+		r.last, r.refs, r.sweep = map[maps.VIPKey]*lastInput{}, map[netip.Addr]int{}, true
+	}
+	r.dirty = true
+	fresh, zeroed := r.countBackends(want)
+	if err := r.addBackends(fresh, &res); err != nil {
+		return res, err
+	}
+	if err := r.removeVIPs(want, &res); err != nil {
+		return res, err
+	}
+	if err := r.putVIPs(want, &res); err != nil {
+		return res, err
+	}
+	if err := r.removeBackends(zeroed, &res); err != nil {
+		return res, err
+	}
+	r.dirty = false
+	return res, nil
+}
 
-	// 1. Backend slots for every address any VIP lists, before any ring refers to them.
-	for _, a := range sortedAddrs(addrs) {
-		if _, ok := r.backendIDs[a]; ok {
+// lastInput is a VIP's backends as the last Apply gave them, and the signature computed from
+// them (0: not yet).
+type lastInput struct {
+	backends []Backend
+	sig      uint64
+}
+
+// countBackends keeps, per address, the number of wanted VIPs that list it, looking only at the
+// VIPs whose backends changed since the last Apply (a change costs its VIP, not every backend of
+// every VIP). It returns the addresses listed now that have no slot yet, and those no VIP lists
+// any more.
+func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []netip.Addr) {
+	drop := func(bs []Backend) {
+		for _, b := range bs {
+			a := b.Addr.Unmap()
+			if r.refs[a]--; r.refs[a] <= 0 {
+				zeroed = append(zeroed, a)
+			}
+		}
+	}
+	for k, v := range want {
+		old := r.last[k]
+		if old != nil && slices.Equal(old.backends, v.Backends) {
 			continue
 		}
-		id, err := r.freeBackendID()
-		if err != nil {
-			return res, err
+		if old != nil {
+			drop(old.backends)
+		}
+		for _, b := range v.Backends {
+			a := b.Addr.Unmap()
+			if r.refs[a]++; r.refs[a] == 1 {
+				if _, ok := r.backendIDs[a]; !ok {
+					fresh = append(fresh, a)
+				}
+			}
+		}
+		r.last[k] = &lastInput{backends: slices.Clone(v.Backends)}
+	}
+	for k, old := range r.last {
+		if _, ok := want[k]; !ok {
+			drop(old.backends)
+			delete(r.last, k)
+		}
+	}
+	return fresh, zeroed
+}
+
+// addBackends gives a backend slot to every address any VIP lists, before any ring refers to it.
+func (r *Reconciler) addBackends(fresh []netip.Addr, res *Result) error {
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Less(fresh[j]) })
+	for _, a := range fresh {
+		if _, ok := r.backendIDs[a]; ok || r.refs[a] <= 0 {
+			continue // given twice, or listed no more
+		}
+		id, ok := r.beIDsUsed.free()
+		if !ok {
+			return errors.New("apply: every backend id is in use: raise max_backends")
 		}
 		if err := r.m.ResetBackendStats(id); err != nil {
-			return res, fmt.Errorf("apply: %w", err)
+			return fmt.Errorf("apply: %w", err)
 		}
 		if err := r.m.PutBackend(maps.Backend{ID: id, Addr: a}); err != nil {
-			return res, fmt.Errorf("apply: %w", err)
+			return fmt.Errorf("apply: %w", err)
 		}
-		r.backendIDs[a] = id
+		r.setBackend(a, id)
 		res.BackendsAdded++
 	}
+	return nil
+}
 
-	// 2. VIPs gone: out of the vips map first (no new packet matches), then their rings cleared
-	// so that a later VIP given the same id starts from an empty ring.
-	for _, k := range sortedKeys(r.vipIDs) {
-		if _, ok := want[k]; ok {
-			continue
+// removeVIPs takes the VIPs not wanted out of the vips map first (no new packet matches), then
+// clears their rings so that a later VIP given the same id starts from an empty ring.
+func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
+	var gone []maps.VIPKey
+	for k := range r.vipIDs {
+		if _, ok := want[k]; !ok {
+			gone = append(gone, k)
 		}
+	}
+	sortKeys(gone)
+	for _, k := range gone {
 		id := r.vipIDs[k]
 		if err := r.m.DeleteVIP(k); err != nil {
-			return res, fmt.Errorf("apply: %w", err)
+			return fmt.Errorf("apply: %w", err)
 		}
 		delete(r.vipIDs, k)
 		delete(r.vipFlags, k)
+		r.vipIDsUsed.remove(id)
 		res.VIPsRemoved++
-		n, pn, err := r.writeRing(id, make([]uint32, r.m.RingSize()), false)
+		n, pn, err := r.writeRing(id, make([]uint32, r.m.RingSize()), false, 0)
 		res.PrevSlotsWritten += pn
-		if err != nil {
-			return res, err
-		}
 		res.SlotsWritten += n
+		if err != nil {
+			return err
+		}
 	}
+	return nil
+}
 
-	// 3. VIPs wanted: ring first, then the vips entry, so a new VIP never sees a stale ring.
-	for _, k := range sortedKeys(want) {
+// putVIPs writes the wanted VIPs: ring first, then the vips entry, so a new VIP never sees a
+// stale ring. Tables are built only for VIPs whose signature changed, in parallel, and written in
+// key order as they come.
+func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
+	keys := make([]maps.VIPKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	var jobs []buildJob
+	for _, k := range keys {
 		v := want[k]
-		id, known := r.vipIDs[k]
-		if !known {
-			var err error
-			if id, err = r.freeVIPID(); err != nil {
-				return res, err
+		_, known := r.vipFlags[k] // in the vips map
+		id, has := r.vipIDs[k]
+		if !has {
+			var ok bool
+			if id, ok = r.vipIDsUsed.free(); !ok {
+				return errors.New("apply: every VIP id is in use: raise max_vips")
 			}
 			if err := r.m.ResetVIPStats(id); err != nil {
-				return res, fmt.Errorf("apply: %w", err)
+				return fmt.Errorf("apply: %w", err)
 			}
+			// Taken now, so that the next new VIP gets the next id; put in the map below.
+			r.vipIDsUsed.add(id)
+			r.vipIDs[k] = id
 		}
-		table, err := r.build(v)
-		if err != nil {
-			return res, err
+		sig := r.last[k].sig
+		if sig == 0 {
+			sig = r.signature(v, r.m.RingSize())
+			r.last[k].sig = sig
 		}
-		n, pn, err := r.writeRing(id, table, true)
-		res.PrevSlotsWritten += pn
-		if err != nil {
-			return res, err
-		}
-		if n > 0 {
-			res.RingsRebuilt++
-			res.SlotsWritten += n
-		}
-		if !known || r.vipFlags[k] != v.Flags {
-			if err := r.m.PutVIP(maps.VIP{Key: k, ID: id, Flags: v.Flags}); err != nil {
-				return res, fmt.Errorf("apply: %w", err)
+		if got, ok := r.sigs[id]; ok && got == sig {
+			if err := r.putVIP(k, id, v.Flags, known, res); err != nil {
+				return err
 			}
-			if known {
-				res.VIPsUpdated++
-			} else {
-				res.VIPsAdded++
-			}
-			r.vipIDs[k], r.vipFlags[k] = id, v.Flags
-		}
-	}
-
-	// 4. Backend slots no VIP lists any more: emptied last, after no ring points at them; their
-	// flows re-hash on their next packet.
-	for _, a := range sortedAddrs(keysOf(r.backendIDs)) {
-		if addrs[a] {
 			continue
 		}
-		if err := r.m.DeleteBackend(r.backendIDs[a]); err != nil {
-			return res, fmt.Errorf("apply: %w", err)
+		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, vip: v, sig: sig})
+	}
+	return r.buildAndWrite(jobs, res)
+}
+
+// putVIP writes a VIP's entry when it is new or its flags changed.
+func (r *Reconciler) putVIP(k maps.VIPKey, id uint32, flags maps.VIPFlags, known bool, res *Result) error {
+	if known && r.vipFlags[k] == flags {
+		return nil
+	}
+	if err := r.m.PutVIP(maps.VIP{Key: k, ID: id, Flags: flags}); err != nil {
+		if !known {
+			// Not in the map: give the id back, so that a later Apply starts clean.
+			delete(r.vipIDs, k)
+			r.vipIDsUsed.remove(id)
+		}
+		return fmt.Errorf("apply: %w", err)
+	}
+	if known {
+		res.VIPsUpdated++
+	} else {
+		res.VIPsAdded++
+	}
+	r.vipFlags[k] = flags
+	return nil
+}
+
+// removeBackends empties, last, the backend slots no VIP lists any more, after no ring points
+// at them; their flows re-hash on their next packet.
+func (r *Reconciler) removeBackends(zeroed []netip.Addr, res *Result) error {
+	if r.sweep {
+		// After a full count every slot is a candidate (slots read back no VIP lists).
+		zeroed = zeroed[:0]
+		for a := range r.backendIDs {
+			zeroed = append(zeroed, a)
+		}
+		r.sweep = false
+	}
+	var gone []netip.Addr
+	for _, a := range zeroed {
+		if _, has := r.backendIDs[a]; has && r.refs[a] <= 0 && !slices.Contains(gone, a) {
+			gone = append(gone, a)
+		}
+		if r.refs[a] <= 0 {
+			delete(r.refs, a)
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i].Less(gone[j]) })
+	for _, a := range gone {
+		id := r.backendIDs[a]
+		if err := r.m.DeleteBackend(id); err != nil {
+			return fmt.Errorf("apply: %w", err)
 		}
 		delete(r.backendIDs, a)
+		delete(r.backendAt, id)
+		r.beIDsUsed.remove(id)
+		r.epoch++
 		res.BackendsRemoved++
 	}
 	for _, id := range r.stale {
 		if err := r.m.DeleteBackend(id); err != nil {
-			return res, fmt.Errorf("apply: %w", err)
+			return fmt.Errorf("apply: %w", err)
 		}
+		if _, live := r.backendAt[id]; !live {
+			r.beIDsUsed.remove(id)
+		}
+		r.epoch++
 		res.BackendsRemoved++
 	}
 	r.stale = nil
-	return res, nil
+	return nil
 }
 
-// build computes a VIP's Maglev table from its in-ring backends.
-func (r *Reconciler) build(v *VIP) ([]uint32, error) {
-	var bs []maglev.Backend
+// tableInput lists a VIP's backends as the table build wants them: every listed backend of
+// positive weight, and which of them are out of the ring (drained, unhealthy).
+func (r *Reconciler) tableInput(v *VIP) []tableBackend {
+	var bs []tableBackend
 	for _, b := range v.Backends {
-		if !b.InRing || b.Weight == 0 {
+		if b.Weight == 0 {
 			continue
 		}
 		a := b.Addr.Unmap()
-		bs = append(bs, maglev.Backend{ID: r.backendIDs[a], Identity: a.String(), Weight: b.Weight})
+		bs = append(bs, tableBackend{Backend: maglev.Backend{ID: r.backendIDs[a], Identity: a.String(), Weight: b.Weight}, out: !b.InRing})
 	}
-	t, err := maglev.Build(bs, uint64(r.m.RingSize()))
-	if err != nil {
-		return nil, fmt.Errorf("apply: vip %s: %w", v.Key, err)
-	}
-	return t, nil
+	return bs
 }
 
 // writeRing makes a VIP's ring equal to table. With rotate, a ring that changes leaves its old
 // table in the previous ring (written first, so that a packet never pairs the new ring with a
-// stale previous one); without, the previous ring is emptied with it (a VIP that goes).
-func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool) (int, int, error) {
-	old, err := r.Ring(id)
+// stale previous one); without, the previous ring is emptied with it (a VIP that goes). The
+// signature is unknown while the ring is written and sig (0: none) once it is.
+func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint64) (int, int, error) {
+	if rot, ok := r.m.(rotator); ok && rotate {
+		// The same steps in the maps' memory, without copying the rings out.
+		if err := r.setSig(id, 0); err != nil {
+			return 0, 0, err
+		}
+		n, pn, err := rot.RotateRing(id, table)
+		if n > 0 || pn > 0 {
+			r.version[id]++
+			r.prevSince[id] = r.now()
+		}
+		if err != nil {
+			return n, pn, fmt.Errorf("apply: %w", err)
+		}
+		return n, pn, r.setSig(id, sig)
+	}
+	old, err := r.m.Ring(id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("apply: %w", err)
 	}
 	if equal(old, table) {
-		return 0, 0, nil
+		return 0, 0, r.setSig(id, sig)
 	}
-	next := make([]uint32, len(table))
+	if err := r.setSig(id, 0); err != nil {
+		return 0, 0, err
+	}
+	var next []uint32
 	if rotate {
-		copy(next, old)
+		next = old
+	} else {
+		next = make([]uint32, len(table))
 	}
 	pn, err := r.writePrev(id, next)
 	if err != nil {
 		return 0, pn, err
 	}
 	n, err := r.m.WriteRing(id, old, table)
+	r.version[id]++
 	if err != nil {
-		delete(r.rings, id) // unknown now: read it again next time
 		return n, pn, fmt.Errorf("apply: %w", err)
 	}
-	r.rings[id] = table
-	return n, pn, nil
+	return n, pn, r.setSig(id, sig)
 }
 
-// PrevRing returns the previous ring of a VIP as last written (read from the map the first time).
-func (r *Reconciler) PrevRing(id uint32) ([]uint32, error) {
-	if t, ok := r.prev[id]; ok {
-		return t, nil
+// rotator is implemented by Maps that rotate a ring into the previous ring in place
+// (maps.Set.RotateRing).
+type rotator interface {
+	RotateRing(vipID uint32, table []uint32) (n, pn int, err error)
+}
+
+// setSig records the signature of a VIP's ring, in memory and, when the maps keep them, there.
+func (r *Reconciler) setSig(id uint32, sig uint64) error {
+	if sig == 0 {
+		delete(r.sigs, id)
+	} else {
+		r.sigs[id] = sig
 	}
-	t, err := r.m.PrevRing(id)
-	if err != nil {
-		return nil, err
+	if r.sigStore == nil {
+		return nil
 	}
-	r.prev[id] = t
-	r.prevSince[id] = r.now()
-	return t, nil
+	if err := r.sigStore.SetRingSig(id, sig); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	return nil
 }
 
 func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
-	old, err := r.PrevRing(id)
+	n, err := r.m.WritePrevRing(id, nil, table)
+	r.version[id]++
 	if err != nil {
-		return 0, fmt.Errorf("apply: %w", err)
-	}
-	n, err := r.m.WritePrevRing(id, old, table)
-	if err != nil {
-		delete(r.prev, id)
 		return n, fmt.Errorf("apply: previous ring: %w", err)
 	}
-	r.prev[id] = table
-	r.prevSince[id] = r.now()
+	if isZero(table) {
+		delete(r.prevSince, id)
+	} else {
+		r.prevSince[id] = r.now()
+	}
 	return n, nil
 }
 
@@ -359,19 +556,18 @@ func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
 // mid-stream miss is sent on to it any more (a drain that timed out cuts its flows). It returns
 // the slots written.
 func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
-	t, err := r.PrevRing(vipID)
+	t, err := r.m.PrevRing(vipID)
 	if err != nil {
 		return 0, err
 	}
-	next := append([]uint32(nil), t...)
-	for i, id := range next {
+	for i, id := range t {
 		if id == backendID {
-			next[i] = 0
+			t[i] = 0
 		}
 	}
 	since, had := r.prevSince[vipID]
-	n, err := r.writePrev(vipID, next)
-	if had {
+	n, err := r.writePrev(vipID, t)
+	if _, still := r.prevSince[vipID]; had && still {
 		r.prevSince[vipID] = since // a removal is no new change: the retirement time stands
 	}
 	return n, err
@@ -382,21 +578,22 @@ func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
 func (r *Reconciler) SetRetirePrevious(d time.Duration) { r.retire = d }
 
 // RetirePrevious empties the previous rings set longer ago than the retirement time (none when
-// it is 0) and returns the slots written. The daemon calls it every second.
+// it is 0) and returns the slots written. The daemon calls it every second; it reads only the
+// previous rings that may hold candidates and are due.
 func (r *Reconciler) RetirePrevious(now time.Time) (int, error) {
 	if r.retire <= 0 {
 		return 0, nil
 	}
+	var due []uint32
+	for id, since := range r.prevSince {
+		if now.Sub(since) >= r.retire {
+			due = append(due, id)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
 	total := 0
-	for _, id := range sortedIDs(r.vipIDs) {
-		t, err := r.PrevRing(id)
-		if err != nil {
-			return total, err
-		}
-		if now.Sub(r.prevSince[id]) < r.retire || isZero(t) {
-			continue
-		}
-		n, err := r.writePrev(id, make([]uint32, len(t)))
+	for _, id := range due {
+		n, err := r.writePrev(id, make([]uint32, r.m.RingSize()))
 		total += n
 		if err != nil {
 			return total, err
@@ -426,63 +623,17 @@ func isZero(t []uint32) bool {
 	return true
 }
 
-func sortedIDs(m map[maps.VIPKey]uint32) []uint32 {
-	out := make([]uint32, 0, len(m))
-	for _, id := range m {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+func sortKeys(ks []maps.VIPKey) {
+	sort.Slice(ks, func(i, j int) bool { return keyLess(ks[i], ks[j]) })
 }
 
-func (r *Reconciler) freeVIPID() (uint32, error) {
-	used := map[uint32]bool{}
-	for _, id := range r.vipIDs {
-		used[id] = true
+// keyLess orders VIP keys by address, port and protocol.
+func keyLess(a, b maps.VIPKey) bool {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c < 0
 	}
-	for id := uint32(0); id < r.m.MaxVIPs(); id++ {
-		if !used[id] {
-			return id, nil
-		}
+	if a.Port != b.Port {
+		return a.Port < b.Port
 	}
-	return 0, errors.New("apply: every VIP id is in use: raise max_vips")
-}
-
-func (r *Reconciler) freeBackendID() (uint32, error) {
-	used := map[uint32]bool{}
-	for _, id := range r.backendIDs {
-		used[id] = true
-	}
-	for id := uint32(1); id < r.m.MaxBackends(); id++ {
-		if !used[id] {
-			return id, nil
-		}
-	}
-	return 0, errors.New("apply: every backend id is in use: raise max_backends")
-}
-
-func keysOf(m map[netip.Addr]uint32) map[netip.Addr]bool {
-	out := make(map[netip.Addr]bool, len(m))
-	for a := range m {
-		out[a] = true
-	}
-	return out
-}
-
-func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
-	out := make([]netip.Addr, 0, len(m))
-	for a := range m {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
-	return out
-}
-
-func sortedKeys[V any](m map[maps.VIPKey]V) []maps.VIPKey {
-	out := make([]maps.VIPKey, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	return a.Proto < b.Proto
 }

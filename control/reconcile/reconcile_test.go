@@ -22,6 +22,9 @@ type memMaps struct {
 	rings    map[uint32][]uint32
 	prev     map[uint32][]uint32
 	writes   int
+	// ringWrites counts the ring slots written per VIP id; maxV and maxB override the sizes.
+	ringWrites map[uint32]int
+	maxV, maxB uint32
 }
 
 func newMem() *memMaps {
@@ -29,9 +32,19 @@ func newMem() *memMaps {
 		prev: map[uint32][]uint32{}}
 }
 
-func (m *memMaps) RingSize() uint32    { return ringSize }
-func (m *memMaps) MaxVIPs() uint32     { return 8 }
-func (m *memMaps) MaxBackends() uint32 { return 64 }
+func (m *memMaps) RingSize() uint32 { return ringSize }
+func (m *memMaps) MaxVIPs() uint32 {
+	if m.maxV != 0 {
+		return m.maxV
+	}
+	return 8
+}
+func (m *memMaps) MaxBackends() uint32 {
+	if m.maxB != 0 {
+		return m.maxB
+	}
+	return 64
+}
 func (m *memMaps) VIPs() ([]maps.VIP, error) {
 	var out []maps.VIP
 	for _, v := range m.vips {
@@ -53,7 +66,12 @@ func (m *memMaps) Backends() ([]maps.Backend, error) {
 func (m *memMaps) Ring(id uint32) ([]uint32, error)     { return readMem(m.rings, id), nil }
 func (m *memMaps) PrevRing(id uint32) ([]uint32, error) { return readMem(m.prev, id), nil }
 func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
-	return m.writeMem(m.rings, id, old, table), nil
+	n := m.writeMem(m.rings, id, old, table)
+	if m.ringWrites == nil {
+		m.ringWrites = map[uint32]int{}
+	}
+	m.ringWrites[id] += n
+	return n, nil
 }
 func (m *memMaps) WritePrevRing(id uint32, old, table []uint32) (int, error) {
 	return m.writeMem(m.prev, id, old, table), nil
@@ -92,13 +110,13 @@ func checkRing(t *testing.T, m Maps, r *Reconciler, v VIP) {
 		t.Fatalf("vip %s has no id", v.Key)
 	}
 	var bs []maglev.Backend
+	out := map[uint32]bool{}
 	for _, b := range v.Backends {
-		if b.InRing {
-			bid, _ := r.BackendID(b.Addr)
-			bs = append(bs, maglev.Backend{ID: bid, Identity: b.Addr.String(), Weight: b.Weight})
-		}
+		bid, _ := r.BackendID(b.Addr)
+		bs = append(bs, maglev.Backend{ID: bid, Identity: b.Addr.String(), Weight: b.Weight})
+		out[bid] = !b.InRing
 	}
-	want, err := maglev.Build(bs, uint64(m.RingSize()))
+	want, err := maglev.BuildDrained(bs, func(b maglev.Backend) bool { return out[b.ID] }, uint64(m.RingSize()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +212,10 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 		t.Fatalf("apply after restart: %+v %v", res, err)
 	}
 	r, m = r2, m2
+	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
+		t.Fatal("web's previous ring changed across a restart")
+	}
+	drainedTable, _ := m.Ring(webID)
 
 	// Remove 198.18.3.2 from web: its slot empties (flows re-hash). Remove dns: 198.18.3.1
 	// stays (web lists it), dns's id frees and its ring clears.
@@ -219,10 +241,11 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 	if prev, _ := m.PrevRing(dnsID); !isZero(prev) {
 		t.Fatal("removed vip's previous ring not emptied: a VIP given its id would carry its backends")
 	}
-	// The previous ring survives the restart, and removing a backend that was out of the ring
-	// leaves the table, so the previous ring too, as they were.
-	if prev, _ := m.PrevRing(webID); !equal(prev, before) {
-		t.Fatal("web's previous ring changed across a restart and a change that kept its table")
+	// Removing a backend that was out of the ring rebuilds the table without it in the base (a
+	// drain moved only its slots; see maglev.BuildDrained): the drained table is the previous.
+	checkRing(t, m, r, web)
+	if prev, _ := m.PrevRing(webID); !equal(prev, drainedTable) {
+		t.Fatal("after removing the drained backend, web's previous ring is not the drained table")
 	}
 	vs, _ := m.VIPs()
 	if len(vs) != 1 || vs[0].Key != web.Key {

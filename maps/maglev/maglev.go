@@ -83,37 +83,67 @@ func Build(backends []Backend, size uint64) ([]uint32, error) {
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Identity < bs[j].Identity })
 
+	fill(table, bs, maxW)
+	return table, nil
+}
+
+// fill places every backend's turns in table (Maglev's population loop). Each backend walks its
+// permutation offset, offset+skip, ... (mod size) kept as a running position (an addition and a
+// conditional subtraction instead of a multiplication and a 64-bit division per probe); with
+// equal weights every backend takes one turn a round and the weight credits are skipped. The
+// table is the one the textbook loop gives, slot for slot.
+func fill(table []uint32, bs []Backend, maxW uint32) {
+	size := uint64(len(table))
 	n := len(bs)
-	offset := make([]uint64, n)
+	pos := make([]uint64, n)
 	skip := make([]uint64, n)
-	next := make([]uint64, n)
 	credit := make([]float64, n)
+	share := make([]float64, n)
+	equalW := true
 	for i, b := range bs {
-		offset[i] = hash64(1, b.Identity) % size
+		pos[i] = hash64(1, b.Identity) % size
 		skip[i] = hash64(2, b.Identity)%(size-1) + 1
+		share[i] = float64(b.Weight) / float64(maxW)
+		equalW = equalW && b.Weight == maxW
 	}
-	filled := make([]bool, size)
-	var placed uint64
+	// filled is a bitmap (8 KiB for 65537 slots, so it stays in the first-level cache: most of
+	// the time goes to probing taken slots near the end of the fill).
+	filled := make([]uint64, (size+63)/64)
+	// take places backend i's next turn: the first free slot on its permutation from pos[i].
+	take := func(i int) {
+		c, sk := pos[i], skip[i]
+		for filled[c>>6]&(1<<(c&63)) != 0 {
+			if c += sk; c >= size {
+				c -= size
+			}
+		}
+		filled[c>>6] |= 1 << (c & 63)
+		table[c] = bs[i].ID
+		if c += skip[i]; c >= size {
+			c -= size
+		}
+		pos[i] = c
+	}
+	placed := uint64(0)
 	for placed < size {
 		for i := range bs {
+			if equalW {
+				take(i)
+				if placed++; placed == size {
+					return
+				}
+				continue
+			}
 			// Weighted Maglev: each round a backend earns weight/maxWeight turns, so shares
 			// follow weights while the fill order stays interleaved (good spread on change).
-			credit[i] += float64(bs[i].Weight) / float64(maxW)
+			credit[i] += share[i]
 			for credit[i] >= 1 && placed < size {
 				credit[i]--
-				c := (offset[i] + next[i]*skip[i]) % size
-				for filled[c] {
-					next[i]++
-					c = (offset[i] + next[i]*skip[i]) % size
-				}
-				filled[c] = true
-				table[c] = bs[i].ID
-				next[i]++
+				take(i)
 				placed++
 			}
 		}
 	}
-	return table, nil
 }
 
 // Diff lists the slots whose value differs between two tables of the same size.
@@ -134,4 +164,61 @@ func Shares(table []uint32) map[uint32]int {
 		m[id]++
 	}
 	return m
+}
+
+// BuildDrained is the table of a backend set some of whose members take no new flow (drained,
+// unhealthy): the table of every listed backend, with the slots of those out of the ring given
+// to what the table of the others holds there. A drain then moves exactly the drained backend's
+// slots, 1/N of the table (a plain rebuild without it moves several times that once the table
+// is under about 1,000 slots a backend: 7x at 1,000 backends in 65537 slots), and an undrain
+// moves them back. The result is still a function of the set and its in-ring subset alone, so
+// every node that knows the same backends computes the same table. With no backend out,
+// BuildDrained is Build.
+func BuildDrained(listed []Backend, out func(Backend) bool, size uint64) ([]uint32, error) {
+	var in []Backend
+	drained := map[uint32]bool{}
+	for _, b := range listed {
+		if b.Weight == 0 {
+			continue
+		}
+		if out(b) {
+			drained[b.ID] = true
+			continue
+		}
+		in = append(in, b)
+	}
+	if len(drained) == 0 || len(in) == 0 {
+		return Build(in, size)
+	}
+	full, err := Build(listed, size)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := Build(in, size)
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range full {
+		if drained[id] {
+			full[i] = rest[i]
+		}
+	}
+	return full, nil
+}
+
+// MinSlotsPerBackend is the table size per backend below which shares drift from their ideal by
+// more than about 1% (Maglev's own advice: a table at least 100 times the backends).
+const MinSlotsPerBackend = 100
+
+// SizeFor returns the smallest prime table size of at least MinSlotsPerBackend slots per backend
+// for n backends, and never below DefaultSize.
+func SizeFor(n int) uint64 {
+	s := uint64(n) * MinSlotsPerBackend
+	if s < DefaultSize {
+		return DefaultSize
+	}
+	for !big.NewInt(int64(s)).ProbablyPrime(20) {
+		s++
+	}
+	return s
 }
