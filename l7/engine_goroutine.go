@@ -31,6 +31,8 @@ type goConn struct {
 	*clientConn
 	c      net.Conn
 	active atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
+	// pinned: an event loop handed this connection over; it is not moved back (tlsToLoop).
+	pinned bool
 }
 
 // serveFast accepts connections on ln and serves them on the event loops (a plain TCP
@@ -79,6 +81,9 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c}
 	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
+	if s.tlsToLoop(gc) {
+		return // a TLS connection, handshaken: an event loop serves it
+	}
 	if !s.track(gc, true) {
 		c.Close()
 		s.conns.done()

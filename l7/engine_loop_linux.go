@@ -3,6 +3,7 @@
 package l7
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -115,6 +116,10 @@ type loopConn struct {
 	pend     []byte // response bytes the client has not taken yet
 	deadline time.Time
 	started  bool // a byte of the next request head has arrived
+
+	// TLS connections (engine_loop_tls_linux.go): crypto/tls over a wire the loop feeds.
+	tls  *tls.Conn
+	wire *tlsWire
 
 	// the request in progress
 	rq         routed
@@ -334,7 +339,10 @@ func (s *Server) serveLoop(ln *net.TCPListener, scheme string, fb *h1.Handover) 
 // between requests. It returns how many client connections the loops still own.
 func (s *Server) closeLoops(all bool) int {
 	n := 0
-	for _, l := range s.loops {
+	s.mu.Lock()
+	loops := s.loops // TLS connections can start the loops at any time (tlsToLoop)
+	s.mu.Unlock()
+	for _, l := range loops {
 		l.do(func() {
 			for _, ll := range l.lns {
 				unix.Close(ll.fd) // closing the descriptor also takes it off epoll
@@ -551,6 +559,12 @@ func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
 	c.clientConn = newClientConn(l.s, c, sockaddrToTCP(sa), ll.scheme, ll.fb)
 	c.in = h1.Reader{Buf: make([]byte, 4<<10)}
+	l.register(c)
+}
+
+// register puts a new client connection on the loop's epoll and serves what it has.
+func (l *evLoop) register(c *loopConn) {
+	nfd := c.fd
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
 		l.s.conns.done()
@@ -609,6 +623,9 @@ func (l *evLoop) abort(c *loopConn, code int) {
 		l.endRequest(c, code)
 	}
 	l.forget(c)
+	if c.tls != nil && code == 0 {
+		c.closeNotify()
+	}
 	unix.Close(c.fd)
 	l.s.conns.done()
 }
@@ -655,6 +672,10 @@ func (c *loopConn) send(b []byte) {
 	if c.gone {
 		return
 	}
+	if c.tls != nil {
+		c.sendTLS(b)
+		return
+	}
 	if len(c.pend) == 0 && c.writable {
 		n, err := rawWrite(c.fd, b)
 		switch {
@@ -690,6 +711,14 @@ func (c *loopConn) flush() bool {
 		c.pend = nil // a large response backed up once: do not keep its buffer for good
 	}
 	return len(c.pend) == 0
+}
+
+// read reads the client's bytes into c.in (see readInto), decrypting them on a TLS connection.
+func (c *loopConn) read(limit int) (int, error) {
+	if c.tls != nil {
+		return c.readTLS(limit)
+	}
+	return readInto(c.fd, &c.in, limit, &c.readable, c.hup)
 }
 
 // readInto reads once into cr; it clears *ready when the socket has nothing more. n == 0 with
