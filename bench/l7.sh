@@ -299,13 +299,18 @@ measure() {
     [ "$cell" = h2tls ] && tlsparams[$cell/$n]=$(grep -E '^(TLS Protocol|Cipher|Server Temp Key):' <<<"$out" | awk '{print $NF == "bits" ? $(NF-2) : $NF}' | tr '\n' ' ')
     printf "  round %d %-6s %-10s %10.0f req/s  mean %7s ms\n" "$r" "$cell" "$n" "$v" "$(last "${mean[$cell/$n]}")" ;;
   tlscps)
+    prof_start "$cell-$n-$r" "${procs[$n]}"
+    t0=$(cpu_ticks ${procs[$n]})
     out=$("$work/tlsload" -addr "127.0.0.1:${tlsport[$n]}" -path "/tracking?no=1" -c 16 -d "${DURATION}s" 2>&1) ||
       bench_fail "$what: $out"
+    t1=$(cpu_ticks ${procs[$n]})
     v=$(grep -o 'cps=[0-9.]*' <<<"$out" | cut -d= -f2)
     rps[$cell/$n]="${rps[$cell/$n]:-} $v"
+    cpu[$cell/$n]="${cpu[$cell/$n]:-} $(per_req $((t1 - t0)) "$v")"
     tlsparams[$cell/$n]=$(grep -o 'version=[^ ]* cipher=[^ ]* group=[^ ]* cert=[^ ]*' <<<"$out")
-    printf "  round %d %-6s %-10s %10.0f handshakes/s  %s (%s, none resumed)\n" "$r" "$cell" "$n" "$v" \
-      "$(grep -o 'handshakes=[0-9]*' <<<"$out")" "${tlsparams[$cell/$n]}" ;;
+    printf "  round %d %-6s %-10s %10.0f handshakes/s  %s (%s, none resumed)  proxy cpu %s us/handshake\n" "$r" "$cell" "$n" "$v" \
+      "$(grep -o 'handshakes=[0-9]*' <<<"$out")" "${tlsparams[$cell/$n]}" "$(last "${cpu[$cell/$n]}")"
+    prof_stop "$cell-$n-$r" "$v" "${procs[$n]}" ;;
   esac
 }
 
@@ -342,6 +347,7 @@ for n in "${names[@]}"; do
     M[bcpu/$k/$n]=$(median "${bcpu[$k/$n]}"); M[wcpu/$k/$n]=$(median "${wcpu[$k/$n]}"); M[busy/$k/$n]=$(median "${busy[$k/$n]}")
   done
   for k in h2c h2tls; do ran "$k" && M[mean/$k/$n]=$(median "${mean[$k/$n]}"); done
+  ran tlscps && M[cpu/tlscps/$n]=$(median "${cpu[tlscps/$n]}")
 done
 
 echo
@@ -366,9 +372,9 @@ for k in h2c h2tls; do
   done
 done
 if ran tlscps; then
-  printf "%-7s %-12s %12s %14s %16s\n" cell proxy "handshakes/s" "vs nginx" "vs haproxy"
+  printf "%-7s %-12s %12s %14s %16s %14s\n" cell proxy "handshakes/s" "vs nginx" "vs haproxy" "cpu us/hs"
   for n in "${names[@]}"; do
-    printf "%-7s %-12s %12.0f %14s %16s\n" tlscps "$n" "${M[rps/tlscps/$n]}" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/nginx]}")" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/haproxy]}")"
+    printf "%-7s %-12s %12.0f %14s %16s %14s\n" tlscps "$n" "${M[rps/tlscps/$n]}" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/nginx]}")" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/haproxy]}")" "${M[cpu/tlscps/$n]}"
   done
   echo "TLS for every proxy: ${tlsparams[tlscps/switchyard]}${tlsparams[h2tls/switchyard]:+ (h2load: ${tlsparams[h2tls/switchyard]})}"
 fi
@@ -387,7 +393,7 @@ for n in "${names[@]}"; do
   add "${n}_tls_rps" "${M[rps/tls/$n]}"; add "${n}_tls_p50_ms" "${M[p50/tls/$n]}"; add "${n}_tls_p99_ms" "${M[p99/tls/$n]}"
   add "${n}_tls_cpu_us_per_req" "${M[cpu/tls/$n]}"; add "${n}_tls_backend_cpu_us_per_req" "${M[bcpu/tls/$n]}"
   add "${n}_tls_wrk_cpu_us_per_req" "${M[wcpu/tls/$n]}"; add "${n}_tls_box_busy" "${M[busy/tls/$n]}"
-  add "${n}_tls_cps" "${M[rps/tlscps/$n]}"
+  add "${n}_tls_cps" "${M[rps/tlscps/$n]}"; add "${n}_tls_cpu_us_per_handshake" "${M[cpu/tlscps/$n]}"
   add "${n}_h2tls_rps" "${M[rps/h2tls/$n]}"; add "${n}_h2tls_mean_ms" "${M[mean/h2tls/$n]}"
 done
 add ratio_vs_nginx "$(ratio "${M[rps/h1/switchyard]}" "${M[rps/h1/nginx]}")"

@@ -81,9 +81,6 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c}
 	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
-	if s.tlsToLoop(gc) {
-		return // a TLS connection, handshaken: an event loop serves it
-	}
 	if !s.track(gc, true) {
 		c.Close()
 		s.conns.done()
@@ -156,6 +153,11 @@ func (gc *goConn) serve() {
 			return
 		}
 		if !keep {
+			return
+		}
+		// A TLS connection that stays open goes on to an event loop after its first request.
+		if gc.s.tlsToLoop(gc) {
+			handedOff = true
 			return
 		}
 	}

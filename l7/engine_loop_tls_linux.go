@@ -25,9 +25,12 @@ import (
 //
 // crypto/tls keeps going after an error from its net.Conn only if the error is temporary
 // (readRecordOrCCS), which wouldBlock is. The handshake still happens on a goroutine, on Go's
-// poller (an error there is final, so it cannot be resumed); once it is done the connection
-// moves to a loop (tlsToLoop), with what crypto/tls has already buffered (a TLS 1.3 client's
-// first request often comes with its Finished message) inside the tls.Conn.
+// poller (an error there is final, so it cannot be resumed), and so does the connection's first
+// request: a connection that makes one request and closes (a full handshake each, the tlscps
+// cell) costs what it did before, with no hop between threads. When the connection stays open
+// after that first response, the goroutine hands it to a loop (tlsToLoop), with what crypto/tls
+// has already buffered inside the tls.Conn. (So a TLS connection's first request takes an
+// upstream connection of the goroutine engine's pool, the rest the loop's.)
 
 // tlsWire is the net.Conn under a TLS connection (see above).
 type tlsWire struct {
@@ -162,11 +165,16 @@ func (c *loopConn) readTLS(limit int) (int, error) {
 			}
 			if _, ferr := c.wire.fill(c.fd, &c.readable, c.hup); ferr != nil {
 				if total > 0 {
-					return total, nil // the error comes back on the next read
+					c.readable = true // the error comes back on the next read
+					return total, nil
 				}
 				return 0, ferr
 			}
 		case total > 0:
+			// Plaintext and an error together, such as a request and the close_notify after
+			// it: the request first. crypto/tls keeps the error and returns it on the next
+			// read, which no socket event may ever prompt (close_notify comes without a FIN).
+			c.readable = true
 			return total, nil
 		default:
 			return 0, err
@@ -198,9 +206,10 @@ func (c *loopConn) closeNotify() {
 	c.pend = c.pend[:0]
 }
 
-// tlsToLoop hands a handshaken TLS connection to an event loop before its first request; it
-// reports whether the loop took it (the goroutine then forgets the connection without closing
-// it). It does not when the loops are off (event_loops: -1) or the server is shutting down.
+// tlsToLoop hands a TLS connection the goroutine engine serves to an event loop, at a request
+// boundary with no request bytes buffered; it reports whether the loop took it (the goroutine
+// then forgets the connection without closing it). It does not when the loops are off
+// (event_loops: -1), the server is shutting down, or a loop handed the connection over (pinned).
 func (s *Server) tlsToLoop(gc *goConn) bool {
 	tc, ok := gc.c.(*tls.Conn)
 	if !ok || gc.pinned || len(gc.in.Buffered()) > 0 || s.noLoops || s.shutting.Load() {
