@@ -218,7 +218,7 @@ prof_start() {
     perf record -q -F 499 -g -o "$PERF_DIR/$tag.data" -p "${pids// /,}" 2>/dev/null & prof_pids+=($!)
   fi
   [ ${#prof_pids[@]} -eq 0 ] || sleep 0.2 # let perf attach before the load starts
-  segs0=$(tcp_out_segs) ctx0=$(ctx_switches $pids)
+  segs0=$(tcp_out_segs) ctx0=$(ctx_switches $pids) rq0=$(runq_wait_ns $pids)
 }
 # ctx_switches PID... prints the voluntary and involuntary context switches of the processes'
 # threads so far.
@@ -227,17 +227,24 @@ ctx_switches() {
   for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
     awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }'
 }
+# runq_wait_ns PID... prints the nanoseconds the processes' threads spent runnable but waiting
+# for a CPU so far (schedstat's second field).
+runq_wait_ns() {
+  local p
+  for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{ w += $2 } END { printf "%.0f\n", w }'
+}
 # tcp_out_segs prints the machine's TCP segments sent so far (all of loopback's, both directions).
 tcp_out_segs() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $12 }' /proc/net/snmp; }
 # prof_stop TAG RPS stops the hooks and prints the system calls per request by kind.
 prof_stop() {
-  local tag=$1 v=$2 pids=$3 p segs1 ctx1
-  segs1=$(tcp_out_segs) ctx1=$(ctx_switches $pids)
+  local tag=$1 v=$2 pids=$3 p segs1 ctx1 rq1
+  segs1=$(tcp_out_segs) ctx1=$(ctx_switches $pids) rq1=$(runq_wait_ns $pids)
   for p in "${prof_pids[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   [ -f "$work/$tag.syscalls" ] || return 0
   awk -v d=$((segs1 - segs0)) -v r="$v" -v s="$DURATION" 'BEGIN { printf "      TCP segments per request (whole machine): %.2f", d / (r * s) }'
   awk -v a="$ctx0" -v b="$ctx1" -v r="$v" -v s="$DURATION" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    printf "; proxy context switches per request: %.2f voluntary, %.2f involuntary\n", (y[1] - x[1]) / (r * s), (y[2] - x[2]) / (r * s) }'
+    printf "; proxy context switches per request: %.2f voluntary, %.2f involuntary", (y[1] - x[1]) / (r * s), (y[2] - x[2]) / (r * s) }'
+  awk -v d=$((rq1 - rq0)) -v r="$v" -v s="$DURATION" 'BEGIN { printf "; proxy threads waiting for a CPU: %.1f us per request\n", d / 1e3 / (r * s) }'
   awk -F, -v n="$(awk -v r="$v" -v s="$DURATION" 'BEGIN { print r * s }')" '
     $3 ~ /sys_enter/ && $1 + 0 > 0 { k = $3; sub(/.*sys_enter_?/, "", k); if (k == "") k = "all"; printf "%s %.2f  ", k, $1 / n }
     END { print "" }' "$work/$tag.syscalls" | sed 's/^/      syscalls per request: /'
