@@ -75,9 +75,10 @@ type evLoop struct {
 	sweep  time.Time
 	count  atomic.Int64 // client connections the loop owns
 
-	mu   sync.Mutex
-	cmds []func()
-	done chan struct{}
+	mu      sync.Mutex
+	cmds    []func()
+	stopped bool // shutdown has taken the last commands: post refuses more
+	done    chan struct{}
 }
 
 // loopListener is a loop's duplicate of a listening socket.
@@ -278,7 +279,7 @@ func (l *evLoop) ctl(op, fd int, events uint32, kind int32) error {
 // do runs fn on the loop and waits for it (or for the loop to have ended).
 func (l *evLoop) do(fn func()) {
 	ran := make(chan struct{})
-	l.post(func() { fn(); close(ran) })
+	l.post(func() { fn(); close(ran) }) // a stopped loop has closed l.done
 	select {
 	case <-ran:
 	case <-l.done:
@@ -472,7 +473,12 @@ func (l *evLoop) runCmds() (stop bool) {
 
 // shutdown closes every descriptor the loop owns.
 func (l *evLoop) shutdown() {
-	// Connections dealt to this loop meanwhile are closed by adopt (the server is shutting down).
+	// Connections dealt to this loop meanwhile are closed by adopt (the server is shutting down);
+	// after this no command is taken (post reports false, and its caller cleans up).
+	l.runCmds()
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
 	l.runCmds()
 	for _, ll := range l.lns {
 		unix.Close(ll.fd)
@@ -534,19 +540,28 @@ func (l *evLoop) accept(fd int) {
 		if to == l {
 			l.adopt(nfd, sa, ll)
 		} else {
-			to.post(func() { to.adopt(nfd, sa, ll) })
+			if !to.post(func() { to.adopt(nfd, sa, ll) }) {
+				unix.Close(nfd)
+				l.s.conns.done()
+			}
 		}
 	}
 }
 
-// post queues fn for the loop without waiting.
-func (l *evLoop) post(fn func()) {
+// post queues fn for the loop without waiting; false means the loop has stopped and fn will
+// never run.
+func (l *evLoop) post(fn func()) bool {
 	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
 	l.cmds = append(l.cmds, fn)
 	l.mu.Unlock()
 	var one [8]byte
 	one[0] = 1
 	_, _ = unix.Write(l.wakefd, one[:])
+	return true
 }
 
 // adopt starts serving an accepted connection on this loop.

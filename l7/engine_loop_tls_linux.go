@@ -245,7 +245,10 @@ func (s *Server) tlsToLoop(gc *goConn) bool {
 	_ = w.conn.SetDeadline(time.Time{})
 	w.conn.Close()
 	l := loops[int(s.loopNext.Add(1))%len(loops)]
-	l.post(func() { l.adoptTLS(nfd, gc.clientConn, tc, w) })
+	if !l.post(func() { l.adoptTLS(nfd, gc.clientConn, tc, w) }) {
+		unix.Close(nfd) // the loops have stopped: the server is shutting down
+		l.s.conns.done()
+	}
 	return true
 }
 
