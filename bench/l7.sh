@@ -16,8 +16,11 @@
 # Every round is checked (bench/lib.sh): a non-2xx answer, a socket error, a timeout or a peer
 # that did not start fails the run, and then no JSON is written.
 # Prints tables and writes a flat JSON object to bench/out/l7.json. Tunables (environment):
-# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); BENCH_SMOKE=1: one round of
-# 1 s per cell. Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
+# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all five: "h1 h2c tls
+# tlscps h2tls"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
+# 1 s per cell. Profiling (h1 and tls cells): SYSCALLS=1 counts each proxy's system calls per
+# request by kind (perf stat on the syscall tracepoints) and prints them after each round;
+# PERF_DIR=dir records a CPU profile of each proxy per round (perf record -g) into dir. Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
 # BENCH_L7_BACKEND_STATUS (200) is the status the backend answers: a way to see the checks fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
+CELLS=${CELLS:-h1 h2c tls tlscps h2tls}
 if is_smoke; then ROUNDS=1 DURATION=1; fi
 BACKEND_STATUS=${BENCH_L7_BACKEND_STATUS:-200}
 BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 SW_TLS_PORT=18184
@@ -189,10 +193,68 @@ done
 to_ms() { awk -v v="$1" 'BEGIN { n=v+0; if (v ~ /us$/) n/=1000; else if (v ~ /ms$/) n=n; else if (v ~ /s$/) n*=1000; printf "%.3f", n }'; }
 last() { awk '{print $NF}' <<<"$1"; }
 
-# CPU per request of each proxy (user + system, from /proc, all threads; nginx: its workers).
+# CPU per request (user + system, from /proc, all threads) of each proxy (nginx: its workers),
+# of the backend's worker and of wrk itself, and how busy the whole machine was: on 2 cores the
+# load generator, the proxy and the backend share the CPUs, so the proxy's req/s is bounded by
+# the sum of the three processes' CPU per request, not by the proxy's alone (docs/l7.md).
 declare -A procs=([switchyard]="$sw_pid" [nginx]="$(pgrep -P "$nginx_pid" | tr '\n' ' ')" [haproxy]="$haproxy_pid")
+backend_procs="$(pgrep -P "${pids[0]}" | tr '\n' ' ')"
 tick=$(getconf CLK_TCK)
-cpu_ticks() { local t=0 f; for p in "$@"; do for f in /proc/"$p"/task/*/stat; do t=$((t + $(awk '{print $14+$15}' "$f" 2>/dev/null || echo 0))); done; done; echo "$t"; }
+# cpu_ticks PID... sums utime + stime of the processes (/proc/PID/stat counts every thread, also
+# those that have exited; per-task files would miss those).
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat 2>/dev/null || echo 0))); done; echo "$t"; }
+# Profiling hooks around one round (SYSCALLS, PERF_DIR; see the header).
+SYSCALL_EVENTS=read,write,readv,writev,recvfrom,sendto,recvmsg,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,accept4,close,getsockopt,setsockopt,nanosleep,sched_yield,getpid,tgkill,rt_sigreturn
+prof_pids=()
+prof_start() {
+  local tag=$1 pids=$2
+  prof_pids=()
+  if [ "${SYSCALLS:-0}" = 1 ]; then
+    perf stat -x, -o "$work/$tag.syscalls" -e "raw_syscalls:sys_enter,$(sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g' <<<"$SYSCALL_EVENTS")" \
+      -p "${pids// /,}" 2>/dev/null & prof_pids+=($!)
+  fi
+  if [ -n "${PERF_DIR:-}" ]; then
+    mkdir -p "$PERF_DIR"
+    perf record -q -F 499 -g -o "$PERF_DIR/$tag.data" -p "${pids// /,}" 2>/dev/null & prof_pids+=($!)
+  fi
+  [ ${#prof_pids[@]} -eq 0 ] || sleep 0.2 # let perf attach before the load starts
+  segs0=$(tcp_out_segs) ctx0=$(ctx_switches $pids) rq0=$(runq_wait_ns $pids)
+}
+# ctx_switches PID... prints the voluntary and involuntary context switches of the processes'
+# threads so far.
+ctx_switches() {
+  local p
+  for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+    awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }'
+}
+# runq_wait_ns PID... prints the nanoseconds the processes' threads spent runnable but waiting
+# for a CPU so far (schedstat's second field).
+runq_wait_ns() {
+  local p
+  for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{ w += $2 } END { printf "%.0f\n", w }'
+}
+# tcp_out_segs prints the machine's TCP segments sent so far (all of loopback's, both directions).
+tcp_out_segs() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $12 }' /proc/net/snmp; }
+# prof_stop TAG RPS stops the hooks and prints the system calls per request by kind.
+prof_stop() {
+  local tag=$1 v=$2 pids=$3 p segs1 ctx1 rq1
+  segs1=$(tcp_out_segs) ctx1=$(ctx_switches $pids) rq1=$(runq_wait_ns $pids)
+  for p in "${prof_pids[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  [ -f "$work/$tag.syscalls" ] || return 0
+  awk -v d=$((segs1 - segs0)) -v r="$v" -v s="$DURATION" 'BEGIN { printf "      TCP segments per request (whole machine): %.2f", d / (r * s) }'
+  awk -v a="$ctx0" -v b="$ctx1" -v r="$v" -v s="$DURATION" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    printf "; proxy context switches per request: %.2f voluntary, %.2f involuntary", (y[1] - x[1]) / (r * s), (y[2] - x[2]) / (r * s) }'
+  awk -v d=$((rq1 - rq0)) -v r="$v" -v s="$DURATION" 'BEGIN { printf "; proxy threads waiting for a CPU: %.1f us per request\n", d / 1e3 / (r * s) }'
+  awk -F, -v n="$(awk -v r="$v" -v s="$DURATION" 'BEGIN { print r * s }')" '
+    $3 ~ /sys_enter/ && $1 + 0 > 0 { k = $3; sub(/.*sys_enter_?/, "", k); if (k == "") k = "all"; printf "%s %.2f  ", k, $1 / n }
+    END { print "" }' "$work/$tag.syscalls" | sed 's/^/      syscalls per request: /'
+  rm -f "$work/$tag.syscalls"
+}
+# box_ticks prints the machine's busy and total CPU ticks (all cores) from /proc/stat; time the
+# hypervisor took (steal) counts as neither.
+box_ticks() { awk '/^cpu / { busy = $2 + $3 + $4 + $7 + $8; print busy, busy + $5 + $6 }' /proc/stat; }
+# per_req TICKS RPS prints CPU microseconds per request for TICKS spent over one round.
+per_req() { awk -v d="$1" -v t="$tick" -v r="$2" -v s="$DURATION" 'BEGIN { printf "%.1f", d / t / (r * s) * 1e6 }'; }
 
 # Warm each proxy's upstream pool so the first round does not pay for connection setup.
 for n in "${names[@]}"; do
@@ -201,7 +263,7 @@ for n in "${names[@]}"; do
 done
 
 # Figures, one list per cell and proxy: "<cell>/<proxy>" -> space-separated values, one a round.
-declare -A rps p50 p99 cpu mean tlsparams
+declare -A rps p50 p99 cpu bcpu wcpu busy mean tlsparams
 # measure CELL ROUND NAME runs one round of CELL against proxy NAME, checks it and records it.
 measure() {
   local cell=$1 r=$2 n=$3 what="round $2 $1 $3" out t0 t1 v
@@ -209,17 +271,30 @@ measure() {
   h1|tls)
     local url="http://127.0.0.1:${port[$n]}/tracking?no=1"
     [ "$cell" = tls ] && url="https://127.0.0.1:${tlsport[$n]}/tracking?no=1"
-    t0=$(cpu_ticks ${procs[$n]})
-    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1) || bench_fail "$what: wrk failed: $out"
-    t1=$(cpu_ticks ${procs[$n]})
+    local b0 b1 bx0 bx1 w
+    prof_start "$cell-$n-$r" "${procs[$n]}"
+    t0=$(cpu_ticks ${procs[$n]}) b0=$(cpu_ticks $backend_procs) bx0=$(box_ticks)
+    # wrk's own CPU: the subshell's reaped-children ticks (cutime + cstime) once wrk has exited.
+    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1 || echo "WRK FAILED"
+      awk '{ print "wrk-ticks", $16 + $17 }' /proc/$BASHPID/stat)
+    t1=$(cpu_ticks ${procs[$n]}) b1=$(cpu_ticks $backend_procs) bx1=$(box_ticks)
+    ! grep -q '^WRK FAILED' <<<"$out" || bench_fail "$what: wrk failed: $out"
     check_wrk "$what" "$out"
     v=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    w=$(awk '/^wrk-ticks/ {print $2}' <<<"$out")
     rps[$cell/$n]="${rps[$cell/$n]:-} $v"
     p50[$cell/$n]="${p50[$cell/$n]:-} $(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")"
     p99[$cell/$n]="${p99[$cell/$n]:-} $(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")"
-    cpu[$cell/$n]="${cpu[$cell/$n]:-} $(awk -v d=$((t1 - t0)) -v t="$tick" -v r="$v" -v s="$DURATION" 'BEGIN { printf "%.1f", d / t / (r * s) * 1e6 }')"
-    printf "  round %d %-6s %-10s %10.0f req/s  p50 %7s ms  p99 %7s ms  cpu %6s us/req\n" "$r" "$cell" "$n" "$v" \
-      "$(last "${p50[$cell/$n]}")" "$(last "${p99[$cell/$n]}")" "$(last "${cpu[$cell/$n]}")" ;;
+    cpu[$cell/$n]="${cpu[$cell/$n]:-} $(per_req $((t1 - t0)) "$v")"
+    bcpu[$cell/$n]="${bcpu[$cell/$n]:-} $(per_req $((b1 - b0)) "$v")"
+    wcpu[$cell/$n]="${wcpu[$cell/$n]:-} $(per_req "$w" "$v")"
+    busy[$cell/$n]="${busy[$cell/$n]:-} $(awk -v a="$bx0" -v b="$bx1" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.3f", (y[1] - x[1]) / (y[2] - x[2]) }')"
+    # bench: the share of the machine the three processes used (the rest of "busy" is other work).
+    printf "  round %d %-6s %-10s %10.0f req/s  p50 %7s ms  p99 %7s ms  cpu us/req: proxy %6s backend %5s wrk %5s  busy %s bench %s\n" "$r" "$cell" "$n" "$v" \
+      "$(last "${p50[$cell/$n]}")" "$(last "${p99[$cell/$n]}")" "$(last "${cpu[$cell/$n]}")" \
+      "$(last "${bcpu[$cell/$n]}")" "$(last "${wcpu[$cell/$n]}")" "$(last "${busy[$cell/$n]}")" \
+      "$(awk -v a="$(last "${cpu[$cell/$n]}")" -v b="$(last "${bcpu[$cell/$n]}")" -v c="$(last "${wcpu[$cell/$n]}")" -v r="$v" -v k="$(nproc)" 'BEGIN { printf "%.3f", (a + b + c) * r / 1e6 / k }')"
+    prof_stop "$cell-$n-$r" "$v" "${procs[$n]}" ;;
   h2c|h2tls)
     local url="http://127.0.0.1:${h2port[$n]}/tracking?no=1" proto=h2c
     [ "$cell" = h2tls ] && url="https://127.0.0.1:${tlsport[$n]}/tracking?no=1" proto=h2
@@ -231,18 +306,23 @@ measure() {
     [ "$cell" = h2tls ] && tlsparams[$cell/$n]=$(grep -E '^(TLS Protocol|Cipher|Server Temp Key):' <<<"$out" | awk '{print $NF == "bits" ? $(NF-2) : $NF}' | tr '\n' ' ')
     printf "  round %d %-6s %-10s %10.0f req/s  mean %7s ms\n" "$r" "$cell" "$n" "$v" "$(last "${mean[$cell/$n]}")" ;;
   tlscps)
+    prof_start "$cell-$n-$r" "${procs[$n]}"
+    t0=$(cpu_ticks ${procs[$n]})
     out=$("$work/tlsload" -addr "127.0.0.1:${tlsport[$n]}" -path "/tracking?no=1" -c 16 -d "${DURATION}s" 2>&1) ||
       bench_fail "$what: $out"
+    t1=$(cpu_ticks ${procs[$n]})
     v=$(grep -o 'cps=[0-9.]*' <<<"$out" | cut -d= -f2)
     rps[$cell/$n]="${rps[$cell/$n]:-} $v"
+    cpu[$cell/$n]="${cpu[$cell/$n]:-} $(per_req $((t1 - t0)) "$v")"
     tlsparams[$cell/$n]=$(grep -o 'version=[^ ]* cipher=[^ ]* group=[^ ]* cert=[^ ]*' <<<"$out")
-    printf "  round %d %-6s %-10s %10.0f handshakes/s  %s (%s, none resumed)\n" "$r" "$cell" "$n" "$v" \
-      "$(grep -o 'handshakes=[0-9]*' <<<"$out")" "${tlsparams[$cell/$n]}" ;;
+    printf "  round %d %-6s %-10s %10.0f handshakes/s  %s (%s, none resumed)  proxy cpu %s us/handshake\n" "$r" "$cell" "$n" "$v" \
+      "$(grep -o 'handshakes=[0-9]*' <<<"$out")" "${tlsparams[$cell/$n]}" "$(last "${cpu[$cell/$n]}")"
+    prof_stop "$cell-$n-$r" "$v" "${procs[$n]}" ;;
   esac
 }
 
 echo "L7 benchmark: wrk -t$THREADS -c$CONNS -d${DURATION}s; h2load -c16 -m10 -t$THREADS -D$DURATION; tlsload -c16; $ROUNDS rounds alternating; same nginx backend, loopback, $(nproc) cores$(is_smoke && echo ' (smoke)')"
-for cell in h1 h2c tls tlscps h2tls; do
+for cell in $CELLS; do
   for r in $(seq "$ROUNDS"); do
     # Rotate the order every round so no proxy always runs first or last.
     order=("${names[@]:$(( (r-1) % 3 ))}" "${names[@]:0:$(( (r-1) % 3 ))}")
@@ -250,8 +330,12 @@ for cell in h1 h2c tls tlscps h2tls; do
   done
 done
 
+# ran CELL is true when CELL was measured in this run (CELLS).
+ran() { [[ " $CELLS " == *" $1 "* ]]; }
+
 # The TLS parameters must be the same for every proxy, or the TLS cells compare different work.
 for cell in tlscps h2tls; do
+  ran "$cell" || continue
   for n in nginx haproxy; do
     [ "${tlsparams[$cell/$n]}" = "${tlsparams[$cell/switchyard]}" ] ||
       bench_fail "$cell: $n negotiated '${tlsparams[$cell/$n]}', switchyard '${tlsparams[$cell/switchyard]}': the proxies' TLS settings differ"
@@ -263,32 +347,47 @@ median() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{a[NR]=$1} END { if (
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
 declare -A M
 for n in "${names[@]}"; do
-  for k in h1 h2c tls tlscps h2tls; do M[rps/$k/$n]=$(median "${rps[$k/$n]}"); done
-  for k in h1 tls; do M[p50/$k/$n]=$(median "${p50[$k/$n]}"); M[p99/$k/$n]=$(median "${p99[$k/$n]}"); M[cpu/$k/$n]=$(median "${cpu[$k/$n]}"); done
-  for k in h2c h2tls; do M[mean/$k/$n]=$(median "${mean[$k/$n]}"); done
+  for k in $CELLS; do M[rps/$k/$n]=$(median "${rps[$k/$n]}"); done
+  for k in h1 tls; do
+    ran "$k" || continue
+    M[p50/$k/$n]=$(median "${p50[$k/$n]}"); M[p99/$k/$n]=$(median "${p99[$k/$n]}"); M[cpu/$k/$n]=$(median "${cpu[$k/$n]}")
+    M[bcpu/$k/$n]=$(median "${bcpu[$k/$n]}"); M[wcpu/$k/$n]=$(median "${wcpu[$k/$n]}"); M[busy/$k/$n]=$(median "${busy[$k/$n]}")
+  done
+  for k in h2c h2tls; do ran "$k" && M[mean/$k/$n]=$(median "${mean[$k/$n]}"); done
+  ran tlscps && M[cpu/tlscps/$n]=$(median "${cpu[tlscps/$n]}")
 done
 
 echo
-echo "median of $ROUNDS rounds"
-printf "%-7s %-12s %12s %10s %10s %14s %16s %12s\n" cell proxy "req/s" "p50 ms" "p99 ms" "rps vs nginx" "rps vs haproxy" "cpu us/req"
+echo "median of $ROUNDS rounds (cpu: CPU us per request of the proxy, the backend and wrk; busy: the machine's busy share)"
+printf "%-7s %-12s %10s %8s %8s %8s %8s %8s %8s %8s %6s\n" cell proxy "req/s" "p50 ms" "p99 ms" "vs nginx" "vs hapr" "cpu" "backend" "wrk" busy
 for k in h1 tls; do
+  ran "$k" || continue
   for n in "${names[@]}"; do
-    printf "%-7s %-12s %12.0f %10s %10s %14s %16s %12s\n" "$k" "$n" "${M[rps/$k/$n]}" "${M[p50/$k/$n]}" "${M[p99/$k/$n]}" \
-      "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/nginx]}")" "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/haproxy]}")" "${M[cpu/$k/$n]}"
+    printf "%-7s %-12s %10.0f %8s %8s %8s %8s %8s %8s %8s %6s\n" "$k" "$n" "${M[rps/$k/$n]}" "${M[p50/$k/$n]}" "${M[p99/$k/$n]}" \
+      "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/nginx]}")" "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/haproxy]}")" "${M[cpu/$k/$n]}" \
+      "${M[bcpu/$k/$n]}" "${M[wcpu/$k/$n]}" "${M[busy/$k/$n]}"
   done
 done
-printf "%-7s %-12s %12s %10s %14s %16s\n" cell proxy "req/s" "mean ms" "rps vs nginx" "rps vs haproxy"
+if ran h2c || ran h2tls; then
+  printf "%-7s %-12s %12s %10s %14s %16s\n" cell proxy "req/s" "mean ms" "rps vs nginx" "rps vs haproxy"
+fi
 for k in h2c h2tls; do
+  ran "$k" || continue
   for n in "${names[@]}"; do
     printf "%-7s %-12s %12.0f %10s %14s %16s\n" "$k" "$n" "${M[rps/$k/$n]}" "${M[mean/$k/$n]}" \
       "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/nginx]}")" "$(ratio "${M[rps/$k/$n]}" "${M[rps/$k/haproxy]}")"
   done
 done
-printf "%-7s %-12s %12s %14s %16s\n" cell proxy "handshakes/s" "vs nginx" "vs haproxy"
-for n in "${names[@]}"; do
-  printf "%-7s %-12s %12.0f %14s %16s\n" tlscps "$n" "${M[rps/tlscps/$n]}" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/nginx]}")" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/haproxy]}")"
+if ran tlscps; then
+  printf "%-7s %-12s %12s %14s %16s %14s\n" cell proxy "handshakes/s" "vs nginx" "vs haproxy" "cpu us/hs"
+  for n in "${names[@]}"; do
+    printf "%-7s %-12s %12.0f %14s %16s %14s\n" tlscps "$n" "${M[rps/tlscps/$n]}" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/nginx]}")" "$(ratio "${M[rps/tlscps/$n]}" "${M[rps/tlscps/haproxy]}")" "${M[cpu/tlscps/$n]}"
+  done
+  echo "TLS for every proxy: ${tlsparams[tlscps/switchyard]}${tlsparams[h2tls/switchyard]:+ (h2load: ${tlsparams[h2tls/switchyard]})}"
+fi
+for k in h1 h2c tls tlscps h2tls; do
+  ran "$k" || { echo "CELLS=\"$CELLS\" is not every cell: no JSON written"; exit 0; }
 done
-echo "TLS for every proxy: ${tlsparams[tlscps/switchyard]} (h2load: ${tlsparams[h2tls/switchyard]})"
 
 # The flat JSON: the keys of earlier runs unchanged, the TLS cells added.
 json="{"
@@ -296,10 +395,12 @@ add() { json="$json\"$1\": $2, "; }
 for n in "${names[@]}"; do
   add "${n}_rps" "${M[rps/h1/$n]}"; add "${n}_p50_ms" "${M[p50/h1/$n]}"; add "${n}_p99_ms" "${M[p99/h1/$n]}"
   add "h2_${n}_rps" "${M[rps/h2c/$n]}"; add "h2_${n}_mean_ms" "${M[mean/h2c/$n]}"
-  add "${n}_cpu_us_per_req" "${M[cpu/h1/$n]}"
+  add "${n}_cpu_us_per_req" "${M[cpu/h1/$n]}"; add "${n}_backend_cpu_us_per_req" "${M[bcpu/h1/$n]}"
+  add "${n}_wrk_cpu_us_per_req" "${M[wcpu/h1/$n]}"; add "${n}_box_busy" "${M[busy/h1/$n]}"
   add "${n}_tls_rps" "${M[rps/tls/$n]}"; add "${n}_tls_p50_ms" "${M[p50/tls/$n]}"; add "${n}_tls_p99_ms" "${M[p99/tls/$n]}"
-  add "${n}_tls_cpu_us_per_req" "${M[cpu/tls/$n]}"
-  add "${n}_tls_cps" "${M[rps/tlscps/$n]}"
+  add "${n}_tls_cpu_us_per_req" "${M[cpu/tls/$n]}"; add "${n}_tls_backend_cpu_us_per_req" "${M[bcpu/tls/$n]}"
+  add "${n}_tls_wrk_cpu_us_per_req" "${M[wcpu/tls/$n]}"; add "${n}_tls_box_busy" "${M[busy/tls/$n]}"
+  add "${n}_tls_cps" "${M[rps/tlscps/$n]}"; add "${n}_tls_cpu_us_per_handshake" "${M[cpu/tlscps/$n]}"
   add "${n}_h2tls_rps" "${M[rps/h2tls/$n]}"; add "${n}_h2tls_mean_ms" "${M[mean/h2tls/$n]}"
 done
 add ratio_vs_nginx "$(ratio "${M[rps/h1/switchyard]}" "${M[rps/h1/nginx]}")"

@@ -32,6 +32,8 @@ type goConn struct {
 	*clientConn
 	c      net.Conn
 	active atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
+	// pinned: an event loop handed this connection over; it is not moved back (tlsToLoop).
+	pinned bool
 }
 
 // serveFast accepts connections on ln and serves them on the event loops (a plain TCP
@@ -153,6 +155,11 @@ func (gc *goConn) serve() {
 			return
 		}
 		if !keep {
+			return
+		}
+		// A TLS connection that stays open goes on to an event loop after its first request.
+		if gc.s.tlsToLoop(gc) {
+			handedOff = true
 			return
 		}
 	}

@@ -57,7 +57,7 @@ func (l *evLoop) readHead(c *loopConn) bool {
 		if !c.readable {
 			return false
 		}
-		n, err := readInto(c.fd, &c.in, cfg.Limits.MaxHeaderBytes+4<<10, &c.readable, c.hup)
+		n, err := c.read(cfg.Limits.MaxHeaderBytes + 4<<10)
 		if errors.Is(err, h1.ErrHeadTooLarge) {
 			return l.refuse(c, errHeadTooLong)
 		}
@@ -137,7 +137,11 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 		to = "http"
 	}
 	l.s.metrics.handoffs.WithLabelValues(to).Inc()
-	gc := &goConn{clientConn: c.clientConn, c: nc}
+	if c.tls != nil {
+		nc = c.tlsToGoroutine(nc)
+	}
+	// pinned: a connection the loop could not serve stays on its goroutine.
+	gc := &goConn{clientConn: c.clientConn, c: nc, pinned: true}
 	gc.w, gc.in.Conn = nc, nc
 	if !l.s.track(gc, true) {
 		nc.Close()

@@ -3,6 +3,7 @@
 package l7
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,9 +75,10 @@ type evLoop struct {
 	sweep  time.Time
 	count  atomic.Int64 // client connections the loop owns
 
-	mu   sync.Mutex
-	cmds []func()
-	done chan struct{}
+	mu      sync.Mutex
+	cmds    []func()
+	stopped bool // shutdown has taken the last commands: post refuses more
+	done    chan struct{}
 }
 
 // loopListener is a loop's duplicate of a listening socket.
@@ -115,6 +117,10 @@ type loopConn struct {
 	pend     []byte // response bytes the client has not taken yet
 	deadline time.Time
 	started  bool // a byte of the next request head has arrived
+
+	// TLS connections (engine_loop_tls_linux.go): crypto/tls over a wire the loop feeds.
+	tls  *tls.Conn
+	wire *tlsWire
 
 	// the request in progress
 	rq         routed
@@ -273,7 +279,7 @@ func (l *evLoop) ctl(op, fd int, events uint32, kind int32) error {
 // do runs fn on the loop and waits for it (or for the loop to have ended).
 func (l *evLoop) do(fn func()) {
 	ran := make(chan struct{})
-	l.post(func() { fn(); close(ran) })
+	l.post(func() { fn(); close(ran) }) // a stopped loop has closed l.done
 	select {
 	case <-ran:
 	case <-l.done:
@@ -334,7 +340,10 @@ func (s *Server) serveLoop(ln *net.TCPListener, scheme string, fb *h1.Handover) 
 // between requests. It returns how many client connections the loops still own.
 func (s *Server) closeLoops(all bool) int {
 	n := 0
-	for _, l := range s.loops {
+	s.mu.Lock()
+	loops := s.loops // TLS connections can start the loops at any time (tlsToLoop)
+	s.mu.Unlock()
+	for _, l := range loops {
 		l.do(func() {
 			for _, ll := range l.lns {
 				unix.Close(ll.fd) // closing the descriptor also takes it off epoll
@@ -464,7 +473,12 @@ func (l *evLoop) runCmds() (stop bool) {
 
 // shutdown closes every descriptor the loop owns.
 func (l *evLoop) shutdown() {
-	// Connections dealt to this loop meanwhile are closed by adopt (the server is shutting down).
+	// Connections dealt to this loop meanwhile are closed by adopt (the server is shutting down);
+	// after this no command is taken (post reports false, and its caller cleans up).
+	l.runCmds()
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
 	l.runCmds()
 	for _, ll := range l.lns {
 		unix.Close(ll.fd)
@@ -526,19 +540,28 @@ func (l *evLoop) accept(fd int) {
 		if to == l {
 			l.adopt(nfd, sa, ll)
 		} else {
-			to.post(func() { to.adopt(nfd, sa, ll) })
+			if !to.post(func() { to.adopt(nfd, sa, ll) }) {
+				unix.Close(nfd)
+				l.s.conns.done()
+			}
 		}
 	}
 }
 
-// post queues fn for the loop without waiting.
-func (l *evLoop) post(fn func()) {
+// post queues fn for the loop without waiting; false means the loop has stopped and fn will
+// never run.
+func (l *evLoop) post(fn func()) bool {
 	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
 	l.cmds = append(l.cmds, fn)
 	l.mu.Unlock()
 	var one [8]byte
 	one[0] = 1
 	_, _ = unix.Write(l.wakefd, one[:])
+	return true
 }
 
 // adopt starts serving an accepted connection on this loop.
@@ -551,6 +574,12 @@ func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
 	c.clientConn = newClientConn(l.s, c, sockaddrToTCP(sa), ll.scheme, ll.fb)
 	c.in = h1.Reader{Buf: make([]byte, 4<<10)}
+	l.register(c)
+}
+
+// register puts a new client connection on the loop's epoll and serves what it has.
+func (l *evLoop) register(c *loopConn) {
+	nfd := c.fd
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
 		l.s.conns.done()
@@ -609,6 +638,9 @@ func (l *evLoop) abort(c *loopConn, code int) {
 		l.endRequest(c, code)
 	}
 	l.forget(c)
+	if c.tls != nil && code == 0 {
+		c.closeNotify()
+	}
 	unix.Close(c.fd)
 	l.s.conns.done()
 }
@@ -655,6 +687,10 @@ func (c *loopConn) send(b []byte) {
 	if c.gone {
 		return
 	}
+	if c.tls != nil {
+		c.sendTLS(b)
+		return
+	}
 	if len(c.pend) == 0 && c.writable {
 		n, err := rawWrite(c.fd, b)
 		switch {
@@ -690,6 +726,14 @@ func (c *loopConn) flush() bool {
 		c.pend = nil // a large response backed up once: do not keep its buffer for good
 	}
 	return len(c.pend) == 0
+}
+
+// read reads the client's bytes into c.in (see readInto), decrypting them on a TLS connection.
+func (c *loopConn) read(limit int) (int, error) {
+	if c.tls != nil {
+		return c.readTLS(limit)
+	}
+	return readInto(c.fd, &c.in, limit, &c.readable, c.hup)
 }
 
 // readInto reads once into cr; it clears *ready when the socket has nothing more. n == 0 with

@@ -21,3 +21,8 @@ func (s *Server) serveLoop(*net.TCPListener, string, *h1.Handover) error {
 func (s *Server) closeLoops(bool) int { return 0 }
 
 func (s *Server) stopLoops() {}
+
+// newTLSWire is the socket itself: without loops no connection moves.
+func newTLSWire(c net.Conn) net.Conn { return c }
+
+func (s *Server) tlsToLoop(*goConn) bool { return false }

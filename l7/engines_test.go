@@ -30,11 +30,13 @@ type engine struct {
 }
 
 // engines are the serving paths: the event loops with IP backends, a goroutine per connection,
-// a TLS listener, and host-name backends (which the loops hand to the goroutine path).
+// a TLS listener (served by the loops once handshaken), a TLS listener with the loops off, and
+// host-name backends (which the loops hand to the goroutine path).
 var engines = []engine{
 	{name: "loops"},
 	{name: "goroutines", noLoops: true},
 	{name: "tls", tls: true},
+	{name: "tls-goroutines", tls: true, noLoops: true},
 	{name: "hostname", hostNames: true},
 }
 

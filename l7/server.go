@@ -249,7 +249,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 }
 
 func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *h1.Handover) {
-	c := tls.Server(raw, tc)
+	c := tls.Server(newTLSWire(raw), tc) // the wire lets an event loop take the connection over
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
