@@ -78,7 +78,7 @@ func setCacheHeaders(h http.Header, label string, age time.Duration) {
 	} else {
 		h["X-Cache"] = []string{label}
 	}
-	secs := int64(age / time.Second)
+	secs := min(int64(age/time.Second), 1<<31) // delta-seconds never exceed 2^31 (RFC 9111 1.2.2)
 	if secs >= 0 && secs < int64(len(ageValues)) {
 		h["Age"] = ageValues[secs]
 	} else {
@@ -98,13 +98,11 @@ var (
 	}()
 )
 
-// parseAge reads an Age header (0 when absent or invalid).
+// parseAge reads an Age header (0 when absent or invalid; the first member of a list; capped at
+// 2147483648 seconds, RFC 9111 1.2.2 and 5.1).
 func parseAge(h http.Header) time.Duration {
-	n, err := strconv.ParseInt(strings.TrimSpace(h.Get("Age")), 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
+	age, _ := cachecontrol.AgeValue(h)
+	return age
 }
 
 // conditionalOrRange reports whether a request needs precondition or range processing.

@@ -330,7 +330,7 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	e.stats.FastPath.Add(1)
 	out := append(fc.out[:0], hh.pre...)
 	out = append(out, "Age: "...)
-	out = strconv.AppendInt(out, int64(age/time.Second), 10)
+	out = strconv.AppendInt(out, min(int64(age/time.Second), 1<<31), 10)
 	out = append(out, "\r\n"...)
 	out = append(out, hh.post...)
 	// net/http's own fields follow the handler's, in its order: Date, Content-Type, Connection.
