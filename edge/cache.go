@@ -394,7 +394,7 @@ func (e *Edge) serveCompleted(w http.ResponseWriter, r *http.Request, f *fill) {
 	f.mu.Unlock()
 	if broken {
 		e.stats.count(Miss)
-		writeError(w, http.StatusBadGateway, Miss, "upstream body ended early")
+		writeError(w, http.StatusBadGateway, Miss, msgBadGateway)
 		return
 	}
 	h := w.Header()
@@ -509,7 +509,8 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 			return
 		}
 		if err != nil {
-			f.errStatus, f.errMsg = http.StatusBadGateway, "upstream failed: "+err.Error()
+			e.log.Warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
+			f.errStatus, f.errMsg = http.StatusBadGateway, msgBadGateway
 			if stored != nil && cachecontrol.NoStale(stored.Meta.Directives) {
 				f.errStatus = http.StatusGatewayTimeout // RFC 9111 5.2.2.2: must-revalidate failure
 			}

@@ -367,7 +367,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	resp, err := e.upstream.do(out)
 	if err != nil {
 		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
-		writeError(w, http.StatusBadGateway, Bypass, "upstream failed: "+err.Error())
+		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return http.StatusBadGateway
 	}
 	defer resp.Body.Close()
@@ -440,7 +440,15 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// writeError answers with a short plain-text error, still labelled with X-Cache and Age.
+// Error bodies are fixed texts: an upstream error's text (Go's transport names internal states,
+// addresses and the origin's malformed bytes) goes to the log, never to a client.
+const (
+	msgBadGateway  = "bad gateway: the upstream response could not be used; retry later"
+	msgUnavailable = "service unavailable: the cache cannot read its storage; retry later"
+)
+
+// writeError answers with a short plain-text error, still labelled with X-Cache and Age. msg is
+// one of the fixed texts above (or another constant), never an error's text.
 func writeError(w http.ResponseWriter, status int, label, msg string) {
 	h := w.Header()
 	for k := range h {

@@ -2,7 +2,10 @@ package edge
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,5 +81,80 @@ func TestInvalidExpiresIsExpired(t *testing.T) {
 		if r := get(t, e.URL()+c.path); r.cache() != c.second {
 			t.Errorf("%s: second request %s, want %s", c.path, r.cache(), c.second)
 		}
+	}
+}
+
+// TestRejectedOriginResponsesLeakNothing: responses Go's client refuses (an unknown
+// Transfer-Encoding, a broken status line, a bad Content-Length, a connection closed or reset
+// before an answer) become a 502 whose body is a fixed text, on GET and on a passed-through POST.
+func TestRejectedOriginResponsesLeakNothing(t *testing.T) {
+	t.Parallel()
+	answers := map[string]string{
+		"/te":     "HTTP/1.1 200 OK\r\nTransfer-Encoding: bogus\r\nCache-Control: max-age=60\r\n\r\nhello",
+		"/status": "HTTP/1.1 2xx Broken\r\n\r\n",
+		"/cl":     "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello",
+		"/neg":    "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+	}
+	o := newRawOrigin(t, func(r *http.Request, c net.Conn) bool {
+		switch r.URL.Path {
+		case "/close":
+			c.Close()
+		case "/reset":
+			reset(c)
+		default:
+			c.Write([]byte(answers[r.URL.Path]))
+		}
+		return false
+	})
+	e := newEdge(t, o.URL(), nil)
+	for _, p := range []string{"/te", "/status", "/cl", "/neg", "/close", "/reset"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			r := do(t, method, e.URL()+p)
+			if r.status != http.StatusBadGateway || internalLeak(r.body) || strings.TrimSpace(r.body) != msgBadGateway {
+				t.Errorf("%s %s: %d %q; want 502 with the fixed text", method, p, r.status, r.body)
+			}
+		}
+	}
+	r := get(t, e.URL()+"/.well-known/switchyard-edge/rtt") // the RTT endpoint measures the origin
+	if r.status != http.StatusBadGateway || internalLeak(r.body) {
+		t.Errorf("rtt endpoint: %d %q", r.status, r.body)
+	}
+}
+
+// TestStaleOnOriginConnectionFailure: when the origin closes or resets the connection, a stored
+// response that may be served stale (stale-if-error, or the grace setting) is served, not a 502.
+func TestStaleOnOriginConnectionFailure(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		cc    string
+		grace time.Duration
+		fail  func(net.Conn)
+	}{
+		{"close/stale-if-error", "max-age=1, stale-if-error=600", 0, func(c net.Conn) { c.Close() }},
+		{"reset/stale-if-error", "max-age=1, stale-if-error=600", 0, reset},
+		{"close/grace", "max-age=1", time.Hour, func(c net.Conn) { c.Close() }},
+		{"reset/grace", "max-age=1", time.Hour, reset},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var failing atomic.Bool
+			o := newRawOrigin(t, func(r *http.Request, conn net.Conn) bool {
+				if failing.Load() {
+					c.fail(conn)
+					return false
+				}
+				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nCache-Control: %s\r\nContent-Length: 2\r\n\r\nv1", c.cc)
+				return true
+			})
+			e := newEdge(t, o.URL(), func(cfg *Config) { cfg.Grace = Duration(c.grace) })
+			expect(t, get(t, e.URL()+"/x"), 200, Miss, "v1")
+			failing.Store(true)
+			time.Sleep(1100 * time.Millisecond) // max-age=1 must pass: the entry is stale by its own clock
+			r := get(t, e.URL()+"/x")
+			expect(t, r, 200, Stale, "v1")
+			// With grace the revalidation runs in the background: wait for it.
+			waitFor(t, 5*time.Second, "the stale entry's revalidation reaching the origin", func() bool { return o.requests.Load() >= 2 })
+		})
 	}
 }

@@ -218,7 +218,8 @@ func (e *Edge) serveRTT(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := minLatency(r.Context(), e.upstream.transport, e.upstream.origin.JoinPath("/").String(), e.cfg.Tiers.ProbeSamples)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, Bypass, err.Error())
+		e.log.Warn("measure origin latency failed", "err", err)
+		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
