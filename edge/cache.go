@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -196,6 +197,7 @@ type fill struct {
 	purged    atomic.Int32       // set by a purge while in flight: purgeSoft or purgeHard
 	errStatus int
 	errMsg    string
+	interim   func(int, textproto.MIMEHeader) error // forwards 1xx to the leader's client; may be nil
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -283,6 +285,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 	f, leader := e.getFill(key)
 	defer f.leave()
 	if leader {
+		// Only the leader sees interim responses; this handler waits on f.ready meanwhile.
+		f.interim = interimForwarder(w, r)
 		go e.runFill(f, detach(r), primary, key, stored, true)
 	} else {
 		e.stats.Collapsed.Add(1)
@@ -464,6 +468,7 @@ func (f *fill) finish(size int64, broken bool) {
 // and pushes.
 func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *store.Entry, owned bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(e.cfg.FetchTimeout))
+	ctx = withInterim(ctx, f.interim)
 	f.release = cancel
 	f.reqHeader = r.Header
 	f.mu.Lock()

@@ -360,7 +360,7 @@ func (e *Edge) serveUnsafe(w http.ResponseWriter, r *http.Request) {
 // It returns the status sent (502 when upstream failed).
 func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	e.stats.count(Bypass)
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(e.cfg.FetchTimeout))
+	ctx, cancel := context.WithTimeout(withInterim(r.Context(), interimForwarder(w, r)), time.Duration(e.cfg.FetchTimeout))
 	defer cancel()
 	out := e.upstreamRequest(ctx, r, r.Method, r.Body)
 	out.ContentLength = r.ContentLength

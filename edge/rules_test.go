@@ -1,9 +1,13 @@
 package edge
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,5 +160,50 @@ func TestStaleOnOriginConnectionFailure(t *testing.T) {
 			// With grace the revalidation runs in the background: wait for it.
 			waitFor(t, 5*time.Second, "the stale entry's revalidation reaching the origin", func() bool { return o.requests.Load() >= 2 })
 		})
+	}
+}
+
+// TestEarlyHintsForwardedNeverCached: a 103 from the origin reaches the client that caused the
+// fetch (GET miss and passed-through POST) before the final response; the final response does not
+// inherit its fields, and a hit carries neither the 103 nor its fields.
+func TestEarlyHintsForwardedNeverCached(t *testing.T) {
+	t.Parallel()
+	o := newRawOrigin(t, func(r *http.Request, c net.Conn) bool {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprint(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+
+			"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	e := newEdge(t, o.URL(), nil)
+	send := func(method string) (hints []string, r result) {
+		t.Helper()
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+			return nil
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, e.URL()+"/page", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return hints, result{resp.StatusCode, string(b), resp.Header}
+	}
+	want := "103 </style.css>; rel=preload"
+	hints, r := send(http.MethodGet)
+	expect(t, r, 200, Miss, "ok")
+	if len(hints) != 1 || hints[0] != want || r.h.Get("Link") != "" {
+		t.Fatalf("miss: interim %q, final Link %q; want [%q] and none", hints, r.h.Get("Link"), want)
+	}
+	settle(t, e)
+	hints, r = send(http.MethodGet)
+	expect(t, r, 200, Hit, "ok")
+	if len(hints) != 0 || r.h.Get("Link") != "" {
+		t.Fatalf("hit: interim %q, Link %q; a stored response has no 103", hints, r.h.Get("Link"))
+	}
+	hints, r = send(http.MethodPost)
+	if r.status != 200 || len(hints) != 1 || hints[0] != want {
+		t.Fatalf("POST: %d, interim %q; want the 103 passed on", r.status, hints)
 	}
 }
