@@ -304,8 +304,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 		e.servePass(w, r, f)
 	case !f.shared:
 		e.passThrough(w, r) // the response was for the leader alone; fetch our own
-	case !leader && !sameVariant(f, r.Header):
-		e.fetch(w, r, primary, variantKey(primary, varyNames(f.header), r.Header), nil)
+	case !leader && !e.sameVariant(f, r.Header):
+		e.fetch(w, r, primary, variantKey(primary, e.varyOf(f.header), r.Header), nil)
 	case conditionalOrRange(r.Header) && f.status == http.StatusOK:
 		e.serveCompleted(w, r, f)
 	default:
@@ -315,8 +315,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 
 // sameVariant reports whether a waiting request selects the same variant as the request that
 // started the fill, under the Vary of the fill's response.
-func sameVariant(f *fill, h http.Header) bool {
-	for _, n := range varyNames(f.header) {
+func (e *Edge) sameVariant(f *fill, h http.Header) bool {
+	for _, n := range e.varyOf(f.header) {
 		if varyValue(h, n) != varyValue(f.reqHeader, n) {
 			return false
 		}
@@ -585,7 +585,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		if !complete || purged == purgeHard {
 			w.Abort() // incomplete, or purged while it was arriving
 		} else {
-			vary := varyNames(resp.Header)
+			vary := e.varyOf(resp.Header)
 			// A copy: waiters may still be reading f.header. The stored one states the exact
 			// length, so a hit does not have to format it.
 			stored := header.Clone()

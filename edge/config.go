@@ -42,6 +42,8 @@ type Config struct {
 	// DisableFastPath serves every request through net/http instead of answering fresh memory
 	// hits on the HTTP/1.1 fast path (see edge/fast.go); for comparisons and diagnosis.
 	DisableFastPath bool `yaml:"disable_fast_path"`
+	// RulesConfig (edge/rulesconfig.go): targeted cache control, request headers, client limits.
+	RulesConfig `yaml:",inline"`
 }
 
 // AdminConfig configures the admin API.
@@ -225,8 +227,12 @@ func (c *Config) Validate() error {
 		return &fieldError{"origin", err.Error()}
 	}
 	if c.Admin.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+		host, port, err := net.SplitHostPort(c.Admin.Listen)
+		if err != nil {
 			return &fieldError{"admin.listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:9091", c.Admin.Listen)}
+		}
+		if host == "" {
+			c.Admin.Listen = net.JoinHostPort("127.0.0.1", port) // loopback unless an address is named
 		}
 		if c.Admin.Token == "" && c.Admin.TokenFile != "" {
 			b, err := os.ReadFile(c.Admin.TokenFile)
@@ -234,6 +240,9 @@ func (c *Config) Validate() error {
 				return &fieldError{"admin.token_file", fmt.Sprintf("read token: %v", err)}
 			}
 			c.Admin.Token = strings.TrimSpace(string(b))
+		}
+		if c.Admin.Token == "" && !loopbackHost(host) {
+			return &fieldError{"admin.token", fmt.Sprintf("missing while admin.listen %s is not a loopback address; anyone who reaches it could purge the cache, so set a bearer token (admin.token or admin.token_file) or listen on 127.0.0.1", c.Admin.Listen)}
 		}
 		if c.Admin.Token == "" {
 			return &fieldError{"admin.token", "missing; the admin API purges and pushes, so it needs a bearer token (admin.token or admin.token_file)"}
@@ -277,7 +286,7 @@ func (c *Config) Validate() error {
 	if c.Tiers.ProbeSamples <= 0 {
 		c.Tiers.ProbeSamples = 3
 	}
-	return nil
+	return c.RulesConfig.validate()
 }
 
 // checkBaseURL accepts http(s)://host[:port] with an optional path prefix.

@@ -39,6 +39,9 @@ type Edge struct {
 	upstream  *upstream
 	heuristic cachecontrol.Heuristic
 
+	// passes are the request fields forwarded as the client sent them (edge/forwarding.go).
+	passes map[string]bool
+
 	// fills are the upstream fetches in flight, by variant key (request collapsing).
 	fillsMu sync.Mutex
 	fills   map[string]*fill
@@ -79,6 +82,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		fills:     map[string]*fill{},
 		variants:  map[string]*variantSet{},
 		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
+		passes:    passSet(cfg.RequestHeaders),
 	}
 	for _, o := range opts {
 		o(e)
@@ -277,7 +281,7 @@ func (e *Edge) lookupKey(primary string, h http.Header) string {
 	vs := e.variants[primary]
 	e.variantsMu.RUnlock()
 	if vs == nil {
-		return primary
+		return variantKey(primary, e.cfg.RequestHeaders.Key, h) // the primary key unless keyed fields are set
 	}
 	return variantKey(primary, vs.names, h)
 }
@@ -383,7 +387,8 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 }
 
 // upstreamRequest builds the request sent upstream for client request r: same URI and Host,
-// end-to-end headers only, and a Via entry.
+// end-to-end headers only, the forwarding fields set by the edge and the override fields
+// stripped (edge/forwarding.go).
 func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method string, body interface {
 	Read([]byte) (int, error)
 	Close() error
@@ -401,10 +406,7 @@ func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method stri
 		out.Body = body
 	}
 	copyHeader(out.Header, r.Header)
-	out.Header.Add("Via", viaValue)
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		out.Header.Add("X-Forwarded-For", ip)
-	}
+	e.forwardingFields(out.Header, r) // edge/forwarding.go
 	return out
 }
 

@@ -308,6 +308,8 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	e.variantsMu.RUnlock()
 	if vs != nil {
 		key = variantKey(primary, vs.names, fc.varyFields(vs.names))
+	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
+		key = variantKey(primary, keyed, fc.varyFields(keyed))
 	}
 	ent, found := e.store.Get(key)
 	if !found || (ent.Body == nil && ent.Meta.Size > 0) {
