@@ -535,9 +535,11 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		return
 	}
 
-	respCC := cachecontrol.Parse(resp.Header)
-	reason := cachecontrol.Storable(r, reqCC, resp.StatusCode, resp.Header, respCC)
-	life, _ := cachecontrol.Lifetime(resp.StatusCode, resp.Header, respCC, e.heuristic)
+	// The rules apply to the targeted field (CDN-Cache-Control) when the response has one.
+	policy := cachecontrol.Effective(resp.Header, e.cfg.TargetedCacheControl)
+	respCC := cachecontrol.Parse(policy)
+	reason := cachecontrol.Storable(r, reqCC, resp.StatusCode, policy, respCC)
+	life, _ := cachecontrol.Lifetime(resp.StatusCode, policy, respCC, e.heuristic)
 	if reason == "" && life == 0 && resp.Header.Get("Etag") == "" && resp.Header.Get("Last-Modified") == "" &&
 		!respCC.Has("stale-while-revalidate") && !respCC.Has("stale-if-error") && e.cfg.Grace == 0 {
 		reason = "no freshness and no validator" // storing it could never save a fetch
@@ -596,7 +598,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 				Key: variantKey(primary, vary, r.Header), Primary: primary,
 				Status: resp.StatusCode, Header: stored, Vary: vary, Tags: tagsOf(resp.Header),
 				ResponseTime: respTime, InitialAge: initialAge, Lifetime: life,
-				Directives: cachecontrol.Parse(stored),
+				Directives: e.directives(stored),
 				Invalid:    purged == purgeSoft,
 			}
 			if _, err := w.Commit(m); errors.Is(err, store.ErrTooLarge) {
@@ -683,8 +685,8 @@ func (e *Edge) refreshed(old *store.Meta, h http.Header, reqTime, respTime time.
 		m.Header[k] = vv
 	}
 	addVia(m.Header) // a Via in the 304 replaced the stored one
-	m.Directives = cachecontrol.Parse(m.Header)
-	m.Lifetime, _ = cachecontrol.Lifetime(m.Status, m.Header, m.Directives, e.heuristic)
+	m.Directives = e.directives(m.Header)
+	m.Lifetime, _ = cachecontrol.Lifetime(m.Status, cachecontrol.Effective(m.Header, e.cfg.TargetedCacheControl), m.Directives, e.heuristic)
 	m.ResponseTime = respTime
 	m.InitialAge = cachecontrol.InitialAge(h, reqTime, respTime)
 	m.Invalid = false
@@ -706,4 +708,10 @@ func tagsOf(h http.Header) []string {
 		}
 	}
 	return tags
+}
+
+// directives parses the cache directives this edge applies to a stored header: those of its
+// targeted field (RFC 9213) when it has one, else Cache-Control.
+func (e *Edge) directives(h http.Header) cachecontrol.Directives {
+	return cachecontrol.Parse(cachecontrol.Effective(h, e.cfg.TargetedCacheControl))
 }

@@ -93,6 +93,9 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		MaxObjectBytes: int64(cfg.Memory.MaxObjectBytes),
 		Dir:            cfg.Disk.Dir,
 		DiskBytes:      int64(cfg.Disk.MaxBytes),
+		Directives: func(h http.Header) cachecontrol.Directives {
+			return cachecontrol.Parse(cachecontrol.Effective(h, cfg.TargetedCacheControl))
+		},
 		OnEvict: func(tier string) {
 			if tier == "disk" {
 				e.stats.DiskEvictions.Add(1)

@@ -89,3 +89,16 @@ func TestAgeValue(t *testing.T) {
 		}
 	}
 }
+
+func TestEffectiveTargeted(t *testing.T) {
+	names := []string{"Switchyard-Cache-Control", "Cdn-Cache-Control"}
+	h := hdr("Cache-Control", "no-store", "Expires", "Thu, 01 Jan 2099 00:00:00 GMT", "Cdn-Cache-Control", "max-age=60")
+	eff := Effective(h, names)
+	if eff.Get("Cache-Control") != "max-age=60" || eff.Get("Expires") != "" || h.Get("Cache-Control") != "no-store" {
+		t.Fatalf("effective %v (original %v)", eff, h)
+	}
+	plain := hdr("Cache-Control", "max-age=5")
+	if got := Effective(plain, names); got.Get("Cache-Control") != "max-age=5" {
+		t.Fatalf("no targeted field: %v", got)
+	}
+}

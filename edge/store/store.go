@@ -112,6 +112,9 @@ type Config struct {
 	DiskBytes int64
 	// OnEvict is called with "memory" or "disk" for each entry evicted for lack of room.
 	OnEvict func(tier string)
+	// Directives parses the cache directives of a stored header when the index is rebuilt;
+	// nil means cachecontrol.Parse (the edge passes its targeted-field rule, RFC 9213).
+	Directives func(http.Header) cachecontrol.Directives
 }
 
 // Store is the two-tier response store. It is safe for concurrent use.
@@ -257,8 +260,12 @@ func (s *Store) rebuild() error {
 	for _, p := range remove {
 		os.Remove(p)
 	}
+	parse := s.cfg.Directives
+	if parse == nil {
+		parse = cachecontrol.Parse
+	}
 	for k, m := range best {
-		m.Directives = cachecontrol.Parse(m.Header)
+		m.Directives = parse(m.Header)
 		s.disk.Set(k, m)
 	}
 	return nil
