@@ -262,7 +262,7 @@ func (e *Edge) Fresh(raw string) bool {
 	if err != nil {
 		return false
 	}
-	ent, ok := e.store.Get(k)
+	ent, ok, _ := e.store.Get(k)
 	if !ok {
 		return false
 	}

@@ -29,7 +29,11 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := e.lookupKey(primary, r.Header)
-	ent, ok := e.store.Get(key)
+	ent, ok, err := e.store.Get(key)
+	if err != nil {
+		e.unavailable(w, key, err)
+		return
+	}
 	if ok {
 		m := ent.Meta
 		age := m.Age(time.Now())
@@ -61,6 +65,21 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.fetch(w, r, primary, key, ent)
+}
+
+// unavailable answers 503 when a stored body cannot be read for a local reason (descriptors,
+// memory, a disk error): the entry is kept, and the origin is not asked for an object the
+// cache holds; a miss here would refetch and rewrite what is already stored.
+func (e *Edge) unavailable(w http.ResponseWriter, key string, err error) {
+	e.stats.Unavailable.Add(1)
+	e.log.Warn("stored body unreadable, answering 503", "key", key, "err", err)
+	h := w.Header()
+	clear(h)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Retry-After", "1")
+	setCacheHeaders(h, Miss, 0)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, msgUnavailable+"\n")
 }
 
 // lifetime is the freshness lifetime to apply: zero for a soft-purged entry.
@@ -130,6 +149,10 @@ func (e *Edge) serveEntry(w http.ResponseWriter, r *http.Request, ent *store.Ent
 	var rs io.ReadSeeker
 	if ent.Body == nil && m.Size > 0 {
 		f, done, err := e.store.Reader(ent)
+		if errors.Is(err, store.ErrUnavailable) {
+			e.unavailable(w, m.Key, err) // the entry stays; answered, so true
+			return true
+		}
 		if err != nil {
 			return false
 		}

@@ -333,7 +333,7 @@ func (e *Edge) invalidate(primary string) int {
 	e.markPurged(func(p string, _ []string) bool { return p == primary }, false)
 	n := 0
 	for _, k := range e.keysOf(primary) {
-		if _, ok := e.store.Get(k); ok {
+		if _, ok, err := e.store.Get(k); ok || err != nil {
 			n++
 		}
 		e.store.Delete(k)

@@ -311,9 +311,9 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
 		key = variantKey(primary, keyed, fc.varyFields(keyed))
 	}
-	ent, found := e.store.Get(key)
-	if !found || (ent.Body == nil && ent.Meta.Size > 0) {
-		return false, false // a miss, or a body that lives on disk only
+	ent, found, err := e.store.Get(key)
+	if err != nil || !found || (ent.Body == nil && ent.Meta.Size > 0) {
+		return false, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
 	}
 	m := ent.Meta
 	now := time.Now()
@@ -350,7 +350,7 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	var err error
+	err = nil
 	switch body := ent.Body; {
 	case hr.head || len(body) == 0:
 		_, err = fc.c.Write(out)
