@@ -56,6 +56,7 @@ type Edge struct {
 	servers []*http.Server
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
+	conns   *connLimit  // client connections against max_connections, after Start
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -143,13 +144,21 @@ func (e *Edge) Registry() *prometheus.Registry { return e.registry }
 
 // Start listens on cfg.Listen (and cfg.Admin.Listen when set) and serves in the background.
 func (e *Edge) Start() error {
-	bind := func(addr string, h http.Handler, fast bool) error {
+	bind := func(addr string, h http.Handler, client bool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
 			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug), ConnState: guardState}
+		fast := client && !e.cfg.DisableFastPath
+		if client {
+			// Clients are capped and a slow reader is cut (edge/conns.go); net/http's write
+			// timeout runs from each request's head to the end of its response.
+			srv.WriteTimeout = time.Duration(e.cfg.ClientTimeout)
+			e.conns = &connLimit{max: connCap(e.cfg.MaxConnections), refused: &e.stats.ConnsRefused}
+			ln = &limitListener{Listener: ln, lim: e.conns}
+		}
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
@@ -164,7 +173,7 @@ func (e *Edge) Start() error {
 		go e.fast.serve()
 		return nil
 	}
-	if err := bind(e.cfg.Listen, e, !e.cfg.DisableFastPath); err != nil {
+	if err := bind(e.cfg.Listen, e, true); err != nil {
 		return err
 	}
 	if e.cfg.Admin.Listen != "" {

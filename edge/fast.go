@@ -350,8 +350,10 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	err = nil
+	// A client that reads too slowly is cut off after client_timeout, as net/http's is.
+	err = fc.c.SetWriteDeadline(now.Add(time.Duration(e.cfg.ClientTimeout)))
 	switch body := ent.Body; {
+	case err != nil:
 	case hr.head || len(body) == 0:
 		_, err = fc.c.Write(out)
 	case len(body) <= fastCopyBody:
