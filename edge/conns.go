@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"errors"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -80,11 +82,22 @@ func refuse(c net.Conn) {
 	c.Close()
 }
 
-// countedConn gives its place back when closed, whoever serves it (fast path or net/http).
+// countedConn gives its place back when closed, whoever serves it (fast path or net/http), and
+// resets a connection whose write timed out (see cutSlow).
 type countedConn struct {
 	net.Conn
-	lim  *connLimit
-	once atomic.Bool
+	lim      *connLimit
+	once     atomic.Bool
+	timedOut atomic.Bool
+}
+
+// Write remembers a write that hit its deadline, so Close resets the connection.
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.timedOut.Store(true)
+	}
+	return n, err
 }
 
 // Close closes the connection and ends its count once.
@@ -92,7 +105,29 @@ func (c *countedConn) Close() error {
 	if c.once.CompareAndSwap(false, true) {
 		c.lim.n.Add(-1)
 	}
+	if c.timedOut.Load() {
+		cutSlow(c.Conn)
+	}
 	return c.Conn.Close()
+}
+
+// cutSlow makes the close of a connection whose write timed out a reset. A plain close leaves
+// the unsent response (megabytes with autotuned buffers) queued in the kernel, still trickling to
+// the slow reader long after the edge let go; a reset discards it, so the client is cut for real
+// and the memory comes back.
+func cutSlow(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+}
+
+// rawConn returns the TCP connection under a countedConn, for writev (net.Buffers writes with one
+// system call only to the net package's own connections).
+func rawConn(c net.Conn) net.Conn {
+	if cc, ok := c.(*countedConn); ok {
+		return cc.Conn
+	}
+	return c
 }
 
 // CloseWrite half-closes a TCP connection (the fast path's linger and net/http use it).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -362,7 +363,10 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	default:
 		// One writev: the stored body is immutable, so it is sent without a copy.
 		bufs := net.Buffers{out, body}
-		_, err = bufs.WriteTo(fc.c)
+		_, err = bufs.WriteTo(rawConn(fc.c))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		cutSlow(rawConn(fc.c)) // a slow reader: reset on close, drop what the kernel still holds
 	}
 	fc.out = out
 	fc.closing = err == nil && hr.close
