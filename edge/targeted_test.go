@@ -41,6 +41,12 @@ func TestTargetedCacheControl(t *testing.T) {
 			h.Set("Cache-Control", "no-store")
 			h.Set("CDN-Cache-Control", "no-store")
 			h.Set("Switchyard-Cache-Control", "max-age=60")
+		case "/invalid-sf": // not a Structured Field Dictionary: ignored, Cache-Control applies
+			h.Set("Cache-Control", "no-store")
+			h.Set("CDN-Cache-Control", "max-age=10000, &&&&&")
+		case "/wrong-type": // max-age must be an Integer: the field is ignored
+			h.Set("Cache-Control", "no-store")
+			h.Set("CDN-Cache-Control", `max-age="10000"`)
 		case "/invalid": // an empty targeted field is ignored: Cache-Control applies
 			h.Set("Cache-Control", "max-age=60")
 			h.Set("CDN-Cache-Control", "")
@@ -52,7 +58,7 @@ func TestTargetedCacheControl(t *testing.T) {
 	})
 	for _, c := range []struct{ path, second string }{
 		{"/nostore", Bypass}, {"/private", Bypass}, {"/nocache", Revalidated}, {"/maxage", Hit},
-		{"/expires", Bypass}, {"/order", Hit}, {"/invalid", Hit},
+		{"/expires", Bypass}, {"/order", Hit}, {"/invalid", Hit}, {"/invalid-sf", Bypass}, {"/wrong-type", Bypass},
 	} {
 		first := get(t, e.URL()+c.path)
 		expect(t, first, 200, Miss, c.path)

@@ -13,7 +13,9 @@ var errBadDate = errors.New("not an HTTP-date (RFC 9110 5.6.7)")
 // ParseHTTPDate parses an HTTP-date strictly (RFC 9110 5.6.7): the IMF-fixdate
 // "Sun, 06 Nov 1994 08:49:37 GMT", or one of the obsolete forms RFC 850
 // "Sunday, 06-Nov-94 08:49:37 GMT" and asctime "Sun Nov  6 08:49:37 1994". Every field has its
-// exact width, names are case-sensitive, and separators are single spaces. net/http's ParseTime
+// exact width and separators are single spaces; day, month and zone names are matched without
+// regard to case (the RFC makes them case-sensitive, but a wrongly cased name is not ambiguous,
+// and an optimal cache reuses such a response). net/http's ParseTime
 // goes through time.Parse, which also accepts a one-digit hour or day and so reads dates the RFC
 // calls invalid as valid; for Expires that turns "already expired" (RFC 9111 5.3) into fresh.
 func ParseHTTPDate(s string) (time.Time, error) {
@@ -38,7 +40,7 @@ var (
 
 // parseIMF reads "Sun, 06 Nov 1994 08:49:37 GMT".
 func parseIMF(s string) (time.Time, error) {
-	if !oneOf(s[:3], dayNames) || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s[25:] != " GMT" {
+	if !oneOf(s[:3], dayNames) || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || !strings.EqualFold(s[25:], " GMT") {
 		return time.Time{}, errBadDate
 	}
 	day, ok1 := digits(s[5:7])
@@ -54,7 +56,7 @@ func parseIMF(s string) (time.Time, error) {
 func parseRFC850(s string, comma int) (time.Time, error) {
 	rest := s[comma+1:]
 	if !oneOf(s[:comma], longDayNames) || len(rest) != 23 || rest[0] != ' ' || rest[3] != '-' ||
-		rest[7] != '-' || rest[10] != ' ' || rest[19:] != " GMT" {
+		rest[7] != '-' || rest[10] != ' ' || !strings.EqualFold(rest[19:], " GMT") {
 		return time.Time{}, errBadDate
 	}
 	day, ok1 := digits(rest[1:3])
@@ -122,7 +124,7 @@ func digits(s string) (int, bool) {
 
 func month(s string) time.Month {
 	for i, m := range monthNames {
-		if s == m {
+		if strings.EqualFold(s, m) {
 			return time.Month(i + 1)
 		}
 	}
@@ -131,7 +133,7 @@ func month(s string) time.Month {
 
 func oneOf(s string, names []string) bool {
 	for _, n := range names {
-		if s == n {
+		if strings.EqualFold(s, n) {
 			return true
 		}
 	}

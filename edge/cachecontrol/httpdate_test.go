@@ -12,6 +12,7 @@ func TestParseHTTPDateStrict(t *testing.T) {
 		"Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
 		"Sunday, 06-Nov-94 08:49:37 GMT", // RFC 850
 		"Sun Nov  6 08:49:37 1994",       // asctime
+		"SUN, 06 nov 1994 08:49:37 gmt",  // names in the wrong case are still unambiguous
 	} {
 		got, err := ParseHTTPDate(s)
 		if err != nil || !got.Equal(want) {
@@ -24,9 +25,6 @@ func TestParseHTTPDateStrict(t *testing.T) {
 		"Sun, 06  Nov 1994 08:49:37 GMT",  // a run of spaces
 		"Sun, 6 Nov 1994 08:49:37 GMT",    // one-digit day
 		"Sun, 06 Nov 1994 08:49:37 UTC",   // not GMT
-		"Sun, 06 Nov 1994 08:49:37 gmt",   // names are case-sensitive
-		"sun, 06 Nov 1994 08:49:37 GMT",   // names are case-sensitive
-		"Sun, 06 nov 1994 08:49:37 GMT",   // names are case-sensitive
 		"Sun, 06 Nov 94 08:49:37 GMT",     // two-digit year in IMF-fixdate
 		"Sun, 31 Feb 1994 08:49:37 GMT",   // no such day
 		"Sun, 06 Nov 1994 24:49:37 GMT",   // no such hour
@@ -100,5 +98,26 @@ func TestEffectiveTargeted(t *testing.T) {
 	plain := hdr("Cache-Control", "max-age=5")
 	if got := Effective(plain, names); got.Get("Cache-Control") != "max-age=5" {
 		t.Fatalf("no targeted field: %v", got)
+	}
+}
+
+func TestValidTargeted(t *testing.T) {
+	for v, want := range map[string]bool{
+		"max-age=60":                         true,
+		"no-store":                           true,
+		"private, no-cache":                  true,
+		"max-age=60, stale-if-error=30;x=1":  true,
+		`foo="bar", baz=?1, n=1.5, b=:aGk=:`: true,
+		"":                                   false,
+		"max-age=10000, &&&&&":               false,
+		`max-age="10000"`:                    false,
+		"max-age=1.5":                        false,
+		"Max-Age=60":                         false,
+		"max-age=60,":                        false,
+		"max-age=60 no-store":                false,
+	} {
+		if got := validTargeted(v); got != want {
+			t.Errorf("%q: valid %v, want %v", v, got, want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package cachecontrol
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // Effective returns the header a cache that honours targeted cache-control fields (RFC 9213)
 // applies its rules to. targeted lists the field names this cache is the target of, most
@@ -12,8 +15,8 @@ import "net/http"
 func Effective(h http.Header, targeted []string) http.Header {
 	for _, name := range targeted {
 		vv := h[name]
-		if len(vv) == 0 || len(Parse(http.Header{"Cache-Control": vv})) == 0 {
-			continue
+		if len(vv) == 0 || !validTargeted(strings.Join(vv, ", ")) {
+			continue // absent, or not a valid Dictionary: the next field, then Cache-Control
 		}
 		out := make(http.Header, len(h))
 		for k, v := range h {
