@@ -528,7 +528,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	respTime := time.Now()
 
 	if err != nil || resp.StatusCode >= 500 {
-		if stored != nil && e.staleUsable(reqCC, stored, respTime) {
+		if stored != nil && (e.staleUsable(reqCC, stored, respTime) || (err != nil && e.staleUnreachable(stored, respTime))) {
 			if resp != nil {
 				resp.Body.Close()
 			}
@@ -693,6 +693,18 @@ func (e *Edge) staleUsable(reqCC cachecontrol.Directives, stored *store.Entry, n
 	window := cachecontrol.StaleIfError(reqCC, m.Directives, time.Duration(e.cfg.Grace))
 	staleness := m.Age(now) - lifetime(m)
 	return window > 0 && staleness <= window
+}
+
+// staleUnreachable reports whether a stored entry may be served because the origin could not be
+// reached at all: the cache is disconnected (RFC 9111 4.2.4), within stale_if_unreachable, unless
+// the response forbids stale use (must-revalidate, proxy-revalidate, s-maxage, no-cache).
+func (e *Edge) staleUnreachable(stored *store.Entry, now time.Time) bool {
+	m := stored.Meta
+	window := time.Duration(*e.cfg.StaleIfUnreachable)
+	if window <= 0 || cachecontrol.NoStale(m.Directives) || (m.Directives.Has("no-cache") && m.Directives["no-cache"] == "") {
+		return false
+	}
+	return m.Age(now)-lifetime(m) <= window
 }
 
 // refreshed returns the metadata of a stored response updated by a 304 (RFC 9111 4.3.4): the

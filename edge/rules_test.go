@@ -139,6 +139,8 @@ func TestStaleOnOriginConnectionFailure(t *testing.T) {
 		{"reset/stale-if-error", "max-age=1, stale-if-error=600", 0, reset},
 		{"close/grace", "max-age=1", time.Hour, func(c net.Conn) { c.Close() }},
 		{"reset/grace", "max-age=1", time.Hour, reset},
+		{"close/unreachable-default", "max-age=1", 0, func(c net.Conn) { c.Close() }},
+		{"reset/unreachable-default", "max-age=1", 0, reset},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -205,5 +207,42 @@ func TestEarlyHintsForwardedNeverCached(t *testing.T) {
 	hints, r = send(http.MethodPost)
 	if r.status != 200 || len(hints) != 1 || hints[0] != want {
 		t.Fatalf("POST: %d, interim %q; want the 103 passed on", r.status, hints)
+	}
+}
+
+// TestUnreachableStaleLimits: serving stale while the origin is unreachable is still forbidden
+// by must-revalidate, proxy-revalidate, s-maxage and no-cache, and stale_if_unreachable: 0s turns
+// it off; none of them gets the stored body.
+func TestUnreachableStaleLimits(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	o := newRawOrigin(t, func(r *http.Request, conn net.Conn) bool {
+		if failing.Load() {
+			conn.Close()
+			return false
+		}
+		cc := map[string]string{"/mr": "max-age=1, must-revalidate", "/pr": "max-age=1, proxy-revalidate",
+			"/sm": "s-maxage=1", "/nc": "max-age=1, no-cache", "/plain": "max-age=1"}[r.URL.Path]
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nCache-Control: %s\r\nEtag: \"e\"\r\nContent-Length: 6\r\n\r\nstored", cc)
+		return true
+	})
+	off := Duration(0)
+	e := newEdge(t, o.URL(), nil)
+	eOff := newEdge(t, o.URL(), func(c *Config) { c.StaleIfUnreachable = &off })
+	for _, p := range []string{"/mr", "/pr", "/sm", "/nc"} {
+		expect(t, get(t, e.URL()+p), 200, Miss, "stored")
+	}
+	expect(t, get(t, eOff.URL()+"/plain"), 200, Miss, "stored")
+	settle(t, e)
+	settle(t, eOff)
+	failing.Store(true)
+	time.Sleep(1100 * time.Millisecond) // max-age=1 must pass
+	for _, p := range []string{"/mr", "/pr", "/sm", "/nc"} {
+		if r := get(t, e.URL()+p); r.status == 200 || r.body == "stored" {
+			t.Errorf("%s: %d %s %q while the origin is unreachable; stale use is forbidden", p, r.status, r.cache(), r.body)
+		}
+	}
+	if r := get(t, eOff.URL()+"/plain"); r.status != http.StatusBadGateway {
+		t.Errorf("stale_if_unreachable 0s: %d %s, want 502", r.status, r.cache())
 	}
 }

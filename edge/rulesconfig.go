@@ -21,6 +21,13 @@ type RulesConfig struct {
 	// closed. 0 (the default) derives the cap from the descriptor limit minus a reserve for
 	// upstream connections and the disk tier; a larger value is lowered to that.
 	MaxConnections int `yaml:"max_connections"`
+	// StaleIfUnreachable is how long past expiry a stored response may be served when the
+	// origin cannot be reached at all (refused, closed or reset connection, a response that
+	// cannot be read, a fetch timeout), for responses that carry no stale-if-error: the cache is
+	// disconnected (RFC 9111 4.2.4). must-revalidate, proxy-revalidate, s-maxage and no-cache
+	// still forbid it. Unset: 1h; 0s turns it off. A 5xx answer is not "unreachable": it needs
+	// stale-if-error or grace.
+	StaleIfUnreachable *Duration `yaml:"stale_if_unreachable"`
 	// ClientTimeout bounds writing one response to a client (default 60s): a client that reads
 	// too slowly is cut off instead of holding its connection for good.
 	ClientTimeout Duration `yaml:"client_timeout"`
@@ -66,6 +73,10 @@ func (c *RulesConfig) validate() error {
 	}
 	if c.MaxConnections < 0 {
 		return &fieldError{"max_connections", "negative; use 0 for the automatic cap or a positive limit"}
+	}
+	if c.StaleIfUnreachable == nil {
+		d := Duration(time.Hour)
+		c.StaleIfUnreachable = &d
 	}
 	if c.ClientTimeout == 0 {
 		c.ClientTimeout = Duration(60 * time.Second)
