@@ -380,7 +380,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	defer cancel()
 	out := e.upstreamRequest(ctx, r, r.Method, r.Body)
 	out.ContentLength = r.ContentLength
-	resp, err := e.upstream.do(out)
+	resp, err := e.fetchUpstream(out)
 	if err != nil {
 		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
 		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
