@@ -51,16 +51,18 @@ func newUpstream(e *Edge, cfg Config) (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse origin %q: %w", cfg.Origin, err)
 	}
+	dialPlain, dialTLS := teDialers(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
 	u := &upstream{
 		e:      e,
 		origin: origin,
 		transport: &http.Transport{
-			Proxy:               nil, // the origin is addressed directly, never through an environment proxy
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			Proxy:               nil,       // the origin is addressed directly, never through an environment proxy
+			DialContext:         dialPlain, // edge/tefix.go: transfer codings Go's client refuses
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true, // pass encodings through untouched; Vary handles variants
+			DialTLSContext:      dialTLS,
 		},
 		stop:      make(chan struct{}),
 		probeDone: make(chan struct{}),
