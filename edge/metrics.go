@@ -82,7 +82,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"memory_evictions": float64(s.MemoryEvictions.Load()), "disk_evictions": float64(s.DiskEvictions.Load()),
 		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
-		"fast_path_hits": float64(s.FastPath.Load()),
+		"fast_path_hits":      float64(s.FastPath.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
