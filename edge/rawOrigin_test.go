@@ -18,6 +18,7 @@ import (
 type rawOrigin struct {
 	ln       net.Listener
 	requests atomic.Int64
+	conns    atomic.Int64
 	mu       sync.Mutex
 	heads    []*http.Request
 	wg       sync.WaitGroup
@@ -38,6 +39,7 @@ func newRawOrigin(t *testing.T, h func(r *http.Request, c net.Conn) bool) *rawOr
 			if err != nil {
 				return
 			}
+			o.conns.Add(1)
 			o.wg.Add(1)
 			go func() {
 				defer o.wg.Done()

@@ -309,3 +309,46 @@ func TestOriginOverrunsContentLength(t *testing.T) {
 		expect(t, get(t, fmt.Sprintf("%s/next%d", e.URL(), i)), 200, Miss, "next")
 	}
 }
+
+// TestUpstreamFramingOnOneConnection: the upstream connection wrapper (edge/tefix.go) follows
+// chunked, Content-Length, 1xx, 204 and 304 responses on one keep-alive connection; every
+// response is read right and the connection is reused throughout.
+func TestUpstreamFramingOnOneConnection(t *testing.T) {
+	t.Parallel()
+	o := newRawOrigin(t, func(r *http.Request, c net.Conn) bool {
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/chunked":
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n")
+		case "/hints":
+			fmt.Fprint(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nhints")
+		case "/nocontent":
+			fmt.Fprint(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		case "/reval":
+			if r.Header.Get("If-None-Match") == `"v"` {
+				fmt.Fprint(c, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=0\r\nEtag: \"v\"\r\n\r\n")
+			} else {
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nCache-Control: max-age=0\r\nEtag: \"v\"\r\nContent-Length: 5\r\n\r\nreval")
+			}
+		default:
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 4\r\n\r\nlast")
+		}
+		return true
+	})
+	e := newEdge(t, o.URL(), nil)
+	expect(t, get(t, e.URL()+"/chunked"), 200, Miss, "abcde")
+	settle(t, e)
+	expect(t, get(t, e.URL()+"/hints"), 200, Miss, "hints")
+	settle(t, e)
+	if r := do(t, http.MethodPost, e.URL()+"/nocontent"); r.status != 204 {
+		t.Fatalf("POST /nocontent: %d", r.status)
+	}
+	expect(t, get(t, e.URL()+"/reval"), 200, Miss, "reval")
+	settle(t, e)
+	expect(t, get(t, e.URL()+"/reval"), 200, Revalidated, "reval")
+	settle(t, e)
+	expect(t, get(t, e.URL()+"/last"), 200, Miss, "last")
+	if n := o.conns.Load(); n != 1 {
+		t.Errorf("origin saw %d connections, want 1 reused for every response", n)
+	}
+}
