@@ -138,6 +138,8 @@ type fastConn struct {
 	closing bool        // the response just written carried Connection: close
 	out     []byte      // the response being written, reused
 	vary    http.Header // the request fields a URL varies on, reused
+	// wdeadline is the write deadline in force (client_timeout), re-armed lazily.
+	wdeadline time.Time
 }
 
 var errFastHeadTooLarge = errors.New("request head too large for the fast path")
@@ -351,8 +353,13 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	// A client that reads too slowly is cut off after client_timeout, as net/http's is.
-	err = fc.c.SetWriteDeadline(now.Add(time.Duration(e.cfg.ClientTimeout)))
+	// A client that reads too slowly is cut off after client_timeout, as net/http's is. The
+	// deadline is re-armed only when less than 7/8 of the timeout is left (a slow reader is cut
+	// between 7/8 and all of it): arming a timer on every hit costs measurable time.
+	if timeout := time.Duration(e.cfg.ClientTimeout); fc.wdeadline.Sub(now) < timeout-timeout/8 {
+		fc.wdeadline = now.Add(timeout)
+		err = fc.c.SetWriteDeadline(fc.wdeadline)
+	}
 	switch body := ent.Body; {
 	case err != nil:
 	case hr.head || len(body) == 0:
