@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -230,7 +231,10 @@ func (e *Edge) AdminHandler() http.Handler {
 func (e *Edge) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || e.cfg.Admin.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(e.cfg.Admin.Token)) != 1 {
+		// Digests first: ConstantTimeCompare returns at once on a length mismatch, which would
+		// tell a guesser the token's length.
+		gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(e.cfg.Admin.Token))
+		if !ok || e.cfg.Admin.Token == "" || subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-edge"`)
 			http.Error(w, "unauthorized: send Authorization: Bearer <admin.token>", http.StatusUnauthorized)
 			return
@@ -261,7 +265,7 @@ func (e *Edge) Fresh(raw string) bool {
 	if err != nil {
 		return false
 	}
-	ent, ok := e.store.Get(k)
+	ent, ok, _ := e.store.Get(k)
 	if !ok {
 		return false
 	}

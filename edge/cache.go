@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -28,7 +29,11 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := e.lookupKey(primary, r.Header)
-	ent, ok := e.store.Get(key)
+	ent, ok, err := e.store.Get(key)
+	if err != nil {
+		e.unavailable(w, key, err)
+		return
+	}
 	if ok {
 		m := ent.Meta
 		age := m.Age(time.Now())
@@ -62,6 +67,21 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 	e.fetch(w, r, primary, key, ent)
 }
 
+// unavailable answers 503 when a stored body cannot be read for a local reason (descriptors,
+// memory, a disk error): the entry is kept, and the origin is not asked for an object the
+// cache holds; a miss here would refetch and rewrite what is already stored.
+func (e *Edge) unavailable(w http.ResponseWriter, key string, err error) {
+	e.stats.Unavailable.Add(1)
+	e.log.Warn("stored body unreadable, answering 503", "key", key, "err", err)
+	h := w.Header()
+	clear(h)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Retry-After", "1")
+	setCacheHeaders(h, Miss, 0)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, msgUnavailable+"\n")
+}
+
 // lifetime is the freshness lifetime to apply: zero for a soft-purged entry.
 func lifetime(m *store.Meta) time.Duration {
 	if m.Invalid {
@@ -78,7 +98,7 @@ func setCacheHeaders(h http.Header, label string, age time.Duration) {
 	} else {
 		h["X-Cache"] = []string{label}
 	}
-	secs := int64(age / time.Second)
+	secs := min(int64(age/time.Second), 1<<31) // delta-seconds never exceed 2^31 (RFC 9111 1.2.2)
 	if secs >= 0 && secs < int64(len(ageValues)) {
 		h["Age"] = ageValues[secs]
 	} else {
@@ -98,13 +118,11 @@ var (
 	}()
 )
 
-// parseAge reads an Age header (0 when absent or invalid).
+// parseAge reads an Age header (0 when absent or invalid; the first member of a list; capped at
+// 2147483648 seconds, RFC 9111 1.2.2 and 5.1).
 func parseAge(h http.Header) time.Duration {
-	n, err := strconv.ParseInt(strings.TrimSpace(h.Get("Age")), 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
+	age, _ := cachecontrol.AgeValue(h)
+	return age
 }
 
 // conditionalOrRange reports whether a request needs precondition or range processing.
@@ -131,6 +149,10 @@ func (e *Edge) serveEntry(w http.ResponseWriter, r *http.Request, ent *store.Ent
 	var rs io.ReadSeeker
 	if ent.Body == nil && m.Size > 0 {
 		f, done, err := e.store.Reader(ent)
+		if errors.Is(err, store.ErrUnavailable) {
+			e.unavailable(w, m.Key, err) // the entry stays; answered, so true
+			return true
+		}
 		if err != nil {
 			return false
 		}
@@ -198,6 +220,7 @@ type fill struct {
 	purged    atomic.Int32       // set by a purge while in flight: purgeSoft or purgeHard
 	errStatus int
 	errMsg    string
+	interim   func(int, textproto.MIMEHeader) error // forwards 1xx to the leader's client; may be nil
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -285,6 +308,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 	f, leader := e.getFill(key)
 	defer f.leave()
 	if leader {
+		// Only the leader sees interim responses; this handler waits on f.ready meanwhile.
+		f.interim = interimForwarder(w, r)
 		go e.runFill(f, detach(r), primary, key, stored, true)
 	} else {
 		e.stats.Collapsed.Add(1)
@@ -302,8 +327,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 		e.servePass(w, r, f)
 	case !f.shared:
 		e.passThrough(w, r) // the response was for the leader alone; fetch our own
-	case !leader && !sameVariant(f, r.Header):
-		e.fetch(w, r, primary, variantKey(primary, varyNames(f.header), r.Header), nil)
+	case !leader && !e.sameVariant(f, r.Header):
+		e.fetch(w, r, primary, variantKey(primary, e.varyOf(f.header), r.Header), nil)
 	case conditionalOrRange(r.Header) && f.status == http.StatusOK:
 		e.serveCompleted(w, r, f)
 	default:
@@ -313,8 +338,8 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 
 // sameVariant reports whether a waiting request selects the same variant as the request that
 // started the fill, under the Vary of the fill's response.
-func sameVariant(f *fill, h http.Header) bool {
-	for _, n := range varyNames(f.header) {
+func (e *Edge) sameVariant(f *fill, h http.Header) bool {
+	for _, n := range e.varyOf(f.header) {
 		if varyValue(h, n) != varyValue(f.reqHeader, n) {
 			return false
 		}
@@ -396,7 +421,7 @@ func (e *Edge) serveCompleted(w http.ResponseWriter, r *http.Request, f *fill) {
 	f.mu.Unlock()
 	if broken {
 		e.stats.count(Miss)
-		writeError(w, http.StatusBadGateway, Miss, "upstream body ended early")
+		writeError(w, http.StatusBadGateway, Miss, msgBadGateway)
 		return
 	}
 	h := w.Header()
@@ -466,6 +491,7 @@ func (f *fill) finish(size int64, broken bool) {
 // and pushes.
 func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *store.Entry, owned bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(e.cfg.FetchTimeout))
+	ctx = withInterim(ctx, f.interim)
 	f.release = cancel
 	f.reqHeader = r.Header
 	f.mu.Lock()
@@ -498,11 +524,11 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	reqCC := cachecontrol.RequestDirectives(r.Header)
 	reqTime := time.Now()
 	e.stats.OriginRequests.Add(1)
-	resp, err := e.upstream.do(req)
+	resp, err := e.fetchUpstream(req) // edge/lenient.go
 	respTime := time.Now()
 
 	if err != nil || resp.StatusCode >= 500 {
-		if stored != nil && e.staleUsable(reqCC, stored, respTime) {
+		if stored != nil && (e.staleUsable(reqCC, stored, respTime) || (err != nil && e.staleUnreachable(stored, respTime))) {
 			if resp != nil {
 				resp.Body.Close()
 			}
@@ -511,7 +537,8 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 			return
 		}
 		if err != nil {
-			f.errStatus, f.errMsg = http.StatusBadGateway, "upstream failed: "+err.Error()
+			e.log.Warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
+			f.errStatus, f.errMsg = http.StatusBadGateway, msgBadGateway
 			if stored != nil && cachecontrol.NoStale(stored.Meta.Directives) {
 				f.errStatus = http.StatusGatewayTimeout // RFC 9111 5.2.2.2: must-revalidate failure
 			}
@@ -531,9 +558,11 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		return
 	}
 
-	respCC := cachecontrol.Parse(resp.Header)
-	reason := cachecontrol.Storable(r, reqCC, resp.StatusCode, resp.Header, respCC)
-	life, _ := cachecontrol.Lifetime(resp.StatusCode, resp.Header, respCC, e.heuristic)
+	// The rules apply to the targeted field (CDN-Cache-Control) when the response has one.
+	policy := cachecontrol.Effective(resp.Header, e.cfg.TargetedCacheControl)
+	respCC := cachecontrol.Parse(policy)
+	reason := cachecontrol.Storable(r, reqCC, resp.StatusCode, policy, respCC)
+	life, _ := cachecontrol.Lifetime(resp.StatusCode, policy, respCC, e.heuristic)
 	if reason == "" && life == 0 && resp.Header.Get("Etag") == "" && resp.Header.Get("Last-Modified") == "" &&
 		!respCC.Has("stale-while-revalidate") && !respCC.Has("stale-if-error") && e.cfg.Grace == 0 {
 		reason = "no freshness and no validator" // storing it could never save a fetch
@@ -581,7 +610,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		if !complete || purged == purgeHard {
 			w.Abort() // incomplete, or purged while it was arriving
 		} else {
-			vary := varyNames(resp.Header)
+			vary := e.varyOf(resp.Header)
 			// A copy: waiters may still be reading f.header. The stored one states the exact
 			// length, so a hit does not have to format it.
 			stored := header.Clone()
@@ -592,7 +621,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 				Key: variantKey(primary, vary, r.Header), Primary: primary,
 				Status: resp.StatusCode, Header: stored, Vary: vary, Tags: tagsOf(resp.Header),
 				ResponseTime: respTime, InitialAge: initialAge, Lifetime: life,
-				Directives: cachecontrol.Parse(stored),
+				Directives: e.directives(stored),
 				Invalid:    purged == purgeSoft,
 			}
 			if _, err := w.Commit(m); errors.Is(err, store.ErrTooLarge) {
@@ -666,6 +695,18 @@ func (e *Edge) staleUsable(reqCC cachecontrol.Directives, stored *store.Entry, n
 	return window > 0 && staleness <= window
 }
 
+// staleUnreachable reports whether a stored entry may be served because the origin could not be
+// reached at all: the cache is disconnected (RFC 9111 4.2.4), within stale_if_unreachable, unless
+// the response forbids stale use (must-revalidate, proxy-revalidate, s-maxage, no-cache).
+func (e *Edge) staleUnreachable(stored *store.Entry, now time.Time) bool {
+	m := stored.Meta
+	window := time.Duration(*e.cfg.StaleIfUnreachable)
+	if window <= 0 || cachecontrol.NoStale(m.Directives) || (m.Directives.Has("no-cache") && m.Directives["no-cache"] == "") {
+		return false
+	}
+	return m.Age(now)-lifetime(m) <= window
+}
+
 // refreshed returns the metadata of a stored response updated by a 304 (RFC 9111 4.3.4): the
 // 304's header fields replace the stored ones, and age and lifetime start again.
 func (e *Edge) refreshed(old *store.Meta, h http.Header, reqTime, respTime time.Time) *store.Meta {
@@ -679,8 +720,8 @@ func (e *Edge) refreshed(old *store.Meta, h http.Header, reqTime, respTime time.
 		m.Header[k] = vv
 	}
 	addVia(m.Header) // a Via in the 304 replaced the stored one
-	m.Directives = cachecontrol.Parse(m.Header)
-	m.Lifetime, _ = cachecontrol.Lifetime(m.Status, m.Header, m.Directives, e.heuristic)
+	m.Directives = e.directives(m.Header)
+	m.Lifetime, _ = cachecontrol.Lifetime(m.Status, cachecontrol.Effective(m.Header, e.cfg.TargetedCacheControl), m.Directives, e.heuristic)
 	m.ResponseTime = respTime
 	m.InitialAge = cachecontrol.InitialAge(h, reqTime, respTime)
 	m.Invalid = false
@@ -702,4 +743,10 @@ func tagsOf(h http.Header) []string {
 		}
 	}
 	return tags
+}
+
+// directives parses the cache directives this edge applies to a stored header: those of its
+// targeted field (RFC 9213) when it has one, else Cache-Control.
+func (e *Edge) directives(h http.Header) cachecontrol.Directives {
+	return cachecontrol.Parse(cachecontrol.Effective(h, e.cfg.TargetedCacheControl))
 }

@@ -255,7 +255,21 @@ func TestPurgeWhileInFlight(t *testing.T) {
 		for e.Stats().OriginRequests.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond) // let the headers (and the tags) arrive
+		// Wait for the headers (and so the tags) of the fill in flight: a purge by tag before
+		// them would not know the fill is tagged.
+		waitFor(t, 5*time.Second, "the fill's tags", func() bool {
+			e.fillsMu.Lock()
+			defer e.fillsMu.Unlock()
+			for _, f := range e.fills {
+				f.mu.Lock()
+				tagged := len(f.tags) > 0
+				f.mu.Unlock()
+				if tagged {
+					return true
+				}
+			}
+			return false
+		})
 		if _, err := e.Purge(PurgeRequest{Tags: []string{"k"}, Soft: soft}); err != nil {
 			t.Fatal(err)
 		}

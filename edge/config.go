@@ -47,6 +47,8 @@ type Config struct {
 	// DisableFastPath serves every request through net/http instead of answering fresh memory
 	// hits on the HTTP/1.1 fast path (see edge/fast.go); for comparisons and diagnosis.
 	DisableFastPath bool `yaml:"disable_fast_path"`
+	// RulesConfig (edge/rulesconfig.go): targeted cache control, request headers, client limits.
+	RulesConfig `yaml:",inline"`
 }
 
 // AdminConfig configures the admin API.
@@ -255,6 +257,9 @@ func (c *Config) Validate() error {
 			}
 			c.Admin.Token = strings.TrimSpace(string(b))
 		}
+		if host, _, _ := net.SplitHostPort(c.Admin.Listen); c.Admin.Token == "" && !loopbackHost(host) {
+			return &fieldError{"admin.token", fmt.Sprintf("missing while admin.listen %s is not a loopback address; anyone who reaches it could purge the cache, so set a bearer token (admin.token or admin.token_file) or listen on 127.0.0.1", c.Admin.Listen)}
+		}
 		if c.Admin.Token == "" {
 			return &fieldError{"admin.token", "missing; the admin API purges and pushes, so it needs a bearer token (admin.token or admin.token_file)"}
 		}
@@ -289,7 +294,10 @@ func (c *Config) Validate() error {
 	if err := c.Tiers.validate("tiers"); err != nil {
 		return err
 	}
-	return c.validateOrigins()
+	if err := c.validateOrigins(); err != nil {
+		return err
+	}
+	return c.RulesConfig.validate()
 }
 
 // checkBaseURL accepts http(s)://host[:port] with an optional path prefix.

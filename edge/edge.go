@@ -39,6 +39,9 @@ type Edge struct {
 	upstream  *upstream
 	heuristic cachecontrol.Heuristic
 
+	// passes are the request fields forwarded as the client sent them (edge/forwarding.go).
+	passes map[string]bool
+
 	// fills are the upstream fetches in flight, by variant key (request collapsing).
 	fillsMu sync.Mutex
 	fills   map[string]*fill
@@ -53,6 +56,7 @@ type Edge struct {
 	servers []*http.Server
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
+	conns   *connLimit  // client connections against max_connections, after Start
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -79,6 +83,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		fills:     map[string]*fill{},
 		variants:  map[string]*variantSet{},
 		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
+		passes:    passSet(cfg.RequestHeaders),
 	}
 	for _, o := range opts {
 		o(e)
@@ -89,6 +94,9 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		MaxObjectBytes: int64(cfg.Memory.MaxObjectBytes),
 		Dir:            cfg.Disk.Dir,
 		DiskBytes:      int64(cfg.Disk.MaxBytes),
+		Directives: func(h http.Header) cachecontrol.Directives {
+			return cachecontrol.Parse(cachecontrol.Effective(h, cfg.TargetedCacheControl))
+		},
 		OnEvict: func(tier string) {
 			if tier == "disk" {
 				e.stats.DiskEvictions.Add(1)
@@ -136,13 +144,21 @@ func (e *Edge) Registry() *prometheus.Registry { return e.registry }
 
 // Start listens on cfg.Listen (and cfg.Admin.Listen when set) and serves in the background.
 func (e *Edge) Start() error {
-	bind := func(addr string, h http.Handler, fast bool) error {
+	bind := func(addr string, h http.Handler, client bool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
 			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug), ConnState: guardState}
+		fast := client && !e.cfg.DisableFastPath
+		if client {
+			// Clients are capped and a slow reader is cut (edge/conns.go); net/http's write
+			// timeout runs from each request's head to the end of its response.
+			srv.WriteTimeout = time.Duration(e.cfg.ClientTimeout)
+			e.conns = &connLimit{max: connCap(e.cfg.MaxConnections), refused: &e.stats.ConnsRefused}
+			ln = &limitListener{Listener: ln, lim: e.conns}
+		}
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
@@ -157,7 +173,7 @@ func (e *Edge) Start() error {
 		go e.fast.serve()
 		return nil
 	}
-	if err := bind(e.cfg.Listen, e, !e.cfg.DisableFastPath); err != nil {
+	if err := bind(e.cfg.Listen, e, true); err != nil {
 		return err
 	}
 	if e.cfg.Admin.Listen != "" {
@@ -277,7 +293,7 @@ func (e *Edge) lookupKey(primary string, h http.Header) string {
 	vs := e.variants[primary]
 	e.variantsMu.RUnlock()
 	if vs == nil {
-		return primary
+		return variantKey(primary, e.cfg.RequestHeaders.Key, h) // the primary key unless keyed fields are set
 	}
 	return variantKey(primary, vs.names, h)
 }
@@ -326,7 +342,7 @@ func (e *Edge) invalidate(primary string) int {
 	e.markPurged(func(p string, _ []string) bool { return p == primary }, false)
 	n := 0
 	for _, k := range e.keysOf(primary) {
-		if _, ok := e.store.Get(k); ok {
+		if _, ok, err := e.store.Get(k); ok || err != nil {
 			n++
 		}
 		e.store.Delete(k)
@@ -360,14 +376,14 @@ func (e *Edge) serveUnsafe(w http.ResponseWriter, r *http.Request) {
 // It returns the status sent (502 when upstream failed).
 func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	e.stats.count(Bypass)
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(e.cfg.FetchTimeout))
+	ctx, cancel := context.WithTimeout(withInterim(r.Context(), interimForwarder(w, r)), time.Duration(e.cfg.FetchTimeout))
 	defer cancel()
 	out := e.upstreamRequest(ctx, r, r.Method, r.Body)
 	out.ContentLength = r.ContentLength
-	resp, err := e.upstream.do(out)
+	resp, err := e.fetchUpstream(out)
 	if err != nil {
 		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
-		writeError(w, http.StatusBadGateway, Bypass, "upstream failed: "+err.Error())
+		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return http.StatusBadGateway
 	}
 	defer resp.Body.Close()
@@ -383,7 +399,8 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 }
 
 // upstreamRequest builds the request sent upstream for client request r: same URI and Host,
-// end-to-end headers only, and a Via entry.
+// end-to-end headers only, the forwarding fields set by the edge and the override fields
+// stripped (edge/forwarding.go).
 func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method string, body interface {
 	Read([]byte) (int, error)
 	Close() error
@@ -401,10 +418,7 @@ func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method stri
 		out.Body = body
 	}
 	copyHeader(out.Header, r.Header)
-	out.Header.Add("Via", viaValue)
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		out.Header.Add("X-Forwarded-For", ip)
-	}
+	e.forwardingFields(out.Header, r) // edge/forwarding.go
 	return out
 }
 
@@ -440,7 +454,15 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// writeError answers with a short plain-text error, still labelled with X-Cache and Age.
+// Error bodies are fixed texts: an upstream error's text (Go's transport names internal states,
+// addresses and the origin's malformed bytes) goes to the log, never to a client.
+const (
+	msgBadGateway  = "bad gateway: the upstream response could not be used; retry later"
+	msgUnavailable = "service unavailable: the cache cannot read its storage; retry later"
+)
+
+// writeError answers with a short plain-text error, still labelled with X-Cache and Age. msg is
+// one of the fixed texts above (or another constant), never an error's text.
 func writeError(w http.ResponseWriter, status int, label, msg string) {
 	h := w.Header()
 	for k := range h {

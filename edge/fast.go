@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,8 @@ type fastConn struct {
 	closing bool        // the response just written carried Connection: close
 	out     []byte      // the response being written, reused
 	vary    http.Header // the request fields a URL varies on, reused
+	// wdeadline is the write deadline in force (client_timeout), re-armed lazily.
+	wdeadline time.Time
 }
 
 var errFastHeadTooLarge = errors.New("request head too large for the fast path")
@@ -312,10 +315,12 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	e.variantsMu.RUnlock()
 	if vs != nil {
 		key = variantKey(primary, vs.names, fc.varyFields(vs.names))
+	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
+		key = variantKey(primary, keyed, fc.varyFields(keyed))
 	}
-	ent, found := e.store.Get(key)
-	if !found || (ent.Body == nil && ent.Meta.Size > 0) {
-		return false, false // a miss, or a body that lives on disk only
+	ent, found, err := e.store.Get(key)
+	if err != nil || !found || (ent.Body == nil && ent.Meta.Size > 0) {
+		return false, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
 	}
 	m := ent.Meta
 	now := time.Now()
@@ -335,7 +340,7 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	e.servedFast(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
 	out := append(fc.out[:0], hh.pre...)
 	out = append(out, "Age: "...)
-	out = strconv.AppendInt(out, int64(age/time.Second), 10)
+	out = strconv.AppendInt(out, min(int64(age/time.Second), 1<<31), 10)
 	out = append(out, "\r\n"...)
 	out = append(out, hh.post...)
 	// net/http's own fields follow the handler's, in its order: Date, Content-Type, Connection.
@@ -353,8 +358,15 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	var err error
+	// A client that reads too slowly is cut off after client_timeout, as net/http's is. The
+	// deadline is re-armed only when less than 7/8 of the timeout is left (a slow reader is cut
+	// between 7/8 and all of it): arming a timer on every hit costs measurable time.
+	if timeout := time.Duration(e.cfg.ClientTimeout); fc.wdeadline.Sub(now) < timeout-timeout/8 {
+		fc.wdeadline = now.Add(timeout)
+		err = fc.c.SetWriteDeadline(fc.wdeadline)
+	}
 	switch body := ent.Body; {
+	case err != nil:
 	case hr.head || len(body) == 0:
 		_, err = fc.c.Write(out)
 	case len(body) <= fastCopyBody:
@@ -363,7 +375,10 @@ func (fc *fastConn) serveHit(end int) (keep, ok bool) {
 	default:
 		// One writev: the stored body is immutable, so it is sent without a copy.
 		bufs := net.Buffers{out, body}
-		_, err = bufs.WriteTo(fc.c)
+		_, err = bufs.WriteTo(rawConn(fc.c))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		cutSlow(rawConn(fc.c)) // a slow reader: reset on close, drop what the kernel still holds
 	}
 	fc.out = out
 	fc.closing = err == nil && hr.close

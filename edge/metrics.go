@@ -37,6 +37,9 @@ type Stats struct {
 	Purged, Pushed atomic.Int64
 	// TierFallbacks counts fetches that went to the origin because the upper tier failed.
 	TierFallbacks atomic.Int64
+	// Unavailable counts 503s for stored bodies unreadable for a local reason (EMFILE, ...);
+	// ConnsRefused counts client connections refused over max_connections.
+	Unavailable, ConnsRefused atomic.Int64
 	// FastPath counts the hits answered on the HTTP/1.1 fast path (also counted in Hits).
 	FastPath atomic.Int64
 }
@@ -79,7 +82,8 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"memory_evictions": float64(s.MemoryEvictions.Load()), "disk_evictions": float64(s.DiskEvictions.Load()),
 		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
-		"fast_path_hits": float64(s.FastPath.Load()),
+		"fast_path_hits":      float64(s.FastPath.Load()),
+		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
 
@@ -107,6 +111,8 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)
 	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
 	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
+	counter("storage_unavailable_total", "503s answered because a stored body could not be read for a local reason (descriptors, memory, disk errors); the entry is kept.", &s.Unavailable, nil)
+	counter("connections_refused_total", "Client connections refused with 503 over max_connections.", &s.ConnsRefused, nil)
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

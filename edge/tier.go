@@ -51,15 +51,17 @@ type tier struct {
 type rankedTiers = atomic.Pointer[[]*tier]
 
 func newUpstream(e *Edge, cfg Config) (*upstream, error) {
+	dialPlain, dialTLS := teDialers(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
 	u := &upstream{
 		e: e,
 		transport: &http.Transport{
-			Proxy:               nil, // the origin is addressed directly, never through an environment proxy
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			Proxy:               nil,       // the origin is addressed directly, never through an environment proxy
+			DialContext:         dialPlain, // edge/tefix.go: transfer codings Go's client refuses
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true, // pass encodings through untouched; Vary handles variants
+			DialTLSContext:      dialTLS,
 		},
 		stop:      make(chan struct{}),
 		probeDone: make(chan struct{}),
@@ -388,7 +390,8 @@ func (e *Edge) serveRTT(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := rt.originLatency(r.Context(), e.upstream.transport, samples)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, Bypass, "origin unreachable")
+		e.log.Warn("measure origin latency failed", "err", err)
+		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -71,14 +71,11 @@ func (d Directives) Seconds(name string) (time.Duration, bool) {
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
 		if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
-			return time.Duration(1<<31) * time.Second, true
+			return maxDelta * time.Second, true
 		}
 		return 0, false
 	}
-	if n > 1<<31 {
-		n = 1 << 31
-	}
-	return time.Duration(n) * time.Second, true
+	return time.Duration(min(n, maxDelta)) * time.Second, true
 }
 
 // Fields returns the field names of a qualified directive such as no-cache="Set-Cookie"
@@ -170,10 +167,11 @@ func Lifetime(status int, h http.Header, cc Directives, hc Heuristic) (life time
 	if v, ok := cc.Seconds("max-age"); ok {
 		return v, false
 	}
-	if exp := h.Get("Expires"); exp != "" {
-		t, err := http.ParseTime(exp)
-		if err != nil {
-			return 0, false // an invalid Expires means already expired (RFC 9111 5.3)
+	if _, ok := h["Expires"]; ok {
+		// An invalid Expires, several Expires lines included, means already expired (RFC 9111 5.3).
+		t, ok := headerDate(h, "Expires")
+		if !ok {
+			return 0, false
 		}
 		date := dateOf(h, time.Now())
 		if d := t.Sub(date); d > 0 {
@@ -184,7 +182,7 @@ func Lifetime(status int, h http.Header, cc Directives, hc Heuristic) (life time
 	if !heuristicStatus[status] && !cc.Has("public") {
 		return 0, false
 	}
-	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
+	if lm, ok := headerDate(h, "Last-Modified"); ok {
 		date := dateOf(h, time.Now())
 		if age := date.Sub(lm); age > 0 {
 			life = time.Duration(float64(age) * hc.Fraction)
@@ -199,7 +197,7 @@ func Lifetime(status int, h http.Header, cc Directives, hc Heuristic) (life time
 
 // dateOf returns the Date header, or fallback when it is missing or invalid.
 func dateOf(h http.Header, fallback time.Time) time.Time {
-	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+	if t, ok := headerDate(h, "Date"); ok {
 		return t
 	}
 	return fallback
@@ -212,10 +210,7 @@ func InitialAge(h http.Header, requestTime, responseTime time.Time) time.Duratio
 	if apparent < 0 {
 		apparent = 0
 	}
-	var ageValue time.Duration
-	if n, err := strconv.ParseUint(strings.TrimSpace(h.Get("Age")), 10, 31); err == nil {
-		ageValue = time.Duration(n) * time.Second
-	}
+	ageValue, _ := AgeValue(h)
 	corrected := ageValue + responseTime.Sub(requestTime)
 	if apparent > corrected {
 		return apparent

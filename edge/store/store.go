@@ -60,6 +60,9 @@ type Meta struct {
 	// Directives caches the parsed Cache-Control of Header, so a hit does not parse it again.
 	// The owner sets it before storing (and after a rebuild); it is never written to disk.
 	Directives cachecontrol.Directives `json:"-"`
+
+	// disk is the bytes allocated to the entry's files, its weight in the disk budget (diskuse.go).
+	disk int64
 }
 
 // Age returns the entry's current age at now (RFC 9111 4.2.3).
@@ -112,6 +115,9 @@ type Config struct {
 	DiskBytes int64
 	// OnEvict is called with "memory" or "disk" for each entry evicted for lack of room.
 	OnEvict func(tier string)
+	// Directives parses the cache directives of a stored header when the index is rebuilt;
+	// nil means cachecontrol.Parse (the edge passes its targeted-field rule, RFC 9213).
+	Directives func(http.Header) cachecontrol.Directives
 }
 
 // Store is the two-tier response store. It is safe for concurrent use.
@@ -160,13 +166,8 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.disk, err = otter.New(&otter.Options[string, *Meta]{
 		MaximumWeight: uint64(cfg.DiskBytes),
-		Weigher: func(_ string, m *Meta) uint32 {
-			if m.Size > 1<<31 {
-				return 1 << 31
-			}
-			return uint32(m.Size + headerOverhead)
-		},
-		OnDeletion: s.onDiskDeletion,
+		Weigher:       func(_ string, m *Meta) uint32 { return diskWeight(m) },
+		OnDeletion:    s.onDiskDeletion,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: create disk index: %w", err)
@@ -229,7 +230,10 @@ func (s *Store) rebuild() error {
 		}
 		switch filepath.Ext(p) {
 		case ".meta":
-			m, ok := s.readMeta(p)
+			m, ok, err := s.readMeta(p)
+			if err != nil {
+				return err // out of descriptors or the like: fail, never delete on it
+			}
 			if !ok {
 				remove = append(remove, p, strings.TrimSuffix(p, ".meta")+".body")
 				return nil
@@ -243,8 +247,10 @@ func (s *Store) rebuild() error {
 				remove = append(remove, p, s.path(m.File, ".body"))
 			}
 		case ".body":
-			if _, err := os.Stat(strings.TrimSuffix(p, ".body") + ".meta"); err != nil {
+			if _, err := os.Stat(strings.TrimSuffix(p, ".body") + ".meta"); errors.Is(err, fs.ErrNotExist) {
 				remove = append(remove, p)
+			} else if err != nil {
+				return err
 			}
 		default:
 			remove = append(remove, p)
@@ -257,57 +263,81 @@ func (s *Store) rebuild() error {
 	for _, p := range remove {
 		os.Remove(p)
 	}
+	parse := s.cfg.Directives
+	if parse == nil {
+		parse = cachecontrol.Parse
+	}
 	for k, m := range best {
-		m.Directives = cachecontrol.Parse(m.Header)
+		m.Directives = parse(m.Header)
 		s.disk.Set(k, m)
 	}
 	return nil
 }
 
-// readMeta loads a meta file and checks that its body is complete and its name is its own.
-func (s *Store) readMeta(p string) (*Meta, bool) {
+// readMeta loads a meta file and checks that its body is complete and its name is its own. ok is
+// false for an entry to remove; err is a read failure that says nothing about the entry.
+func (s *Store) readMeta(p string) (m *Meta, ok bool, err error) {
 	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, false
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
 	}
-	var m Meta
-	if json.Unmarshal(b, &m) != nil || m.Key == "" || filepath.Base(p) != m.File+".meta" {
-		return nil, false
+	if err != nil {
+		return nil, false, err
+	}
+	m = &Meta{}
+	if json.Unmarshal(b, m) != nil || m.Key == "" || filepath.Base(p) != m.File+".meta" {
+		return nil, false, nil
 	}
 	if !strings.HasPrefix(m.File, FileName(m.Key, 0)[:32]) {
-		return nil, false
+		return nil, false, nil
 	}
 	st, err := os.Stat(s.path(m.File, ".body"))
-	if err != nil || st.Size() != m.Size {
-		return nil, false
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
 	}
-	return &m, true
+	if err != nil || st.Size() != m.Size {
+		return nil, false, nil
+	}
+	m.disk = allocated(st) + metaAllocated(p)
+	return m, true, nil
 }
+
+// ErrUnavailable wraps a failure to read a stored body that says nothing about the entry: the
+// process is out of descriptors or memory, or the disk failed to answer. The entry is kept; the
+// request should fail (503) rather than become a miss.
+var ErrUnavailable = errors.New("stored body unreadable for now")
 
 // Get returns the entry stored under key. With a disk tier, a body not in memory is read from
 // disk and promoted when it fits MaxObjectBytes; a larger one comes back with a nil Body.
-func (s *Store) Get(key string) (*Entry, bool) {
+// ok is false when nothing is stored. An entry is forgotten only when its body file is gone or
+// its size is wrong; any other read error (EMFILE, ENFILE, ENOMEM, EIO, ...) is returned wrapping
+// ErrUnavailable, with the entry left in place: under descriptor pressure the disk cache must not
+// delete itself.
+func (s *Store) Get(key string) (*Entry, bool, error) {
 	if e, ok := s.mem.GetIfPresent(key); ok {
-		return e, true
+		return e, true, nil
 	}
 	if s.disk == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	m, ok := s.disk.GetIfPresent(key)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	if m.Size > s.cfg.MaxObjectBytes {
-		return &Entry{Meta: m}, true
+		return &Entry{Meta: m}, true, nil
 	}
 	body, err := os.ReadFile(s.path(m.File, ".body"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("read body of %s: %w: %w", key, ErrUnavailable, err)
+	}
 	if err != nil || int64(len(body)) != m.Size {
 		s.disk.Invalidate(key) // the file vanished or changed under us: forget the entry
-		return nil, false
+		return nil, false, nil
 	}
 	e := &Entry{Meta: m, Body: body}
 	s.mem.Set(key, e)
-	return e, true
+	return e, true, nil
 }
 
 // Open opens the body file of a disk entry, for bodies too large to hold in memory.
@@ -316,6 +346,9 @@ func (s *Store) Open(m *Meta) (*os.File, error) {
 		return nil, fmt.Errorf("open body of %s: entry has no disk file", m.Key)
 	}
 	f, err := os.Open(s.path(m.File, ".body"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open body of %s: %w: %w", m.Key, ErrUnavailable, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open body of %s: %w", m.Key, err)
 	}
@@ -332,6 +365,7 @@ func (s *Store) Update(m *Meta) error {
 		if err := s.writeMeta(m); err != nil {
 			return err
 		}
+		s.measure(m)
 		s.disk.Set(m.Key, m)
 	}
 	if e, ok := s.mem.GetIfPresent(m.Key); ok {
@@ -498,6 +532,7 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 			os.Remove(dst)
 			return nil, fmt.Errorf("commit body of %s: %w", m.Key, err)
 		}
+		w.s.measure(m)
 		w.s.disk.Set(m.Key, m)
 	}
 	if w.n <= w.s.cfg.MaxObjectBytes {

@@ -56,13 +56,13 @@ func TestRebuildKeepsCompleteNewestVersions(t *testing.T) {
 	os.WriteFile(s.path(trunc.File, ".body"), []byte("trunc"), 0o644)
 
 	s2 := open(t, dir)
-	if e, ok := s2.Get("a"); !ok || string(e.Body) != "small" {
+	if e, ok, _ := s2.Get("a"); !ok || string(e.Body) != "small" {
 		t.Fatalf("a: %v %v", e, ok)
 	}
-	if e, ok := s2.Get("v"); !ok || string(e.Body) != "new" || e.Meta.File != cur.File {
+	if e, ok, _ := s2.Get("v"); !ok || string(e.Body) != "new" || e.Meta.File != cur.File {
 		t.Fatalf("v: newest version not kept: %+v", e)
 	}
-	e, ok := s2.Get("big")
+	e, ok, _ := s2.Get("big")
 	if !ok || e.Body != nil {
 		t.Fatalf("big: a body over MaxObjectBytes should stay on disk: %v", ok)
 	}
@@ -76,7 +76,7 @@ func TestRebuildKeepsCompleteNewestVersions(t *testing.T) {
 	if string(b[:n]) != big {
 		t.Fatal("big body differs")
 	}
-	if _, ok := s2.Get("t"); ok {
+	if _, ok, _ := s2.Get("t"); ok {
 		t.Fatal("a truncated body came back as an entry")
 	}
 	for _, p := range []string{orphan, filepath.Join(dir, "tmp", "body-123"), s.path(old.File, ".body"), s.path(old.File, ".meta")} {
