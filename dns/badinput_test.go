@@ -173,7 +173,7 @@ func FuzzRespond(f *testing.F) {
 		var scratch [cacheKeyMax]byte
 		if key := cacheKey(scratch[:0], raw, false); key != nil {
 			if e := srv.state.Load().cache.get(key); e != nil {
-				if got := e.response(raw); string(got) != string(out) {
+				if got := e.response(nil, raw); string(got) != string(out) {
 					t.Fatalf("cached answer differs:\n%x\n%x", got, out)
 				}
 			}

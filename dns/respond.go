@@ -27,6 +27,12 @@ type outcome struct {
 // query must be dropped (too short to carry a header, or a response rather than a query). It is
 // the whole message path, so the fuzz test drives it directly.
 func (s *Server) Respond(raw []byte, src netip.Addr, tcp bool) []byte {
+	return s.respondTo(nil, raw, src, tcp)
+}
+
+// respondTo is Respond writing a cached answer into dst's storage, so the UDP workers answer a
+// cache hit without allocating; other answers are packed into new memory.
+func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	st := s.state.Load()
 	var key []byte
 	if st.cache != nil && !st.cfg.QueryLog {
@@ -34,7 +40,7 @@ func (s *Server) Respond(raw []byte, src netip.Addr, tcp bool) []byte {
 		key = cacheKey(scratch[:0], raw, tcp)
 		if e := st.cache.get(key); e != nil {
 			e.queries.Inc()
-			return e.response(raw)
+			return e.response(dst, raw)
 		}
 	}
 	out, oc := s.respond(raw, src, tcp)

@@ -1,0 +1,117 @@
+package dns
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	mdns "github.com/miekg/dns"
+)
+
+// A cache fed more distinct answers than it holds keeps a bounded size and keeps the answers
+// that are asked again (CLOCK second chance), instead of being wiped when full.
+func TestAnswerCacheEvictsColdEntries(t *testing.T) {
+	c := newAnswerCache()
+	wire := make([]byte, 64)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("name-%d", i)) }
+	const hot = 1000
+	for i := 0; i < hot; i++ {
+		c.put(key(i), wire, nil)
+	}
+	// Stream many cold keys past the cache, asking the hot ones again between them.
+	for i := hot; i < hot+4*cacheEntries; i++ {
+		c.put(key(i), wire, nil)
+		if i%16 == 0 {
+			for j := 0; j < hot; j += 97 {
+				c.get(key(j))
+			}
+		}
+		if i%4096 == 0 {
+			for j := 0; j < hot; j++ {
+				c.get(key(j))
+			}
+		}
+	}
+	if n := c.len(); n > cacheEntries || n < cacheEntries/2 {
+		t.Fatalf("cache holds %d entries, want at most %d and not wiped", n, cacheEntries)
+	}
+	kept := 0
+	for j := 0; j < hot; j++ {
+		if c.get(key(j)) != nil {
+			kept++
+		}
+	}
+	if kept < hot*9/10 {
+		t.Fatalf("only %d of %d hot entries survived a stream of cold ones", kept, hot)
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		if len(sh.index) != len(sh.ring) {
+			t.Fatalf("shard %d: index %d entries, ring %d", i, len(sh.index), len(sh.ring))
+		}
+		for k, slot := range sh.index {
+			if sh.ring[slot].key != k {
+				t.Fatalf("shard %d: index points %q at slot %d holding %q", i, k, slot, sh.ring[slot].key)
+			}
+		}
+	}
+}
+
+// The byte bound holds too: large answers evict sooner than small ones.
+func TestAnswerCacheByteBound(t *testing.T) {
+	c := newAnswerCache()
+	wire := make([]byte, cacheWireMax)
+	for i := 0; i < 3*cacheBytes/cacheWireMax; i++ {
+		c.put([]byte(fmt.Sprintf("k%d", i)), wire, nil)
+	}
+	total := 0
+	for i := range c.shards {
+		if b := c.shards[i].bytes; b > cacheBytes/cacheShards {
+			t.Fatalf("shard %d holds %d bytes, bound %d", i, b, cacheBytes/cacheShards)
+		}
+		total += c.shards[i].bytes
+	}
+	if total < cacheBytes/2 {
+		t.Fatalf("cache holds %d bytes after filling, want near %d", total, cacheBytes)
+	}
+	c.put([]byte("huge"), make([]byte, cacheWireMax+1), nil)
+	if c.get([]byte("huge")) != nil {
+		t.Fatal("an answer over cacheWireMax was cached")
+	}
+}
+
+// A zone with more names than the old cache held (16,384) is answered from the cache on the
+// second pass: nothing wipes it while it fills.
+func TestAnswerCacheLargeZone(t *testing.T) {
+	const names = 20000
+	var b strings.Builder
+	b.WriteString("listen: 127.0.0.1:0\nzones:\n  - origin: big.test.\n    records:\n")
+	for i := 0; i < names; i++ {
+		fmt.Fprintf(&b, "      - 'h%d A 192.0.2.%d'\n", i, i%250+1)
+	}
+	srv := newTestServer(t, b.String(), Options{})
+	src := netip.MustParseAddr("127.0.0.1")
+	for pass := 0; pass < 2; pass++ {
+		for i := 0; i < names; i++ {
+			raw := packQuery(t, fmt.Sprintf("h%d.big.test.", i), mdns.TypeA, true)
+			var m mdns.Msg
+			if err := m.Unpack(srv.Respond(raw, src, false)); err != nil || len(m.Answer) != 1 ||
+				!m.Answer[0].(*mdns.A).A.Equal(net.IPv4(192, 0, 2, byte(i%250+1))) {
+				t.Fatalf("pass %d h%d: %v %v", pass, i, err, m.Answer)
+			}
+		}
+	}
+	st := srv.state.Load()
+	hits := 0
+	for i := 0; i < names; i++ {
+		raw := packQuery(t, fmt.Sprintf("h%d.big.test.", i), mdns.TypeA, true)
+		if st.cache.get(cacheKey(nil, raw, false)) != nil {
+			hits++
+		}
+	}
+	if hits != names {
+		t.Fatalf("%d of %d names cached after two passes", hits, names)
+	}
+}
