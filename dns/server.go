@@ -253,6 +253,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
 	s.state.Store(st)
+	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
 	s.notifyAll(st, st.xfrChanged)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
