@@ -10,8 +10,11 @@ import (
 
 // answerCache keeps the packed responses of static answers keyed by the query bytes after the
 // ID, so a repeated question skips parsing, lookup and packing: only the ID and the question's
-// letter case are patched. Dynamic names and ECS queries are never cached, because their answer
-// depends on the client and on health. A reload builds a new cache with the new state.
+// letter case are patched. The query bytes include an EDNS Client Subnet option, so a static
+// answer with its ECS echo is cached too. Dynamic names are cached only when their policy
+// decides by the query bytes and health alone (failover, and geolocation with a client
+// subnet); such an entry carries the health generation it was decided in and is stale once any
+// site changes state. A reload builds a new cache with the new state.
 //
 // It is split in shards (a lock each, so the workers of several cores rarely meet) and each
 // shard evicts by CLOCK (second chance): a hit sets the entry's reference bit, and a full shard
@@ -33,10 +36,13 @@ type cacheShard struct {
 }
 
 type cacheEntry struct {
-	key     string
-	wire    []byte
-	queries prometheus.Counter
-	ref     atomic.Bool // asked since the hand last passed
+	key       string
+	wire      []byte
+	queries   prometheus.Counter
+	decisions prometheus.Counter // nil for static answers
+	health    bool               // valid only while the server's health generation is gen
+	gen       uint64
+	ref       atomic.Bool // asked since the hand last passed
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take
@@ -108,11 +114,12 @@ func (c *answerCache) get(key []byte) *cacheEntry {
 	return e
 }
 
-func (c *answerCache) put(key, wire []byte, queries prometheus.Counter) {
+// put stores wire under key with the metadata of e (its counters and health generation).
+func (c *answerCache) put(key, wire []byte, e *cacheEntry) {
 	if len(wire) < 12 || len(wire) > cacheWireMax {
 		return
 	}
-	e := &cacheEntry{key: string(key), wire: append([]byte(nil), wire...), queries: queries}
+	e.key, e.wire = string(key), append([]byte(nil), wire...)
 	size := entrySize(e)
 	sh := c.shard(key)
 	sh.mu.Lock()

@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,11 +19,11 @@ func TestAnswerCacheEvictsColdEntries(t *testing.T) {
 	key := func(i int) []byte { return []byte(fmt.Sprintf("name-%d", i)) }
 	const hot = 1000
 	for i := 0; i < hot; i++ {
-		c.put(key(i), wire, nil)
+		c.put(key(i), wire, &cacheEntry{})
 	}
 	// Stream many cold keys past the cache, asking the hot ones again between them.
 	for i := hot; i < hot+4*cacheEntries; i++ {
-		c.put(key(i), wire, nil)
+		c.put(key(i), wire, &cacheEntry{})
 		if i%16 == 0 {
 			for j := 0; j < hot; j += 97 {
 				c.get(key(j))
@@ -64,7 +65,7 @@ func TestAnswerCacheByteBound(t *testing.T) {
 	c := newAnswerCache()
 	wire := make([]byte, cacheWireMax)
 	for i := 0; i < 3*cacheBytes/cacheWireMax; i++ {
-		c.put([]byte(fmt.Sprintf("k%d", i)), wire, nil)
+		c.put([]byte(fmt.Sprintf("k%d", i)), wire, &cacheEntry{})
 	}
 	total := 0
 	for i := range c.shards {
@@ -76,7 +77,7 @@ func TestAnswerCacheByteBound(t *testing.T) {
 	if total < cacheBytes/2 {
 		t.Fatalf("cache holds %d bytes after filling, want near %d", total, cacheBytes)
 	}
-	c.put([]byte("huge"), make([]byte, cacheWireMax+1), nil)
+	c.put([]byte("huge"), make([]byte, cacheWireMax+1), &cacheEntry{})
 	if c.get([]byte("huge")) != nil {
 		t.Fatal("an answer over cacheWireMax was cached")
 	}
@@ -113,5 +114,79 @@ func TestAnswerCacheLargeZone(t *testing.T) {
 	}
 	if hits != names {
 		t.Fatalf("%d of %d names cached after two passes", hits, names)
+	}
+}
+
+// Failover answers are cached, and a health transition makes them stale at once: the first
+// query after the primary fails gets the secondary, not the cached primary.
+func TestCachedDynamicAnswerFollowsHealth(t *testing.T) {
+	primary, secondary := newFlip(t, false), newFlip(t, false)
+	yml := "listen: 127.0.0.1:0\n" + strings.NewReplacer("CHECKTYPE", "tcp", "ALLDOWN", "fail-closed",
+		"PRIMARY", primary.addr, "SECONDARY", secondary.addr).Replace(healthYAML)
+	srv := newTestServer(t, yml, Options{ManualHealth: true})
+	src := netip.MustParseAddr("127.0.0.1")
+	raw := packQuery(t, "app.hc.test.", mdns.TypeA, true)
+	answer := func() string {
+		var m mdns.Msg
+		if err := m.Unpack(srv.Respond(raw, src, false)); err != nil || len(m.Answer) != 1 {
+			t.Fatalf("answer: %v %v", err, m.Answer)
+		}
+		return m.Answer[0].(*mdns.A).A.String()
+	}
+	if a := answer(); a != "192.0.2.1" {
+		t.Fatalf("healthy: %s, want the primary", a)
+	}
+	if srv.state.Load().cache.get(cacheKey(nil, raw, false)) == nil {
+		t.Fatal("a failover answer was not cached")
+	}
+	if a := answer(); a != "192.0.2.1" {
+		t.Fatalf("cached: %s, want the primary", a)
+	}
+	primary.stop()
+	for i := 0; i < 3; i++ { // fall: 3
+		srv.Health().Round(context.Background())
+	}
+	if a := answer(); a != "192.0.2.2" {
+		t.Fatalf("after the primary failed: %s, want the secondary (stale cache entry served)", a)
+	}
+}
+
+// Geolocation with a client subnet is cached per subnet (the ECS option is part of the key);
+// without ECS it depends on the source address and weighted answers rotate: neither is cached.
+func TestCachedDynamicAnswerPolicies(t *testing.T) {
+	srv := newTestServer(t, testConfig(t), Options{})
+	cached := func(name, subnet string, src netip.Addr) (string, bool) {
+		m := new(mdns.Msg)
+		m.SetQuestion(name, mdns.TypeA)
+		m.SetEdns0(1232, false)
+		if subnet != "" {
+			p := netip.MustParsePrefix(subnet)
+			m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET,
+				Family: 1, SourceNetmask: uint8(p.Bits()), Address: p.Addr().AsSlice()})
+		}
+		raw, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r mdns.Msg
+		if err := r.Unpack(srv.Respond(raw, src, false)); err != nil || len(r.Answer) == 0 {
+			t.Fatalf("%s %s: %v %v", name, subnet, err, r.Answer)
+		}
+		return r.Answer[0].(*mdns.A).A.String(), srv.state.Load().cache.get(cacheKey(nil, raw, false)) != nil
+	}
+	local := netip.MustParseAddr("127.0.0.1")
+	for i := 0; i < 2; i++ { // twice: the second answer comes from the cache
+		if a, ok := cached("app.example.com.", "10.1.0.0/24", local); a != "198.51.100.34" || !ok {
+			t.Fatalf("g1 subnet: %s cached %v, want 198.51.100.34 cached", a, ok)
+		}
+		if a, ok := cached("app.example.com.", "10.2.0.0/24", local); a != "198.51.100.35" || !ok {
+			t.Fatalf("g2 subnet: %s cached %v, want 198.51.100.35 cached", a, ok)
+		}
+	}
+	if _, ok := cached("app.example.com.", "", local); ok {
+		t.Fatal("geolocation without ECS was cached: its answer depends on the source address")
+	}
+	if _, ok := cached("static.example.com.", "10.1.0.0/24", local); ok {
+		t.Fatal("a weighted answer was cached: it must rotate")
 	}
 }

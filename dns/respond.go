@@ -6,6 +6,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/zone"
 )
@@ -19,8 +20,10 @@ type outcome struct {
 	reason string // policy decision, "" for static answers
 	sites  string
 	trunc  bool
-	// cacheable is true when the response depends on nothing but the query bytes.
+	// cacheable is true when the response depends on nothing but the query bytes and, with
+	// health set, the sites' health (a dynamic name whose policy is deterministic).
 	cacheable bool
+	health    bool
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -38,16 +41,22 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if st.cache != nil && !st.cfg.QueryLog {
 		var scratch [cacheKeyMax]byte
 		key = cacheKey(scratch[:0], raw, tcp)
-		if e := st.cache.get(key); e != nil {
+		if e := st.cache.get(key); e != nil && (!e.health || e.gen == s.healthGen.Load()) {
 			e.queries.Inc()
+			if e.decisions != nil {
+				e.decisions.Inc()
+			}
 			return e.response(dst, raw)
 		}
 	}
+	// Read before deciding: a health change during the decision makes the entry stale at once.
+	gen := s.healthGen.Load()
 	out, oc := s.respond(raw, src, tcp)
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			st.cache.put(key, out, s.queryCounter(oc))
+			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+				health: oc.health, gen: gen})
 		}
 	}
 	return out
@@ -183,9 +192,14 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 		n := st.names[res.DynamicName]
 		oc.name = n.FQDN
 		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc)
+		// Geolocation with a client subnet and failover decide by the query bytes and health
+		// alone; weighted rotates and latency follows measured RTTs, so they are decided each time.
+		oc.health = true
+		oc.cacheable = n.Policy == config.PolicyFailover || n.Policy == config.PolicyGeolocation && ecsBits >= 0
+	default:
+		oc.cacheable = true // the ECS echo, if any, is made of query bytes
 	}
 	oc.rcode = resp.Rcode
-	oc.cacheable = res.Kind != zone.Dynamic && ecs == nil
 	if t := req.IsTsig(); t != nil {
 		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
 		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc

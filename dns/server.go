@@ -60,6 +60,9 @@ type Server struct {
 	state   atomic.Pointer[state]
 	metrics *metrics
 	ops     *opsMetrics
+	// healthGen counts site health transitions; cached dynamic answers are valid only in the
+	// generation they were decided in.
+	healthGen atomic.Uint64
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
 
@@ -147,6 +150,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 }
 
 func (s *Server) healthChanged(key string, up bool) {
+	s.healthGen.Add(1)
 	name, site := splitKey(key)
 	s.metrics.siteUp.WithLabelValues(name, site).Set(boolFloat(up))
 	s.metrics.transitions.WithLabelValues(name, site, map[bool]string{true: "up", false: "down"}[up]).Inc()

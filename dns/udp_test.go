@@ -26,13 +26,26 @@ func TestBindSocketsTCPFirst(t *testing.T) {
 		}
 		tcp.Close()
 	}
-	taken, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	// A UDP port the kernel picked may be taken for TCP by someone else: pick one free for TCP.
+	var taken *net.UDPConn
+	for i := 0; taken == nil; i++ {
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(u.LocalAddr().(*net.UDPAddr).AddrPort()))
+		if err == nil {
+			l.Close()
+			taken = u
+		} else if i > 20 {
+			t.Fatalf("no UDP port free for TCP in 20 tries: %v", err)
+		} else {
+			u.Close()
+		}
 	}
 	defer taken.Close()
 	ap := taken.LocalAddr().(*net.UDPAddr).AddrPort()
-	_, _, err = bindSockets(ap.String(), 2)
+	_, _, err := bindSockets(ap.String(), 2)
 	if err == nil || !strings.Contains(err.Error(), "listen udp") {
 		t.Fatalf("bind on a taken UDP port: %v, want a listen udp error", err)
 	}
