@@ -63,6 +63,8 @@ type Server struct {
 	// healthGen counts site health transitions; cached dynamic answers are valid only in the
 	// generation they were decided in.
 	healthGen atomic.Uint64
+	// udpDown tells the UDP workers that Close shut their sockets down.
+	udpDown atomic.Bool
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
 
@@ -286,15 +288,16 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.serveCancel()
-	for _, c := range s.udpConns {
-		c.Close()
-	}
+	s.shutdownUDP()
 	s.tcp.Close()
 	for c := range s.tcpConns {
 		c.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	for _, c := range s.udpConns { // after the workers: they use the descriptors directly
+		c.Close()
+	}
 	return nil
 }
 
