@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/dns/policy"
 )
 
 // answerCache keeps the packed responses of static answers keyed by the query bytes after the
@@ -14,7 +16,9 @@ import (
 // answer with its ECS echo is cached too. Dynamic names are cached only when their policy
 // decides by the query bytes and health alone (failover, and geolocation with a client
 // subnet); such an entry carries the health generation it was decided in and is stale once any
-// site changes state. A reload builds a new cache with the new state.
+// site changes state. A weighted name is decided each time (its rotation must advance), and its
+// answer is then cached per decision: the query's entry names the policy, and the answer lives
+// under the query key plus the decision. A reload builds a new cache with the new state.
 //
 // It is split in shards (a lock each, so the workers of several cores rarely meet) and each
 // shard evicts by CLOCK (second chance): a hit sets the entry's reference bit, and a full shard
@@ -42,7 +46,10 @@ type cacheEntry struct {
 	decisions prometheus.Counter // nil for static answers
 	health    bool               // valid only while the server's health generation is gen
 	gen       uint64
-	ref       atomic.Bool // asked since the hand last passed
+	// rotate, when set, marks a query for a weighted name: no answer here, the caller decides
+	// and looks up the answer under the decision's key (rotateKey).
+	rotate *policy.Name
+	ref    atomic.Bool // asked since the hand last passed
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take
@@ -116,7 +123,7 @@ func (c *answerCache) get(key []byte) *cacheEntry {
 
 // put stores wire under key with the metadata of e (its counters and health generation).
 func (c *answerCache) put(key, wire []byte, e *cacheEntry) {
-	if len(wire) < 12 || len(wire) > cacheWireMax {
+	if (e.rotate == nil && len(wire) < 12) || len(wire) > cacheWireMax || key == nil {
 		return
 	}
 	e.key, e.wire = string(key), append([]byte(nil), wire...)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/policy"
 )
 
 // A cache fed more distinct answers than it holds keeps a bounded size and keeps the answers
@@ -152,7 +154,8 @@ func TestCachedDynamicAnswerFollowsHealth(t *testing.T) {
 }
 
 // Geolocation with a client subnet is cached per subnet (the ECS option is part of the key);
-// without ECS it depends on the source address and weighted answers rotate: neither is cached.
+// without ECS it depends on the source address, and weighted answers rotate: neither is cached
+// under the query alone.
 func TestCachedDynamicAnswerPolicies(t *testing.T) {
 	srv := newTestServer(t, testConfig(t), Options{})
 	cached := func(name, subnet string, src netip.Addr) (string, bool) {
@@ -172,7 +175,8 @@ func TestCachedDynamicAnswerPolicies(t *testing.T) {
 		if err := r.Unpack(srv.Respond(raw, src, false)); err != nil || len(r.Answer) == 0 {
 			t.Fatalf("%s %s: %v %v", name, subnet, err, r.Answer)
 		}
-		return r.Answer[0].(*mdns.A).A.String(), srv.state.Load().cache.get(cacheKey(nil, raw, false)) != nil
+		e := srv.state.Load().cache.get(cacheKey(nil, raw, false))
+		return r.Answer[0].(*mdns.A).A.String(), e != nil && e.rotate == nil
 	}
 	local := netip.MustParseAddr("127.0.0.1")
 	for i := 0; i < 2; i++ { // twice: the second answer comes from the cache
@@ -187,6 +191,48 @@ func TestCachedDynamicAnswerPolicies(t *testing.T) {
 		t.Fatal("geolocation without ECS was cached: its answer depends on the source address")
 	}
 	if _, ok := cached("static.example.com.", "10.1.0.0/24", local); ok {
-		t.Fatal("a weighted answer was cached: it must rotate")
+		t.Fatal("a weighted answer was cached under its query: it must rotate (cached per decision)")
 	}
+}
+
+// Weighted answers are cached per decision: the rotation still advances on every query (the
+// shares stay exact), and after the first round every answer comes from the cache.
+func TestCachedWeightedAnswersKeepRotating(t *testing.T) {
+	srv := newTestServer(t, testConfig(t), Options{})
+	src := netip.MustParseAddr("127.0.0.1")
+	raw := packQuery(t, "static.example.com.", mdns.TypeA, true)
+	count := map[string]int{}
+	for i := 0; i < 100; i++ {
+		var m mdns.Msg
+		if err := m.Unpack(srv.Respond(raw, src, false)); err != nil || len(m.Answer) != 1 {
+			t.Fatalf("answer %d: %v %v", i, err, m.Answer)
+		}
+		count[m.Answer[0].(*mdns.A).A.String()]++
+	}
+	want := map[string]int{"198.51.100.34": 50, "198.51.100.35": 30, "198.51.100.6": 20}
+	for a, n := range want {
+		if count[a] != n {
+			t.Fatalf("shares %v, want %v", count, want)
+		}
+	}
+	st := srv.state.Load()
+	e := st.cache.get(cacheKey(nil, raw, false))
+	if e == nil || e.rotate == nil {
+		t.Fatal("the weighted query has no cache entry naming its policy")
+	}
+	var scratch [cacheKeyMax + rotateSigMax]byte
+	key := cacheKey(scratch[:0], raw, false)
+	variants := 0
+	for i := range e.rotate.Sites {
+		if st.cache.get(rotateKey(key, policyDecision([]int{i}, "weighted"))) != nil {
+			variants++
+		}
+	}
+	if variants != 3 {
+		t.Fatalf("%d of 3 per-decision answers cached", variants)
+	}
+}
+
+func policyDecision(sites []int, reason string) policy.Decision {
+	return policy.Decision{Sites: sites, Reason: reason}
 }
