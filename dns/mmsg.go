@@ -2,6 +2,7 @@ package dns
 
 import (
 	"net/netip"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -79,35 +80,49 @@ func (r *mmsgRing) queue(j, i int, b []byte) {
 	h.Control, h.Controllen, h.Flags = nil, 0, 0
 }
 
-// recvFD reads up to len(r.in) datagrams from a blocking descriptor: the calling thread sleeps in the kernel until a
-// datagram arrives, with no netpoller round trip (epoll_wait, a futex wake of the parked
-// goroutine) between batches.
-func (r *mmsgRing) recvFD(fd int) (int, error) {
+// recv reads up to len(r.in) datagrams, waiting in the netpoller while none is queued.
+func (r *mmsgRing) recv(rc syscall.RawConn) (int, error) {
 	r.resetIn()
-	for {
-		m, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.in[0])),
-			uintptr(len(r.in)), unix.MSG_WAITFORONE, 0, 0)
-		if e == unix.EINTR {
-			continue
+	var n int
+	var errno syscall.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		m, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.in[0])),
+			uintptr(len(r.in)), 0, 0, 0)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
 		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(m), nil
+		n, errno = int(m), e
+		return true
+	})
+	if err != nil {
+		return 0, err
 	}
+	if errno != 0 {
+		return 0, errno
+	}
+	return n, nil
 }
 
-// sendFD writes the first n queued answers to a blocking descriptor. A datagram the kernel
-// refuses (a client address it cannot reach) is skipped so it cannot stall the rest.
-func (r *mmsgRing) sendFD(fd, n int) {
-	for off := 0; off < n; {
-		m, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.out[off])),
-			uintptr(n-off), 0, 0, 0)
-		if e == unix.EINTR {
-			continue
+// send writes the first n queued answers. A datagram the kernel refuses (a client address it
+// cannot reach) is skipped so it cannot stall the rest of the batch.
+func (r *mmsgRing) send(rc syscall.RawConn, n int) {
+	off := 0
+	for off < n {
+		var sent int
+		var errno syscall.Errno
+		err := rc.Write(func(fd uintptr) bool {
+			m, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&r.out[off])),
+				uintptr(n-off), 0, 0, 0)
+			if e == unix.EAGAIN || e == unix.EINTR {
+				return false
+			}
+			sent, errno = int(m), e
+			return true
+		})
+		if err != nil {
+			break // closed
 		}
-		sent := int(m)
-		if e != 0 || sent <= 0 {
+		if errno != 0 || sent <= 0 {
 			sent = 1 // sendmmsg fails only on its first datagram: drop that one
 		}
 		off += sent

@@ -63,8 +63,6 @@ type Server struct {
 	// healthGen counts site health transitions; cached dynamic answers are valid only in the
 	// generation they were decided in.
 	healthGen atomic.Uint64
-	// udpDown tells the UDP workers that Close shut their sockets down.
-	udpDown atomic.Bool
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
 
@@ -288,16 +286,15 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.serveCancel()
-	s.shutdownUDP()
+	for _, c := range s.udpConns {
+		c.Close()
+	}
 	s.tcp.Close()
 	for c := range s.tcpConns {
 		c.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	for _, c := range s.udpConns { // after the workers: they use the descriptors directly
-		c.Close()
-	}
 	return nil
 }
 

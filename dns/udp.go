@@ -2,10 +2,10 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -76,34 +76,21 @@ func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 }
 
 // serveUDP answers datagrams from one socket in batches (one recvmmsg and one sendmmsg per
-// batch under load) until Close shuts it down. The worker owns its thread and sleeps in a
-// blocking recvmmsg, so there is no netpoller round trip between batches; a cached answer is
-// written into the batch's own storage, so the hot path allocates nothing.
+// batch under load) until it is closed. A cached answer is written into the batch's own
+// storage, so the hot path allocates nothing.
 func (s *Server) serveUDP(conn *net.UDPConn) {
 	defer s.wg.Done()
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return
 	}
-	// The descriptor stays valid past Control: Close shuts the socket down, waits for this
-	// worker, and only then closes it.
-	fd := -1
-	if err := rc.Control(func(f uintptr) {
-		if unix.SetNonblock(int(f), false) == nil {
-			fd = int(f)
-		}
-	}); err != nil || fd < 0 {
-		return
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	r := newMmsgRing(udpBatch)
 	for {
-		n, err := r.recvFD(fd)
-		if s.udpDown.Load() {
-			return
-		}
-		if err != nil || n == 0 {
+		n, err := r.recv(rc)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			continue
 		}
 		out := 0
@@ -119,17 +106,7 @@ func (s *Server) serveUDP(conn *net.UDPConn) {
 			}
 		}
 		if out > 0 {
-			r.sendFD(fd, out)
-		}
-	}
-}
-
-// shutdownUDP wakes the workers sleeping in recvmmsg: a shut-down socket returns at once.
-func (s *Server) shutdownUDP() {
-	s.udpDown.Store(true)
-	for _, c := range s.udpConns {
-		if rc, err := c.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+			r.send(rc, out)
 		}
 	}
 }
