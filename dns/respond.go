@@ -26,7 +26,7 @@ type outcome struct {
 	health    bool
 	// rotate is the weighted name answered, whose answers are cached per decision.
 	rotate   *policy.Name
-	decision *policy.Decision
+	decision policy.Decision
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -70,9 +70,9 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
 				health: oc.health, gen: gen})
 		}
-		if key != nil && oc.rotate != nil && oc.decision != nil {
+		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
-			st.cache.put(rotateKey(key, *oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
+			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
 				decisions: s.decisionCounter(oc)})
 		}
 	}
@@ -269,7 +269,7 @@ func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *polic
 	} else {
 		d = n.Decide(group, st.health)
 	}
-	oc.decision = &d
+	oc.decision = d
 	oc.reason = d.Reason
 	cname := resp.Answer // CNAMEs that led to the dynamic name, if any
 	var names []string
