@@ -172,7 +172,8 @@ rcvbuf_errors() { awk '/^Udp:/ { getline; print $6; exit }' /proc/net/snmp; }
 cpu_ticks() {
   local t=0 p
   for p in $PID $(pgrep -P "$PID" 2>/dev/null); do
-    t=$(( t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0) ))
+    # Fields after the command name, which may hold spaces ("nsd: main"): utime, stime are 12, 13.
+    t=$(( t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{s = $12 + $13} END {print s + 0}') ))
   done
   echo $t
 }
