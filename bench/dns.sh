@@ -166,12 +166,15 @@ port_of() { case $1 in switchyard) echo $PORT_SY ;; nsd) echo $PORT_NSD ;; knot)
 # rcvbuf_errors is the kernel's count of UDP datagrams dropped on a full receive buffer.
 rcvbuf_errors() { awk '/^Udp:/ { getline; print $6; exit }' /proc/net/snmp; }
 
-# cpu_ticks is the CPU time (user + system, clock ticks) of the server $PID and its children
+# cpu_ticks is the CPU time (user + system, clock ticks) of the server $PID and its descendants
 # (NSD's server processes): CPU per answer does not depend on how much of the shared machine
 # the server got, unlike q/s.
+# NSD's first process becomes xfrd; its child is the main process, whose children serve: count
+# every descendant.
+descendants() { local c; for c in $(pgrep -P "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
 cpu_ticks() {
   local t=0 p
-  for p in $PID $(pgrep -P "$PID" 2>/dev/null); do
+  for p in $PID $(descendants "$PID"); do
     # Fields after the command name, which may hold spaces ("nsd: main"): utime, stime are 12, 13.
     t=$(( t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{s = $12 + $13} END {print s + 0}') ))
   done
