@@ -4,7 +4,8 @@
 # when every round passed the checks of bench/lib.sh: ports free, each server answering before its
 # rounds, no lost (timed-out) query and no response code other than NOERROR (and NXDOMAIN for the
 # one missing name of the static set) in any round. BENCH_SMOKE=1: one round of 1 s per phase.
-# Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 3 x 5 s, two phases).
+# Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 3 x 5 s, two phases), plus
+# ROUNDS x 2 x SECONDS for switchyard on one core and on two (taskset).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-dns).
 set -euo pipefail
 
@@ -146,7 +147,7 @@ answers() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.bench.test A 2>/d
 
 start() { # name -> starts the server in the background, waits (10 s) until it answers
   case $1 in
-  switchyard) "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
+  switchyard) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
   nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & port=$PORT_NSD ;;
   knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
   esac
@@ -158,29 +159,50 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   sleep 1
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 5 answers "$port"
 }
+SY_WRAP=""
 stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
 port_of() { case $1 in switchyard) echo $PORT_SY ;; nsd) echo $PORT_NSD ;; knot) echo $PORT_KNOT ;; esac; }
 
 # rcvbuf_errors is the kernel's count of UDP datagrams dropped on a full receive buffer.
 rcvbuf_errors() { awk '/^Udp:/ { getline; print $6; exit }' /proc/net/snmp; }
 
-# perf WHAT NAME FILE RCODES [dnsperf args] -> checks the run, sets RESULT to "qps lost avg_latency_ms sent"
+# cpu_ticks is the CPU time (user + system, clock ticks) of the server $PID and its descendants
+# (NSD's server processes): CPU per answer does not depend on how much of the shared machine
+# the server got, unlike q/s.
+# NSD's first process becomes xfrd; its child is the main process, whose children serve: count
+# every descendant.
+descendants() { local c; for c in $(pgrep -P "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
+cpu_ticks() {
+  local t=0 p
+  for p in $PID $(descendants "$PID"); do
+    # Fields after the command name, which may hold spaces ("nsd: main"): utime, stime are 12, 13.
+    t=$(( t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{s = $12 + $13} END {print s + 0}') ))
+  done
+  echo $t
+}
+
+# perf WHAT NAME FILE RCODES [dnsperf args] -> checks the run, sets RESULT to
+# "qps lost avg_latency_ms sent cpu_us_per_answer"
 perf() {
-  local what=$1 name=$2 file=$3 rcodes=$4 out drops; shift 4
+  local what=$1 name=$2 file=$3 rcodes=$4 out drops ticks; shift 4
   drops=$(rcvbuf_errors)
+  ticks=$(cpu_ticks)
   out=$(dnsperf -s 127.0.0.1 -p "$(port_of "$name")" -d "$file" -l "$SECONDS_PER_RUN" -c "$CLIENTS" \
     -q "$OUTSTANDING" -T 1 -t 2 "$@" 2>&1) || bench_fail "$what: dnsperf exited non-zero: $out"
   drops=$(( $(rcvbuf_errors) - drops ))
+  ticks=$(( $(cpu_ticks) - ticks ))
   check_dnsperf "$what (kernel UDP receive-buffer drops during the run: $drops)" "$out" "$rcodes"
-  RESULT=$(awk '
+  RESULT=$(awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" '
+      /Queries completed:/ {done=$3}
       /Queries sent:/ {sent=$3}
       /Queries lost:/ {lost=$3}
       /Queries per second:/ {qps=$4}
       /Average Latency/ {lat=$4*1000}
-      END {printf "%s %s %.3f %s\n", qps, lost, lat, sent}' <<<"$out")
+      END {printf "%s %s %.3f %s %.2f\n", qps, lost, lat, sent, (done > 0 ? ticks * 1e6 / hz / done : 0)}' <<<"$out")
 }
 
-declare -A QPS LOST LAT
+declare -A QPS LOST LAT CPU
+addcpu() { CPU[$1]=$(awk -v a="${CPU[$1]:-0}" -v b="$2" 'BEGIN{print a+b}'); }
 add() { # key qps lost lat
   QPS[$1]=$(awk -v a="${QPS[$1]:-0}" -v b="$2" 'BEGIN{print a+b}')
   LOST[$1]=$(( ${LOST[$1]:-0} + $3 ))
@@ -194,27 +216,44 @@ for r in $(seq "$ROUNDS"); do
   for s in $order; do
     start "$s"
     perf "round $r $s static" "$s" "$WORK/static.txt" "NOERROR NXDOMAIN" -e
-    read -r q l t _ <<<"$RESULT"
-    add "$s/static" "$q" "$l" "$t"
-    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms"
+    read -r q l t _ u <<<"$RESULT"
+    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"
+    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
     perf "round $r $s dynamic+ECS" "$s" "$WORK/dynamic.txt" "NOERROR" -E "$ECS_G1"
-    read -r q l t _ <<<"$RESULT"
-    add "$s/ecs" "$q" "$l" "$t"
+    read -r q l t _ u <<<"$RESULT"
+    add "$s/ecs" "$q" "$l" "$t"; addcpu "$s/ecs" "$u"
     if [ "$s" = switchyard ]; then
-      echo "  round $r $s dynamic+ECS: ${q} q/s, lost $l, ${t} ms"
+      echo "  round $r $s dynamic+ECS: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
     else
-      echo "  round $r $s same names (static A) + ECS: ${q} q/s, lost $l, ${t} ms"
+      echo "  round $r $s same names (static A) + ECS: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
     fi
     stop
   done
 done
 
+# Core scaling: switchyard on one core (taskset -c 0, GOMAXPROCS=1) against both cores, static
+# names, same load. dnsperf shares the two cores with the server, so this understates scaling.
+for r in $(seq "$ROUNDS"); do
+  for c in 1 2; do
+    if [ "$c" = 1 ]; then SY_WRAP="taskset -c 0 env GOMAXPROCS=1"; else SY_WRAP="taskset -c 0,1"; fi
+    start switchyard
+    perf "round $r switchyard static on $c core(s)" switchyard "$WORK/static.txt" "NOERROR NXDOMAIN" -e
+    read -r q l t _ <<<"$RESULT"
+    add "cores$c" "$q" "$l" "$t"
+    echo "  round $r switchyard static on $c core(s): ${q} q/s, lost $l, ${t} ms"
+    stop
+  done
+done
+SY_WRAP=""
+
+declare -A CPUAVG
 avg() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'; }
 avgf() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.3f", a/n}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print 0 }'; }
 
 sy=$(avg "${QPS[switchyard/static]}"); nsd=$(avg "${QPS[nsd/static]}"); knot=$(avg "${QPS[knot/static]}")
 sye=$(avg "${QPS[switchyard/ecs]}"); nsde=$(avg "${QPS[nsd/ecs]}"); knote=$(avg "${QPS[knot/ecs]}")
+for k in switchyard/static nsd/static knot/static switchyard/ecs nsd/ecs knot/ecs; do CPUAVG[$k]=$(avgf "${CPU[$k]}"); done
 echo
 printf '%-12s | %12s | %8s | %10s | %14s | %8s | %10s\n' server "static q/s" lost "latency ms" "dyn+ECS q/s" lost "latency ms"
 printf -- '-------------|--------------|----------|------------|----------------|----------|-----------\n'
@@ -224,9 +263,13 @@ for s in switchyard nsd knot; do
 done
 echo
 echo "switchyard / nsd (static): $(ratio "$sy" "$nsd")   switchyard / knot (static): $(ratio "$sy" "$knot")"
-echo "switchyard dynamic+ECS / switchyard static: $(ratio "$sye" "$sy")   switchyard dynamic+ECS / nsd static+ECS: $(ratio "$sye" "$nsde")"
+echo "switchyard dynamic+ECS / switchyard static: $(ratio "$sye" "$sy")   switchyard dynamic+ECS / nsd static+ECS: $(ratio "$sye" "$nsde")   / nsd static: $(ratio "$sye" "$nsd")"
 echo "(NSD and Knot answer the dynamic names as plain static records and ignore the ECS option.)"
+echo "CPU per answer (us, user+system of the server's processes): static switchyard ${CPUAVG[switchyard/static]}, nsd ${CPUAVG[nsd/static]}, knot ${CPUAVG[knot/static]}; dynamic+ECS switchyard ${CPUAVG[switchyard/ecs]}, nsd ${CPUAVG[nsd/ecs]}, knot ${CPUAVG[knot/ecs]}"
+echo "NSD CPU per static answer / switchyard's: $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}")   Knot's / switchyard's: $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}")   NSD static / switchyard dynamic+ECS: $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/ecs]}")"
+c1=$(avg "${QPS[cores1]}"); c2=$(avg "${QPS[cores2]}")
+echo "switchyard static: 1 core $c1 q/s (lost ${LOST[cores1]}), 2 cores $c2 q/s (lost ${LOST[cores2]}), 2 / 1: $(ratio "$c2" "$c1")"
 
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON

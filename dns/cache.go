@@ -1,34 +1,79 @@
 package dns
 
 import (
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/dns/policy"
 )
 
 // answerCache keeps the packed responses of static answers keyed by the query bytes after the
 // ID, so a repeated question skips parsing, lookup and packing: only the ID and the question's
-// letter case are patched. Dynamic names and ECS queries are never cached, because their answer
-// depends on the client and on health. A reload builds a new cache with the new state.
+// letter case are patched. The query bytes include an EDNS Client Subnet option, so a static
+// answer with its ECS echo is cached too. Dynamic names are cached only when their policy
+// decides by the query bytes and health alone (failover, and geolocation with a client
+// subnet); such an entry carries the health generation it was decided in and is stale once any
+// site changes state. A weighted name is decided each time (its rotation must advance), and its
+// answer is then cached per decision: the query's entry names the policy, and the answer lives
+// under the query key plus the decision. A reload builds a new cache with the new state.
+//
+// It is split in shards (a lock each, so the workers of several cores rarely meet) and each
+// shard evicts by CLOCK (second chance): a hit sets the entry's reference bit, and a full shard
+// sweeps its hand over the ring, clearing bits, until it finds an entry not asked since the last
+// sweep. Eviction is O(1) amortised and memory is bounded by entries and by bytes, so a zone
+// with more names than the cache holds keeps its popular answers instead of being wiped.
 type answerCache struct {
-	mu      sync.RWMutex
-	entries map[string]*cacheEntry
+	seed   maphash.Seed
+	shards [cacheShards]cacheShard
+}
+
+type cacheShard struct {
+	mu    sync.RWMutex
+	index map[string]int32 // key -> slot in ring
+	ring  []*cacheEntry
+	hand  int
+	bytes int
+	_     [40]byte // keep shards on separate cache lines
 }
 
 type cacheEntry struct {
-	wire    []byte
-	queries prometheus.Counter
+	key       string
+	wire      []byte
+	queries   prometheus.Counter
+	decisions prometheus.Counter // nil for static answers
+	health    bool               // valid only while the server's health generation is gen
+	gen       uint64
+	// rotate, when set, marks a query for a weighted name: no answer here, the caller decides
+	// and looks up the answer under the decision's key (rotateKey).
+	rotate *policy.Name
+	ref    atomic.Bool // asked since the hand last passed
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take
 // the normal path.
 const cacheKeyMax = 320
 
-// cacheEntries bounds memory: a flood of distinct names cannot grow the cache beyond it; when
-// full it is emptied and refills with what is asked now.
-const cacheEntries = 16384
+// cacheShards is a power of two; cacheEntries and cacheBytes bound the whole cache. An entry
+// costs its key and answer plus about cacheEntryOverhead bytes of map and pointers, so the byte
+// bound holds a few hundred thousand typical answers: the popular part of a large zone.
+const (
+	cacheShards        = 16
+	cacheEntries       = 1 << 18
+	cacheBytes         = 64 << 20
+	cacheEntryOverhead = 96
+	cacheWireMax       = 4096 // larger answers (big TCP RRsets) are packed each time
+)
 
-func newAnswerCache() *answerCache { return &answerCache{entries: map[string]*cacheEntry{}} }
+func newAnswerCache() *answerCache {
+	c := &answerCache{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].index = map[string]int32{}
+	}
+	return c
+}
 
 // cacheKey builds the key into dst: transport, header flags and counts, then the question and
 // additional section with the name lowercased. It returns nil for queries that must not be
@@ -58,31 +103,92 @@ func cacheKey(dst, raw []byte, tcp bool) []byte {
 	return dst
 }
 
+func (c *answerCache) shard(key []byte) *cacheShard {
+	return &c.shards[maphash.Bytes(c.seed, key)&(cacheShards-1)]
+}
+
 func (c *answerCache) get(key []byte) *cacheEntry {
-	c.mu.RLock()
-	e := c.entries[string(key)]
-	c.mu.RUnlock()
+	sh := c.shard(key)
+	sh.mu.RLock()
+	var e *cacheEntry
+	if i, ok := sh.index[string(key)]; ok {
+		e = sh.ring[i]
+	}
+	sh.mu.RUnlock()
+	if e != nil && !e.ref.Load() {
+		e.ref.Store(true) // only written when clear: hot entries stay read-shared across cores
+	}
 	return e
 }
 
-func (c *answerCache) put(key, wire []byte, queries prometheus.Counter) {
-	if len(wire) < 12 {
+// put stores wire under key with the metadata of e (its counters and health generation).
+func (c *answerCache) put(key, wire []byte, e *cacheEntry) {
+	if (e.rotate == nil && len(wire) < 12) || len(wire) > cacheWireMax || key == nil {
 		return
 	}
-	e := &cacheEntry{wire: append([]byte(nil), wire...), queries: queries}
-	c.mu.Lock()
-	if len(c.entries) >= cacheEntries {
-		c.entries = map[string]*cacheEntry{}
+	e.key, e.wire = string(key), append([]byte(nil), wire...)
+	size := entrySize(e)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, ok := sh.index[e.key]; ok { // two workers missed at once: keep the newer
+		sh.bytes += size - entrySize(sh.ring[i])
+		sh.ring[i] = e
+		return
 	}
-	c.entries[string(key)] = e
-	c.mu.Unlock()
+	for len(sh.ring) > 0 && (len(sh.ring) >= cacheEntries/cacheShards || sh.bytes+size > cacheBytes/cacheShards) {
+		sh.evict()
+	}
+	sh.index[e.key] = int32(len(sh.ring))
+	sh.ring = append(sh.ring, e)
+	sh.bytes += size
 }
 
-// response copies the cached wire answer with the query's ID and question bytes (which carry
-// the client's letter case, for resolvers that use 0x20 randomisation).
-func (e *cacheEntry) response(raw []byte) []byte {
-	out := make([]byte, len(e.wire))
-	copy(out, e.wire)
+// evict removes one entry by CLOCK: the hand skips (and clears) entries asked since its last
+// pass and takes the first one that was not. The last ring slot moves into the hole, so the
+// ring stays dense; the hand stays where it is and looks at the moved entry next.
+func (sh *cacheShard) evict() {
+	for {
+		if sh.hand >= len(sh.ring) {
+			sh.hand = 0
+		}
+		e := sh.ring[sh.hand]
+		if e.ref.Load() {
+			e.ref.Store(false)
+			sh.hand++
+			continue
+		}
+		last := len(sh.ring) - 1
+		moved := sh.ring[last]
+		sh.ring[sh.hand] = moved
+		sh.index[moved.key] = int32(sh.hand)
+		sh.ring[last] = nil
+		sh.ring = sh.ring[:last]
+		delete(sh.index, e.key)
+		sh.bytes -= entrySize(e)
+		return
+	}
+}
+
+func entrySize(e *cacheEntry) int { return 2*len(e.key) + len(e.wire) + cacheEntryOverhead }
+
+// len reports the number of entries (for tests).
+func (c *answerCache) len() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.ring)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// response copies the cached wire answer into dst[:0] (grown if needed) with the query's ID and
+// question bytes (which carry the client's letter case, for resolvers that use 0x20
+// randomisation).
+func (e *cacheEntry) response(dst, raw []byte) []byte {
+	out := append(dst[:0], e.wire...)
 	out[0], out[1] = raw[0], raw[1]
 	// The question section has the same length in query and answer; find its end in raw.
 	end := 12

@@ -75,20 +75,27 @@ func (s *Server) queryCounter(oc *outcome) prometheus.Counter {
 	return s.metrics.queries.WithLabelValues(oc.name, qt, mdns.RcodeToString[oc.rcode])
 }
 
+// decisionCounter returns the policy_decisions_total series of an outcome, nil for static ones.
+func (s *Server) decisionCounter(oc *outcome) prometheus.Counter {
+	if oc.reason == "" {
+		return nil
+	}
+	pol := ""
+	if n := s.state.Load().names[oc.name]; n != nil {
+		pol = n.Policy
+	}
+	site := oc.sites
+	if i := strings.IndexByte(site, ','); i >= 0 {
+		site = site[:i]
+	}
+	return s.metrics.decisions.WithLabelValues(oc.name, pol, oc.reason, site)
+}
+
 func (s *Server) observe(oc *outcome, src netip.Addr) {
 	s.queryCounter(oc).Inc()
 	rc := mdns.RcodeToString[oc.rcode]
-	if oc.reason != "" {
-		st := s.state.Load()
-		pol := ""
-		if n := st.names[oc.name]; n != nil {
-			pol = n.Policy
-		}
-		site := oc.sites
-		if i := strings.IndexByte(site, ','); i >= 0 {
-			site = site[:i]
-		}
-		s.metrics.decisions.WithLabelValues(oc.name, pol, oc.reason, site).Inc()
+	if c := s.decisionCounter(oc); c != nil {
+		c.Inc()
 	}
 	if oc.trunc {
 		s.metrics.truncated.Inc()

@@ -6,6 +6,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/zone"
 )
@@ -19,35 +20,85 @@ type outcome struct {
 	reason string // policy decision, "" for static answers
 	sites  string
 	trunc  bool
-	// cacheable is true when the response depends on nothing but the query bytes.
+	// cacheable is true when the response depends on nothing but the query bytes and, with
+	// health set, the sites' health (a dynamic name whose policy is deterministic).
 	cacheable bool
+	health    bool
+	// rotate is the weighted name answered, whose answers are cached per decision.
+	rotate   *policy.Name
+	decision policy.Decision
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
 // query must be dropped (too short to carry a header, or a response rather than a query). It is
 // the whole message path, so the fuzz test drives it directly.
 func (s *Server) Respond(raw []byte, src netip.Addr, tcp bool) []byte {
+	return s.respondTo(nil, raw, src, tcp)
+}
+
+// respondTo is Respond writing a cached answer into dst's storage, so the UDP workers answer a
+// cache hit without allocating; other answers are packed into new memory.
+func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	st := s.state.Load()
 	var key []byte
+	var pre *policy.Decision
+	var scratch [cacheKeyMax + rotateSigMax]byte
 	if st.cache != nil && !st.cfg.QueryLog {
-		var scratch [cacheKeyMax]byte
 		key = cacheKey(scratch[:0], raw, tcp)
-		if e := st.cache.get(key); e != nil {
+		e := st.cache.get(key)
+		if e != nil && e.rotate != nil {
+			// A weighted name: decide (the rotation advances), then look up the answer packed for
+			// that decision.
+			d := e.rotate.Decide("", st.health)
+			pre = &d
+			e = st.cache.get(rotateKey(key, d))
+		}
+		if e != nil && (!e.health || e.gen == s.healthGen.Load()) {
 			e.queries.Inc()
-			return e.response(raw)
+			if e.decisions != nil {
+				e.decisions.Inc()
+			}
+			return e.response(dst, raw)
 		}
 	}
-	out, oc := s.respond(raw, src, tcp)
+	// Read before deciding: a health change during the decision makes the entry stale at once.
+	gen := s.healthGen.Load()
+	out, oc := s.respond(raw, src, tcp, pre)
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			st.cache.put(key, out, s.queryCounter(oc))
+			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+				health: oc.health, gen: gen})
+		}
+		if key != nil && oc.rotate != nil {
+			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
+			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
+				decisions: s.decisionCounter(oc)})
 		}
 	}
 	return out
 }
 
-func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome) {
+// rotateSigMax bounds the decision suffix of a weighted answer's key; decisions with more sites
+// are not cached.
+const rotateSigMax = 32
+
+// rotateKey appends the decision (reason and site indices) to key, in key's spare capacity; nil
+// when the decision does not fit.
+func rotateKey(key []byte, d policy.Decision) []byte {
+	if len(d.Reason)+len(d.Sites)+1 > rotateSigMax || len(key)+rotateSigMax > cap(key) {
+		return nil
+	}
+	k := append(key, 0)
+	k = append(k, d.Reason...)
+	for _, i := range d.Sites {
+		k = append(k, byte(i))
+	}
+	return k
+}
+
+// respond answers raw; pre, when set, is the decision already made for a weighted name.
+func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decision) ([]byte, *outcome) {
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
 		// No header, or QR set: answering responses would make the server a reflector.
 		return nil, nil
@@ -176,11 +227,20 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 	case zone.Dynamic:
 		n := st.names[res.DynamicName]
 		oc.name = n.FQDN
-		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc)
+		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc, pre)
+		// Geolocation with a client subnet and failover decide by the query bytes and health
+		// alone; weighted rotates and latency follows measured RTTs, so they are decided each time.
+		oc.health = true
+		oc.cacheable = n.Policy == config.PolicyFailover || n.Policy == config.PolicyGeolocation && ecsBits >= 0
+		if n.Policy == config.PolicyWeighted && len(n.Sites) < 256 {
+			oc.rotate = n // cached per decision: the query maps to the name, the decision to the answer
+		}
+	default:
+		oc.cacheable = true // the ECS echo, if any, is made of query bytes
 	}
 	oc.rcode = resp.Rcode
-	oc.cacheable = res.Kind != zone.Dynamic && ecs == nil
 	if t := req.IsTsig(); t != nil {
+		oc.rotate = nil // a signed answer is never cached
 		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
 		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
 	}
@@ -189,7 +249,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool) ([]byte, *outcome
 
 // answerDynamic fills resp from the name's policy decision for client.
 func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *policy.Name, qtype uint16,
-	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome) {
+	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome, pre *policy.Decision) {
 	group, bits, matched := st.groups.Match(client)
 	if ecs != nil {
 		// The scope tells the resolver which clients may share this answer: the matched group
@@ -203,7 +263,13 @@ func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *polic
 			ecs.SourceScope = uint8(ecsBits)
 		}
 	}
-	d := n.Decide(group, st.health)
+	var d policy.Decision
+	if pre != nil && n.Policy == config.PolicyWeighted {
+		d = *pre
+	} else {
+		d = n.Decide(group, st.health)
+	}
+	oc.decision = d
 	oc.reason = d.Reason
 	cname := resp.Answer // CNAMEs that led to the dynamic name, if any
 	var names []string

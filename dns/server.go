@@ -60,6 +60,9 @@ type Server struct {
 	state   atomic.Pointer[state]
 	metrics *metrics
 	ops     *opsMetrics
+	// healthGen counts site health transitions; cached dynamic answers are valid only in the
+	// generation they were decided in.
+	healthGen atomic.Uint64
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
 
@@ -147,6 +150,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 }
 
 func (s *Server) healthChanged(key string, up bool) {
+	s.healthGen.Add(1)
 	name, site := splitKey(key)
 	s.metrics.siteUp.WithLabelValues(name, site).Set(boolFloat(up))
 	s.metrics.transitions.WithLabelValues(name, site, map[bool]string{true: "up", false: "down"}[up]).Inc()
@@ -253,6 +257,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
 	s.state.Store(st)
+	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
 	s.notifyAll(st, st.xfrChanged)
 	s.metrics.reloads.WithLabelValues("ok").Inc()

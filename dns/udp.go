@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"syscall"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,14 +18,35 @@ const udpBatch = 32
 // udpSocketBuffer is the receive and send buffer asked for each UDP socket.
 const udpSocketBuffer = 4 << 20
 
-// bindSockets binds n UDP sockets with SO_REUSEPORT on one port, so the kernel spreads clients
-// over the workers, and a TCP listener on the same port. With port 0 the port the kernel picks
-// for the first UDP socket may be taken for TCP, so it retries a few times.
+// bindSockets binds a TCP listener and n UDP sockets with SO_REUSEPORT on its port, so the kernel
+// spreads clients over the workers. TCP is bound first: with port 0 the kernel picks a port free
+// for TCP, and the UDP sockets then join it; a UDP collision on that port (another program's
+// UDP socket) closes everything and retries a few times with a new port.
 func bindSockets(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 	ap, err := netip.ParseAddrPort(listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse listen address %q: write it as address:port, e.g. 127.0.0.1:5353: %w", listen, err)
 	}
+	for attempt := 0; ; attempt++ {
+		// TCP without SO_REUSEPORT: a second server on the same port must fail, not share.
+		tcp, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen tcp %s: %w", listen, err)
+		}
+		bound := tcp.Addr().(*net.TCPAddr).AddrPort()
+		conns, err := bindUDP(bound, n)
+		if err == nil {
+			return conns, tcp, nil
+		}
+		tcp.Close()
+		if ap.Port() != 0 || attempt >= 5 {
+			return nil, nil, err
+		}
+	}
+}
+
+// bindUDP binds n UDP sockets with SO_REUSEPORT on ap; on any error none stays open.
+func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
@@ -36,87 +56,63 @@ func bindSockets(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error)
 		}
 		return serr
 	}}
-	ctx := context.Background()
-	for attempt := 0; ; attempt++ {
-		first, err := lc.ListenPacket(ctx, "udp", ap.String())
+	var conns []*net.UDPConn
+	for len(conns) < n {
+		c, err := lc.ListenPacket(context.Background(), "udp", ap.String())
 		if err != nil {
-			return nil, nil, fmt.Errorf("listen udp %s: %w", listen, err)
-		}
-		conns := []*net.UDPConn{first.(*net.UDPConn)}
-		bound := first.LocalAddr().(*net.UDPAddr).AddrPort()
-		closeAll := func() {
 			for _, c := range conns {
 				c.Close()
 			}
+			return nil, fmt.Errorf("listen udp %s: %w", ap, err)
 		}
-		for len(conns) < n {
-			c, err := lc.ListenPacket(ctx, "udp", bound.String())
-			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("listen udp %s (worker socket): %w", bound, err)
-			}
-			conns = append(conns, c.(*net.UDPConn))
-		}
-		for _, c := range conns {
-			// Bursts from large resolvers outrun the default socket buffer (~200 KB); a larger
-			// one turns them into latency instead of loss. Best effort: capped by rmem_max.
-			c.SetReadBuffer(udpSocketBuffer)
-			c.SetWriteBuffer(udpSocketBuffer)
-		}
-		// TCP without SO_REUSEPORT: a second server on the same port must fail, not share.
-		tcp, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(bound))
-		if err == nil {
-			return conns, tcp, nil
-		}
-		closeAll()
-		if ap.Port() != 0 || attempt >= 5 {
-			return nil, nil, fmt.Errorf("listen tcp %s: %w", bound, err)
-		}
+		uc := c.(*net.UDPConn)
+		// Bursts from large resolvers outrun the default socket buffer (~200 KB); a larger one
+		// turns them into latency instead of loss. Best effort: capped by rmem_max.
+		uc.SetReadBuffer(udpSocketBuffer)
+		uc.SetWriteBuffer(udpSocketBuffer)
+		conns = append(conns, uc)
 	}
+	return conns, nil
 }
 
-// serveUDP answers datagrams from one socket in batches until it is closed. The ipv4 batch API
-// also carries IPv6 datagrams on Linux: recvmmsg does not care about the family.
+// serveUDP answers datagrams from one socket in batches (one recvmmsg and one sendmmsg per
+// batch under load) until it is closed. A cached answer is written into the batch's own
+// storage, so the hot path allocates nothing.
 func (s *Server) serveUDP(conn *net.UDPConn) {
 	defer s.wg.Done()
-	pc := ipv4.NewPacketConn(conn)
-	in := make([]ipv4.Message, udpBatch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, 65535)}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return
 	}
-	out := make([]ipv4.Message, 0, udpBatch)
+	r := newMmsgRing(udpBatch)
 	for {
-		n, err := pc.ReadBatch(in, 0)
+		n, err := r.recv(rc)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		out = out[:0]
+		out := 0
 		for i := 0; i < n; i++ {
-			m := &in[i]
-			from, ok := m.Addr.(*net.UDPAddr)
+			src, ok := r.source(i)
 			if !ok {
 				continue
 			}
-			raw := m.Buffers[0][:m.N]
-			if resp := s.answerUDP(raw, from.AddrPort().Addr().Unmap()); resp != nil {
-				out = append(out, ipv4.Message{Buffers: [][]byte{resp}, Addr: m.Addr})
+			raw := r.bufs[i][:min(int(r.in[i].Len), len(r.bufs[i]))]
+			if resp := s.answerUDP(r.outBuf[out][:0], raw, src); len(resp) > 0 {
+				r.queue(out, i, resp)
+				out++
 			}
 		}
-		for len(out) > 0 {
-			sent, err := pc.WriteBatch(out, 0)
-			if err != nil {
-				break // a failed send to one client must not stall the others: drop the batch rest
-			}
-			out = out[sent:]
+		if out > 0 {
+			r.send(rc, out)
 		}
 	}
 }
 
 // answerUDP applies response-rate limiting, then answers.
-func (s *Server) answerUDP(raw []byte, src netip.Addr) []byte {
+func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
 	st := s.state.Load()
 	if st.rrl != nil {
 		switch st.rrl.allow(src) {
@@ -133,5 +129,5 @@ func (s *Server) answerUDP(raw []byte, src netip.Addr) []byte {
 			return out
 		}
 	}
-	return s.Respond(raw, src, false)
+	return s.respondTo(dst, raw, src, false)
 }

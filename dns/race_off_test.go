@@ -1,0 +1,5 @@
+//go:build !race
+
+package dns
+
+const raceEnabled = false
