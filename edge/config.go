@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/adminauth"
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
@@ -67,6 +68,8 @@ type MemoryConfig struct {
 	MaxObjects int `yaml:"max_objects"`
 	// MaxObjectBytes is the largest body kept in memory (default 8MiB).
 	MaxObjectBytes ByteSize `yaml:"max_object_bytes"`
+	// Eviction is the memory tier's policy: tinylfu (the default), lru or s3fifo.
+	Eviction string `yaml:"eviction"`
 }
 
 // DiskConfig configures the disk tier.
@@ -267,6 +270,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Memory.MaxObjectBytes == 0 {
 		c.Memory.MaxObjectBytes = 8 << 20
+	}
+	if err := store.CheckEviction(c.Memory.Eviction); err != nil {
+		return &fieldError{"memory.eviction", err.Error()}
 	}
 	if c.Disk.Dir != "" && c.Disk.MaxBytes == 0 {
 		c.Disk.MaxBytes = 1 << 30

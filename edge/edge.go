@@ -86,6 +86,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	st, err := store.Open(store.Config{
 		MemoryBytes:    int64(cfg.Memory.MaxBytes),
 		MemoryObjects:  cfg.Memory.MaxObjects,
+		Eviction:       cfg.Memory.Eviction,
 		MaxObjectBytes: int64(cfg.Memory.MaxObjectBytes),
 		Dir:            cfg.Disk.Dir,
 		DiskBytes:      int64(cfg.Disk.MaxBytes),
