@@ -102,6 +102,9 @@ type TierConfig struct {
 	ProbeInterval Duration `yaml:"probe_interval"`
 	// ProbeSamples is how many requests each measurement takes the minimum of (default 3).
 	ProbeSamples int `yaml:"probe_samples"`
+	// Token (top-level tiers.token only) is the edge-wide secret shared by every tier: a lower
+	// tier sends it in X-Switchyard-Tier, and an upper tier honours the marker only with it.
+	Token string `yaml:"token"`
 }
 
 // Duration is a time.Duration that reads from YAML as "250ms", "10s", "1h".

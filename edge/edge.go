@@ -209,6 +209,7 @@ const rttPath = "/.well-known/switchyard-edge/rtt"
 
 // ServeHTTP answers one client request.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.checkTierMarker(r) // edge/tierauth.go: only lower tiers holding tiers.token are honoured
 	if r.URL.Path == rttPath {
 		e.serveRTT(w, r)
 		return
