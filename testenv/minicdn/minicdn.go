@@ -336,9 +336,15 @@ func do(ctx context.Context, c *http.Client, method, url string) answer {
 	return a
 }
 
-// fanOut sends every request of urls (method, url pairs) from workers clients and returns the
+// fanOut sends every request of reqs (method, url pairs) from workers clients and returns the
 // answers in order.
 func fanOut(ctx context.Context, c *http.Client, workers int, reqs [][2]string) []answer {
+	return fanOutThink(ctx, c, workers, reqs, 0)
+}
+
+// fanOutThink is fanOut with each client pausing think after every answer (a closed loop with
+// a think time, so a shed answer does not turn into an instant resend).
+func fanOutThink(ctx context.Context, c *http.Client, workers int, reqs [][2]string, think time.Duration) []answer {
 	out := make([]answer, len(reqs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -352,6 +358,9 @@ func fanOut(ctx context.Context, c *http.Client, workers int, reqs [][2]string) 
 					return
 				}
 				out[i] = do(ctx, c, reqs[i][0], reqs[i][1])
+				if think > 0 {
+					time.Sleep(think)
+				}
 			}
 		}()
 	}
@@ -398,7 +407,9 @@ func percentiles(d []time.Duration) Latency {
 }
 
 // runShed drives more concurrent clients than a second router's in-flight budget allows at an
-// uncacheable path, so requests queue at the origin and the router sheds the excess.
+// uncacheable path the origin answers in SlowDelay, each pausing SlowDelay between requests:
+// the clients offer about ShedClients/2 requests in flight, and the router sheds what is above
+// its budget at once (ShedBudget = ShedClients/4 offers twice the capacity: about half is shed).
 func (w *world) runShed(ctx context.Context) (ShedResult, error) {
 	base, err := w.startRouter("hash", w.p.ShedBudget)
 	if err != nil {
@@ -411,7 +422,7 @@ func (w *world) runShed(ctx context.Context) (ShedResult, error) {
 	}
 	c := newClient(w.p.ShedClients)
 	defer c.CloseIdleConnections()
-	for _, a := range fanOut(ctx, c, w.p.ShedClients, reqs) {
+	for _, a := range fanOutThink(ctx, c, w.p.ShedClients, reqs, w.p.SlowDelay) {
 		r.Requests++
 		switch {
 		case a.err != nil:
