@@ -3,6 +3,7 @@ package store
 import (
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -103,9 +104,9 @@ func TestS3FIFOGhostAdmitsToMain(t *testing.T) {
 
 func TestEvictionPoliciesThroughStore(t *testing.T) {
 	for _, pol := range []string{"", EvictTinyLFU, EvictLRU, EvictS3FIFO} {
-		evictions := 0
+		var evictions atomic.Int64 // otter calls OnEvict from its own goroutines
 		s, err := Open(Config{MemoryBytes: 10 * (1000 + headerOverhead), Eviction: pol,
-			OnEvict: func(string) { evictions++ }})
+			OnEvict: func(string) { evictions.Add(1) }})
 		if err != nil {
 			t.Fatalf("%q: %v", pol, err)
 		}
@@ -117,8 +118,8 @@ func TestEvictionPoliciesThroughStore(t *testing.T) {
 			}
 		}
 		if pol == EvictLRU || pol == EvictS3FIFO { // otter counts evictions asynchronously
-			if m, _ := s.Bytes(); m > 10*(1000+headerOverhead) || evictions != 40 || s.Len() != 10 {
-				t.Fatalf("%s: %d bytes, %d evictions, %d entries", pol, m, evictions, s.Len())
+			if m, _ := s.Bytes(); m > 10*(1000+headerOverhead) || evictions.Load() != 40 || s.Len() != 10 {
+				t.Fatalf("%s: %d bytes, %d evictions, %d entries", pol, m, evictions.Load(), s.Len())
 			}
 			if _, ok := s.Get("k49"); !ok {
 				t.Fatalf("%s: newest entry missing", pol)
