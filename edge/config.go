@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/adminauth"
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
@@ -69,6 +70,8 @@ type MemoryConfig struct {
 	MaxObjects int `yaml:"max_objects"`
 	// MaxObjectBytes is the largest body kept in memory (default 8MiB).
 	MaxObjectBytes ByteSize `yaml:"max_object_bytes"`
+	// Eviction is the memory tier's policy: tinylfu (the default), lru or s3fifo.
+	Eviction string `yaml:"eviction"`
 }
 
 // DiskConfig configures the disk tier.
@@ -101,6 +104,9 @@ type TierConfig struct {
 	ProbeInterval Duration `yaml:"probe_interval"`
 	// ProbeSamples is how many requests each measurement takes the minimum of (default 3).
 	ProbeSamples int `yaml:"probe_samples"`
+	// Token (top-level tiers.token only) is the edge-wide secret shared by every tier: a lower
+	// tier sends it in X-Switchyard-Tier, and an upper tier honours the marker only with it.
+	Token string `yaml:"token"`
 }
 
 // Duration is a time.Duration that reads from YAML as "250ms", "10s", "1h".
@@ -272,6 +278,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Memory.MaxObjectBytes == 0 {
 		c.Memory.MaxObjectBytes = 8 << 20
+	}
+	if err := store.CheckEviction(c.Memory.Eviction); err != nil {
+		return &fieldError{"memory.eviction", err.Error()}
 	}
 	if c.Disk.Dir != "" && c.Disk.MaxBytes == 0 {
 		c.Disk.MaxBytes = 1 << 30

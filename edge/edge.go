@@ -91,6 +91,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	st, err := store.Open(store.Config{
 		MemoryBytes:    int64(cfg.Memory.MaxBytes),
 		MemoryObjects:  cfg.Memory.MaxObjects,
+		Eviction:       cfg.Memory.Eviction,
 		MaxObjectBytes: int64(cfg.Memory.MaxObjectBytes),
 		Dir:            cfg.Disk.Dir,
 		DiskBytes:      int64(cfg.Disk.MaxBytes),
@@ -224,6 +225,7 @@ const rttPath = "/.well-known/switchyard-edge/rtt"
 
 // ServeHTTP answers one client request.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.checkTierMarker(r) // edge/tierauth.go: only lower tiers holding tiers.token are honoured
 	if r.URL.Path == rttPath {
 		e.serveRTT(w, r)
 		return

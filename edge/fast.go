@@ -269,7 +269,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 			hr.host = f.Value
 			hosts++
 		case bytes.EqualFold(n, []byte(TierHeader)):
-			hr.fromTier = true // a lower tier asks: counted in the upper role
+			hr.fromTier = fc.fs.e.tierAuthentic(f.Value) // a lower tier asks: counted in the upper role
 		case bytes.EqualFold(n, []byte("Connection")):
 			// net/http looks at the first Connection field only; two are left to it.
 			hr.close = hasToken(f.Value, "close")

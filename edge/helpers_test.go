@@ -47,7 +47,7 @@ func (o *testOrigin) last() *http.Request {
 
 func newEdge(t *testing.T, origin string, mutate func(*Config)) *Edge {
 	t.Helper()
-	cfg := Config{Listen: "127.0.0.1:0", Origin: origin}
+	cfg := Config{Listen: "127.0.0.1:0", Origin: origin, Tiers: TierConfig{Token: testTierToken}}
 	if mutate != nil {
 		mutate(&cfg)
 	}

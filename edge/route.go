@@ -39,6 +39,9 @@ const (
 
 // validate fills a tier section's defaults and checks it; at is its field path.
 func (t *TierConfig) validate(at string) error {
+	if t.Token != "" && at != "tiers" {
+		return &fieldError{at + ".token", "the tier token is edge-wide; set it once as the top-level tiers.token"}
+	}
 	if t.Topology == "" {
 		switch {
 		case len(t.Upper) > 0:

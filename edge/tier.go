@@ -125,7 +125,7 @@ func (u *upstream) do(req *http.Request) (*http.Response, error) {
 	if role == roleLower && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
 		for _, t := range rt.chain(req, time.Now()) {
 			out := retarget(req, t.base)
-			out.Header.Set(TierHeader, "1")
+			out.Header.Set(TierHeader, u.e.tierMarker())
 			c.TierRequests.Add(1)
 			resp, err := u.transport.RoundTrip(out)
 			if !tierFailed(resp, err) {

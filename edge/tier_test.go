@@ -311,7 +311,7 @@ func TestUpperTierGoesToOrigin(t *testing.T) {
 	})
 	other := newEdge(t, o.URL, nil)
 	up := newEdge(t, o.URL, func(c *Config) { c.Tiers.Upper = []string{other.URL()} })
-	r := get(t, up.URL()+"/u", TierHeader, "1")
+	r := get(t, up.URL()+"/u", TierHeader, testTierToken)
 	if r.status != 200 || other.Stats().Misses.Load() != 0 || o.last().Header.Get(TierHeader) != "" {
 		t.Fatalf("upper tier forwarded a lower tier's request to its own tier, or leaked the marker: %d, other misses %d",
 			r.status, other.Stats().Misses.Load())

@@ -152,6 +152,9 @@ type Retry struct {
 	// BufferBody buffers request bodies up to this many bytes so they can be replayed; a larger
 	// or unbuffered body is never replayed, so the request is not retried.
 	BufferBody int64 `yaml:"buffer_body"`
+	// FailoverHeader, when set (e.g. X-Edge-Failover), is added with the value 1 to a response
+	// that came from a retry on another backend, so clients and tests can see the failover.
+	FailoverHeader string `yaml:"failover_header"`
 }
 
 // Pool is a set of backends doing the same work.
@@ -457,6 +460,9 @@ func (c *Config) validate() error {
 				if s < 100 || s > 599 {
 					return c.fieldError(f+".retry.on_status", "%d is not an HTTP status", s)
 				}
+			}
+			if err := checkFailoverHeader(rt.FailoverHeader); err != nil {
+				return c.fieldError(f+".retry.failover_header", "%v", err)
 			}
 		}
 		if err := c.validateRateLimit(f+".rate_limit", r.RateLimit); err != nil {

@@ -304,6 +304,9 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		ex.backend = b
+		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.attempts > 1 {
+			resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
+		}
 		resp.Body = releaseOnClose(resp.Body, b)
 		return resp, nil
 	}

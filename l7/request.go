@@ -38,6 +38,9 @@ type clientConn struct {
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
 	proto       string // for the access log: "" is HTTP/1.1
+	// failover is the route's failover header line once the request was retried on another
+	// backend (l7/failover.go), nil otherwise; reset for every request.
+	failover []byte
 
 	head   h1.Head
 	rhead  h1.Head
@@ -84,6 +87,7 @@ type routed struct {
 // h2c/h2 upstreams).
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
+	cc.failover = nil
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
@@ -152,6 +156,7 @@ func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance
 	nb := rq.rt.admission.Retry(&cc.m.Req, b, tried, usable, func(ok bool) { cc.s.countRetry(p, ok) })
 	if nb != nil {
 		cc.s.decisions.Add(1)
+		cc.failover = rq.rt.failoverLine()
 	}
 	return nb
 }
@@ -164,7 +169,7 @@ func (cc *clientConn) upstreamHead(rq *routed) []byte {
 // responseHead builds the client's response head into cc.out (cc.tokens holds the response's
 // Connection tokens). A server shutting down closes the connection after this response: say so.
 func (cc *clientConn) responseHead(code int, fr core.Framing) []byte {
-	return core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load())
+	return withFailover(core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load()), cc.failover)
 }
 
 // responseTokens collects the response's Connection tokens and reports whether the backend

@@ -110,9 +110,14 @@ const adminToken = "edgelab"
 // startEdge runs an edge in front of upstream, bounded to objects entries (0: the default byte
 // budget), with its admin API on loopback.
 func startEdge(upstream string, objects int) (*edge.Edge, error) {
+	return startEdgeEviction(upstream, objects, "")
+}
+
+// startEdgeEviction is startEdge with a memory eviction policy ("" for the default).
+func startEdgeEviction(upstream string, objects int, eviction string) (*edge.Edge, error) {
 	e, err := edge.New(edge.Config{
 		Listen: "127.0.0.1:0", Origin: upstream,
-		Memory: edge.MemoryConfig{MaxObjects: objects},
+		Memory: edge.MemoryConfig{MaxObjects: objects, Eviction: eviction},
 		Admin:  edge.AdminConfig{Listen: "127.0.0.1:0", Token: adminToken},
 	}, edge.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -140,20 +145,28 @@ type BurstResult struct {
 	ReachingStore int64
 	// Duration is the wall time of the run.
 	Duration time.Duration
+	// Eviction is the memory eviction policy of both caches ("" for the default).
+	Eviction string `json:",omitempty"`
 }
 
 // RunBurst sends the trace for one burst length through two real caches in series: the edge,
 // whose upstream is a second edge standing for the application cache, whose upstream is the
 // origin. Requests go in trace order from `workers` keep-alive clients.
 func RunBurst(ctx context.Context, burst, requests, workers int) (BurstResult, error) {
+	return RunBurstEviction(ctx, burst, requests, workers, "")
+}
+
+// RunBurstEviction is RunBurst with both caches using the memory eviction policy eviction
+// (store.EvictLRU for the lesson's caches; "" for the default W-TinyLFU).
+func RunBurstEviction(ctx context.Context, burst, requests, workers int, eviction string) (BurstResult, error) {
 	o := newCountingOrigin(func(string) int { return 3600 })
 	defer o.Close()
-	app, err := startEdge(o.URL, Capacity)
+	app, err := startEdgeEviction(o.URL, Capacity, eviction)
 	if err != nil {
 		return BurstResult{}, fmt.Errorf("run burst %d: %w", burst, err)
 	}
 	defer app.Close()
-	front, err := startEdge(app.URL(), Capacity)
+	front, err := startEdgeEviction(app.URL(), Capacity, eviction)
 	if err != nil {
 		return BurstResult{}, fmt.Errorf("run burst %d: %w", burst, err)
 	}
@@ -169,7 +182,7 @@ func RunBurst(ctx context.Context, burst, requests, workers int) (BurstResult, e
 		Burst: burst, Requests: requests,
 		EdgeHitRate: fs.HitRatio(), ReachingApp: fs.OriginRequests.Load(),
 		AppHitRate: as.HitRatio(), ReachingStore: o.requests.Load(),
-		Duration: time.Since(start),
+		Duration: time.Since(start), Eviction: eviction,
 	}, nil
 }
 

@@ -174,6 +174,7 @@ func (w *tieredWorld) close() {
 
 func startQuietEdge(cfg edge.Config) (*edge.Edge, error) {
 	cfg.Listen = "127.0.0.1:0"
+	cfg.Tiers.Token = tierToken
 	e, err := edge.New(cfg, edge.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
@@ -424,3 +425,6 @@ func percentiles(d []time.Duration) (p50, p95 time.Duration) {
 	at := func(q float64) time.Duration { return s[max(0, int(math.Ceil(q*float64(len(s))))-1)] }
 	return at(0.50), at(0.95)
 }
+
+// tierToken is the tiers.token shared by every edge of the experiments.
+const tierToken = "edgelab-tiers"

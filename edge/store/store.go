@@ -118,12 +118,15 @@ type Config struct {
 	// Directives parses the cache directives of a stored header when the index is rebuilt;
 	// nil means cachecontrol.Parse (the edge passes its targeted-field rule, RFC 9213).
 	Directives func(http.Header) cachecontrol.Directives
+	// Eviction is the memory tier's policy: EvictTinyLFU (the default, ""), EvictLRU or
+	// EvictS3FIFO. The disk index is always W-TinyLFU.
+	Eviction string
 }
 
 // Store is the two-tier response store. It is safe for concurrent use.
 type Store struct {
 	cfg  Config
-	mem  *otter.Cache[string, *Entry]
+	mem  memTier
 	disk *otter.Cache[string, *Meta] // the index of the disk tier; nil without one
 	gen  atomic.Int64
 }
@@ -154,8 +157,13 @@ func Open(cfg Config) (*Store, error) {
 		mo.MaximumWeight = uint64(cfg.MemoryBytes)
 		mo.Weigher = func(_ string, e *Entry) uint32 { return uint32(len(e.Body) + headerOverhead) }
 	}
+	if err := CheckEviction(cfg.Eviction); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	var err error
-	if s.mem, err = otter.New(mo); err != nil {
+	if cfg.Eviction == EvictLRU || cfg.Eviction == EvictS3FIFO {
+		s.mem = newListCacheFor(cfg, mo)
+	} else if s.mem, err = otter.New(mo); err != nil {
 		return nil, fmt.Errorf("open store: create memory tier: %w", err)
 	}
 	if cfg.Dir == "" {

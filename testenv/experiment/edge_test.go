@@ -16,7 +16,7 @@ func TestEdgeExperimentsQuick(t *testing.T) {
 		name string
 		want []string
 	}{
-		{"edge-burst", []string{"QUICK RUN", "burst | ceiling", "   10 |", "    5 |", "    2 |", "0.8998"}},
+		{"edge-burst", []string{"QUICK RUN", "burst | policy  | ceiling", "   10 | lru     |", "   10 | tinylfu |", "    5 |", "    2 |", "0.8998"}},
 		{"propagation", []string{"QUICK RUN", "pull   | measured", "push   | model", "hybrid | lesson", "11.85"}},
 	} {
 		e, err := Get(c.name)
