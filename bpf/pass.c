@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* pass.c: two tiny XDP programs.
+/* pass.c: three tiny XDP programs.
  * xdp_pass: attached to the peer of a veth that receives XDP_TX frames. A veth drops frames sent
  *   to it by XDP_TX/XDP_REDIRECT unless the receiving peer runs an XDP program (or has GRO/NAPI
  *   enabled); this one passes everything and makes the lab's forwarding path work.
- * xdp_macswap: the minimal XDP_TX program the benchmarks compare the forwarder with. */
+ * xdp_macswap: the minimal XDP_TX program the benchmarks compare the forwarder with.
+ * xdp_lookup_floor: xdp_macswap plus one LRU-hash lookup, the benchmarks' connection-table floor. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>

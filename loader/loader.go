@@ -52,17 +52,18 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
+	// The defaults are enum lb_defaults of bpf/include/maps.h, which also sizes the object's maps.
 	if o.MaxVIPs == 0 {
-		o.MaxVIPs = 64
+		o.MaxVIPs = uint32(LBLbDefaultsDEFAULT_MAX_VIPS)
 	}
 	if o.RingSize == 0 {
-		o.RingSize = 65537
+		o.RingSize = uint32(LBLbDefaultsDEFAULT_RING_SIZE)
 	}
 	if o.MaxBackends == 0 {
-		o.MaxBackends = 4096
+		o.MaxBackends = uint32(LBLbDefaultsDEFAULT_MAX_BACKENDS)
 	}
 	if o.ConnTableSize == 0 {
-		o.ConnTableSize = 262144
+		o.ConnTableSize = uint32(LBLbDefaultsDEFAULT_CONNTRACK)
 	}
 	if o.ConnTable6Size == 0 {
 		o.ConnTable6Size = o.ConnTableSize
@@ -81,7 +82,8 @@ func (o *Options) defaults() error {
 
 // RingWordSlots is how many ring slots one value of the rings16 and prev_rings16 maps holds
 // (RING_WORD_SLOTS in bpf/include/maps.h): 16-bit backend ids, four to the kernel's 8-byte value.
-const RingWordSlots = 4
+// It is the length of struct ring_word's array, as bpf2go generated it.
+const RingWordSlots = len(LBRingWord{}.Id)
 
 // MaxBackendIDs bounds Options.MaxBackends: ring slots hold 16-bit ids (1..65535).
 const MaxBackendIDs = 1 << 16
@@ -91,7 +93,8 @@ const MaxRingSlots = 1 << 31
 
 // RingWords is the number of values of a ring map holding maxVIPs rings of ringSize slots.
 func RingWords(maxVIPs, ringSize uint32) uint32 {
-	return uint32((uint64(maxVIPs)*uint64(ringSize) + RingWordSlots - 1) / RingWordSlots)
+	const w = uint64(RingWordSlots)
+	return uint32((uint64(maxVIPs)*uint64(ringSize) + w - 1) / w)
 }
 
 // perVIPMaps are the maps with one entry per VIP (or VIP id): all sized from Options.MaxVIPs.

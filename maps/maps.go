@@ -51,13 +51,13 @@ func ParseProto(s string) (Proto, error) {
 // VIPFlags are per-VIP hashing options.
 type VIPFlags uint32
 
-// VIP hashing options; they mirror VIP_* in bpf/include/consts.h.
+// VIP hashing options: enum vip_flags of bpf/include/consts.h, generated into loader.
 const (
 	// HashSrcOnly hashes the client address only: every connection of a client goes to the
 	// same backend.
-	HashSrcOnly VIPFlags = 1 << 0
+	HashSrcOnly = VIPFlags(loader.LBVipFlagsVIP_HASH_SRC_ONLY)
 	// NoSrcPort leaves the source port out of the hash.
-	NoSrcPort VIPFlags = 1 << 1
+	NoSrcPort = VIPFlags(loader.LBVipFlagsVIP_NO_SRC_PORT)
 )
 
 // VIPKey identifies a VIP. Port 0 means every port of the address.
@@ -111,7 +111,7 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 	maxVIPs := m.VipStats.MaxEntries()
 	if ringSize == 0 || m.Rings16.MaxEntries() != loader.RingWords(maxVIPs, ringSize) {
 		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
-			m.Rings16.MaxEntries()*loader.RingWordSlots, maxVIPs, ringSize)
+			uint64(m.Rings16.MaxEntries())*uint64(loader.RingWordSlots), maxVIPs, ringSize)
 	}
 	rings, err := mapRing(m.Rings16)
 	if err != nil {
@@ -516,10 +516,10 @@ type Config struct {
 	SYNInsertLimit uint32
 }
 
-// Config flags; they mirror CFG_* in bpf/include/consts.h.
+// Config flags: enum cfg_flags of bpf/include/consts.h, generated into loader.
 const (
-	cfgICMPTooBig   = 1 << 0
-	cfgSecondChance = 1 << 1
+	cfgICMPTooBig   = uint32(loader.LBCfgFlagsCFG_ICMP_TOOBIG)
+	cfgSecondChance = uint32(loader.LBCfgFlagsCFG_SECOND_CHANCE)
 )
 
 // SetConfig writes the configuration.
