@@ -21,6 +21,7 @@ struct go_types {
 	enum decap_sc_counter_index decap_sc_counter_index;
 	enum decap_sc_refused_index decap_sc_refused_index;
 	enum sc_prefix sc_prefix;
+	enum family family;
 };
 SEC(".go_types") const struct go_types *go_types_ = 0;
 

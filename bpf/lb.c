@@ -27,6 +27,7 @@ struct go_types {
 	enum vip_filter_size vip_filter_size;
 	enum flow_hash flow_hash;
 	enum lb_defaults lb_defaults;
+	enum family family;
 };
 SEC(".go_types") const struct go_types *go_types_ = 0;
 

@@ -131,14 +131,14 @@ func decapKey(a netip.Addr) DecapDecapKey {
 	if a.Is4() {
 		b := a.As4()
 		k.Addr[0] = uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-		k.Family = 4
+		k.Family = uint8(DecapFamilyFAMILY_V4)
 		return k
 	}
 	b := a.As16()
 	for i := 0; i < 4; i++ {
 		k.Addr[i] = uint32(b[i*4]) | uint32(b[i*4+1])<<8 | uint32(b[i*4+2])<<16 | uint32(b[i*4+3])<<24
 	}
-	k.Family = 6
+	k.Family = uint8(DecapFamilyFAMILY_V6)
 	return k
 }
 

@@ -56,6 +56,13 @@ const (
 	DecapDecapScRefusedIndexDSCR_MAX       DecapDecapScRefusedIndex = 2
 )
 
+type DecapFamily uint32
+
+const (
+	DecapFamilyFAMILY_V4 DecapFamily = 4
+	DecapFamilyFAMILY_V6 DecapFamily = 6
+)
+
 type DecapScPrefix uint32
 
 const (

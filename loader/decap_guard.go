@@ -166,7 +166,7 @@ func keyPrefix(k DecapScPrefixKey) netip.Prefix {
 	for i, w := range k.Addr {
 		b[i*4], b[i*4+1], b[i*4+2], b[i*4+3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
 	}
-	if k.Family == 4 {
+	if k.Family == uint8(DecapFamilyFAMILY_V4) {
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte(b[:4])), int(k.Prefixlen)-32)
 	}
 	return netip.PrefixFrom(netip.AddrFrom16(b), int(k.Prefixlen)-32)

@@ -57,6 +57,13 @@ const (
 	LBCounterIndexCNT_MAX               LBCounterIndex = 17
 )
 
+type LBFamily uint32
+
+const (
+	LBFamilyFAMILY_V4 LBFamily = 4
+	LBFamilyFAMILY_V6 LBFamily = 6
+)
+
 type LBFlowFlags uint32
 
 const (

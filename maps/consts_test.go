@@ -84,6 +84,8 @@ func TestConstsMatchObject(t *testing.T) {
 		{"flow_flags", "FLOW_CLOSING", uint64(loader.LBFlowFlagsFLOW_CLOSING)},
 		{"flow_hash", "FLOW_HASH_SEED", uint64(flowHashSeed)},
 		{"vip_filter_size", "VIP_FILTER_SLOTS", uint64(vipFilterSlots)},
+		{"family", "FAMILY_V4", uint64(familyV4)},
+		{"family", "FAMILY_V6", uint64(familyV6)},
 	} {
 		if c.goValue != enumValue(t, spec, c.enum, c.name) {
 			t.Errorf("%s is %#x in Go, %#x in the object: run `make generate`", c.name, c.goValue, enumValue(t, spec, c.enum, c.name))

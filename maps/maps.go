@@ -140,23 +140,30 @@ func (s *Set) MaxVIPs() uint32 { return s.maxVIPs }
 // MaxBackends is one more than the largest backend ID.
 func (s *Set) MaxBackends() uint32 { return s.maxBackends }
 
+// The address families of the BPF structs: enum family of bpf/include/consts.h, generated into
+// loader.
+const (
+	familyV4 = uint8(loader.LBFamilyFAMILY_V4)
+	familyV6 = uint8(loader.LBFamilyFAMILY_V6)
+)
+
 // addrWords puts an address in the BPF layout: network byte order, IPv4 in the first word.
 func addrWords(a netip.Addr) (w [4]uint32, family uint8) {
 	a = a.Unmap()
 	if a.Is4() {
 		b := a.As4()
 		w[0] = nativeWord(b[:])
-		return w, 4
+		return w, familyV4
 	}
 	b := a.As16()
 	for i := 0; i < 4; i++ {
 		w[i] = nativeWord(b[i*4 : i*4+4])
 	}
-	return w, 6
+	return w, familyV6
 }
 
 func wordsAddr(w [4]uint32, family uint8) netip.Addr {
-	if family == 4 {
+	if family == familyV4 {
 		var b [4]byte
 		putNativeWord(b[:], w[0])
 		return netip.AddrFrom4(b)

@@ -22,8 +22,11 @@
 #define IPPROTO_DSTOPTS_ 60
 #define IPPROTO_ICMPV6_ 58
 
-#define FAMILY_V4 4
-#define FAMILY_V6 6
+/* Address family of struct flow_key, vip_key, backend, decap_key and sc_prefix_key. */
+enum family {
+	FAMILY_V4 = 4,
+	FAMILY_V6 = 6,
+};
 
 /* Encapsulation overheads (outer IP header only: the Ethernet header is rewritten in place). */
 #define IPV4_HDR_LEN 20
