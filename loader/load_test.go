@@ -33,6 +33,11 @@ func TestLoadAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Close()
+	var b BenchObjects
+	if err := LoadBenchObjects(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 }
 
 // mapTypes are the Go types the code reads and writes each map with, and the C types it assumes
@@ -62,15 +67,15 @@ var mapTypes = map[string]struct {
 	DecapMapDecapScRefused:  {uint32(0), LBCounter{}, "__u32", "counter"},
 	DecapMapDecapScPeers:    {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
 	DecapMapDecapScSources:  {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
-	PassMapFloorTable:       {PassFloorKey{}, uint64(0), "floor_key", "__u64"},
+	BenchMapFloorTable:      {BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
 }
 
-// TestMapTypesMatchGo checks every map of the three objects against the Go types the code uses
+// TestMapTypesMatchGo checks every map of the four objects against the Go types the code uses
 // with it: the C type the map declares (by name, so a map that moves to another struct of the same
 // size is caught too) and its key and value sizes. A map missing from mapTypes fails, so a new map
 // gets its Go types named.
 func TestMapTypesMatchGo(t *testing.T) {
-	for _, load := range []func() (*ebpf.CollectionSpec, error){LoadLB, LoadDecap, LoadPass} {
+	for _, load := range []func() (*ebpf.CollectionSpec, error){LoadLB, LoadDecap, LoadPass, LoadBench} {
 		spec, err := load()
 		if err != nil {
 			t.Fatal(err)
