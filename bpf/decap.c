@@ -15,6 +15,16 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The enums Go takes its constants from (consts.h), put in BTF for bpf2go -type as in lb.c. */
+struct go_types {
+	enum decap_counter_index decap_counter_index;
+	enum decap_sc_counter_index decap_sc_counter_index;
+	enum decap_sc_refused_index decap_sc_refused_index;
+	enum sc_prefix sc_prefix;
+	enum family family;
+};
+SEC(".go_types") const struct go_types *go_types_ = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);

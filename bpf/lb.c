@@ -16,6 +16,21 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The enums Go takes its constants from (consts.h): a pointer to this struct in a section that
+ * nothing loads puts them in the object's BTF for bpf2go -type (loader/gen.go). */
+struct go_types {
+	enum counter_index counter_index;
+	enum sc_counter_index sc_counter_index;
+	enum vip_flags vip_flags;
+	enum flow_flags flow_flags;
+	enum cfg_flags cfg_flags;
+	enum vip_filter_size vip_filter_size;
+	enum flow_hash flow_hash;
+	enum lb_defaults lb_defaults;
+	enum family family;
+};
+SEC(".go_types") const struct go_types *go_types_ = 0;
+
 static __always_inline int verdict_pass(__u64 bytes)
 {
 	count(CNT_PASS, bytes);

@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* pass.c: two tiny XDP programs.
- * xdp_pass: attached to the peer of a veth that receives XDP_TX frames. A veth drops frames sent
- *   to it by XDP_TX/XDP_REDIRECT unless the receiving peer runs an XDP program (or has GRO/NAPI
- *   enabled); this one passes everything and makes the lab's forwarding path work.
- * xdp_macswap: the minimal XDP_TX program the benchmarks compare the forwarder with. */
+/* pass.c: xdp_pass, attached to the peer of a veth that receives XDP_TX frames. A veth drops frames
+ * sent to it by XDP_TX/XDP_REDIRECT unless the receiving peer runs an XDP program (or has GRO/NAPI
+ * enabled); this one passes everything and makes the lab's forwarding path work. The benchmarks'
+ * reference programs are in bench.c. */
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -14,54 +12,4 @@ SEC("xdp")
 int xdp_pass(struct xdp_md *ctx)
 {
 	return XDP_PASS;
-}
-
-SEC("xdp")
-int xdp_macswap(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_DROP;
-	__u8 tmp[ETH_ALEN];
-	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
-	return XDP_TX;
-}
-
-/* xdp_lookup_floor is a benchmark reference only: a MAC swap plus one lookup in an LRU hash with
- * the IPv4 connection table's key size (16 bytes), i.e. the least any connection-tracking
- * forwarder must do per established packet. The benchmark reports the forwarder against it as
- * well as against xdp_macswap. */
-struct floor_key {
-	__u32 w[4];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct floor_key);
-	__type(value, __u64);
-} floor_table SEC(".maps");
-
-SEC("xdp")
-int xdp_lookup_floor(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct floor_key *k = data + sizeof(*eth);
-	if ((void *)(k + 1) > data_end)
-		return XDP_DROP;
-	struct floor_key key = *k;
-	__u64 *v = bpf_map_lookup_elem(&floor_table, &key);
-	if (!v)
-		return XDP_DROP;
-	__u8 tmp[ETH_ALEN];
-	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
-	return XDP_TX;
 }

@@ -51,9 +51,9 @@ func BenchmarkXDP(b *testing.B) {
 	// every pass inserts, and once the tables are full every insert evicts.
 	synFresh := flowsFrame(pkt{src: "20.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b), 1)
 
-	minimal := passObjects(b)
+	minimal := benchObjects(b)
 	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
-	var fk loader.PassFloorKey
+	var fk loader.BenchFloorKey
 	for i := range fk.W {
 		fk.W[i] = binary.LittleEndian.Uint32(ack[14+4*i:])
 	}
@@ -222,9 +222,11 @@ func pinThread(b *testing.B, cpu int) {
 		b.Fatal(err)
 	}
 }
-func passObjects(b *testing.B) *loader.PassObjects {
-	var objs loader.PassObjects
-	if err := loader.LoadPassObjects(&objs, nil); err != nil {
+
+// benchObjects loads the reference programs (bpf/bench.c).
+func benchObjects(b *testing.B) *loader.BenchObjects {
+	var objs loader.BenchObjects
+	if err := loader.LoadBenchObjects(&objs, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { objs.Close() })

@@ -19,12 +19,56 @@ type DecapCounter struct {
 	Bytes   uint64
 }
 
+type DecapDecapCounterIndex uint32
+
+const (
+	DecapDecapCounterIndexDCNT_DECAP_V4   DecapDecapCounterIndex = 0
+	DecapDecapCounterIndexDCNT_DECAP_6IN6 DecapDecapCounterIndex = 1
+	DecapDecapCounterIndexDCNT_DECAP_4IN6 DecapDecapCounterIndex = 2
+	DecapDecapCounterIndexDCNT_PASS       DecapDecapCounterIndex = 3
+	DecapDecapCounterIndexDCNT_DROP       DecapDecapCounterIndex = 4
+	DecapDecapCounterIndexDCNT_MAX        DecapDecapCounterIndex = 5
+)
+
 type DecapDecapKey struct {
 	_      structs.HostLayout
 	Addr   [4]uint32
 	Family uint8
 	Pad    [3]uint8
 }
+
+type DecapDecapScCounterIndex uint32
+
+const (
+	DecapDecapScCounterIndexDSC_OWNED        DecapDecapScCounterIndex = 0
+	DecapDecapScCounterIndexDSC_FORWARDED    DecapDecapScCounterIndex = 1
+	DecapDecapScCounterIndexDSC_NO_CANDIDATE DecapDecapScCounterIndex = 2
+	DecapDecapScCounterIndexDSC_SKIPPED      DecapDecapScCounterIndex = 3
+	DecapDecapScCounterIndexDSC_MALFORMED    DecapDecapScCounterIndex = 4
+	DecapDecapScCounterIndexDSC_MAX          DecapDecapScCounterIndex = 5
+)
+
+type DecapDecapScRefusedIndex uint32
+
+const (
+	DecapDecapScRefusedIndexDSCR_SOURCE    DecapDecapScRefusedIndex = 0
+	DecapDecapScRefusedIndexDSCR_CANDIDATE DecapDecapScRefusedIndex = 1
+	DecapDecapScRefusedIndexDSCR_MAX       DecapDecapScRefusedIndex = 2
+)
+
+type DecapFamily uint32
+
+const (
+	DecapFamilyFAMILY_V4 DecapFamily = 4
+	DecapFamilyFAMILY_V6 DecapFamily = 6
+)
+
+type DecapScPrefix uint32
+
+const (
+	DecapScPrefixSC_PREFIX_MAX  DecapScPrefix = 256
+	DecapScPrefixSC_PREFIX_FULL DecapScPrefix = 160
+)
 
 type DecapScPrefixKey struct {
 	_         structs.HostLayout

@@ -21,11 +21,60 @@ type LBBackend struct {
 	Flags  uint32
 }
 
+type LBCfgFlags uint32
+
+const (
+	LBCfgFlagsCFG_ICMP_TOOBIG   LBCfgFlags = 1
+	LBCfgFlagsCFG_SECOND_CHANCE LBCfgFlags = 2
+)
+
 type LBCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
 }
+
+type LBCounterIndex uint32
+
+const (
+	LBCounterIndexCNT_TX                LBCounterIndex = 0
+	LBCounterIndexCNT_PASS              LBCounterIndex = 1
+	LBCounterIndexCNT_DROP              LBCounterIndex = 2
+	LBCounterIndexCNT_CT_HIT            LBCounterIndex = 3
+	LBCounterIndexCNT_CT_MISS_SYN       LBCounterIndex = 4
+	LBCounterIndexCNT_CT_MISS_NONSYN    LBCounterIndex = 5
+	LBCounterIndexCNT_ICMP_FWD          LBCounterIndex = 6
+	LBCounterIndexCNT_ICMP_ECHO         LBCounterIndex = 7
+	LBCounterIndexCNT_ICMP_TOOBIG_TX    LBCounterIndex = 8
+	LBCounterIndexCNT_DROP_IP_OPTS      LBCounterIndex = 9
+	LBCounterIndexCNT_DROP_FRAG         LBCounterIndex = 10
+	LBCounterIndexCNT_DROP_MTU          LBCounterIndex = 11
+	LBCounterIndexCNT_DROP_NO_BACKEND   LBCounterIndex = 12
+	LBCounterIndexCNT_DROP_MALFORMED    LBCounterIndex = 13
+	LBCounterIndexCNT_DROP_UNSUPPORTED  LBCounterIndex = 14
+	LBCounterIndexCNT_DROP_ENCAP        LBCounterIndex = 15
+	LBCounterIndexCNT_CT_INSERT_SKIPPED LBCounterIndex = 16
+	LBCounterIndexCNT_MAX               LBCounterIndex = 17
+)
+
+type LBFamily uint32
+
+const (
+	LBFamilyFAMILY_V4 LBFamily = 4
+	LBFamilyFAMILY_V6 LBFamily = 6
+)
+
+type LBFlowFlags uint32
+
+const (
+	LBFlowFlagsFLOW_CLOSING LBFlowFlags = 1
+)
+
+type LBFlowHash uint32
+
+const (
+	LBFlowHashFLOW_HASH_SEED LBFlowHash = 1402446317
+)
 
 type LBFlowKey struct {
 	_      structs.HostLayout
@@ -74,6 +123,15 @@ type LBLbConfig struct {
 	SynInsertLimit uint32
 }
 
+type LBLbDefaults uint32
+
+const (
+	LBLbDefaultsDEFAULT_MAX_VIPS     LBLbDefaults = 64
+	LBLbDefaultsDEFAULT_MAX_BACKENDS LBLbDefaults = 4096
+	LBLbDefaultsDEFAULT_RING_SIZE    LBLbDefaults = 65537
+	LBLbDefaultsDEFAULT_CONNTRACK    LBLbDefaults = 262144
+)
+
 type LBLbPercpu struct {
 	_            structs.HostLayout
 	Cnt          [17]LBCounter
@@ -87,6 +145,28 @@ type LBRingWord struct {
 	_  structs.HostLayout
 	Id [4]uint16
 }
+
+type LBScCounterIndex uint32
+
+const (
+	LBScCounterIndexSC_CNT_SENT    LBScCounterIndex = 0
+	LBScCounterIndexSC_CNT_FLOWS   LBScCounterIndex = 1
+	LBScCounterIndexSC_CNT_TOO_BIG LBScCounterIndex = 2
+	LBScCounterIndexSC_CNT_MAX     LBScCounterIndex = 3
+)
+
+type LBVipFilterSize uint32
+
+const (
+	LBVipFilterSizeVIP_FILTER_SLOTS LBVipFilterSize = 4096
+)
+
+type LBVipFlags uint32
+
+const (
+	LBVipFlagsVIP_HASH_SRC_ONLY LBVipFlags = 1
+	LBVipFlagsVIP_NO_SRC_PORT   LBVipFlags = 2
+)
 
 type LBVipKey struct {
 	_      structs.HostLayout

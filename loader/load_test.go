@@ -1,9 +1,11 @@
 package loader
 
 import (
+	"encoding/binary"
 	"os"
 	"testing"
-	"unsafe"
+
+	"github.com/cilium/ebpf"
 )
 
 func requireRoot(t testing.TB) {
@@ -31,46 +33,86 @@ func TestLoadAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Close()
+	var b BenchObjects
+	if err := LoadBenchObjects(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 }
 
-// TestSharedStructSizes checks that the Go twins of the C structs have the C sizes (as recorded
-// in the BTF of the object), so the two sides agree on every map's layout.
-func TestSharedStructSizes(t *testing.T) {
+// mapTypes are the Go types the code reads and writes each map with, and the C types it assumes
+// the map holds (a bpf2go twin is generated from the C type of the same name).
+var mapTypes = map[string]struct {
+	key, value   any
+	cKey, cValue string
+}{
+	LBMapVips:               {LBVipKey{}, LBVipMeta{}, "vip_key", "vip_meta"},
+	LBMapVipAddrs:           {LBVipKey{}, uint32(0), "vip_key", "__u32"},
+	LBMapVipFilter:          {uint32(0), uint32(0), "__u32", "__u32"},
+	LBMapVipGens:            {uint32(0), uint32(0), "__u32", "__u32"},
+	LBMapVipStats:           {uint32(0), LBCounter{}, "__u32", "counter"},
+	LBMapVipDrops:           {uint32(0), LBCounter{}, "__u32", "counter"},
+	LBMapBackends:           {uint32(0), LBBackend{}, "__u32", "backend"},
+	LBMapBackendStats:       {uint32(0), LBCounter{}, "__u32", "counter"},
+	LBMapRings16:            {uint32(0), LBRingWord{}, "__u32", "ring_word"},
+	LBMapPrevRings16:        {uint32(0), LBRingWord{}, "__u32", "ring_word"},
+	LBMapConntrack:          {LBFlowKey{}, LBFlowState{}, "flow_key", "flow_state"},
+	LBMapConntrack4:         {LBFlowKey4{}, LBFlowState{}, "flow_key4", "flow_state"},
+	LBMapConfig:             {uint32(0), LBLbConfig{}, "__u32", "lb_config"},
+	LBMapCounters:           {uint32(0), LBLbPercpu{}, "__u32", "lb_percpu"},
+	LBMapScCounters:         {uint32(0), LBCounter{}, "__u32", "counter"},
+	DecapMapDecapAddrs:      {DecapDecapKey{}, uint32(0), "decap_key", "__u32"},
+	DecapMapDecapCounters:   {uint32(0), LBCounter{}, "__u32", "counter"},
+	DecapMapDecapScCounters: {uint32(0), LBCounter{}, "__u32", "counter"},
+	DecapMapDecapScRefused:  {uint32(0), LBCounter{}, "__u32", "counter"},
+	DecapMapDecapScPeers:    {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
+	DecapMapDecapScSources:  {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
+	BenchMapFloorTable:      {BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
+}
+
+// TestMapTypesMatchGo checks every map of the four objects against the Go types the code uses
+// with it: the C type the map declares (by name, so a map that moves to another struct of the same
+// size is caught too) and its key and value sizes. A map missing from mapTypes fails, so a new map
+// gets its Go types named.
+func TestMapTypesMatchGo(t *testing.T) {
+	for _, load := range []func() (*ebpf.CollectionSpec, error){LoadLB, LoadDecap, LoadPass, LoadBench} {
+		spec, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, m := range spec.Maps {
+			want, ok := mapTypes[name]
+			if !ok {
+				t.Errorf("map %s: not in mapTypes; add the Go key and value types the code uses for it", name)
+				continue
+			}
+			if m.Key.TypeName() != want.cKey || m.Value.TypeName() != want.cValue {
+				t.Errorf("map %s holds %s -> %s in C, the Go code assumes %s -> %s", name, m.Key.TypeName(), m.Value.TypeName(), want.cKey, want.cValue)
+			}
+			if k, v := binary.Size(want.key), binary.Size(want.value); uint32(k) != m.KeySize || uint32(v) != m.ValueSize {
+				t.Errorf("map %s: C key %d value %d bytes, Go %T %d and %T %d", name, m.KeySize, m.ValueSize, want.key, k, want.value, v)
+			}
+		}
+	}
+}
+
+// TestPinnedLayout checks the sizes of the structs held in pinned maps against the layout the
+// pins of a running balancer were made with: a change here needs a new layout version (docs/xdp.md,
+// "Maps and pins"), not just a rebuild.
+func TestPinnedLayout(t *testing.T) {
 	spec, err := LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := map[string]uintptr{
-		"flow_key":   unsafe.Sizeof(LBFlowKey{}),
-		"flow_state": unsafe.Sizeof(LBFlowState{}),
-		"vip_key":    unsafe.Sizeof(LBVipKey{}),
-		"vip_meta":   unsafe.Sizeof(LBVipMeta{}),
-		"backend":    unsafe.Sizeof(LBBackend{}),
-		"lb_config":  unsafe.Sizeof(LBLbConfig{}),
-		"counter":    unsafe.Sizeof(LBCounter{}),
-		"lb_percpu":  unsafe.Sizeof(LBLbPercpu{}),
-	}
-	want := map[string]uint32{"flow_key": 40, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16, "lb_percpu": 17*16 + 32}
-	for name, goSize := range cases {
-		var st interface{ TypeName() string }
-		_ = st
+	want := map[string]uint32{"flow_key": 40, "flow_key4": 16, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16, "lb_percpu": 17*16 + 32}
+	for name, size := range want {
 		typ, err := spec.Types.AnyTypeByName(name)
 		if err != nil {
 			t.Fatalf("btf type %s: %v", name, err)
 		}
-		cSize, err := sizeof(typ)
-		if err != nil {
-			t.Fatal(err)
+		if got, err := sizeof(typ); err != nil || got != size {
+			t.Errorf("struct %s: %d bytes (%v), pinned layout has %d", name, got, err, size)
 		}
-		if uint32(goSize) != cSize || cSize != want[name] {
-			t.Errorf("struct %s: C %d bytes, Go %d bytes, expected %d", name, cSize, goSize, want[name])
-		}
-	}
-	if got := len(LBLbPercpu{}.Cnt); got != 17 {
-		t.Errorf("struct lb_percpu holds %d counters; update maps.CounterNames with enum counter_index", got)
-	}
-	if got := spec.Maps[LBMapScCounters].MaxEntries; int(got) != 3 {
-		t.Errorf("sc_counters map has %d entries; update maps.SecondChanceCounterNames with enum sc_counter_index", got)
 	}
 }
 

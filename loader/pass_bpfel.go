@@ -8,24 +8,15 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
-	"structs"
 
 	"github.com/cilium/ebpf"
 )
-
-type PassFloorKey struct {
-	_ structs.HostLayout
-	W [4]uint32
-}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	PassMapFloorTable      = "floor_table"
-	PassProgXdpLookupFloor = "xdp_lookup_floor"
-	PassProgXdpMacswap     = "xdp_macswap"
-	PassProgXdpPass        = "xdp_pass"
+	PassProgXdpPass = "xdp_pass"
 )
 
 // LoadPass returns the embedded CollectionSpec for Pass.
@@ -70,16 +61,13 @@ type PassSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PassProgramSpecs struct {
-	XdpLookupFloor *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
-	XdpMacswap     *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
-	XdpPass        *ebpf.ProgramSpec `ebpf:"xdp_pass"`
+	XdpPass *ebpf.ProgramSpec `ebpf:"xdp_pass"`
 }
 
 // PassMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PassMapSpecs struct {
-	FloorTable *ebpf.MapSpec `ebpf:"floor_table"`
 }
 
 // PassVariableSpecs contains global variables before they are loaded into the kernel.
@@ -108,13 +96,10 @@ func (o *PassObjects) Close() error {
 //
 // It can be passed to LoadPassObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PassMaps struct {
-	FloorTable *ebpf.Map `ebpf:"floor_table"`
 }
 
 func (m *PassMaps) Close() error {
-	return _PassClose(
-		m.FloorTable,
-	)
+	return _PassClose()
 }
 
 // PassVariables contains all global variables after they have been loaded into the kernel.
@@ -127,15 +112,11 @@ type PassVariables struct {
 //
 // It can be passed to LoadPassObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PassPrograms struct {
-	XdpLookupFloor *ebpf.Program `ebpf:"xdp_lookup_floor"`
-	XdpMacswap     *ebpf.Program `ebpf:"xdp_macswap"`
-	XdpPass        *ebpf.Program `ebpf:"xdp_pass"`
+	XdpPass *ebpf.Program `ebpf:"xdp_pass"`
 }
 
 func (p *PassPrograms) Close() error {
 	return _PassClose(
-		p.XdpLookupFloor,
-		p.XdpMacswap,
 		p.XdpPass,
 	)
 }

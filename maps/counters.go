@@ -9,23 +9,38 @@ import (
 	"github.com/switchyard/switchyard/loader"
 )
 
-// CounterNames names the forwarder's global counters by index; it mirrors enum counter_index in
-// bpf/include/consts.h (a test checks the count against the map). TX, PASS and DROP count
-// verdicts; the others count events (a frame answered with ICMP too-big counts drop_mtu and
-// icmp_toobig_sent, and its verdict is TX).
-var CounterNames = []string{
-	"tx", "pass", "drop",
-	"conntrack_hit", "conntrack_miss_syn", "conntrack_miss_nonsyn",
-	"icmp_forwarded", "icmp_echo_replied", "icmp_toobig_sent",
-	"drop_ip_options", "drop_fragment", "drop_mtu", "drop_no_backend",
-	"drop_malformed", "drop_unsupported", "drop_encap",
-	"conntrack_insert_skipped",
+// CounterNames names the forwarder's global counters, indexed by enum counter_index of
+// bpf/include/consts.h (generated into loader by bpf2go): the array is CNT_MAX long, so a counter
+// added in C and left unnamed here is an empty name, which TestCounterNamesCoverEnums reports.
+// TX, PASS and DROP count verdicts; the others count events (a frame answered with ICMP too-big
+// counts drop_mtu and icmp_toobig_sent, and its verdict is TX).
+var CounterNames = [loader.LBCounterIndexCNT_MAX]string{
+	loader.LBCounterIndexCNT_TX:                "tx",
+	loader.LBCounterIndexCNT_PASS:              "pass",
+	loader.LBCounterIndexCNT_DROP:              "drop",
+	loader.LBCounterIndexCNT_CT_HIT:            "conntrack_hit",
+	loader.LBCounterIndexCNT_CT_MISS_SYN:       "conntrack_miss_syn",
+	loader.LBCounterIndexCNT_CT_MISS_NONSYN:    "conntrack_miss_nonsyn",
+	loader.LBCounterIndexCNT_ICMP_FWD:          "icmp_forwarded",
+	loader.LBCounterIndexCNT_ICMP_ECHO:         "icmp_echo_replied",
+	loader.LBCounterIndexCNT_ICMP_TOOBIG_TX:    "icmp_toobig_sent",
+	loader.LBCounterIndexCNT_DROP_IP_OPTS:      "drop_ip_options",
+	loader.LBCounterIndexCNT_DROP_FRAG:         "drop_fragment",
+	loader.LBCounterIndexCNT_DROP_MTU:          "drop_mtu",
+	loader.LBCounterIndexCNT_DROP_NO_BACKEND:   "drop_no_backend",
+	loader.LBCounterIndexCNT_DROP_MALFORMED:    "drop_malformed",
+	loader.LBCounterIndexCNT_DROP_UNSUPPORTED:  "drop_unsupported",
+	loader.LBCounterIndexCNT_DROP_ENCAP:        "drop_encap",
+	loader.LBCounterIndexCNT_CT_INSERT_SKIPPED: "conntrack_insert_skipped",
 }
 
-// SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters);
-// it mirrors enum sc_counter_index in bpf/include/consts.h. Counters returns them with the
-// others.
-var SecondChanceCounterNames = []string{"second_chance_sent", "second_chance_flows", "second_chance_too_big"}
+// SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters),
+// indexed by enum sc_counter_index. Counters returns them with the others.
+var SecondChanceCounterNames = [loader.LBScCounterIndexSC_CNT_MAX]string{
+	loader.LBScCounterIndexSC_CNT_SENT:    "second_chance_sent",
+	loader.LBScCounterIndexSC_CNT_FLOWS:   "second_chance_flows",
+	loader.LBScCounterIndexSC_CNT_TOO_BIG: "second_chance_too_big",
+}
 
 // Counter is a packet and byte count, summed over CPUs.
 type Counter struct {

@@ -80,7 +80,7 @@ func entry(f Flow, v loader.LBFlowState, now time.Duration) FlowEntry {
 	if idle < 0 {
 		idle = 0
 	}
-	return FlowEntry{Flow: f, Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&1 != 0, Idle: idle,
+	return FlowEntry{Flow: f, Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&uint32(loader.LBFlowFlagsFLOW_CLOSING) != 0, Idle: idle,
 		SecondChance: v.Backend2}
 }
 

@@ -1,9 +1,13 @@
 package maps
 
-import "math/bits"
+import (
+	"math/bits"
 
-// flowHashSeed is FLOW_HASH_SEED in bpf/include/consts.h.
-const flowHashSeed = 0x5397a1ed
+	"github.com/switchyard/switchyard/loader"
+)
+
+// flowHashSeed is FLOW_HASH_SEED of bpf/include/consts.h, generated into loader.
+const flowHashSeed = uint32(loader.LBFlowHashFLOW_HASH_SEED)
 
 func mm3Mix(h, k uint32) uint32 {
 	k *= 0xcc9e2d51
@@ -50,8 +54,8 @@ func Slot(f Flow, flags VIPFlags, ringSize uint32) uint32 {
 	return FlowHash(f, flags) % ringSize
 }
 
-// vipFilterSlots is VIP_FILTER_SLOTS in bpf/include/consts.h.
-const vipFilterSlots = 4096
+// vipFilterSlots is VIP_FILTER_SLOTS of bpf/include/consts.h, generated into loader.
+const vipFilterSlots = uint32(loader.LBVipFilterSizeVIP_FILTER_SLOTS)
 
 // vipAddrSlot is vip_slot_xor in bpf/include/hash.h (of the XOR of the address words).
 func vipAddrSlot(w [4]uint32) uint32 {

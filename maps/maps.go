@@ -51,13 +51,13 @@ func ParseProto(s string) (Proto, error) {
 // VIPFlags are per-VIP hashing options.
 type VIPFlags uint32
 
-// VIP hashing options; they mirror VIP_* in bpf/include/consts.h.
+// VIP hashing options: enum vip_flags of bpf/include/consts.h, generated into loader.
 const (
 	// HashSrcOnly hashes the client address only: every connection of a client goes to the
 	// same backend.
-	HashSrcOnly VIPFlags = 1 << 0
+	HashSrcOnly = VIPFlags(loader.LBVipFlagsVIP_HASH_SRC_ONLY)
 	// NoSrcPort leaves the source port out of the hash.
-	NoSrcPort VIPFlags = 1 << 1
+	NoSrcPort = VIPFlags(loader.LBVipFlagsVIP_NO_SRC_PORT)
 )
 
 // VIPKey identifies a VIP. Port 0 means every port of the address.
@@ -111,7 +111,7 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 	maxVIPs := m.VipStats.MaxEntries()
 	if ringSize == 0 || m.Rings16.MaxEntries() != loader.RingWords(maxVIPs, ringSize) {
 		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
-			m.Rings16.MaxEntries()*loader.RingWordSlots, maxVIPs, ringSize)
+			uint64(m.Rings16.MaxEntries())*uint64(loader.RingWordSlots), maxVIPs, ringSize)
 	}
 	rings, err := mapRing(m.Rings16)
 	if err != nil {
@@ -140,23 +140,30 @@ func (s *Set) MaxVIPs() uint32 { return s.maxVIPs }
 // MaxBackends is one more than the largest backend ID.
 func (s *Set) MaxBackends() uint32 { return s.maxBackends }
 
+// The address families of the BPF structs: enum family of bpf/include/consts.h, generated into
+// loader.
+const (
+	familyV4 = uint8(loader.LBFamilyFAMILY_V4)
+	familyV6 = uint8(loader.LBFamilyFAMILY_V6)
+)
+
 // addrWords puts an address in the BPF layout: network byte order, IPv4 in the first word.
 func addrWords(a netip.Addr) (w [4]uint32, family uint8) {
 	a = a.Unmap()
 	if a.Is4() {
 		b := a.As4()
 		w[0] = nativeWord(b[:])
-		return w, 4
+		return w, familyV4
 	}
 	b := a.As16()
 	for i := 0; i < 4; i++ {
 		w[i] = nativeWord(b[i*4 : i*4+4])
 	}
-	return w, 6
+	return w, familyV6
 }
 
 func wordsAddr(w [4]uint32, family uint8) netip.Addr {
-	if family == 4 {
+	if family == familyV4 {
 		var b [4]byte
 		putNativeWord(b[:], w[0])
 		return netip.AddrFrom4(b)
@@ -516,10 +523,10 @@ type Config struct {
 	SYNInsertLimit uint32
 }
 
-// Config flags; they mirror CFG_* in bpf/include/consts.h.
+// Config flags: enum cfg_flags of bpf/include/consts.h, generated into loader.
 const (
-	cfgICMPTooBig   = 1 << 0
-	cfgSecondChance = 1 << 1
+	cfgICMPTooBig   = uint32(loader.LBCfgFlagsCFG_ICMP_TOOBIG)
+	cfgSecondChance = uint32(loader.LBCfgFlagsCFG_SECOND_CHANCE)
 )
 
 // SetConfig writes the configuration.

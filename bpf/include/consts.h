@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* consts.h: constants shared by the switchyard XDP programs. Values that Go must know are
- * mirrored in maps/consts.go; maps/layout_test.go checks they agree. */
+/* consts.h: constants shared by the switchyard XDP programs. Values that Go must know are enums,
+ * not macros: BTF carries enums, and bpf2go -type turns them into Go constants (loader/gen.go,
+ * loader/lb_bpfel.go, loader/decap_bpfel.go), so the two sides agree by construction. An enum
+ * reaches BTF only if a type in the object refers to it: lb.c and decap.c list theirs in a
+ * struct go_types (section ".go_types", which nothing loads). loader/consts_test.go and
+ * maps/consts_test.go check the Go names and defaults against the compiled objects. */
 #pragma once
 
 #define ETH_ALEN 6
@@ -18,8 +22,11 @@
 #define IPPROTO_DSTOPTS_ 60
 #define IPPROTO_ICMPV6_ 58
 
-#define FAMILY_V4 4
-#define FAMILY_V6 6
+/* Address family of struct flow_key, vip_key, backend, decap_key and sc_prefix_key. */
+enum family {
+	FAMILY_V4 = 4,
+	FAMILY_V6 = 6,
+};
 
 /* Encapsulation overheads (outer IP header only: the Ethernet header is rewritten in place). */
 #define IPV4_HDR_LEN 20
@@ -53,15 +60,21 @@
 #define TCP_ACK 0x10
 
 /* VIP flags (struct vip_meta.flags). */
-#define VIP_HASH_SRC_ONLY (1U << 0) /* hash the source address only */
-#define VIP_NO_SRC_PORT (1U << 1)   /* leave the source port out of the hash */
+enum vip_flags {
+	VIP_HASH_SRC_ONLY = 1U << 0, /* hash the source address only */
+	VIP_NO_SRC_PORT = 1U << 1,   /* leave the source port out of the hash */
+};
 
 /* Connection-table entry flags (struct flow_state.flags). */
-#define FLOW_CLOSING (1U << 0) /* FIN or RST seen from the client */
+enum flow_flags {
+	FLOW_CLOSING = 1U << 0, /* FIN or RST seen from the client */
+};
 
 /* Config flags (struct lb_config.flags). */
-#define CFG_ICMP_TOOBIG (1U << 0) /* answer over-MTU frames with ICMP frag-needed / PTB */
-#define CFG_SECOND_CHANCE (1U << 1) /* carry the previous ring's pick with non-SYN misses */
+enum cfg_flags {
+	CFG_ICMP_TOOBIG = 1U << 0,   /* answer over-MTU frames with ICMP frag-needed / PTB */
+	CFG_SECOND_CHANCE = 1U << 1, /* carry the previous ring's pick with non-SYN misses */
+};
 
 /* Second chance (docs/xdp.md, "Second chance"): the outer header of a packet whose flow may be
  * held by another backend carries that backend's address in an experimental option (RFC 4727
@@ -80,12 +93,16 @@
 #define TCP_REFRESH_NS 1000000000ULL
 
 /* Slots of the VIP-address filter (must be a power of two). */
-#define VIP_FILTER_SLOTS 4096
+enum vip_filter_size {
+	VIP_FILTER_SLOTS = 4096,
+};
 
 /* Hash seed: fixed so that every balancer node computes the same hash (see maps/hash.go). */
-#define FLOW_HASH_SEED 0x5397a1edU
+enum flow_hash {
+	FLOW_HASH_SEED = 0x5397a1ed,
+};
 
-/* Global counter indexes (per-CPU array "counters"). Mirrored in maps/consts.go. */
+/* Global counter indexes (per-CPU array "counters"). maps.CounterNames names them. */
 enum counter_index {
 	CNT_TX = 0,          /* encapsulated and sent to a backend */
 	CNT_PASS,            /* not for a VIP: passed untouched to the stack */
@@ -147,5 +164,7 @@ enum decap_sc_refused_index {
 
 /* The allow-lists of second chance (LPM tries "decap_sc_peers", "decap_sc_sources"): at most
  * this many prefixes each; a key matches on family (32 bits with its pad) then address. */
-#define SC_PREFIX_MAX 256
-#define SC_PREFIX_FULL (32 + 128)
+enum sc_prefix {
+	SC_PREFIX_MAX = 256,
+	SC_PREFIX_FULL = 32 + 128,
+};

@@ -8,10 +8,13 @@
 #include "consts.h"
 #include "structs.h"
 
-#define DEFAULT_MAX_VIPS 64
-#define DEFAULT_MAX_BACKENDS 4096
-#define DEFAULT_RING_SIZE 65537
-#define DEFAULT_CONNTRACK 262144
+/* The loader's defaults (loader.Options) are these, generated into Go by bpf2go. */
+enum lb_defaults {
+	DEFAULT_MAX_VIPS = 64,
+	DEFAULT_MAX_BACKENDS = 4096,
+	DEFAULT_RING_SIZE = 65537,
+	DEFAULT_CONNTRACK = 262144,
+};
 
 /* {address, port, protocol} -> VIP; port 0 = any port. */
 struct {

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* structs.h: structs shared with Go. bpf2go generates their Go twins (loader/lb_bpfel.go);
- * loader/layout_test.go checks the sizes. Addresses are in network byte order; an IPv4 address
+ * loader/load_test.go checks that each map's key and value are the Go types the code uses. Addresses are in network byte order; an IPv4 address
  * sits in addr[0] with addr[1..3] zero. Ports are in network byte order. */
 #pragma once
 #include <linux/types.h>
+#include "consts.h"
 
 /* A connection-table key and the input of the flow hash. */
 struct flow_key {
@@ -85,7 +86,7 @@ struct counter {
 /* The forwarder's global counters (enum counter_index) and its clock cache: the one entry of the
  * per-CPU array "counters", so that a packet looks it up once for every counter and the clock. */
 struct lb_percpu {
-	struct counter cnt[17];  /* CNT_MAX, by enum counter_index */
+	struct counter cnt[CNT_MAX]; /* by enum counter_index */
 	__u64 clock_jiffies;     /* jiffies when clock_ns was read */
 	__u64 clock_ns;          /* coarse monotonic ns read then */
 	__u64 syn_window_ns;     /* start of this CPU's current second of SYN inserts */
