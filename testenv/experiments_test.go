@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/experiment"
 )
 
@@ -34,7 +35,7 @@ func runQuick(t *testing.T, name string) string {
 // TestExperimentL4Skew: the lesson's table is reproduced on the forwarder: connection skew 1.00
 // in both mixes, request skew 1.00 and 4.00, 6 decisions per mix.
 func TestExperimentL4Skew(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireLab(t)
 	out := runQuick(t, "l4-skew")
 	for _, want := range []string{
 		"connection skew = 1.00, request skew = 1.00 | lesson: 1.00, 1.00",
@@ -51,7 +52,7 @@ func TestExperimentL4Skew(t *testing.T) {
 // TestExperimentHealthCheck: with health checks the answered rate after the kill is near 100%,
 // without them about a third of the requests fail.
 func TestExperimentHealthCheck(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireLab(t)
 	os.Setenv("SWITCHYARD_BIN", switchyardBin(t))
 	out := runQuick(t, "health-check")
 	var off, on float64

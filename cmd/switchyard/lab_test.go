@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
 
@@ -88,9 +89,7 @@ func TestLabBadInput(t *testing.T) {
 // TestLabUpStatusDown drives the lab through the CLI: up (direct balancer, no stops beside L4),
 // status --json, traffic through the VIP from a client namespace, down.
 func TestLabUpStatusDown(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -158,9 +157,7 @@ func TestLabUpStatusDown(t *testing.T) {
 // TestLabDemoNonInteractive: `lab demo` without a terminal brings a lab up, prints a line per
 // interval with every backend's rate, and tears the lab down at the end of --duration.
 func TestLabDemoNonInteractive(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

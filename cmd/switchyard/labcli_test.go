@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -20,9 +21,7 @@ import (
 // socket without --socket, a VIP added through the CLI survives a second `lab up` and a restart
 // of the daemon (the second `lab up` keeps the daemon's saved configuration and says so).
 func TestLabUpDaemonCLI(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sy")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -115,9 +114,7 @@ func TestLabUpDaemonCLI(t *testing.T) {
 // show what every stop counts (balancer packets, L7 requests, edge hits, DNS queries), and the
 // summary at the end the same over the whole run.
 func TestLabDemoEveryStop(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -152,9 +149,7 @@ func TestLabDemoEveryStop(t *testing.T) {
 // TestLabUpKeepsStore: in a lab whose daemons take their VIPs from the store, a VIP removed
 // through the CLI stays removed after a second `lab up` (which used to seed it again).
 func TestLabUpKeepsStore(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed (make deps installs etcd-server)")
 	}

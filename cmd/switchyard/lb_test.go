@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 )
@@ -169,9 +170,7 @@ type l4Lab struct {
 
 func newL4Lab(t *testing.T) *l4Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and loads XDP programs")
-	}
+	testutil.RequireRoot(t)
 	l := &l4Lab{lbName: fmt.Sprintf("sylb-%d", os.Getpid()), rtName: fmt.Sprintf("syrt-%d", os.Getpid())}
 	errc := make(chan error, 1)
 	go func() {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // inFreshNetns runs f on a thread moved into a new network namespace holding a veth pair
@@ -18,9 +19,7 @@ import (
 // second namespace, the router's.
 func inFreshNetns(t *testing.T, f func(peer netlink.Link)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
+	testutil.RequireRoot(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
