@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,26 +171,16 @@ func newL4Lab(t *testing.T) *l4Lab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	l := &l4Lab{lbName: fmt.Sprintf("sylb-%d", os.Getpid()), rtName: fmt.Sprintf("syrt-%d", os.Getpid())}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked if the switch back fails: the thread then dies
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
+	testutil.Do(t, netns.None(), func() error { // NewNamed moves the thread; Do moves it back
+		var err error
 		if l.rt, err = netns.NewNamed(l.rtName); err == nil {
 			l.lb, err = netns.NewNamed(l.lbName)
 		}
-		if serr := netns.Set(orig); serr == nil {
-			runtime.UnlockOSThread()
+		if err != nil {
+			return fmt.Errorf("create namespaces: %w", err)
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("create namespaces: %v", err)
-	}
+		return nil
+	})
 	t.Cleanup(func() {
 		l.hLB.Close()
 		l.hRT.Close()
@@ -239,17 +228,7 @@ func newL4Lab(t *testing.T) *l4Lab {
 // inNS runs f on a thread inside ns (sockets f creates live there).
 func inNS(t *testing.T, ns netns.NsHandle, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread is discarded with the goroutine
-		if err := netns.Set(ns); err != nil {
-			t.Error(err)
-			return
-		}
-		f()
-	}()
-	<-done
+	testutil.Do(t, ns, func() error { f(); return nil })
 }
 
 // l4Daemon is a `switchyard lb run` process inside the lab's balancer namespace.

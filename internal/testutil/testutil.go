@@ -77,7 +77,10 @@ func probe(feature Feature) error {
 // started in; if that fails it stays locked, so the runtime discards it instead of reusing it.
 func Do(t testing.TB, ns netns.NsHandle, fn func() error) {
 	t.Helper()
-	if err := do(ns, fn); err != nil {
+	switch err := do(ns, fn); {
+	case errors.Is(err, errStopped) && t.Failed():
+		t.FailNow() // fn already reported why
+	case err != nil:
 		t.Fatal(err)
 	}
 }
@@ -93,31 +96,37 @@ func DoNamed(t testing.TB, name string, fn func() error) {
 	Do(t, h, fn)
 }
 
+// errStopped is do's error when fn ended its goroutine (t.FailNow, t.Fatal) instead of returning.
+var errStopped = errors.New("fn stopped its goroutine (t.Fatal inside fn)")
+
 func do(ns netns.NsHandle, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
+		err := errStopped // what is sent if fn calls runtime.Goexit
+		defer func() { errc <- err }()
 		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
+		orig, oerr := netns.Get()
+		if oerr != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open current namespace: %w", err)
+			err = fmt.Errorf("open current namespace: %w", oerr)
 			return
 		}
 		defer orig.Close()
 		if ns != netns.None() {
-			if err := netns.Set(ns); err != nil {
+			if serr := netns.Set(ns); serr != nil {
 				runtime.UnlockOSThread()
-				errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
+				err = fmt.Errorf("enter namespace %s: %w", ns, serr)
 				return
 			}
 		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("return to namespace %s: %w", orig, err))
-			return // still locked: the thread dies with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
+		defer func() {
+			if serr := netns.Set(orig); serr != nil {
+				err = errors.Join(err, fmt.Errorf("return to namespace %s: %w", orig, serr))
+				return // still locked: the thread dies with this goroutine
+			}
+			runtime.UnlockOSThread()
+		}()
+		err = fn()
 	}()
 	return <-errc
 }

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -62,5 +63,14 @@ func TestDoRestores(t *testing.T) {
 	}
 	if err := do(inside, func() error { return errors.New("boom") }); err == nil || err.Error() != "boom" {
 		t.Fatalf("do lost fn's error: %v", err)
+	}
+}
+
+// TestDoFnStops: a fn that ends its goroutine (as t.Fatal does) does not hang Do.
+func TestDoFnStops(t *testing.T) {
+	RequireRoot(t)
+	err := do(netns.None(), func() error { runtime.Goexit(); return nil })
+	if !errors.Is(err, errStopped) {
+		t.Fatalf("do after Goexit: %v", err)
 	}
 }
