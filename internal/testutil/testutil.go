@@ -133,12 +133,21 @@ func do(ns netns.NsHandle, fn func() error) error {
 
 // Eventually polls cond until it returns true, failing the test with msgf's message when timeout
 // passes first. Use it where a test waits for something to happen; a fixed sleep either wastes
-// time or flakes on a loaded machine.
+// time or flakes on a loaded machine. An arg of type func() any is called when the message is
+// made, so the message can show the last poll's state rather than the state at the call.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgf string, args ...any) {
 	t.Helper()
-	if !poll(timeout, cond) {
-		t.Fatalf("after %v: "+msgf, append([]any{timeout}, args...)...)
+	if poll(timeout, cond) {
+		return
 	}
+	vals := []any{timeout}
+	for _, a := range args {
+		if f, ok := a.(func() any); ok {
+			a = f()
+		}
+		vals = append(vals, a)
+	}
+	t.Fatalf("after %v: "+msgf, vals...)
 }
 
 // poll calls cond every few milliseconds (backing off to 100 ms) until it holds or timeout passes;

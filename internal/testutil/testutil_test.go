@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -73,4 +74,30 @@ func TestDoFnStops(t *testing.T) {
 	if !errors.Is(err, errStopped) {
 		t.Fatalf("do after Goexit: %v", err)
 	}
+}
+
+// TestEventuallyMessage: the failure message shows the last poll's state through func() any.
+func TestEventuallyMessage(t *testing.T) {
+	n := 0
+	var ft fakeT
+	func() {
+		defer func() { recover() }()
+		Eventually(&ft, 30*time.Millisecond, func() bool { n++; return false }, "n=%v want %d", func() any { return n }, 7)
+	}()
+	if want := fmt.Sprintf("after 30ms: n=%d want 7", n); ft.msg != want {
+		t.Fatalf("message %q, want %q", ft.msg, want)
+	}
+}
+
+// fakeT records Fatalf's message and stops the caller with a panic (Eventually only calls
+// Helper and Fatalf).
+type fakeT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic("fatal")
 }
