@@ -94,17 +94,10 @@ func TestLabUpDaemonCLI(t *testing.T) {
 	if out, err := run(up...); err != nil {
 		t.Fatalf("lab up after the daemon stopped: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := vipList()
-		if err == nil && strings.Contains(out, "extra") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a restart of the daemon, vip list lacks the VIP added through the CLI: %v\n%s", err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		out, err = vipList()
+		return err == nil && strings.Contains(out, "extra")
+	}, "after a restart of the daemon, vip list lacks the VIP added through the CLI: %v\n%s", func() any { return err }, func() any { return out })
 	if out, err := run("lab", "down", "--prefix", prefix); err != nil {
 		t.Fatalf("lab down: %v\n%s", err, out)
 	}

@@ -537,18 +537,12 @@ vips:
 	}
 	waitHealth := func(healthy bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			var hs []api.HealthInfo
+		var hs []api.HealthInfo
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			hs = nil
 			runL4JSON(t, &hs, append([]string{"lb", "health"}, S...)...)
-			if len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health never became %v: %+v\n%s", healthy, hs, d.log)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy
+		}, "health never became %v: %+v\n%s", healthy, func() any { return hs }, d.log)
 	}
 	waitHealth(true)
 	hl.Close()
@@ -581,7 +575,6 @@ vips:
 	// SIGHUP reload of a good file with one more backend.
 	os.WriteFile(cfgPath, []byte(strings.Replace(string(good), "      - address: 198.18.3.3\n", "      - address: 198.18.3.4\n        weight: 1\n      - address: 198.18.3.3\n", 1)), 0o600)
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(5 * time.Second)
 	// The reload is complete once the new backend is in the ring (its slot is written first).
 	inRing := func(addr string) bool {
 		id := backendIDs(t, s)[addr]
@@ -593,12 +586,7 @@ vips:
 		}
 		return false
 	}
-	for !inRing("198.18.3.4") {
-		if time.Now().After(deadline) {
-			t.Fatalf("SIGHUP did not reload:\n%s", d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return inRing("198.18.3.4") }, "SIGHUP did not reload:\n%s", d.log)
 
 	// Restart: stop (nothing detached), check the program stays, start again and adopt.
 	before := backendIDs(t, s)
@@ -708,16 +696,10 @@ func TestL4DrainTimeoutAndMetrics(t *testing.T) {
 	if b := findBackendInfo(bl, "web", "198.18.3.1"); b.State != api.StateDraining || b.ActiveFlows != 1 {
 		t.Fatalf("draining backend: %+v", b)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, ok, _ := s.LookupFlow(flow); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("flow of the drained backend not cut after drain_timeout:\n%s", d.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		_, ok, _ := s.LookupFlow(flow)
+		return !ok
+	}, "flow of the drained backend not cut after drain_timeout:\n%s", d.log)
 	runL4JSON(t, &bl, append([]string{"backend", "list", "web"}, S...)...)
 	if b := findBackendInfo(bl, "web", "198.18.3.1"); b.State != api.StateDrained || b.ActiveFlows != 0 {
 		t.Fatalf("drained backend after timeout: %+v", b)
