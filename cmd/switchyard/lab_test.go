@@ -79,10 +79,12 @@ func TestLabBadInput(t *testing.T) {
 		)
 	}
 	for _, c := range cases {
-		out, err := runLab(t, c.args...)
-		if err == nil || !strings.Contains(err.Error()+out, c.want) {
-			t.Errorf("%v: err %v, output %q; want an error with %q", c.args, err, out, c.want)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, err := runLab(t, c.args...)
+			if err == nil || !strings.Contains(err.Error()+out, c.want) {
+				t.Errorf("%v: err %v, output %q; want an error with %q", c.args, err, out, c.want)
+			}
+		})
 	}
 }
 

@@ -27,10 +27,12 @@ func TestDecapCLIErrors(t *testing.T) {
 		{[]string{"lb", "decap", "-i", "x", "--addr", "198.18.3.1", "--second-chance-peers", "fd00:5e:3::/64", "--tunnel-sources", "198.18.255.0/24"}, "add the balancers' encap_source6 range"},
 		{[]string{"lb", "decap", "stats"}, "lb decap stats: give --iface"},
 	} {
-		out, err := runL4CLI(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := runL4CLI(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
+			}
+		})
 	}
 	if os.Geteuid() == 0 {
 		_, err := runL4CLI(t, "lb", "decap", "stats", "--iface", "x", "--pin-dir", none)

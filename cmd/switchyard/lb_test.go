@@ -115,10 +115,13 @@ func TestL4CLIErrors(t *testing.T) {
 		{[]string{"lb", "run", "--iface", "eth0", "--xdp-mode", "turbo"}, "unknown mode \"turbo\""},
 	}
 	for _, tc := range cases {
-		out, err := runL4CLI(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
-		}
+		// Named without the temporary directory, so that `-run` can pick one case.
+		t.Run(strings.ReplaceAll(strings.Join(tc.args, " "), dir+"/", ""), func(t *testing.T) {
+			out, err := runL4CLI(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
+			}
+		})
 	}
 	out, err := runL4CLI(t, "lb", "config", "check", good)
 	if err != nil || !strings.Contains(out, "valid: interface eth0, 1 VIPs, 1 backends") {
