@@ -55,6 +55,7 @@ func newDataplane(t testing.TB) *dataplane {
 func newDataplaneOpts(t testing.TB, opts loader.Options) *dataplane {
 	t.Helper()
 	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.XDP)
 	f, err := loader.LoadForwarder(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // TestLoadAll loads every program through the kernel verifier.
 func TestLoadAll(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.XDP)
 	f, err := LoadForwarder(Options{RingSize: 13, MaxVIPs: 4})
 	if err != nil {
 		t.Fatalf("%+v", err)

@@ -173,6 +173,8 @@ type l4Lab struct {
 func newL4Lab(t *testing.T) *l4Lab {
 	t.Helper()
 	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.Netns)
+	testutil.RequireKernel(t, testutil.XDP)
 	l := &l4Lab{lbName: fmt.Sprintf("sylb-%d", os.Getpid()), rtName: fmt.Sprintf("syrt-%d", os.Getpid())}
 	testutil.Do(t, netns.None(), func() error { // NewNamed moves the thread; Do moves it back
 		var err error

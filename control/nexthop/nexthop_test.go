@@ -19,6 +19,7 @@ import (
 func inFreshNetns(t *testing.T, f func(peer netlink.Link)) {
 	t.Helper()
 	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.Netns)
 	testutil.Do(t, netns.None(), func() error { // the thread goes back to the host namespace after f
 		peerNS, err := netns.New() // the router's namespace
 		if err != nil {

@@ -101,3 +101,13 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	panic("fatal")
 }
+
+// TestProbeRoot: as root on this kernel every known feature is there (the lab needs them all).
+func TestProbeRoot(t *testing.T) {
+	RequireRoot(t)
+	for _, f := range []Feature{BPF, XDP, BTF, Netns} {
+		if err := probe(f); err != nil {
+			t.Errorf("probe %s: %v", f, err)
+		}
+	}
+}
