@@ -86,17 +86,10 @@ func get(c *http.Client, url string) (int, string, string, error) {
 	return resp.StatusCode, resp.Header.Get(app.Header), string(b), err
 }
 
-// eventually polls cond every 100 ms until it holds or the timeout passes.
+// eventually waits for cond with testutil.Eventually, naming what it waits for.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testutil.Eventually(t, timeout, cond, "timed out waiting for %s", what)
 }
 
 // fmtSscanf is fmt.Sscanf after squeezing runs of spaces, so that table columns parse.
