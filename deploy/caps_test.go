@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -22,9 +23,7 @@ import (
 // it attaches the forwarder, writes the ring and serves its socket; stopped and started again it
 // adopts the pinned link. A capability the daemon needs and the unit lacks fails here.
 func TestLBUnitCapabilities(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (XDP, network namespaces) and no -short")
-	}
+	testutil.RequireLab(t)
 	for _, c := range []string{"setpriv", "nsenter", "ip"} {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Skipf("%s not installed (util-linux, iproute2)", c)

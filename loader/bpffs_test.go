@@ -3,10 +3,12 @@ package loader
 import (
 	"os"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 func TestEnsureBPFFS(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	if err := EnsureBPFFS("/sys/fs/bpf/switchyard/test-x"); err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +21,7 @@ func TestEnsureBPFFS(t *testing.T) {
 }
 
 func TestDetachRemovesEmptyParents(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	if err := EnsureBPFFS(BPFFSRoot); err != nil {
 		t.Fatal(err)
 	}

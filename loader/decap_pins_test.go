@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -16,7 +17,7 @@ import (
 // re-attach, and re-attaching (OpenDecap) creates the new maps beside them, keeps the tunnel
 // addresses, and starts with forwarding off.
 func TestDecapPinsOfOlderBinary(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/decap-old-%d", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	d, err := loader.OpenDecap(pin)

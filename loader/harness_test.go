@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
@@ -47,13 +47,6 @@ type dataplane struct {
 	ringSize uint32 // Maglev ring size
 }
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs (run `make test` as root)")
-	}
-}
-
 func newDataplane(t testing.TB) *dataplane {
 	return newDataplaneOpts(t, loader.Options{RingSize: testRing, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: 4096})
 }
@@ -61,7 +54,8 @@ func newDataplane(t testing.TB) *dataplane {
 // newDataplaneOpts loads the forwarder with the given sizes (the benchmark's are larger).
 func newDataplaneOpts(t testing.TB, opts loader.Options) *dataplane {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.XDP)
 	f, err := loader.LoadForwarder(opts)
 	if err != nil {
 		t.Fatal(err)

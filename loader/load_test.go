@@ -2,22 +2,17 @@ package loader
 
 import (
 	"encoding/binary"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
-)
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs (run `make test` as root)")
-	}
-}
+	"github.com/switchyard/switchyard/internal/testutil"
+)
 
 // TestLoadAll loads every program through the kernel verifier.
 func TestLoadAll(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.XDP)
 	f, err := LoadForwarder(Options{RingSize: 13, MaxVIPs: 4})
 	if err != nil {
 		t.Fatalf("%+v", err)
@@ -120,7 +115,7 @@ func TestPinnedLayout(t *testing.T) {
 // every map holding one entry per VIP was sized from MaxVIPs: vip_gens once stayed at 64, so the
 // 65th VIP failed with "read vip generation 64: lookup: key does not exist".
 func TestPerVIPMapsSized(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	const maxVIPs = 4096
 	f, err := LoadForwarder(Options{RingSize: 13, MaxVIPs: maxVIPs, MaxBackends: 64, ConnTableSize: 1024})
 	if err != nil {

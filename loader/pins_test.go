@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -14,7 +15,7 @@ import (
 // counters) are refused with a message naming the fix, never reused or misread, and nothing is
 // pinned beside them.
 func TestRefusesOldLayout(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/layout-old-%d", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	if err := loader.EnsureBPFFS(pin); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
@@ -262,7 +263,7 @@ func loopConn(t *testing.T, network, addr string) (client, server netip.AddrPort
 // malformed options are dropped (IPv4) or, when they are not second chance, passed untouched
 // (IPv6).
 func TestSecondChanceDecap(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	d := openDecap(t, "198.18.3.1", "fd00:5e:3::1")
 	// The allow-lists admit the candidates and the balancer sources used below (forwarding is off
 	// without them: TestSecondChanceDecapGuard).
@@ -431,7 +432,7 @@ func decapCounters(t *testing.T, d *loader.Decap) map[string]loader.LBCounter {
 // second chance, and counts it refused. Nothing configured refuses every candidate (forwarding
 // off). An IPv4 prefix never admits an IPv6 address. Bad lists are refused and change nothing.
 func TestSecondChanceDecapGuard(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	d := openDecap(t, "198.18.3.1", "fd00:5e:3::1")
 	pfx := func(ss ...string) []netip.Prefix {
 		var out []netip.Prefix

@@ -1,20 +1,18 @@
 package maps
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 )
 
 // TestAllStatsBatch: the batch reads give, slot for slot, what one lookup per id gives, across
 // more slots than one batch holds.
 func TestAllStatsBatch(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF maps (run as root)")
-	}
+	testutil.RequireRoot(t)
 	f, err := loader.LoadForwarder(loader.Options{MaxVIPs: 8, RingSize: 13, MaxBackends: 10000, ConnTableSize: 1024})
 	if err != nil {
 		t.Fatal(err)

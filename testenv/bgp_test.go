@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/bird"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -29,7 +30,7 @@ type bgpLab struct {
 
 func newBGPLab(t *testing.T, balancers int) *bgpLab {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireLab(t)
 	if err := bird.Available(); err != nil {
 		t.Skip(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -65,7 +66,7 @@ type daemonLab struct {
 
 func newDaemonLab(t *testing.T, backends int) *daemonLab {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireLab(t)
 	bin := switchyardBin(t)
 	s := lab.Spec{Prefix: uniquePrefix(), Clients: 2, Balancers: 1, Backends: backends}
 	t.Cleanup(func() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/bird"
 	"github.com/switchyard/switchyard/testenv/fleetexp"
 	"github.com/switchyard/switchyard/testenv/lab"
@@ -39,7 +40,7 @@ func fleetConns(t *testing.T) int {
 //  5. lb2's etcd watch cut: it keeps forwarding, does not apply a change meanwhile, and
 //     catches up when the watch returns.
 func TestFleet(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireLab(t)
 	if err := bird.Available(); err != nil {
 		t.Skip(err)
 	}

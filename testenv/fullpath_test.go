@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
@@ -18,7 +19,7 @@ import (
 // under `switchyard lb run`), then `switchyard l7 run` on two L7 hosts, then the app servers; a
 // second request for a cacheable path is an edge hit.
 func TestFullPath(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireLab(t)
 	bin := switchyardBin(t)
 	s := lab.Spec{Prefix: uniquePrefix(), Clients: 1, Balancers: 1, Backends: 2, L7: 2, DNS: true, Edge: true}
 	t.Cleanup(func() {

@@ -7,25 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/fwd"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("end-to-end lab tests need root (network namespaces, XDP): run `make test` as root")
-	}
-	if testing.Short() {
-		t.Skip("end-to-end lab tests are skipped with -short")
-	}
-}
 
 // uniquePrefix names a test's namespaces so that they never collide with a running lab
 // (prefix "sy") or with another test.
@@ -45,7 +35,7 @@ func testLab(t *testing.T, backends int) *lab.Lab {
 // testLabSpec is testLab for any size of lab (its prefix is made unique here).
 func testLabSpec(t *testing.T, s lab.Spec) *lab.Lab {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireLab(t)
 	s.Prefix = uniquePrefix()
 	l, err := lab.Plan(s)
 	if err != nil {
@@ -96,17 +86,10 @@ func get(c *http.Client, url string) (int, string, string, error) {
 	return resp.StatusCode, resp.Header.Get(app.Header), string(b), err
 }
 
-// eventually polls cond every 100 ms until it holds or the timeout passes.
+// eventually waits for cond with testutil.Eventually, naming what it waits for.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testutil.Eventually(t, timeout, cond, "timed out waiting for %s", what)
 }
 
 // fmtSscanf is fmt.Sscanf after squeezing runs of spaces, so that table columns parse.

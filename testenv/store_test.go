@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/store"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -27,7 +28,7 @@ type fleetLab struct {
 
 func newFleetLab(t *testing.T, members, balancers int, noHealth bool) *fleetLab {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireLab(t)
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed: apt-get install etcd-server (make deps)")
 	}

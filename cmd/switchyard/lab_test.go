@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
 
@@ -78,19 +79,19 @@ func TestLabBadInput(t *testing.T) {
 		)
 	}
 	for _, c := range cases {
-		out, err := runLab(t, c.args...)
-		if err == nil || !strings.Contains(err.Error()+out, c.want) {
-			t.Errorf("%v: err %v, output %q; want an error with %q", c.args, err, out, c.want)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, err := runLab(t, c.args...)
+			if err == nil || !strings.Contains(err.Error()+out, c.want) {
+				t.Errorf("%v: err %v, output %q; want an error with %q", c.args, err, out, c.want)
+			}
+		})
 	}
 }
 
 // TestLabUpStatusDown drives the lab through the CLI: up (direct balancer, no stops beside L4),
 // status --json, traffic through the VIP from a client namespace, down.
 func TestLabUpStatusDown(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -158,9 +159,7 @@ func TestLabUpStatusDown(t *testing.T) {
 // TestLabDemoNonInteractive: `lab demo` without a terminal brings a lab up, prints a line per
 // interval with every backend's rate, and tears the lab down at the end of --duration.
 func TestLabDemoNonInteractive(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

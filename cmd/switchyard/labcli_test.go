@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -20,9 +21,7 @@ import (
 // socket without --socket, a VIP added through the CLI survives a second `lab up` and a restart
 // of the daemon (the second `lab up` keeps the daemon's saved configuration and says so).
 func TestLabUpDaemonCLI(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sy")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -95,17 +94,10 @@ func TestLabUpDaemonCLI(t *testing.T) {
 	if out, err := run(up...); err != nil {
 		t.Fatalf("lab up after the daemon stopped: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := vipList()
-		if err == nil && strings.Contains(out, "extra") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a restart of the daemon, vip list lacks the VIP added through the CLI: %v\n%s", err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		out, err = vipList()
+		return err == nil && strings.Contains(out, "extra")
+	}, "after a restart of the daemon, vip list lacks the VIP added through the CLI: %v\n%s", func() any { return err }, func() any { return out })
 	if out, err := run("lab", "down", "--prefix", prefix); err != nil {
 		t.Fatalf("lab down: %v\n%s", err, out)
 	}
@@ -115,9 +107,7 @@ func TestLabUpDaemonCLI(t *testing.T) {
 // show what every stop counts (balancer packets, L7 requests, edge hits, DNS queries), and the
 // summary at the end the same over the whole run.
 func TestLabDemoEveryStop(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -152,9 +142,7 @@ func TestLabDemoEveryStop(t *testing.T) {
 // TestLabUpKeepsStore: in a lab whose daemons take their VIPs from the store, a VIP removed
 // through the CLI stays removed after a second `lab up` (which used to seed it again).
 func TestLabUpKeepsStore(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root (network namespaces, XDP) and no -short")
-	}
+	testutil.RequireLab(t)
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed (make deps installs etcd-server)")
 	}

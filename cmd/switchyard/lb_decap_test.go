@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestDecapCLIErrors: bad allow-lists and missing flags are refused with the problem and the fix
@@ -25,10 +27,12 @@ func TestDecapCLIErrors(t *testing.T) {
 		{[]string{"lb", "decap", "-i", "x", "--addr", "198.18.3.1", "--second-chance-peers", "fd00:5e:3::/64", "--tunnel-sources", "198.18.255.0/24"}, "add the balancers' encap_source6 range"},
 		{[]string{"lb", "decap", "stats"}, "lb decap stats: give --iface"},
 	} {
-		out, err := runL4CLI(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := runL4CLI(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
+			}
+		})
 	}
 	if os.Geteuid() == 0 {
 		_, err := runL4CLI(t, "lb", "decap", "stats", "--iface", "x", "--pin-dir", none)
@@ -71,24 +75,18 @@ func TestDecapCLIStats(t *testing.T) {
 		}
 	}
 	// Traffic from the router namespace (ARP, then UDP: not tunnel packets) is counted "pass".
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var now decapStats
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		inNS(t, l.rt, func() {
 			if c, err := net.Dial("udp", "198.18.0.2:9"); err == nil {
 				c.Write([]byte("x"))
 				c.Close()
 			}
 		})
-		var now decapStats
+		now = decapStats{}
 		inNS(t, l.lb, func() { runL4JSON(t, &now, "lb", "decap", "stats", "--iface", "sylb0", "--pin-dir", pin) })
-		if now.Counters["pass"].Packets > st.Counters["pass"].Packets {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pass counter did not move: %v", now.Counters)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return now.Counters["pass"].Packets > st.Counters["pass"].Packets
+	}, "pass counter did not move: %v", func() any { return now.Counters })
 	inNS(t, l.lb, func() {
 		if out, err := runL4CLI(t, "lb", "decap", "--iface", "sylb0", "--addr", "198.18.0.2", "--pin-dir", pin); err != nil || !strings.Contains(out, "second-chance forwarding: off") {
 			t.Errorf("re-attach without lists: %v\n%s", err, out)

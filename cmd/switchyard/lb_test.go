@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 )
@@ -115,10 +115,13 @@ func TestL4CLIErrors(t *testing.T) {
 		{[]string{"lb", "run", "--iface", "eth0", "--xdp-mode", "turbo"}, "unknown mode \"turbo\""},
 	}
 	for _, tc := range cases {
-		out, err := runL4CLI(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
-		}
+		// Named without the temporary directory, so that `-run` can pick one case.
+		t.Run(strings.ReplaceAll(strings.Join(tc.args, " "), dir+"/", ""), func(t *testing.T) {
+			out, err := runL4CLI(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %v (output %q), want %q", tc.args, err, out, tc.want)
+			}
+		})
 	}
 	out, err := runL4CLI(t, "lb", "config", "check", good)
 	if err != nil || !strings.Contains(out, "valid: interface eth0, 1 VIPs, 1 backends") {
@@ -169,30 +172,20 @@ type l4Lab struct {
 
 func newL4Lab(t *testing.T) *l4Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and loads XDP programs")
-	}
+	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.Netns)
+	testutil.RequireKernel(t, testutil.XDP)
 	l := &l4Lab{lbName: fmt.Sprintf("sylb-%d", os.Getpid()), rtName: fmt.Sprintf("syrt-%d", os.Getpid())}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked if the switch back fails: the thread then dies
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
+	testutil.Do(t, netns.None(), func() error { // NewNamed moves the thread; Do moves it back
+		var err error
 		if l.rt, err = netns.NewNamed(l.rtName); err == nil {
 			l.lb, err = netns.NewNamed(l.lbName)
 		}
-		if serr := netns.Set(orig); serr == nil {
-			runtime.UnlockOSThread()
+		if err != nil {
+			return fmt.Errorf("create namespaces: %w", err)
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("create namespaces: %v", err)
-	}
+		return nil
+	})
 	t.Cleanup(func() {
 		l.hLB.Close()
 		l.hRT.Close()
@@ -240,17 +233,7 @@ func newL4Lab(t *testing.T) *l4Lab {
 // inNS runs f on a thread inside ns (sockets f creates live there).
 func inNS(t *testing.T, ns netns.NsHandle, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread is discarded with the goroutine
-		if err := netns.Set(ns); err != nil {
-			t.Error(err)
-			return
-		}
-		f()
-	}()
-	<-done
+	testutil.Do(t, ns, func() error { f(); return nil })
 }
 
 // l4Daemon is a `switchyard lb run` process inside the lab's balancer namespace.
@@ -559,18 +542,12 @@ vips:
 	}
 	waitHealth := func(healthy bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			var hs []api.HealthInfo
+		var hs []api.HealthInfo
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			hs = nil
 			runL4JSON(t, &hs, append([]string{"lb", "health"}, S...)...)
-			if len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health never became %v: %+v\n%s", healthy, hs, d.log)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy
+		}, "health never became %v: %+v\n%s", healthy, func() any { return hs }, d.log)
 	}
 	waitHealth(true)
 	hl.Close()
@@ -603,7 +580,6 @@ vips:
 	// SIGHUP reload of a good file with one more backend.
 	os.WriteFile(cfgPath, []byte(strings.Replace(string(good), "      - address: 198.18.3.3\n", "      - address: 198.18.3.4\n        weight: 1\n      - address: 198.18.3.3\n", 1)), 0o600)
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(5 * time.Second)
 	// The reload is complete once the new backend is in the ring (its slot is written first).
 	inRing := func(addr string) bool {
 		id := backendIDs(t, s)[addr]
@@ -615,12 +591,7 @@ vips:
 		}
 		return false
 	}
-	for !inRing("198.18.3.4") {
-		if time.Now().After(deadline) {
-			t.Fatalf("SIGHUP did not reload:\n%s", d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return inRing("198.18.3.4") }, "SIGHUP did not reload:\n%s", d.log)
 
 	// Restart: stop (nothing detached), check the program stays, start again and adopt.
 	before := backendIDs(t, s)
@@ -730,16 +701,10 @@ func TestL4DrainTimeoutAndMetrics(t *testing.T) {
 	if b := findBackendInfo(bl, "web", "198.18.3.1"); b.State != api.StateDraining || b.ActiveFlows != 1 {
 		t.Fatalf("draining backend: %+v", b)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, ok, _ := s.LookupFlow(flow); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("flow of the drained backend not cut after drain_timeout:\n%s", d.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		_, ok, _ := s.LookupFlow(flow)
+		return !ok
+	}, "flow of the drained backend not cut after drain_timeout:\n%s", d.log)
 	runL4JSON(t, &bl, append([]string{"backend", "list", "web"}, S...)...)
 	if b := findBackendInfo(bl, "web", "198.18.3.1"); b.State != api.StateDrained || b.ActiveFlows != 0 {
 		t.Fatalf("drained backend after timeout: %+v", b)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/bird"
 )
 
@@ -58,9 +59,7 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 		speakerChild(t, a)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and bird2")
-	}
+	testutil.RequireRoot(t)
 	if err := bird.Available(); err != nil {
 		t.Skip(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // inFreshNetns runs f on a thread moved into a new network namespace holding a veth pair
@@ -18,48 +18,32 @@ import (
 // second namespace, the router's.
 func inFreshNetns(t *testing.T, f func(peer netlink.Link)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine, namespace and all
-		orig, err := netns.Get()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer orig.Close()
+	testutil.RequireRoot(t)
+	testutil.RequireKernel(t, testutil.Netns)
+	testutil.Do(t, netns.None(), func() error { // the thread goes back to the host namespace after f
 		peerNS, err := netns.New() // the router's namespace
 		if err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		defer peerNS.Close()
 		ns, err := netns.New() // ours; the thread now runs in it
 		if err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		defer ns.Close()
-		defer netns.Set(orig)
 		ph, err := netlink.NewHandleAt(peerNS)
 		if err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		defer ph.Close()
 		la := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nh-a"}, PeerName: "nh-b"}
 		if err := netlink.LinkAdd(la); err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		a, _ := netlink.LinkByName("nh-a")
 		b, _ := netlink.LinkByName("nh-b")
 		if err := netlink.LinkSetNsFd(b, int(peerNS)); err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		b, _ = ph.LinkByName("nh-b")
 		for _, x := range []struct {
@@ -73,22 +57,19 @@ func inFreshNetns(t *testing.T, f func(peer netlink.Link)) {
 			}
 			ad, _ := netlink.ParseAddr(x.addr)
 			if err := h.AddrAdd(x.l, ad); err != nil {
-				t.Error(err)
-				return
+				return err
 			}
 			if err := h.LinkSetUp(x.l); err != nil {
-				t.Error(err)
-				return
+				return err
 			}
 		}
 		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: a.Attrs().Index, Gw: net.ParseIP("198.18.0.1")}); err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		peerHandle, testNS = ph, ns
 		f(b)
-	}()
-	<-done
+		return nil
+	})
 }
 
 func TestResolveDefaultGateway(t *testing.T) {

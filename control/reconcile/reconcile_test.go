@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
@@ -363,9 +364,7 @@ func TestTooManyVIPs(t *testing.T) {
 // TestReconcileRealMaps runs the same story on the forwarder's real maps, pinned in bpffs, with
 // the restart done by loading the forwarder again from the pins.
 func TestReconcileRealMaps(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF maps (run as root)")
-	}
+	testutil.RequireRoot(t)
 	pin := filepath.Join("/sys/fs/bpf/switchyard/test", fmt.Sprintf("reconcile-%d", os.Getpid()))
 	t.Cleanup(func() { _ = loader.Detach(pin) })
 	open := func() (*loader.Forwarder, *maps.Set) {
@@ -388,9 +387,7 @@ func TestReconcileRealMaps(t *testing.T) {
 // slots) and 16 backends: a VIP written from scratch, one backend drained and undrained (about
 // 1/16 of the slots each way), and an apply with nothing to change.
 func BenchmarkApplyRealMaps(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to load BPF maps")
-	}
+	testutil.RequireRoot(b)
 	const size = maglev.DefaultSize
 	f, err := loader.LoadForwarder(loader.Options{MaxVIPs: 4, RingSize: size, MaxBackends: 64, ConnTableSize: 1024})
 	if err != nil {

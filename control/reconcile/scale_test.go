@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 )
@@ -30,9 +31,7 @@ func scaleVIPs(n, per, pool int) []VIP {
 // "read vip generation 64: lookup: key does not exist". One VIP more is refused with the fix
 // named. A restart over the pins (with ring signatures) builds no table.
 func TestMaxVIPsRealMaps(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF maps (run as root)")
-	}
+	testutil.RequireRoot(t)
 	const maxVIPs, ring = 4096, 1021
 	pin := filepath.Join("/sys/fs/bpf/switchyard/test", fmt.Sprintf("maxvips-%d", os.Getpid()))
 	t.Cleanup(func() { _ = loader.Detach(pin) })

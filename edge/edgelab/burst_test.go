@@ -30,15 +30,37 @@ func TestRunBurstQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 20,000 requests")
 	}
-	r, err := RunBurst(context.Background(), 10, 20_000, 4)
+	const burst, requests = 10, 20_000
+	r, err := RunBurst(context.Background(), burst, requests, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At most 0.90 (each of 2,000 shipments misses once); W-TinyLFU admission, still adapting
-	// in a run this short, loses part of it. The store sees each of the ~2,100 distinct keys
-	// about once: the app cache catches most of what the edge turned away.
-	if r.EdgeHitRate < 0.4 || r.EdgeHitRate > 0.91 || r.ReachingStore > 2_700 || r.ReachingStore < 2_000 {
-		t.Fatalf("%+v", r)
+	t.Logf("%+v", r)
+	distinct := map[string]bool{}
+	for _, k := range Trace(burst, requests) {
+		distinct[k] = true
+	}
+	d := float64(len(distinct)) // ~2,000 shipments plus the <=100 bursts still open at the end
+	// The lesson's ceiling: every distinct key misses once, the rest of its burst hits (0.895
+	// here). The old band's 0.91 was above it, so an edge that answered keys it never fetched
+	// passed. The floor: the working set (100 open bursts) is a tenth of the 1,000-key capacity,
+	// so W-TinyLFU, still adapting its window in a run this short, must admit a key by its 4th
+	// request at the latest: at most 4 misses per key (0.58 here). Measured 0.69-0.75 on the
+	// shared 2-core machine; an edge that admits late or evicts the open bursts falls below.
+	if hi, lo := 1-d/requests, 1-4*d/requests; r.EdgeHitRate > hi+1e-9 || r.EdgeHitRate < lo {
+		t.Errorf("edge hit rate %.4f, want between %.4f (4 misses per key) and %.4f (one)", r.EdgeHitRate, lo, hi)
+	}
+	// The two caches in series: the app sees every distinct key at least once and at most the
+	// edge's misses (fewer by the few concurrent misses of one key that collapsed forwarding
+	// merges: 4 workers); the store sees every distinct key at least once and never more than
+	// the app sent on. The app cache catches
+	// most of what the edge turned away: measured 2,133-2,631 for ~2,100 keys, so at most 1.3x.
+	if misses, a := float64(requests)*(1-r.EdgeHitRate), float64(r.ReachingApp); a > misses+0.5 || a < d {
+		t.Errorf("%d requests reached the app, want %.0f (the distinct keys) to %.0f (the edge's misses)", r.ReachingApp, d, misses)
+	}
+	if s := float64(r.ReachingStore); s < d || s > 1.3*d || r.ReachingStore > r.ReachingApp {
+		t.Errorf("%d requests reached the store, want %.0f to %.0f (the distinct keys) and at most the %d the app got",
+			r.ReachingStore, d, 1.3*d, r.ReachingApp)
 	}
 }
 

@@ -6,14 +6,14 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestBuildRouterSkipsBridgeNetfilter: the router namespace forwards bridged frames without the
 // br_netfilter hooks (the host may have them on for its containers), on a real topology.
 func TestBuildRouterSkipsBridgeNetfilter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
+	testutil.RequireRoot(t)
 	b := make([]byte, 3)
 	rand.Read(b)
 	top, err := Plan(Spec{Prefix: "tt" + hex.EncodeToString(b), Clients: 1, Balancers: 1, Backends: 1})

@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -53,8 +54,10 @@ func TestPlanRejectsBadSpecs(t *testing.T) {
 		{Spec{Prefix: "sy", Clients: 0, Balancers: 1, Backends: 1}, "at least one"},
 		{Spec{Prefix: "sy", Clients: 1, Balancers: 1, Backends: 200}, "at most"},
 	} {
-		if _, err := Plan(c.s); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want one with %q", c.s, err, c.want)
-		}
+		t.Run(fmt.Sprintf("prefix=%q clients=%d backends=%d", c.s.Prefix, c.s.Clients, c.s.Backends), func(t *testing.T) {
+			if _, err := Plan(c.s); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: err %v, want one with %q", c.s, err, c.want)
+			}
+		})
 	}
 }
