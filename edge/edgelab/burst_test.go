@@ -53,14 +53,16 @@ func TestRunBurstQuick(t *testing.T) {
 	// The two caches in series: the app sees every distinct key at least once and at most the
 	// edge's misses (fewer by the few concurrent misses of one key that collapsed forwarding
 	// merges: 4 workers); the store sees every distinct key at least once and never more than
-	// the app sent on. The app cache catches
-	// most of what the edge turned away: measured 2,133-2,631 for ~2,100 keys, so at most 1.3x.
+	// the app sent on. The app cache catches most of what the edge turned away: measured
+	// 2,133-2,679 for ~2,100 keys on a quiet machine and up to 3,578 on a loaded one (the app's
+	// own evictions depend on how the workers interleave), so at most 2x; an app cache that caught
+	// nothing would pass on all of the app's ~5,500.
 	if misses, a := float64(requests)*(1-r.EdgeHitRate), float64(r.ReachingApp); a > misses+0.5 || a < d {
 		t.Errorf("%d requests reached the app, want %.0f (the distinct keys) to %.0f (the edge's misses)", r.ReachingApp, d, misses)
 	}
-	if s := float64(r.ReachingStore); s < d || s > 1.3*d || r.ReachingStore > r.ReachingApp {
+	if s := float64(r.ReachingStore); s < d || s > 2*d || r.ReachingStore > r.ReachingApp {
 		t.Errorf("%d requests reached the store, want %.0f to %.0f (the distinct keys) and at most the %d the app got",
-			r.ReachingStore, d, 1.3*d, r.ReachingApp)
+			r.ReachingStore, d, 2*d, r.ReachingApp)
 	}
 }
 
