@@ -92,16 +92,9 @@ func TestLabBadInput(t *testing.T) {
 // status --json, traffic through the VIP from a client namespace, down.
 func TestLabUpStatusDown(t *testing.T) {
 	testutil.RequireLab(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildLabBinary(t, "switchyard")
 	t.Setenv("SWITCHYARD_BIN", bin)
-	b := make([]byte, 3)
-	rand.Read(b)
-	prefix := "u" + hex.EncodeToString(b)
-	t.Cleanup(func() { lab.Destroy(prefix) })
+	prefix := labPrefix(t, "u")
 	out, err := runLab(t, "lab", "up", "--prefix", prefix, "--balancers", "1", "--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct")
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
@@ -160,16 +153,9 @@ func TestLabUpStatusDown(t *testing.T) {
 // interval with every backend's rate, and tears the lab down at the end of --duration.
 func TestLabDemoNonInteractive(t *testing.T) {
 	testutil.RequireLab(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildLabBinary(t, "switchyard")
 	t.Setenv("SWITCHYARD_BIN", bin)
-	b := make([]byte, 3)
-	rand.Read(b)
-	prefix := "d" + hex.EncodeToString(b)
-	t.Cleanup(func() { lab.Destroy(prefix) })
+	prefix := labPrefix(t, "d")
 	out, err := runLab(t, "lab", "demo", "--prefix", prefix, "--duration", "4s", "--rate", "60",
 		"--backends", "2", "--l7", "0", "--no-dns", "--no-edge", "--balancer", "direct")
 	if err != nil {
@@ -193,4 +179,26 @@ func TestLabDemoNonInteractive(t *testing.T) {
 	if ents, _ := filepath.Glob("/run/netns/" + prefix + "-*"); len(ents) != 0 {
 		t.Errorf("namespaces left after the demo: %v", ents)
 	}
+}
+
+// buildLabBinary builds this command as name in a temporary directory, for the lab tests that
+// run it as the lab's child processes (a test binary cannot be the lab's daemons).
+func buildLabBinary(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// labPrefix returns a fresh lab prefix starting with letter, whose lab is destroyed when the
+// test ends, failed or not.
+func labPrefix(t *testing.T, letter string) string {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	prefix := letter + hex.EncodeToString(b)
+	t.Cleanup(func() { lab.Destroy(prefix) })
+	return prefix
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,15 +20,8 @@ import (
 // of the daemon (the second `lab up` keeps the daemon's saved configuration and says so).
 func TestLabUpDaemonCLI(t *testing.T) {
 	testutil.RequireLab(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sy")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	prefix := "k" + hex.EncodeToString(b)
-	t.Cleanup(func() { lab.Destroy(prefix) })
+	bin := buildLabBinary(t, "sy")
+	prefix := labPrefix(t, "k")
 	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "SWITCHYARD_") {
@@ -108,16 +99,9 @@ func TestLabUpDaemonCLI(t *testing.T) {
 // summary at the end the same over the whole run.
 func TestLabDemoEveryStop(t *testing.T) {
 	testutil.RequireLab(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildLabBinary(t, "switchyard")
 	t.Setenv("SWITCHYARD_BIN", bin)
-	b := make([]byte, 3)
-	rand.Read(b)
-	prefix := "e" + hex.EncodeToString(b)
-	t.Cleanup(func() { lab.Destroy(prefix) })
+	prefix := labPrefix(t, "e")
 	out, err := runLab(t, "lab", "demo", "--prefix", prefix, "--duration", "8s", "--rate", "60", "--clients", "1",
 		"--balancers", "1", "--backends", "2", "--l7", "1", "--static-routes", "--store-members", "0")
 	if err != nil {
@@ -146,16 +130,9 @@ func TestLabUpKeepsStore(t *testing.T) {
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed (make deps installs etcd-server)")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildLabBinary(t, "switchyard")
 	t.Setenv("SWITCHYARD_BIN", bin)
-	b := make([]byte, 3)
-	rand.Read(b)
-	prefix := "s" + hex.EncodeToString(b)
-	t.Cleanup(func() { lab.Destroy(prefix) })
+	prefix := labPrefix(t, "s")
 	up := []string{"lab", "up", "--prefix", prefix, "--clients", "1", "--balancers", "1", "--backends", "1",
 		"--l7", "0", "--no-dns", "--no-edge", "--static-routes", "--store-members", "1"}
 	if out, err := runLab(t, up...); err != nil {
