@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,11 +48,29 @@ func helperOutOfDescriptors() {
 		local = append(local, err.Error())
 		mu.Unlock()
 	}
+	// The runtime opens its epoll descriptor lazily, on the first timer or network poll: open it
+	// now, or the limit below leaves it none and the runtime dies (netpollinit failed).
+	if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		l.Close()
+	}
+	time.Sleep(time.Millisecond)
+	// The limit caps descriptor numbers, not their count: cap it at the highest one open and fill
+	// every hole below, so the probes find none free.
 	fds, _ := os.ReadDir("/proc/self/fd")
-	n := uint64(len(fds) - 1) // the listing counted its own descriptor, closed since
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+	var highest uint64
+	for _, fd := range fds {
+		if n, err := strconv.ParseUint(fd.Name(), 10, 32); err == nil && n > highest {
+			highest = n
+		}
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: highest + 1, Max: highest + 1}); err != nil {
 		fmt.Println("error", err)
 		return
+	}
+	for {
+		if _, err := unix.Dup(0); err != nil {
+			break
+		}
 	}
 	for range 3 {
 		c.Round(context.Background())
