@@ -7,7 +7,9 @@
  * sent to the next hop's MAC; it reads the forwarder's own "config" map). The backend decapsulates
  * it, answers from the VIP straight to the balancer's address (DSR), and the forwarder's XDP
  * program passes the answer (it is not to a VIP). So a backend without the VIP on lo, or without
- * the decap program, fails its check. Packets without a probe mark are left untouched. */
+ * the decap program, fails its check. Packets without a probe mark are left untouched, for the
+ * next program on the interface (TC_ACT_UNSPEC, which TCX reads as "next"); an encapsulated probe
+ * ends the chain (TC_ACT_OK), so that it is never wrapped twice. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -155,8 +157,9 @@ SEC("tc")
 int tc_probe_encap(struct __sk_buff *skb)
 {
 	__u32 mark = skb->mark;
+	/* Not a probe: the next program of the interface's chain, if any, decides (TCX_NEXT). */
 	if ((mark & PROBE_MARK_MASK) != PROBE_MARK_BASE)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	struct probe_target *t = bpf_map_lookup_elem(&probe_targets, &mark);
 	if (!t)
 		return count(skb, PCNT_NO_TARGET, TC_ACT_SHOT);
