@@ -3,7 +3,7 @@
  * the tunnel (docs/xdp.md, "Health checks through the tunnel"). The daemon's checker connects to
  * VIP:port from a socket marked with SO_MARK = PROBE_MARK_BASE | n; this program finds backend n
  * in probe_targets and wraps the packet toward it as the forwarder wraps real traffic (IPIP,
- * IPv4-in-IPv6 or IP6IP6, the outer source from the forwarder's encap_source ranges, the frame
+ * IPv4-in-IPv6, IPv6-in-IPv4 or IP6IP6, the outer source from the forwarder's encap_source ranges, the frame
  * sent to the next hop's MAC; it reads the forwarder's own "config" map). The backend decapsulates
  * it, answers from the VIP straight to the balancer's address (DSR), and the forwarder's XDP
  * program passes the answer (it is not to a VIP). So a backend without the VIP on lo, or without
@@ -35,6 +35,7 @@ enum probe_counter_index {
 	PCNT_ENCAP_IPIP = 0, /* IPv4 in IPv4 */
 	PCNT_ENCAP_4IN6,     /* IPv4 in IPv6 */
 	PCNT_ENCAP_6IN6,     /* IPv6 in IPv6 */
+	PCNT_ENCAP_6IN4,     /* IPv6 in IPv4 */
 	PCNT_NO_TARGET,      /* probe mark without a target: dropped (it would reach the VIP untunnelled) */
 	PCNT_ERROR,          /* not IP, no config, or the kernel refused to grow the packet: dropped */
 	PCNT_MAX,
@@ -170,8 +171,6 @@ int tc_probe_encap(struct __sk_buff *skb)
 	if (!cfg || inner_info(skb, &proto, &tos, &inner_len))
 		return count(skb, PCNT_ERROR, TC_ACT_SHOT);
 	int v6 = t->family == FAMILY_V6;
-	if (!v6 && proto != IPPROTO_IPIP_) /* IPv6 in IPv4: the forwarder never sends it */
-		return count(skb, PCNT_ERROR, TC_ACT_SHOT);
 	__u32 entropy = bpf_get_hash_recalc(skb);
 	__u32 hlen = v6 ? IPV6_HDR_LEN : IPV4_HDR_LEN;
 	__u64 flags = v6 ? BPF_F_ADJ_ROOM_ENCAP_L3_IPV6 : BPF_F_ADJ_ROOM_ENCAP_L3_IPV4;
@@ -198,5 +197,5 @@ int tc_probe_encap(struct __sk_buff *skb)
 	outer4(&ip, t, cfg, tos, inner_len, proto, entropy);
 	if (bpf_skb_store_bytes(skb, ETH_HLEN, &ip, sizeof(ip), 0))
 		return count(skb, PCNT_ERROR, TC_ACT_SHOT);
-	return count(skb, PCNT_ENCAP_IPIP, TC_ACT_OK);
+	return count(skb, proto == IPPROTO_IPIP_ ? PCNT_ENCAP_IPIP : PCNT_ENCAP_6IN4, TC_ACT_OK);
 }

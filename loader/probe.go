@@ -25,6 +25,7 @@ var ProbeCounterNames = [ProbeProbeCounterIndexPCNT_MAX]string{
 	ProbeProbeCounterIndexPCNT_ENCAP_IPIP: "probe_ipip",
 	ProbeProbeCounterIndexPCNT_ENCAP_4IN6: "probe_4in6",
 	ProbeProbeCounterIndexPCNT_ENCAP_6IN6: "probe_ip6ip6",
+	ProbeProbeCounterIndexPCNT_ENCAP_6IN4: "probe_6in4",
 	ProbeProbeCounterIndexPCNT_NO_TARGET:  "probe_no_target",
 	ProbeProbeCounterIndexPCNT_ERROR:      "probe_error",
 }

@@ -48,9 +48,10 @@ const (
 	ProbeProbeCounterIndexPCNT_ENCAP_IPIP ProbeProbeCounterIndex = 0
 	ProbeProbeCounterIndexPCNT_ENCAP_4IN6 ProbeProbeCounterIndex = 1
 	ProbeProbeCounterIndexPCNT_ENCAP_6IN6 ProbeProbeCounterIndex = 2
-	ProbeProbeCounterIndexPCNT_NO_TARGET  ProbeProbeCounterIndex = 3
-	ProbeProbeCounterIndexPCNT_ERROR      ProbeProbeCounterIndex = 4
-	ProbeProbeCounterIndexPCNT_MAX        ProbeProbeCounterIndex = 5
+	ProbeProbeCounterIndexPCNT_ENCAP_6IN4 ProbeProbeCounterIndex = 3
+	ProbeProbeCounterIndexPCNT_NO_TARGET  ProbeProbeCounterIndex = 4
+	ProbeProbeCounterIndexPCNT_ERROR      ProbeProbeCounterIndex = 5
+	ProbeProbeCounterIndexPCNT_MAX        ProbeProbeCounterIndex = 6
 )
 
 type ProbeProbeMark uint32

@@ -82,6 +82,7 @@ func TestProbeEncap(t *testing.T) {
 		{"ipip", pkt{src: "10.0.0.2", dst: "198.18.100.1", sport: 40000, dport: 80, proto: "tcp", flags: "S", tos: 0x28}, mark(1), be4, false, 4, "probe_ipip"},
 		{"ip6ip6", pkt{src: "fd00::2", dst: "fd00:5e:100::1", sport: 40000, dport: 80, proto: "tcp", flags: "S", tos: 0x28}, mark(2), be6, true, 41, "probe_ip6ip6"},
 		{"4in6", pkt{src: "10.0.0.2", dst: "198.18.100.1", sport: 40001, dport: 80, proto: "tcp", flags: "A", payload: 40}, mark(2), be6, true, 4, "probe_4in6"},
+		{"6in4", pkt{src: "fd00::2", dst: "fd00:5e:100::1", sport: 40001, dport: 80, proto: "tcp", flags: "S", tos: 0x10}, mark(1), be4, false, 41, "probe_6in4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,7 +133,7 @@ func tcpPseudo4(ip []byte) uint32 {
 
 // TestProbeEncapLeavesOthers: packets without the probe mark (no mark, another program's mark, a
 // mark that shares only the low bits) pass byte for byte; a probe mark without a target and a
-// probe of the wrong family are dropped, never sent to the VIP untunnelled.
+// marked packet that is not IP are dropped, never sent to the VIP untunnelled.
 func TestProbeEncapLeavesOthers(t *testing.T) {
 	r := newProbeRig(t, map[uint32]netip.Addr{loader.ProbeMarkBase | 1: netip.MustParseAddr("10.1.0.5")})
 	syn4 := pkt{src: "10.0.0.2", dst: "198.18.100.1", sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(t)
@@ -154,8 +155,10 @@ func TestProbeEncapLeavesOthers(t *testing.T) {
 	if v, _ := r.run(syn4, loader.ProbeMarkBase|7); v != tcShot {
 		t.Errorf("probe mark without target: verdict %d, want TC_ACT_SHOT", v)
 	}
-	if v, _ := r.run(syn6, loader.ProbeMarkBase|1); v != tcShot {
-		t.Errorf("IPv6 probe toward an IPv4 backend: verdict %d, want TC_ACT_SHOT", v)
+	arp := append([]byte(nil), syn4[:42]...)
+	arp[12], arp[13] = 0x08, 0x06
+	if v, _ := r.run(arp, loader.ProbeMarkBase|1); v != tcShot {
+		t.Errorf("marked ARP frame: verdict %d, want TC_ACT_SHOT", v)
 	}
 	c := r.counters()
 	if c["probe_no_target"].Packets != 1 || c["probe_error"].Packets != 1 {
