@@ -43,7 +43,8 @@ func (d *daemonLab) checks(t *testing.T) map[string]api.HealthInfo {
 	return m
 }
 
-// waitChecks waits until every named check ("vip backend") has the wanted state and mode.
+// waitChecks waits until every named check ("vip backend") has the wanted state and mode; a
+// healthy one must have passed its last probe (a check starts healthy, so Healthy alone is no proof).
 func (d *daemonLab) waitChecks(t *testing.T, mode string, want map[string]bool) {
 	t.Helper()
 	var last map[string]api.HealthInfo
@@ -51,7 +52,7 @@ func (d *daemonLab) waitChecks(t *testing.T, mode string, want map[string]bool) 
 		last = d.checks(t)
 		for k, healthy := range want {
 			h, found := last[k]
-			if !found || !h.Checked || h.Healthy != healthy || h.Mode != mode {
+			if !found || !h.Checked || h.Healthy != healthy || h.Mode != mode || (healthy && h.Successes == 0) {
 				return false
 			}
 		}
@@ -100,6 +101,10 @@ func TestHealthThroughTunnel(t *testing.T) {
 		if c["decap_ipip"].Packets == 0 || c["decap_ip6ip6"].Packets == 0 {
 			t.Errorf("%s decapsulated ipip %d, ip6ip6 %d packets: the probes did not come through the tunnel", b.Name, c["decap_ipip"].Packets, c["decap_ip6ip6"].Packets)
 		}
+	}
+	if t.Failed() {
+		out, _ := d.cli("lb", "health")
+		t.Fatalf("lb health:\n%s", out)
 	}
 
 	// (2) Backend 2 loses the IPv4 VIP from lo: down for web, still up for web6.
