@@ -6,3 +6,4 @@ package loader
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type decap_key -type sc_prefix_key -type decap_counter_index -type decap_sc_counter_index -type decap_sc_refused_index -type sc_prefix -type family Decap ../bpf/decap.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel Pass ../bpf/pass.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type floor_key Bench ../bpf/bench.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type probe_target -type probe_mark -type probe_counter_index -type family Probe ../bpf/probe.c -- -I/usr/include/x86_64-linux-gnu

@@ -349,7 +349,7 @@ func l4HealthCmd() *cli.Command {
 				return err
 			}
 			return l4Output(c, hs, func(w io.Writer) {
-				fmt.Fprintln(w, "VIP\tBACKEND\tCHECK\tSTATE\tOK\tFAIL\tSINCE\tLAST ERROR")
+				fmt.Fprintln(w, "VIP\tBACKEND\tCHECK\tMODE\tSTATE\tOK\tFAIL\tSINCE\tLAST ERROR")
 				for _, h := range hs {
 					state := "healthy"
 					if !h.Healthy {
@@ -357,7 +357,7 @@ func l4HealthCmd() *cli.Command {
 					} else if !h.Checked {
 						state = "pending"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.VIP, h.Backend, h.Check, state, h.Successes, h.Failures,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.VIP, h.Backend, h.Check, h.Mode, state, h.Successes, h.Failures,
 						time.Since(h.Since).Truncate(time.Second), h.LastError)
 				}
 				if len(hs) == 0 {

@@ -537,7 +537,7 @@ vips:
 		}
 	}()
 	if out, err := runL4CLI(t, append([]string{"vip", "add", "api", "198.18.100.3:8080", "--backend", "198.18.3.10", "--health", "tcp",
-		"--health-interval", "100ms", "--health-timeout", "50ms", "--health-rise", "1", "--health-fall", "2"}, S...)...); err != nil {
+		"--health-mode", "direct", "--health-interval", "100ms", "--health-timeout", "50ms", "--health-rise", "1", "--health-fall", "2"}, S...)...); err != nil {
 		t.Fatalf("vip add: %v %s", err, out)
 	}
 	waitHealth := func(healthy bool) {
@@ -546,7 +546,7 @@ vips:
 		testutil.Eventually(t, 5*time.Second, func() bool {
 			hs = nil
 			runL4JSON(t, &hs, append([]string{"lb", "health"}, S...)...)
-			return len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy
+			return len(hs) == 1 && hs[0].Checked && hs[0].Healthy == healthy && hs[0].Mode == "direct"
 		}, "health never became %v: %+v\n%s", healthy, func() any { return hs }, d.log)
 	}
 	waitHealth(true)

@@ -122,6 +122,9 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	default:
 		return l.errf(at("all_backends_down"), "unknown policy %q: use keep or drop", c.AllBackendsDown)
 	}
+	if err := validHealthMode(c.HealthMode); err != nil {
+		return l.errf(at("health_mode"), "%v", err)
+	}
 	if c.BGP != nil {
 		if err := c.BGP.validate(l); err != nil {
 			return err
@@ -211,6 +214,9 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("health", "type"), "missing: use tcp or http")
 		default:
 			return l.errf(at("health", "type"), "unknown check %q: use tcp or http", h.Type)
+		}
+		if err := validHealthMode(h.Mode); err != nil {
+			return l.errf(at("health", "mode"), "%v", err)
 		}
 		if h.Port == 0 && v.Port == 0 {
 			return l.errf(at("health", "port"), "missing: the VIP balances every port, so name the port to probe")

@@ -81,6 +81,7 @@ type Daemon struct {
 	saver       config.Saver               // persists CLI changes, encoding only the VIPs that changed
 	desired     desiredCache               // Desired, kept per VIP (state.go)
 	healthSpecs map[health.Key]health.Spec // the checks last synced
+	tp          tunnelProbes               // health checks through the tunnel (tunnelhealth.go)
 }
 
 type drain struct {
@@ -142,6 +143,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.fwd = fwd
 	defer fwd.Close()
+	defer d.closeProbes() // after the metrics server, which reads its counters, stopped
 	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
@@ -173,6 +175,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Error("next hop not resolved; retrying in the background (encapsulated frames cannot leave until it is)", "err", nhErr)
 	}
 	if err := d.writeMapConfigLocked(); err != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	if err := d.prepareProbesLocked(cfg); err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("start daemon: %w", err)
 	}
