@@ -60,9 +60,9 @@ func checkPage(ctx context.Context, t *testing.T, url, shot string) {
 		t.Fatal(err)
 	}
 	type view struct {
-		Seq                                 int
+		Seq                                int
 		DNS, Edge, Ratio, L4, L7, P99, App string
-		Conn                                string
+		Conn                               string
 	}
 	read := `(() => { const g = id => document.getElementById(id).textContent; return {Seq: +g("seq"),
 		DNS: g("dns-total"), Edge: g("edge-total"), Ratio: g("edge-ratio"), L4: g("l4-total"), L7: g("l7-total"),

@@ -15,9 +15,9 @@ import (
 // over HTTP as each stop serves them.
 type stopRegistries struct {
 	dnsQ, dnsP, l7Req, l4VIP, l4Drop, l4BE, app *prometheus.CounterVec
-	edgeHits, edgeMiss, edgeStale             prometheus.Counter
-	l4Flows                                   *prometheus.GaugeVec
-	l7Dur                                     *prometheus.HistogramVec
+	edgeHits, edgeMiss, edgeStale               prometheus.Counter
+	l4Flows                                     *prometheus.GaugeVec
+	l7Dur                                       *prometheus.HistogramVec
 }
 
 func serveRegistries(t *testing.T) (*stopRegistries, []Target) {
