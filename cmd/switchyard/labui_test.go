@@ -62,7 +62,7 @@ func TestLabUIAndPrometheus(t *testing.T) {
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "ui.png")
 	}
-	webuitest.CheckPage(ctx, t, st.UI, []string{"dns", "edge", "edge-ratio", "l4", "l7", "l7-p99", "app"}, shot)
+	webuitest.CheckPage(ctx, t, webuitest.Check{URL: st.UI, Live: []string{"app", "dns", "edge", "edge-ratio", "l4", "l7", "l7-p99"}, Charts: 9, Shot: shot})
 	prom := strings.TrimSuffix(st.Prometheus, "/")
 	waitTargetsUp(ctx, t, prom, len(lab.Targets(st)))
 	for job, metric := range map[string]string{"dns": "switchyard_dns_queries_total", "edge": "switchyard_edge_hits_total",

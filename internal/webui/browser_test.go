@@ -44,6 +44,6 @@ func TestPageInChromium(t *testing.T) {
 	go c.Run(ctx)
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
-	all := []string{"dns", "edge", "edge-ratio", "l4", "l7", "l7-p99", "app"}
-	webuitest.CheckPage(ctx, t, srv.URL, all, os.Getenv("SWITCHYARD_UI_SHOT"))
+	webuitest.CheckPage(ctx, t, webuitest.Check{URL: srv.URL, Live: []string{"app", "dns", "edge", "edge-ratio", "l4", "l7", "l7-p99"},
+		Charts: 9, Shot: os.Getenv("SWITCHYARD_UI_SHOT")})
 }

@@ -44,13 +44,19 @@ class Chart {
     this.box.textContent = "";
     const opts = {
       width: Math.max(200, this.el.clientWidth), height: 150,
-      scales: { x: { time: true } },
-      axes: [{ stroke: "#7d8a99", grid: { stroke: "#263040" } }, { stroke: "#7d8a99", grid: { stroke: "#263040" }, size: 50 }],
+      scales: { x: { time: true }, y: this.el.dataset.max ? { range: [0, +this.el.dataset.max] } : {} },
+      axes: [
+        { stroke: "#7d8a99", grid: { stroke: "#263040" }, space: 70, values: (u, ts) => ts.map(hms) },
+        { stroke: "#7d8a99", grid: { stroke: "#263040" }, size: 50 },
+      ],
       series: [{}].concat(this.keys.map((k, i) => ({ label: k, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false }))),
     };
     this.plot = new uPlot(opts, this.data, this.box);
   }
 }
+
+// hms labels the time axis: the view moves a second at a time.
+const hms = t => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
 
 const charts = {};
 document.querySelectorAll("[data-chart]").forEach(el => { charts[el.dataset.chart] = new Chart(el); });

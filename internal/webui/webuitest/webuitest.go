@@ -27,12 +27,24 @@ type View struct {
 	Nums map[string]string
 }
 
-// CheckPage opens url in Chromium and waits (until ctx ends) for frames whose app-backend total
-// takes at least three values, so the numbers are live, and every panel of want has shown a
-// number above zero; then all nine charts must be drawn and the console must have no error. shot, when
-// set, receives a PNG of the page.
-func CheckPage(ctx context.Context, t *testing.T, url string, want []string, shot string) View {
+// Check is what CheckPage expects of the page at URL.
+type Check struct {
+	URL string
+	// Live are the panels (keys of Panels) that must show a number above zero; the first must
+	// take at least three different values, so the numbers are seen to move.
+	Live []string
+	// Charts is how many uPlot charts must be drawn (9: every panel's).
+	Charts int
+	// Shot, when set, receives a PNG of the page.
+	Shot string
+}
+
+// CheckPage opens the page in Chromium and waits (until ctx ends) for three frames after the
+// first, for every Live panel to show a number above zero and for the first to move; then the
+// charts must be drawn and the console must have had no error.
+func CheckPage(ctx context.Context, t *testing.T, want Check) View {
 	t.Helper()
+	url, shot := want.URL, want.Shot
 	b, err := browser.Start(ctx, 1400, 1500)
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +61,8 @@ func CheckPage(ctx context.Context, t *testing.T, url string, want []string, sho
 	js.WriteString(`}}; })()`)
 	var v View
 	firstSeq := 0
-	apps := map[string]bool{}
-	live := map[string]bool{} // panels seen above zero (the DNS rate is 0 between resolutions)
+	moving := map[string]bool{} // values of the first Live panel
+	live := map[string]bool{}   // panels seen above zero (the DNS rate is 0 between resolutions)
 	for {
 		if err := b.Eval(ctx, js.String(), &v); err != nil {
 			t.Fatal(err)
@@ -58,14 +70,14 @@ func CheckPage(ctx context.Context, t *testing.T, url string, want []string, sho
 		if firstSeq == 0 {
 			firstSeq = v.Seq
 		}
-		apps[v.Nums["app"]] = true
+		moving[v.Nums[want.Live[0]]] = true
 		markLive(v, live)
-		if firstSeq > 0 && v.Seq >= firstSeq+3 && len(apps) >= 3 && allLive(live, want) {
+		if firstSeq > 0 && v.Seq >= firstSeq+3 && len(moving) >= 3 && allLive(live, want.Live) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the page's numbers did not all move: first frame %d, values of app %v, last %+v, seen live %v (want live: %v)", firstSeq, apps, v, live, want)
+			t.Fatalf("the page's numbers did not all move: first frame %d, values of %s %v, last %+v, seen live %v (want live: %v)", firstSeq, want.Live[0], moving, v, live, want.Live)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -73,8 +85,8 @@ func CheckPage(ctx context.Context, t *testing.T, url string, want []string, sho
 		t.Errorf("connection state %q, want live", v.Conn)
 	}
 	var charts int
-	if err := b.Eval(ctx, `document.querySelectorAll(".uplot").length`, &charts); err != nil || charts < 9 {
-		t.Errorf("%d uPlot charts drawn (err %v), want all 9 panels' charts", charts, err)
+	if err := b.Eval(ctx, `document.querySelectorAll(".uplot").length`, &charts); err != nil || charts < want.Charts {
+		t.Errorf("%d uPlot charts drawn (err %v), want %d", charts, err, want.Charts)
 	}
 	if shot != "" {
 		png, err := b.Screenshot(ctx)
