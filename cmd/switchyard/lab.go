@@ -47,6 +47,8 @@ Examples:
 				Usage: "build the lab and start its processes (idempotent)",
 				Description: `Builds the namespaces, loads xdp_pass, decap and the forwarder, and starts the app
 servers, the balancer daemon and the DNS, edge and L7 stops. Running it again keeps what runs.
+It prints the address of the live web view of every stop and of a Prometheus scraping them
+(--ui, --prometheus; docs/ops.md).
 
 Examples:
    switchyard lab up
