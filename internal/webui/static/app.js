@@ -46,7 +46,7 @@ class Chart {
       width: Math.max(200, this.el.clientWidth), height: 150,
       scales: { x: { time: true }, y: this.el.dataset.max ? { range: [0, +this.el.dataset.max] } : {} },
       axes: [
-        { stroke: "#7d8a99", grid: { stroke: "#263040" }, space: 70, values: (u, ts) => ts.map(hms) },
+        { stroke: "#7d8a99", grid: { stroke: "#263040" }, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300], values: (u, ts) => ts.map(hms) },
         { stroke: "#7d8a99", grid: { stroke: "#263040" }, size: 50 },
       ],
       series: [{}].concat(this.keys.map((k, i) => ({ label: k, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false }))),
