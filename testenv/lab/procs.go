@@ -24,8 +24,9 @@ type Proc struct {
 	Log  string   `json:"log"`
 }
 
-// StartProcess starts argv inside namespace ns ("": the host's) as a detached process (its own session, so that
-// it outlives `lab up`), logging to <state dir>/<name>.log and recording its pid in <name>.pid.
+// StartProcess starts argv inside namespace ns ("": the host's) as a detached process (its own
+// session, so that it outlives `lab up`), logging to <state dir>/<name>.log and recording its
+// pid in <name>.pid.
 //
 // It enters the namespace with `nsenter --net=/run/netns/NS`, not `ip netns exec`: the latter
 // also remounts /sys, which hides /sys/fs/bpf, and then pins made inside would not outlive the
