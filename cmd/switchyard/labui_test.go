@@ -67,7 +67,7 @@ func TestLabUIAndPrometheus(t *testing.T) {
 	waitTargetsUp(ctx, t, prom, len(lab.Targets(st)))
 	for job, metric := range map[string]string{"dns": "switchyard_dns_queries_total", "edge": "switchyard_edge_hits_total",
 		"l4": "switchyard_l4_vip_packets_total", "l7": "switchyard_l7_requests_total", "app": "switchyard_lab_app_requests_total"} {
-		if n := promSeries(ctx, t, prom, fmt.Sprintf(`sum by (instance) (%s{job=%q})`, metric, job)); n == 0 {
+		if n := waitSeries(ctx, t, prom, fmt.Sprintf(`sum by (instance) (%s{job=%q})`, metric, job)); n == 0 {
 			t.Errorf("prometheus has no %s from job %s", metric, job)
 		}
 	}
@@ -76,7 +76,7 @@ func TestLabUIAndPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range d.Queries("30s") {
-		if n := promSeries(ctx, t, prom, q.Expr); n == 0 {
+		if n := waitSeries(ctx, t, prom, q.Expr); n == 0 {
 			t.Errorf("dashboard %s / %s: no series from %s", q.Row, q.Panel, q.Expr)
 		}
 	}
@@ -140,9 +140,30 @@ func waitTargetsUp(ctx context.Context, t *testing.T, prom string, want int) {
 	}
 }
 
-// promSeries runs an instant query and returns the number of series it answers.
-func promSeries(ctx context.Context, t *testing.T, prom, q string) int {
+// waitSeries runs an instant query until it answers series (a rate needs two scrapes in its
+// window, so right after the targets come up it has none yet) or ctx ends; it returns the
+// number of series of the last answer.
+func waitSeries(ctx context.Context, t *testing.T, prom, q string) int {
 	t.Helper()
+	for {
+		n, err := promSeries(ctx, prom, q)
+		if err != nil {
+			t.Errorf("query %s: %v", q, err)
+			return 0
+		}
+		if n > 0 || ctx.Err() != nil {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// promSeries runs an instant query and returns the number of series it answers; a query
+// Prometheus refuses is an error.
+func promSeries(ctx context.Context, prom, q string) (int, error) {
 	var r struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -151,13 +172,15 @@ func promSeries(ctx context.Context, t *testing.T, prom, q string) int {
 		} `json:"data"`
 	}
 	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(q), &r); err != nil {
-		t.Errorf("query %s: %v", q, err)
-		return 0
+		if ctx.Err() != nil {
+			return 0, nil // the caller reports the missing series
+		}
+		return 0, err
 	}
 	if r.Status != "success" {
-		t.Errorf("query %s: %s %s", q, r.Status, r.Error)
+		return 0, fmt.Errorf("%s: %s", r.Status, r.Error)
 	}
-	return len(r.Data.Result)
+	return len(r.Data.Result), nil
 }
 
 func getJSON(ctx context.Context, u string, out any) error {
