@@ -96,8 +96,10 @@ func startObserve(o UpOptions, st *State, old *State, start func(name, ns string
 	if err != nil {
 		return err
 	}
-	if err := start("prometheus", "", prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(StateDir(st.Prefix), "prometheus"),
-		"--storage.tsdb.retention.time=1d", "--web.listen-address="+addr, "--log.level=warn"); err != nil {
+	// The state directory is on /run (memory): the retention bounds what a long-lived lab keeps.
+	argv := []string{prom, "--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(StateDir(st.Prefix), "prometheus"),
+		"--storage.tsdb.retention.time=1d", "--storage.tsdb.retention.size=256MB", "--web.listen-address=" + addr, "--log.level=warn"}
+	if err := start("prometheus", "", argv...); err != nil {
 		return err
 	}
 	st.Prometheus = "http://" + addr + "/"
