@@ -10,10 +10,10 @@ BIN       := bin/switchyard
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd
+APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd chromium prometheus
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate webui-vendor deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -24,6 +24,12 @@ build: check-go
 # The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
 generate: check-go
 	$(GOENV) $(GO) generate ./loader/...
+
+# webui-vendor refreshes the committed copy of uPlot that the web UI embeds (npm pack; version,
+# sha256 and licence in internal/webui/vendor/VERSION; UPLOT_VERSION=x.y.z picks another). The
+# build never runs it: it uses the committed files, and nothing is fetched at run time.
+webui-vendor:
+	internal/webui/vendor.sh
 
 # deps installs the Debian packages the build, the lab and the tests use. Idempotent.
 deps: check-go

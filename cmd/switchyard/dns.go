@@ -47,12 +47,12 @@ func dnsRunCmd() *cli.Command {
 		Description: `Examples:
      switchyard dns run --config dns.yaml
      switchyard dns run --config dns.yaml --listen 0.0.0.0:53 --metrics 0.0.0.0:9153 --query-log   (":9153" is loopback)`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			dnsConfigFlag,
 			&cli.StringFlag{Name: "listen", Usage: "override the configured UDP+TCP `ADDR:PORT`"},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR:PORT` at /metrics"},
 			&cli.BoolFlag{Name: "query-log", Usage: "log every query (overrides query_log)"},
-		},
+		}, uiFlags()...),
 		Action: func(c *cli.Context) error {
 			path := c.String("config")
 			load := func() (*config.Config, error) {
@@ -83,6 +83,7 @@ func dnsRunCmd() *cli.Command {
 				return err
 			}
 			defer srv.Close()
+			metricsAddr := ""                                          // where --ui reads the metrics
 			if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
 				ln, err := net.Listen("tcp", m)
 				if err != nil {
@@ -91,6 +92,10 @@ func dnsRunCmd() *cli.Command {
 				hs := &http.Server{Handler: promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 				go hs.Serve(ln)
 				defer hs.Close()
+				metricsAddr = ln.Addr().String()
+			}
+			if err := startUI(ctx, c, "dns", metricsAddr, "--metrics ADDR:PORT"); err != nil {
+				return err
 			}
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)

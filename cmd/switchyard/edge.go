@@ -44,7 +44,7 @@ func edgeRunCommand() *cli.Command {
    Examples:
      switchyard edge run --config edge.yaml
      switchyard edge run --origin http://127.0.0.1:8000 --listen :8080 --memory 512MiB --disk-dir /var/cache/sy --disk-size 10GiB`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML config file"},
 			&cli.StringFlag{Name: "listen", Usage: "client address (overrides listen)"},
 			&cli.StringFlag{Name: "origin", Usage: "origin base URL (overrides origin)"},
@@ -55,7 +55,7 @@ func edgeRunCommand() *cli.Command {
 			&cli.StringFlag{Name: "disk-size", Usage: "disk tier budget, e.g. 10GiB (overrides disk.max_bytes)"},
 			&cli.DurationFlag{Name: "grace", Usage: "default stale-while-revalidate/stale-if-error window (overrides grace)"},
 			&cli.StringSliceFlag{Name: "tier", Usage: "upper-tier candidate base URL, repeatable (overrides tiers.candidates)"},
-		},
+		}, uiFlags()...),
 		Action: func(c *cli.Context) error {
 			cfg, err := edgeConfigFromFlags(c)
 			if err != nil {
@@ -75,6 +75,10 @@ func edgeRunCommand() *cli.Command {
 			fmt.Fprintln(c.App.Writer)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := startUI(ctx, c, "edge", e.AdminAddr(), "an admin address (--admin-listen or admin.listen)"); err != nil {
+				e.Close()
+				return err
+			}
 			<-ctx.Done()
 			return e.Close()
 		},

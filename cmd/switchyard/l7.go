@@ -43,7 +43,7 @@ Examples:
 				Name:      "run",
 				Usage:     "run the proxy on the configured listeners until interrupted",
 				UsageText: "switchyard l7 run --config l7.yaml [--log-level debug]",
-				Flags:     []cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
+				Flags:     append([]cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}}, uiFlags()...),
 				Action:    l7Run,
 			},
 			{
@@ -101,6 +101,9 @@ func l7Run(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := startUI(ctx, c, "l7", cfg.Admin.Address, "an admin address (admin: {address: ...})"); err != nil {
+		return err
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -47,6 +47,8 @@ Examples:
 				Usage: "build the lab and start its processes (idempotent)",
 				Description: `Builds the namespaces, loads xdp_pass, decap and the forwarder, and starts the app
 servers, the balancer daemon and the DNS, edge and L7 stops. Running it again keeps what runs.
+It prints the address of the live web view of every stop and of a Prometheus scraping them
+(--ui, --prometheus; docs/ops.md).
 
 Examples:
    switchyard lab up
@@ -199,7 +201,7 @@ Examples:
 
 // upFlags size the lab: `lab up` and `lab demo` (which brings the lab up when it is not).
 func upFlags(prefix cli.Flag) []cli.Flag {
-	return []cli.Flag{prefix,
+	flags := []cli.Flag{prefix,
 		&cli.IntFlag{Name: "clients", Value: 2, Usage: "client namespaces"},
 		&cli.IntFlag{Name: "backends", Value: 3, Usage: "backend namespaces behind the web VIPs"},
 		&cli.IntFlag{Name: "balancers", Value: 2, Usage: "balancer namespaces; the router spreads the VIPs over them by ECMP (each runs its own forwarder; Maglev gives them the same table)"},
@@ -210,6 +212,7 @@ func upFlags(prefix cli.Flag) []cli.Flag {
 		&cli.IntFlag{Name: "store-members", Value: 1, Usage: "etcd members of the fleet store in their own namespace; the daemons take the VIPs from it (0: none, each daemon uses its file)"},
 		&cli.BoolFlag{Name: "static-routes", Usage: "static ECMP VIP routes on the router instead of BGP (bird2); always so with --balancer direct"},
 	}
+	return append(flags, observeFlags()...) // labui.go
 }
 
 func needRoot(what string) error {
@@ -297,9 +300,11 @@ func upOptions(c *cli.Context) (lab.UpOptions, error) {
 	if err != nil {
 		return lab.UpOptions{}, err
 	}
-	return lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), Stops: map[string]bool{
+	o := lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), Stops: map[string]bool{
 		"dns": hasCommand("dns", "run"), "edge": hasCommand("edge", "run"), "l7": hasCommand("l7", "run"),
-	}}, nil
+	}}
+	observeOptions(c, &o)
+	return o, nil
 }
 
 func printStatus(c *cli.Context, st *lab.Status) error {
@@ -362,6 +367,9 @@ func labDemo(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if st.UI != "" {
+		fmt.Fprintf(c.App.Writer, "live view of the whole path: %s\n", st.UI)
+	}
 	fmt.Fprintf(c.App.Writer, "sending %d requests/s in total (shared by the clients) for at most %s, along:\n", rate, d)
 	for _, t := range lab.DemoTargets(st) {
 		fmt.Fprintf(c.App.Writer, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)
