@@ -138,7 +138,7 @@ Examples:
 					},
 					{
 						Name:  "run",
-						Usage: "run one experiment and print the lesson's table beside the lesson's figures",
+						Usage: "run one experiment and print the measured table beside the lesson's figures",
 						Description: `Examples:
    switchyard lab experiment run l4-skew
    switchyard lab experiment run health-check --quick --json`,

@@ -116,7 +116,7 @@ type Name struct {
 	// Answers is how many records a weighted answer carries (default 1); more records let the
 	// clients behind one large resolver spread over several sites.
 	Answers int `yaml:"answers"`
-	// Sites are the locations (the lesson's "zones") the name can resolve to.
+	// Sites are the locations (data centres, points of presence) the name can resolve to.
 	Sites []Site `yaml:"sites"`
 	// Geo maps a client group (or "default") to a chain of sites: the first live one answers.
 	Geo map[string][]string `yaml:"geo"`
