@@ -172,7 +172,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		d.log.Error("next hop not resolved; retrying in the background (encapsulated frames cannot leave until it is)", "err", nhErr)
 	}
-	if err := d.writeMapConfigLocked(); err != nil {
+	if err := d.writeMapConfigLocked(cfg); err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("start daemon: %w", err)
 	}
@@ -302,16 +302,16 @@ func (d *Daemon) onNextHop(r nexthop.Result) {
 		return
 	}
 	d.nh, d.nhOK = r, true
-	if err := d.writeMapConfigLocked(); err != nil {
+	if err := d.writeMapConfigLocked(d.cfg); err != nil {
 		d.log.Error("write next hop", "err", err)
 		return
 	}
 	d.log.Info("next hop", "gateway", r.Gateway, "mac", r.NextHopMAC.String(), "mtu", r.MTU)
 }
 
-// writeMapConfigLocked writes the forwarder config from the configuration and the next hop.
-func (d *Daemon) writeMapConfigLocked() error {
-	cfg := d.cfg
+// writeMapConfigLocked writes the forwarder config from cfg (the running configuration, or the
+// one a reload is about to switch to) and the next hop.
+func (d *Daemon) writeMapConfigLocked(cfg *config.Config) error {
 	mc := maps.Config{
 		UDPTimeout:   cfg.UDPTimeout.D(),
 		ICMPTooBig:   cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
@@ -411,16 +411,12 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 	if err := fixedFields(d.cfg, next); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
-	old := d.cfg
-	d.cfg = next
-	err = d.writeMapConfigLocked()
-	d.cfg = old
-	if err != nil {
+	if err := d.writeMapConfigLocked(next); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	res, err := d.switchToLocked(next)
 	if err != nil {
-		_ = d.writeMapConfigLocked() // the old configuration's, back in effect
+		_ = d.writeMapConfigLocked(d.cfg) // the old configuration's, back in effect
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	d.log.Info("configuration reloaded", "path", d.opt.ConfigPath, "vips", len(next.VIPs), "slots_written", res.SlotsWritten)
