@@ -424,7 +424,7 @@ func TestTooLargeForMemoryIsPassed(t *testing.T) {
 	if r := get(t, e.URL()+"/large"); r.cache() != Miss || len(r.body) != 4096 {
 		t.Fatalf("first: %s %d", r.cache(), len(r.body))
 	}
-	time.Sleep(20 * time.Millisecond) // the commit runs after the client has the last byte
+	settle(t, e) // the commit runs after the client has the last byte
 	if r := get(t, e.URL()+"/large"); r.cache() != Bypass || len(r.body) != 4096 {
 		t.Fatalf("second: %s %d, want BYPASS (memory only, over max_object_bytes)", r.cache(), len(r.body))
 	}
