@@ -65,10 +65,12 @@ func TestFreshnessSources(t *testing.T) {
 		path   string
 		second string
 	}{{"/smaxage", Hit}, {"/expires", Hit}, {"/heuristic", Hit}, {"/expired", Miss}, {"/aged", Miss}} {
-		expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
-		r := get(t, e.URL()+c.path)
-		// A stale response with a validator is revalidated; the origin answers 200 again, so MISS.
-		expect(t, r, 200, c.second, c.path)
+		t.Run(c.path, func(t *testing.T) {
+			expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
+			r := get(t, e.URL()+c.path)
+			// A stale response with a validator is revalidated; the origin answers 200 again, so MISS.
+			expect(t, r, 200, c.second, c.path)
+		})
 	}
 }
 
