@@ -351,6 +351,7 @@ func Absolute(name, origin string) string {
 	}
 }
 
+// validateName fills a name's defaults (absolute name, TTL, all_down, answers) and checks it.
 func (c *Config) validateName(z *Zone, n *Name) error {
 	if n.Name == "" {
 		return errors.New("field name: missing; give the service name, e.g. app")
@@ -388,6 +389,12 @@ func (c *Config) validateName(z *Zone, n *Name) error {
 		}
 		sites[s.Name] = true
 	}
+	return c.validatePolicy(n, sites)
+}
+
+// validatePolicy checks the name's policy and its tables against the name's sites and the
+// configuration's client groups.
+func (c *Config) validatePolicy(n *Name, sites map[string]bool) error {
 	checkSites := func(field string, list []string) error {
 		for _, s := range list {
 			if !sites[s] {
