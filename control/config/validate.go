@@ -81,6 +81,14 @@ func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, n
 // cross-VIP checks still see every VIP).
 func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	l := locator{root}
+	if err := c.validateFields(l); err != nil {
+		return err
+	}
+	return c.validateVIPList(l, known)
+}
+
+// validateFields checks the top-level fields: interface, mode, addresses, sizes, policies, BGP.
+func (c *Config) validateFields(l locator) error {
 	at := func(p ...any) []any { return p }
 	if c.Interface == "" {
 		return l.errf(at("interface"), "missing: name the interface the balancer runs on, e.g. `interface: eth0` (or --iface)")
@@ -130,6 +138,13 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
+// VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
+func (c *Config) validateVIPList(l locator, known func(*VIP) bool) error {
+	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
 		maxVIPs = DefaultMaxVIPs
