@@ -3,6 +3,7 @@ package dns
 import (
 	"net/netip"
 	"strings"
+	"time"
 
 	mdns "github.com/miekg/dns"
 
@@ -27,6 +28,8 @@ type outcome struct {
 	// rotate is the weighted name answered, whose answers are cached per decision.
 	rotate   *policy.Name
 	decision policy.Decision
+	// expires is when a signed answer's signatures are due for renewal (Unix seconds; 0: unsigned).
+	expires int64
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -53,7 +56,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && (!e.health || e.gen == s.healthGen.Load()) {
+		if e != nil && (!e.health || e.gen == s.healthGen.Load()) && (e.expires == 0 || time.Now().Unix() < e.expires) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()
@@ -68,12 +71,12 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
 			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
-				health: oc.health, gen: gen})
+				health: oc.health, gen: gen, expires: oc.expires})
 		}
 		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
 			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
-				decisions: s.decisionCounter(oc)})
+				decisions: s.decisionCounter(oc), expires: oc.expires})
 		}
 	}
 	return out
@@ -237,6 +240,13 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		}
 	default:
 		oc.cacheable = true // the ECS echo, if any, is made of query bytes
+	}
+	if sg := st.signers[z.Origin]; sg != nil && opt != nil && opt.Do() {
+		if err := s.signAnswer(st, sg, z, resp, res.Kind, qname, q.Qtype, opt.Co(), oc); err != nil {
+			s.log.Warn("sign dns answer", "err", err, "question", q.String())
+			resp.Answer, resp.Ns, resp.Extra = nil, nil, resp.Extra[:1] // keep the OPT only
+			return fail(mdns.RcodeServerFailure)
+		}
 	}
 	oc.rcode = resp.Rcode
 	if t := req.IsTsig(); t != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/zone"
@@ -51,6 +52,8 @@ type state struct {
 	xfr        map[string]*xfrZone
 	keys       map[string]tsigKey
 	xfrChanged []*xfrZone
+	// signers are the online DNSSEC signers of the signed zones, by origin.
+	signers map[string]*dnssec.Signer
 }
 
 // Server is an authoritative DNS server.
@@ -113,6 +116,10 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	signers, err := buildSigners(cfg, store)
+	if err != nil {
+		return nil, err
+	}
 	groups, err := policy.NewGroups(cfg.Groups)
 	if err != nil {
 		return nil, err
@@ -146,7 +153,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed}, nil
+		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed, signers: signers}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {

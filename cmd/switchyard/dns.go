@@ -34,7 +34,7 @@ func init() {
      switchyard dns run --config dns.yaml --listen 127.0.0.1:5353 --metrics 127.0.0.1:9153
      switchyard dns query --server 127.0.0.1:5353 app.example.com A
      switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd()},
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd()},
 	})
 }
 
