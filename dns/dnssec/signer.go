@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,7 +199,9 @@ func (s *Signer) SignSection(rrs []dns.RR, skip func(dns.RR) bool) ([]dns.RR, in
 	return out, until, nil
 }
 
-func equalFold(a, b string) bool { return len(a) == len(b) && dns.CanonicalName(a) == dns.CanonicalName(b) }
+func equalFold(a, b string) bool {
+	return len(a) == len(b) && dns.CanonicalName(a) == dns.CanonicalName(b)
+}
 
 // sigCache holds signatures by RRset content and window, in shards, each bounded: a full shard
 // drops an arbitrary entry (Go's map order), O(1), so a flood of distinct answers cannot grow it.
@@ -281,16 +284,5 @@ func successor(name string) string {
 	l := []byte(labels[0])
 	l[len(l)-1]++
 	labels[0] = string(l)
-	return dns.Fqdn(joinLabels(labels))
-}
-
-func joinLabels(l []string) string {
-	s := ""
-	for i, x := range l {
-		if i > 0 {
-			s += "."
-		}
-		s += x
-	}
-	return s
+	return dns.Fqdn(strings.Join(labels, "."))
 }
