@@ -162,6 +162,7 @@ func dnsQueryCmd() *cli.Command {
 			&cli.StringFlag{Name: "subnet", Usage: "EDNS Client Subnet `PREFIX`, e.g. 10.1.0.0/24"},
 			&cli.StringFlag{Name: "source", Usage: "bind to local `ADDR` (the resolver address the server sees)"},
 			&cli.BoolFlag{Name: "no-edns", Usage: "send no OPT record"},
+			&cli.BoolFlag{Name: "dnssec", Usage: "set the DO bit: a signed zone adds RRSIG and NSEC records"},
 			&cli.UintFlag{Name: "bufsize", Value: 1232, Usage: "EDNS UDP buffer `SIZE`"},
 		},
 		Action: func(c *cli.Context) error {
@@ -177,7 +178,7 @@ func dnsQueryCmd() *cli.Command {
 				qtype = t
 			}
 			o := sydns.QueryOptions{TCP: c.Bool("tcp"), Subnet: c.String("subnet"), NoEDNS: c.Bool("no-edns"),
-				BufSize: uint16(c.Uint("bufsize"))}
+				DNSSEC: c.Bool("dnssec"), BufSize: uint16(c.Uint("bufsize"))}
 			if s := c.String("source"); s != "" {
 				a, err := netip.ParseAddr(s)
 				if err != nil {

@@ -8,6 +8,7 @@ package dnssec
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/base64"
@@ -160,10 +161,15 @@ func pubBytes(k *dns.DNSKEY) []byte {
 	return b
 }
 
+// ecPublic derives the public point from the private scalar (miekg's reader copies the public
+// half from the DNSKEY, so comparing that would prove nothing).
 func ecPublic(p *ecdsa.PrivateKey) []byte {
-	pk, err := p.PublicKey.ECDH()
+	if p.D == nil || p.D.BitLen() > 256 {
+		return nil
+	}
+	sk, err := ecdh.P256().NewPrivateKey(p.D.FillBytes(make([]byte, 32)))
 	if err != nil {
 		return nil
 	}
-	return pk.Bytes()[1:] // uncompressed point: 0x04 || x || y
+	return sk.PublicKey().Bytes()[1:] // uncompressed point: 0x04 || x || y
 }

@@ -1,0 +1,365 @@
+package dns
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/dnssec"
+)
+
+// signedZone writes a CSK for example. into a temporary directory and returns the YAML of a
+// signed zone with static names, a CNAME, a wildcard, a delegation, MX glue, a large TXT set and
+// three policy names, and the key.
+func signedZone(t *testing.T) (string, *dnssec.Key) {
+	t.Helper()
+	dir := t.TempDir()
+	k, err := dnssec.Generate("example.", dnssec.FlagsKSK, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "example.key")
+	if err := os.WriteFile(path, k.File(time.Now()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var txt strings.Builder
+	for i := 0; i < 30; i++ {
+		txt.WriteString("      - 'big TXT \"record " + fmtInt(i) + " " + strings.Repeat("x", 60) + "\"'\n")
+	}
+	return `groups:
+  g1: [10.1.0.0/16]
+zones:
+  - origin: example.
+    dnssec: {key_file: ` + path + `}
+    records:
+      - "@ SOA ns1 hostmaster 7 3600 600 604800 60"
+      - "@ NS ns1"
+      - "@ MX 10 mail"
+      - "ns1 A 127.0.0.1"
+      - "mail A 192.0.2.25"
+      - "www A 192.0.2.1"
+      - "www AAAA 2001:db8::1"
+      - "cdn CNAME www"
+      - "dangling CNAME gone"
+      - "*.wild A 192.0.2.9"
+      - "sub NS ns.sub"
+      - "ns.sub A 192.0.2.53"
+` + txt.String() + `    names:
+      - name: app
+        policy: weighted
+        sites:
+          - {name: a, addresses: [198.51.100.1], weight: 1}
+          - {name: b, addresses: [198.51.100.2], weight: 1}
+      - name: geo
+        policy: geolocation
+        geo: {g1: [a], default: [b]}
+        sites:
+          - {name: a, addresses: [198.51.100.1]}
+          - {name: b, addresses: [198.51.100.2, "2001:db8::2"]}
+      - name: fo
+        policy: failover
+        chain: [a, b]
+        sites:
+          - {name: a, addresses: [198.51.100.1]}
+          - {name: b, addresses: [198.51.100.2]}
+`, k
+}
+
+// anchorFile writes a delv trust anchor for key (a static key for example.).
+func anchorFile(t *testing.T, key *dnssec.Key) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "anchor")
+	a := `trust-anchors { example. static-key 257 3 13 "` + key.DNSKEY.PublicKey + `"; };` + "\n"
+	if err := os.WriteFile(p, []byte(a), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// delv asks the real validator (BIND's delv) for name/type at srv, trusting the anchor file.
+func delv(t *testing.T, srv *Server, anchor, name, qtype string) string {
+	t.Helper()
+	path, err := exec.LookPath("delv")
+	if err != nil {
+		t.Skip("delv not installed: apt-get install bind9-dnsutils (make deps)")
+	}
+	a := srv.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "@"+a.Addr().String(), "-p", fmtInt(int(a.Port())), "-a", anchor,
+		"+root=example.", "+nocrypto", name, qtype).CombinedOutput()
+	return string(out)
+}
+
+// TestDelvValidatesSignedAnswers has BIND's validator check static, CNAME, wildcard and policy
+// answers, the DNSKEY RRset, and NODATA and NXDOMAIN by compact denial, against the zone's key.
+func TestDelvValidatesSignedAnswers(t *testing.T) {
+	yml, key := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	anchor := anchorFile(t, key)
+	for _, c := range []struct{ name, qtype, want string }{
+		{"www.example.", "A", "www.example.\t\t300\tIN\tA\t192.0.2.1"},
+		{"example.", "DNSKEY", "DNSKEY\t257 3 13"},
+		{"example.", "MX", "MX\t10 mail.example."},
+		{"cdn.example.", "A", "cdn.example.\t\t300\tIN\tCNAME\twww.example."},
+		{"x.wild.example.", "A", "x.wild.example.\t\t300\tIN\tA\t192.0.2.9"},
+		{"app.example.", "A", "app.example.\t\t60\tIN\tA\t198.51.100."},
+		{"geo.example.", "AAAA", "geo.example.\t\t60\tIN\tAAAA\t2001:db8::2"},
+		{"fo.example.", "A", "fo.example.\t\t60\tIN\tA\t198.51.100.1"},
+		{"big.example.", "TXT", "big.example.\t\t300\tIN\tTXT\t\"record 29"},                      // over TCP after TC
+		{"www.example.", "MX", "; negative response, fully validated"},                            // NODATA
+		{"nope.example.", "A", "; negative response, fully validated"},                            // NXDOMAIN, compact
+		{"app.example.", "MX", "; negative response, fully validated"},                            // policy NODATA
+		{"a.b.wild.example.", "TXT", "; negative response, fully validated"},                      // wildcard NODATA
+		{"dangling.example.", "A", "; gone.example. NSEC \\000.gone.example. RRSIG NSEC TYPE128"}, // CNAME to nothing
+	} {
+		out := delv(t, srv, anchor, c.name, c.qtype)
+		if !strings.Contains(out, "fully validated") || !strings.Contains(out, c.want) {
+			t.Errorf("delv %s %s: want %q, fully validated; got\n%s", c.name, c.qtype, c.want, out)
+		}
+	}
+}
+
+// TestDelvRejectsWrongAnchorAndExpiredSignatures: the same answers fail validation when the
+// trust anchor is another key, and when the signatures' validity window has passed.
+func TestDelvRejectsWrongAnchorAndExpiredSignatures(t *testing.T) {
+	yml, key := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	other, err := dnssec.Generate("example.", dnssec.FlagsKSK, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"www.example.", "app.example.", "nope.example."} {
+		out := delv(t, srv, anchorFile(t, other), name, "A")
+		if strings.Contains(out, "fully validated") || !strings.Contains(out, "resolution failed") {
+			t.Errorf("wrong anchor, %s: validated or no failure:\n%s", name, out)
+		}
+	}
+	// A server whose clock is 30 days behind makes signatures that expired long ago.
+	old := newTestServer(t, yml, Options{})
+	old.state.Load().signers["example."].Now = func() time.Time { return time.Now().Add(-30 * 24 * time.Hour) }
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); old.Close() })
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := delv(t, old, anchorFile(t, key), "www.example.", "A")
+	if strings.Contains(out, "fully validated") || !strings.Contains(out, "resolution failed") {
+		t.Errorf("expired signatures validated:\n%s", out)
+	}
+}
+
+// exchange sends m to srv over UDP (or TCP) and returns the response.
+func exchange(t *testing.T, srv *Server, m *mdns.Msg, tcp bool) *mdns.Msg {
+	t.Helper()
+	c := &mdns.Client{Net: "udp", Timeout: 5 * time.Second}
+	if tcp {
+		c.Net = "tcp"
+	}
+	r, _, err := c.Exchange(m, srv.Addr().String())
+	if err != nil {
+		t.Fatalf("exchange %v: %v", m.Question, err)
+	}
+	return r
+}
+
+func doQuery(name string, qtype uint16, co bool) *mdns.Msg {
+	m := new(mdns.Msg)
+	m.SetQuestion(name, qtype)
+	m.SetEdns0(1232, true)
+	if co {
+		m.IsEdns0().SetCo(true)
+	}
+	return m
+}
+
+// sections renders a response's sections as "owner/TYPE" lists (RRSIGs as RRSIG:covered).
+func sections(m *mdns.Msg) string {
+	var parts []string
+	for _, sec := range [][]mdns.RR{m.Answer, m.Ns} {
+		var s []string
+		for _, rr := range sec {
+			h := rr.Header()
+			t := mdns.TypeToString[h.Rrtype]
+			if sig, ok := rr.(*mdns.RRSIG); ok {
+				t += ":" + mdns.TypeToString[sig.TypeCovered]
+			}
+			s = append(s, h.Name+"/"+t)
+		}
+		parts = append(parts, strings.Join(s, " "))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// TestCompactDenialShapes checks the negative answers record by record: NXDOMAIN becomes
+// NOERROR with an NXNAME NSEC (NXDOMAIN again with CO, RFC 9824 section 3.5), NODATA lists the
+// name's types minus the asked one, a referral proves its delegation insecure with an unsigned
+// NS set.
+func TestCompactDenialShapes(t *testing.T) {
+	yml, _ := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	nsec := func(m *mdns.Msg) *mdns.NSEC {
+		for _, rr := range m.Ns {
+			if n, ok := rr.(*mdns.NSEC); ok {
+				return n
+			}
+		}
+		t.Fatalf("no NSEC in %v", m)
+		return nil
+	}
+	bitmap := func(n *mdns.NSEC) string {
+		var s []string
+		for _, x := range n.TypeBitMap {
+			s = append(s, mdns.TypeToString[x])
+		}
+		return strings.Join(s, " ")
+	}
+	nx := exchange(t, srv, doQuery("nope.example.", mdns.TypeA, false), false)
+	if nx.Rcode != mdns.RcodeSuccess || sections(nx) != " | example./SOA example./RRSIG:SOA nope.example./NSEC nope.example./RRSIG:NSEC" ||
+		bitmap(nsec(nx)) != "RRSIG NSEC NXNAME" || nsec(nx).NextDomain != `\000.nope.example.` || nsec(nx).Hdr.Ttl != 60 {
+		t.Errorf("NXDOMAIN as compact denial: rcode %d, %s, %v", nx.Rcode, sections(nx), nsec(nx))
+	}
+	co := exchange(t, srv, doQuery("nope.example.", mdns.TypeA, true), false)
+	if co.Rcode != mdns.RcodeNameError || !co.IsEdns0().Co() || bitmap(nsec(co)) != "RRSIG NSEC NXNAME" {
+		t.Errorf("CO=1: rcode %d, CO echoed %v, NSEC %v", co.Rcode, co.IsEdns0().Co(), nsec(co))
+	}
+	nodata := exchange(t, srv, doQuery("www.example.", mdns.TypeAAAA+0, false), false)
+	if len(nodata.Answer) != 2 { // www has AAAA: answer and RRSIG
+		t.Errorf("www AAAA: %s", sections(nodata))
+	}
+	nodata = exchange(t, srv, doQuery("www.example.", mdns.TypeMX, false), false)
+	if nodata.Rcode != mdns.RcodeSuccess || bitmap(nsec(nodata)) != "A AAAA RRSIG NSEC" {
+		t.Errorf("NODATA www MX: %s, NSEC %v", sections(nodata), nsec(nodata))
+	}
+	apex := exchange(t, srv, doQuery("example.", mdns.TypeTXT, false), false)
+	if bitmap(nsec(apex)) != "NS SOA MX RRSIG NSEC DNSKEY" {
+		t.Errorf("apex NODATA bitmap %s", bitmap(nsec(apex)))
+	}
+	dyn := exchange(t, srv, doQuery("geo.example.", mdns.TypeTXT, false), false)
+	if bitmap(nsec(dyn)) != "A AAAA RRSIG NSEC" {
+		t.Errorf("policy NODATA bitmap %s", bitmap(nsec(dyn)))
+	}
+	dynA := exchange(t, srv, doQuery("app.example.", mdns.TypeAAAA, false), false)
+	if bitmap(nsec(dynA)) != "A RRSIG NSEC" {
+		t.Errorf("policy name without AAAA: bitmap %s", bitmap(nsec(dynA)))
+	}
+	ref := exchange(t, srv, doQuery("host.sub.example.", mdns.TypeA, false), false)
+	if ref.Authoritative || sections(ref) != " | sub.example./NS sub.example./NSEC sub.example./RRSIG:NSEC" ||
+		bitmap(nsec(ref)) != "NS RRSIG NSEC" || len(ref.Extra) != 2 { // glue A unsigned, OPT
+		t.Errorf("referral: %s, extra %v", sections(ref), ref.Extra)
+	}
+}
+
+// TestDO0AnswersUnchanged: without the DO bit a signed zone answers byte for byte as the same
+// zone unsigned (the apex DNSKEY RRset aside).
+func TestDO0AnswersUnchanged(t *testing.T) {
+	yml, _ := signedZone(t)
+	unsignedYML := strings.Join(strings.FieldsFunc(yml, func(r rune) bool { return r == '\n' }), "\n")
+	var lines []string
+	for _, l := range strings.Split(unsignedYML, "\n") {
+		if !strings.Contains(l, "dnssec:") {
+			lines = append(lines, l)
+		}
+	}
+	signed := newTestServer(t, yml, Options{})
+	plain := newTestServer(t, strings.Join(lines, "\n")+"\n", Options{})
+	src := netip.MustParseAddr("127.0.0.1")
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{"www.example.", mdns.TypeA}, {"nope.example.", mdns.TypeA}, {"www.example.", mdns.TypeMX},
+		{"fo.example.", mdns.TypeA}, {"geo.example.", mdns.TypeAAAA}, {"host.sub.example.", mdns.TypeA},
+		{"example.", mdns.TypeMX}, {"x.wild.example.", mdns.TypeA}, {"big.example.", mdns.TypeTXT}} {
+		for _, edns := range []bool{false, true} {
+			m := new(mdns.Msg)
+			m.SetQuestion(q.name, q.qtype)
+			if edns {
+				m.SetEdns0(1232, false)
+			}
+			raw, _ := m.Pack()
+			a, b := signed.Respond(raw, src, false), plain.Respond(raw, src, false)
+			if string(a) != string(b) {
+				t.Errorf("%s %d edns=%v: signed zone answers differently with DO=0", q.name, q.qtype, edns)
+			}
+		}
+	}
+	m := new(mdns.Msg)
+	m.SetQuestion("nope.example.", mdns.TypeA)
+	m.SetEdns0(1232, false)
+	raw, _ := m.Pack()
+	var r mdns.Msg
+	if err := r.Unpack(signed.Respond(raw, src, false)); err != nil || r.Rcode != mdns.RcodeNameError {
+		t.Fatalf("DO=0 NXDOMAIN: rcode %d err %v", r.Rcode, err)
+	}
+}
+
+// TestSignedTruncation: a signed RRset too large for the UDP buffer is not split: TC with an
+// empty answer, and the whole set with its RRSIG over TCP.
+func TestSignedTruncation(t *testing.T) {
+	yml, key := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	udp := exchange(t, srv, doQuery("big.example.", mdns.TypeTXT, false), false)
+	if !udp.Truncated || len(udp.Answer) != 0 || len(udp.Ns) != 0 {
+		t.Errorf("udp: TC %v, answer %d, authority %d", udp.Truncated, len(udp.Answer), len(udp.Ns))
+	}
+	tcp := exchange(t, srv, doQuery("big.example.", mdns.TypeTXT, false), true)
+	if tcp.Truncated || len(tcp.Answer) != 31 {
+		t.Fatalf("tcp: TC %v, %d records, want 30 TXT and an RRSIG", tcp.Truncated, len(tcp.Answer))
+	}
+	sig := tcp.Answer[30].(*mdns.RRSIG)
+	if err := sig.Verify(key.DNSKEY, tcp.Answer[:30]); err != nil {
+		t.Fatalf("verify the TCP answer: %v", err)
+	}
+	// An additional section that does not fit loses whole RRsets with their signatures.
+	resp := new(mdns.Msg)
+	resp.Authoritative = true
+	mx := &mdns.MX{Hdr: mdns.RR_Header{Name: "example.", Rrtype: mdns.TypeMX, Class: mdns.ClassINET, Ttl: 60}, Mx: "mail.example."}
+	resp.Answer = []mdns.RR{mx}
+	for i := 0; i < 20; i++ {
+		a := &mdns.A{Hdr: mdns.RR_Header{Name: "mail" + fmtInt(i) + ".example.", Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60},
+			A: netip.MustParseAddr("192.0.2.1").AsSlice()}
+		sig := &mdns.RRSIG{Hdr: mdns.RR_Header{Name: a.Hdr.Name, Rrtype: mdns.TypeRRSIG, Class: mdns.ClassINET, Ttl: 60},
+			TypeCovered: mdns.TypeA, Algorithm: 13, SignerName: "example.", Signature: strings.Repeat("A", 88)}
+		resp.Extra = append(resp.Extra, a, sig)
+	}
+	truncate(resp, 512)
+	if resp.Truncated || len(resp.Extra)%2 != 0 || len(resp.Extra) == 0 {
+		t.Fatalf("additional cut: TC %v, %d records (an A without its RRSIG?)", resp.Truncated, len(resp.Extra))
+	}
+	last := resp.Extra[len(resp.Extra)-1]
+	if _, ok := last.(*mdns.RRSIG); !ok {
+		t.Fatalf("additional section ends with %v, not a signature", last)
+	}
+}
+
+// TestSignaturesCachedAcrossQueries: repeated DO=1 queries for static and policy names reuse
+// the signatures (a handful of signing operations, not one per query), and the cached answer
+// carries the same RRSIG bytes.
+func TestSignaturesCachedAcrossQueries(t *testing.T) {
+	yml, _ := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	first := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	for i := 0; i < 50; i++ {
+		for _, name := range []string{"www.example.", "app.example.", "geo.example.", "nope.example."} {
+			r := exchange(t, srv, doQuery(name, mdns.TypeA, false), false)
+			if len(r.Answer) == 0 && len(r.Ns) == 0 || r.Rcode != mdns.RcodeSuccess {
+				t.Fatalf("%s: %v", name, r)
+			}
+		}
+	}
+	again := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	if again.Answer[1].String() != first.Answer[1].String() {
+		t.Errorf("signature changed between queries:\n%v\n%v", first.Answer[1], again.Answer[1])
+	}
+	// www A, app A (two sites), geo A, nope's SOA and NSEC: six RRsets.
+	if n := srv.state.Load().signers["example."].Len(); n > 6 {
+		t.Errorf("%d signature sets after 200 queries, want at most 6", n)
+	}
+}
