@@ -10,7 +10,7 @@ BIN       := bin/switchyard
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd
+APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils bind9-dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd
 TEST_FLAGS ?= -count=1 -timeout 30m
 
 .PHONY: install deb all build generate deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean

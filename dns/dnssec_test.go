@@ -12,6 +12,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
 )
 
@@ -361,5 +362,37 @@ func TestSignaturesCachedAcrossQueries(t *testing.T) {
 	// www A, app A (two sites), geo A, nope's SOA and NSEC: six RRsets.
 	if n := srv.state.Load().signers["example."].Len(); n > 6 {
 		t.Errorf("%d signature sets after 200 queries, want at most 6", n)
+	}
+	if made, hits := srv.sigStats.Signed.Load(), srv.sigStats.Hits.Load(); made > 6 || hits < 50 {
+		t.Errorf("signatures made %d (want <= 6), cache hits %d (want >= 50)", made, hits)
+	}
+}
+
+// TestBadKeysFailTheReload: a missing or mismatched key file is named in the error and the old
+// zones keep serving signed answers.
+func TestBadKeysFailTheReload(t *testing.T) {
+	yml, _ := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	dir := t.TempDir()
+	other, _ := dnssec.Generate("example.org.", dnssec.FlagsKSK, 3600)
+	os.WriteFile(filepath.Join(dir, "org.key"), other.File(time.Now()), 0o600)
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(dir, "absent.key"), "read dnssec key"},
+		{filepath.Join(dir, "org.key"), "belongs to example.org., not to zone example."},
+	} {
+		i := strings.Index(yml, "key_file: ") + len("key_file: ")
+		bad := yml[:i] + c.path + yml[i+strings.IndexByte(yml[i:], '}'):]
+		cfg, err := config.Parse([]byte(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = srv.Reload(cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "field dnssec") {
+			t.Errorf("reload with %s: %v, want %q", c.path, err, c.want)
+		}
+	}
+	r := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	if len(r.Answer) != 2 {
+		t.Fatalf("after failed reloads: %s", sections(r))
 	}
 }

@@ -68,6 +68,8 @@ type Server struct {
 	healthGen atomic.Uint64
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
+	// sigStats counts the online signers' work across reloads.
+	sigStats dnssec.Stats
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -99,6 +101,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
 		return nil, err
 	}
+	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
+		return nil, err
+	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -116,7 +121,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	signers, err := buildSigners(cfg, store)
+	signers, err := buildSigners(cfg, store, &s.sigStats)
 	if err != nil {
 		return nil, err
 	}

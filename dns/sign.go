@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	mdns "github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
@@ -13,7 +14,7 @@ import (
 
 // buildSigners loads the DNSSEC keys of the signed zones and publishes their DNSKEY RRsets in
 // store; a missing or bad key fails the build, so a reload keeps the old zones.
-func buildSigners(cfg *config.Config, store *zone.Store) (map[string]*dnssec.Signer, error) {
+func buildSigners(cfg *config.Config, store *zone.Store, stats *dnssec.Stats) (map[string]*dnssec.Signer, error) {
 	out := map[string]*dnssec.Signer{}
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
@@ -24,6 +25,7 @@ func buildSigners(cfg *config.Config, store *zone.Store) (map[string]*dnssec.Sig
 		if err != nil {
 			return nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
 		}
+		sg.Stats = stats
 		store.Find(zc.Origin).SetDNSKEYs(sg.DNSKEYs())
 		out[zc.Origin] = sg
 	}
@@ -127,4 +129,24 @@ func without(types []uint16, t uint16) []uint16 {
 		}
 	}
 	return out
+}
+
+// registerSignMetrics exposes the signing work: signatures made (cache misses, one per key) and
+// RRsets answered from the signature cache. Their ratio shows whether hot answers are re-signed.
+func registerSignMetrics(r *prometheus.Registry, st *dnssec.Stats) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_dns_dnssec_signatures_total",
+			Help: "RRSIGs made by the online signer (signature cache misses, one per signing key).",
+		}, func() float64 { return float64(st.Signed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_dns_dnssec_signature_cache_hits_total",
+			Help: "RRsets whose signatures came from the signature cache.",
+		}, func() float64 { return float64(st.Hits.Load()) }),
+	} {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("register dns metrics: %w", err)
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -32,6 +33,13 @@ type Signer struct {
 	cache    sigCache
 	// Now is the clock (time.Now; tests move it).
 	Now func() time.Time
+	// Stats, when set, counts signing work; the server shares one across reloads for its metrics.
+	Stats *Stats
+}
+
+// Stats counts the signatures made and the RRsets whose signatures came from the cache.
+type Stats struct {
+	Signed, Hits atomic.Uint64
 }
 
 // New loads the keys of cfg (paths relative to dir) for zone and prepares a signer.
@@ -122,6 +130,9 @@ func (s *Signer) Sign(set []dns.RR) ([]dns.RR, int64, error) {
 	until := start + s.refresh
 	key = binary.BigEndian.AppendUint64(key, uint64(w))
 	if sigs := s.cache.get(key); sigs != nil {
+		if s.Stats != nil {
+			s.Stats.Hits.Add(1)
+		}
 		return sigs, until, nil
 	}
 	signers := s.zsks
@@ -140,6 +151,9 @@ func (s *Signer) Sign(set []dns.RR) ([]dns.RR, int64, error) {
 		sigs = append(sigs, sig)
 	}
 	s.cache.put(key, sigs)
+	if s.Stats != nil {
+		s.Stats.Signed.Add(uint64(len(sigs)))
+	}
 	return sigs, until, nil
 }
 
