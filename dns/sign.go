@@ -150,3 +150,30 @@ func registerSignMetrics(r *prometheus.Registry, st *dnssec.Stats) error {
 	}
 	return nil
 }
+
+// DNSSECSummary describes the signed zones for `switchyard dns check`: origin, keys by tag and
+// role, and the DS records for the parent.
+func (s *Server) DNSSECSummary() []string {
+	st := s.state.Load()
+	var out []string
+	for _, z := range st.store.Zones() {
+		sg := st.signers[z.Origin]
+		if sg == nil {
+			continue
+		}
+		zsks, ksks := sg.Keys()
+		line := fmt.Sprintf("dnssec %s: signed online, algorithm 13, %d DNSKEYs, zone signed by", z.Origin, len(sg.DNSKEYs()))
+		for _, k := range zsks {
+			line += fmt.Sprintf(" %d", k.Tag)
+		}
+		line += ", DNSKEY signed by"
+		for _, k := range ksks {
+			line += fmt.Sprintf(" %d", k.Tag)
+		}
+		out = append(out, line)
+		for _, k := range ksks {
+			out = append(out, "  DS for the parent: "+k.DS().String())
+		}
+	}
+	return out
+}

@@ -33,7 +33,8 @@ func init() {
      switchyard dns check --config dns.yaml
      switchyard dns run --config dns.yaml --listen 127.0.0.1:5353 --metrics 127.0.0.1:9153
      switchyard dns query --server 127.0.0.1:5353 app.example.com A
-     switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com`,
+     switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com
+     switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)`,
 		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd()},
 	})
 }
@@ -139,6 +140,9 @@ func dnsCheckCmd() *cli.Command {
 				fmt.Fprintf(w, "name %s: policy %s, ttl %ds, all-down %s, %d sites\n", n.FQDN, n.Policy, n.TTL, n.AllDown, len(n.Sites))
 			}
 			for _, line := range srv.TransferSummary() {
+				fmt.Fprintln(w, line)
+			}
+			for _, line := range srv.DNSSECSummary() {
 				fmt.Fprintln(w, line)
 			}
 			fmt.Fprintln(w, "configuration OK")
