@@ -231,7 +231,11 @@ func TestCompactDenialShapes(t *testing.T) {
 	if co.Rcode != mdns.RcodeNameError || !co.IsEdns0().Co() || bitmap(nsec(co)) != "RRSIG NSEC NXNAME" {
 		t.Errorf("CO=1: rcode %d, CO echoed %v, NSEC %v", co.Rcode, co.IsEdns0().Co(), nsec(co))
 	}
-	nodata := exchange(t, srv, doQuery("www.example.", mdns.TypeAAAA+0, false), false)
+	nxname := exchange(t, srv, doQuery("www.example.", mdns.TypeNXNAME, false), false)
+	if nxname.Rcode != mdns.RcodeFormatError {
+		t.Errorf("explicit NXNAME query: rcode %d, want FORMERR (RFC 9824 3.5)", nxname.Rcode)
+	}
+	nodata := exchange(t, srv, doQuery("www.example.", mdns.TypeAAAA, false), false)
 	if len(nodata.Answer) != 2 { // www has AAAA: answer and RRSIG
 		t.Errorf("www AAAA: %s", sections(nodata))
 	}

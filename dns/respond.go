@@ -218,6 +218,10 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
 	}
 	oc.name = z.Origin
+	if q.Qtype == mdns.TypeNXNAME && st.signers[z.Origin] != nil {
+		// NXNAME only lives in compact-denial bitmaps; asked for, it is FORMERR (RFC 9824 3.5).
+		return failEDE(mdns.RcodeFormatError, mdns.ExtendedErrorCodeInvalidQueryType)
+	}
 	res := z.Lookup(qname, q.Qtype)
 	resp.Authoritative = true
 	resp.Answer, resp.Ns = res.Answer, res.Ns
