@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -440,5 +441,38 @@ func BenchmarkRespondSigned(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignedAnswersConcurrently: query goroutines share the zone's records and the signature
+// cache; every answer's signature still verifies (run with -race: packing for the cache key
+// must not write to the shared records).
+func TestSignedAnswersConcurrently(t *testing.T) {
+	yml, key := signedZone(t)
+	srv := newTestServer(t, yml, Options{})
+	names := []string{"www.example.", "app.example.", "geo.example.", "fo.example.", "x.wild.example."}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			src := netip.AddrFrom4([4]byte{127, 0, 0, byte(g + 1)})
+			for i := 0; i < 50; i++ {
+				raw, _ := doQuery(names[(g+i)%len(names)], mdns.TypeA, false).Pack()
+				var r mdns.Msg
+				if err := r.Unpack(srv.Respond(raw, src, false)); err != nil || len(r.Answer) != 2 {
+					errs <- fmt.Errorf("%s: %v %v", names[(g+i)%len(names)], err, r.Answer)
+					return
+				}
+				if err := r.Answer[1].(*mdns.RRSIG).Verify(key.DNSKEY, r.Answer[:1]); err != nil {
+					errs <- fmt.Errorf("verify %s: %w", r.Answer[0], err)
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

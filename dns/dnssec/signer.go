@@ -115,13 +115,13 @@ func (s *Signer) Keys() (zsks, ksks []*Key) { return s.zsks, s.ksks }
 // Each RRset's windows are offset by a hash of its content, so re-signing spreads over the
 // refresh period instead of every answer expiring at the same second.
 func (s *Signer) Sign(set []dns.RR) ([]dns.RR, int64, error) {
+	// The key is the RRset packed as a message (uncompressed). Not dns.PackRR: it writes the
+	// record's Rdlength, and the zone's records are shared by every query goroutine.
 	var scratch [512]byte
-	key := scratch[:0]
-	for _, rr := range set {
-		var err error
-		if key, err = appendWire(key, rr); err != nil {
-			return nil, 0, err
-		}
+	msg := dns.Msg{Answer: set}
+	key, err := msg.PackBuffer(scratch[:])
+	if err != nil {
+		return nil, 0, fmt.Errorf("pack %s for signing: %w", set[0].Header().Name, err)
 	}
 	now := s.Now().Unix()
 	off := int64(maphash.Bytes(s.seed, key) % uint64(s.refresh))
@@ -155,20 +155,6 @@ func (s *Signer) Sign(set []dns.RR) ([]dns.RR, int64, error) {
 		s.Stats.Signed.Add(uint64(len(sigs)))
 	}
 	return sigs, until, nil
-}
-
-// appendWire appends rr in uncompressed wire form.
-func appendWire(dst []byte, rr dns.RR) ([]byte, error) {
-	n := dns.Len(rr) + 16
-	if cap(dst)-len(dst) < n {
-		dst = slices.Grow(dst, n)
-	}
-	buf := dst[len(dst) : len(dst)+n]
-	off, err := dns.PackRR(rr, buf, 0, nil, false)
-	if err != nil {
-		return nil, fmt.Errorf("pack %s for signing: %w", rr.Header().Name, err)
-	}
-	return dst[:len(dst)+off], nil
 }
 
 // SignSection returns rrs with the RRSIGs of each of its RRsets after the set, the records of a
