@@ -446,10 +446,11 @@ func BenchmarkRespondSigned(b *testing.B) {
 
 // TestSignedAnswersConcurrently: query goroutines share the zone's records and the signature
 // cache; every answer's signature still verifies (run with -race: packing for the cache key
-// must not write to the shared records).
+// must not write to the shared records). The query log is on, which bypasses the answer cache,
+// so every query signs or looks up the static records themselves.
 func TestSignedAnswersConcurrently(t *testing.T) {
 	yml, key := signedZone(t)
-	srv := newTestServer(t, yml, Options{})
+	srv := newTestServer(t, "query_log: true\n"+yml, Options{})
 	names := []string{"www.example.", "app.example.", "geo.example.", "fo.example.", "x.wild.example."}
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {
