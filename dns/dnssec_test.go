@@ -55,6 +55,9 @@ zones:
       - "*.wild A 192.0.2.9"
       - "sub NS ns.sub"
       - "ns.sub A 192.0.2.53"
+      - "sec NS ns.sec"
+      - "sec DS 4242 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
+      - "ns.sec A 192.0.2.54"
 ` + txt.String() + `    names:
       - name: app
         policy: weighted
@@ -148,7 +151,7 @@ func TestDelvRejectsWrongAnchorAndExpiredSignatures(t *testing.T) {
 	}
 	// A server whose clock is 30 days behind makes signatures that expired long ago.
 	old := newTestServer(t, yml, Options{})
-	old.state.Load().signers["example."].Now = func() time.Time { return time.Now().Add(-30 * 24 * time.Hour) }
+	old.skew.Store(int64(-30 * 24 * time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); old.Close() })
 	if err := old.Start(ctx); err != nil {
@@ -262,6 +265,10 @@ func TestCompactDenialShapes(t *testing.T) {
 	if ref.Authoritative || sections(ref) != " | sub.example./NS sub.example./NSEC sub.example./RRSIG:NSEC" ||
 		bitmap(nsec(ref)) != "NS RRSIG NSEC" || len(ref.Extra) != 2 { // glue A unsigned, OPT
 		t.Errorf("referral: %s, extra %v", sections(ref), ref.Extra)
+	}
+	secure := exchange(t, srv, doQuery("host.sec.example.", mdns.TypeA, false), false)
+	if sections(secure) != " | sec.example./NS sec.example./DS sec.example./RRSIG:DS" {
+		t.Errorf("secure referral: %s", sections(secure))
 	}
 }
 
@@ -475,5 +482,29 @@ func TestSignedAnswersConcurrently(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSignaturesRenewedAfterTheirWindow: a cached signed answer is served until its signing
+// window ends; a day later (the clock moved) the answer carries a new signature, valid now.
+func TestSignaturesRenewedAfterTheirWindow(t *testing.T) {
+	yml, key := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	sigOf := func() *mdns.RRSIG {
+		r := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+		sig := r.Answer[1].(*mdns.RRSIG)
+		if err := sig.Verify(key.DNSKEY, r.Answer[:1]); err != nil || !sig.ValidityPeriod(srv.now()) {
+			t.Fatalf("signature %v at %v: %v", sig, srv.now(), err)
+		}
+		return sig
+	}
+	first := sigOf()
+	if again := sigOf(); again.Signature != first.Signature {
+		t.Fatal("a second query within the window was signed again")
+	}
+	srv.skew.Store(int64(25 * time.Hour))
+	later := sigOf()
+	if later.Signature == first.Signature || later.Inception <= first.Inception || later.Expiration <= first.Expiration {
+		t.Fatalf("after the window: %v, before: %v", later, first)
 	}
 }

@@ -70,6 +70,8 @@ type Server struct {
 	localWarn rateLog
 	// sigStats counts the online signers' work across reloads.
 	sigStats dnssec.Stats
+	// skew moves the clock of signatures and signed cache entries (nanoseconds; tests only).
+	skew atomic.Int64
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -121,7 +123,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	signers, err := buildSigners(cfg, store, &s.sigStats)
+	signers, err := s.buildSigners(cfg, store)
 	if err != nil {
 		return nil, err
 	}

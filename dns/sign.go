@@ -3,6 +3,7 @@ package dns
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	mdns "github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +15,7 @@ import (
 
 // buildSigners loads the DNSSEC keys of the signed zones and publishes their DNSKEY RRsets in
 // store; a missing or bad key fails the build, so a reload keeps the old zones.
-func buildSigners(cfg *config.Config, store *zone.Store, stats *dnssec.Stats) (map[string]*dnssec.Signer, error) {
+func (s *Server) buildSigners(cfg *config.Config, store *zone.Store) (map[string]*dnssec.Signer, error) {
 	out := map[string]*dnssec.Signer{}
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
@@ -25,12 +26,17 @@ func buildSigners(cfg *config.Config, store *zone.Store, stats *dnssec.Stats) (m
 		if err != nil {
 			return nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
 		}
-		sg.Stats = stats
+		sg.Stats = &s.sigStats
+		sg.Now = s.now
 		store.Find(zc.Origin).SetDNSKEYs(sg.DNSKEYs())
 		out[zc.Origin] = sg
 	}
 	return out, nil
 }
+
+// now is the clock of signatures and of the expiry of signed answers in the answer cache: the
+// wall clock, moved by skew in tests.
+func (s *Server) now() time.Time { return time.Now().Add(time.Duration(s.skew.Load())) }
 
 // signAnswer turns resp, the answer to a DO=1 query for a signed zone, into a signed one: a
 // negative answer gets its compact-denial NSEC (RFC 9824; NXDOMAIN becomes NOERROR with an NSEC
