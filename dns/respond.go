@@ -55,7 +55,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && (!e.health || e.gen == s.healthGen.Load()) && (e.expires == 0 || s.now().Unix() < e.expires) {
+		if e != nil && (!e.health || e.gen == s.healthGen.Load()) && (e.expires == 0 || s.unixNow() < e.expires) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()

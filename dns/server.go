@@ -72,6 +72,8 @@ type Server struct {
 	sigStats dnssec.Stats
 	// skew moves the clock of signatures and signed cache entries (nanoseconds; tests only).
 	skew atomic.Int64
+	// coarse is the wall clock in Unix seconds, refreshed by runClock while serving (unixNow).
+	coarse atomic.Int64
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -220,6 +222,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.serveTCP()
+	s.coarse.Store(time.Now().Unix())
+	s.wg.Add(1)
+	go s.runClock()
 	s.startHealth(s.state.Load())
 	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
 	go func() {

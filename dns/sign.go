@@ -3,7 +3,6 @@ package dns
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	mdns "github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +32,6 @@ func (s *Server) buildSigners(cfg *config.Config, store *zone.Store) (map[string
 	}
 	return out, nil
 }
-
-// now is the clock of signatures and of the expiry of signed answers in the answer cache: the
-// wall clock, moved by skew in tests.
-func (s *Server) now() time.Time { return time.Now().Add(time.Duration(s.skew.Load())) }
 
 // signAnswer turns resp, the answer to a DO=1 query for a signed zone, into a signed one: a
 // negative answer gets its compact-denial NSEC (RFC 9824; NXDOMAIN becomes NOERROR with an NSEC
