@@ -120,7 +120,8 @@ func TestDelvValidatesSignedAnswers(t *testing.T) {
 		{"app.example.", "A", "app.example.\t\t60\tIN\tA\t198.51.100."},
 		{"geo.example.", "AAAA", "geo.example.\t\t60\tIN\tAAAA\t2001:db8::2"},
 		{"fo.example.", "A", "fo.example.\t\t60\tIN\tA\t198.51.100.1"},
-		{"big.example.", "TXT", "big.example.\t\t300\tIN\tTXT\t\"record 29"},                      // over TCP after TC
+		{"big.example.", "TXT", "big.example.\t\t300\tIN\tTXT\t\"record 29"}, // over TCP after TC
+		{"www.example.", "NSEC", "www.example.\t\t60\tIN\tNSEC\t\\000.www.example. A AAAA RRSIG NSEC"},
 		{"www.example.", "MX", "; negative response, fully validated"},                            // NODATA
 		{"nope.example.", "A", "; negative response, fully validated"},                            // NXDOMAIN, compact
 		{"app.example.", "MX", "; negative response, fully validated"},                            // policy NODATA

@@ -60,7 +60,14 @@ func (s *Server) signAnswer(st *state, sg *dnssec.Signer, z *zone.Zone, resp *md
 		if z.IsDynamic(last) {
 			types = dynamicTypes(st, last)
 		}
-		resp.Ns = append(resp.Ns, dnssec.NSEC(last, negTTL(), without(types, qtype)))
+		nsec := dnssec.NSEC(last, negTTL(), without(types, qtype))
+		if qtype == mdns.TypeNSEC && last == qname {
+			// Asked for the NSEC itself: it exists (it is made for every name), so it is the
+			// answer; a NODATA proof would list the very type it denies.
+			resp.Answer, resp.Ns = append(resp.Answer, nsec), nil
+			break
+		}
+		resp.Ns = append(resp.Ns, nsec)
 	case kind == zone.Referral:
 		unsigned = map[mdns.RR]bool{}
 		for _, rr := range resp.Ns {
