@@ -536,3 +536,61 @@ func packECS(b testing.TB, name string) []byte {
 	}
 	return raw
 }
+
+// FuzzRespondSigned drives the message path of a signed zone: every response parses and fits
+// the limit, a cached answer is what the full path produced, and a query without DO never gets
+// a DNSSEC record it did not ask for.
+func FuzzRespondSigned(f *testing.F) {
+	for _, c := range badPackets(f) {
+		f.Add(c.raw)
+	}
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{"www.example.", mdns.TypeA}, {"nope.example.", mdns.TypeA}, {"www.example.", mdns.TypeMX},
+		{"app.example.", mdns.TypeA}, {"example.", mdns.TypeDNSKEY}, {"host.sub.example.", mdns.TypeA},
+		{"big.example.", mdns.TypeTXT}, {"cdn.example.", mdns.TypeA}, {"www.example.", mdns.TypeNSEC}} {
+		for _, co := range []bool{false, true} {
+			raw, _ := doQuery(q.name, q.qtype, co).Pack()
+			f.Add(raw)
+		}
+		f.Add(packQuery(f, q.name, q.qtype, true))
+	}
+	yml, _ := signedZoneB(f)
+	srv := newTestServer(f, yml, Options{})
+	src := netip.MustParseAddr("127.0.11.1")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out := srv.Respond(raw, src, false)
+		if out == nil {
+			return
+		}
+		var scratch [cacheKeyMax]byte
+		if key := cacheKey(scratch[:0], raw, false); key != nil {
+			if e := srv.state.Load().cache.get(key); e != nil && e.rotate == nil {
+				if got := e.response(nil, raw); string(got) != string(out) {
+					t.Fatalf("cached answer differs:\n%x\n%x", got, out)
+				}
+			}
+		}
+		var m, req mdns.Msg
+		if err := m.Unpack(out); err != nil {
+			if len(out) > 12 {
+				t.Fatalf("unparsable response: %v", err)
+			}
+			return
+		}
+		if len(out) > 1232 {
+			t.Fatalf("response of %d bytes over UDP", len(out))
+		}
+		if req.Unpack(raw) != nil || len(req.Question) != 1 {
+			return
+		}
+		if opt := req.IsEdns0(); opt == nil || !opt.Do() {
+			for _, rr := range append(append(m.Answer, m.Ns...), m.Extra...) {
+				if typ := rr.Header().Rrtype; typ == mdns.TypeRRSIG || typ == mdns.TypeNSEC {
+					t.Fatalf("DNSSEC record %s in an answer to a query without DO", rr)
+				}
+			}
+		}
+	})
+}
