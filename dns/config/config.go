@@ -87,6 +87,8 @@ type Zone struct {
 	// Transfer serves the zone to secondaries (AXFR, IXFR) and notifies them of changes; nil
 	// refuses transfers.
 	Transfer *Transfer `yaml:"transfer"`
+	// DNSSEC signs the zone online (see DNSSEC); nil serves it unsigned.
+	DNSSEC *DNSSEC `yaml:"dnssec"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -303,6 +305,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 		if err := c.validateTransfer(z); err != nil {
+			return err
+		}
+		if err := validateDNSSEC(z); err != nil {
 			return err
 		}
 		if seen[z.Origin] {
