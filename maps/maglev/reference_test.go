@@ -115,6 +115,34 @@ func TestBuildsMatchReference(t *testing.T) {
 	}
 }
 
+// TestRecycledTables: a table given back is reused by the next build, which must hold nothing
+// of its old content (an empty set gives zeros, a smaller set its own table).
+func TestRecycledTables(t *testing.T) {
+	big, err := Build(backendsN(50), 4099)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Recycle(big)
+	empty, err := Build(nil, 4099)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Shares(empty)[0] != 4099 {
+		t.Fatalf("empty set after a recycled table: %v", Shares(empty))
+	}
+	Recycle(empty)
+	for _, n := range []int{3, 7} {
+		got, err := Build(backendsN(n), 4099)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Diff(referenceBuild(backendsN(n), 4099), got); len(d) != 0 {
+			t.Fatalf("%d backends on a recycled table: %d slots differ from the reference", n, len(d))
+		}
+		Recycle(got)
+	}
+}
+
 func BenchmarkBuild16(b *testing.B) {
 	bs := backendsN(16)
 	for i := 0; i < b.N; i++ {
