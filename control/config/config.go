@@ -98,6 +98,9 @@ type Config struct {
 	VIPs []VIP `yaml:"vips"`
 	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
 	BGP *BGP `yaml:"bgp,omitempty"`
+	// addrs bounds from above the distinct backend addresses, once validated (0: unknown), so
+	// that ValidateChange counts only what a change added (validate.go).
+	addrs int
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
