@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -187,9 +186,6 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// zeroWeight matches a line that may set a weight of 0 (block or flow style).
-var zeroWeight = regexp.MustCompile(`(?m)\bweight:\s*0+\s*([#,}\]]|$)`)
-
 // Parse decodes and validates a configuration; unknown fields are errors.
 func Parse(b []byte) (*Config, error) {
 	var c Config
@@ -204,7 +200,7 @@ func Parse(b []byte) (*Config, error) {
 	// Validating again finds the same first error (the defaults it applied on the way are valid).
 	// An explicit `weight: 0` is told from a left-out weight only by the node tree, so a file
 	// that may hold one is validated with the tree from the start.
-	if zeroWeight.Match(b) {
+	if mayHaveZeroWeight(b) {
 		var root yaml.Node
 		_ = yaml.Unmarshal(b, &root)
 		if err := c.validate(&root); err != nil {
