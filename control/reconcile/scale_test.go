@@ -164,4 +164,3 @@ func TestDrainDisruptionRealMaps(t *testing.T) {
 		t.Fatalf("undrain: %+v, want the %d slots back", res, moved)
 	}
 }
-
