@@ -85,7 +85,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool, prevAddrs 
 	if err := c.validateFields(l); err != nil {
 		return err
 	}
-	return c.validateVIPList(l, known)
+	return c.validateVIPList(l, known, prevAddrs)
 }
 
 // validateFields checks the top-level fields: interface, mode, addresses, sizes, policies, BGP.
@@ -144,7 +144,7 @@ func (c *Config) validateFields(l locator) error {
 
 // validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
 // VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
-func (c *Config) validateVIPList(l locator, known func(*VIP) bool) error {
+func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int) error {
 	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
