@@ -42,6 +42,8 @@ type Stats struct {
 	Unavailable, ConnsRefused atomic.Int64
 	// FastPath counts the hits answered on the HTTP/1.1 fast path (also counted in Hits).
 	FastPath atomic.Int64
+	// Lent counts requests the fast path had net/http answer alone, keeping the connection.
+	Lent atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -83,6 +85,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
 		"fast_path_hits":      float64(s.FastPath.Load()),
+		"fast_path_lent":      float64(s.Lent.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -114,6 +117,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("storage_unavailable_total", "503s answered because a stored body could not be read for a local reason (descriptors, memory, disk errors); the entry is kept.", &s.Unavailable, nil)
 	counter("connections_refused_total", "Client connections refused with 503 over max_connections.", &s.ConnsRefused, nil)
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
+	counter("fast_path_lent_total", "Requests the fast path had net/http answer alone before taking the connection back.", &s.Lent, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",
