@@ -57,6 +57,11 @@ type PushResult struct {
 	Cache string `json:"cache,omitempty"`
 	// Error says why the URL could not be pushed.
 	Error string `json:"error,omitempty"`
+	// Peer is the admin address of the edge this result is from, for forwarded pushes.
+	Peer string `json:"peer,omitempty"`
+	// Forwarded are the results of the edges a pushed object was forwarded to (admin.push_to),
+	// each with its own forwards.
+	Forwarded []PushResult `json:"forwarded,omitempty"`
 }
 
 // PrefetchHeader is sent upstream on fetches made for a push, so an origin can tell pushed

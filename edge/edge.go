@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -57,6 +58,10 @@ type Edge struct {
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
 	conns   *connLimit  // client connections against max_connections, after Start
+
+	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
+	id        string
+	pushPeers atomic.Pointer[[]PushPeer]
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -84,7 +89,9 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		variants:  map[string]*variantSet{},
 		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
 		passes:    passSet(cfg.RequestHeaders),
+		id:        newInstanceID(),
 	}
+	e.SetPushPeers(cfg.Admin.PushTo)
 	for _, o := range opts {
 		o(e)
 	}

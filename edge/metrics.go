@@ -35,6 +35,9 @@ type Stats struct {
 	MemoryEvictions, DiskEvictions atomic.Int64
 	// Purged counts entries removed or marked stale by purges; Pushed counts pushed URLs stored.
 	Purged, Pushed atomic.Int64
+	// PushForwarded and PushForwardErrors count pushed objects sent on to admin.push_to peers,
+	// and the forwards that failed.
+	PushForwarded, PushForwardErrors atomic.Int64
 	// TierFallbacks counts fetches that went to the origin because the upper tier failed.
 	TierFallbacks atomic.Int64
 	// Unavailable counts 503s for stored bodies unreadable for a local reason (EMFILE, ...);
@@ -113,6 +116,8 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("evictions_total", "Entries evicted for lack of room.", &s.DiskEvictions, prometheus.Labels{"tier": "disk"})
 	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)
 	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
+	counter("push_forwarded_total", "Pushed objects forwarded to admin.push_to peers.", &s.PushForwarded, nil)
+	counter("push_forward_errors_total", "Forwards of pushed objects to admin.push_to peers that failed.", &s.PushForwardErrors, nil)
 	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
 	counter("storage_unavailable_total", "503s answered because a stored body could not be read for a local reason (descriptors, memory, disk errors); the entry is kept.", &s.Unavailable, nil)
 	counter("connections_refused_total", "Client connections refused with 503 over max_connections.", &s.ConnsRefused, nil)
