@@ -20,7 +20,7 @@ func resident(c memTier, keys ...string) (in []string) {
 
 func TestLRUEvictsStrictlyByRecency(t *testing.T) {
 	evicted := 0
-	c := newListCache(EvictLRU, 3, nil, func() { evicted++ })
+	c := newListCache(EvictLRU, 3, nil, func(*Entry) { evicted++ })
 	for _, k := range []string{"a", "b", "c"} {
 		c.Set(k, ent(1))
 	}

@@ -129,6 +129,7 @@ type Store struct {
 	mem  memTier
 	disk *otter.Cache[string, *Meta] // the index of the disk tier; nil without one
 	gen  atomic.Int64
+	tags tagIndex // purge tag -> keys, for both tiers (tagindex.go)
 }
 
 // headerOverhead approximates the bytes of an entry besides its body, for the memory budget.
@@ -145,6 +146,9 @@ func Open(cfg Config) (*Store, error) {
 		OnDeletion: func(e otter.DeletionEvent[string, *Entry]) {
 			if e.Cause == otter.CauseOverflow && cfg.OnEvict != nil {
 				cfg.OnEvict("memory")
+			}
+			if e.Value != nil {
+				s.untag(e.Value.Meta)
 			}
 		},
 	}
@@ -163,8 +167,12 @@ func Open(cfg Config) (*Store, error) {
 	var err error
 	if cfg.Eviction == EvictLRU || cfg.Eviction == EvictS3FIFO {
 		s.mem = newListCacheFor(cfg, mo)
-	} else if s.mem, err = otter.New(mo); err != nil {
-		return nil, fmt.Errorf("open store: create memory tier: %w", err)
+	} else {
+		c, err := otter.New(mo)
+		if err != nil {
+			return nil, fmt.Errorf("open store: create memory tier: %w", err)
+		}
+		s.mem = otterTier{c}
 	}
 	if cfg.Dir == "" {
 		return s, nil
@@ -198,6 +206,7 @@ func (s *Store) onDiskDeletion(e otter.DeletionEvent[string, *Meta]) {
 	s.mem.Invalidate(e.Key)
 	os.Remove(s.path(e.Value.File, ".body"))
 	os.Remove(s.path(e.Value.File, ".meta"))
+	s.untag(e.Value)
 }
 
 // path returns the location of a file of the disk tier; files are sharded by the first two hex
@@ -278,6 +287,7 @@ func (s *Store) rebuild() error {
 	for k, m := range best {
 		m.Directives = parse(m.Header)
 		s.disk.Set(k, m)
+		s.tags.add(m)
 	}
 	return nil
 }
@@ -366,6 +376,13 @@ func (s *Store) Open(m *Meta) (*os.File, error) {
 // Update replaces the metadata of a stored entry (a 304 refresh or a soft purge), keeping its
 // body. It does nothing when key is no longer stored.
 func (s *Store) Update(m *Meta) error {
+	old, _ := s.Peek(m.Key)
+	defer func() {
+		if cur, ok := s.Peek(m.Key); ok && cur == m {
+			s.tags.add(m)
+			s.untag(old)
+		}
+	}()
 	if s.disk != nil {
 		if cur, ok := s.disk.GetIfPresent(m.Key); !ok || cur.File != m.File {
 			return nil
@@ -384,10 +401,12 @@ func (s *Store) Update(m *Meta) error {
 
 // Delete removes key from both tiers.
 func (s *Store) Delete(key string) {
+	old, _ := s.Peek(key)
 	s.mem.Invalidate(key)
 	if s.disk != nil {
 		s.disk.Invalidate(key)
 	}
+	s.untag(old)
 }
 
 // All calls fn for the metadata of every stored entry until fn returns false.
@@ -522,6 +541,7 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	}
 	m.Size = w.n
 	e := &Entry{Meta: m, Body: w.buf}
+	old, _ := w.s.Peek(m.Key)
 	if w.f != nil {
 		m.File = FileName(m.Key, w.s.gen.Add(1))
 		dst := w.s.path(m.File, ".body")
@@ -546,6 +566,8 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	if w.n <= w.s.cfg.MaxObjectBytes {
 		w.s.mem.Set(m.Key, e)
 	}
+	w.s.tags.add(m)
+	w.s.untag(old)
 	return e, nil
 }
 
