@@ -84,6 +84,7 @@ func newEdge(budget int64, listen string) (*edge.Edge, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.ApplyMemoryLimit() // as switchyard edge run does
 	return e, e.Start()
 }
 

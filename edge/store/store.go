@@ -132,9 +132,6 @@ type Store struct {
 	tags tagIndex // purge tag -> keys, for both tiers (tagindex.go)
 }
 
-// headerOverhead approximates the bytes of an entry besides its body, for the memory budget.
-const headerOverhead = 512
-
 // Open creates the store and, with a disk tier, rebuilds its index from the directory.
 func Open(cfg Config) (*Store, error) {
 	if cfg.MaxObjectBytes <= 0 {
@@ -159,7 +156,7 @@ func Open(cfg Config) (*Store, error) {
 			return nil, errors.New("open store: memory budget must be positive; set memory.max_bytes or memory.max_objects")
 		}
 		mo.MaximumWeight = uint64(cfg.MemoryBytes)
-		mo.Weigher = func(_ string, e *Entry) uint32 { return uint32(len(e.Body) + headerOverhead) }
+		mo.Weigher = func(_ string, e *Entry) uint32 { return entryWeight(e) } // weight.go
 	}
 	if err := CheckEviction(cfg.Eviction); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -540,6 +537,9 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 		return nil, w.failed
 	}
 	m.Size = w.n
+	if cap(w.buf) > len(w.buf)+len(w.buf)/8 {
+		w.buf = append(make([]byte, 0, len(w.buf)), w.buf...) // the growth slack would stay resident
+	}
 	e := &Entry{Meta: m, Body: w.buf}
 	old, _ := w.s.Peek(m.Key)
 	if w.f != nil {
