@@ -130,6 +130,8 @@ type Store struct {
 	disk *otter.Cache[string, *Meta] // the index of the disk tier; nil without one
 	gen  atomic.Int64
 	tags tagIndex // purge tag -> keys, for both tiers (tagindex.go)
+	// interned holds the header values and directives entries share (intern.go).
+	interned interner
 }
 
 // Open creates the store and, with a disk tier, rebuilds its index from the directory.
@@ -283,6 +285,7 @@ func (s *Store) rebuild() error {
 	}
 	for k, m := range best {
 		m.Directives = parse(m.Header)
+		s.intern(m)
 		s.disk.Set(k, m)
 		s.tags.add(m)
 	}
@@ -373,6 +376,7 @@ func (s *Store) Open(m *Meta) (*os.File, error) {
 // Update replaces the metadata of a stored entry (a 304 refresh or a soft purge), keeping its
 // body. It does nothing when key is no longer stored.
 func (s *Store) Update(m *Meta) error {
+	s.intern(m)
 	old, _ := s.Peek(m.Key)
 	defer func() {
 		if cur, ok := s.Peek(m.Key); ok && cur == m {
@@ -537,6 +541,7 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 		return nil, w.failed
 	}
 	m.Size = w.n
+	w.s.intern(m)
 	if cap(w.buf) > len(w.buf)+len(w.buf)/8 {
 		w.buf = append(make([]byte, 0, len(w.buf)), w.buf...) // the growth slack would stay resident
 	}
