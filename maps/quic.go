@@ -93,19 +93,24 @@ func (s *Set) QUICServers() (map[uint32]uint32, error) {
 	return out, nil
 }
 
-// SetQUICServers makes the server ID map equal to want (server ID -> backend id), writing only
-// the differences: entries of IDs no longer wanted go first, so that the map never holds more
-// than max_backends entries while it changes.
+// SetQUICServers makes the server ID map equal to want (server ID -> backend id).
 func (s *Set) SetQUICServers(want map[uint32]uint32) error {
+	have, err := s.QUICServers()
+	if err != nil {
+		return err
+	}
+	return s.WriteQUICServers(have, want)
+}
+
+// WriteQUICServers changes the server ID map from have, what it holds, to want, writing only the
+// differences: IDs no longer wanted go first, so that the map never holds more than
+// max_backends entries while it changes.
+func (s *Set) WriteQUICServers(have, want map[uint32]uint32) error {
 	if s.m.QuicServers == nil {
 		return errors.New("set quic server ids: the forwarder has no quic_servers map: load it with this binary")
 	}
 	if n := s.m.QuicServers.MaxEntries(); uint32(len(want)) > n {
 		return fmt.Errorf("set quic server ids: %d server IDs, the map holds %d (max_backends): raise max_backends", len(want), n)
-	}
-	have, err := s.QUICServers()
-	if err != nil {
-		return err
 	}
 	for sid := range have {
 		if _, ok := want[sid]; !ok {

@@ -280,7 +280,8 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 			st := states[k]
 			id, _ := d.rec.BackendID(a)
 			bi := api.BackendInfo{VIP: v.Name, Address: a.String(), ID: id, Weight: b.Weight, State: st.state,
-				InRing: st.inRing, Health: d.healthWord(k), HealthMode: d.healthMode(k), ActiveFlows: flows[v.Name][id]}
+				InRing: st.inRing, Health: d.healthWord(k), HealthMode: d.healthMode(k), ActiveFlows: flows[v.Name][id],
+				ServerID: d.quicServerID(&v, b, id)}
 			if len(ring) > 0 {
 				bi.RingShare = float64(shares[id]) / float64(len(ring))
 			}
