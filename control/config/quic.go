@@ -87,30 +87,44 @@ func (v *VIP) validateQUIC(l locator, i int) error {
 		return l.errf(at("quic", "scheme"), "unknown scheme %q: use quic-lb or katran", q.Scheme)
 	}
 	max := q.flags().QUICMaxServerID()
+	set := 0
 	for j, b := range v.Backends {
 		if uint64(b.ServerID) > max {
 			return l.errf(at("backends", j, "server_id"), "%d does not fit the VIP's %d-byte server IDs (at most %d): use a smaller id or raise quic.server_id_len", b.ServerID, q.flags().QUICServerIDLen(), max)
+		}
+		if b.ServerID != 0 {
+			set++
+		}
+	}
+	if set != 0 && set != len(v.Backends) {
+		for j, b := range v.Backends {
+			if b.ServerID == 0 {
+				return l.errf(at("backends", j, "server_id"), "missing: give every backend of the VIP a server_id, or none (each then uses its backend id), so that a configured ID never equals an allocated one")
+			}
 		}
 	}
 	return nil
 }
 
-// validateServerIDs checks across VIPs that a backend address has one server_id, and that no
-// two addresses share one.
+// validateServerIDs checks across the QUIC VIPs that a backend address has one server_id (or
+// none) in all of them, and that no two addresses share one.
 func (c *Config) validateServerIDs(l locator) error {
 	type where struct{ vip, be int }
 	byAddr := map[string]where{}
 	bySID := map[uint32]where{}
 	for i := range c.VIPs {
+		if !c.VIPs[i].QUIC.Enabled {
+			continue
+		}
 		for j, b := range c.VIPs[i].Backends {
-			if b.ServerID == 0 {
-				continue
-			}
 			a := parseAddrOrZero(b.Address)
 			if w, ok := byAddr[a]; ok && c.VIPs[w.vip].Backends[w.be].ServerID != b.ServerID {
 				return l.errf([]any{"vips", i, "backends", j, "server_id"}, "%s has server_id %d in vips[%d]: a backend has one server ID in every VIP", b.Address, c.VIPs[w.vip].Backends[w.be].ServerID, w.vip)
 			}
 			byAddr[a] = where{i, j}
+			if b.ServerID == 0 {
+				continue
+			}
 			if w, ok := bySID[b.ServerID]; ok && parseAddrOrZero(c.VIPs[w.vip].Backends[w.be].Address) != a {
 				return l.errf([]any{"vips", i, "backends", j, "server_id"}, "server_id %d is also %s's (vips[%d]): give each backend its own", b.ServerID, c.VIPs[w.vip].Backends[w.be].Address, w.vip)
 			}

@@ -17,7 +17,7 @@ vips:
     quic: {enabled: true, scheme: quic-lb, server_id_len: 2, config_id: 1}
     backends:
       - {address: 198.18.3.1, server_id: 513}
-      - {address: 198.18.3.2}
+      - {address: 198.18.3.2, server_id: 2}
   - name: h3k
     address: 198.18.100.2
     port: 443
@@ -65,10 +65,12 @@ func TestQUICConfigErrors(t *testing.T) {
 		{"server_id_len: 2", "server_id_len: 5", "vips[0].quic.server_id_len", "1..4"},
 		{"config_id: 1", "config_id: 7", "vips[0].quic.config_id", "0..6"},
 		{"scheme: katran}", "scheme: katran, server_id_len: 2}", "vips[1].quic.server_id_len", "remove server_id_len"},
-		{"{address: 198.18.3.2}", "{address: 198.18.3.2, server_id: 70000}", "vips[0].backends[1].server_id", "does not fit"},
-		{"{address: 198.18.3.2}", "{address: 198.18.3.2, server_id: 513}", "vips[0].backends[1].server_id", "also 198.18.3.1's"},
+		{"{address: 198.18.3.2, server_id: 2}", "{address: 198.18.3.2, server_id: 70000}", "vips[0].backends[1].server_id", "does not fit"},
+		{"{address: 198.18.3.2, server_id: 2}", "{address: 198.18.3.2, server_id: 513}", "vips[0].backends[1].server_id", "also 198.18.3.1's"},
+		{"{address: 198.18.3.2, server_id: 2}", "{address: 198.18.3.2}", "vips[0].backends[1].server_id", "every backend of the VIP a server_id, or none"},
 		{"      - {address: 198.18.3.1, server_id: 513}\n`", "      - {address: 198.18.3.1, server_id: 514}\n`", "vips[1].backends[0].server_id", "one server ID in every VIP"},
 		{"quic: {enabled: true, scheme: katran}", "quic: {scheme: katran}", "vips[1].quic.enabled", "enabled: true"},
+		{"      - {address: 198.18.3.1, server_id: 513}\n`", "      - {address: 198.18.3.1}\n`", "vips[1].backends[0].server_id", "one server ID in every VIP"},
 	}
 	for _, c := range cases {
 		src := quicSample + "`"
