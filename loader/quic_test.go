@@ -86,8 +86,13 @@ func sendQUIC(t *testing.T, dp *dataplane, src, dst string, sport uint16, payloa
 // clientsOff returns n client 4-tuples (address, port) whose Maglev pick is not want, so that a
 // packet that reaches want got there by its connection ID.
 func clientsOff(t *testing.T, dp *dataplane, vipID uint32, dst, want string, n int) []pkt {
+	return clientsOffFrom(t, dp, vipID, dst, want, n, 0)
+}
+
+// clientsOffFrom is clientsOff from the first-th candidate tuple on (fresh tuples: no entries).
+func clientsOffFrom(t *testing.T, dp *dataplane, vipID uint32, dst, want string, n, first int) []pkt {
 	var out []pkt
-	for i := 0; len(out) < n && i < 10000; i++ {
+	for i := first; len(out) < n && i < first+10000; i++ {
 		p := pkt{src: fmt.Sprintf("198.18.%d.%d", 1+i/200, 10+i%200), dst: dst, sport: uint16(40000 + i), dport: quicPort, proto: "udp"}
 		if dp.expectBackend(vipID, 0, p.flow()).String() != want {
 			out = append(out, p)
@@ -118,11 +123,20 @@ func TestQUICShortHeaderByServerID(t *testing.T) {
 		{"quic-lb-3", lbFlags(3, 6), 0x00a0b0, quicLBCID(6, 0x00a0b0, 3)},
 		{"quic-lb-4", lbFlags(4, 1), 0x00000000, quicLBCID(1, 0, 4)},
 	}
-	for _, c := range cases {
+	dp := quicDataplane(t, 0) // one forwarder for every case: loading is most of the time
+	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dp := quicDataplane(t, c.flags(t), c.sid+1, c.sid, c.sid+2) // be4[1] carries c.sid
+			dp.t = t // its Fatal calls must come from this subtest
+			dp.vip(1, vip4, quicPort, maps.UDP, c.flags(t), be4...)
+			sids := map[uint32]uint32{c.sid + 1: dp.backendID(be4[0]), c.sid: dp.backendID(be4[1]), c.sid + 2: dp.backendID(be4[2])}
+			if err := dp.s.SetQUICServers(sids); err != nil { // be4[1] carries c.sid
+				t.Fatal(err)
+			}
+			if err := dp.s.ResetCounters(); err != nil {
+				t.Fatal(err)
+			}
 			want := be4[1]
-			for _, cl := range clientsOff(t, dp, 1, vip4, want, 16) {
+			for _, cl := range clientsOffFrom(t, dp, 1, vip4, want, 16, 1000*k) { // fresh tuples
 				if got := sendQUIC(t, dp, cl.src, vip4, cl.sport, shortHeader(c.cid)); got != want {
 					t.Fatalf("client %s:%d: short header to %s, want %s (its server ID)", cl.src, cl.sport, got, want)
 				}
@@ -132,7 +146,7 @@ func TestQUICShortHeaderByServerID(t *testing.T) {
 				{ID: dp.backendID(be4[1]), Identity: be4[1], Weight: 0}, {ID: dp.backendID(be4[2]), Identity: be4[2], Weight: 1},
 				{ID: dp.backendID("198.18.3.9"), Identity: "198.18.3.9", Weight: 1}})
 			for i := 0; i < 16; i++ {
-				if got := sendQUIC(t, dp, cli4, vip4, uint16(50000+i), shortHeader(c.cid)); got != want {
+				if got := sendQUIC(t, dp, cli4, vip4, uint16(50000+100*k+i), shortHeader(c.cid)); got != want {
 					t.Fatalf("after the ring change: short header to %s, want %s", got, want)
 				}
 			}
@@ -226,10 +240,20 @@ func TestQUICFallback(t *testing.T) {
 		{"katran short", maps.QUICKatran, append([]byte{0x40}, katranCID(2, 0x0202)[:5]...), nil, "quic_no_server_id_fallback"},
 		{"not a quic vip", 0, shortHeader(known), nil, ""},
 	}
+	dps := map[maps.VIPFlags]*dataplane{} // one forwarder a flag set: loading is most of the time
 	for _, c := range cases {
+		if dps[c.flags] == nil {
+			dps[c.flags] = quicDataplane(t, c.flags, 0x0101, 0x0202, 0x0303)
+		}
+	}
+	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dp := quicDataplane(t, c.flags, 0x0101, 0x0202, 0x0303)
-			for _, cl := range clientsOff(t, dp, 1, vip4, be4[1], 8) {
+			dp := dps[c.flags]
+			dp.t = t // its Fatal calls must come from this subtest
+			if err := dp.s.ResetCounters(); err != nil {
+				t.Fatal(err)
+			}
+			for _, cl := range clientsOffFrom(t, dp, 1, vip4, be4[1], 8, 1000*k) {
 				cl.icmpBody = c.payload
 				frame := append(cl.build(t), c.pad...)
 				v, out := dp.run(frame)
