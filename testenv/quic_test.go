@@ -74,9 +74,14 @@ func quicTLS(t *testing.T) *tls.Config {
 		NextProtos: []string{quicALPN}, InsecureSkipVerify: true}
 }
 
+// quicConf is both sides' configuration. The receive windows are small so that the client holds
+// at most 128 KiB it has not read: most of each answer crosses the network after each move.
 func quicConf() *quic.Config {
+	const window = 128 << 10
 	return &quic.Config{MaxIdleTimeout: 15 * time.Second, HandshakeIdleTimeout: 5 * time.Second,
-		DisablePathMTUDiscovery: true}
+		DisablePathMTUDiscovery:    true,
+		InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window,
+		InitialConnectionReceiveWindow: window, MaxConnectionReceiveWindow: window}
 }
 
 // quicServer is one backend's server: every connection gets one stream, whose request is a byte
@@ -85,7 +90,7 @@ type quicServer struct {
 	name     string
 	accepted atomic.Int32
 	mu       sync.Mutex
-	remotes  []string // the client address of each connection when its answer was written
+	remotes  []string // the client address of each connection when it closed
 }
 
 func startQUICServer(t *testing.T, ctx context.Context, n topo.Node, sid uint16, tlsConf *tls.Config) *quicServer {
@@ -139,10 +144,10 @@ func (s *quicServer) serve(ctx context.Context, c *quic.Conn) {
 		}
 	}
 	st.Close()
+	<-c.Context().Done() // the client closes when it has read everything
 	s.mu.Lock()
 	s.remotes = append(s.remotes, c.RemoteAddr().String())
 	s.mu.Unlock()
-	<-c.Context().Done() // the client closes when it has read everything
 }
 
 // quicClient is one connection's client side.
@@ -306,6 +311,23 @@ func TestQUICMigrationKeepsBackend(t *testing.T) {
 		}
 	}
 	ring(weights)
+	// What the forwarder sends the serving backends from here on (the clients' acknowledgments
+	// of the rest of the answers) must reach them by connection ID.
+	servedPackets := func() uint64 {
+		var n uint64
+		for _, nd := range nodes {
+			if serving[nd.Name] {
+				id, _ := fw.BackendID(nd.Addr4)
+				c, err := fw.Maps.BackendStats(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += c.Packets
+			}
+		}
+		return n
+	}
+	before := servedPackets()
 	moved := make([]netip.Addr, len(clients))
 	for i, c := range clients {
 		n := l.Client(i + 1)
@@ -323,6 +345,9 @@ func TestQUICMigrationKeepsBackend(t *testing.T) {
 			t.Fatalf("client %d after the second move: %v", i+1, err)
 		}
 		c.conn.CloseWithError(0, "done")
+	}
+	if n := servedPackets() - before; n < 50 {
+		t.Errorf("%d packets reached the serving backends after they were drained, want the acknowledgments of the answers' rest (>= 50)", n)
 	}
 	var accepted int32
 	for name, s := range servers {
