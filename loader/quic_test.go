@@ -3,6 +3,7 @@ package loader_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"slices"
 	"testing"
 
@@ -290,5 +291,108 @@ func TestQUICServerGone(t *testing.T) {
 	}
 	if got := dp.counters()["quic_cid_unknown_fallback"].Packets; got != 16 {
 		t.Fatalf("quic_cid_unknown_fallback = %d, want 16", got)
+	}
+}
+
+// refServerID is an independent reading of the server ID of a QUIC datagram payload (the
+// schemes as docs/xdp.md states them), for TestQUICRandomPayloads.
+func refServerID(b []byte, katran bool, n, cr int) (uint32, bool) {
+	if len(b) < 1 {
+		return 0, false
+	}
+	need := 1 + n
+	if katran {
+		need = 8
+	}
+	cid := b[1:]
+	if b[0]&0x80 != 0 {
+		if len(b) < 6 || int(b[5]) < need {
+			return 0, false
+		}
+		cid = b[6:]
+	}
+	if len(cid) < need {
+		return 0, false
+	}
+	var sid uint32
+	if !katran {
+		if int(cid[0]>>5) != cr {
+			return 0, false
+		}
+		for _, x := range cid[1 : 1+n] {
+			sid = sid<<8 | uint32(x)
+		}
+		return sid, true
+	}
+	switch cid[0] >> 6 {
+	case 1:
+		sid = uint32(cid[0]&0x3f)<<10 | uint32(cid[1])<<2 | uint32(cid[2])>>6
+	case 2:
+		sid = uint32(cid[1])<<16 | uint32(cid[2])<<8 | uint32(cid[3])
+	case 3:
+		sid = binary.BigEndian.Uint32(cid[1:5])
+	}
+	return sid, sid != 0
+}
+
+// TestQUICRandomPayloads: random datagrams, half of them built around a known connection ID and
+// cut at a random length, each from a fresh tuple: every one is forwarded, to the backend its
+// server ID names when the reference reading finds a known one, else to the Maglev pick.
+func TestQUICRandomPayloads(t *testing.T) {
+	lb1, err := maps.QUICLBFlags(1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(7))
+	for _, c := range []struct {
+		name   string
+		flags  maps.VIPFlags
+		katran bool
+		n, cr  int
+		sids   []uint32
+		cid    func(sid uint32) []byte
+	}{
+		{"katran", maps.QUICKatran, true, 0, 0, []uint32{0x101, 0x20202, 0x3030303}, func(sid uint32) []byte { return katranCID(uint8(1+r.Intn(3)), sid) }},
+		{"quic-lb", lb1, false, 1, 5, []uint32{1, 2, 3}, func(sid uint32) []byte { return quicLBCID(5, sid, 1) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dp := quicDataplane(t, c.flags, c.sids...)
+			known := map[uint32]string{c.sids[0]: be4[0], c.sids[1]: be4[1], c.sids[2]: be4[2]}
+			routed := uint64(0)
+			for i := 0; i < 1500; i++ {
+				var b []byte
+				if i%2 == 0 {
+					sid := c.sids[r.Intn(3)]
+					if c.katran && r.Intn(2) == 0 {
+						sid = uint32(r.Intn(1 << 16)) // v1 reads 16 bits
+					}
+					if r.Intn(2) == 0 {
+						b = shortHeader(c.cid(sid))
+					} else {
+						b = longHeader(uint8(r.Intn(4)), c.cid(sid))
+					}
+					b = b[:r.Intn(len(b)+1)]
+				} else {
+					b = make([]byte, r.Intn(30))
+					r.Read(b)
+				}
+				cl := pkt{src: fmt.Sprintf("198.18.%d.%d", 1+i/200, 10+i%200), dst: vip4, sport: uint16(20000 + i), dport: quicPort, proto: "udp", icmpBody: b}
+				want := dp.expectBackend(1, 0, cl.flow()).String()
+				if sid, ok := refServerID(b, c.katran, c.n, c.cr); ok && known[sid] != "" {
+					want = known[sid]
+					routed++
+				}
+				v, out := dp.run(cl.build(t))
+				if v != xdpTX {
+					t.Fatalf("payload % x: verdict %s", b, verdictName[v])
+				}
+				if got := decodeEncap(t, out).outerDst.String(); got != want {
+					t.Fatalf("payload % x: to %s, want %s", b, got, want)
+				}
+			}
+			if got := dp.counters()["quic_cid_routed"].Packets; got != routed || routed < 200 {
+				t.Fatalf("quic_cid_routed = %d, the reference found %d (want at least 200)", got, routed)
+			}
+		})
 	}
 }
