@@ -91,6 +91,11 @@ vips:
 		t.Fatal(err)
 	}
 	check("backend remove", map[uint32]uint32{b2: b2, b3: b3, 40000: b7})
+	var fi api.FlowInfo
+	runL4JSON(t, &fi, append([]string{"lb", "flow", "udp", "198.18.0.5:40000", "198.18.100.1:443"}, S...)...)
+	if fi.Reason != "maglev slot" || !strings.Contains(fi.Note, "connection ID carries a known server ID") {
+		t.Fatalf("lb flow of a QUIC VIP: %+v", fi)
+	}
 	var st api.Stats
 	runL4JSON(t, &st, append([]string{"lb", "stats"}, S...)...)
 	if _, ok := st.Counters["quic_cid_routed"]; !ok {

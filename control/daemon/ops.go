@@ -402,6 +402,9 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	if tracked {
 		info.Note = "a connection-table entry exists but no longer applies (backend removed or UDP timeout): the next packet re-hashes"
 	}
+	if v.Flags().QUIC() {
+		info.Note = joinNote(info.Note, quicFlowNote)
+	}
 	return info, nil
 }
 

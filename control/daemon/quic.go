@@ -80,10 +80,22 @@ func (d *Daemon) syncQUICLocked(cfg *config.Config, states map[health.Key]backen
 	return nil
 }
 
+// quicFlowNote is what `lb flow` adds for a QUIC VIP's flow without a connection-table entry:
+// the 5-tuple alone does not say where its next packet goes.
+const quicFlowNote = "QUIC VIP: a packet whose connection ID carries a known server ID goes to that backend (see `backend list`), only other packets take this slot"
+
 // quicServerID is the server ID shown in `backend list` (0: the VIP does not route QUIC).
 func (d *Daemon) quicServerID(v *config.VIP, b config.Backend, id uint32) uint32 {
 	if !v.Flags().QUIC() || id == 0 {
 		return 0
 	}
 	return serverID(b, id)
+}
+
+// joinNote appends b to the note a.
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
