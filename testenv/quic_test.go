@@ -58,6 +58,23 @@ func (g quicLBGenerator) GenerateConnectionID() (quic.ConnectionID, error) {
 
 func (g quicLBGenerator) ConnectionIDLen() int { return 8 }
 
+// katranGenerator issues connection IDs of Katran's scheme, version 1: two version bits, the
+// 16-bit server ID, random bits (8 bytes in all).
+type katranGenerator struct{ sid uint16 }
+
+func (g katranGenerator) GenerateConnectionID() (quic.ConnectionID, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return quic.ConnectionID{}, err
+	}
+	b[0] = 1<<6 | byte(g.sid>>10)
+	b[1] = byte(g.sid >> 2)
+	b[2] = byte(g.sid<<6) | b[2]&0x3f
+	return quic.ConnectionIDFromBytes(b), nil
+}
+
+func (g katranGenerator) ConnectionIDLen() int { return 8 }
+
 func quicTLS(t *testing.T) *tls.Config {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -93,13 +110,13 @@ type quicServer struct {
 	remotes  []string // the client address of each connection when it closed
 }
 
-func startQUICServer(t *testing.T, ctx context.Context, n topo.Node, sid uint16, tlsConf *tls.Config) *quicServer {
+func startQUICServer(t *testing.T, ctx context.Context, n topo.Node, gen quic.ConnectionIDGenerator, tlsConf *tls.Config) *quicServer {
 	t.Helper()
 	pc, err := topo.ListenPacket(n.NS, "udp4", netip.AddrPortFrom(lab.WebVIP4, quicPort).String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &quic.Transport{Conn: pc, ConnectionIDGenerator: quicLBGenerator{sid}}
+	tr := &quic.Transport{Conn: pc, ConnectionIDGenerator: gen}
 	ln, err := tr.Listen(tlsConf, quicConf())
 	if err != nil {
 		t.Fatal(err)
@@ -247,22 +264,33 @@ func (qc *quicClient) migrate(ctx context.Context, a netip.Addr) error {
 // connection ID. Without routing by connection ID the second move sends the client's packets to
 // another backend, which knows no such connection, and the path probe fails.
 func TestQUICMigrationKeepsBackend(t *testing.T) {
+	lb, err := maps.QUICLBFlags(quicSIDLen, quicConfigID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("quic-lb", func(t *testing.T) {
+		quicMigration(t, lb, func(sid uint16) quic.ConnectionIDGenerator { return quicLBGenerator{sid} })
+	})
+	t.Run("katran", func(t *testing.T) {
+		quicMigration(t, maps.QUICKatran, func(sid uint16) quic.ConnectionIDGenerator { return katranGenerator{sid} })
+	})
+}
+
+// quicMigration is TestQUICMigrationKeepsBackend for one scheme: the VIP's flags, and the
+// backends' connection ID generator for a server ID.
+func quicMigration(t *testing.T, flags maps.VIPFlags, gen func(sid uint16) quic.ConnectionIDGenerator) {
 	l := testLabSpec(t, lab.Spec{Clients: 2, Balancers: 1, Backends: 4})
 	fw := withForwarder(t, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	tlsConf := quicTLS(t)
 	nodes := l.Topo.ByRole(topo.Backend)
-	flags, err := maps.QUICLBFlags(quicSIDLen, quicConfigID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := maps.VIPKey{Addr: lab.WebVIP4, Port: quicPort, Proto: maps.UDP}
 	servers := map[string]*quicServer{}
 	sids := map[uint32]uint32{}
 	for i, n := range nodes {
 		sid := uint16(0x0100 + i)
-		servers[n.Name] = startQUICServer(t, ctx, n, sid, tlsConf)
+		servers[n.Name] = startQUICServer(t, ctx, n, gen(sid), tlsConf)
 		id, err := fw.BackendID(n.Addr4)
 		if err != nil {
 			t.Fatal(err)
