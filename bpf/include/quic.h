@@ -36,6 +36,11 @@ enum quic_vip_bits {
 	QUIC_KATRAN_CID_MIN = 8,    /* CID bytes Katran requires (QUIC_MIN_CONNID_LEN) */
 };
 
+_Static_assert(((VIP_HASH_SRC_ONLY | VIP_NO_SRC_PORT) &
+		(VIP_QUIC_KATRAN | VIP_QUIC_LB | (VIP_QUIC_SID_LEN_MASK << VIP_QUIC_SID_LEN_SHIFT) |
+		 (VIP_QUIC_CR_MASK << VIP_QUIC_CR_SHIFT))) == 0,
+	       "the QUIC bits of struct vip_meta.flags overlap enum vip_flags");
+
 /* QUIC routing counters (per-CPU array "quic_counters": a map of its own, so that "counters"
  * keeps its layout). maps.QUICCounterNames names them. */
 enum quic_counter_index {
