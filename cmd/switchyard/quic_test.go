@@ -22,7 +22,7 @@ func TestL4QUICServerIDs(t *testing.T) {
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/quic-%d", os.Getpid())
 	t.Cleanup(func() { _ = loader.Detach(pin) })
 	cfgPath := filepath.Join(dir, "lb.yaml")
-	cfgText := fmt.Sprintf(`interface: sylb0
+	cfgText := fmt.Sprintf(`interface: %s
 pin_dir: %s
 socket: %s
 ring_size: %d
@@ -45,7 +45,7 @@ vips:
     quic: {enabled: true, scheme: katran}
     backends:
       - {address: 198.18.3.7, server_id: 40000}
-`, pin, sock, l4TestRing)
+`, l.iface, pin, sock, l4TestRing)
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
