@@ -346,7 +346,7 @@ func (s *Server) closeLoops(all bool) int {
 	for _, l := range loops {
 		l.do(func() {
 			for _, ll := range l.lns {
-				unix.Close(ll.fd) // closing the descriptor also takes it off epoll
+				l.closeListener(ll)
 			}
 			l.lns = nil
 			for i := len(l.conns) - 1; i >= 0; i-- {
@@ -481,7 +481,7 @@ func (l *evLoop) shutdown() {
 	l.mu.Unlock()
 	l.runCmds()
 	for _, ll := range l.lns {
-		unix.Close(ll.fd)
+		l.closeListener(ll)
 	}
 	l.lns = nil
 	for len(l.conns) > 0 {
@@ -490,6 +490,16 @@ func (l *evLoop) shutdown() {
 	l.idle.Drain(l.closeUp)
 	unix.Close(l.wakefd)
 	l.epf.Close()
+}
+
+// closeListener takes a listener off epoll and closes the loop's descriptor. Closing alone is
+// not enough: epoll forgets a socket only when its last descriptor closes, and after an upgrade
+// the new process holds one, so the old loop would go on waking for its connections.
+func (l *evLoop) closeListener(ll *loopListener) {
+	if !ll.paused {
+		_ = l.ctl(unix.EPOLL_CTL_DEL, ll.fd, 0, kindListener)
+	}
+	unix.Close(ll.fd)
 }
 
 func (l *evLoop) client(fd int) *loopConn {

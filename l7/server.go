@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/h2"
 )
 
@@ -54,6 +55,7 @@ type Server struct {
 	loopsDone    chan struct{} // closed when the loops stop
 	loopNext     atomic.Uint64 // round robin of accepted connections over the loops
 	path         string        // config file, for Reload from the admin endpoint and SIGHUP
+	sockets      *handover.Sockets
 }
 
 // Option tunes NewServer.
@@ -65,6 +67,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithoutEventLoops serves plain HTTP/1.1 with a goroutine per connection instead of the event
 // loops (for comparison, and for platforms without epoll).
 func WithoutEventLoops() Option { return func(s *Server) { s.noLoops = true } }
+
+// WithSockets listens through sk: listeners inherited from the process this one replaces are
+// served instead of bound again, and every listener is kept to pass on (internal/handover).
+func WithSockets(sk *handover.Sockets) Option { return func(s *Server) { s.sockets = sk } }
 
 // WithConfigPath remembers the file the configuration came from, so ReloadFile can re-read it.
 func WithConfigPath(path string) Option { return func(s *Server) { s.path = path } }
@@ -300,17 +306,27 @@ func redirectHandler(port int) http.Handler {
 // done, then shuts down gracefully: listeners close, in-flight requests get up to the total
 // timeout to finish.
 func (s *Server) ListenAndServe(ctx context.Context) error {
+	errc, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	return s.Wait(ctx, errc)
+}
+
+// Listen opens (or, with WithSockets, inherits) every configured listener and the admin
+// endpoint and serves them in the background; the channel reports a listener that fails.
+func (s *Server) Listen() (<-chan error, error) {
 	cfg := s.state.Load().cfg
 	errc := make(chan error, len(cfg.Listeners)+1)
 	var lns []net.Listener
-	fail := func(err error) error {
+	fail := func(err error) (<-chan error, error) {
 		for _, ln := range lns {
 			ln.Close()
 		}
-		return err
+		return nil, err
 	}
 	for _, l := range cfg.Listeners {
-		ln, err := net.Listen("tcp", l.Address)
+		ln, err := s.sockets.Listen("tcp", l.Address)
 		if errors.Is(err, syscall.EADDRNOTAVAIL) {
 			return fail(fmt.Errorf("listen on %s: %w (a VIP must be on an interface first, e.g. ip addr add VIP/32 dev lo)", l.Address, err))
 		}
@@ -333,7 +349,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C)
 	}
 	if cfg.Admin.Address != "" {
-		ln, err := net.Listen("tcp", cfg.Admin.Address)
+		ln, err := s.sockets.Listen("tcp", cfg.Admin.Address)
 		if err != nil {
 			return fail(fmt.Errorf("listen on admin %s: %w", cfg.Admin.Address, err))
 		}
@@ -350,6 +366,12 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	s.mu.Lock()
 	s.lns = append(s.lns, lns...)
 	s.mu.Unlock()
+	return errc, nil
+}
+
+// Wait serves until ctx is done (then shuts down gracefully, like ListenAndServe) or a listener
+// of errc fails.
+func (s *Server) Wait(ctx context.Context, errc <-chan error) error {
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -358,7 +380,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 			return err
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Total)
+	sctx, cancel := context.WithTimeout(context.Background(), s.state.Load().cfg.Timeouts.Total)
 	defer cancel()
 	return s.Shutdown(sctx)
 }
