@@ -1,0 +1,305 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// A stop process started by a test from the binary at bin, logging to a file (a pipe would keep
+// the test waiting for the successor, which inherits it).
+type stopProc struct {
+	cmd  *exec.Cmd
+	log  string
+	ctl  string
+	done chan error
+}
+
+func startStopProc(t *testing.T, bin, dir, stop string, args ...string) *stopProc {
+	t.Helper()
+	p := &stopProc{log: filepath.Join(dir, stop+".log"), ctl: filepath.Join(dir, "run", stop+".sock"), done: make(chan error, 1)}
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p.cmd = exec.Command(bin, append([]string{stop, "run", "--control", p.ctl}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			p.cmd.Process.Kill()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("%s log:\n%s", stop, b)
+		}
+	})
+	return p
+}
+
+// waitLog waits until the process's log matches re and returns the first submatch.
+func (p *stopProc) waitLog(t *testing.T, re string) string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(p.log)
+		if m := rx.FindSubmatch(b); m != nil {
+			return string(m[len(m)-1])
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("process exited (%v) before logging %q:\n%s", err, re, b)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	b, _ := os.ReadFile(p.log)
+	t.Fatalf("no %q in the log within 30s:\n%s", re, b)
+	return ""
+}
+
+var upgradedRe = regexp.MustCompile(`upgraded: pid (\d+) serves; pid (\d+) finishes`)
+
+// upgradeStop runs `switchyard STOP upgrade` and returns the new process's id; the new process
+// is stopped when the test ends.
+func upgradeStop(t *testing.T, bin, stop, ctl string) (int, string, error) {
+	out, err := exec.Command(bin, stop, "upgrade", "--control", ctl).CombinedOutput()
+	m := upgradedRe.FindSubmatch(out)
+	if err != nil || m == nil {
+		return 0, string(out), fmt.Errorf("%s upgrade: %v: %s", stop, err, out)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	t.Cleanup(func() { stopPID(pid) })
+	return pid, string(out), nil
+}
+
+// stopPID ends a process that is not the test's child (an upgrade's successor).
+func stopPID(pid int) {
+	syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// replaceBinary puts a fresh copy of bin at its path (a new file, as a package upgrade does), so
+// that a successor provably runs the file now installed.
+func replaceBinary(t *testing.T, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := bin + ".new"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// load sends n requests at rate per second (each in its own goroutine, so a slow one does not
+// slow the rest) and counts the ones that fail.
+type load struct {
+	name       string
+	sent, fail atomic.Int64
+	mu         sync.Mutex
+	errs       []string
+}
+
+func (l *load) run(n, rate int, do func(i int) error) {
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := 0; i < n; i++ {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := do(i)
+			l.sent.Add(1)
+			if err != nil {
+				l.fail.Add(1)
+				l.mu.Lock()
+				if len(l.errs) < 5 {
+					l.errs = append(l.errs, fmt.Sprintf("request %d at %s: %v", i, time.Now().Format("15:04:05.000"), err))
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func httpGet(c *http.Client, url, want string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), want) {
+		return fmt.Errorf("status %d body %q", resp.StatusCode, b)
+	}
+	return nil
+}
+
+func dnsAsk(network, addr string) error {
+	c := &mdns.Client{Net: network, Timeout: 3 * time.Second}
+	m := new(mdns.Msg)
+	m.SetQuestion("www.example.com.", mdns.TypeA)
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		return err
+	}
+	if r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 {
+		return fmt.Errorf("answer %s", r)
+	}
+	return nil
+}
+
+// upgradeOrigin is the application behind the L7 and edge stops: cacheable and uncacheable
+// objects, so the edge both answers from memory and goes to the origin.
+func upgradeOrigin(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/c/") {
+			w.Header().Set("Cache-Control", "max-age=60")
+		} else {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		fmt.Fprint(w, "ok "+r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// The issue's test: 2,000 requests at 100/s through each stop (L7 HTTP, edge HTTP, DNS over UDP
+// and over TCP, all four at once) across a binary upgrade of every stop: none fails, the old
+// processes exit on their own, and the new ones run the binary now installed.
+func TestUpgradeDropsNoRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 s of load across upgrades; not in -short")
+	}
+	dir := t.TempDir()
+	bin := buildLabBinary(t, "switchyard")
+	origin := upgradeOrigin(t)
+	l7Addr, edgeAddr := freeAddr(t), freeAddr(t)
+	l7cfg := filepath.Join(dir, "l7.yaml")
+	os.WriteFile(l7cfg, []byte(fmt.Sprintf("listeners: [{address: %q}]\nroutes: [{name: all, pool: app}]\npools: [{name: app, backends: [{address: %q}]}]\n", l7Addr, origin)), 0o600)
+	edgecfg := filepath.Join(dir, "edge.yaml")
+	os.WriteFile(edgecfg, []byte(fmt.Sprintf("listen: %s\norigin: http://%s\nmemory:\n  max_bytes: 16MiB\n", edgeAddr, origin)), 0o600)
+	dnscfg := filepath.Join(dir, "dns.yaml")
+	os.WriteFile(dnscfg, []byte(dnsTestConfig), 0o600) // listen 127.0.0.1:0: the successor must find that socket again
+
+	procs := map[string]*stopProc{
+		"l7":   startStopProc(t, bin, dir, "l7", "--config", l7cfg),
+		"edge": startStopProc(t, bin, dir, "edge", "--config", edgecfg),
+		"dns":  startStopProc(t, bin, dir, "dns", "--config", dnscfg),
+	}
+	procs["l7"].waitLog(t, `"l7 listening"`)
+	procs["edge"].waitLog(t, `edge listening on`)
+	dnsAddr := procs["dns"].waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
+
+	const n, rate = 2000, 100
+	l7c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	edgec := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	loads := []*load{{name: "l7 http"}, {name: "edge http"}, {name: "dns udp"}, {name: "dns tcp"}}
+	dos := []func(int) error{
+		func(i int) error { return httpGet(l7c, fmt.Sprintf("http://%s/n/%d", l7Addr, i), "ok ") },
+		func(i int) error {
+			if i%2 == 0 {
+				return httpGet(edgec, fmt.Sprintf("http://%s/c/%d", edgeAddr, i%20), "ok ")
+			}
+			return httpGet(edgec, fmt.Sprintf("http://%s/n/%d", edgeAddr, i), "ok ")
+		},
+		func(int) error { return dnsAsk("udp", dnsAddr) },
+		func(int) error { return dnsAsk("tcp", dnsAddr) },
+	}
+	var wg sync.WaitGroup
+	for i, l := range loads {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.run(n, rate, dos[i]) }()
+	}
+	// Upgrade every stop once the load is well under way.
+	for loads[0].sent.Load() < 500 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	replaceBinary(t, bin)
+	newPIDs := map[string]int{}
+	var mu sync.Mutex
+	var uwg sync.WaitGroup
+	for stop, p := range procs {
+		uwg.Add(1)
+		go func() {
+			defer uwg.Done()
+			pid, out, err := upgradeStop(t, bin, stop, p.ctl)
+			if err != nil {
+				t.Errorf("%v", err)
+				return
+			}
+			t.Logf("%s: %s", stop, strings.TrimSpace(out))
+			mu.Lock()
+			newPIDs[stop] = pid
+			mu.Unlock()
+		}()
+	}
+	uwg.Wait()
+	for stop, p := range procs {
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("old %s process ended with %v after the upgrade; want a clean exit", stop, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("old %s process did not exit within 30 s of the upgrade", stop)
+		}
+		if pid := newPIDs[stop]; pid != 0 {
+			exe, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+			now, err2 := os.Stat(bin)
+			if err1 != nil || err2 != nil || !os.SameFile(exe, now) {
+				t.Errorf("new %s process %d does not run the binary now at %s (%v %v)", stop, pid, bin, err1, err2)
+			}
+		}
+	}
+	wg.Wait()
+	for _, l := range loads {
+		t.Logf("%s: %d sent, %d failed", l.name, l.sent.Load(), l.fail.Load())
+		if l.sent.Load() != n || l.fail.Load() != 0 {
+			t.Errorf("%s: %d of %d requests failed across the upgrade: %s", l.name, l.fail.Load(), l.sent.Load(), strings.Join(l.errs, "; "))
+		}
+	}
+}
+
