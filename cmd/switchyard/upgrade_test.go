@@ -303,3 +303,123 @@ func TestUpgradeDropsNoRequest(t *testing.T) {
 	}
 }
 
+
+// An upgrade whose new process cannot serve changes nothing: with a bad configuration the
+// command fails naming the problem, with a binary that dies at once it fails saying so; each
+// time the old process keeps serving, and a later good upgrade still works.
+func TestUpgradeFailureKeepsOldServing(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildLabBinary(t, "switchyard")
+	origin := upgradeOrigin(t)
+	l7Addr, edgeAddr := freeAddr(t), freeAddr(t)
+	cfgs := map[string]struct{ good, bad, want string }{
+		"l7": {fmt.Sprintf("listeners: [{address: %q}]\nroutes: [{name: all, pool: app}]\npools: [{name: app, backends: [{address: %q}]}]\n", l7Addr, origin),
+			fmt.Sprintf("listeners: [{address: %q}]\nroutes: [{name: all, pool: nope}]\n", l7Addr), "nope"},
+		"edge": {fmt.Sprintf("listen: %s\norigin: http://%s\n", edgeAddr, origin), fmt.Sprintf("listen: %s\norigin: http://%s\nmemory:\n  max_byte: 1\n", edgeAddr, origin), "line 4"},
+		"dns":  {dnsTestConfig, dnsTestConfig + "bogus: 1\n", "bogus"},
+	}
+	procs := map[string]*stopProc{}
+	for stop, c := range cfgs {
+		path := filepath.Join(dir, stop+".yaml")
+		os.WriteFile(path, []byte(c.good), 0o600)
+		procs[stop] = startStopProc(t, bin, dir, stop, "--config", path)
+	}
+	procs["l7"].waitLog(t, `"l7 listening"`)
+	procs["edge"].waitLog(t, `edge listening on`)
+	dnsAddr := procs["dns"].waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
+	serves := func(stop string) error {
+		switch stop {
+		case "l7":
+			return httpGet(http.DefaultClient, "http://"+l7Addr+"/x", "ok ")
+		case "edge":
+			return httpGet(http.DefaultClient, "http://"+edgeAddr+"/x", "ok ")
+		}
+		if err := dnsAsk("udp", dnsAddr); err != nil {
+			return err
+		}
+		return dnsAsk("tcp", dnsAddr)
+	}
+	alive := func(stop, when string) {
+		t.Helper()
+		select {
+		case err := <-procs[stop].done:
+			t.Fatalf("%s: the old process exited (%v) %s", stop, err, when)
+		default:
+		}
+		if err := serves(stop); err != nil {
+			t.Fatalf("%s: the old process does not serve %s: %v", stop, when, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for stop, c := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			os.WriteFile(filepath.Join(dir, stop+".yaml"), []byte(c.bad), 0o600)
+			_, out, err := upgradeStop(t, bin, stop, procs[stop].ctl)
+			t.Logf("%s upgrade to a bad configuration: %s", stop, strings.TrimSpace(out))
+			if err == nil || !strings.Contains(out, "keeps serving") || !strings.Contains(out, c.want) {
+				t.Errorf("%s upgrade with a bad configuration: %v; want an error saying the old process keeps serving and naming %q", stop, err, c.want)
+			}
+		}()
+	}
+	wg.Wait()
+	for stop := range cfgs {
+		alive(stop, "after an upgrade to a bad configuration")
+	}
+
+	// A binary that dies before it takes over (here: not switchyard at all); the command is run
+	// from a copy of the good one.
+	good, _ := os.ReadFile(bin)
+	cli := filepath.Join(dir, "switchyard-cli")
+	os.WriteFile(cli, good, 0o755)
+	os.WriteFile(bin+".new", []byte("#!/bin/sh\nexit 3\n"), 0o755)
+	os.Rename(bin+".new", bin)
+	os.WriteFile(filepath.Join(dir, "l7.yaml"), []byte(cfgs["l7"].good), 0o600)
+	_, out, err := upgradeStop(t, cli, "l7", procs["l7"].ctl)
+	t.Logf("l7 upgrade to a crashing binary: %s", strings.TrimSpace(out))
+	if err == nil || !strings.Contains(out, "exited before taking over") || !strings.Contains(out, "keeps serving") {
+		t.Errorf("l7 upgrade to a crashing binary: %v; want it to say the new process exited and the old keeps serving", err)
+	}
+	alive("l7", "after an upgrade to a crashing binary")
+
+	// Fixed: the same old process upgrades fine.
+	os.WriteFile(bin+".new", good, 0o755)
+	os.Rename(bin+".new", bin)
+	if _, out, err := upgradeStop(t, bin, "l7", procs["l7"].ctl); err != nil {
+		t.Fatalf("l7 upgrade after the fix: %v\n%s", err, out)
+	}
+	select {
+	case <-procs["l7"].done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old l7 process did not exit after a good upgrade")
+	}
+	if err := serves("l7"); err != nil {
+		t.Fatalf("the new l7 process does not serve: %v", err)
+	}
+}
+
+// The control socket is owner-only, and a second process cannot take it over by starting on it.
+func TestUpgradeControlSocket(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildLabBinary(t, "switchyard")
+	path := filepath.Join(dir, "dns.yaml")
+	os.WriteFile(path, []byte(dnsTestConfig), 0o600)
+	p := startStopProc(t, bin, dir, "dns", "--config", path)
+	p.waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
+	st, err := os.Stat(p.ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("control socket mode %v; want an owner-only (0600) socket", st.Mode())
+	}
+	out, err := exec.Command(bin, "dns", "run", "--config", path, "--control", p.ctl).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "dns upgrade --control") {
+		t.Errorf("a second dns run on the same control socket: %v\n%s\nwant a refusal naming `switchyard dns upgrade`", err, out)
+	}
+	if out, err := exec.Command(bin, "dns", "upgrade", "--control", filepath.Join(dir, "nothing.sock")).CombinedOutput(); err == nil || !strings.Contains(string(out), "--control") {
+		t.Errorf("upgrade without a running process: %v\n%s", err, out)
+	}
+}
