@@ -350,7 +350,7 @@ func (s *Server) closeLoops(all bool) int {
 			}
 			l.lns = nil
 			for i := len(l.conns) - 1; i >= 0; i-- {
-				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.Buffered()) == 0) {
+				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.Buffered()) == 0 && c.mayCloseIdle(time.Now())) {
 					l.abort(c, 499)
 				}
 			}
@@ -534,7 +534,7 @@ func (l *evLoop) accept(fd int) {
 			}
 			return
 		}
-		if l.s.shutting.Load() {
+		if l.s.hard.Load() {
 			unix.Close(nfd)
 			continue
 		}
@@ -576,7 +576,7 @@ func (l *evLoop) post(fn func()) bool {
 
 // adopt starts serving an accepted connection on this loop.
 func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
-	if l.s.shutting.Load() {
+	if l.s.hard.Load() {
 		unix.Close(nfd)
 		l.s.conns.done()
 		return

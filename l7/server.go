@@ -46,7 +46,14 @@ type Server struct {
 	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
 	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
 	conns    connLimit             // client connections against limits.max_connections
-	shutting atomic.Bool
+	shutting atomic.Bool           // stop accepting, close connections at their next request boundary
+	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
+	// connection accepted while shutting down still gets its request answered: after an upgrade
+	// the old process may accept from the shared listener up to the moment it closes its copy.
+	hard atomic.Bool
+	// pending counts connections accepted by a goroutine and not yet tracked (TLS handshakes),
+	// so that Shutdown waits for them.
+	pending atomic.Int64
 	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
 	loops        []*evLoop
@@ -244,6 +251,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 				s.conns.refuse(raw)
 				continue
 			}
+			s.pending.Add(1) // until tracked: Shutdown waits for it
 			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
 		}
 	}()
@@ -261,9 +269,11 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		s.conns.done()
+		s.pending.Add(-1)
 		return
 	}
 	if cs := c.ConnectionState(); cs.NegotiatedProtocol == "h2" {
+		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
 		s.serveH2(c, "https", &cs)
 		s.conns.done()
@@ -405,12 +415,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			first = fmt.Errorf("shut down: %w", err)
 		}
 	}
+	s.hard.Store(true)
 	s.stop()
 	return first
 }
 
 // Close stops everything at once, cutting in-flight requests.
 func (s *Server) Close() error {
+	s.hard.Store(true)
 	servers := s.stopAccepting()
 	s.closeFast(true)
 	for _, srv := range servers {
