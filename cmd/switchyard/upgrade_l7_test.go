@@ -48,12 +48,12 @@ func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
 // Every L7 engine hands over: HTTP/1.1 on the event loops, HTTP/1.1 over TLS, HTTP/2 over TLS and
 // h2c, each under load with keep-alive connections, and a slow request in flight on each at the
 // upgrade finishes on the old process.
-func TestUpgradeL7Engines(t *testing.T) {
+func testUpgradeL7Engines(t *testing.T, built string) {
 	if testing.Short() {
 		t.Skip("load across an upgrade; not in -short")
 	}
 	dir := t.TempDir()
-	bin := buildLabBinary(t, "switchyard")
+	bin := copyBinary(t, built, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

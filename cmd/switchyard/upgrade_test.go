@@ -20,6 +20,30 @@ import (
 	mdns "github.com/miekg/dns"
 )
 
+// TestUpgrade builds the binary once for every upgrade test; each runs its own copy, as
+// installed, so that it can replace it.
+func TestUpgrade(t *testing.T) {
+	built := buildLabBinary(t, "switchyard")
+	t.Run("DropsNoRequest", func(t *testing.T) { testUpgradeDropsNoRequest(t, built) })
+	t.Run("L7Engines", func(t *testing.T) { testUpgradeL7Engines(t, built) })
+	t.Run("FailureKeepsOldServing", func(t *testing.T) { testUpgradeFailureKeepsOldServing(t, built) })
+	t.Run("ControlSocket", func(t *testing.T) { testUpgradeControlSocket(t, built) })
+}
+
+// copyBinary installs a copy of the built binary in dir.
+func copyBinary(t *testing.T, built, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "switchyard")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // A stop process started by a test from the binary at bin, logging to a file (a pipe would keep
 // the test waiting for the successor, which inherits it).
 type stopProc struct {
@@ -209,12 +233,12 @@ func upgradeOrigin(t *testing.T) string {
 // The issue's test: 2,000 requests at 100/s through each stop (L7 HTTP, edge HTTP, DNS over UDP
 // and over TCP, all four at once) across a binary upgrade of every stop: none fails, the old
 // processes exit on their own, and the new ones run the binary now installed.
-func TestUpgradeDropsNoRequest(t *testing.T) {
+func testUpgradeDropsNoRequest(t *testing.T, built string) {
 	if testing.Short() {
 		t.Skip("20 s of load across upgrades; not in -short")
 	}
 	dir := t.TempDir()
-	bin := buildLabBinary(t, "switchyard")
+	bin := copyBinary(t, built, dir)
 	origin := upgradeOrigin(t)
 	l7Addr, edgeAddr := freeAddr(t), freeAddr(t)
 	l7cfg := filepath.Join(dir, "l7.yaml")
@@ -307,9 +331,9 @@ func TestUpgradeDropsNoRequest(t *testing.T) {
 // An upgrade whose new process cannot serve changes nothing: with a bad configuration the
 // command fails naming the problem, with a binary that dies at once it fails saying so; each
 // time the old process keeps serving, and a later good upgrade still works.
-func TestUpgradeFailureKeepsOldServing(t *testing.T) {
+func testUpgradeFailureKeepsOldServing(t *testing.T, built string) {
 	dir := t.TempDir()
-	bin := buildLabBinary(t, "switchyard")
+	bin := copyBinary(t, built, dir)
 	origin := upgradeOrigin(t)
 	l7Addr, edgeAddr := freeAddr(t), freeAddr(t)
 	cfgs := map[string]struct{ good, bad, want string }{
@@ -400,14 +424,28 @@ func TestUpgradeFailureKeepsOldServing(t *testing.T) {
 	}
 }
 
-// The control socket is owner-only, and a second process cannot take it over by starting on it.
-func TestUpgradeControlSocket(t *testing.T) {
+// The control socket is owner-only, and a second process cannot take it over by starting on it;
+// SIGUSR2 upgrades like the command.
+func testUpgradeControlSocket(t *testing.T, built string) {
 	dir := t.TempDir()
-	bin := buildLabBinary(t, "switchyard")
+	bin := copyBinary(t, built, dir)
 	path := filepath.Join(dir, "dns.yaml")
 	os.WriteFile(path, []byte(dnsTestConfig), 0o600)
 	p := startStopProc(t, bin, dir, "dns", "--config", path)
-	p.waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
+	addr := p.waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
+	defer func() {
+		p.cmd.Process.Signal(syscall.SIGUSR2)
+		pid, _ := strconv.Atoi(p.waitLog(t, `upgraded on SIGUSR2.* new_pid=(\d+)`))
+		t.Cleanup(func() { stopPID(pid) })
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the old dns did not exit after SIGUSR2")
+		}
+		if err := dnsAsk("udp", addr); err != nil {
+			t.Fatalf("after SIGUSR2 nothing answers: %v", err)
+		}
+	}()
 	st, err := os.Stat(p.ctl)
 	if err != nil {
 		t.Fatal(err)
