@@ -89,8 +89,8 @@ func checkUnit(t *testing.T, name, text, bin string) {
 		want = append(want, "ExecReload=/bin/kill -HUP $MAINPID")
 	} else {
 		stop := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "switchyard-"), ".service"), "@")
-		want = append(want, "Type=notify\n", "NotifyAccess=all\n", "RuntimeDirectoryMode=0700\n", " --control /run/switchyard/",
-			"ExecReload="+bin+" "+stop+" upgrade --control /run/switchyard/")
+		want = append(want, "Type=notify\n", "NotifyAccess=all\n", "RuntimeDirectoryMode=0700\n", " --control /run/switchyard-",
+			"ExecReload="+bin+" "+stop+" upgrade --control /run/switchyard-")
 	}
 	if name != "switchyard-lb.service" {
 		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "ProtectKernelTunables=yes")
