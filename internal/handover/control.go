@@ -19,7 +19,14 @@ func (p *Process) serveControl() {
 			time.Sleep(50 * time.Millisecond) // out of descriptors: back off
 			continue
 		}
+		p.connsMu.Lock()
+		if p.closing {
+			p.connsMu.Unlock()
+			c.Close()
+			return
+		}
 		p.conns.Add(1)
+		p.connsMu.Unlock()
 		go func() {
 			defer p.conns.Done()
 			p.serveConn(c)
@@ -149,11 +156,11 @@ func (p *Process) handOver(c *net.UnixConn, pid int) error {
 	// From here on the successor serves: stop answering the control socket and drain.
 	p.handed.Store(true)
 	p.ctl.Close()
+	close(p.upgraded)
 	if err := send(c, message{Op: "released"}, nil); err != nil {
 		p.opt.Log.Warn("upgrade: tell the new process we let go", "err", err)
 	}
 	p.opt.Log.Info("upgrade: the new process serves; this one finishes its requests and exits", "stop", p.opt.Stop, "new_pid", pid)
-	close(p.upgraded)
 	return nil
 }
 

@@ -56,6 +56,8 @@ type Process struct {
 	closeOnce sync.Once
 	results   chan error     // the outcome of the take a spawned successor makes
 	conns     sync.WaitGroup // control connections being answered (Close waits for them)
+	connsMu   sync.Mutex     // orders conns.Add against Close's Wait
+	closing   bool
 }
 
 // Start begins a generation: with opt.From it takes the predecessor's sockets (and reports to it
@@ -204,14 +206,16 @@ func (p *Process) Close() {
 			p.Fail(errors.New("the new process stopped before it was ready"))
 		}
 		if p.ctl != nil {
-			p.ctl.SetUnlinkOnClose(false)
-			p.ctl.Close()
+			p.ctl.Close() // never unlinks (set when bound or taken): the path may be a successor's
 			if p.ctlOwned && !p.handed.Load() {
 				os.Remove(p.opt.Control)
 			}
 		}
 		p.sockets.CloseUnused()
 		// The answer to the `upgrade` that replaced this process is still being sent.
+		p.connsMu.Lock()
+		p.closing = true
+		p.connsMu.Unlock()
 		done := make(chan struct{})
 		go func() { p.conns.Wait(); close(done) }()
 		select {
