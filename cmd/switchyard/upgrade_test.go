@@ -327,7 +327,6 @@ func testUpgradeDropsNoRequest(t *testing.T, built string) {
 	}
 }
 
-
 // An upgrade whose new process cannot serve changes nothing: with a bad configuration the
 // command fails naming the problem, with a binary that dies at once it fails saying so; each
 // time the old process keeps serving, and a later good upgrade still works.
@@ -435,7 +434,7 @@ func testUpgradeControlSocket(t *testing.T, built string) {
 	addr := p.waitLog(t, `serving on (\S+) \(udp\+tcp\)`)
 	defer func() {
 		p.cmd.Process.Signal(syscall.SIGUSR2)
-		pid, _ := strconv.Atoi(p.waitLog(t, `upgraded on SIGUSR2.* new_pid=(\d+)`))
+		pid, _ := strconv.Atoi(p.waitLog(t, `the new process serves.* new_pid=(\d+)`))
 		t.Cleanup(func() { stopPID(pid) })
 		select {
 		case <-p.done:

@@ -156,11 +156,11 @@ func (p *Process) handOver(c *net.UnixConn, pid int) error {
 	// From here on the successor serves: stop answering the control socket and drain.
 	p.handed.Store(true)
 	p.ctl.Close()
+	p.opt.Log.Info("upgrade: the new process serves; this one finishes its requests and exits", "stop", p.opt.Stop, "new_pid", pid)
 	close(p.upgraded)
 	if err := send(c, message{Op: "released"}, nil); err != nil {
 		p.opt.Log.Warn("upgrade: tell the new process we let go", "err", err)
 	}
-	p.opt.Log.Info("upgrade: the new process serves; this one finishes its requests and exits", "stop", p.opt.Stop, "new_pid", pid)
 	return nil
 }
 
