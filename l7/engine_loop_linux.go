@@ -350,7 +350,7 @@ func (s *Server) closeLoops(all bool) int {
 			}
 			l.lns = nil
 			for i := len(l.conns) - 1; i >= 0; i-- {
-				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.Buffered()) == 0 && c.mayCloseIdle(time.Now())) {
+				if c := l.conns[i]; all || (c.phase == phHead && !c.started && !c.readable && len(c.pend) == 0 && len(c.in.Buffered()) == 0 && c.mayCloseIdle(time.Now())) {
 					l.abort(c, 499)
 				}
 			}
@@ -550,7 +550,10 @@ func (l *evLoop) accept(fd int) {
 		if to == l {
 			l.adopt(nfd, sa, ll)
 		} else {
-			if !to.post(func() { to.adopt(nfd, sa, ll) }) {
+			// Counted while between loops, so that Shutdown does not end with it on its way.
+			l.s.pending.Add(1)
+			if !to.post(func() { l.s.pending.Add(-1); to.adopt(nfd, sa, ll) }) {
+				l.s.pending.Add(-1)
 				unix.Close(nfd)
 				l.s.conns.done()
 			}

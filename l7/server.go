@@ -51,8 +51,8 @@ type Server struct {
 	// connection accepted while shutting down still gets its request answered: after an upgrade
 	// the old process may accept from the shared listener up to the moment it closes its copy.
 	hard atomic.Bool
-	// pending counts connections accepted by a goroutine and not yet tracked (TLS handshakes),
-	// so that Shutdown waits for them.
+	// pending counts connections accepted and not yet tracked (TLS handshakes, connections
+	// posted from one event loop to another), so that Shutdown waits for them.
 	pending atomic.Int64
 	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
