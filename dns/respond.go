@@ -146,12 +146,52 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		return fail(mdns.RcodeFormatError)
 	}
 
+	e, rcode, ok := readEDNS(st, req, resp, src, tcp)
+	if !ok {
+		return fail(rcode)
+	}
+	limit, ecs, client, ecsBits := e.limit, e.ecs, e.client, e.ecsBits
+
+	q := req.Question[0]
+	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
+		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
+	}
+	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
+	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
+	qname := strings.ToLower(q.Name)
+	z := st.store.Find(qname)
+	if z == nil {
+		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
+	}
+	s.fillAnswer(st, resp, z, qname, q.Qtype, client, ecsBits, ecs, oc, pre)
+	oc.rcode = resp.Rcode
+	if t := req.IsTsig(); t != nil {
+		oc.rotate = nil // a signed answer is never cached
+		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
+		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
+	}
+	return s.pack(resp, limit, oc), oc
+}
+
+// ednsQuery is what the query's OPT record asks of the answer.
+type ednsQuery struct {
+	limit   int                // the answer's size limit
+	ecs     *mdns.EDNS0_SUBNET // the client subnet echoed in the answer, nil without one
+	client  netip.Addr         // the address the policies decide for (the subnet's when given)
+	ecsBits int                // the client subnet's source prefix length, -1 without one
+}
+
+// readEDNS reads the query's EDNS options and adds the answer's OPT record to resp. When the
+// last result is false, the query is answered with the rcode it returns.
+func readEDNS(st *state, req, resp *mdns.Msg, src netip.Addr, tcp bool) (ednsQuery, int, bool) {
 	// EDNS (RFC 6891): one OPT with the root owner, version 0; BADVERS otherwise.
 	var opt *mdns.OPT
 	for _, rr := range req.Extra {
 		if o, ok := rr.(*mdns.OPT); ok {
 			if opt != nil || o.Hdr.Name != "." {
-				return fail(mdns.RcodeFormatError)
+				return ednsQuery{}, mdns.RcodeFormatError, false
 			}
 			opt = o
 		}
@@ -171,7 +211,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		}
 		resp.Extra = append(resp.Extra, ro)
 		if opt.Version() != 0 {
-			return fail(mdns.RcodeBadVers)
+			return ednsQuery{}, mdns.RcodeBadVers, false
 		}
 		if !tcp {
 			limit = max(512, min(int(opt.UDPSize()), st.cfg.MaxUDPSize))
@@ -179,7 +219,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		for _, o := range opt.Option {
 			if e, ok := o.(*mdns.EDNS0_SUBNET); ok {
 				if ecs != nil {
-					return fail(mdns.RcodeFormatError)
+					return ednsQuery{}, mdns.RcodeFormatError, false
 				}
 				ecs = e
 			}
@@ -188,7 +228,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		if ecs != nil {
 			addr, ok := ecsAddr(ecs)
 			if !ok {
-				return fail(mdns.RcodeFormatError) // RFC 7871 7.1.2
+				return ednsQuery{}, mdns.RcodeFormatError, false // RFC 7871 7.1.2
 			}
 			echo := &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET, Family: ecs.Family,
 				SourceNetmask: ecs.SourceNetmask, Address: ecs.Address}
@@ -200,22 +240,15 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 			}
 		}
 	}
+	return ednsQuery{limit: limit, ecs: ecs, client: client, ecsBits: ecsBits}, 0, true
+}
 
-	q := req.Question[0]
-	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
-		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
-		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
-	}
-	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
-	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
-	qname := strings.ToLower(q.Name)
-	z := st.store.Find(qname)
-	if z == nil {
-		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
-		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
-	}
+// fillAnswer fills resp with the zone's answer to qname and qtype (a policy decision for a
+// dynamic name) and records in oc what the answer may be cached by.
+func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname string, qtype uint16,
+	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome, pre *policy.Decision) {
 	oc.name = z.Origin
-	res := z.Lookup(qname, q.Qtype)
+	res := z.Lookup(qname, qtype)
 	resp.Authoritative = true
 	resp.Answer, resp.Ns = res.Answer, res.Ns
 	resp.Extra = append(resp.Extra, res.Extra...)
@@ -227,7 +260,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	case zone.Dynamic:
 		n := st.names[res.DynamicName]
 		oc.name = n.FQDN
-		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc, pre)
+		s.answerDynamic(st, resp, z, n, qtype, client, ecsBits, ecs, oc, pre)
 		// Geolocation with a client subnet and failover decide by the query bytes and health
 		// alone; weighted rotates and latency follows measured RTTs, so they are decided each time.
 		oc.health = true
@@ -238,13 +271,6 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	default:
 		oc.cacheable = true // the ECS echo, if any, is made of query bytes
 	}
-	oc.rcode = resp.Rcode
-	if t := req.IsTsig(); t != nil {
-		oc.rotate = nil // a signed answer is never cached
-		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
-		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
-	}
-	return s.pack(resp, limit, oc), oc
 }
 
 // answerDynamic fills resp from the name's policy decision for client.

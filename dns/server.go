@@ -34,7 +34,7 @@ type Options struct {
 	// Server.Registry), so several servers can live in one process.
 	Registry *prometheus.Registry
 	// ManualHealth disables the periodic health probes: the caller drives them with
-	// Health().Round, as the lab does to run the lesson's timeline on a model clock.
+	// Health().Round, to probe on a clock of its own (the dns-failover experiment, docs/lab.md).
 	ManualHealth bool
 	// Sockets, when set, is where Start takes the sockets inherited from the process this one
 	// replaces and keeps its own to pass on (internal/handover).

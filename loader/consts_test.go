@@ -89,3 +89,29 @@ func TestDefaultsSizeTheObject(t *testing.T) {
 		t.Errorf("rings16 values are %d bytes, RingWordSlots %d 16-bit ids are %d", got, RingWordSlots, 2*RingWordSlots)
 	}
 }
+
+// TestProbeObjectMatches checks the probe encapsulator's object: counter names against its enum,
+// its target map against ProbeMaxTargets, and its "config" map against the forwarder's, which the
+// loader hands it in place of its own (a struct lb_config changed in one object only would be
+// refused at load, on a running balancer; here it fails first).
+func TestProbeObjectMatches(t *testing.T) {
+	spec, err := LoadProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNames(t, spec, "probe_counter_index", "PCNT_MAX", ProbeMapProbeCounters, ProbeCounterNames[:])
+	if got := spec.Maps[ProbeMapProbeTargets].MaxEntries; got != ProbeMaxTargets {
+		t.Errorf("probe_targets holds %d entries in the object, ProbeMaxTargets is %d", got, ProbeMaxTargets)
+	}
+	if max := ProbeMaxTargets - 1; uint32(max)&ProbeMarkMask != 0 {
+		t.Errorf("target index %d does not fit the index bits of the mark (mask %#x)", max, ProbeMarkMask)
+	}
+	lb, err := LoadLB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, f := spec.Maps[ProbeMapConfig], lb.Maps[LBMapConfig]
+	if p.Type != f.Type || p.KeySize != f.KeySize || p.ValueSize != f.ValueSize || p.MaxEntries != f.MaxEntries || p.Flags != f.Flags {
+		t.Errorf("probe config map %+v differs from the forwarder's %+v", p, f)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -66,6 +67,12 @@ type daemonLab struct {
 
 func newDaemonLab(t *testing.T, backends int) *daemonLab {
 	t.Helper()
+	return newDaemonLabHealth(t, backends, nil)
+}
+
+// newDaemonLabHealth is newDaemonLab with the daemon's health check h (nil: lab.DefaultHealth).
+func newDaemonLabHealth(t *testing.T, backends int, h *config.HealthCheck) *daemonLab {
+	t.Helper()
 	testutil.RequireLab(t)
 	bin := switchyardBin(t)
 	s := lab.Spec{Prefix: uniquePrefix(), Clients: 2, Balancers: 1, Backends: backends}
@@ -78,7 +85,7 @@ func newDaemonLab(t *testing.T, backends int) *daemonLab {
 			t.Errorf("destroy lab: %v", err)
 		}
 	})
-	st, err := lab.Up(lab.UpOptions{Spec: s, Exe: bin, Balancer: lab.ModeDaemon})
+	st, err := lab.Up(lab.UpOptions{Spec: s, Exe: bin, Balancer: lab.ModeDaemon, Health: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +125,7 @@ type backendRow struct {
 	Address     string `json:"address"`
 	State       string `json:"state"`
 	Health      string `json:"health"`
+	HealthMode  string `json:"health_mode"`
 	InRing      bool   `json:"in_ring"`
 	ActiveFlows int    `json:"active_flows"`
 }

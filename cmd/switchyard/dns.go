@@ -53,7 +53,7 @@ func dnsRunCmd() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "override the configured UDP+TCP `ADDR:PORT`"},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR:PORT` at /metrics"},
 			&cli.BoolFlag{Name: "query-log", Usage: "log every query (overrides query_log)"},
-		}, upgradeFlags("dns")...),
+		}, append(uiFlags(), upgradeFlags("dns")...)...),
 		Action: func(c *cli.Context) error {
 			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 			gen, err := startGeneration(c, "dns", log)
@@ -96,6 +96,7 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 		return err
 	}
 	defer srv.Close()
+	metricsAddr := ""                                          // where --ui reads the metrics
 	if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
 		ln, err := gen.Sockets().Listen("tcp", m)
 		if err != nil {
@@ -104,6 +105,11 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 		hs := &http.Server{Handler: promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ln)
 		defer hs.Close()
+		metricsAddr = ln.Addr().String()
+	}
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "dns", metricsAddr, "--metrics ADDR:PORT"); err != nil {
+		return err
 	}
 	if err := gen.Ready(); err != nil {
 		return err

@@ -58,7 +58,7 @@ func edgeRunCommand() *cli.Command {
 			&cli.StringFlag{Name: "disk-size", Usage: "disk tier budget, e.g. 10GiB (overrides disk.max_bytes)"},
 			&cli.DurationFlag{Name: "grace", Usage: "default stale-while-revalidate/stale-if-error window (overrides grace)"},
 			&cli.StringSliceFlag{Name: "tier", Usage: "upper-tier candidate base URL, repeatable (overrides tiers.candidates)"},
-		}, upgradeFlags("edge")...),
+		}, append(uiFlags(), upgradeFlags("edge")...)...),
 		Action: func(c *cli.Context) error {
 			gen, err := startGeneration(c, "edge", slog.Default())
 			if err != nil {
@@ -83,6 +83,13 @@ func edgeServe(c *cli.Context, gen *handover.Process) error {
 	if err := e.Start(); err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "edge", e.AdminAddr(), "an admin address (--admin-listen or admin.listen)"); err != nil {
+		e.Close()
+		return err
+	}
 	if err := gen.Ready(); err != nil {
 		e.Close()
 		return err
@@ -92,8 +99,6 @@ func edgeServe(c *cli.Context, gen *handover.Process) error {
 		fmt.Fprintf(c.App.Writer, ", admin on %s", a)
 	}
 	fmt.Fprintln(c.App.Writer)
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	ctx, cancel := untilUpgraded(ctx, gen) // replaced: drain like on SIGTERM
 	defer cancel()
 	<-ctx.Done()

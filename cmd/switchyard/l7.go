@@ -45,8 +45,8 @@ Examples:
 			{
 				Name:      "run",
 				Usage:     "run the proxy on the configured listeners until interrupted",
-				UsageText: "switchyard l7 run --config l7.yaml [--log-level debug] [--control /run/switchyard/l7.sock]",
-				Flags:     append([]cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}}, upgradeFlags("l7")...),
+				UsageText: "switchyard l7 run --config l7.yaml [--log-level debug] [--control /run/switchyard-l7-default/control.sock]",
+				Flags:     append(append([]cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}}, uiFlags()...), upgradeFlags("l7")...),
 				Action:    l7Run,
 			},
 			{
@@ -113,8 +113,15 @@ func l7Serve(c *cli.Context, gen *handover.Process, path string, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	errc, err := s.Listen()
 	if err != nil {
+		s.Close()
+		return err
+	}
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "l7", cfg.Admin.Address, "an admin address (admin: {address: ...})"); err != nil {
 		s.Close()
 		return err
 	}
@@ -122,8 +129,6 @@ func l7Serve(c *cli.Context, gen *handover.Process, path string, log *slog.Logge
 		s.Close()
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	ctx, cancel := untilUpgraded(ctx, gen) // replaced: drain like on SIGTERM
 	defer cancel()
 	hup := make(chan os.Signal, 1)

@@ -47,6 +47,8 @@ Examples:
 				Usage: "build the lab and start its processes (idempotent)",
 				Description: `Builds the namespaces, loads xdp_pass, decap and the forwarder, and starts the app
 servers, the balancer daemon and the DNS, edge and L7 stops. Running it again keeps what runs.
+It prints the address of the live web view of every stop and of a Prometheus scraping them
+(--ui, --prometheus; docs/ops.md).
 
 Examples:
    switchyard lab up
@@ -70,118 +72,11 @@ Examples:
 				Description: `Examples:
    switchyard lab status
    switchyard lab status --json | jq '.vips[] | {name, address, backends}'`,
-				Flags: []cli.Flag{prefix, &cli.BoolFlag{Name: "json", Usage: "machine-readable status for scripts"}},
-				Action: func(c *cli.Context) error {
-					if err := needRoot("lab status"); err != nil {
-						return err
-					}
-					st, err := lab.GetStatus(c.String("prefix"))
-					if err != nil {
-						return err
-					}
-					return printStatus(c, st)
-				},
+				Flags:  []cli.Flag{prefix, &cli.BoolFlag{Name: "json", Usage: "machine-readable status for scripts"}},
+				Action: labStatus,
 			},
-			{
-				Name:  "demo",
-				Usage: "bring the lab up, send real traffic and show where it goes; tear down at the end",
-				Description: `Sends a bounded rate of HTTP requests (--rate in total, shared by the clients) to the VIPs
-and shows, per backend, requests per second (averaged over 5 s) and open connections, and what
-the balancer, L7, edge and DNS stops count; a summary is printed at the end. On a terminal it redraws one screen; without one
-(CI, make demo | tee) it prints a line per interval. Ctrl-C or --duration ends it (default
-10m on a terminal, 1m without one; also DEMO_DURATION=20s make demo); a lab the demo brought
-up is then torn down (keep it with --keep).
-
-Examples:
-   switchyard lab demo
-   switchyard lab demo --duration 20s --rate 200`,
-				Flags: append(upFlags(prefix),
-					&cli.DurationFlag{Name: "duration", Value: 10 * time.Minute, EnvVars: []string{"DEMO_DURATION"}, Usage: "how long to send traffic, at most 1h (default 10m on a terminal, 1m without one)"},
-					&cli.IntFlag{Name: "rate", Value: 100, Usage: "requests per second over all clients (1..5000)"},
-					&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between two views"},
-					&cli.BoolFlag{Name: "keep", Usage: "leave the lab up at the end"},
-				),
-				Action: labDemo,
-			},
-			{
-				Name:  "experiment",
-				Usage: "the seeds' measurements re-run on the real system",
-				Subcommands: []*cli.Command{
-					{
-						Name:  "list",
-						Usage: "list the experiments",
-						Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable list"}},
-						Action: func(c *cli.Context) error {
-							list := experiment.List()
-							if c.Bool("json") {
-								type row struct {
-									Name, Stop, Summary string
-									NeedsRoot           bool
-								}
-								var rows []row
-								for _, e := range list {
-									rows = append(rows, row{e.Name, e.Stop, e.Summary, e.NeedsRoot})
-								}
-								return json.NewEncoder(c.App.Writer).Encode(rows)
-							}
-							tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-							fmt.Fprintln(tw, "NAME\tSTOP\tROOT\tSUMMARY")
-							for _, e := range list {
-								root := ""
-								if e.NeedsRoot {
-									root = "yes"
-								}
-								fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Stop, root, e.Summary)
-							}
-							return tw.Flush()
-						},
-					},
-					{
-						Name:  "run",
-						Usage: "run one experiment and print the lesson's table beside the lesson's figures",
-						Description: `Examples:
-   switchyard lab experiment run l4-skew
-   switchyard lab experiment run health-check --quick --json`,
-						ArgsUsage: "NAME",
-						Flags: []cli.Flag{
-							&cli.BoolFlag{Name: "quick", Usage: "scaled-down run (seconds), said in the output"},
-							&cli.BoolFlag{Name: "json", Usage: "also print a machine-readable result"},
-						},
-						Action: func(c *cli.Context) error {
-							// Flags may follow the name (`run l4-skew --quick`), which the
-							// CLI library leaves among the arguments.
-							quick, asJSON := c.Bool("quick"), c.Bool("json")
-							var names []string
-							for _, a := range c.Args().Slice() {
-								switch a {
-								case "--quick", "-quick":
-									quick = true
-								case "--json", "-json":
-									asJSON = true
-								default:
-									if strings.HasPrefix(a, "-") {
-										return fmt.Errorf("experiment run: unknown flag %s: use --quick or --json", a)
-									}
-									names = append(names, a)
-								}
-							}
-							if len(names) != 1 {
-								return errors.New("experiment run: give exactly one experiment name (see `switchyard lab experiment list`)")
-							}
-							e, err := experiment.Get(names[0])
-							if err != nil {
-								return err
-							}
-							if e.NeedsRoot && os.Geteuid() != 0 {
-								return fmt.Errorf("experiment %s needs root (it builds network namespaces or loads BPF): run it as root", e.Name)
-							}
-							ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-							defer stop()
-							return e.Run(ctx, c.App.Writer, experiment.Options{Quick: quick, JSON: asJSON})
-						},
-					},
-				},
-			},
+			labDemoCmd(prefix),
+			labExperimentCmd(),
 			{
 				Name:   "app",
 				Hidden: true,
@@ -197,9 +92,135 @@ Examples:
 	})
 }
 
+// labExperimentCmd is `lab experiment`: list and run the experiments (testenv/experiment).
+func labExperimentCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "experiment",
+		Usage: "the seeds' measurements re-run on the real system",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "list",
+				Usage:  "list the experiments",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable list"}},
+				Action: labExperimentList,
+			},
+			{
+				Name:  "run",
+				Usage: "run one experiment and print the measured table beside the lesson's figures",
+				Description: `Examples:
+   switchyard lab experiment run l4-skew
+   switchyard lab experiment run health-check --quick --json`,
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "quick", Usage: "scaled-down run (seconds), said in the output"},
+					&cli.BoolFlag{Name: "json", Usage: "also print a machine-readable result"},
+				},
+				Action: labExperimentRun,
+			},
+		},
+	}
+}
+
+// labDemoCmd is `lab demo`: the lab up, bounded traffic, a view of where it goes.
+func labDemoCmd(prefix cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:  "demo",
+		Usage: "bring the lab up, send real traffic and show where it goes; tear down at the end",
+		Description: `Sends a bounded rate of HTTP requests (--rate in total, shared by the clients) to the VIPs
+and shows, per backend, requests per second (averaged over 5 s) and open connections, and what
+the balancer, L7, edge and DNS stops count; a summary is printed at the end. On a terminal it redraws one screen; without one
+(CI, make demo | tee) it prints a line per interval. Ctrl-C or --duration ends it (default
+10m on a terminal, 1m without one; also DEMO_DURATION=20s make demo); a lab the demo brought
+up is then torn down (keep it with --keep).
+
+Examples:
+   switchyard lab demo
+   switchyard lab demo --duration 20s --rate 200`,
+		Flags: append(upFlags(prefix),
+			&cli.DurationFlag{Name: "duration", Value: 10 * time.Minute, EnvVars: []string{"DEMO_DURATION"}, Usage: "how long to send traffic, at most 1h (default 10m on a terminal, 1m without one)"},
+			&cli.IntFlag{Name: "rate", Value: 100, Usage: "requests per second over all clients (1..5000)"},
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between two views"},
+			&cli.BoolFlag{Name: "keep", Usage: "leave the lab up at the end"},
+		),
+		Action: labDemo,
+	}
+}
+
+// labExperimentList prints the registered experiments.
+func labExperimentList(c *cli.Context) error {
+	list := experiment.List()
+	if c.Bool("json") {
+		type row struct {
+			Name, Stop, Summary string
+			NeedsRoot           bool
+		}
+		var rows []row
+		for _, e := range list {
+			rows = append(rows, row{e.Name, e.Stop, e.Summary, e.NeedsRoot})
+		}
+		return json.NewEncoder(c.App.Writer).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTOP\tROOT\tSUMMARY")
+	for _, e := range list {
+		root := ""
+		if e.NeedsRoot {
+			root = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Stop, root, e.Summary)
+	}
+	return tw.Flush()
+}
+
+// labExperimentRun runs one experiment by name and prints its output.
+func labExperimentRun(c *cli.Context) error {
+	// Flags may follow the name (`run l4-skew --quick`), which the
+	// CLI library leaves among the arguments.
+	quick, asJSON := c.Bool("quick"), c.Bool("json")
+	var names []string
+	for _, a := range c.Args().Slice() {
+		switch a {
+		case "--quick", "-quick":
+			quick = true
+		case "--json", "-json":
+			asJSON = true
+		default:
+			if strings.HasPrefix(a, "-") {
+				return fmt.Errorf("experiment run: unknown flag %s: use --quick or --json", a)
+			}
+			names = append(names, a)
+		}
+	}
+	if len(names) != 1 {
+		return errors.New("experiment run: give exactly one experiment name (see `switchyard lab experiment list`)")
+	}
+	e, err := experiment.Get(names[0])
+	if err != nil {
+		return err
+	}
+	if e.NeedsRoot && os.Geteuid() != 0 {
+		return fmt.Errorf("experiment %s needs root (it builds network namespaces or loads BPF): run it as root", e.Name)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return e.Run(ctx, c.App.Writer, experiment.Options{Quick: quick, JSON: asJSON})
+}
+
+// labStatus prints what runs in the lab.
+func labStatus(c *cli.Context) error {
+	if err := needRoot("lab status"); err != nil {
+		return err
+	}
+	st, err := lab.GetStatus(c.String("prefix"))
+	if err != nil {
+		return err
+	}
+	return printStatus(c, st)
+}
+
 // upFlags size the lab: `lab up` and `lab demo` (which brings the lab up when it is not).
 func upFlags(prefix cli.Flag) []cli.Flag {
-	return []cli.Flag{prefix,
+	flags := []cli.Flag{prefix,
 		&cli.IntFlag{Name: "clients", Value: 2, Usage: "client namespaces"},
 		&cli.IntFlag{Name: "backends", Value: 3, Usage: "backend namespaces behind the web VIPs"},
 		&cli.IntFlag{Name: "balancers", Value: 2, Usage: "balancer namespaces; the router spreads the VIPs over them by ECMP (each runs its own forwarder; Maglev gives them the same table)"},
@@ -210,6 +231,7 @@ func upFlags(prefix cli.Flag) []cli.Flag {
 		&cli.IntFlag{Name: "store-members", Value: 1, Usage: "etcd members of the fleet store in their own namespace; the daemons take the VIPs from it (0: none, each daemon uses its file)"},
 		&cli.BoolFlag{Name: "static-routes", Usage: "static ECMP VIP routes on the router instead of BGP (bird2); always so with --balancer direct"},
 	}
+	return append(flags, observeFlags()...) // labui.go
 }
 
 func needRoot(what string) error {
@@ -297,9 +319,11 @@ func upOptions(c *cli.Context) (lab.UpOptions, error) {
 	if err != nil {
 		return lab.UpOptions{}, err
 	}
-	return lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), Stops: map[string]bool{
+	o := lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), Stops: map[string]bool{
 		"dns": hasCommand("dns", "run"), "edge": hasCommand("edge", "run"), "l7": hasCommand("l7", "run"),
-	}}, nil
+	}}
+	observeOptions(c, &o)
+	return o, nil
 }
 
 func printStatus(c *cli.Context, st *lab.Status) error {
@@ -362,6 +386,9 @@ func labDemo(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if st.UI != "" {
+		fmt.Fprintf(c.App.Writer, "live view of the whole path: %s\n", st.UI)
+	}
 	fmt.Fprintf(c.App.Writer, "sending %d requests/s in total (shared by the clients) for at most %s, along:\n", rate, d)
 	for _, t := range lab.DemoTargets(st) {
 		fmt.Fprintf(c.App.Writer, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)

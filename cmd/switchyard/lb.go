@@ -198,7 +198,7 @@ func l4RunCmd() *cli.Command {
      switchyard lb run --config lb.yaml --iface veth0 --xdp-mode generic --metrics 127.0.0.1:9100
      nsenter --net=/run/netns/lb -- switchyard lb run --config lb.yaml --log-format json
      switchyard lb run --config node.yaml --store etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML configuration `FILE` (CLI changes are written back to it)"},
 			&cli.StringFlag{Name: "iface", Aliases: []string{"i"}, Usage: "`INTERFACE` to attach to (overrides interface:)"},
 			&cli.StringFlag{Name: "pin-dir", Usage: "bpffs `DIR` for maps and link (default /sys/fs/bpf/switchyard/<iface>)"},
@@ -209,7 +209,7 @@ func l4RunCmd() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "`FORMAT` of logs on stderr: text or json"},
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages (every map reconciliation)"},
 			&cli.StringFlag{Name: "store", EnvVars: []string{"SWITCHYARD_STORE"}, Usage: "fleet store `URL` etcd://HOST:PORT[,HOST:PORT...]/PREFIX: VIPs and backends come from there (the file keeps the node's own settings); see docs/fleet.md"},
-		},
+		}, uiFlags()...),
 		Action: func(c *cli.Context) error {
 			override := func(cfg *config.Config) {
 				for flag, field := range map[string]*string{"iface": &cfg.Interface, "pin-dir": &cfg.PinDir, "socket": &cfg.Socket,
@@ -256,6 +256,9 @@ func l4RunCmd() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := startUI(ctx, c, "l4", cfg.Metrics, "--metrics ADDR:PORT"); err != nil {
+				return err
+			}
 			return d.Run(ctx)
 		},
 	}
@@ -349,7 +352,7 @@ func l4HealthCmd() *cli.Command {
 				return err
 			}
 			return l4Output(c, hs, func(w io.Writer) {
-				fmt.Fprintln(w, "VIP\tBACKEND\tCHECK\tSTATE\tOK\tFAIL\tSINCE\tLAST ERROR")
+				fmt.Fprintln(w, "VIP\tBACKEND\tCHECK\tMODE\tSTATE\tOK\tFAIL\tSINCE\tLAST ERROR")
 				for _, h := range hs {
 					state := "healthy"
 					if !h.Healthy {
@@ -357,7 +360,7 @@ func l4HealthCmd() *cli.Command {
 					} else if !h.Checked {
 						state = "pending"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.VIP, h.Backend, h.Check, state, h.Successes, h.Failures,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.VIP, h.Backend, h.Check, h.Mode, state, h.Successes, h.Failures,
 						time.Since(h.Since).Truncate(time.Second), h.LastError)
 				}
 				if len(hs) == 0 {

@@ -42,6 +42,7 @@ func vipAddCmd() *cli.Command {
 			&cli.StringFlag{Name: "hash", Value: config.HashFiveTuple, Usage: "`HASH`: five-tuple, source-only or no-source-port"},
 			&cli.StringSliceFlag{Name: "backend", Aliases: []string{"b"}, Usage: "backend `ADDRESS` (weight 1; repeat)"},
 			&cli.StringFlag{Name: "health", Usage: "health check `TYPE`: tcp or http (default none)"},
+			&cli.StringFlag{Name: "health-mode", Usage: "`MODE`: tunnel (probe the VIP through the tunnel) or direct (the backend's own address); default the file's health_mode, else tunnel"},
 			&cli.UintFlag{Name: "health-port", Usage: "probed `PORT` (default the VIP port)"},
 			&cli.StringFlag{Name: "health-path", Usage: "http check `PATH` (default /)"},
 			&cli.IntFlag{Name: "health-status", Usage: "http `STATUS` that means healthy (default 200)"},
@@ -62,11 +63,14 @@ func vipAddCmd() *cli.Command {
 			for _, b := range c.StringSlice("backend") {
 				v.Backends = append(v.Backends, config.Backend{Address: b, Weight: 1})
 			}
+			if c.String("health-mode") != "" && c.String("health") == "" {
+				return fmt.Errorf("--health-mode without --health: name the check type too (--health tcp or http)")
+			}
 			if t := c.String("health"); t != "" {
 				if c.Uint("health-port") > 65535 {
 					return fmt.Errorf("invalid --health-port %d: use 1..65535", c.Uint("health-port"))
 				}
-				v.Health = &config.HealthCheck{Type: t, Port: uint16(c.Uint("health-port")), Path: c.String("health-path"),
+				v.Health = &config.HealthCheck{Type: t, Mode: c.String("health-mode"), Port: uint16(c.Uint("health-port")), Path: c.String("health-path"),
 					ExpectStatus: c.Int("health-status"), Interval: config.Duration(c.Duration("health-interval")),
 					Timeout: config.Duration(c.Duration("health-timeout")), Rise: c.Int("health-rise"), Fall: c.Int("health-fall")}
 			}

@@ -158,7 +158,9 @@ type BackendInfo struct {
 	State   string `json:"state"`
 	InRing  bool   `json:"in_ring"`
 	// Health is "healthy", "unhealthy", "unchecked" (no check) or "pending" (no probe yet).
-	Health      string `json:"health"`
+	Health string `json:"health"`
+	// HealthMode is how the check reaches the backend: "tunnel" or "direct" (empty: unchecked).
+	HealthMode  string `json:"health_mode,omitempty"`
 	ActiveFlows int    `json:"active_flows"`
 	// DrainLeft is the time until the drain timeout cuts the remaining flows.
 	DrainLeft time.Duration `json:"drain_left_ns,omitempty"`
@@ -168,9 +170,11 @@ type BackendInfo struct {
 
 // HealthInfo is one row of `lb health`.
 type HealthInfo struct {
-	VIP       string    `json:"vip"`
-	Backend   string    `json:"backend"`
-	Check     string    `json:"check"`
+	VIP     string `json:"vip"`
+	Backend string `json:"backend"`
+	Check   string `json:"check"`
+	// Mode is "tunnel" (the VIP, encapsulated toward the backend) or "direct" (its own address).
+	Mode      string    `json:"mode"`
 	Healthy   bool      `json:"healthy"`
 	Checked   bool      `json:"checked"`
 	Successes int       `json:"successes"`

@@ -90,6 +90,10 @@ type Config struct {
 	ConnTableSize uint32 `yaml:"conn_table_size,omitempty"`
 	// AllBackendsDown is the policy when every backend of a VIP is unhealthy: keep or drop.
 	AllBackendsDown string `yaml:"all_backends_down,omitempty"`
+	// HealthMode is how health checks reach the backends unless a VIP's health.mode says
+	// otherwise: tunnel (the default: the VIP, encapsulated toward the backend as real traffic)
+	// or direct (the backend's own address). docs/xdp.md, "Health checks through the tunnel".
+	HealthMode string `yaml:"health_mode,omitempty"`
 	// VIPs are the balanced services.
 	VIPs []VIP `yaml:"vips"`
 	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
@@ -128,6 +132,8 @@ type Backend struct {
 type HealthCheck struct {
 	// Type is tcp (connect) or http (GET).
 	Type string `yaml:"type"`
+	// Mode is tunnel or direct; empty takes the file's health_mode (default tunnel).
+	Mode string `yaml:"mode,omitempty"`
 	// Port is the port probed on the backend address; default the VIP port.
 	Port uint16 `yaml:"port,omitempty"`
 	// Path is the HTTP path (default /).

@@ -92,6 +92,8 @@ func TestErrorsNameLineAndField(t *testing.T) {
 		{"bad hash", "interface: eth0\nvips:\n  - address: 198.18.100.1\n    hash: random\n", 4, "vips[0].hash: unknown hash"},
 		{"bad health type", "interface: eth0\nvips:\n  - address: 198.18.100.1\n    port: 80\n    health:\n      type: icmp\n", 6, "vips[0].health.type"},
 		{"health port needed", "interface: eth0\nvips:\n  - address: 198.18.100.1\n    health: {type: tcp}\n", 4, "name the port to probe"},
+		{"bad health mode", "interface: eth0\nvips:\n  - address: 198.18.100.1\n    port: 80\n    health: {type: tcp, mode: tunel}\n", 5, "vips[0].health.mode: unknown mode \"tunel\": use tunnel"},
+		{"bad global health mode", "interface: eth0\nhealth_mode: vip\n", 2, "line 2: health_mode: unknown mode \"vip\""},
 		{"timeout over interval", "interface: eth0\nvips:\n  - address: 198.18.100.1\n    port: 80\n    health: {type: tcp, interval: 1s, timeout: 2s}\n", 5, "longer than the interval"},
 		{"bad duration", "interface: eth0\ndrain_timeout: soon\n", 2, "parse duration \"soon\""},
 		{"unknown field", "interface: eth0\ndrain_timout: 5m\n", 2, "line 2: drain_timout: unknown field: did you mean `drain_timeout`?"},
@@ -205,5 +207,21 @@ func TestSizesCheckedLikeTheLoader(t *testing.T) {
 	c.RingSize = 100003
 	if w := c.Warnings(); len(w) != 0 {
 		t.Errorf("warnings at ring 100003: %q", w)
+	}
+}
+
+// TestHealthModeOf: a VIP's own mode wins, then the file's health_mode, then tunnel.
+func TestHealthModeOf(t *testing.T) {
+	c, err := Parse([]byte("interface: eth0\nvips:\n  - {name: a, address: 198.18.100.1, port: 80, health: {type: tcp}}\n  - {name: b, address: 198.18.100.2, port: 80, health: {type: tcp, mode: direct}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.HealthModeOf(&c.VIPs[0]), c.HealthModeOf(&c.VIPs[1]); a != HealthTunnel || b != HealthDirect {
+		t.Errorf("default: a=%s b=%s, want tunnel direct", a, b)
+	}
+	c.HealthMode = HealthDirect
+	c.VIPs[1].Health.Mode = HealthTunnel
+	if a, b := c.HealthModeOf(&c.VIPs[0]), c.HealthModeOf(&c.VIPs[1]); a != HealthDirect || b != HealthTunnel {
+		t.Errorf("health_mode direct: a=%s b=%s, want direct tunnel", a, b)
 	}
 }

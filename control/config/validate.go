@@ -81,6 +81,14 @@ func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, n
 // cross-VIP checks still see every VIP).
 func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	l := locator{root}
+	if err := c.validateFields(l); err != nil {
+		return err
+	}
+	return c.validateVIPList(l, known)
+}
+
+// validateFields checks the top-level fields: interface, mode, addresses, sizes, policies, BGP.
+func (c *Config) validateFields(l locator) error {
 	at := func(p ...any) []any { return p }
 	if c.Interface == "" {
 		return l.errf(at("interface"), "missing: name the interface the balancer runs on, e.g. `interface: eth0` (or --iface)")
@@ -122,11 +130,21 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	default:
 		return l.errf(at("all_backends_down"), "unknown policy %q: use keep or drop", c.AllBackendsDown)
 	}
+	if err := validHealthMode(c.HealthMode); err != nil {
+		return l.errf(at("health_mode"), "%v", err)
+	}
 	if c.BGP != nil {
 		if err := c.BGP.validate(l); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
+// VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
+func (c *Config) validateVIPList(l locator, known func(*VIP) bool) error {
+	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
 		maxVIPs = DefaultMaxVIPs
@@ -211,6 +229,9 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("health", "type"), "missing: use tcp or http")
 		default:
 			return l.errf(at("health", "type"), "unknown check %q: use tcp or http", h.Type)
+		}
+		if err := validHealthMode(h.Mode); err != nil {
+			return l.errf(at("health", "mode"), "%v", err)
 		}
 		if h.Port == 0 && v.Port == 0 {
 			return l.errf(at("health", "port"), "missing: the VIP balances every port, so name the port to probe")

@@ -280,7 +280,7 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 			st := states[k]
 			id, _ := d.rec.BackendID(a)
 			bi := api.BackendInfo{VIP: v.Name, Address: a.String(), ID: id, Weight: b.Weight, State: st.state,
-				InRing: st.inRing, Health: d.healthWord(k), ActiveFlows: flows[v.Name][id]}
+				InRing: st.inRing, Health: d.healthWord(k), HealthMode: d.healthMode(k), ActiveFlows: flows[v.Name][id]}
 			if len(ring) > 0 {
 				bi.RingShare = float64(shares[id]) / float64(len(ring))
 			}
@@ -309,13 +309,21 @@ func (d *Daemon) healthWord(k health.Key) string {
 	return "unhealthy"
 }
 
+// healthMode is the mode of a backend's check ("" when it has none).
+func (d *Daemon) healthMode(k health.Key) string {
+	if s, ok := d.healthSpecs[k]; ok {
+		return s.ProbeMode()
+	}
+	return ""
+}
+
 // Health lists every check.
 func (d *Daemon) Health() []api.HealthInfo {
 	specs := d.hm.Specs()
 	out := make([]api.HealthInfo, 0, len(specs))
 	for k, s := range specs {
 		st, _ := d.hm.Status(k)
-		out = append(out, api.HealthInfo{VIP: k.VIP, Backend: k.Backend.String(), Check: s.Describe(), Healthy: st.Healthy,
+		out = append(out, api.HealthInfo{VIP: k.VIP, Backend: k.Backend.String(), Check: s.Describe(), Mode: s.ProbeMode(), Healthy: st.Healthy,
 			Checked: st.Checked, Successes: st.Successes, Failures: st.Failures, LastError: st.LastError, Since: st.Since})
 	}
 	sort.Slice(out, func(i, j int) bool {

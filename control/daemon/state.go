@@ -143,6 +143,9 @@ func (d *Daemon) drainExpiredLocked(k health.Key) bool {
 // maps refuse it, the previous configuration is put back and applied again, so a failed change or
 // reload leaves the running state as it was.
 func (d *Daemon) switchToLocked(next *config.Config) (reconcile.Result, error) {
+	if err := d.prepareProbesLocked(next); err != nil {
+		return reconcile.Result{}, err
+	}
 	old := d.cfg
 	d.cfg = next
 	d.syncHealthLocked()
@@ -206,19 +209,26 @@ func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 // syncHealthLocked makes the running checks those of the configuration.
 func (d *Daemon) syncHealthLocked() {
 	want := map[health.Key]health.Spec{}
-	for _, v := range d.cfg.VIPs {
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
 		h := v.Health
 		if h == nil {
 			continue
 		}
+		tunnel := d.cfg.HealthModeOf(v) == config.HealthTunnel
 		for _, b := range v.Backends {
 			a := parseAddr(b.Address)
-			want[health.Key{VIP: v.Name, Backend: a}] = health.Spec{
+			s := health.Spec{
 				Type: h.Type, Addr: netip.AddrPortFrom(a, h.Port), Path: h.Path, ExpectStatus: h.ExpectStatus,
 				Interval: h.Interval.D(), Timeout: h.Timeout.D(), Rise: h.Rise, Fall: h.Fall,
 			}
+			if tunnel {
+				d.tunnelSpec(&s, v, a)
+			}
+			want[health.Key{VIP: v.Name, Backend: a}] = s
 		}
 	}
+	d.syncProbeTargetsLocked(want) // the marks' targets before the probes that use them
 	d.hm.Sync(want)
 	if !stdmaps.Equal(want, d.healthSpecs) {
 		d.desired.invalidate() // checks came or went: backends' health may read otherwise

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/control/health"
 	"github.com/switchyard/switchyard/control/metrics"
 	"github.com/switchyard/switchyard/maps"
 )
@@ -175,5 +176,11 @@ func (d *Daemon) snapshot() metrics.Snapshot {
 	s.Rings, s.Store, s.Now = d.ringDigestsLocked(), d.storeStatusLocked(), time.Now()
 	d.mu.Unlock()
 	s.ProbesOK, s.ProbesFailed = d.hm.ProbeCounts()
+	s.ProbesByMode = map[string][2]uint64{}
+	for _, m := range []string{health.ModeTunnel, health.ModeDirect} {
+		ok, fail := d.hm.ProbeCountsByMode(m)
+		s.ProbesByMode[m] = [2]uint64{ok, fail}
+	}
+	s.TunnelPackets = d.tunnelCounters()
 	return s
 }

@@ -10,8 +10,25 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// Probe modes (docs/xdp.md, "Health checks through the tunnel").
+const (
+	// ModeTunnel probes the VIP through the tunnel toward the backend, as real traffic arrives:
+	// a backend without the VIP on lo, or without the decap program, fails.
+	ModeTunnel = "tunnel"
+	// ModeDirect probes the backend's own address: it proves the host is up, not that it serves
+	// the VIP.
+	ModeDirect = "direct"
+)
+
+// tunnelMSS is the MSS a tunnel probe announces: its packets grow by the outer header (40 bytes
+// at most) on the way out, and must still fit the link.
+const tunnelMSS = 1200
 
 // Spec is one check: what to probe and how often.
 type Spec struct {
@@ -19,6 +36,14 @@ type Spec struct {
 	Type string
 	// Addr is the backend address and the probed port.
 	Addr netip.AddrPort
+	// Mode is ModeDirect (probe Addr; the empty mode is direct) or ModeTunnel (probe Target).
+	Mode string
+	// Target is what a tunnel probe connects to: the VIP and the probed port. Its packets carry
+	// Mark (SO_MARK), which the balancer's probe encapsulator maps to the backend, and leave
+	// through Device (SO_BINDTODEVICE), the balanced interface.
+	Target netip.AddrPort
+	Mark   uint32
+	Device string
 	// Path and ExpectStatus apply to http.
 	Path         string
 	ExpectStatus int
@@ -87,39 +112,97 @@ func (m *Machine) Observe(err error, now time.Time) bool {
 // Status is the current state.
 func (m *Machine) Status() Status { return m.st }
 
+// dialAddr is where the probe connects: the backend (direct) or the VIP (tunnel).
+func (s Spec) dialAddr() netip.AddrPort {
+	if s.Mode == ModeTunnel {
+		return s.Target
+	}
+	return s.Addr
+}
+
+// dialer makes the probe's sockets: plain for direct probes; marked, bound to the balanced
+// interface and with a small MSS for tunnel probes.
+func (s Spec) dialer() *net.Dialer {
+	if s.Mode != ModeTunnel {
+		return &net.Dialer{}
+	}
+	return &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(s.Mark)); serr != nil {
+				serr = fmt.Errorf("set SO_MARK %#x: %w", s.Mark, serr)
+				return
+			}
+			if s.Device != "" {
+				if serr = unix.BindToDevice(int(fd), s.Device); serr != nil {
+					serr = fmt.Errorf("bind to %s: %w", s.Device, serr)
+					return
+				}
+			}
+			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, tunnelMSS); serr != nil {
+				serr = fmt.Errorf("set TCP_MAXSEG: %w", serr)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+}
+
+// ProbeMode is the spec's mode: ModeDirect when unset.
+func (s Spec) ProbeMode() string {
+	if s.Mode == ModeTunnel {
+		return ModeTunnel
+	}
+	return ModeDirect
+}
+
+// via names the probed path in errors: "10.0.0.5:80", or "198.18.100.1:80 via 10.0.0.5".
+func (s Spec) via() string {
+	if s.Mode == ModeTunnel {
+		return s.Target.String() + " via " + s.Addr.Addr().String()
+	}
+	return s.Addr.String()
+}
+
 // Probe runs one check against the backend.
 func Probe(ctx context.Context, s Spec) error {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
+	dial := s.dialer()
 	switch s.Type {
 	case "tcp":
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", s.Addr.String())
+		c, err := dial.DialContext(ctx, "tcp", s.dialAddr().String())
 		if err != nil {
-			return fmt.Errorf("tcp connect %s: %w", s.Addr, err)
+			return fmt.Errorf("tcp connect %s: %w", s.via(), err)
 		}
 		return c.Close()
 	case "http":
-		url := "http://" + s.Addr.String() + s.Path
+		url := "http://" + s.dialAddr().String() + s.Path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return fmt.Errorf("http get %s: %w", url, err)
 		}
 		req.Header.Set("User-Agent", "switchyard-lb-health")
 		// A fresh transport per probe: a pooled connection would prove nothing about accepting.
-		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: dial.DialContext}
 		defer tr.CloseIdleConnections()
+		what := url
+		if s.Mode == ModeTunnel {
+			what += " via " + s.Addr.Addr().String()
+		}
 		resp, err := (&http.Client{Transport: tr, CheckRedirect: noRedirect}).Do(req)
 		if err != nil {
-			return fmt.Errorf("http get %s: %w", url, err)
+			return fmt.Errorf("http get %s: %w", what, err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != s.ExpectStatus {
-			return fmt.Errorf("http get %s: status %d, expected %d", url, resp.StatusCode, s.ExpectStatus)
+			return fmt.Errorf("http get %s: status %d, expected %d", what, resp.StatusCode, s.ExpectStatus)
 		}
 		return nil
 	}
-	return fmt.Errorf("probe %s: unknown check type %q", s.Addr, s.Type)
+	return fmt.Errorf("probe %s: unknown check type %q", s.via(), s.Type)
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -148,8 +231,11 @@ type Manager struct {
 	probe    func(context.Context, Spec) error
 	now      func() time.Time
 	parent   context.Context
-	probeCnt map[string]uint64 // "ok"/"fail"
+	probeCnt map[probeCount]uint64
 }
+
+// probeCount keys the probe counters: a mode and a result.
+type probeCount struct{ mode, result string }
 
 type check struct {
 	spec   Spec
@@ -161,7 +247,7 @@ type check struct {
 // NewManager makes a manager whose checkers live until ctx ends. Changes are sent on the
 // returned manager's Changes channel; the owner must read it.
 func NewManager(ctx context.Context) *Manager {
-	return &Manager{checks: map[Key]*check{}, changes: make(chan Change, 64), probe: Probe, now: time.Now, parent: ctx, probeCnt: map[string]uint64{}}
+	return &Manager{checks: map[Key]*check{}, changes: make(chan Change, 64), probe: Probe, now: time.Now, parent: ctx, probeCnt: map[probeCount]uint64{}}
 }
 
 // SetProbe replaces the probe function (tests use a controllable one).
@@ -211,11 +297,11 @@ func (mg *Manager) run(ctx context.Context, k Key, c *check) {
 		}
 		mg.mu.Lock()
 		changed := c.m.Observe(err, mg.now())
-		if err == nil {
-			mg.probeCnt["ok"]++
-		} else {
-			mg.probeCnt["fail"]++
+		res := "ok"
+		if err != nil {
+			res = "fail"
 		}
+		mg.probeCnt[probeCount{c.spec.ProbeMode(), res}]++
 		st := c.m.Status()
 		mg.mu.Unlock()
 		if changed {
@@ -267,7 +353,21 @@ func (mg *Manager) Specs() map[Key]Spec {
 func (mg *Manager) ProbeCounts() (ok, fail uint64) {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
-	return mg.probeCnt["ok"], mg.probeCnt["fail"]
+	for k, n := range mg.probeCnt {
+		if k.result == "ok" {
+			ok += n
+		} else {
+			fail += n
+		}
+	}
+	return ok, fail
+}
+
+// ProbeCountsByMode returns the probe counts of one mode (ModeDirect or ModeTunnel).
+func (mg *Manager) ProbeCountsByMode(mode string) (ok, fail uint64) {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return mg.probeCnt[probeCount{mode, "ok"}], mg.probeCnt[probeCount{mode, "fail"}]
 }
 
 // Stop ends every check and waits for the checkers to return.
@@ -287,9 +387,12 @@ func (mg *Manager) Stop() {
 
 // Describe renders a spec for logs and the health command.
 func (s Spec) Describe() string {
-	d := s.Type + " " + s.Addr.String()
+	d := s.Type + " " + s.dialAddr().String()
 	if s.Type == "http" {
 		d += s.Path + " expect " + strconv.Itoa(s.ExpectStatus)
+	}
+	if s.Mode == ModeTunnel {
+		d += " via " + s.Addr.Addr().String()
 	}
 	return d
 }

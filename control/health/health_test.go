@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,5 +150,53 @@ func TestManagerFollowsARealServer(t *testing.T) {
 	mg.Sync(nil)
 	if _, checked := mg.Status(k); checked || !mg.Healthy(k) {
 		t.Error("check still present after Sync(nil)")
+	}
+}
+
+// TestTunnelProbeDialsTheVIP: a tunnel probe connects to its target (the VIP) with its mark,
+// bound to its device, not to the backend's own address; a direct probe does the opposite. The
+// target here is a listener on loopback and the "backend" a closed port, so each mode passes only
+// if it dials what it should. The encapsulation itself is tested in loader and testenv.
+func TestTunnelProbeDialsTheVIP(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SO_MARK needs CAP_NET_ADMIN: run as root")
+	}
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		if r.Host == "" {
+			w.WriteHeader(500)
+		}
+	}))
+	defer srv.Close()
+	vip := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := netip.MustParseAddrPort(closed.Addr().String())
+	closed.Close()
+	for _, typ := range []string{"tcp", "http"} {
+		s := Spec{Type: typ, Addr: backend, Path: "/", ExpectStatus: 200, Timeout: time.Second}
+		if typ == "tcp" {
+			s.Path, s.ExpectStatus = "", 0
+		}
+		if err := Probe(context.Background(), s); err == nil {
+			t.Errorf("%s direct probe of a closed port passed", typ)
+		}
+		s.Mode, s.Target, s.Mark, s.Device = ModeTunnel, vip, 0x53590001, "lo"
+		if err := Probe(context.Background(), s); err != nil {
+			t.Errorf("%s tunnel probe of the VIP: %v", typ, err)
+		}
+		if d := s.Describe(); !strings.Contains(d, vip.String()) || !strings.Contains(d, "via "+backend.Addr().String()) {
+			t.Errorf("describe %q: want the VIP and the backend it goes through", d)
+		}
+		s.Device = "no-such-if0"
+		if err := Probe(context.Background(), s); err == nil || !strings.Contains(err.Error(), "bind to no-such-if0") {
+			t.Errorf("%s tunnel probe through a missing device: %v, want a bind error", typ, err)
+		}
+	}
+	if seen.Load() == 0 {
+		t.Error("the http tunnel probe never reached the VIP")
 	}
 }

@@ -22,6 +22,10 @@ type Snapshot struct {
 	Reloads, ReloadErrors, ApplyErrors                   uint64
 	HealthChanges, DrainsExpired, ProbesOK, ProbesFailed uint64
 	NextHopResolved                                      bool
+	// ProbesByMode are the probe counts of each health mode (tunnel, direct): {ok, fail}.
+	ProbesByMode map[string][2]uint64
+	// TunnelPackets are the probe encapsulator's counters by name (nil when it is not loaded).
+	TunnelPackets map[string]uint64
 	// Rings are the per-VIP digests of the Maglev tables written.
 	Rings []api.RingDigest
 	// Store is the fleet store's state (nil without one).
@@ -64,6 +68,9 @@ var (
 	dApplyErrors   = desc("apply_errors_total", "Map reconciliations that failed.")
 	dHealthChanges = desc("health_changes_total", "Backend health state changes.")
 	dProbes        = desc("health_probes_total", "Health probes run, by result.", "result")
+	dProbesMode    = desc("health_mode_probes_total", "Health probes run, by mode (tunnel: to the VIP through the tunnel; direct: to the backend's own address) and result.", "mode", "result")
+	dTunnelPkts    = desc("health_tunnel_packets_total", "Probe packets seen by the probe encapsulator on the balanced interface's egress, by outcome (probe_ipip, probe_4in6, probe_ip6ip6 sent; probe_no_target, probe_error dropped).", "counter")
+	dBEHealthMode  = desc("backend_health_mode", "1 for the mode of the backend's health check (tunnel or direct); no series for an unchecked backend.", "vip", "backend", "mode")
 	dDrains        = desc("drain_timeouts_total", "Drains that reached drain_timeout.")
 	dNextHop       = desc("next_hop_resolved", "1 when the next hop MAC is resolved.")
 	dRingDigest    = desc("vip_ring_digest", "48-bit digest of the VIP's Maglev table as written (by backend address): equal on every node of a fleet that agrees.", "vip")
@@ -82,7 +89,7 @@ var (
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dVIPDropped, dBEPackets, dBEBytes, dBEFlows,
 		dBEState, dBEHealthy, dBEWeight, dBEShare, dFlows, dRebuilds, dSlots, dReloads, dReloadErrors, dApplyErrors,
-		dHealthChanges, dProbes, dDrains, dNextHop, dRingDigest, dStoreUp, dStoreDown, dStoreRev, dStoreWatched,
+		dHealthChanges, dProbes, dProbesMode, dTunnelPkts, dBEHealthMode, dDrains, dNextHop, dRingDigest, dStoreUp, dStoreDown, dStoreRev, dStoreWatched,
 		dStoreEvents, dStoreResyncs, dStoreRewatch, dStoreWrites, dStoreRefused} {
 		ch <- d
 	}
@@ -120,6 +127,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dBEState, b2f(b.State == st), b.VIP, b.Address, st)
 		}
 		gauge(dBEHealthy, b2f(b.Health != "unhealthy"), b.VIP, b.Address)
+		if b.HealthMode != "" {
+			gauge(dBEHealthMode, 1, b.VIP, b.Address, b.HealthMode)
+		}
 		gauge(dBEWeight, float64(b.Weight), b.VIP, b.Address)
 		gauge(dBEShare, b.RingShare, b.VIP, b.Address)
 	}
@@ -132,6 +142,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dHealthChanges, float64(s.HealthChanges))
 	counter(dProbes, float64(s.ProbesOK), "ok")
 	counter(dProbes, float64(s.ProbesFailed), "fail")
+	for mode, n := range s.ProbesByMode {
+		counter(dProbesMode, float64(n[0]), mode, "ok")
+		counter(dProbesMode, float64(n[1]), mode, "fail")
+	}
+	for name, n := range s.TunnelPackets {
+		counter(dTunnelPkts, float64(n), name)
+	}
 	counter(dDrains, float64(s.DrainsExpired))
 	gauge(dNextHop, b2f(s.NextHopResolved))
 	for _, r := range s.Rings {

@@ -22,10 +22,12 @@ func TestCollector(t *testing.T) {
 			Flows:    5,
 		},
 		Backends: []api.BackendInfo{
-			{VIP: "web", Address: "198.18.3.1", State: api.StateActive, Health: "healthy", Weight: 2, ActiveFlows: 2, RingShare: 0.66},
+			{VIP: "web", Address: "198.18.3.1", State: api.StateActive, Health: "healthy", HealthMode: "tunnel", Weight: 2, ActiveFlows: 2, RingShare: 0.66},
 			{VIP: "web", Address: "198.18.3.2", State: api.StateDraining, Health: "unhealthy", Weight: 1, ActiveFlows: 1},
 		},
 		RingRebuilds: 4, SlotsWritten: 1234, Reloads: 2, ReloadErrors: 1, ProbesOK: 9, ProbesFailed: 3, NextHopResolved: true,
+		ProbesByMode:  map[string][2]uint64{"tunnel": {8, 3}, "direct": {1, 0}},
+		TunnelPackets: map[string]uint64{"probe_ipip": 40, "probe_no_target": 1},
 	}
 	c := NewCollector(func() Snapshot { return snap })
 	reg := prometheus.NewPedanticRegistry() // checks what is collected against the descriptors
@@ -52,6 +54,10 @@ func TestCollector(t *testing.T) {
 		`switchyard_l4_ring_slots_written_total 1234`,
 		`switchyard_l4_health_probes_total{result="fail"} 3`,
 		`switchyard_l4_next_hop_resolved 1`,
+		`switchyard_l4_backend_health_mode{backend="198.18.3.1",mode="tunnel",vip="web"} 1`,
+		`switchyard_l4_health_mode_probes_total{mode="tunnel",result="fail"} 3`,
+		`switchyard_l4_health_mode_probes_total{mode="direct",result="ok"} 1`,
+		`switchyard_l4_health_tunnel_packets_total{counter="probe_ipip"} 40`,
 		`switchyard_l4_conntrack_entries 5`,
 	} {
 		if !strings.Contains(text, line+"\n") {

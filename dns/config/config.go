@@ -116,7 +116,7 @@ type Name struct {
 	// Answers is how many records a weighted answer carries (default 1); more records let the
 	// clients behind one large resolver spread over several sites.
 	Answers int `yaml:"answers"`
-	// Sites are the locations (the lesson's "zones") the name can resolve to.
+	// Sites are the locations (data centres, points of presence) the name can resolve to.
 	Sites []Site `yaml:"sites"`
 	// Geo maps a client group (or "default") to a chain of sites: the first live one answers.
 	Geo map[string][]string `yaml:"geo"`
@@ -351,6 +351,7 @@ func Absolute(name, origin string) string {
 	}
 }
 
+// validateName fills a name's defaults (absolute name, TTL, all_down, answers) and checks it.
 func (c *Config) validateName(z *Zone, n *Name) error {
 	if n.Name == "" {
 		return errors.New("field name: missing; give the service name, e.g. app")
@@ -388,6 +389,12 @@ func (c *Config) validateName(z *Zone, n *Name) error {
 		}
 		sites[s.Name] = true
 	}
+	return c.validatePolicy(n, sites)
+}
+
+// validatePolicy checks the name's policy and its tables against the name's sites and the
+// configuration's client groups.
+func (c *Config) validatePolicy(n *Name, sites map[string]bool) error {
 	checkSites := func(field string, list []string) error {
 		for _, s := range list {
 			if !sites[s] {

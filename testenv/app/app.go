@@ -98,6 +98,7 @@ func (s *Server) Reset() {
 //
 //	/health                      200 "ok" (503 while failing); not counted
 //	/admin/counters              the Counters as JSON
+//	/admin/metrics               the Counters as Prometheus text (switchyard_lab_app_*)
 //	/admin/reset                 zero the counters
 //	/admin/fail?on=1|0           start or stop failing
 //	/admin/slow?ms=N             delay every counted request by N ms
@@ -184,6 +185,9 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		c.Open-- // not the connection asking
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(c)
+	case AdminPrefix + "metrics":
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		s.writeMetrics(w)
 	case AdminPrefix + "reset":
 		s.Reset()
 		io.WriteString(w, "reset\n")
@@ -204,7 +208,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		s.SetDelay(time.Duration(ms) * time.Millisecond)
 		fmt.Fprintf(w, "delay=%dms\n", ms)
 	default:
-		http.Error(w, "unknown admin path: use counters, reset, fail?on=, slow?ms=", http.StatusNotFound)
+		http.Error(w, "unknown admin path: use counters, metrics, reset, fail?on=, slow?ms=", http.StatusNotFound)
 	}
 }
 

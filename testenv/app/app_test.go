@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestServerCountsFailsAndReports(t *testing.T) {
@@ -63,6 +66,17 @@ func TestServerCountsFailsAndReports(t *testing.T) {
 	// /tracking x2, /event, /static/a.js, /bytes x2, /x: health and admin are not counted.
 	if c.Requests != 7 || c.Paths["/tracking"] != 2 || c.Paths["/event"] != 1 || c.Name != "be1" {
 		t.Errorf("counters %+v", c)
+	}
+	// The same count as Prometheus text, parsed by the parser Prometheus uses.
+	_, body, _ = get("/admin/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/admin/metrics does not parse: %v\n%s", err, body)
+	}
+	if m := fams["switchyard_lab_app_requests_total"].GetMetric(); len(m) != 1 || m[0].GetCounter().GetValue() != 7 ||
+		m[0].GetLabel()[0].GetValue() != "be1" {
+		t.Errorf("/admin/metrics requests: %v\n%s", m, body)
 	}
 	if got := SortedPaths(map[string]int{"/tracking": 5, "/event": 4}); got != "event=4 tracking=5" {
 		t.Errorf("SortedPaths = %q", got)

@@ -23,9 +23,9 @@ import (
 func ConfigPath(prefix, ns string) string { return filepath.Join(StateDir(prefix), ns+".yaml") }
 
 // BalancerArgv is the command line of balancer n's daemon: `lb run` on the file the lab wrote,
-// with the store when the lab has one.
+// with the store when the lab has one, and /metrics on the namespace's loopback (observe.go).
 func BalancerArgv(st *State, exe string, n topo.Node) []string {
-	return append([]string{exe, "lb", "run", "--config", ConfigPath(st.Prefix, n.NS)}, storeArgs(st)...)
+	return append([]string{exe, "lb", "run", "--config", ConfigPath(st.Prefix, n.NS), "--metrics", lbMetrics}, storeArgs(st)...)
 }
 
 // StartBalancer starts balancer n's daemon (again) and waits until its socket answers. A

@@ -24,8 +24,9 @@ type Proc struct {
 	Log  string   `json:"log"`
 }
 
-// StartProcess starts argv inside namespace ns as a detached process (its own session, so that
-// it outlives `lab up`), logging to <state dir>/<name>.log and recording its pid in <name>.pid.
+// StartProcess starts argv inside namespace ns ("": the host's) as a detached process (its own
+// session, so that it outlives `lab up`), logging to <state dir>/<name>.log and recording its
+// pid in <name>.pid.
 //
 // It enters the namespace with `nsenter --net=/run/netns/NS`, not `ip netns exec`: the latter
 // also remounts /sys, which hides /sys/fs/bpf, and then pins made inside would not outlive the
@@ -46,6 +47,9 @@ func StartProcess(prefix, name, ns string, argv ...string) (Proc, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command("nsenter", append([]string{"--net=" + topo.NSPath(ns), "--"}, argv...)...)
+	if ns == "" { // the host namespace: the lab's web view and Prometheus (observe.go)
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -30,7 +30,7 @@ func (s *State) noteKept(o UpOptions) {
 	if len(s.kept) > 0 {
 		what = append(what, "the balancer daemons' configurations ("+strings.Join(s.kept, ", ")+")")
 	}
-	if s.Store != nil {
+	if s.Store != nil && s.reup { // a fresh lab seeded its store: nothing was kept
 		what = append(what, "the VIPs in the store")
 	}
 	if len(what) == 0 {

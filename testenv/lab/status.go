@@ -50,6 +50,9 @@ type Status struct {
 	Notes []string   `json:"notes,omitempty"`
 	// Store is the lab's etcd cluster, when it runs one.
 	Store *StoreState `json:"store,omitempty"`
+	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
+	UI         string `json:"ui,omitempty"`
+	Prometheus string `json:"prometheus,omitempty"`
 }
 
 // GetStatus reads the live state of a lab. A lab that is not up (or half torn down) gives
@@ -72,6 +75,7 @@ func GetStatus(prefix string) (*Status, error) {
 		return nil, err
 	}
 	out.Up, out.Balancer, out.Sockets, out.Notes = true, st.Balancer, st.Sockets, st.Notes
+	out.UI, out.Prometheus = st.UI, st.Prometheus
 	add := func(ns, host string, role topo.Role) {
 		s := NSStatus{Name: ns, Host: host, Role: role, Exists: topo.Exists(ns)}
 		if s.Exists {
@@ -190,6 +194,7 @@ func (s *Status) Print(w io.Writer) {
 		fmt.Fprintf(w, "\nstore: %d etcd members, balancers run with --store %s\n", len(s.Store.Members), s.Store.URL)
 	}
 	s.printSockets(w)
+	s.printObserve(w)
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

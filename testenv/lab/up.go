@@ -44,6 +44,9 @@ type UpOptions struct {
 	// configuration files and router sessions are ready): StartBalancer brings one into the
 	// fleet later, as a node that joins.
 	Standby int
+	// UI and Prometheus are the listen addresses (host namespace) of the lab's web view and
+	// of Prometheus scraping every stop (observe.go): "" none, Auto a free loopback port.
+	UI, Prometheus string
 }
 
 // State is what `lab up` built, saved as <state dir>/state.json for status, demo and down.
@@ -65,6 +68,9 @@ type State struct {
 	Notes []string `json:"notes,omitempty"`
 	// Store is the lab's etcd cluster (nil: the daemons use their files).
 	Store *StoreState `json:"store,omitempty"`
+	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
+	UI         string `json:"ui,omitempty"`
+	Prometheus string `json:"prometheus,omitempty"`
 	// reup: `lab up` runs on a lab that is up, whose live state (reup.go) it keeps; kept are
 	// the daemon configuration files it left as they were.
 	reup bool
@@ -123,7 +129,8 @@ func Up(o UpOptions) (*State, error) {
 		return nil, err
 	}
 	st := &State{Prefix: o.Spec.Prefix, Created: time.Now().UTC(), Balancer: o.Balancer, BGP: l.BGP, Topo: l.Topo, VIPs: l.VIPs, Sockets: map[string]string{}, Running: map[string]string{}}
-	if old, err := LoadState(o.Spec.Prefix); err == nil {
+	old, err := LoadState(o.Spec.Prefix)
+	if err == nil {
 		st.Created, st.reup = old.Created, true
 	}
 	start := func(name, ns string, argv ...string) error {
@@ -188,12 +195,21 @@ func Up(o UpOptions) (*State, error) {
 	if err := st.save(); err != nil {
 		return st, err
 	}
+	if err := startObserve(o, st, old, start); err != nil { // after save: `lab ui` reads the state
+		return st, err
+	}
+	if err := st.save(); err != nil {
+		return st, err
+	}
 	if o.Balancer == ModeDaemon {
 		for ns, sock := range st.Sockets {
 			if err := waitFile(sock, 15*time.Second); err != nil {
 				return st, fmt.Errorf("lab up: the balancer daemon in %s did not open its socket: %w (see its log in %s)", ns, err, StateDir(st.Prefix))
 			}
 		}
+	}
+	if err := waitObserve(st, 15*time.Second); err != nil {
+		return st, fmt.Errorf("lab up: %w", err)
 	}
 	if l.BGP {
 		if _, err := l.WaitVIPRoutes(active, 45*time.Second); err != nil {
