@@ -131,7 +131,8 @@ pools: [{name: app, backends: [{address: %q}]}]
 		}
 	}
 	select {
-	case err := <-p.done:
+	case <-p.done:
+		err := p.err
 		if err != nil {
 			t.Errorf("the old l7 ended with %v; want a clean exit", err)
 		}

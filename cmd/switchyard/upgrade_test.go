@@ -50,12 +50,13 @@ type stopProc struct {
 	cmd  *exec.Cmd
 	log  string
 	ctl  string
-	done chan error
+	done chan struct{} // closed when it exits, with err set
+	err  error
 }
 
 func startStopProc(t *testing.T, bin, dir, stop string, args ...string) *stopProc {
 	t.Helper()
-	p := &stopProc{log: filepath.Join(dir, stop+".log"), ctl: filepath.Join(dir, "run", stop+".sock"), done: make(chan error, 1)}
+	p := &stopProc{log: filepath.Join(dir, stop+".log"), ctl: filepath.Join(dir, "run", stop+".sock"), done: make(chan struct{})}
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func startStopProc(t *testing.T, bin, dir, stop string, args ...string) *stopPro
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -93,7 +94,12 @@ func (p *stopProc) waitLog(t *testing.T, re string) string {
 			return string(m[len(m)-1])
 		}
 		select {
-		case err := <-p.done:
+		case <-p.done:
+			err := p.err
+			b, _ = os.ReadFile(p.log) // the line may be its last
+			if m := rx.FindSubmatch(b); m != nil {
+				return string(m[len(m)-1])
+			}
 			t.Fatalf("process exited (%v) before logging %q:\n%s", err, re, b)
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -303,7 +309,8 @@ func testUpgradeDropsNoRequest(t *testing.T, built string) {
 	uwg.Wait()
 	for stop, p := range procs {
 		select {
-		case err := <-p.done:
+		case <-p.done:
+			err := p.err
 			if err != nil {
 				t.Errorf("old %s process ended with %v after the upgrade; want a clean exit", stop, err)
 			}
@@ -365,7 +372,8 @@ func testUpgradeFailureKeepsOldServing(t *testing.T, built string) {
 	alive := func(stop, when string) {
 		t.Helper()
 		select {
-		case err := <-procs[stop].done:
+		case <-procs[stop].done:
+			err := procs[stop].err
 			t.Fatalf("%s: the old process exited (%v) %s", stop, err, when)
 		default:
 		}
