@@ -69,6 +69,7 @@ func startStopProc(t *testing.T, bin, dir, stop string, args ...string) *stopPro
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		defer stopUnder(dir) // successors, also those a failed test did not learn the id of
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -133,6 +134,20 @@ func stopPID(pid int) {
 		}
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// stopUnder ends every process whose command line names dir (the test's own directory).
+func stopUnder(dir string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), dir+"/") {
+			stopPID(pid)
+		}
+	}
 }
 
 // replaceBinary puts a fresh copy of bin at its path (a new file, as a package upgrade does), so
