@@ -77,14 +77,20 @@ func TestInstall(t *testing.T) {
 	}
 }
 
-// checkUnit asserts what every unit must have: the installed binary, a reload by SIGHUP where
-// the stop reloads (not the edge, which has no live reload), and the hardening.
+// checkUnit asserts what every unit must have: the installed binary, the reload (SIGHUP for the
+// L4 daemon, which replaces itself hitlessly through its pinned maps; a hitless upgrade through
+// the control socket for the others, with the successor allowed to notify systemd), and the
+// hardening.
 func checkUnit(t *testing.T, name, text, bin string) {
 	t.Helper()
 	want := []string{"ExecStart=" + bin + " ", "CapabilityBoundingSet=", "ProtectSystem=strict", "NoNewPrivileges=yes",
 		"ProtectHome=yes", "PrivateTmp=yes", "ProtectKernelModules=yes", "RestrictAddressFamilies=", "UMask=0077"}
-	if name != "switchyard-edge@.service" {
+	if name == "switchyard-lb.service" {
 		want = append(want, "ExecReload=/bin/kill -HUP $MAINPID")
+	} else {
+		stop := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "switchyard-"), ".service"), "@")
+		want = append(want, "Type=notify\n", "NotifyAccess=all\n", "RuntimeDirectoryMode=0700\n", " --control /run/switchyard-",
+			"ExecReload="+bin+" "+stop+" upgrade --control /run/switchyard-")
 	}
 	if name != "switchyard-lb.service" {
 		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "ProtectKernelTunables=yes")

@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/zone"
+	"github.com/switchyard/switchyard/internal/handover"
 )
 
 // Options tune an embedded server.
@@ -36,6 +37,9 @@ type Options struct {
 	// ManualHealth disables the periodic health probes: the caller drives them with
 	// Health().Round, to probe on a clock of its own (the dns-failover experiment, docs/lab.md).
 	ManualHealth bool
+	// Sockets, when set, is where Start takes the sockets inherited from the process this one
+	// replaces and keeps its own to pass on (internal/handover).
+	Sockets *handover.Sockets
 }
 
 // state is everything a reload replaces at once; queries load it once and use it throughout.
@@ -82,6 +86,8 @@ type Server struct {
 	healthStop  context.CancelFunc
 	wg          sync.WaitGroup
 	closed      bool
+	draining    atomic.Bool  // Shutdown: stop reading, answer what is in flight
+	udpLive     atomic.Int32 // UDP workers still running
 	tcpConns    map[net.Conn]struct{}
 	serveCtx    context.Context
 	serveCancel context.CancelFunc
@@ -209,7 +215,7 @@ func (s *Server) Start(ctx context.Context) error {
 	listen := s.state.Load().cfg.Listen
 	raiseNoFile(s.log)
 	workers := max(2, runtime.GOMAXPROCS(0))
-	conns, tcp, err := bindSockets(listen, workers)
+	conns, tcp, err := bindKept(s.opt.Sockets, listen, workers)
 	if err != nil {
 		return err
 	}
@@ -218,6 +224,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
 	for _, c := range conns {
 		s.wg.Add(1)
+		s.udpLive.Add(1)
 		go s.serveUDP(c)
 	}
 	s.wg.Add(1)
@@ -381,8 +388,15 @@ func (s *Server) serveTCPConn(c net.Conn) {
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	var lenBuf [2]byte
 	buf := make([]byte, 65535)
-	for {
-		c.SetReadDeadline(time.Now().Add(tcpIdle))
+	for served := 0; ; served++ {
+		idle := tcpIdle
+		if s.draining.Load() {
+			if served > 0 {
+				return // between queries: the client reconnects to the process that took over
+			}
+			idle = tcpDrainIdle
+		}
+		c.SetReadDeadline(time.Now().Add(idle))
 		if _, err := io.ReadFull(c, lenBuf[:]); err != nil {
 			return
 		}

@@ -80,6 +80,7 @@ func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 // storage, so the hot path allocates nothing.
 func (s *Server) serveUDP(conn *net.UDPConn) {
 	defer s.wg.Done()
+	defer s.udpLive.Add(-1)
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return
@@ -88,8 +89,8 @@ func (s *Server) serveUDP(conn *net.UDPConn) {
 	for {
 		n, err := r.recv(rc)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
+			if errors.Is(err, net.ErrClosed) || s.draining.Load() {
+				return // closed, or draining (Shutdown): the batch before this one is sent
 			}
 			continue
 		}

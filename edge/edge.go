@@ -28,12 +28,14 @@ import (
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/handover"
 )
 
 // Edge is one edge cache. Create it with New; it is safe for concurrent use.
 type Edge struct {
 	cfg       Config
 	log       *slog.Logger
+	sockets   *handover.Sockets // listeners inherited from, and kept for, an upgrade
 	store     *store.Store
 	stats     Stats
 	registry  *prometheus.Registry
@@ -75,6 +77,10 @@ type Option func(*Edge)
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Edge) { e.log = l } }
+
+// WithSockets listens through sk: listeners inherited from the process this one replaces are
+// served instead of bound again, and every listener is kept to pass on (internal/handover).
+func WithSockets(sk *handover.Sockets) Option { return func(e *Edge) { e.sockets = sk } }
 
 // New builds an Edge: it validates cfg, opens the store (rebuilding the disk index) and, with
 // tier candidates, starts measuring them. Call Close to stop it.
@@ -153,7 +159,7 @@ func (e *Edge) Registry() *prometheus.Registry { return e.registry }
 // Start listens on cfg.Listen (and cfg.Admin.Listen when set) and serves in the background.
 func (e *Edge) Start() error {
 	bind := func(addr string, h http.Handler, client bool) error {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := e.sockets.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}

@@ -52,7 +52,8 @@ type fastServer struct {
 	e        *Edge
 	ln       net.Listener
 	fallback *h1.Handover
-	closing  atomic.Bool
+	closing  atomic.Bool // stop accepting; close connections between requests
+	hard     atomic.Bool // the grace is over: no connection is served any more
 
 	mu    sync.Mutex
 	conns map[*fastConn]struct{}
@@ -79,7 +80,7 @@ func (fs *fastServer) serve() {
 			continue
 		}
 		delay = 0
-		fc := &fastConn{fs: fs, c: c}
+		fc := &fastConn{fs: fs, c: c, born: time.Now()}
 		if !fs.track(fc, true) {
 			c.Close()
 			continue
@@ -88,7 +89,9 @@ func (fs *fastServer) serve() {
 	}
 }
 
-// track registers (on) or forgets a connection; it refuses new ones once closing.
+// track registers (on) or forgets a connection; it refuses new ones once the grace is over (one
+// accepted while closing still gets its request answered: after an upgrade the old process
+// accepts from the listener it shares with the new one until it closes its copy).
 func (fs *fastServer) track(fc *fastConn, on bool) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -96,7 +99,7 @@ func (fs *fastServer) track(fc *fastConn, on bool) bool {
 		delete(fs.conns, fc)
 		return true
 	}
-	if fs.closing.Load() {
+	if fs.hard.Load() {
 		return false
 	}
 	fs.conns[fc] = struct{}{}
@@ -108,8 +111,9 @@ func (fs *fastServer) track(fc *fastConn, on bool) bool {
 func (fs *fastServer) closeConns(all bool) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	now := time.Now()
 	for fc := range fs.conns {
-		if all || !fc.active.Load() {
+		if all || (!fc.active.Load() && (fc.served.Load() > 0 || now.Sub(fc.born) >= fastNewConnGrace)) {
 			fc.c.Close()
 		}
 	}
@@ -125,14 +129,22 @@ func (fs *fastServer) close(grace time.Duration) {
 	for fs.closeConns(false) > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
+	fs.hard.Store(true)
 	fs.closeConns(true)
 }
+
+// fastNewConnGrace is how long close lets a connection that has not sent its first request take
+// to send it: it may be on its way, and no client retries a request on a fresh connection that
+// was reset. (Idle connections that have served one are closed at once; clients retry those.)
+const fastNewConnGrace = time.Second
 
 // fastConn is one client connection served on the fast path.
 type fastConn struct {
 	fs     *fastServer
 	c      net.Conn
-	active atomic.Bool // inside a request (close waits for it) rather than idle
+	active atomic.Bool  // inside a request (close waits for it) rather than idle
+	born   time.Time    // accepted at
+	served atomic.Int64 // request heads read
 
 	in h1.Reader // heads are parsed in place in its buffer
 
@@ -158,7 +170,8 @@ func (fc *fastConn) serve() {
 		}
 	}()
 	fc.in = h1.Reader{Conn: fc.c, Buf: make([]byte, fastInitialRead)}
-	for !fc.fs.closing.Load() {
+	// While closing a connection still gets one request answered.
+	for first := true; first || !fc.fs.closing.Load(); first = false {
 		end, err := fc.readHead()
 		if errors.Is(err, errFastHeadTooLarge) {
 			handedOff = fc.handOff() // net/http answers it with its own limit
@@ -230,6 +243,7 @@ func (fc *fastConn) readHead() (int, error) {
 		}
 	}
 	fc.active.Store(true)
+	fc.served.Add(1)
 	if end := h1.HeadEnd(fc.in.Buffered(), 0); end >= 0 {
 		return end, nil
 	}

@@ -73,17 +73,20 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 			s.conns.refuse(c)
 			continue
 		}
+		s.pending.Add(1) // until tracked: Shutdown waits for it
 		go s.serveConn(c, scheme, fb)
 	}
 }
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
 // engine, handing it to fb's http.Server when the core cannot serve it. The connection was
-// admitted (s.conns) by the caller.
+// admitted (s.conns) and counted in s.pending by the caller.
 func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c}
 	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
-	if !s.track(gc, true) {
+	tracked := s.track(gc, true)
+	s.pending.Add(-1)
+	if !tracked {
 		c.Close()
 		s.conns.done()
 		return
@@ -92,12 +95,12 @@ func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 }
 
 // track registers (on) or forgets a goroutine-engine connection for Shutdown and Close; it
-// refuses new ones once shutting down.
+// refuses new ones once the server is closing (a graceful shutdown still serves them once).
 func (s *Server) track(gc *goConn, on bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if on {
-		if s.shutting.Load() {
+		if s.hard.Load() {
 			return false
 		}
 		s.fconns[gc] = struct{}{}
@@ -110,15 +113,16 @@ func (s *Server) track(gc *goConn, on bool) bool {
 // closeFast closes the goroutine-engine and loop connections: all of them, or only those
 // between requests. It returns how many are left.
 func (s *Server) closeFast(all bool) int {
+	now := time.Now()
 	s.mu.Lock()
 	for gc := range s.fconns {
-		if all || !gc.active.Load() {
+		if all || (!gc.active.Load() && gc.mayCloseIdle(now)) {
 			gc.c.Close()
 		}
 	}
 	n := len(s.fconns)
 	s.mu.Unlock()
-	return n + s.closeLoops(all) + s.closeH2(all)
+	return n + s.closeLoops(all) + s.closeH2(all) + int(s.pending.Load())
 }
 
 func (gc *goConn) serve() {
@@ -130,7 +134,8 @@ func (gc *goConn) serve() {
 			gc.s.conns.done()
 		}
 	}()
-	for !gc.s.shutting.Load() {
+	// While shutting down a connection still gets one request answered (with Connection: close).
+	for first := true; first || !gc.s.shutting.Load(); first = false {
 		end, err := gc.readRequestHead(gc.s.state.Load().cfg)
 		// Loaded after the wait: a reload while the connection was idle applies to this request,
 		// and an idle connection does not keep a replaced configuration alive.

@@ -59,7 +59,7 @@ func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState) {
 		},
 	}, hc.serveStream)
 	s.mu.Lock()
-	if s.shutting.Load() {
+	if s.hard.Load() {
 		s.mu.Unlock()
 		nc.Close()
 		return

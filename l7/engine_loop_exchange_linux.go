@@ -46,7 +46,10 @@ func (l *evLoop) readHead(c *loopConn) bool {
 			c.deadline = l.now.Add(cfg.Timeouts.ReadHeader)
 		}
 		end = h1.HeadEnd(c.in.Buffered(), 0)
-	case l.s.shutting.Load():
+	case l.s.shutting.Load() && !c.readable && c.mayCloseIdle(l.now):
+		// Shutting down, between requests, nothing arrived: close. Not a connection with bytes
+		// to read, nor one still to send its first request (accepted during the shutdown, or
+		// just before): its request is on the way.
 		l.abort(c, 0)
 		return false
 	}

@@ -346,11 +346,11 @@ func (s *Server) closeLoops(all bool) int {
 	for _, l := range loops {
 		l.do(func() {
 			for _, ll := range l.lns {
-				unix.Close(ll.fd) // closing the descriptor also takes it off epoll
+				l.closeListener(ll)
 			}
 			l.lns = nil
 			for i := len(l.conns) - 1; i >= 0; i-- {
-				if c := l.conns[i]; all || (c.phase == phHead && !c.started && len(c.pend) == 0 && len(c.in.Buffered()) == 0) {
+				if c := l.conns[i]; all || (c.phase == phHead && !c.started && !c.readable && len(c.pend) == 0 && len(c.in.Buffered()) == 0 && c.mayCloseIdle(time.Now())) {
 					l.abort(c, 499)
 				}
 			}
@@ -481,7 +481,7 @@ func (l *evLoop) shutdown() {
 	l.mu.Unlock()
 	l.runCmds()
 	for _, ll := range l.lns {
-		unix.Close(ll.fd)
+		l.closeListener(ll)
 	}
 	l.lns = nil
 	for len(l.conns) > 0 {
@@ -490,6 +490,16 @@ func (l *evLoop) shutdown() {
 	l.idle.Drain(l.closeUp)
 	unix.Close(l.wakefd)
 	l.epf.Close()
+}
+
+// closeListener takes a listener off epoll and closes the loop's descriptor. Closing alone is
+// not enough: epoll forgets a socket only when its last descriptor closes, and after an upgrade
+// the new process holds one, so the old loop would go on waking for its connections.
+func (l *evLoop) closeListener(ll *loopListener) {
+	if !ll.paused {
+		_ = l.ctl(unix.EPOLL_CTL_DEL, ll.fd, 0, kindListener)
+	}
+	unix.Close(ll.fd)
 }
 
 func (l *evLoop) client(fd int) *loopConn {
@@ -524,7 +534,7 @@ func (l *evLoop) accept(fd int) {
 			}
 			return
 		}
-		if l.s.shutting.Load() {
+		if l.s.hard.Load() {
 			unix.Close(nfd)
 			continue
 		}
@@ -540,7 +550,10 @@ func (l *evLoop) accept(fd int) {
 		if to == l {
 			l.adopt(nfd, sa, ll)
 		} else {
-			if !to.post(func() { to.adopt(nfd, sa, ll) }) {
+			// Counted while between loops, so that Shutdown does not end with it on its way.
+			l.s.pending.Add(1)
+			if !to.post(func() { l.s.pending.Add(-1); to.adopt(nfd, sa, ll) }) {
+				l.s.pending.Add(-1)
 				unix.Close(nfd)
 				l.s.conns.done()
 			}
@@ -566,7 +579,7 @@ func (l *evLoop) post(fn func()) bool {
 
 // adopt starts serving an accepted connection on this loop.
 func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
-	if l.s.shutting.Load() {
+	if l.s.hard.Load() {
 		unix.Close(nfd)
 		l.s.conns.done()
 		return

@@ -245,7 +245,9 @@ func (s *Server) tlsToLoop(gc *goConn) bool {
 	_ = w.conn.SetDeadline(time.Time{})
 	w.conn.Close()
 	l := loops[int(s.loopNext.Add(1))%len(loops)]
-	if !l.post(func() { l.adoptTLS(nfd, gc.clientConn, tc, w) }) {
+	s.pending.Add(1) // counted while between engines, so that Shutdown waits for it
+	if !l.post(func() { s.pending.Add(-1); l.adoptTLS(nfd, gc.clientConn, tc, w) }) {
+		s.pending.Add(-1)
 		unix.Close(nfd) // the loops have stopped: the server is shutting down
 		l.s.conns.done()
 	}

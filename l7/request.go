@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,9 @@ type clientConn struct {
 	fallback *h1.Handover // net/http for what the core does not serve
 	// clientClose: the client asked to close after this response (Connection: close).
 	clientClose bool
-	proto       string // for the access log: "" is HTTP/1.1
+	born        time.Time    // accepted at
+	requests    atomic.Int64 // routed so far (mayCloseIdle)
+	proto       string       // for the access log: "" is HTTP/1.1
 	// failover is the route's failover header line once the request was retried on another
 	// backend (l7/failover.go), nil otherwise; reset for every request.
 	failover []byte
@@ -59,10 +62,21 @@ type clientConn struct {
 
 // newClientConn makes the per-connection state for a client at raddr.
 func newClientConn(s *Server, w io.Writer, raddr net.Addr, scheme string, fb *h1.Handover) *clientConn {
-	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String()}
+	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String(), born: time.Now()}
 	cc.m = core.NewMatcher(cc.remote)
 	cc.clientIP = balance.ClientIP(&cc.m.Req)
 	return cc
+}
+
+// newConnGrace is how long Shutdown lets a connection that has not sent its first request take
+// to send it (net/http waits 5 s too): the request may be on its way, and no client retries a
+// request on a fresh connection that was reset. Idle connections that have served a request are
+// closed at once; their clients retry on a new connection (to the process that took over).
+const newConnGrace = 5 * time.Second
+
+// mayCloseIdle reports whether Shutdown may close this connection while it waits for a request.
+func (cc *clientConn) mayCloseIdle(now time.Time) bool {
+	return cc.requests.Load() > 0 || now.Sub(cc.born) >= newConnGrace
 }
 
 // errHeadTooLong refuses a request head over limits.max_header_bytes.
@@ -87,6 +101,7 @@ type routed struct {
 // h2c/h2 upstreams).
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
+	cc.requests.Add(1)
 	cc.failover = nil
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/h2"
 )
 
@@ -45,7 +46,14 @@ type Server struct {
 	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
 	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
 	conns    connLimit             // client connections against limits.max_connections
-	shutting atomic.Bool
+	shutting atomic.Bool           // stop accepting, close connections at their next request boundary
+	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
+	// connection accepted while shutting down still gets its request answered: after an upgrade
+	// the old process may accept from the shared listener up to the moment it closes its copy.
+	hard atomic.Bool
+	// pending counts connections accepted and not yet tracked (TLS handshakes, connections
+	// posted from one event loop to another), so that Shutdown waits for them.
+	pending atomic.Int64
 	// the event loops (engine_loop_linux.go), started with the first plain listener
 	noLoops      bool
 	loops        []*evLoop
@@ -54,6 +62,7 @@ type Server struct {
 	loopsDone    chan struct{} // closed when the loops stop
 	loopNext     atomic.Uint64 // round robin of accepted connections over the loops
 	path         string        // config file, for Reload from the admin endpoint and SIGHUP
+	sockets      *handover.Sockets
 }
 
 // Option tunes NewServer.
@@ -65,6 +74,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithoutEventLoops serves plain HTTP/1.1 with a goroutine per connection instead of the event
 // loops (for comparison, and for platforms without epoll).
 func WithoutEventLoops() Option { return func(s *Server) { s.noLoops = true } }
+
+// WithSockets listens through sk: listeners inherited from the process this one replaces are
+// served instead of bound again, and every listener is kept to pass on (internal/handover).
+func WithSockets(sk *handover.Sockets) Option { return func(s *Server) { s.sockets = sk } }
 
 // WithConfigPath remembers the file the configuration came from, so ReloadFile can re-read it.
 func WithConfigPath(path string) Option { return func(s *Server) { s.path = path } }
@@ -238,6 +251,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 				s.conns.refuse(raw)
 				continue
 			}
+			s.pending.Add(1) // until tracked: Shutdown waits for it
 			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
 		}
 	}()
@@ -255,9 +269,11 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		s.conns.done()
+		s.pending.Add(-1)
 		return
 	}
 	if cs := c.ConnectionState(); cs.NegotiatedProtocol == "h2" {
+		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
 		s.serveH2(c, "https", &cs)
 		s.conns.done()
@@ -300,17 +316,27 @@ func redirectHandler(port int) http.Handler {
 // done, then shuts down gracefully: listeners close, in-flight requests get up to the total
 // timeout to finish.
 func (s *Server) ListenAndServe(ctx context.Context) error {
+	errc, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	return s.Wait(ctx, errc)
+}
+
+// Listen opens (or, with WithSockets, inherits) every configured listener and the admin
+// endpoint and serves them in the background; the channel reports a listener that fails.
+func (s *Server) Listen() (<-chan error, error) {
 	cfg := s.state.Load().cfg
 	errc := make(chan error, len(cfg.Listeners)+1)
 	var lns []net.Listener
-	fail := func(err error) error {
+	fail := func(err error) (<-chan error, error) {
 		for _, ln := range lns {
 			ln.Close()
 		}
-		return err
+		return nil, err
 	}
 	for _, l := range cfg.Listeners {
-		ln, err := net.Listen("tcp", l.Address)
+		ln, err := s.sockets.Listen("tcp", l.Address)
 		if errors.Is(err, syscall.EADDRNOTAVAIL) {
 			return fail(fmt.Errorf("listen on %s: %w (a VIP must be on an interface first, e.g. ip addr add VIP/32 dev lo)", l.Address, err))
 		}
@@ -333,7 +359,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C)
 	}
 	if cfg.Admin.Address != "" {
-		ln, err := net.Listen("tcp", cfg.Admin.Address)
+		ln, err := s.sockets.Listen("tcp", cfg.Admin.Address)
 		if err != nil {
 			return fail(fmt.Errorf("listen on admin %s: %w", cfg.Admin.Address, err))
 		}
@@ -350,6 +376,12 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	s.mu.Lock()
 	s.lns = append(s.lns, lns...)
 	s.mu.Unlock()
+	return errc, nil
+}
+
+// Wait serves until ctx is done (then shuts down gracefully, like ListenAndServe) or a listener
+// of errc fails.
+func (s *Server) Wait(ctx context.Context, errc <-chan error) error {
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -358,7 +390,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 			return err
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Total)
+	sctx, cancel := context.WithTimeout(context.Background(), s.state.Load().cfg.Timeouts.Total)
 	defer cancel()
 	return s.Shutdown(sctx)
 }
@@ -383,12 +415,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			first = fmt.Errorf("shut down: %w", err)
 		}
 	}
+	s.hard.Store(true)
 	s.stop()
 	return first
 }
 
 // Close stops everything at once, cutting in-flight requests.
 func (s *Server) Close() error {
+	s.hard.Store(true)
 	servers := s.stopAccepting()
 	s.closeFast(true)
 	for _, srv := range servers {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -20,6 +19,7 @@ import (
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/internal/adminauth"
+	"github.com/switchyard/switchyard/internal/handover"
 )
 
 func init() {
@@ -34,8 +34,9 @@ func init() {
      switchyard dns run --config dns.yaml --listen 127.0.0.1:5353 --metrics 127.0.0.1:9153
      switchyard dns query --server 127.0.0.1:5353 app.example.com A
      switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com
-     switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd()},
+     switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)
+     switchyard dns upgrade --control /run/switchyard/dns.sock   (with dns run --control ...)`,
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), upgradeCommand("dns")},
 	})
 }
 
@@ -53,67 +54,86 @@ func dnsRunCmd() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "override the configured UDP+TCP `ADDR:PORT`"},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR:PORT` at /metrics"},
 			&cli.BoolFlag{Name: "query-log", Usage: "log every query (overrides query_log)"},
-		}, uiFlags()...),
+		}, append(uiFlags(), upgradeFlags("dns")...)...),
 		Action: func(c *cli.Context) error {
-			path := c.String("config")
-			load := func() (*config.Config, error) {
-				cfg, err := config.Load(path)
-				if err != nil {
-					return nil, err
-				}
-				if c.IsSet("listen") {
-					cfg.Listen = c.String("listen")
-				}
-				if c.Bool("query-log") {
-					cfg.QueryLog = true
-				}
-				return cfg, nil
-			}
-			cfg, err := load()
-			if err != nil {
-				return err
-			}
 			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-			srv, err := sydns.NewServer(cfg, sydns.Options{Logger: log})
+			gen, err := startGeneration(c, "dns", log)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := srv.Start(ctx); err != nil {
-				return err
-			}
-			defer srv.Close()
-			metricsAddr := ""                                          // where --ui reads the metrics
-			if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
-				ln, err := net.Listen("tcp", m)
-				if err != nil {
-					return fmt.Errorf("listen metrics %s: %w", m, err)
-				}
-				hs := &http.Server{Handler: promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-				go hs.Serve(ln)
-				defer hs.Close()
-				metricsAddr = ln.Addr().String()
-			}
-			if err := startUI(ctx, c, "dns", metricsAddr, "--metrics ADDR:PORT"); err != nil {
-				return err
-			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			// Printed once SIGHUP is handled, so whoever waits for this line may send it.
-			fmt.Fprintf(c.App.Writer, "switchyard dns serving on %s (udp+tcp)\n", srv.Addr())
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-hup:
-					if err := srv.ReloadWith(load); err != nil {
-						log.Error("dns reload failed; old zones kept", "err", err)
-					}
-				}
-			}
+			defer gen.Close()
+			// A failure before Ready goes to the process being replaced, which keeps serving.
+			return gen.Fail(dnsServe(c, gen, log))
 		},
+	}
+}
+
+func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
+	path := c.String("config")
+	load := func() (*config.Config, error) {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		if c.IsSet("listen") {
+			cfg.Listen = c.String("listen")
+		}
+		if c.Bool("query-log") {
+			cfg.QueryLog = true
+		}
+		return cfg, nil
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	srv, err := sydns.NewServer(cfg, sydns.Options{Logger: log, Sockets: gen.Sockets()})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer srv.Close()
+	metricsAddr := ""                                          // where --ui reads the metrics
+	if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
+		ln, err := gen.Sockets().Listen("tcp", m)
+		if err != nil {
+			return fmt.Errorf("listen metrics %s: %w", m, err)
+		}
+		hs := &http.Server{Handler: promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go hs.Serve(ln)
+		defer hs.Close()
+		metricsAddr = ln.Addr().String()
+	}
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "dns", metricsAddr, "--metrics ADDR:PORT"); err != nil {
+		return err
+	}
+	if err := gen.Ready(); err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// Printed once SIGHUP is handled, so whoever waits for this line may send it.
+	fmt.Fprintf(c.App.Writer, "switchyard dns serving on %s (udp+tcp)\n", srv.Addr())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gen.Upgraded():
+			// Replaced: answer what is in flight; the new process reads the same sockets.
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		case <-hup:
+			if err := srv.ReloadWith(load); err != nil {
+				log.Error("dns reload failed; old zones kept", "err", err)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/edge"
+	"github.com/switchyard/switchyard/internal/handover"
 )
 
 func init() {
@@ -30,8 +32,9 @@ func init() {
      switchyard edge purge --admin 127.0.0.1:9091 --token s3cret http://www.example.com/index.html
      switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/ --tag shipments --soft
      switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common-objects.txt
-     switchyard edge stats --admin 127.0.0.1:9091`,
-		Subcommands: []*cli.Command{edgeRunCommand(), edgePurgeCommand(), edgePushCommand(), edgeStatsCommand()},
+     switchyard edge stats --admin 127.0.0.1:9091
+     switchyard edge upgrade --control /run/switchyard/edge.sock   (with edge run --control ...)`,
+		Subcommands: []*cli.Command{edgeRunCommand(), edgePurgeCommand(), edgePushCommand(), edgeStatsCommand(), upgradeCommand("edge")},
 	})
 }
 
@@ -55,35 +58,52 @@ func edgeRunCommand() *cli.Command {
 			&cli.StringFlag{Name: "disk-size", Usage: "disk tier budget, e.g. 10GiB (overrides disk.max_bytes)"},
 			&cli.DurationFlag{Name: "grace", Usage: "default stale-while-revalidate/stale-if-error window (overrides grace)"},
 			&cli.StringSliceFlag{Name: "tier", Usage: "upper-tier candidate base URL, repeatable (overrides tiers.candidates)"},
-		}, uiFlags()...),
+		}, append(uiFlags(), upgradeFlags("edge")...)...),
 		Action: func(c *cli.Context) error {
-			cfg, err := edgeConfigFromFlags(c)
+			gen, err := startGeneration(c, "edge", slog.Default())
 			if err != nil {
 				return err
 			}
-			e, err := edge.New(cfg)
-			if err != nil {
-				return err
-			}
-			e.ApplyMemoryLimit() // this process is the edge's: keep RSS near the budget
-			if err := e.Start(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "edge listening on %s, origin %s", e.Addr(), cfg.Origin)
-			if a := e.AdminAddr(); a != "" {
-				fmt.Fprintf(c.App.Writer, ", admin on %s", a)
-			}
-			fmt.Fprintln(c.App.Writer)
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := startUI(ctx, c, "edge", e.AdminAddr(), "an admin address (--admin-listen or admin.listen)"); err != nil {
-				e.Close()
-				return err
-			}
-			<-ctx.Done()
-			return e.Close()
+			defer gen.Close()
+			// A failure before Ready goes to the process being replaced, which keeps serving.
+			return gen.Fail(edgeServe(c, gen))
 		},
 	}
+}
+
+func edgeServe(c *cli.Context, gen *handover.Process) error {
+	cfg, err := edgeConfigFromFlags(c)
+	if err != nil {
+		return err
+	}
+	e, err := edge.New(cfg, edge.WithSockets(gen.Sockets()))
+	if err != nil {
+		return err
+	}
+	e.ApplyMemoryLimit() // this process is the edge's: keep RSS near the budget
+	if err := e.Start(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "edge", e.AdminAddr(), "an admin address (--admin-listen or admin.listen)"); err != nil {
+		e.Close()
+		return err
+	}
+	if err := gen.Ready(); err != nil {
+		e.Close()
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "edge listening on %s, origin %s", e.Addr(), cfg.Origin)
+	if a := e.AdminAddr(); a != "" {
+		fmt.Fprintf(c.App.Writer, ", admin on %s", a)
+	}
+	fmt.Fprintln(c.App.Writer)
+	ctx, cancel := untilUpgraded(ctx, gen) // replaced: drain like on SIGTERM
+	defer cancel()
+	<-ctx.Done()
+	return e.Close()
 }
 
 // edgeConfigFromFlags loads --config (if any) and applies the flags on top.

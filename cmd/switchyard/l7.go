@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7"
 )
 
@@ -37,13 +38,15 @@ Examples:
   switchyard l7 backends --admin 127.0.0.1:9901   # health, drain, ejection and in-flight per backend
   switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001
   switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001 --undo
-  SWITCHYARD_L7_TOKEN=... switchyard l7 reload --admin 127.0.0.1:9901   # drain and reload need admin.token`,
+  SWITCHYARD_L7_TOKEN=... switchyard l7 reload --admin 127.0.0.1:9901   # drain and reload need admin.token
+  switchyard l7 run --config l7.yaml --control /run/switchyard/l7.sock
+  switchyard l7 upgrade --control /run/switchyard/l7.sock  # new binary + config, no request dropped`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "run",
 				Usage:     "run the proxy on the configured listeners until interrupted",
-				UsageText: "switchyard l7 run --config l7.yaml [--log-level debug]",
-				Flags:     append([]cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}}, uiFlags()...),
+				UsageText: "switchyard l7 run --config l7.yaml [--log-level debug] [--control /run/switchyard-l7-default/control.sock]",
+				Flags:     append(append([]cli.Flag{configFlag, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}}, uiFlags()...), upgradeFlags("l7")...),
 				Action:    l7Run,
 			},
 			{
@@ -77,6 +80,7 @@ Examples:
 				Flags:     []cli.Flag{adminFlag, tokenFlag},
 				Action:    l7Reload,
 			},
+			upgradeCommand("l7"),
 		},
 	})
 }
@@ -90,20 +94,43 @@ func l7Run(c *cli.Context) error {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return fmt.Errorf("l7 run: --log-level %q: use debug, info, warn or error", c.String("log-level"))
 	}
+	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	gen, err := startGeneration(c, "l7", log)
+	if err != nil {
+		return err
+	}
+	defer gen.Close()
+	// A failure before Ready goes to the process being replaced, which keeps serving.
+	return gen.Fail(l7Serve(c, gen, path, log))
+}
+
+func l7Serve(c *cli.Context, gen *handover.Process, path string, log *slog.Logger) error {
 	cfg, err := l7.LoadConfig(path)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	s, err := l7.NewServer(cfg, l7.WithLogger(log), l7.WithConfigPath(path))
+	s, err := l7.NewServer(cfg, l7.WithLogger(log), l7.WithConfigPath(path), l7.WithSockets(gen.Sockets()))
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := startUI(ctx, c, "l7", cfg.Admin.Address, "an admin address (admin: {address: ...})"); err != nil {
+	errc, err := s.Listen()
+	if err != nil {
+		s.Close()
 		return err
 	}
+	// Before Ready: the web view's listener is inherited too (Ready closes what is not taken).
+	if err := startUIOn(ctx, c, gen.Sockets(), "l7", cfg.Admin.Address, "an admin address (admin: {address: ...})"); err != nil {
+		s.Close()
+		return err
+	}
+	if err := gen.Ready(); err != nil {
+		s.Close()
+		return err
+	}
+	ctx, cancel := untilUpgraded(ctx, gen) // replaced: drain like on SIGTERM
+	defer cancel()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -119,7 +146,7 @@ func l7Run(c *cli.Context) error {
 			}
 		}
 	}()
-	return s.ListenAndServe(ctx)
+	return s.Wait(ctx, errc)
 }
 
 func l7Routes(c *cli.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/internal/adminauth"
+	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/webui"
 )
 
@@ -31,6 +32,12 @@ func uiFlags() []cli.Flag {
 // metrics the address of its /metrics listener (empty: it has none, which --ui needs: need says
 // which flag or setting to give).
 func startUI(ctx context.Context, c *cli.Context, self, metrics, need string) error {
+	return startUIOn(ctx, c, nil, self, metrics, need)
+}
+
+// startUIOn is startUI listening through sk (internal/handover: an upgrade passes the web view's
+// listener to the new process like the stop's own).
+func startUIOn(ctx context.Context, c *cli.Context, sk *handover.Sockets, self, metrics, need string) error {
 	addr := c.String("ui")
 	if addr == "" {
 		if len(c.StringSlice("ui-target")) > 0 {
@@ -49,7 +56,7 @@ func startUI(ctx context.Context, c *cli.Context, self, metrics, need string) er
 		}
 		targets = append(targets, t)
 	}
-	ln, err := net.Listen("tcp", adminauth.Loopback(addr))
+	ln, err := sk.Listen("tcp", adminauth.Loopback(addr))
 	if err != nil {
 		return fmt.Errorf("--ui: listen on %s: %w (is the port in use?)", addr, err)
 	}
