@@ -41,14 +41,18 @@ type Target struct {
 }
 
 // DemoTargets are the requests of the demo: the XDP VIP over IPv4 and IPv6, the L7 VIP when the
-// lab has an L7 tier and, when DNS and the edge cache run, the whole path: www.lab.test
+// lab has an L7 tier and, when DNS and the edge cache run, the whole path: static.lab.test
 // resolved by the lab's DNS server to the edge cache, whose misses go to the L7 VIP (XDP), the
-// L7 proxies and the app servers.
+// L7 proxies and the app servers, and www.lab.test, the app's name, to the L7 VIP.
 func DemoTargets(st *State) []Target {
 	var out []Target
 	if st.Running["dns"] == "dns" && st.Running["edge"] == "edge" {
-		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/static/logo.png", "/tracking", "/static/app.js", "/event"},
-			Route: "DNS www.lab.test -> edge cache (hit ends here) -> L7 VIP (XDP) -> L7 proxy -> app"})
+		out = append(out, Target{Name: "static", URL: "http://" + StaticName, Paths: []string{"/static/logo.png", "/asset/app.js", "/static/app.js", "/asset/style.css"},
+			Route: "DNS static.lab.test -> edge cache (hit ends here) -> L7 VIP (XDP) -> L7 proxy -> app"})
+	}
+	if st.Running["dns"] == "dns" {
+		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/tracking", "/event"},
+			Route: "DNS www.lab.test (failover) -> L7 VIP (XDP) -> L7 proxy -> app"})
 	}
 	for _, v := range st.VIPs {
 		if v.Protocol != "tcp" {
@@ -298,7 +302,7 @@ func (v *view) render(w io.Writer, elapsed time.Duration, stats map[string]*sent
 	fmt.Fprintf(&b, "switchyard lab demo: %s elapsed (Ctrl-C stops, prints a summary and tears down)\n", elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "load: %s, along:\n", v.load)
 	for _, t := range v.targets {
-		fmt.Fprintf(&b, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)
+		fmt.Fprintf(&b, "  %-6s %-28s %s\n", t.Name, t.URL, t.Route)
 	}
 	fmt.Fprintf(&b, "\napp servers (REQ/S averaged over %s: the load rides on keep-alive connections renewed every\n25 requests, so one backend's share moves in steps as connections land):\n", smoothing)
 	fmt.Fprintf(&b, "%-6s %-8s %10s %12s %12s  %s\n", "HOST", "ROLE", "REQ/S", "OPEN CONNS", "REQUESTS", "PATHS")
