@@ -302,7 +302,7 @@ func (v *view) render(w io.Writer, elapsed time.Duration, stats map[string]*sent
 	fmt.Fprintf(&b, "switchyard lab demo: %s elapsed (Ctrl-C stops, prints a summary and tears down)\n", elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "load: %s, along:\n", v.load)
 	for _, t := range v.targets {
-		fmt.Fprintf(&b, "  %-6s %-28s %s\n", t.Name, t.URL, t.Route)
+		fmt.Fprintf(&b, "  %-5s %-28s %s\n", t.Name, t.URL, t.Route)
 	}
 	fmt.Fprintf(&b, "\napp servers (REQ/S averaged over %s: the load rides on keep-alive connections renewed every\n25 requests, so one backend's share moves in steps as connections land):\n", smoothing)
 	fmt.Fprintf(&b, "%-6s %-8s %10s %12s %12s  %s\n", "HOST", "ROLE", "REQ/S", "OPEN CONNS", "REQUESTS", "PATHS")
