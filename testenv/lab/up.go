@@ -71,6 +71,8 @@ type State struct {
 	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
 	UI         string `json:"ui,omitempty"`
 	Prometheus string `json:"prometheus,omitempty"`
+	// CDN is set on a Mini-CDN lab (`lab up --cdn`, cdn.go), which has no Topo and no VIPs.
+	CDN *CDNState `json:"cdn,omitempty"`
 	// reup: `lab up` runs on a lab that is up, whose live state (reup.go) it keeps; kept are
 	// the daemon configuration files it left as they were.
 	reup bool
