@@ -57,6 +57,15 @@ func runStaticSplit(ctx context.Context, w io.Writer, opt Options) error {
 	c, s := r.Loads[0], r.Loads[len(r.Loads)-1]
 	fmt.Fprintf(w, "\nrequests per page load at the app: combined %d, split %d once the edge holds the assets (lesson %d to %d);\n", c.AppRequests, s.AppRequests, lessonCombinedRequests, lessonSplitRequests)
 	fmt.Fprintf(w, "app body bytes per page load: %d against %d (lesson %d against %d); the assets are %d bytes (lesson T13: 216,000)\n", c.AppBytes, s.AppBytes, lessonCombinedBytes, lessonSplitBytes, r.AssetBytes)
+	var sum [2]int64
+	for _, l := range r.Loads {
+		if l.Arrangement == "split" {
+			sum[1] += l.AppRequests
+		} else {
+			sum[0] += l.AppRequests
+		}
+	}
+	fmt.Fprintf(w, "over the %d loads of each: combined %d requests at the app, split %d (one per load, plus the edge's 20 fills once)\n", p.Pages, sum[0], sum[1])
 	fmt.Fprintln(w, `
 What differs from the lesson, and why:
 - The lesson's split hands the assets to a separate content process. Here the content name is the
