@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"time"
 
@@ -68,6 +69,9 @@ type Result struct {
 // DNS server and the edge, as `lab up` runs them), loads the page in both arrangements and
 // removes the lab.
 func Run(ctx context.Context, p Params) (*Result, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("static-split: needs root (network namespaces and BPF): run it as root")
+	}
 	if p.Pages < 2 {
 		return nil, errors.New("static-split: at least 2 page loads per arrangement (the first split load fills the edge)")
 	}
