@@ -81,7 +81,7 @@ func originRequests(t *testing.T, hc *http.Client, c *lab.CDNState) int {
 }
 
 // TestLabCDN: `lab up --cdn` runs the Mini-CDN as real processes (`l7 run` router, three `edge
-// run`, `lab origin`). Consistent placement: a second pass over every file is all hits and the
+// run`, `lab origin`), again without restarting them, and a plain lab up on its prefix is refused. Consistent placement: a second pass over every file is all hits and the
 // origin saw each file once. Above the in-flight budget the router sheds with X-Load-Shed: 1 and
 // Retry-After. An edge killed: POSTs to its keys fail and are never retried, every GET succeeds
 // (some retried once with X-Edge-Failover: 1), the ring drops the edge after its probes fail,
@@ -102,6 +102,18 @@ func TestLabCDN(t *testing.T) {
 	st, err := lab.UpCDN(prefix, bin)
 	if err != nil {
 		t.Fatal(err)
+	}
+	again, err := lab.UpCDN(prefix, bin) // idempotent: what runs keeps running
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range again.Procs {
+		if p.PID != st.Procs[i].PID {
+			t.Errorf("a second lab up --cdn restarted %s (pid %d, was %d)", p.Name, p.PID, st.Procs[i].PID)
+		}
+	}
+	if _, err := lab.Up(lab.UpOptions{Spec: lab.Spec{Prefix: prefix, Clients: 1, Balancers: 1, Backends: 1}, Exe: bin, Balancer: lab.ModeDirect}); err == nil || !strings.Contains(err.Error(), "--cdn") {
+		t.Errorf("lab up over the Mini-CDN's prefix: %v, want a refusal naming --cdn", err)
 	}
 	c := st.CDN
 	hc := lab.CDNClient(c, 10*time.Second)
