@@ -10,10 +10,14 @@ BIN       := bin/switchyard
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-APT_DEPS  := clang llvm libbpf-dev bpftool iproute2 ethtool dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd chromium prometheus
+# BPF_CLANG_MAJOR is the clang that builds the committed BPF objects (Debian 12's clang-14): another
+# major version emits other bytes, and CI's drift check would fail on a correct tree.
+BPF_CLANG_MAJOR := 14
+BPF_CLANG ?= clang-$(BPF_CLANG_MAJOR)
+APT_DEPS  := clang llvm clang-$(BPF_CLANG_MAJOR) llvm-$(BPF_CLANG_MAJOR) libbpf-dev bpftool iproute2 ethtool dnsutils bind9-dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd chromium prometheus
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: install deb all build generate webui-vendor deps check-go test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate webui-vendor deps check-go check-clang test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
 
 all: build
 
@@ -22,8 +26,20 @@ build: check-go
 
 # generate rebuilds the BPF objects and their Go bindings with bpf2go (needs clang; `make deps`).
 # The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
-generate: check-go
-	$(GOENV) $(GO) generate ./loader/...
+# It builds with $(BPF_CLANG), which must be clang $(BPF_CLANG_MAJOR) (check-clang), and with -nostdinc
+# on the headers vendored in bpf/include only (loader/gen.go).
+generate: check-go check-clang
+	$(GOENV) BPF2GO_CC=$(BPF_CLANG) $(GO) generate ./loader/...
+
+# check-clang fails when $(BPF_CLANG) is missing or not clang $(BPF_CLANG_MAJOR), and says what to install.
+check-clang:
+	@v=$$($(BPF_CLANG) --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\)\..*/\1/p' | head -n 1); \
+	if [ "$$v" != "$(BPF_CLANG_MAJOR)" ]; then \
+		echo "make generate builds the BPF objects with clang $(BPF_CLANG_MAJOR); $(BPF_CLANG) is $${v:+clang $$v}$${v:-missing or not clang}:" >&2; \
+		echo "  apt-get install clang-$(BPF_CLANG_MAJOR) llvm-$(BPF_CLANG_MAJOR) (make deps does), or point BPF_CLANG=... at a clang $(BPF_CLANG_MAJOR) binary" >&2; \
+		exit 1; \
+	fi
+	@echo "using $(BPF_CLANG) (clang $(BPF_CLANG_MAJOR))"
 
 # webui-vendor refreshes the committed copy of uPlot that the web UI embeds (npm pack; version,
 # sha256 and licence in internal/webui/vendor/VERSION; UPLOT_VERSION=x.y.z picks another). The

@@ -5,7 +5,10 @@
 # rounds, no lost (timed-out) query and no response code other than NOERROR (and NXDOMAIN for the
 # one missing name of the static set) in any round. BENCH_SMOKE=1: one round of 1 s per phase.
 # Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 3 x 5 s, two phases), plus
-# ROUNDS x 2 x SECONDS for switchyard on one core and on two (taskset).
+# ROUNDS x 2 x SECONDS for switchyard on one core and on two (taskset), plus the DNSSEC phases:
+# ROUNDS x SECONDS of DO=1 queries to switchyard signing the zone online (static names, and
+# dynamic names with ECS) and to Knot serving the same zone signed (its automatic signing), so
+# signed q/s sits beside unsigned in the same run (signed_qps, signed_ratio_vs_unsigned).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-dns).
 set -euo pipefail
 
@@ -25,7 +28,7 @@ BENCH=dns
 if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1; fi
 require_binary "$BIN" dns
 
-ensure_packages nsd knot dnsperf dnsutils
+ensure_packages nsd knot dnsperf dnsutils bind9-dnsutils
 ports_free $PORT_SY $PORT_NSD $PORT_KNOT
 
 WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
@@ -83,6 +86,13 @@ zones:
           - {name: b06, addresses: [198.51.100.6], weight: 2}
 YAML
 
+# The signed variant: the same zone with a CSK made by `switchyard dns keygen`, signed online.
+"$BIN" dns keygen --zone bench.test. --out "$WORK/bench.key" >"$WORK/keygen.out"
+sed 's|^    file: bench.test.zone$|    file: bench.test.zone\n    dnssec: {key_file: bench.key}|' "$WORK/switchyard.yaml" >"$WORK/switchyard-signed.yaml"
+grep -q 'dnssec:' "$WORK/switchyard-signed.yaml" || bench_fail "could not write the signed switchyard config"
+printf 'trust-anchors { bench.test. static-key 257 3 13 "%s"; };\n' \
+  "$(awk '$4 == "DNSKEY" {print $8; exit}' "$WORK/keygen.out")" >"$WORK/anchor"
+
 cat > "$WORK/nsd.conf" <<CONF
 server:
   ip-address: 127.0.0.1@$PORT_NSD
@@ -128,6 +138,12 @@ zone:
     file: peer.zone
 CONF
 
+# Knot signing the same zone (automatic DNSSEC signing: it signs the whole zone at load and
+# answers DO=1 queries from the signed copy), the peer for the signed phase.
+mkdir -p "$WORK/knot-signed"
+sed -e "s|$WORK/knot\"|$WORK/knot-signed\"|" -e 's|    journal-content: none|    journal-content: all\n    zonefile-load: difference-no-serial|' \
+  -e 's|    file: peer.zone|    file: peer.zone\n    dnssec-signing: on|' "$WORK/knot.conf" >"$WORK/knot-signed.conf"
+
 # Query files: static names (the NSD comparison) and dynamic names.
 cat > "$WORK/static.txt" <<'Q'
 www.bench.test A
@@ -144,12 +160,22 @@ ECS_G1="8:000118000a0100" # EDNS Client Subnet option, family 1, /24, 10.1.0.0
 
 # answers PORT succeeds when the server on PORT answers www.bench.test A with its address.
 answers() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.bench.test A 2>/dev/null | grep -q 192.0.2.1; }
+# signs PORT succeeds when the DO=1 answer for www.bench.test A carries an RRSIG.
+signs() { dig +dnssec +norec +time=1 +tries=1 @127.0.0.1 -p "$1" www.bench.test A 2>/dev/null | grep -q 'RRSIG'; }
+# validates NAME TYPE has BIND's validator check switchyard's signed answer against the CSK.
+validates() {
+  local out
+  out=$(delv @127.0.0.1 -p $PORT_SY -a "$WORK/anchor" +root=bench.test. "$1" "$2" 2>&1) || true
+  grep -q 'fully validated' <<<"$out" || bench_fail "switchyard-signed: delv did not validate $1 $2: $out"
+}
 
 start() { # name -> starts the server in the background, waits (10 s) until it answers
   case $1 in
-  switchyard) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
+  switchyard | switchyard-unsigned) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
   nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & port=$PORT_NSD ;;
   knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
+  switchyard-signed) "$BIN" dns run --config "$WORK/switchyard-signed.yaml" >"$WORK/sy-signed.log" 2>&1 & port=$PORT_SY ;;
+  knot-signed) knotd -c "$WORK/knot-signed.conf" >"$WORK/knot-signed.out" 2>&1 & port=$PORT_KNOT ;;
   esac
   PID=$!
   PIDS+=("$PID")
@@ -158,10 +184,11 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   # second after start goes to zone events and workers); the rounds measure the server settled.
   sleep 1
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 5 answers "$port"
+  case $1 in *-signed) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port" ;; esac
 }
 SY_WRAP=""
 stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-port_of() { case $1 in switchyard) echo $PORT_SY ;; nsd) echo $PORT_NSD ;; knot) echo $PORT_KNOT ;; esac; }
+port_of() { case $1 in switchyard*) echo $PORT_SY ;; nsd) echo $PORT_NSD ;; knot*) echo $PORT_KNOT ;; esac; }
 
 # rcvbuf_errors is the kernel's count of UDP datagrams dropped on a full receive buffer.
 rcvbuf_errors() { awk '/^Udp:/ { getline; print $6; exit }' /proc/net/snmp; }
@@ -231,6 +258,33 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
+# DNSSEC: DO=1 queries (dnsperf -D) to switchyard signing online and to Knot's signed zone, with
+# switchyard unsigned (DO=0) measured in the same rounds, so the signed/unsigned ratio compares
+# neighbouring runs on this shared machine. The missing name is answered NOERROR by switchyard
+# (compact denial) and NXDOMAIN by Knot (NSEC).
+for r in $(seq "$ROUNDS"); do
+  if (( r % 2 )); then order="switchyard-signed switchyard-unsigned knot-signed"; else order="knot-signed switchyard-unsigned switchyard-signed"; fi
+  for s in $order; do
+    start "$s"
+    do=""
+    if [ "$s" != switchyard-unsigned ]; then do=-D; fi
+    if [ "$s" = switchyard-signed ] && [ "$r" = 1 ]; then
+      validates www.bench.test A; validates app.bench.test A; validates missing.bench.test A
+    fi
+    perf "round $r $s static ${do:-DO=0}" "$s" "$WORK/static.txt" "NOERROR NXDOMAIN" ${do:-} -e
+    read -r q l t _ u <<<"$RESULT"
+    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"
+    echo "  round $r $s static${do:+ DO=1}: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
+    if [ "$s" != knot-signed ]; then
+      perf "round $r $s dynamic+ECS" "$s" "$WORK/dynamic.txt" "NOERROR" ${do:-} -E "$ECS_G1"
+      read -r q l t _ u <<<"$RESULT"
+      add "$s/ecs" "$q" "$l" "$t"; addcpu "$s/ecs" "$u"
+      echo "  round $r $s dynamic+ECS${do:+ DO=1}: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
+    fi
+    stop
+  done
+done
+
 # Core scaling: switchyard on one core (taskset -c 0, GOMAXPROCS=1) against both cores, static
 # names, same load. dnsperf shares the two cores with the server, so this understates scaling.
 for r in $(seq "$ROUNDS"); do
@@ -267,9 +321,16 @@ echo "switchyard dynamic+ECS / switchyard static: $(ratio "$sye" "$sy")   switch
 echo "(NSD and Knot answer the dynamic names as plain static records and ignore the ECS option.)"
 echo "CPU per answer (us, user+system of the server's processes): static switchyard ${CPUAVG[switchyard/static]}, nsd ${CPUAVG[nsd/static]}, knot ${CPUAVG[knot/static]}; dynamic+ECS switchyard ${CPUAVG[switchyard/ecs]}, nsd ${CPUAVG[nsd/ecs]}, knot ${CPUAVG[knot/ecs]}"
 echo "NSD CPU per static answer / switchyard's: $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}")   Knot's / switchyard's: $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}")   NSD static / switchyard dynamic+ECS: $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/ecs]}")"
+sg=$(avg "${QPS[switchyard-signed/static]}"); sge=$(avg "${QPS[switchyard-signed/ecs]}"); ks=$(avg "${QPS[knot-signed/static]}")
+su=$(avg "${QPS[switchyard-unsigned/static]}"); sue=$(avg "${QPS[switchyard-unsigned/ecs]}")
+echo "signed (DO=1): switchyard static $sg q/s (lost ${LOST[switchyard-signed/static]}, $(avgf "${LAT[switchyard-signed/static]}") ms), dynamic+ECS $sge q/s (lost ${LOST[switchyard-signed/ecs]}); knot signed static $ks q/s (lost ${LOST[knot-signed/static]})"
+echo "switchyard unsigned in the same rounds: static $su q/s, dynamic+ECS $sue q/s"
+echo "switchyard signed / unsigned: static $(ratio "$sg" "$su"), dynamic+ECS $(ratio "$sge" "$sue");   switchyard signed / knot signed (static): $(ratio "$sg" "$ks")"
+sgc=$(avgf "${CPU[switchyard-signed/static]}"); suc=$(avgf "${CPU[switchyard-unsigned/static]}"); ksc=$(avgf "${CPU[knot-signed/static]}")
+echo "CPU per answer (us), static: switchyard signed $sgc, unsigned $suc (signed / unsigned $(ratio "$sgc" "$suc")), knot signed $ksc"
 c1=$(avg "${QPS[cores1]}"); c2=$(avg "${QPS[cores2]}")
 echo "switchyard static: 1 core $c1 q/s (lost ${LOST[cores1]}), 2 cores $c2 q/s (lost ${LOST[cores2]}), 2 / 1: $(ratio "$c2" "$c1")"
 
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON

@@ -8,7 +8,11 @@
 # Medians over ROUNDS rounds (default 3) of CHANGES changes each (default 5). Prints a table and
 # writes bench/out/l4scale.json (flat). A failed call, an adopt that rewrote slots or a daemon that
 # did not come up fails the run, and no JSON is written. Needs root. BENCH_SMOKE=1: one round of
-# 2 changes at 16 and 256 VIPs. VIPS=16,256,4096 and RING=65537 override the sizes.
+# 2 changes at 16 and 256 VIPs. VIPS=16,256,4096 and RING=65537 override the sizes. PROF_DIR=dir
+# runs the daemon as bench/prof and writes a Go CPU profile of every start (N-cold-R-start.pprof,
+# N-adopt-R-start.pprof: until the socket is served) and of the rest of every run (...-run.pprof:
+# the drains and vip adds follow an adopt) into dir, and its JSON there (profiled figures are not
+# the bench's); read them with go tool pprof -top.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=l4scale
@@ -25,6 +29,15 @@ DRIVER=$(mktemp /tmp/switchyard-l4scale-bench.XXXXXX)
 raw=$(mktemp)
 trap 'rm -f "$DRIVER" "$raw"' EXIT
 go build -o "$DRIVER" ./bench/l4scale
-"$DRIVER" -bin bin/switchyard -vips "$VIPS" -ring "$RING" -rounds "$ROUNDS" -changes "$CHANGES" -out "$raw" $SMOKE_FLAG ||
+PROF_FLAG=
+OUT=bench/out/l4scale.json
+if [ -n "${PROF_DIR:-}" ]; then
+  mkdir -p "$PROF_DIR"
+  go build -o "$PROF_DIR/prof" ./bench/prof
+  PROF_FLAG="-prof $PROF_DIR"
+  OUT=$PROF_DIR/l4scale.json
+fi
+# shellcheck disable=SC2086
+"$DRIVER" -bin bin/switchyard -vips "$VIPS" -ring "$RING" -rounds "$ROUNDS" -changes "$CHANGES" -out "$raw" $SMOKE_FLAG $PROF_FLAG ||
   bench_fail "the driver stopped (its message is above)"
-write_json bench/out/l4scale.json <"$raw"
+write_json "$OUT" <"$raw"

@@ -1,13 +1,21 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* bench.c: the reference programs bench-xdp times the forwarder against (docs/xdp.md,
- * "Benchmark"), in an object of their own so that nothing in production loads them.
+/* bench.c: the programs bench-xdp runs (docs/xdp.md, "Benchmark"), in an object of their own so
+ * that nothing in production loads them.
+ * xdp_lb_bench, xdp_lb_bench_flows: the forwarder under the BPF_PROG_TEST_RUN wrappers of
+ *   include/bench.h. They inline the forwarder's code, so this object is built from its source
+ *   (lb.c, included below, with xdp_lb and the maps); the benchmark loads it with the forwarder's
+ *   own maps in place of the copies declared here (loader.LoadBenchFor).
  * xdp_macswap: the minimal XDP_TX program.
  * xdp_lookup_floor: xdp_macswap plus one LRU-hash lookup, the connection-table floor. */
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <bpf/bpf_helpers.h>
+#include "lb.c" /* also the licence */
+#include "include/bench.h"
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+/* xdp_lb_bench and xdp_lb_bench_flows run the forwarder and undo its encapsulation after each
+ * pass, so that every pass measures the same work; the flows variant then moves the frame on to
+ * the next of 2^20 flows. The Go benchmark checks the per-CPU counters to prove that every pass
+ * took the expected path. */
+BENCH_WRAPPER(xdp_lb_bench, process, 0)
+BENCH_WRAPPER(xdp_lb_bench_flows, process, 1)
 
 SEC("xdp")
 int xdp_macswap(struct xdp_md *ctx)

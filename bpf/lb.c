@@ -12,7 +12,6 @@
 #include "include/hash.h"
 #include "include/encap.h"
 #include "include/icmp.h"
-#include "include/bench.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -429,10 +428,3 @@ int xdp_lb(struct xdp_md *ctx)
 {
 	return process(ctx);
 }
-
-/* xdp_lb_bench and xdp_lb_bench_flows are for BPF_PROG_TEST_RUN benchmarks only (see
- * include/bench.h): they run the forwarder and undo its encapsulation after each pass, so that every
- * pass measures the same work; the flows variant then moves the frame on to the next of 2^20 flows.
- * The Go benchmark checks the per-CPU counters to prove that every pass took the expected path. */
-BENCH_WRAPPER(xdp_lb_bench, process, 0)
-BENCH_WRAPPER(xdp_lb_bench_flows, process, 1)

@@ -49,7 +49,10 @@ type cacheEntry struct {
 	// rotate, when set, marks a query for a weighted name: no answer here, the caller decides
 	// and looks up the answer under the decision's key (rotateKey).
 	rotate *policy.Name
-	ref    atomic.Bool // asked since the hand last passed
+	// expires is the Unix second from which the entry is stale (a signed answer whose RRSIGs'
+	// signing window ended); 0 never expires.
+	expires int64
+	ref     atomic.Bool // asked since the hand last passed
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take

@@ -23,6 +23,8 @@ type QueryOptions struct {
 	BufSize uint16
 	// NoEDNS sends a plain RFC 1035 query without OPT.
 	NoEDNS bool
+	// DNSSEC sets the DO bit, asking a signed zone for its RRSIGs and NSEC records.
+	DNSSEC bool
 	// Timeout of the exchange (default 2s).
 	Timeout time.Duration
 }
@@ -51,7 +53,7 @@ func Query(ctx context.Context, server, name string, qtype uint16, o QueryOption
 		if size == 0 {
 			size = 1232
 		}
-		m.SetEdns0(size, false)
+		m.SetEdns0(size, o.DNSSEC)
 		if o.Subnet != "" {
 			p, err := netip.ParsePrefix(o.Subnet)
 			if err != nil {

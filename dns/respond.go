@@ -27,6 +27,8 @@ type outcome struct {
 	// rotate is the weighted name answered, whose answers are cached per decision.
 	rotate   *policy.Name
 	decision policy.Decision
+	// expires is when a signed answer's signatures are due for renewal (Unix seconds; 0: unsigned).
+	expires int64
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -53,7 +55,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && (!e.health || e.gen == s.healthGen.Load()) {
+		if e != nil && (!e.health || e.gen == s.healthGen.Load()) && (e.expires == 0 || s.unixNow() < e.expires) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()
@@ -68,12 +70,12 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
 			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
-				health: oc.health, gen: gen})
+				health: oc.health, gen: gen, expires: oc.expires})
 		}
 		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
 			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
-				decisions: s.decisionCounter(oc)})
+				decisions: s.decisionCounter(oc), expires: oc.expires})
 		}
 	}
 	return out
@@ -146,12 +148,68 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		return fail(mdns.RcodeFormatError)
 	}
 
+	e, rcode, ok := readEDNS(st, req, resp, src, tcp)
+	if !ok {
+		return fail(rcode)
+	}
+	limit, ecs, client, ecsBits := e.limit, e.ecs, e.client, e.ecsBits
+
+	q := req.Question[0]
+	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
+		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
+	}
+	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
+	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
+	qname := strings.ToLower(q.Name)
+	z := st.store.Find(qname)
+	if z == nil {
+		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
+		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
+	}
+	if q.Qtype == mdns.TypeNXNAME && st.signers[z.Origin] != nil {
+		// NXNAME only lives in compact-denial bitmaps; asked for, it is FORMERR (RFC 9824 3.5).
+		oc.name = z.Origin
+		return failEDE(mdns.RcodeFormatError, mdns.ExtendedErrorCodeInvalidQueryType)
+	}
+	kind := s.fillAnswer(st, resp, z, qname, q.Qtype, client, ecsBits, ecs, oc, pre)
+	if sg := st.signers[z.Origin]; sg != nil && e.do {
+		if err := s.signAnswer(st, sg, z, resp, kind, qname, q.Qtype, e.co, oc); err != nil {
+			s.log.Warn("sign dns answer", "err", err, "question", q.String())
+			resp.Answer, resp.Ns, resp.Extra = nil, nil, resp.Extra[:1] // keep the OPT only
+			return fail(mdns.RcodeServerFailure)
+		}
+		// A compact NXDOMAIN depends on the query bytes alone, like NODATA: caching it spares
+		// the lookup, the signature-cache lookups and the packing, which cost ~30x a cache hit.
+		oc.cacheable = oc.cacheable || kind == zone.NXDomain
+	}
+	oc.rcode = resp.Rcode
+	if t := req.IsTsig(); t != nil {
+		oc.rotate = nil // a signed answer is never cached
+		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
+		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
+	}
+	return s.pack(resp, limit, oc), oc
+}
+
+// ednsQuery is what the query's OPT record asks of the answer.
+type ednsQuery struct {
+	limit   int                // the answer's size limit
+	ecs     *mdns.EDNS0_SUBNET // the client subnet echoed in the answer, nil without one
+	client  netip.Addr         // the address the policies decide for (the subnet's when given)
+	ecsBits int                // the client subnet's source prefix length, -1 without one
+	do, co  bool               // DNSSEC OK (RFC 3225) and Compact denial OK (RFC 9824) were set
+}
+
+// readEDNS reads the query's EDNS options and adds the answer's OPT record to resp. When the
+// last result is false, the query is answered with the rcode it returns.
+func readEDNS(st *state, req, resp *mdns.Msg, src netip.Addr, tcp bool) (ednsQuery, int, bool) {
 	// EDNS (RFC 6891): one OPT with the root owner, version 0; BADVERS otherwise.
 	var opt *mdns.OPT
 	for _, rr := range req.Extra {
 		if o, ok := rr.(*mdns.OPT); ok {
 			if opt != nil || o.Hdr.Name != "." {
-				return fail(mdns.RcodeFormatError)
+				return ednsQuery{}, mdns.RcodeFormatError, false
 			}
 			opt = o
 		}
@@ -171,7 +229,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		}
 		resp.Extra = append(resp.Extra, ro)
 		if opt.Version() != 0 {
-			return fail(mdns.RcodeBadVers)
+			return ednsQuery{}, mdns.RcodeBadVers, false
 		}
 		if !tcp {
 			limit = max(512, min(int(opt.UDPSize()), st.cfg.MaxUDPSize))
@@ -179,7 +237,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		for _, o := range opt.Option {
 			if e, ok := o.(*mdns.EDNS0_SUBNET); ok {
 				if ecs != nil {
-					return fail(mdns.RcodeFormatError)
+					return ednsQuery{}, mdns.RcodeFormatError, false
 				}
 				ecs = e
 			}
@@ -188,7 +246,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		if ecs != nil {
 			addr, ok := ecsAddr(ecs)
 			if !ok {
-				return fail(mdns.RcodeFormatError) // RFC 7871 7.1.2
+				return ednsQuery{}, mdns.RcodeFormatError, false // RFC 7871 7.1.2
 			}
 			echo := &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET, Family: ecs.Family,
 				SourceNetmask: ecs.SourceNetmask, Address: ecs.Address}
@@ -200,22 +258,19 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 			}
 		}
 	}
+	q := ednsQuery{limit: limit, ecs: ecs, client: client, ecsBits: ecsBits}
+	if opt != nil {
+		q.do, q.co = opt.Do(), opt.Co()
+	}
+	return q, 0, true
+}
 
-	q := req.Question[0]
-	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
-		// CHAOS, HESIOD and unknown classes: REFUSED with "Not Supported", as NSD answers.
-		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotSupported)
-	}
-	// Meta types asked as questions (MAILA, MAILB, TKEY, OPT, TSIG, type 0) have no records at
-	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
-	qname := strings.ToLower(q.Name)
-	z := st.store.Find(qname)
-	if z == nil {
-		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
-		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)
-	}
+// fillAnswer fills resp with the zone's answer to qname and qtype (a policy decision for a
+// dynamic name), records in oc what the answer may be cached by and returns the lookup's kind.
+func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname string, qtype uint16,
+	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome, pre *policy.Decision) zone.Kind {
 	oc.name = z.Origin
-	res := z.Lookup(qname, q.Qtype)
+	res := z.Lookup(qname, qtype)
 	resp.Authoritative = true
 	resp.Answer, resp.Ns = res.Answer, res.Ns
 	resp.Extra = append(resp.Extra, res.Extra...)
@@ -227,7 +282,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	case zone.Dynamic:
 		n := st.names[res.DynamicName]
 		oc.name = n.FQDN
-		s.answerDynamic(st, resp, z, n, q.Qtype, client, ecsBits, ecs, oc, pre)
+		s.answerDynamic(st, resp, z, n, qtype, client, ecsBits, ecs, oc, pre)
 		// Geolocation with a client subnet and failover decide by the query bytes and health
 		// alone; weighted rotates and latency follows measured RTTs, so they are decided each time.
 		oc.health = true
@@ -238,13 +293,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	default:
 		oc.cacheable = true // the ECS echo, if any, is made of query bytes
 	}
-	oc.rcode = resp.Rcode
-	if t := req.IsTsig(); t != nil {
-		oc.rotate = nil // a signed answer is never cached
-		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
-		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
-	}
-	return s.pack(resp, limit, oc), oc
+	return res.Kind
 }
 
 // answerDynamic fills resp from the name's policy decision for client.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/zone"
@@ -33,7 +34,7 @@ type Options struct {
 	// Server.Registry), so several servers can live in one process.
 	Registry *prometheus.Registry
 	// ManualHealth disables the periodic health probes: the caller drives them with
-	// Health().Round, as the lab does to run the lesson's timeline on a model clock.
+	// Health().Round, to probe on a clock of its own (the dns-failover experiment, docs/lab.md).
 	ManualHealth bool
 }
 
@@ -51,6 +52,8 @@ type state struct {
 	xfr        map[string]*xfrZone
 	keys       map[string]tsigKey
 	xfrChanged []*xfrZone
+	// signers are the online DNSSEC signers of the signed zones, by origin.
+	signers map[string]*dnssec.Signer
 }
 
 // Server is an authoritative DNS server.
@@ -65,6 +68,12 @@ type Server struct {
 	healthGen atomic.Uint64
 	// localWarn rate-limits the log of health probes that failed for a local reason.
 	localWarn rateLog
+	// sigStats counts the online signers' work across reloads.
+	sigStats dnssec.Stats
+	// skew moves the clock of signatures and signed cache entries (nanoseconds; tests only).
+	skew atomic.Int64
+	// coarse is the wall clock in Unix seconds, refreshed by runClock while serving (unixNow).
+	coarse atomic.Int64
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -96,6 +105,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
 		return nil, err
 	}
+	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
+		return nil, err
+	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -110,6 +122,10 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		return nil, err
 	}
 	store, err := zone.Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	signers, err := s.buildSigners(cfg, store)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +162,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed}, nil
+		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed, signers: signers}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -206,6 +222,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.serveTCP()
+	s.coarse.Store(time.Now().Unix())
+	s.wg.Add(1)
+	go s.runClock()
 	s.startHealth(s.state.Load())
 	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
 	go func() {

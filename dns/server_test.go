@@ -17,6 +17,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // newTestServer builds a server for the YAML config (zone files from testdata) without binding.
@@ -424,7 +425,9 @@ func TestReloadKeepsOldZonesOnError(t *testing.T) {
 			t.Fatalf("reload good config: %v", err)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Queries after the last reload too, then stop.
+	after := total.Load()
+	testutil.Eventually(t, 5*time.Second, func() bool { return total.Load() >= after+20 }, "no queries answered after the last reload")
 	close(stop)
 	wg.Wait()
 	if failures.Load() != 0 || total.Load() == 0 {

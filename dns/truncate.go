@@ -62,7 +62,8 @@ func truncate(resp *mdns.Msg, limit int) {
 }
 
 // wholeSets returns how many of the first n records of rrs remain when an RRset cut at n is
-// dropped completely (the records of one RRset are adjacent).
+// dropped completely (the records of one RRset are adjacent, its RRSIGs right after them, and
+// a set is kept with its signatures or not at all).
 func wholeSets(rrs []mdns.RR, n int) int {
 	for n > 0 && n < len(rrs) && sameSet(rrs[n-1], rrs[n]) {
 		n--
@@ -72,5 +73,13 @@ func wholeSets(rrs []mdns.RR, n int) int {
 
 func sameSet(a, b mdns.RR) bool {
 	ha, hb := a.Header(), b.Header()
-	return ha.Rrtype == hb.Rrtype && ha.Class == hb.Class && ha.Name == hb.Name
+	return setType(a) == setType(b) && ha.Class == hb.Class && ha.Name == hb.Name
+}
+
+// setType is the type of the RRset rr belongs to: an RRSIG goes with the set it covers.
+func setType(rr mdns.RR) uint16 {
+	if sig, ok := rr.(*mdns.RRSIG); ok {
+		return sig.TypeCovered
+	}
+	return rr.Header().Rrtype
 }

@@ -259,10 +259,12 @@ func TestConfigErrorsNameLineAndField(t *testing.T) {
 		{"origin: http://a:1\nmemory:\n  max_bytes: lots\n", "line 3"},
 		{"origin: http://a:1\ngrace: soon\n", "line 2"},
 	} {
-		_, err := ParseConfig([]byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
-		}
+		t.Run(c.yaml, func(t *testing.T) {
+			_, err := ParseConfig([]byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
+			}
+		})
 	}
 	cfg, err := ParseConfig([]byte("origin: http://127.0.0.1:1\nmemory:\n  max_bytes: 64MiB\ndisk:\n  dir: /tmp/x\n  max_bytes: 2GiB\ngrace: 10s\n"))
 	if err != nil || cfg.Memory.MaxBytes != 64<<20 || cfg.Disk.MaxBytes != 2<<30 || time.Duration(cfg.Grace) != 10*time.Second {

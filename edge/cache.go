@@ -506,45 +506,15 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	// spill file may have been closed; outcomes without a body leave here, on return.
 	defer e.dropFill(key, f)
 
-	req := e.upstreamRequest(ctx, r, http.MethodGet, nil)
-	for _, k := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
-		req.Header.Del(k) // the edge fetches whole objects and validates its own copy
-	}
-	if stored != nil {
-		if v := stored.Meta.Header.Get("Etag"); v != "" {
-			req.Header.Set("If-None-Match", v)
-		}
-		if v := stored.Meta.Header.Get("Last-Modified"); v != "" {
-			req.Header.Set("If-Modified-Since", v)
-		}
-		if req.Header.Get("If-None-Match") != "" || req.Header.Get("If-Modified-Since") != "" {
-			e.stats.Revalidations.Add(1)
-		}
-	}
+	req := e.fillRequest(ctx, r, stored)
 	reqCC := cachecontrol.RequestDirectives(r.Header)
 	reqTime := time.Now()
 	e.stats.OriginRequests.Add(1)
 	resp, err := e.fetchUpstream(req) // edge/lenient.go
 	respTime := time.Now()
 
-	if err != nil || resp.StatusCode >= 500 {
-		if stored != nil && (e.staleUsable(reqCC, stored, respTime) || (err != nil && e.staleUnreachable(stored, respTime))) {
-			if resp != nil {
-				resp.Body.Close()
-			}
-			f.entry, f.label = stored, Stale
-			f.markReady()
-			return
-		}
-		if err != nil {
-			e.log.Warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
-			f.errStatus, f.errMsg = http.StatusBadGateway, msgBadGateway
-			if stored != nil && cachecontrol.NoStale(stored.Meta.Directives) {
-				f.errStatus = http.StatusGatewayTimeout // RFC 9111 5.2.2.2: must-revalidate failure
-			}
-			f.markReady()
-			return
-		}
+	if (err != nil || resp.StatusCode >= 500) && e.fillFailed(f, r, stored, reqCC, resp, err, respTime) {
+		return
 	}
 	if resp.StatusCode == http.StatusNotModified && stored != nil {
 		resp.Body.Close()
@@ -595,6 +565,63 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	f.status, f.header, f.age, f.shared, f.label = resp.StatusCode, header, initialAge, true, Miss
 	f.markReady()
 
+	n, complete := e.fillStore(f, r, primary, key, resp, header, reason, initialAge, life, respTime)
+	e.dropFill(key, f)
+	f.finish(n, !complete)
+}
+
+// fillRequest is the upstream request of a fill: a whole-object GET, conditional on the stored
+// copy's validators when there is one.
+func (e *Edge) fillRequest(ctx context.Context, r *http.Request, stored *store.Entry) *http.Request {
+	req := e.upstreamRequest(ctx, r, http.MethodGet, nil)
+	for _, k := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
+		req.Header.Del(k) // the edge fetches whole objects and validates its own copy
+	}
+	if stored != nil {
+		if v := stored.Meta.Header.Get("Etag"); v != "" {
+			req.Header.Set("If-None-Match", v)
+		}
+		if v := stored.Meta.Header.Get("Last-Modified"); v != "" {
+			req.Header.Set("If-Modified-Since", v)
+		}
+		if req.Header.Get("If-None-Match") != "" || req.Header.Get("If-Modified-Since") != "" {
+			e.stats.Revalidations.Add(1)
+		}
+	}
+	return req
+}
+
+// fillFailed answers a fill whose fetch failed (err) or returned a server error: with the
+// stored copy when it may be served stale, a 502 (504 for must-revalidate) when the fetch
+// failed. It returns false when the 5xx response is to be handled as any other response.
+func (e *Edge) fillFailed(f *fill, r *http.Request, stored *store.Entry, reqCC cachecontrol.Directives,
+	resp *http.Response, err error, respTime time.Time) bool {
+	if stored != nil && (e.staleUsable(reqCC, stored, respTime) || (err != nil && e.staleUnreachable(stored, respTime))) {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		f.entry, f.label = stored, Stale
+		f.markReady()
+		return true
+	}
+	if err != nil {
+		e.log.Warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
+		f.errStatus, f.errMsg = http.StatusBadGateway, msgBadGateway
+		if stored != nil && cachecontrol.NoStale(stored.Meta.Directives) {
+			f.errStatus = http.StatusGatewayTimeout // RFC 9111 5.2.2.2: must-revalidate failure
+		}
+		f.markReady()
+		return true
+	}
+	return false
+}
+
+// fillStore pumps the response body to the fill's readers and, when it is storable (reason
+// empty), into the store, then commits the entry unless the body was cut short or purged
+// meanwhile. It returns the bytes read and whether the body came whole.
+func (e *Edge) fillStore(f *fill, r *http.Request, primary, key string, resp *http.Response, header http.Header,
+	reason string, initialAge, life time.Duration, respTime time.Time) (int64, bool) {
+	var err error
 	var w *store.Writer
 	if reason == "" {
 		if w, err = e.store.NewWriter(); err != nil {
@@ -633,8 +660,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 			}
 		}
 	}
-	e.dropFill(key, f)
-	f.finish(n, !complete)
+	return n, complete
 }
 
 // pump reads the upstream body into the fill (waking readers as it grows) and the store writer.

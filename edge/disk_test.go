@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 func diskConfig(dir string) func(*Config) {
@@ -94,7 +93,7 @@ func TestPartialDownloadIsNotStored(t *testing.T) {
 			t.Fatalf("client got a complete body from a broken origin")
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	settle(t, e) // the fill has ended (and aborted its writer)
 	if e.store.Len() != 0 {
 		t.Fatalf("a partial download became an entry")
 	}

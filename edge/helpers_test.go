@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // testOrigin is a real HTTP origin on loopback that counts the requests it receives.
@@ -108,15 +110,9 @@ func expect(t *testing.T, r result, status int, cache, body string) {
 // the body it made the edge fetch is stored).
 func settle(t *testing.T, e *Edge) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 3*time.Second, func() bool {
 		e.fillsMu.Lock()
-		n := len(e.fills)
-		e.fillsMu.Unlock()
-		if n == 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("fetches still in flight after 3 s")
+		defer e.fillsMu.Unlock()
+		return len(e.fills) == 0
+	}, "fetches still in flight")
 }

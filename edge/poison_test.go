@@ -94,14 +94,16 @@ func TestRequestHeadersForwardAndKey(t *testing.T) {
 	for _, c := range []struct{ tenant, cache, body string }{
 		{"a", Miss, "tenant a"}, {"b", Miss, "tenant b"}, {"a", Hit, "tenant a"}, {"b", Hit, "tenant b"}, {"", Miss, "clean"},
 	} {
-		var r result
-		if c.tenant == "" {
-			r = get(t, e.URL()+"/keyed")
-		} else {
-			r = get(t, e.URL()+"/keyed", "X-Tenant", c.tenant)
-		}
-		expect(t, r, 200, c.cache, c.body)
-		settle(t, e)
+		t.Run(c.tenant, func(t *testing.T) {
+			var r result
+			if c.tenant == "" {
+				r = get(t, e.URL()+"/keyed")
+			} else {
+				r = get(t, e.URL()+"/keyed", "X-Tenant", c.tenant)
+			}
+			expect(t, r, 200, c.cache, c.body)
+			settle(t, e)
+		})
 	}
 	// A new connection, so the fast path answers (it must key the same way).
 	tr := &http.Transport{}
@@ -131,10 +133,12 @@ func TestRequestHeadersConfigErrors(t *testing.T) {
 		{"origin: http://a:1\ntargeted_cache_control: [cache-control]\n", "line 2: field targeted_cache_control"},
 		{"origin: http://a:1\nmax_connections: -1\n", "line 2: field max_connections"},
 	} {
-		_, err := ParseConfig([]byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
-		}
+		t.Run(c.yaml, func(t *testing.T) {
+			_, err := ParseConfig([]byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
+			}
+		})
 	}
 	cfg, err := ParseConfig([]byte("origin: http://a:1\nrequest_headers:\n  forward: [forwarded]\n  key: [x-tenant]\ntargeted_cache_control: [switchyard-cache-control, cdn-cache-control]\n"))
 	if err != nil || cfg.RequestHeaders.Forward[0] != "Forwarded" || cfg.RequestHeaders.Key[0] != "X-Tenant" ||

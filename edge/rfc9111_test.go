@@ -65,10 +65,12 @@ func TestFreshnessSources(t *testing.T) {
 		path   string
 		second string
 	}{{"/smaxage", Hit}, {"/expires", Hit}, {"/heuristic", Hit}, {"/expired", Miss}, {"/aged", Miss}} {
-		expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
-		r := get(t, e.URL()+c.path)
-		// A stale response with a validator is revalidated; the origin answers 200 again, so MISS.
-		expect(t, r, 200, c.second, c.path)
+		t.Run(c.path, func(t *testing.T) {
+			expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
+			r := get(t, e.URL()+c.path)
+			// A stale response with a validator is revalidated; the origin answers 200 again, so MISS.
+			expect(t, r, 200, c.second, c.path)
+		})
 	}
 }
 
@@ -424,7 +426,7 @@ func TestTooLargeForMemoryIsPassed(t *testing.T) {
 	if r := get(t, e.URL()+"/large"); r.cache() != Miss || len(r.body) != 4096 {
 		t.Fatalf("first: %s %d", r.cache(), len(r.body))
 	}
-	time.Sleep(20 * time.Millisecond) // the commit runs after the client has the last byte
+	settle(t, e) // the commit runs after the client has the last byte
 	if r := get(t, e.URL()+"/large"); r.cache() != Bypass || len(r.body) != 4096 {
 		t.Fatalf("second: %s %d, want BYPASS (memory only, over max_object_bytes)", r.cache(), len(r.body))
 	}

@@ -82,11 +82,13 @@ func TestInvalidExpiresIsExpired(t *testing.T) {
 	for _, c := range []struct {
 		path, second string
 	}{{"/valid", Hit}, {"/one-digit-hour", Miss}, {"/spaces", Miss}, {"/two-lines", Miss}} {
-		expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
-		settle(t, e)
-		if r := get(t, e.URL()+c.path); r.cache() != c.second {
-			t.Errorf("%s: second request %s, want %s", c.path, r.cache(), c.second)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			expect(t, get(t, e.URL()+c.path), 200, Miss, c.path)
+			settle(t, e)
+			if r := get(t, e.URL()+c.path); r.cache() != c.second {
+				t.Errorf("%s: second request %s, want %s", c.path, r.cache(), c.second)
+			}
+		})
 	}
 }
 
@@ -276,14 +278,16 @@ func TestUnknownTransferCodings(t *testing.T) {
 	})
 	e := newEdge(t, o.URL(), nil)
 	for _, c := range []struct{ path, body string }{{"/unknown", "until close"}, {"/gzip-chunked", "gzipped body"}, {"/plain", "plain"}} {
-		path, body := c.path, c.body
-		r := get(t, e.URL()+path)
-		expect(t, r, 200, Miss, body)
-		if r.h.Get("Transfer-Encoding") != "" {
-			t.Errorf("%s: Transfer-Encoding %q reached the client", path, r.h.Get("Transfer-Encoding"))
-		}
-		settle(t, e)
-		expect(t, get(t, e.URL()+path), 200, Hit, body)
+		t.Run(c.path, func(t *testing.T) {
+			path, body := c.path, c.body
+			r := get(t, e.URL()+path)
+			expect(t, r, 200, Miss, body)
+			if r.h.Get("Transfer-Encoding") != "" {
+				t.Errorf("%s: Transfer-Encoding %q reached the client", path, r.h.Get("Transfer-Encoding"))
+			}
+			settle(t, e)
+			expect(t, get(t, e.URL()+path), 200, Hit, body)
+		})
 	}
 	if n := o.requests.Load(); n != 3 {
 		t.Errorf("origin saw %d requests for 3 objects; each must be fetched once", n)

@@ -60,12 +60,14 @@ func TestTargetedCacheControl(t *testing.T) {
 		{"/nostore", Bypass}, {"/private", Bypass}, {"/nocache", Revalidated}, {"/maxage", Hit},
 		{"/expires", Bypass}, {"/order", Hit}, {"/invalid", Hit}, {"/invalid-sf", Bypass}, {"/wrong-type", Bypass},
 	} {
-		first := get(t, e.URL()+c.path)
-		expect(t, first, 200, Miss, c.path)
-		settle(t, e)
-		if r := get(t, e.URL()+c.path); r.cache() != c.second || r.body != c.path {
-			t.Errorf("%s: second request %s %q, want %s", c.path, r.cache(), r.body, c.second)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			first := get(t, e.URL()+c.path)
+			expect(t, first, 200, Miss, c.path)
+			settle(t, e)
+			if r := get(t, e.URL()+c.path); r.cache() != c.second || r.body != c.path {
+				t.Errorf("%s: second request %s %q, want %s", c.path, r.cache(), r.body, c.second)
+			}
+		})
 	}
 	if r := get(t, e.URL()+"/maxage"); r.h.Get("Cache-Control") != "no-store" || r.h.Get("Cdn-Cache-Control") != "max-age=60" {
 		t.Errorf("hit header Cache-Control %q CDN-Cache-Control %q: both go on to clients", r.h.Get("Cache-Control"), r.h.Get("Cdn-Cache-Control"))

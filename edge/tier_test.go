@@ -331,10 +331,12 @@ func TestOriginsConfigErrors(t *testing.T) {
 		{"origins:\n  - hosts: [a]\n    url: http://x:1\n    bogus: 1\n", "line 4: origins[0].bogus: unknown field"},
 		{"origins:\n  - hosts: [a]\n    url: http://x:1\ntiers:\n  candidates: [http://u:1]\n", "line 4: field tiers: applies to origin, which is not set"},
 	} {
-		_, err := ParseConfig([]byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
-		}
+		t.Run(c.yaml, func(t *testing.T) {
+			_, err := ParseConfig([]byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
+			}
+		})
 	}
 	cfg, err := ParseConfig([]byte("origins:\n  - hosts: [a.test]\n    url: http://x:1\n    tiers:\n      candidates: [http://u:1, http://v:1]\n"))
 	if err != nil || cfg.Origins[0].Tiers.Topology != TopologySmart || cfg.Origins[0].Tiers.ProbeSamples != 3 {

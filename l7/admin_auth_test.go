@@ -23,34 +23,36 @@ func TestAdminNeedsToken(t *testing.T) {
 		{"admin: {address: 127.0.0.1:0, token: s3cret}\n", "Bearer s3cret", http.StatusOK},
 		{"admin: {address: 127.0.0.1:0}\n", "Bearer anything", http.StatusForbidden},
 	} {
-		cfg, err := ParseConfig([]byte(base + tc.admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := NewServer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, path := range []string{"/drain?pool=app&backend=127.0.0.1:9", "/reload"} {
-			req := httptest.NewRequest("POST", path, nil)
-			if tc.auth != "" {
-				req.Header.Set("Authorization", tc.auth)
+		t.Run(tc.admin, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(base + tc.admin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewServer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range []string{"/drain?pool=app&backend=127.0.0.1:9", "/reload"} {
+				req := httptest.NewRequest("POST", path, nil)
+				if tc.auth != "" {
+					req.Header.Set("Authorization", tc.auth)
+				}
+				rec := httptest.NewRecorder()
+				s.AdminHandler().ServeHTTP(rec, req)
+				want := tc.want
+				if path == "/reload" && want == http.StatusOK {
+					want = http.StatusUnprocessableEntity // authorized; no file to reload from
+				}
+				if rec.Code != want {
+					t.Errorf("%s with %q, admin %q: %d %s, want %d", path, tc.auth, tc.admin, rec.Code, rec.Body, want)
+				}
 			}
 			rec := httptest.NewRecorder()
-			s.AdminHandler().ServeHTTP(rec, req)
-			want := tc.want
-			if path == "/reload" && want == http.StatusOK {
-				want = http.StatusUnprocessableEntity // authorized; no file to reload from
+			s.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/backends", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("GET /backends: %d", rec.Code)
 			}
-			if rec.Code != want {
-				t.Errorf("%s with %q, admin %q: %d %s, want %d", path, tc.auth, tc.admin, rec.Code, rec.Body, want)
-			}
-		}
-		rec := httptest.NewRecorder()
-		s.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/backends", nil))
-		if rec.Code != http.StatusOK {
-			t.Errorf("GET /backends: %d", rec.Code)
-		}
+		})
 	}
 }
 

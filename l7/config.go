@@ -308,6 +308,7 @@ func (c *Config) fieldError(field, format string, args ...any) error {
 	return fmt.Errorf("config: %s: %s", field, msg)
 }
 
+// defaults fills the unset fields of the configuration and of each pool.
 func (c *Config) defaults() {
 	if c.Limits.MaxInFlight == 0 {
 		c.Limits.MaxInFlight = 10000
@@ -328,70 +329,75 @@ func (c *Config) defaults() {
 		c.AccessLog = "off"
 	}
 	for i := range c.Pools {
-		p := &c.Pools[i]
-		if p.Balance == "" {
-			p.Balance = "round_robin"
+		c.Pools[i].defaults()
+	}
+}
+
+// defaults fills a pool's unset fields: balance, protocol, timeouts, weights, and the health,
+// outlier, retry and sticky settings it has.
+func (p *Pool) defaults() {
+	if p.Balance == "" {
+		p.Balance = "round_robin"
+	}
+	if p.Protocol == "" {
+		p.Protocol = "http1"
+	}
+	if p.Timeouts.Connect == 0 {
+		p.Timeouts.Connect = 2 * time.Second
+	}
+	if p.Timeouts.Header == 0 {
+		p.Timeouts.Header = 30 * time.Second
+	}
+	if p.Timeouts.Idle == 0 {
+		p.Timeouts.Idle = 90 * time.Second
+	}
+	if p.MaxIdlePerBackend == 0 {
+		p.MaxIdlePerBackend = 256
+	}
+	for j := range p.Backends {
+		if p.Backends[j].Weight == 0 {
+			p.Backends[j].Weight = 1
 		}
-		if p.Protocol == "" {
-			p.Protocol = "http1"
+	}
+	if h := p.Health; h != nil {
+		if h.Path == "" {
+			h.Path = "/health"
 		}
-		if p.Timeouts.Connect == 0 {
-			p.Timeouts.Connect = 2 * time.Second
+		if h.Interval == 0 {
+			h.Interval = 2 * time.Second
 		}
-		if p.Timeouts.Header == 0 {
-			p.Timeouts.Header = 30 * time.Second
+		if h.Timeout == 0 {
+			h.Timeout = time.Second
 		}
-		if p.Timeouts.Idle == 0 {
-			p.Timeouts.Idle = 90 * time.Second
+		if h.Rise == 0 {
+			h.Rise = 2
 		}
-		if p.MaxIdlePerBackend == 0 {
-			p.MaxIdlePerBackend = 256
+		if h.Fall == 0 {
+			h.Fall = 2
 		}
-		for j := range p.Backends {
-			if p.Backends[j].Weight == 0 {
-				p.Backends[j].Weight = 1
-			}
+		if h.Expect == 0 {
+			h.Expect = 200
 		}
-		if h := p.Health; h != nil {
-			if h.Path == "" {
-				h.Path = "/health"
-			}
-			if h.Interval == 0 {
-				h.Interval = 2 * time.Second
-			}
-			if h.Timeout == 0 {
-				h.Timeout = time.Second
-			}
-			if h.Rise == 0 {
-				h.Rise = 2
-			}
-			if h.Fall == 0 {
-				h.Fall = 2
-			}
-			if h.Expect == 0 {
-				h.Expect = 200
-			}
+	}
+	if o := p.Outlier; o != nil {
+		if o.EjectionTime == 0 {
+			o.EjectionTime = 10 * time.Second
 		}
-		if o := p.Outlier; o != nil {
-			if o.EjectionTime == 0 {
-				o.EjectionTime = 10 * time.Second
-			}
-			if o.MaxEjectedPercent == 0 {
-				o.MaxEjectedPercent = 50
-			}
+		if o.MaxEjectedPercent == 0 {
+			o.MaxEjectedPercent = 50
 		}
-		if p.RetryBudget == nil {
-			p.RetryBudget = &RetryBudget{Percent: 20, MinPerSecond: 3}
-		}
-		if p.Balance == "sticky" && p.Sticky == nil {
-			p.Sticky = &Sticky{}
-		}
-		if p.Sticky != nil && p.Sticky.Cookie == "" {
-			p.Sticky.Cookie = "switchyard_session"
-		}
-		if p.Hash != nil && p.Hash.LoadFactor == 0 {
-			p.Hash.LoadFactor = 1.25
-		}
+	}
+	if p.RetryBudget == nil {
+		p.RetryBudget = &RetryBudget{Percent: 20, MinPerSecond: 3}
+	}
+	if p.Balance == "sticky" && p.Sticky == nil {
+		p.Sticky = &Sticky{}
+	}
+	if p.Sticky != nil && p.Sticky.Cookie == "" {
+		p.Sticky.Cookie = "switchyard_session"
+	}
+	if p.Hash != nil && p.Hash.LoadFactor == 0 {
+		p.Hash.LoadFactor = 1.25
 	}
 }
 

@@ -357,15 +357,17 @@ pools: [{name: p, backends: [{address: %q}], outlier: {consecutive_errors: 2, ej
 // The connection cap: an explicit max_connections under the descriptor room is kept, 0 and
 // values above the room become the room (the limit minus its reserve).
 func TestConnectionCap(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		configured int
 		limit      uint64
 		want       int64
 	}{
 		{0, 20000, 15000}, {100, 20000, 100}, {50000, 20000, 15000}, {0, 128, 64}, {0, 0, 0}, {7, 0, 7},
 	} {
-		if got := connCap(c.configured, c.limit); got != c.want {
-			t.Errorf("max_connections %d under limit %d: cap %d, want %d", c.configured, c.limit, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := connCap(c.configured, c.limit); got != c.want {
+				t.Errorf("max_connections %d under limit %d: cap %d, want %d", c.configured, c.limit, got, c.want)
+			}
+		})
 	}
 }

@@ -22,9 +22,27 @@ type BenchFloorKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	BenchMapFloorTable      = "floor_table"
-	BenchProgXdpLookupFloor = "xdp_lookup_floor"
-	BenchProgXdpMacswap     = "xdp_macswap"
+	BenchMapBackendStats     = "backend_stats"
+	BenchMapBackends         = "backends"
+	BenchMapConfig           = "config"
+	BenchMapConntrack        = "conntrack"
+	BenchMapConntrack4       = "conntrack4"
+	BenchMapCounters         = "counters"
+	BenchMapFloorTable       = "floor_table"
+	BenchMapPrevRings16      = "prev_rings16"
+	BenchMapRings16          = "rings16"
+	BenchMapScCounters       = "sc_counters"
+	BenchMapVipAddrs         = "vip_addrs"
+	BenchMapVipDrops         = "vip_drops"
+	BenchMapVipFilter        = "vip_filter"
+	BenchMapVipGens          = "vip_gens"
+	BenchMapVipStats         = "vip_stats"
+	BenchMapVips             = "vips"
+	BenchProgXdpLb           = "xdp_lb"
+	BenchProgXdpLbBench      = "xdp_lb_bench"
+	BenchProgXdpLbBenchFlows = "xdp_lb_bench_flows"
+	BenchProgXdpLookupFloor  = "xdp_lookup_floor"
+	BenchProgXdpMacswap      = "xdp_macswap"
 )
 
 // LoadBench returns the embedded CollectionSpec for Bench.
@@ -69,15 +87,33 @@ type BenchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchProgramSpecs struct {
-	XdpLookupFloor *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
-	XdpMacswap     *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
+	XdpLb           *ebpf.ProgramSpec `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
+	XdpLookupFloor  *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
+	XdpMacswap      *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
 }
 
 // BenchMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchMapSpecs struct {
-	FloorTable *ebpf.MapSpec `ebpf:"floor_table"`
+	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends     *ebpf.MapSpec `ebpf:"backends"`
+	Config       *ebpf.MapSpec `ebpf:"config"`
+	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
+	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	FloorTable   *ebpf.MapSpec `ebpf:"floor_table"`
+	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
+	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
+	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
+	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
+	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
+	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
+	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // BenchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -106,12 +142,42 @@ func (o *BenchObjects) Close() error {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchMaps struct {
-	FloorTable *ebpf.Map `ebpf:"floor_table"`
+	BackendStats *ebpf.Map `ebpf:"backend_stats"`
+	Backends     *ebpf.Map `ebpf:"backends"`
+	Config       *ebpf.Map `ebpf:"config"`
+	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
+	Counters     *ebpf.Map `ebpf:"counters"`
+	FloorTable   *ebpf.Map `ebpf:"floor_table"`
+	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
+	Rings16      *ebpf.Map `ebpf:"rings16"`
+	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
+	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
+	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
+	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
+	VipGens      *ebpf.Map `ebpf:"vip_gens"`
+	VipStats     *ebpf.Map `ebpf:"vip_stats"`
+	Vips         *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *BenchMaps) Close() error {
 	return _BenchClose(
+		m.BackendStats,
+		m.Backends,
+		m.Config,
+		m.Conntrack,
+		m.Conntrack4,
+		m.Counters,
 		m.FloorTable,
+		m.PrevRings16,
+		m.Rings16,
+		m.ScCounters,
+		m.VipAddrs,
+		m.VipDrops,
+		m.VipFilter,
+		m.VipGens,
+		m.VipStats,
+		m.Vips,
 	)
 }
 
@@ -125,12 +191,18 @@ type BenchVariables struct {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchPrograms struct {
-	XdpLookupFloor *ebpf.Program `ebpf:"xdp_lookup_floor"`
-	XdpMacswap     *ebpf.Program `ebpf:"xdp_macswap"`
+	XdpLb           *ebpf.Program `ebpf:"xdp_lb"`
+	XdpLbBench      *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
+	XdpLookupFloor  *ebpf.Program `ebpf:"xdp_lookup_floor"`
+	XdpMacswap      *ebpf.Program `ebpf:"xdp_macswap"`
 }
 
 func (p *BenchPrograms) Close() error {
 	return _BenchClose(
+		p.XdpLb,
+		p.XdpLbBench,
+		p.XdpLbBenchFlows,
 		p.XdpLookupFloor,
 		p.XdpMacswap,
 	)

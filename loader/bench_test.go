@@ -34,7 +34,8 @@ func BenchmarkXDP(b *testing.B) {
 		backends = append(backends, "198.18.3."+itoa(i))
 	}
 	dp.vip(0, vip4, 80, maps.TCP, 0, backends...)
-	bench := dp.f.Objs.XdpLbBench
+	objs := benchObjects(b, dp.f)
+	bench := objs.XdpLbBench
 
 	syn := pkt{src: cli4, dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S", payload: 0}.build(b)
 	ack := pkt{src: cli4, dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "A", payload: 0}.build(b)
@@ -51,7 +52,7 @@ func BenchmarkXDP(b *testing.B) {
 	// every pass inserts, and once the tables are full every insert evicts.
 	synFresh := flowsFrame(pkt{src: "20.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b), 1)
 
-	minimal := benchObjects(b)
+	minimal := objs
 	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
 	var fk loader.BenchFloorKey
 	for i := range fk.W {
@@ -73,7 +74,7 @@ func BenchmarkXDP(b *testing.B) {
 		}
 	}
 	// Prefill the many-flows case: every flow's SYN once, in the order of stride 1.
-	prefill(b, dp.f.Objs.XdpLbBenchFlows, synFlows, sy("conntrack_miss_syn"))
+	prefill(b, objs.XdpLbBenchFlows, synFlows, sy("conntrack_miss_syn"))
 	type benchCase struct {
 		name    string
 		prog    *ebpf.Program
@@ -88,12 +89,12 @@ func BenchmarkXDP(b *testing.B) {
 		{"pass", bench, pass, xdpPass, sy("pass"), nil, false},
 		{"new_flow", bench, syn, xdpTX, sy("conntrack_miss_syn"), nil, false},
 		{"established", bench, ack, xdpTX, sy("conntrack_hit"), synOnce, false},
-		{"many_flows", dp.f.Objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil, false},
+		{"many_flows", objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil, false},
 		{"icmp_ptb", bench, ptb, xdpTX, sy("icmp_forwarded"), synOnce, false},
 		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil, false},
 		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil, false},
 		// Last in the round: it fills the tables past their size, evicting the many-flows entries.
-		{"new_flows_distinct", dp.f.Objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true},
+		{"new_flows_distinct", objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true},
 	}
 	if dir := os.Getenv("KATRAN_DIR"); dir == "" {
 		b.Log("Katran cases skipped: KATRAN_DIR is not set (point it at Katran's BPF sources)")
@@ -223,14 +224,15 @@ func pinThread(b *testing.B, cpu int) {
 	}
 }
 
-// benchObjects loads the reference programs (bpf/bench.c).
-func benchObjects(b *testing.B) *loader.BenchObjects {
-	var objs loader.BenchObjects
-	if err := loader.LoadBenchObjects(&objs, nil); err != nil {
+// benchObjects loads the bench object (bpf/bench.c: the forwarder's wrappers on f's maps, and the
+// reference programs).
+func benchObjects(b *testing.B, f *loader.Forwarder) *loader.BenchObjects {
+	objs, err := loader.LoadBenchFor(f)
+	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { objs.Close() })
-	return &objs
+	return objs
 }
 
 func itoa(i int) string {

@@ -527,8 +527,9 @@ func TestVIPRemovalEndsFlows(t *testing.T) {
 	}
 }
 
-// TestDeleteFlowsPerVIP: cutting one VIP's flows to a backend leaves that backend's flows of
-// other VIPs alone (drain timeout of an address shared by two VIPs).
+// TestDeleteFlowsPerVIP: the entries the program makes carry their VIP's id, so cutting one VIP's
+// flows to a backend leaves that backend's flows of other VIPs alone (drain timeout of an address
+// shared by two VIPs). The map API itself is tested in maps/ (TestFlows).
 func TestDeleteFlowsPerVIP(t *testing.T) {
 	dp := newDataplane(t)
 	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])

@@ -186,24 +186,22 @@ type LBVipMeta struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LBMapBackendStats     = "backend_stats"
-	LBMapBackends         = "backends"
-	LBMapConfig           = "config"
-	LBMapConntrack        = "conntrack"
-	LBMapConntrack4       = "conntrack4"
-	LBMapCounters         = "counters"
-	LBMapPrevRings16      = "prev_rings16"
-	LBMapRings16          = "rings16"
-	LBMapScCounters       = "sc_counters"
-	LBMapVipAddrs         = "vip_addrs"
-	LBMapVipDrops         = "vip_drops"
-	LBMapVipFilter        = "vip_filter"
-	LBMapVipGens          = "vip_gens"
-	LBMapVipStats         = "vip_stats"
-	LBMapVips             = "vips"
-	LBProgXdpLb           = "xdp_lb"
-	LBProgXdpLbBench      = "xdp_lb_bench"
-	LBProgXdpLbBenchFlows = "xdp_lb_bench_flows"
+	LBMapBackendStats = "backend_stats"
+	LBMapBackends     = "backends"
+	LBMapConfig       = "config"
+	LBMapConntrack    = "conntrack"
+	LBMapConntrack4   = "conntrack4"
+	LBMapCounters     = "counters"
+	LBMapPrevRings16  = "prev_rings16"
+	LBMapRings16      = "rings16"
+	LBMapScCounters   = "sc_counters"
+	LBMapVipAddrs     = "vip_addrs"
+	LBMapVipDrops     = "vip_drops"
+	LBMapVipFilter    = "vip_filter"
+	LBMapVipGens      = "vip_gens"
+	LBMapVipStats     = "vip_stats"
+	LBMapVips         = "vips"
+	LBProgXdpLb       = "xdp_lb"
 )
 
 // LoadLB returns the embedded CollectionSpec for LB.
@@ -248,9 +246,7 @@ type LBSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LBProgramSpecs struct {
-	XdpLb           *ebpf.ProgramSpec `ebpf:"xdp_lb"`
-	XdpLbBench      *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
-	XdpLbBenchFlows *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
+	XdpLb *ebpf.ProgramSpec `ebpf:"xdp_lb"`
 }
 
 // LBMapSpecs contains maps before they are loaded into the kernel.
@@ -347,16 +343,12 @@ type LBVariables struct {
 //
 // It can be passed to LoadLBObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LBPrograms struct {
-	XdpLb           *ebpf.Program `ebpf:"xdp_lb"`
-	XdpLbBench      *ebpf.Program `ebpf:"xdp_lb_bench"`
-	XdpLbBenchFlows *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
+	XdpLb *ebpf.Program `ebpf:"xdp_lb"`
 }
 
 func (p *LBPrograms) Close() error {
 	return _LBClose(
 		p.XdpLb,
-		p.XdpLbBench,
-		p.XdpLbBenchFlows,
 	)
 }
 

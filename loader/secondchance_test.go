@@ -544,16 +544,18 @@ func TestSecondChanceDecapGuard(t *testing.T) {
 		{peers, pfx("198.18.255.0/24"), "IPv6 second-chance peers but no IPv6 tunnel sources"},
 		{pfx("fd00:5e:3::/64"), pfx("198.18.255.0/24", "fd00:5e:ff::/96"), ""},
 	} {
-		err := d.SetSecondChance(c.peers, c.sources)
-		if c.want == "" {
-			if err != nil {
-				t.Fatalf("%v %v: %v", c.peers, c.sources, err)
+		t.Run(c.want, func(t *testing.T) {
+			err := d.SetSecondChance(c.peers, c.sources)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("%v %v: %v", c.peers, c.sources, err)
+				}
+				return
 			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Fatalf("%v %v: error %v, want %q", c.peers, c.sources, err, c.want)
-		}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v %v: error %v, want %q", c.peers, c.sources, err, c.want)
+			}
+		})
 	}
 	// The last (valid) call replaced the lists: IPv4 candidates are refused now, IPv6 still go.
 	refused(t, fams[0], fams[0].frame(fams[0].src, fams[0].cand), "second_chance_refused_candidate")

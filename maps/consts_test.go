@@ -87,9 +87,11 @@ func TestConstsMatchObject(t *testing.T) {
 		{"family", "FAMILY_V4", uint64(familyV4)},
 		{"family", "FAMILY_V6", uint64(familyV6)},
 	} {
-		if c.goValue != enumValue(t, spec, c.enum, c.name) {
-			t.Errorf("%s is %#x in Go, %#x in the object: run `make generate`", c.name, c.goValue, enumValue(t, spec, c.enum, c.name))
-		}
+		t.Run(c.enum, func(t *testing.T) {
+			if c.goValue != enumValue(t, spec, c.enum, c.name) {
+				t.Errorf("%s is %#x in Go, %#x in the object: run `make generate`", c.name, c.goValue, enumValue(t, spec, c.enum, c.name))
+			}
+		})
 	}
 	if got := spec.Maps[loader.LBMapVipFilter].MaxEntries; got != vipFilterSlots {
 		t.Errorf("map vip_filter holds %d slots, vipFilterSlots is %d", got, vipFilterSlots)

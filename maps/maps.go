@@ -362,20 +362,15 @@ func (s *Set) DeleteBackend(id uint32) error {
 	return nil
 }
 
-// Backends lists the occupied backend slots.
+// Backends lists the occupied backend slots, by id.
 func (s *Set) Backends() ([]Backend, error) {
-	var (
-		k   uint32
-		v   loader.LBBackend
-		out []Backend
-	)
-	it := s.m.Backends.Iterate()
-	for it.Next(&k, &v) {
+	var out []Backend
+	err := readAll(s.m.Backends, func(k uint32, v loader.LBBackend) {
 		if v.Family != 0 {
 			out = append(out, Backend{ID: k, Addr: wordsAddr(v.Addr, v.Family)})
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list backends: %w", err)
 	}
 	return out, nil

@@ -13,7 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/minicdn"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/bird"
-	"github.com/switchyard/switchyard/testenv/fleetexp"
+	"github.com/switchyard/switchyard/testenv/experiment/l4/fleetexp"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
 

@@ -17,7 +17,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18080", "address to serve on")
 	flag.Parse()
 	objects := map[string][]byte{
-		"/small": []byte(strings.Repeat("s", 480)),     // the lessons' 480-byte tracking response
+		"/small": []byte(strings.Repeat("s", 480)),     // a 480-byte tracking response (the edge-bytes experiment's body, docs/lab.md)
 		"/100k":  []byte(strings.Repeat("k", 100<<10)), // a 100 KB asset
 	}
 	modified := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)

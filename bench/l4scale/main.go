@@ -39,6 +39,9 @@ type opts struct {
 	changes  int
 	out      string
 	smoke    bool
+	// prof, when set, is a directory: the daemon runs as bench/prof (built there) and writes a
+	// CPU profile of each start and of the rest of each run into it.
+	prof string
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	flag.IntVar(&o.changes, "changes", 5, "drains (and undrains) and vip adds per round")
 	flag.StringVar(&o.out, "out", "bench/out/l4scale.json", "JSON `FILE`")
 	flag.BoolVar(&o.smoke, "smoke", false, "mark the result as a short run")
+	flag.StringVar(&o.prof, "prof", "", "write CPU profiles of every daemon start and run into `DIR` (runs bench/prof)")
 	flag.Parse()
 	o.ring = uint32(*ring)
 	for _, s := range strings.Split(sizes, ",") {
@@ -145,12 +149,18 @@ type daemon struct {
 	log *os.File
 }
 
-func (l *lab) start(o opts, cfg string) (*daemon, time.Duration, error) {
+// start runs the daemon; name (such as 4096-cold-0) names its profiles when o.prof is set.
+func (l *lab) start(o opts, cfg, name string) (*daemon, time.Duration, error) {
 	logf, err := os.CreateTemp(l.dir, "daemon-*.log")
 	if err != nil {
 		return nil, 0, err
 	}
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+l.nsLB, "--", o.bin, "lb", "run", "--config", cfg)
+	args := []string{o.bin, "lb", "run", "--config", cfg}
+	if o.prof != "" {
+		args = []string{filepath.Join(o.prof, "prof"), "-stop", "lb", "-config", cfg, "-pprof", "",
+			"-start-profile", filepath.Join(o.prof, name+"-start.pprof"), "-run-profile", filepath.Join(o.prof, name+"-run.pprof")}
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + l.nsLB, "--"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -297,7 +307,7 @@ func measure(l *lab, o opts, n int) (scale, error) {
 	var rss []float64
 	for r := 0; r < o.rounds; r++ {
 		_ = loader.Detach(l.pinDir())
-		d, cold, err := l.start(o, cfg)
+		d, cold, err := l.start(o, cfg, fmt.Sprintf("%d-cold-%d", n, r))
 		if err != nil {
 			return s, fmt.Errorf("%d VIPs, cold start: %w", n, err)
 		}
@@ -309,7 +319,7 @@ func measure(l *lab, o opts, n int) (scale, error) {
 		}
 		coldCPU = append(coldCPU, c)
 		d.stop()
-		d, adopt, err := l.start(o, cfg)
+		d, adopt, err := l.start(o, cfg, fmt.Sprintf("%d-adopt-%d", n, r))
 		if err != nil {
 			return s, fmt.Errorf("%d VIPs, adopt: %w", n, err)
 		}
@@ -410,6 +420,11 @@ func run(o opts) error {
 	}
 	if _, err := os.Stat(o.bin); err != nil {
 		return fmt.Errorf("%s missing: run go build -o bin/switchyard ./cmd/switchyard", o.bin)
+	}
+	if o.prof != "" {
+		if _, err := os.Stat(filepath.Join(o.prof, "prof")); err != nil {
+			return fmt.Errorf("-prof %s: no profiling daemon there: go build -o %s/prof ./bench/prof", o.prof, o.prof)
+		}
 	}
 	l, err := newLab()
 	if err != nil {

@@ -1,6 +1,6 @@
-// Command prof runs one stop (the L7 proxy or the DNS server) from its configuration file with
-// Go's profiler on a second address, for looking at where the stop's CPU goes under its bench's
-// load:
+// Command prof runs one stop (the L7 proxy, the DNS server or the L4 balancer's daemon) from its
+// configuration file with Go's profiler on a second address, for looking at where the stop's CPU
+// goes under its bench's load:
 //
 //	go run ./bench/prof -stop l7 -config l7.yaml -pprof 127.0.0.1:6060 &
 //	wrk -t2 -c64 -d10s http://127.0.0.1:18181/ &
@@ -9,6 +9,12 @@
 //	go run ./bench/prof -stop dns -config dns.yaml -pprof 127.0.0.1:21760 &
 //	dnsperf -s 127.0.0.1 -p 5353 -d queries.txt -l 10 &
 //	go tool pprof -top http://127.0.0.1:21760/debug/pprof/profile?seconds=5
+//
+// The L4 daemon's start is over before a profile could be fetched, so -start-profile records
+// one from the first instruction until the daemon serves its socket, and -run-profile one from
+// then until it stops (SIGTERM): bench/l4scale.sh writes both for every start with PROF_DIR=dir.
+//
+//	go run ./bench/prof -stop lb -config lb.yaml -pprof "" -start-profile start.pprof -run-profile run.pprof
 package main
 
 import (
@@ -29,12 +35,22 @@ import (
 func main() {
 	stop := flag.String("stop", "", "the stop to run: l7 or dns")
 	file := flag.String("config", "", "the stop's configuration file")
-	pprof := flag.String("pprof", "127.0.0.1:6060", "address for /debug/pprof")
+	pprof := flag.String("pprof", "127.0.0.1:6060", "address for /debug/pprof (\"\": none)")
+	startProf := flag.String("start-profile", "", "lb: write a CPU profile of the start (until the socket is served) to `FILE`")
+	runProf := flag.String("run-profile", "", "lb: write a CPU profile from then until the daemon stops to `FILE`")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	go func() { log.Println(http.ListenAndServe(*pprof, nil)) }()
-	if err := run(ctx, *stop, *file); err != nil {
+	if *pprof != "" {
+		go func() { log.Println(http.ListenAndServe(*pprof, nil)) }()
+	}
+	var err error
+	if *stop == "lb" {
+		err = runLB(ctx, *file, *startProf, *runProf)
+	} else {
+		err = run(ctx, *stop, *file)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -68,6 +84,6 @@ func run(ctx context.Context, stop, file string) error {
 		s.Close()
 		return nil
 	default:
-		return fmt.Errorf("profile stop %q: unknown; pass -stop l7 or -stop dns", stop)
+		return fmt.Errorf("profile stop %q: unknown; pass -stop l7, -stop dns or -stop lb", stop)
 	}
 }

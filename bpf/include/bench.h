@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* bench.h: the BPF_PROG_TEST_RUN wrappers of bench-xdp (docs/xdp.md, "Benchmark"), shared by
- * switchyard's forwarder (bpf/lb.c) and the Katran peer (bench/katran/katran_bench.c), so that
- * both are timed through the same wrapper code. Self-contained on purpose: it needs only struct
+ * switchyard's forwarder (bpf/bench.c, on lb.c's code) and the Katran peer
+ * (bench/katran/katran_bench.c), so that both are timed through the same wrapper code. Self-contained on purpose: it needs only struct
  * xdp_md and bpf_xdp_adjust_head, which both programs' helper headers declare.
  *
  * With repeat, the test run keeps the frame a program changed, so an encapsulating program would

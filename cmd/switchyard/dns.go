@@ -33,8 +33,9 @@ func init() {
      switchyard dns check --config dns.yaml
      switchyard dns run --config dns.yaml --listen 127.0.0.1:5353 --metrics 127.0.0.1:9153
      switchyard dns query --server 127.0.0.1:5353 app.example.com A
-     switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd()},
+     switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com
+     switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)`,
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd()},
 	})
 }
 
@@ -146,6 +147,9 @@ func dnsCheckCmd() *cli.Command {
 			for _, line := range srv.TransferSummary() {
 				fmt.Fprintln(w, line)
 			}
+			for _, line := range srv.DNSSECSummary() {
+				fmt.Fprintln(w, line)
+			}
 			fmt.Fprintln(w, "configuration OK")
 			return nil
 		},
@@ -167,6 +171,7 @@ func dnsQueryCmd() *cli.Command {
 			&cli.StringFlag{Name: "subnet", Usage: "EDNS Client Subnet `PREFIX`, e.g. 10.1.0.0/24"},
 			&cli.StringFlag{Name: "source", Usage: "bind to local `ADDR` (the resolver address the server sees)"},
 			&cli.BoolFlag{Name: "no-edns", Usage: "send no OPT record"},
+			&cli.BoolFlag{Name: "dnssec", Usage: "set the DO bit: a signed zone adds RRSIG and NSEC records"},
 			&cli.UintFlag{Name: "bufsize", Value: 1232, Usage: "EDNS UDP buffer `SIZE`"},
 		},
 		Action: func(c *cli.Context) error {
@@ -182,7 +187,7 @@ func dnsQueryCmd() *cli.Command {
 				qtype = t
 			}
 			o := sydns.QueryOptions{TCP: c.Bool("tcp"), Subnet: c.String("subnet"), NoEDNS: c.Bool("no-edns"),
-				BufSize: uint16(c.Uint("bufsize"))}
+				DNSSEC: c.Bool("dnssec"), BufSize: uint16(c.Uint("bufsize"))}
 			if s := c.String("source"); s != "" {
 				a, err := netip.ParseAddr(s)
 				if err != nil {

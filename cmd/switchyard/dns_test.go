@@ -17,6 +17,7 @@ import (
 
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
@@ -91,11 +92,11 @@ func TestDnsCheck(t *testing.T) {
 
 func TestDnsRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out, logs syncBuffer
 	done := make(chan error, 1)
 	path := writeDNSConfig(t, dnsTestConfig)
 	app := newApp()
-	app.Writer, app.ErrWriter = &out, &syncBuffer{}
+	app.Writer, app.ErrWriter = &out, &logs
 	go func() {
 		done <- app.RunContext(ctx, []string{"switchyard", "dns", "run", "--config", path})
 	}()
@@ -117,7 +118,8 @@ func TestDnsRunServesAndStops(t *testing.T) {
 	// SIGHUP reloads the file: a broken file keeps the old zones, a good one replaces them.
 	os.WriteFile(path, []byte("zones: [oops"), 0o644)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	time.Sleep(200 * time.Millisecond)
+	testutil.Eventually(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "dns reload failed") },
+		"the broken reload was not logged:\n%s", func() any { return logs.String() })
 	if got := wwwAnswer(t, addr); got != "192.0.2.1" {
 		t.Errorf("after a broken reload www = %q, want the old 192.0.2.1", got)
 	}

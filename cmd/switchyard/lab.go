@@ -73,118 +73,11 @@ Examples:
 				Description: `Examples:
    switchyard lab status
    switchyard lab status --json | jq '.vips[] | {name, address, backends}'`,
-				Flags: []cli.Flag{prefix, &cli.BoolFlag{Name: "json", Usage: "machine-readable status for scripts"}},
-				Action: func(c *cli.Context) error {
-					if err := needRoot("lab status"); err != nil {
-						return err
-					}
-					st, err := lab.GetStatus(c.String("prefix"))
-					if err != nil {
-						return err
-					}
-					return printStatus(c, st)
-				},
+				Flags:  []cli.Flag{prefix, &cli.BoolFlag{Name: "json", Usage: "machine-readable status for scripts"}},
+				Action: labStatus,
 			},
-			{
-				Name:  "demo",
-				Usage: "bring the lab up, send real traffic and show where it goes; tear down at the end",
-				Description: `Sends a bounded rate of HTTP requests (--rate in total, shared by the clients) to the VIPs
-and shows, per backend, requests per second (averaged over 5 s) and open connections, and what
-the balancer, L7, edge and DNS stops count; a summary is printed at the end. On a terminal it redraws one screen; without one
-(CI, make demo | tee) it prints a line per interval. Ctrl-C or --duration ends it (default
-10m on a terminal, 1m without one; also DEMO_DURATION=20s make demo); a lab the demo brought
-up is then torn down (keep it with --keep).
-
-Examples:
-   switchyard lab demo
-   switchyard lab demo --duration 20s --rate 200`,
-				Flags: append(upFlags(prefix),
-					&cli.DurationFlag{Name: "duration", Value: 10 * time.Minute, EnvVars: []string{"DEMO_DURATION"}, Usage: "how long to send traffic, at most 1h (default 10m on a terminal, 1m without one)"},
-					&cli.IntFlag{Name: "rate", Value: 100, Usage: "requests per second over all clients (1..5000)"},
-					&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between two views"},
-					&cli.BoolFlag{Name: "keep", Usage: "leave the lab up at the end"},
-				),
-				Action: labDemo,
-			},
-			{
-				Name:  "experiment",
-				Usage: "the seeds' measurements re-run on the real system",
-				Subcommands: []*cli.Command{
-					{
-						Name:  "list",
-						Usage: "list the experiments",
-						Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable list"}},
-						Action: func(c *cli.Context) error {
-							list := experiment.List()
-							if c.Bool("json") {
-								type row struct {
-									Name, Stop, Summary string
-									NeedsRoot           bool
-								}
-								var rows []row
-								for _, e := range list {
-									rows = append(rows, row{e.Name, e.Stop, e.Summary, e.NeedsRoot})
-								}
-								return json.NewEncoder(c.App.Writer).Encode(rows)
-							}
-							tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-							fmt.Fprintln(tw, "NAME\tSTOP\tROOT\tSUMMARY")
-							for _, e := range list {
-								root := ""
-								if e.NeedsRoot {
-									root = "yes"
-								}
-								fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Stop, root, e.Summary)
-							}
-							return tw.Flush()
-						},
-					},
-					{
-						Name:  "run",
-						Usage: "run one experiment and print the lesson's table beside the lesson's figures",
-						Description: `Examples:
-   switchyard lab experiment run l4-skew
-   switchyard lab experiment run health-check --quick --json`,
-						ArgsUsage: "NAME",
-						Flags: []cli.Flag{
-							&cli.BoolFlag{Name: "quick", Usage: "scaled-down run (seconds), said in the output"},
-							&cli.BoolFlag{Name: "json", Usage: "also print a machine-readable result"},
-						},
-						Action: func(c *cli.Context) error {
-							// Flags may follow the name (`run l4-skew --quick`), which the
-							// CLI library leaves among the arguments.
-							quick, asJSON := c.Bool("quick"), c.Bool("json")
-							var names []string
-							for _, a := range c.Args().Slice() {
-								switch a {
-								case "--quick", "-quick":
-									quick = true
-								case "--json", "-json":
-									asJSON = true
-								default:
-									if strings.HasPrefix(a, "-") {
-										return fmt.Errorf("experiment run: unknown flag %s: use --quick or --json", a)
-									}
-									names = append(names, a)
-								}
-							}
-							if len(names) != 1 {
-								return errors.New("experiment run: give exactly one experiment name (see `switchyard lab experiment list`)")
-							}
-							e, err := experiment.Get(names[0])
-							if err != nil {
-								return err
-							}
-							if e.NeedsRoot && os.Geteuid() != 0 {
-								return fmt.Errorf("experiment %s needs root (it builds network namespaces or loads BPF): run it as root", e.Name)
-							}
-							ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-							defer stop()
-							return e.Run(ctx, c.App.Writer, experiment.Options{Quick: quick, JSON: asJSON})
-						},
-					},
-				},
-			},
+			labDemoCmd(prefix),
+			labExperimentCmd(),
 			{
 				Name:   "app",
 				Hidden: true,
@@ -199,6 +92,132 @@ Examples:
 			labOriginCommand(), // labcdn.go
 		},
 	})
+}
+
+// labExperimentCmd is `lab experiment`: list and run the experiments (testenv/experiment).
+func labExperimentCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "experiment",
+		Usage: "the seeds' measurements re-run on the real system",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "list",
+				Usage:  "list the experiments",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable list"}},
+				Action: labExperimentList,
+			},
+			{
+				Name:  "run",
+				Usage: "run one experiment and print the measured table beside the lesson's figures",
+				Description: `Examples:
+   switchyard lab experiment run l4-skew
+   switchyard lab experiment run health-check --quick --json`,
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "quick", Usage: "scaled-down run (seconds), said in the output"},
+					&cli.BoolFlag{Name: "json", Usage: "also print a machine-readable result"},
+				},
+				Action: labExperimentRun,
+			},
+		},
+	}
+}
+
+// labDemoCmd is `lab demo`: the lab up, bounded traffic, a view of where it goes.
+func labDemoCmd(prefix cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:  "demo",
+		Usage: "bring the lab up, send real traffic and show where it goes; tear down at the end",
+		Description: `Sends a bounded rate of HTTP requests (--rate in total, shared by the clients) to the VIPs
+and shows, per backend, requests per second (averaged over 5 s) and open connections, and what
+the balancer, L7, edge and DNS stops count; a summary is printed at the end. On a terminal it redraws one screen; without one
+(CI, make demo | tee) it prints a line per interval. Ctrl-C or --duration ends it (default
+10m on a terminal, 1m without one; also DEMO_DURATION=20s make demo); a lab the demo brought
+up is then torn down (keep it with --keep).
+
+Examples:
+   switchyard lab demo
+   switchyard lab demo --duration 20s --rate 200`,
+		Flags: append(upFlags(prefix),
+			&cli.DurationFlag{Name: "duration", Value: 10 * time.Minute, EnvVars: []string{"DEMO_DURATION"}, Usage: "how long to send traffic, at most 1h (default 10m on a terminal, 1m without one)"},
+			&cli.IntFlag{Name: "rate", Value: 100, Usage: "requests per second over all clients (1..5000)"},
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between two views"},
+			&cli.BoolFlag{Name: "keep", Usage: "leave the lab up at the end"},
+		),
+		Action: labDemo,
+	}
+}
+
+// labExperimentList prints the registered experiments.
+func labExperimentList(c *cli.Context) error {
+	list := experiment.List()
+	if c.Bool("json") {
+		type row struct {
+			Name, Stop, Summary string
+			NeedsRoot           bool
+		}
+		var rows []row
+		for _, e := range list {
+			rows = append(rows, row{e.Name, e.Stop, e.Summary, e.NeedsRoot})
+		}
+		return json.NewEncoder(c.App.Writer).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTOP\tROOT\tSUMMARY")
+	for _, e := range list {
+		root := ""
+		if e.NeedsRoot {
+			root = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Stop, root, e.Summary)
+	}
+	return tw.Flush()
+}
+
+// labExperimentRun runs one experiment by name and prints its output.
+func labExperimentRun(c *cli.Context) error {
+	// Flags may follow the name (`run l4-skew --quick`), which the
+	// CLI library leaves among the arguments.
+	quick, asJSON := c.Bool("quick"), c.Bool("json")
+	var names []string
+	for _, a := range c.Args().Slice() {
+		switch a {
+		case "--quick", "-quick":
+			quick = true
+		case "--json", "-json":
+			asJSON = true
+		default:
+			if strings.HasPrefix(a, "-") {
+				return fmt.Errorf("experiment run: unknown flag %s: use --quick or --json", a)
+			}
+			names = append(names, a)
+		}
+	}
+	if len(names) != 1 {
+		return errors.New("experiment run: give exactly one experiment name (see `switchyard lab experiment list`)")
+	}
+	e, err := experiment.Get(names[0])
+	if err != nil {
+		return err
+	}
+	if e.NeedsRoot && os.Geteuid() != 0 {
+		return fmt.Errorf("experiment %s needs root (it builds network namespaces or loads BPF): run it as root", e.Name)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return e.Run(ctx, c.App.Writer, experiment.Options{Quick: quick, JSON: asJSON})
+}
+
+// labStatus prints what runs in the lab.
+func labStatus(c *cli.Context) error {
+	if err := needRoot("lab status"); err != nil {
+		return err
+	}
+	st, err := lab.GetStatus(c.String("prefix"))
+	if err != nil {
+		return err
+	}
+	return printStatus(c, st)
 }
 
 // upFlags size the lab: `lab up` and `lab demo` (which brings the lab up when it is not).

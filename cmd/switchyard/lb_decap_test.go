@@ -54,14 +54,14 @@ func TestDecapCLIStats(t *testing.T) {
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/decap-%d", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	var st decapStats
-	inNS(t, l.lb, func() {
-		out, err := runL4CLI(t, "lb", "decap", "--iface", "sylb0", "--addr", "198.18.0.2", "--pin-dir", pin,
+	inNS(t, l.lbNS, func() {
+		out, err := runL4CLI(t, "lb", "decap", "--iface", l.iface, "--addr", l.addr, "--pin-dir", pin,
 			"--second-chance-peers", "198.18.3.0/24,fd00:5e:3::/64", "--tunnel-sources", "198.18.255.0/24", "--tunnel-sources", "fd00:5e:ff::/96")
 		if err != nil || !strings.Contains(out, "second-chance forwarding: to candidates in 198.18.3.0/24,fd00:5e:3::/64 from tunnel sources in 198.18.255.0/24,fd00:5e:ff::/96") {
 			t.Errorf("attach: %v\n%s", err, out)
 			return
 		}
-		runL4JSON(t, &st, "lb", "decap", "stats", "--iface", "sylb0", "--pin-dir", pin)
+		runL4JSON(t, &st, "lb", "decap", "stats", "--iface", l.iface, "--pin-dir", pin)
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -77,25 +77,25 @@ func TestDecapCLIStats(t *testing.T) {
 	// Traffic from the router namespace (ARP, then UDP: not tunnel packets) is counted "pass".
 	var now decapStats
 	testutil.Eventually(t, 20*time.Second, func() bool {
-		inNS(t, l.rt, func() {
-			if c, err := net.Dial("udp", "198.18.0.2:9"); err == nil {
+		inNS(t, l.rtNS, func() {
+			if c, err := net.Dial("udp", net.JoinHostPort(l.addr, "9")); err == nil {
 				c.Write([]byte("x"))
 				c.Close()
 			}
 		})
 		now = decapStats{}
-		inNS(t, l.lb, func() { runL4JSON(t, &now, "lb", "decap", "stats", "--iface", "sylb0", "--pin-dir", pin) })
+		inNS(t, l.lbNS, func() { runL4JSON(t, &now, "lb", "decap", "stats", "--iface", l.iface, "--pin-dir", pin) })
 		return now.Counters["pass"].Packets > st.Counters["pass"].Packets
 	}, "pass counter did not move: %v", func() any { return now.Counters })
-	inNS(t, l.lb, func() {
-		if out, err := runL4CLI(t, "lb", "decap", "--iface", "sylb0", "--addr", "198.18.0.2", "--pin-dir", pin); err != nil || !strings.Contains(out, "second-chance forwarding: off") {
+	inNS(t, l.lbNS, func() {
+		if out, err := runL4CLI(t, "lb", "decap", "--iface", l.iface, "--addr", l.addr, "--pin-dir", pin); err != nil || !strings.Contains(out, "second-chance forwarding: off") {
 			t.Errorf("re-attach without lists: %v\n%s", err, out)
 		}
-		out, err := runL4CLI(t, "lb", "decap", "stats", "--iface", "sylb0", "--pin-dir", pin)
+		out, err := runL4CLI(t, "lb", "decap", "stats", "--iface", l.iface, "--pin-dir", pin)
 		if err != nil || !strings.Contains(out, "second_chance_refused ") || !strings.Contains(out, "second-chance forwarding: off") {
 			t.Errorf("stats after re-attach: %v\n%s", err, out)
 		}
-		if out, err := runL4CLI(t, "lb", "decap", "--iface", "sylb0", "--pin-dir", pin, "--detach"); err != nil {
+		if out, err := runL4CLI(t, "lb", "decap", "--iface", l.iface, "--pin-dir", pin, "--detach"); err != nil {
 			t.Errorf("detach: %v\n%s", err, out)
 		}
 	})

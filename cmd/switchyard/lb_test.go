@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // runL4CLI runs a switchyard command through the app with captured output.
@@ -161,13 +162,16 @@ func TestL4HelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// l4Lab is a balancer namespace (sylb0 198.18.0.2/24, default route via 198.18.0.1) whose veth
-// peer sits in a router namespace (syrt0 198.18.0.1/24, XDP_PASS attached so XDP_TX frames are
-// received). Both are named under /run/netns so that nsenter can enter them.
+// l4Lab is the smallest testenv/topo lab (one client, balancer and backend namespace behind the
+// router's bridges): the daemon runs in the balancer's namespace on its eth0 (addr, default
+// route via gw, the router's br-lb), and the router side of that veth (port) can run XDP_PASS
+// so that XDP_TX frames are received. Namespaces are named under /run/netns, so nsenter can
+// enter them, and removed with the lab's prefix when the test ends.
 type l4Lab struct {
-	lbName, rtName string
-	lb, rt         netns.NsHandle
-	hLB, hRT       *netlink.Handle
+	lbNS, rtNS  string // the balancer's and the router's namespace
+	iface, port string // the balancer's interface and its peer in the router namespace
+	addr, gw    string // the balancer's address and its gateway (the router on br-lb)
+	hLB         *netlink.Handle
 }
 
 func newL4Lab(t *testing.T) *l4Lab {
@@ -175,65 +179,32 @@ func newL4Lab(t *testing.T) *l4Lab {
 	testutil.RequireRoot(t)
 	testutil.RequireKernel(t, testutil.Netns)
 	testutil.RequireKernel(t, testutil.XDP)
-	l := &l4Lab{lbName: fmt.Sprintf("sylb-%d", os.Getpid()), rtName: fmt.Sprintf("syrt-%d", os.Getpid())}
-	testutil.Do(t, netns.None(), func() error { // NewNamed moves the thread; Do moves it back
-		var err error
-		if l.rt, err = netns.NewNamed(l.rtName); err == nil {
-			l.lb, err = netns.NewNamed(l.lbName)
-		}
-		if err != nil {
-			return fmt.Errorf("create namespaces: %w", err)
-		}
-		return nil
-	})
-	t.Cleanup(func() {
-		l.hLB.Close()
-		l.hRT.Close()
-		l.lb.Close()
-		l.rt.Close()
-		netns.DeleteNamed(l.lbName)
-		netns.DeleteNamed(l.rtName)
-	})
-	var err error
-	if l.hLB, err = netlink.NewHandleAt(l.lb); err != nil {
+	tp, err := topo.Plan(topo.Spec{Prefix: labPrefix(t, "l"), Clients: 1, Balancers: 1, Backends: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if l.hRT, err = netlink.NewHandleAt(l.rt); err != nil {
+	if err := tp.Build(); err != nil {
+		t.Fatalf("build lab: %v", err)
+	}
+	n := tp.ByRole(topo.Balancer)[0]
+	l := &l4Lab{lbNS: n.NS, rtNS: tp.RouterNS, iface: n.Iface, port: n.Port,
+		addr: n.Addr4.String(), gw: tp.Segment(n.Segment).Router4.String()}
+	ns, err := netns.GetFromName(l.lbNS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sylb0"}, PeerName: "syrt0", PeerNamespace: netlink.NsFd(l.rt)}
-	if err := l.hLB.LinkAdd(veth); err != nil {
-		t.Fatalf("create veth: %v", err)
-	}
-	for _, x := range []struct {
-		h          *netlink.Handle
-		name, addr string
-	}{{l.hLB, "sylb0", "198.18.0.2/24"}, {l.hRT, "syrt0", "198.18.0.1/24"}, {l.hLB, "lo", ""}, {l.hRT, "lo", ""}} {
-		ln, err := x.h.LinkByName(x.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if x.addr != "" {
-			a, _ := netlink.ParseAddr(x.addr)
-			if err := x.h.AddrAdd(ln, a); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := x.h.LinkSetUp(ln); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lbLink, _ := l.hLB.LinkByName("sylb0")
-	if err := l.hLB.RouteAdd(&netlink.Route{LinkIndex: lbLink.Attrs().Index, Gw: net.ParseIP("198.18.0.1")}); err != nil {
+	defer ns.Close()
+	if l.hLB, err = netlink.NewHandleAt(ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.hLB.Close)
 	return l
 }
 
-// inNS runs f on a thread inside ns (sockets f creates live there).
-func inNS(t *testing.T, ns netns.NsHandle, f func()) {
+// inNS runs f on a thread inside the named namespace (sockets f creates live there).
+func inNS(t *testing.T, ns string, f func()) {
 	t.Helper()
-	testutil.Do(t, ns, func() error { f(); return nil })
+	testutil.DoNamed(t, ns, func() error { f(); return nil })
 }
 
 // l4Daemon is a `switchyard lb run` process inside the lab's balancer namespace.
@@ -263,7 +234,7 @@ func (l *l4Log) String() string {
 
 func startL4Daemon(t *testing.T, l *l4Lab, sock string, args ...string) *l4Daemon {
 	t.Helper()
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+l.lbName, "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
+	cmd := exec.Command("nsenter", "--net="+topo.NSPath(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
 	cmd.Env = append(os.Environ(), "SWITCHYARD_L4_HELPER_ARGS="+strings.Join(append([]string{"lb", "run"}, args...), "\x1f"))
 	d := &l4Daemon{cmd: cmd, log: &l4Log{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
@@ -374,7 +345,7 @@ func TestL4DaemonLifecycle(t *testing.T) {
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/lifecycle-%d", os.Getpid())
 	t.Cleanup(func() { _ = loader.Detach(pin) })
 	cfgPath := filepath.Join(dir, "lb.yaml")
-	cfgText := fmt.Sprintf(`interface: sylb0
+	cfgText := fmt.Sprintf(`interface: %s
 xdp_mode: native
 pin_dir: %s
 socket: %s
@@ -390,13 +361,13 @@ vips:
     backends:
       - {address: 198.18.3.1}
       - {address: 198.18.3.2}
-`, pin, sock, l4TestRing)
+`, l.iface, pin, sock, l4TestRing)
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The router side receives XDP_TX frames only with an XDP program attached.
-	inNS(t, l.rt, func() {
-		lk, err := loader.AttachPass("syrt0", loader.Native, "")
+	inNS(t, l.rtNS, func() {
+		lk, err := loader.AttachPass(l.port, loader.Native, "")
 		if err != nil {
 			t.Error(err)
 			return
@@ -407,7 +378,7 @@ vips:
 	S := []string{"--socket", sock}
 	var st api.Status
 	runL4JSON(t, &st, append([]string{"lb", "status"}, S...)...)
-	if st.Adopted || st.LinkID == 0 || st.Gateway != "198.18.0.1" || st.NextHopMAC == "" {
+	if st.Adopted || st.LinkID == 0 || st.Gateway != l.gw || st.NextHopMAC == "" {
 		t.Fatalf("status: %+v\n%s", st, d.log)
 	}
 	s := openPinned(t, pin)
@@ -512,7 +483,7 @@ vips:
 	// Health: a VIP whose backend is a listener inside the namespace; closing it takes the
 	// backend out (all_backends_down keep: it stays in the ring, marked unhealthy-kept).
 	var hl net.Listener
-	inNS(t, l.lb, func() {
+	inNS(t, l.lbNS, func() {
 		lo, _ := netlink.LinkByName("lo")
 		a, _ := netlink.ParseAddr("198.18.3.10/32")
 		if err := netlink.AddrAdd(lo, a); err != nil {
@@ -606,7 +577,7 @@ vips:
 	if err != nil || uint32(info.ID) != st.LinkID {
 		t.Fatalf("pinned link %v id %d, was %d", err, info.ID, st.LinkID)
 	}
-	if ln, err := l.hLB.LinkByName("sylb0"); err != nil || ln.Attrs().Xdp == nil || !ln.Attrs().Xdp.Attached {
+	if ln, err := l.hLB.LinkByName(l.iface); err != nil || ln.Attrs().Xdp == nil || !ln.Attrs().Xdp.Attached {
 		t.Fatalf("XDP not attached while the daemon is down: %v %+v", err, ln.Attrs().Xdp)
 	}
 	d2 := startL4Daemon(t, l, sock, "--config", cfgPath)
@@ -635,7 +606,7 @@ vips:
 	}
 
 	// A second daemon for the same socket fails before touching the maps or the program.
-	dup := exec.Command("nsenter", "--net=/run/netns/"+l.lbName, "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
+	dup := exec.Command("nsenter", "--net="+topo.NSPath(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
 	dup.Env = append(os.Environ(), "SWITCHYARD_L4_HELPER_ARGS="+strings.Join([]string{"lb", "run", "--config", cfgPath}, "\x1f"))
 	if out, err := dup.CombinedOutput(); err == nil || !strings.Contains(string(out), "another daemon answers") {
 		t.Fatalf("second daemon: %v\n%s", err, out)
@@ -650,19 +621,19 @@ vips:
 	if out, _ := runL4CLI(t, "backend", "drain", "--socket", sock, "--generate-bash-completion"); !strings.Contains(out, "web\n") {
 		t.Errorf("completion: %q", out)
 	}
-	if _, err := runL4CLI(t, "lb", "detach", "--iface", "sylb0", "--pin-dir", pin, "--socket", sock); err == nil || !strings.Contains(err.Error(), "stop it first") {
+	if _, err := runL4CLI(t, "lb", "detach", "--iface", l.iface, "--pin-dir", pin, "--socket", sock); err == nil || !strings.Contains(err.Error(), "stop it first") {
 		t.Fatalf("detach with a running daemon: %v", err)
 	}
 
 	// Detach removes link and pins; XDP is gone from the interface.
 	d2.stop(t)
-	if out, err := runL4CLI(t, "lb", "detach", "--iface", "sylb0", "--pin-dir", pin); err != nil {
+	if out, err := runL4CLI(t, "lb", "detach", "--iface", l.iface, "--pin-dir", pin); err != nil {
 		t.Fatalf("detach: %v %s", err, out)
 	}
 	if _, err := os.Stat(pin); !os.IsNotExist(err) {
 		t.Fatalf("pin dir still there: %v", err)
 	}
-	if ln, _ := l.hLB.LinkByName("sylb0"); ln != nil && ln.Attrs().Xdp != nil && ln.Attrs().Xdp.Attached {
+	if ln, _ := l.hLB.LinkByName(l.iface); ln != nil && ln.Attrs().Xdp != nil && ln.Attrs().Xdp.Attached {
 		t.Fatal("XDP still attached after detach")
 	}
 }
@@ -681,7 +652,7 @@ func TestL4DrainTimeoutAndMetrics(t *testing.T) {
 	// The file carries the map sizes of openPinned; the flags override interface, socket, pins.
 	cfgPath := filepath.Join(dir, "lb.yaml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf("interface: other0\nring_size: %d\nmax_vips: 8\nmax_backends: 64\nconn_table_size: 4096\ndrain_timeout: 1s\nvips: []\n", l4TestRing)), 0o600)
-	d := startL4Daemon(t, l, sock, "--config", cfgPath, "--iface", "sylb0", "--socket", sock, "--pin-dir", pin, "--xdp-mode", "generic", "--metrics", "127.0.0.1:9100")
+	d := startL4Daemon(t, l, sock, "--config", cfgPath, "--iface", l.iface, "--socket", sock, "--pin-dir", pin, "--xdp-mode", "generic", "--metrics", "127.0.0.1:9100")
 	S := []string{"--socket", sock}
 	if out, err := runL4CLI(t, append([]string{"vip", "add", "web", "198.18.100.1:80", "-b", "198.18.3.1", "-b", "198.18.3.2"}, S...)...); err != nil {
 		t.Fatalf("vip add: %v %s", err, out)
@@ -711,7 +682,7 @@ func TestL4DrainTimeoutAndMetrics(t *testing.T) {
 	}
 	// The metrics endpoint lives in the namespace: scrape it from a thread there.
 	var body string
-	inNS(t, l.lb, func() {
+	inNS(t, l.lbNS, func() {
 		c, err := net.Dial("tcp", "127.0.0.1:9100")
 		if err != nil {
 			t.Error(err)
@@ -740,7 +711,7 @@ func TestL4DrainTimeoutAndMetrics(t *testing.T) {
 		t.Fatalf("save: %v %s", err, out)
 	}
 	b, _ := os.ReadFile(saved)
-	if !strings.Contains(string(b), "drained: true") || !strings.Contains(string(b), "interface: sylb0") {
+	if !strings.Contains(string(b), "drained: true") || !strings.Contains(string(b), "interface: "+l.iface) {
 		t.Fatalf("saved file:\n%s", b)
 	}
 	if out, err := runL4CLI(t, append([]string{"backend", "remove", "web", "198.18.3.1"}, S...)...); err != nil || !strings.Contains(out, "saved to "+cfgPath) {
@@ -757,7 +728,7 @@ func TestL4NoConfigFile(t *testing.T) {
 	sock := filepath.Join(dir, "lb.sock")
 	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/noconfig-%d", os.Getpid())
 	t.Cleanup(func() { _ = loader.Detach(pin) })
-	startL4Daemon(t, l, sock, "--iface", "sylb0", "--socket", sock, "--pin-dir", pin)
+	startL4Daemon(t, l, sock, "--iface", l.iface, "--socket", sock, "--pin-dir", pin)
 	S := []string{"--socket", sock}
 	out, err := runL4CLI(t, append([]string{"vip", "add", "web", "198.18.100.1:80", "-b", "198.18.3.1"}, S...)...)
 	if err != nil || strings.Contains(out, "saved to") {
@@ -774,7 +745,7 @@ func TestL4NoConfigFile(t *testing.T) {
 		t.Fatalf("change after save: %v %q", err, out)
 	}
 	b, _ := os.ReadFile(saved)
-	if !strings.Contains(string(b), "198.18.3.2") || !strings.Contains(string(b), "interface: sylb0") {
+	if !strings.Contains(string(b), "198.18.3.2") || !strings.Contains(string(b), "interface: "+l.iface) {
 		t.Fatalf("saved file:\n%s", b)
 	}
 	if _, err := runL4CLI(t, append([]string{"lb", "config", "reload"}, S...)...); err != nil {

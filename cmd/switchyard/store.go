@@ -61,6 +61,7 @@ func l4OpenStore(c *cli.Context) (*store.Store, context.Context, context.CancelF
 	return s, ctx, cancel, nil
 }
 
+// l4StoreCmd is `lb store`: seed the fleet store from a file, list what it holds.
 func l4StoreCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "store",
@@ -82,29 +83,8 @@ func l4StoreCmd() *cli.Command {
 
    Examples:
      switchyard lb store seed --store etcd://10.0.0.1:2379/switchyard/prod /etc/switchyard/lb.yaml`,
-				Flags: []cli.Flag{l4StoreFlag()},
-				Action: l4Action(func(c *cli.Context, args []string) error {
-					if err := l4Args(c, args, 1, "switchyard lb store seed --store URL FILE"); err != nil {
-						return err
-					}
-					cfg, err := config.Load(args[0])
-					if err != nil {
-						return err
-					}
-					s, ctx, cancel, err := l4OpenStore(c)
-					if err != nil {
-						return err
-					}
-					defer cancel()
-					defer s.Close()
-					added, err := s.Seed(ctx, cfg.VIPs)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(c.App.Writer, "seeded %s: %d of %d VIPs written (%s); the others were there already\n",
-						s.URL(), len(added), len(cfg.VIPs), strings.Join(added, ", "))
-					return nil
-				}),
+				Flags:  []cli.Flag{l4StoreFlag()},
+				Action: l4Action(l4StoreSeed),
 			},
 			{
 				Name:  "list",
@@ -115,61 +95,88 @@ func l4StoreCmd() *cli.Command {
    Examples:
      switchyard lb store list --store etcd://10.0.0.1:2379/switchyard/prod
      switchyard lb store list --store etcd://10.0.0.1:2379/switchyard/prod --json`,
-				Flags: []cli.Flag{l4StoreFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
-				Action: func(c *cli.Context) error {
-					s, ctx, cancel, err := l4OpenStore(c)
-					if err != nil {
-						return err
-					}
-					defer cancel()
-					defer s.Close()
-					sn, err := s.List(ctx)
-					if err != nil {
-						return err
-					}
-					type row struct {
-						Name        string      `json:"name"`
-						ModRevision int64       `json:"mod_revision"`
-						VIP         *config.VIP `json:"vip,omitempty"`
-						Error       string      `json:"error,omitempty"`
-					}
-					out := struct {
-						Revision int64 `json:"revision"`
-						VIPs     []row `json:"vips"`
-					}{Revision: sn.Revision}
-					for _, v := range sn.VIPs() {
-						v := v
-						out.VIPs = append(out.VIPs, row{Name: v.Name, ModRevision: sn.Entries[v.Name].ModRevision, VIP: &v})
-					}
-					for n, e := range sn.Entries {
-						if e.Err != nil {
-							out.VIPs = append(out.VIPs, row{Name: n, ModRevision: e.ModRevision, Error: e.Err.Error()})
-						}
-					}
-					return l4Output(c, out, func(w io.Writer) {
-						fmt.Fprintf(w, "revision %d\n", sn.Revision)
-						fmt.Fprintln(w, "NAME\tADDRESS\tPORT\tPROTO\tBACKENDS\tREVISION")
-						for _, r := range out.VIPs {
-							if r.VIP == nil {
-								fmt.Fprintf(w, "%s\tINVALID: %s\t\t\t\t%d\n", r.Name, r.Error, r.ModRevision)
-								continue
-							}
-							var bs []string
-							for _, b := range r.VIP.Backends {
-								x := fmt.Sprintf("%s*%d", b.Address, b.Weight)
-								if b.Drained {
-									x += "(drained)"
-								}
-								bs = append(bs, x)
-							}
-							fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\n", r.Name, r.VIP.Address, r.VIP.Port, r.VIP.Protocol, strings.Join(bs, " "), r.ModRevision)
-						}
-						if len(out.VIPs) == 0 {
-							fmt.Fprintln(w, "(no VIP: seed with `switchyard lb store seed --store URL FILE` or add one through a daemon with `switchyard vip add`)")
-						}
-					})
-				},
+				Flags:  []cli.Flag{l4StoreFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
+				Action: l4StoreList,
 			},
 		},
 	}
+}
+
+// l4StoreSeed is `lb store seed`: write the file's VIPs the store does not hold yet.
+func l4StoreSeed(c *cli.Context, args []string) error {
+	if err := l4Args(c, args, 1, "switchyard lb store seed --store URL FILE"); err != nil {
+		return err
+	}
+	cfg, err := config.Load(args[0])
+	if err != nil {
+		return err
+	}
+	s, ctx, cancel, err := l4OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer s.Close()
+	added, err := s.Seed(ctx, cfg.VIPs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "seeded %s: %d of %d VIPs written (%s); the others were there already\n",
+		s.URL(), len(added), len(cfg.VIPs), strings.Join(added, ", "))
+	return nil
+}
+
+// l4StoreList is `lb store list`: the store's VIPs with their revisions, invalid values named.
+func l4StoreList(c *cli.Context) error {
+	s, ctx, cancel, err := l4OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer s.Close()
+	sn, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		Name        string      `json:"name"`
+		ModRevision int64       `json:"mod_revision"`
+		VIP         *config.VIP `json:"vip,omitempty"`
+		Error       string      `json:"error,omitempty"`
+	}
+	out := struct {
+		Revision int64 `json:"revision"`
+		VIPs     []row `json:"vips"`
+	}{Revision: sn.Revision}
+	for _, v := range sn.VIPs() {
+		v := v
+		out.VIPs = append(out.VIPs, row{Name: v.Name, ModRevision: sn.Entries[v.Name].ModRevision, VIP: &v})
+	}
+	for n, e := range sn.Entries {
+		if e.Err != nil {
+			out.VIPs = append(out.VIPs, row{Name: n, ModRevision: e.ModRevision, Error: e.Err.Error()})
+		}
+	}
+	return l4Output(c, out, func(w io.Writer) {
+		fmt.Fprintf(w, "revision %d\n", sn.Revision)
+		fmt.Fprintln(w, "NAME\tADDRESS\tPORT\tPROTO\tBACKENDS\tREVISION")
+		for _, r := range out.VIPs {
+			if r.VIP == nil {
+				fmt.Fprintf(w, "%s\tINVALID: %s\t\t\t\t%d\n", r.Name, r.Error, r.ModRevision)
+				continue
+			}
+			var bs []string
+			for _, b := range r.VIP.Backends {
+				x := fmt.Sprintf("%s*%d", b.Address, b.Weight)
+				if b.Drained {
+					x += "(drained)"
+				}
+				bs = append(bs, x)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\n", r.Name, r.VIP.Address, r.VIP.Port, r.VIP.Protocol, strings.Join(bs, " "), r.ModRevision)
+		}
+		if len(out.VIPs) == 0 {
+			fmt.Fprintln(w, "(no VIP: seed with `switchyard lb store seed --store URL FILE` or add one through a daemon with `switchyard vip add`)")
+		}
+	})
 }

@@ -76,14 +76,16 @@ func TestBGPErrors(t *testing.T) {
 		{"drain_grace: 10s", "drain_grace: soon", "line 10: bgp.drain_grace: parse duration"},
 		{"  asn: 65001\n", "  asn: 65001\n  colour: red\n", "line 6: bgp.colour: unknown field"},
 	} {
-		in := strings.Replace(bgpSample, tc.replace, tc.with, 1)
-		if in == bgpSample {
-			t.Fatalf("replace %q: not in the sample", tc.replace)
-		}
-		_, err := Parse([]byte(in))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q -> %q: got %v, want %q", tc.replace, tc.with, err, tc.want)
-		}
+		t.Run(tc.replace, func(t *testing.T) {
+			in := strings.Replace(bgpSample, tc.replace, tc.with, 1)
+			if in == bgpSample {
+				t.Fatalf("replace %q: not in the sample", tc.replace)
+			}
+			_, err := Parse([]byte(in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q -> %q: got %v, want %q", tc.replace, tc.with, err, tc.want)
+			}
+		})
 	}
 	_, err := Parse([]byte("interface: eth0\nvips: []\nbgp:\n  asn: 65001\n"))
 	if err == nil || !strings.Contains(err.Error(), "bgp.peers: no peer") {

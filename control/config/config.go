@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +97,9 @@ type Config struct {
 	VIPs []VIP `yaml:"vips"`
 	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
 	BGP *BGP `yaml:"bgp,omitempty"`
+	// addrs bounds from above the distinct backend addresses, once validated (0: unknown), so
+	// that ValidateChange counts only what a change added (validate.go).
+	addrs int
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
@@ -184,9 +186,6 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// zeroWeight matches a line that may set a weight of 0 (block or flow style).
-var zeroWeight = regexp.MustCompile(`(?m)\bweight:\s*0+\s*([#,}\]]|$)`)
-
 // Parse decodes and validates a configuration; unknown fields are errors.
 func Parse(b []byte) (*Config, error) {
 	var c Config
@@ -201,7 +200,7 @@ func Parse(b []byte) (*Config, error) {
 	// Validating again finds the same first error (the defaults it applied on the way are valid).
 	// An explicit `weight: 0` is told from a left-out weight only by the node tree, so a file
 	// that may hold one is validated with the tree from the start.
-	if zeroWeight.Match(b) {
+	if mayHaveZeroWeight(b) {
 		var root yaml.Node
 		_ = yaml.Unmarshal(b, &root)
 		if err := c.validate(&root); err != nil {

@@ -14,18 +14,22 @@ import (
 // The zero Saver is ready; it is safe for concurrent use.
 type Saver struct {
 	mu    sync.Mutex
-	cache map[string]vipYAML // by VIP name
-	size  int                // of the last document, to size the next one's buffer
+	cache map[string]*vipYAML // by VIP name
+	gen   uint64              // of the last document: entries of other generations are gone
+	buf   bytes.Buffer        // the last document, its memory reused by the next
 }
 
 type vipYAML struct {
 	vip  VIP // a deep copy of what was encoded
 	yaml []byte
+	gen  uint64
 }
 
 // Save writes c to path atomically, as (*Config).Save.
 func (s *Saver) Save(c *Config, path string) error {
-	b, err := s.Marshal(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.marshalLocked(c)
 	if err != nil {
 		return err
 	}
@@ -36,6 +40,12 @@ func (s *Saver) Save(c *Config, path string) error {
 func (s *Saver) Marshal(c *Config) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b, err := s.marshalLocked(c)
+	return bytes.Clone(b), err
+}
+
+// marshalLocked encodes c into s.buf: the result is valid until the next call.
+func (s *Saver) marshalLocked(c *Config) ([]byte, error) {
 	if len(c.VIPs) == 0 {
 		return c.Marshal()
 	}
@@ -50,26 +60,39 @@ func (s *Saver) Marshal(c *Config) ([]byte, error) {
 	if at < 0 {
 		return c.Marshal() // not the layout expected: no shortcut
 	}
-	next := make(map[string]vipYAML, len(c.VIPs))
-	var out bytes.Buffer
-	out.Grow(s.size + s.size/8)
+	if s.cache == nil {
+		s.cache = make(map[string]*vipYAML, len(c.VIPs))
+	}
+	s.gen++
+	out := &s.buf
+	out.Reset()
 	out.Write(head[:at+1])
 	out.WriteString("vips:\n")
+	seen := 0
 	for _, v := range c.VIPs {
-		e, ok := s.cache[v.Name]
-		if !ok || !e.vip.Equal(v) {
-			if e.yaml, err = marshalVIP(v); err != nil {
+		e := s.cache[v.Name]
+		if e == nil || !e.vip.Equal(v) {
+			y, err := marshalVIP(v)
+			if err != nil {
 				return nil, err
 			}
-			e.vip = v.clone()
+			e = &vipYAML{vip: v.clone(), yaml: y}
+			s.cache[v.Name] = e
 		}
-		if _, dup := next[v.Name]; !dup {
-			next[v.Name] = e
+		if e.gen != s.gen {
+			e.gen = s.gen
+			seen++
 		}
 		out.Write(e.yaml)
 	}
 	out.Write(head[at+len(empty):])
-	s.cache, s.size = next, out.Len()
+	if seen != len(s.cache) {
+		for name, e := range s.cache {
+			if e.gen != s.gen {
+				delete(s.cache, name) // a VIP removed (or renamed)
+			}
+		}
+	}
 	return out.Bytes(), nil
 }
 
@@ -128,5 +151,5 @@ func (c *Config) ValidateChange(prev *Config) error {
 	return c.validateVIPs(nil, func(v *VIP) bool {
 		p := byName[v.Name]
 		return v.Name != "" && p != nil && p.Equal(*v)
-	})
+	}, prev.addrs)
 }

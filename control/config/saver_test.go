@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -120,5 +121,42 @@ func TestValidateChange(t *testing.T) {
 	next.VIPs[0].Backends[0].Weight = 5
 	if err := next.ValidateChange(prev); err != nil {
 		t.Fatalf("a good change refused: %v", err)
+	}
+}
+
+// TestValidateChangeCountsAddresses: a change is refused when it takes the distinct backend
+// addresses to max_backends, though ValidateChange counts only the addresses of the VIPs the
+// change touched once the previous configuration's are known.
+func TestValidateChangeCountsAddresses(t *testing.T) {
+	vip := func(i int, addrs ...string) VIP {
+		v := VIP{Name: fmt.Sprintf("v%d", i), Address: fmt.Sprintf("198.18.100.%d", i), Port: 80, Protocol: "tcp"}
+		for _, a := range addrs {
+			v.Backends = append(v.Backends, Backend{Address: a, Weight: 1})
+		}
+		return v
+	}
+	shared := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"}
+	// 12 backends listed (more than max_backends 10), 4 distinct.
+	prev := &Config{Interface: "eth0", MaxBackends: 10, VIPs: []VIP{vip(1, shared...), vip(2, shared...), vip(3, shared...)}}
+	if err := prev.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	next := prev.Clone()
+	next.VIPs = append(next.VIPs, vip(4, "10.0.1.1", "10.0.1.2", "10.0.1.3", "10.0.1.4", "10.0.1.5")) // 9 distinct
+	if err := next.ValidateChange(prev); err != nil {
+		t.Fatalf("9 distinct addresses with max_backends 10 refused: %v", err)
+	}
+	over := next.Clone()
+	over.VIPs = append(over.VIPs, vip(5, "10.0.2.1")) // 10: one too many
+	if err := over.ValidateChange(next); err == nil || !strings.Contains(err.Error(), "distinct backend addresses") {
+		t.Fatalf("10 distinct addresses with max_backends 10: %v, want refused", err)
+	}
+	same := next.Clone()
+	same.VIPs = append(same.VIPs, vip(5, "10.0.1.1", "10.0.0.1")) // listed already: still 9
+	if err := same.ValidateChange(next); err != nil {
+		t.Fatalf("a VIP of addresses already listed refused: %v", err)
+	}
+	if err := same.Clone().ValidateChange(same); err != nil {
+		t.Fatalf("no change refused: %v", err)
 	}
 }

@@ -75,12 +75,21 @@ func (l locator) errf(path []any, format string, args ...any) error {
 // Validate checks a configuration built in memory (by the API), without file positions.
 func (c *Config) Validate() error { return c.validate(nil) }
 
-func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, nil) }
+func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, nil, 0) }
 
 // validateVIPs is validate; known, when given, names VIPs whose own fields need no check (the
-// cross-VIP checks still see every VIP).
-func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
+// cross-VIP checks still see every VIP), and prevAddrs bounds the distinct backend addresses of
+// the configuration they are equal to (0: unknown).
+func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool, prevAddrs int) error {
 	l := locator{root}
+	if err := c.validateFields(l); err != nil {
+		return err
+	}
+	return c.validateVIPList(l, known, prevAddrs)
+}
+
+// validateFields checks the top-level fields: interface, mode, addresses, sizes, policies, BGP.
+func (c *Config) validateFields(l locator) error {
 	at := func(p ...any) []any { return p }
 	if c.Interface == "" {
 		return l.errf(at("interface"), "missing: name the interface the balancer runs on, e.g. `interface: eth0` (or --iface)")
@@ -130,6 +139,13 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
+// VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
+func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int) error {
+	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
 		maxVIPs = DefaultMaxVIPs
@@ -137,7 +153,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	if uint32(len(c.VIPs)) > maxVIPs {
 		return l.errf(at("vips"), "%d VIPs, more than max_vips %d: raise max_vips (restart with `lb detach` first, as the maps change size)", len(c.VIPs), maxVIPs)
 	}
-	nb := 0
+	nb, fresh := 0, 0 // backends listed, and listed by VIPs checked one by one
 	for i := range c.VIPs {
 		nb += len(c.VIPs[i].Backends)
 	}
@@ -150,6 +166,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 			if err := v.validate(l, i); err != nil {
 				return err
 			}
+			fresh += len(v.Backends)
 		}
 		if j, dup := names[v.Name]; dup {
 			return l.errf(at("vips", i, "name"), "name %q already used by vips[%d]: give each VIP its own name", v.Name, j)
@@ -164,8 +181,15 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	if maxB == 0 {
 		maxB = DefaultMaxBackends
 	}
+	c.addrs = 0
 	if uint32(nb) < maxB {
+		c.addrs = nb
 		return nil // fewer backends listed than slots: the distinct ones fit
+	}
+	if known != nil && prevAddrs > 0 && uint32(prevAddrs+fresh) < maxB {
+		// A change: the VIPs equal to the previous configuration's list no address it did not.
+		c.addrs = prevAddrs + fresh
+		return nil
 	}
 	// Distinct spellings first (no parse): an address written two ways only counts twice here.
 	spelled := make(map[string]struct{}, nb/2)
@@ -175,6 +199,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 		}
 	}
 	if uint32(len(spelled)) < maxB {
+		c.addrs = len(spelled)
 		return nil
 	}
 	for i := range c.VIPs {
@@ -186,6 +211,7 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool) error {
 	if uint32(len(addrs)) >= maxB {
 		return l.errf(at("vips"), "%d distinct backend addresses, the maps hold %d: raise max_backends", len(addrs), maxB-1)
 	}
+	c.addrs = len(addrs)
 	return nil
 }
 

@@ -42,24 +42,26 @@ func TestAnnouncements(t *testing.T) {
 		{"all down, kept in the ring", []string{"198.18.3.1", "198.18.3.2"}, "", "[]", []string{"web=withdrawn", "echo=withdrawn"}},
 		{"not ready", nil, "node not ready", "[]", []string{"web=withdrawn"}},
 	} {
-		_, st := Desired(c, down(tc.down...), nil)
-		vips, prefixes := Announcements(c, st, tc.notReady)
-		if got := fmt.Sprint(prefixes); got != tc.want {
-			t.Errorf("%s: prefixes %s, want %s", tc.name, got, tc.want)
-		}
-		got := map[string]api.VIPAnnouncement{}
-		for _, v := range vips {
-			got[v.VIP] = v
-		}
-		for _, r := range tc.reasons {
-			name, state, _ := strings.Cut(r, "=")
-			if got[name].State != state {
-				t.Errorf("%s: vip %s %+v, want %s", tc.name, name, got[name], state)
+		t.Run(tc.name, func(t *testing.T) {
+			_, st := Desired(c, down(tc.down...), nil)
+			vips, prefixes := Announcements(c, st, tc.notReady)
+			if got := fmt.Sprint(prefixes); got != tc.want {
+				t.Errorf("%s: prefixes %s, want %s", tc.name, got, tc.want)
 			}
-		}
-		if tc.name == "one down" && !strings.Contains(got["echo"].Reason, "stays announced for vip web") {
-			t.Errorf("shared prefix reason: %q", got["echo"].Reason)
-		}
+			got := map[string]api.VIPAnnouncement{}
+			for _, v := range vips {
+				got[v.VIP] = v
+			}
+			for _, r := range tc.reasons {
+				name, state, _ := strings.Cut(r, "=")
+				if got[name].State != state {
+					t.Errorf("%s: vip %s %+v, want %s", tc.name, name, got[name], state)
+				}
+			}
+			if tc.name == "one down" && !strings.Contains(got["echo"].Reason, "stays announced for vip web") {
+				t.Errorf("shared prefix reason: %q", got["echo"].Reason)
+			}
+		})
 	}
 	if v, p := Announcements(nil, nil, ""); v != nil || p != nil {
 		t.Error("no reconcile yet must announce nothing")

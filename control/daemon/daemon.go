@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -116,45 +117,16 @@ func New(opt Options) (*Daemon, error) {
 }
 
 // Run serves until ctx ends. It returns after releasing its handles; the program stays
-// attached and the maps stay pinned.
+// attached and the maps stay pinned. It loads (socket, BGP, forwarder, maps), attaches (map
+// config, first apply, program), then serves (control socket, metrics, store, next hop, signals).
 func (d *Daemon) Run(ctx context.Context) error {
 	d.started = time.Now()
 	cfg := d.cfg
-	if _, err := loader.InterfaceIndex(cfg.Interface); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	// The socket first: a second daemon for the same interface must fail before it touches the
-	// maps or swaps the program. Calls wait in the backlog until Serve starts below.
-	ln, err := api.Listen(cfg.Socket)
+	ln, sigs, release, err := d.load(cfg)
 	if err != nil {
-		return fmt.Errorf("start daemon: %w", err)
+		return err
 	}
-	defer os.Remove(cfg.Socket)
-	defer ln.Close()
-	if err := d.startBGP(); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	defer d.stopBGP()
-	defer d.detachIfDrained() // after every handle below is closed
-	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
-		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
-	if err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	d.fwd = fwd
-	defer fwd.Close()
-	defer d.closeProbes() // after the metrics server, which reads its counters, stopped
-	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	sigs, err := openRingSigs(fwd, d.set)
-	if err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	defer sigs.Close()
-	if d.rec, err = reconcile.New(d.set); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
+	defer release()
 	parent := ctx
 	ctx, cancel := d.runContext(ctx)
 	defer cancel()
@@ -164,7 +136,69 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("start daemon: %w", err)
 	}
 	defer d.closeStore()
+	if err := d.attach(cfg, sigs); err != nil {
+		return err
+	}
+	defer d.lnk.Close()
+	return d.serve(ctx, parent, cancel, cfg, ln)
+}
 
+// load opens what the daemon holds while it runs: the control socket, BGP, the forwarder's
+// objects and maps, the ring signatures and the reconciler. release closes them in reverse
+// order (on error load has already released what it opened).
+func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, release func(), err error) {
+	var undo []func()
+	undoAll := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			undoAll()
+		}
+	}()
+	if _, err := loader.InterfaceIndex(cfg.Interface); err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	// The socket first: a second daemon for the same interface must fail before it touches the
+	// maps or swaps the program. Calls wait in the backlog until Serve starts below.
+	ln, err = api.Listen(cfg.Socket)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	undo = append(undo, func() { os.Remove(cfg.Socket) }, func() { ln.Close() })
+	if err := d.startBGP(); err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	undo = append(undo, d.stopBGP)
+	undo = append(undo, d.detachIfDrained) // after every handle below is closed
+	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
+		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	d.fwd = fwd
+	undo = append(undo, func() { fwd.Close() })
+	undo = append(undo, d.closeProbes) // after the metrics server, which reads its counters, stopped
+	if d.set, err = maps.New(&fwd.Objs.LBMaps, cfg.RingSize); err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	sigs, err = openRingSigs(fwd, d.set)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	undo = append(undo, func() { sigs.Close() })
+	if d.rec, err = reconcile.New(d.set); err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
+	return ln, sigs, undoAll, nil
+}
+
+// attach writes the map config, applies cfg, then attaches (or adopts) the program. On
+// success d.lnk holds the link, which the caller closes.
+func (d *Daemon) attach(cfg *config.Config, sigs *ebpf.Map) error {
+	fwd := d.fwd
 	// The frame config first (an adopted one is kept when the next hop is not resolved yet),
 	// then the maps, then the program: a fresh program never runs on empty maps.
 	d.mu.Lock()
@@ -174,7 +208,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		d.log.Error("next hop not resolved; retrying in the background (encapsulated frames cannot leave until it is)", "err", nhErr)
 	}
-	if err := d.writeMapConfigLocked(); err != nil {
+	if err := d.writeMapConfigLocked(cfg); err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("start daemon: %w", err)
 	}
@@ -192,7 +226,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
-	defer d.lnk.Close()
 	d.markAttached()
 	if d.opt.ConfigPath != "" {
 		go func() { _, _ = d.saver.Marshal(cfg) }() // warm the per-VIP cache: the first change then encodes one VIP
@@ -203,7 +236,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	linkID, progID := d.ids()
 	d.log.Info("forwarder running", "adopted", d.adopted, "link_id", linkID, "prog_id", progID, "xdp_mode", cfg.XDPMode,
 		"pin_dir", cfg.PinDir, "vips", len(cfg.VIPs), "slots_written", res.SlotsWritten, "gateway", d.nh.Gateway, "next_hop_mac", d.nh.NextHopMAC.String())
+	return nil
+}
 
+// serve runs the control socket, the metrics listener, the store and next-hop followers, and
+// the event loop until parent ends (or a drain stops the daemon). cancel ends ctx, the
+// goroutines' context; serve waits for them before it returns.
+func (d *Daemon) serve(ctx, parent context.Context, cancel context.CancelFunc, cfg *config.Config, ln net.Listener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -214,30 +253,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Error("control socket stopped", "err", err)
 		}
 	}()
-	if cfg.Metrics != "" {
-		mln, err := net.Listen("tcp", adminauth.Loopback(cfg.Metrics)) // ":9100" binds to loopback
-		if err != nil {
-			return fmt.Errorf("start daemon: listen for metrics on %s: %w (is the port in use?)", cfg.Metrics, err)
-		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(metrics.NewCollector(d.snapshot))
-		d.registerBGP(reg)
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			<-ctx.Done()
-			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer scancel()
-			_ = srv.Shutdown(sctx) // waits for scrapes in flight, which read the maps
-		}()
-		go func() {
-			defer wg.Done()
-			_ = srv.Serve(mln)
-		}()
-		d.log.Info("metrics served", "addr", mln.Addr().String())
+	if err := d.serveMetrics(ctx, cfg, &wg); err != nil {
+		return err
 	}
 	d.followStore(ctx, &wg)
 	wg.Add(1)
@@ -254,6 +271,44 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.opt.Ready != nil {
 		d.opt.Ready()
 	}
+	d.loop(parent, hup)
+	return nil
+}
+
+// serveMetrics serves /metrics on cfg.Metrics (when set) until ctx ends.
+func (d *Daemon) serveMetrics(ctx context.Context, cfg *config.Config, wg *sync.WaitGroup) error {
+	if cfg.Metrics == "" {
+		return nil
+	}
+	mln, err := net.Listen("tcp", adminauth.Loopback(cfg.Metrics)) // ":9100" binds to loopback
+	if err != nil {
+		return fmt.Errorf("start daemon: listen for metrics on %s: %w (is the port in use?)", cfg.Metrics, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(d.snapshot))
+	d.registerBGP(reg)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx) // waits for scrapes in flight, which read the maps
+	}()
+	go func() {
+		defer wg.Done()
+		_ = srv.Serve(mln)
+	}()
+	d.log.Info("metrics served", "addr", mln.Addr().String())
+	return nil
+}
+
+// loop handles reloads (SIGHUP), health changes, store snapshots and the once-a-second work
+// until the daemon is told to stop.
+func (d *Daemon) loop(parent context.Context, hup <-chan os.Signal) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	stop := d.stopChan(parent)
@@ -261,7 +316,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		select {
 		case <-stop:
 			d.log.Info(d.stopMessage())
-			return nil
+			return
 		case <-hup:
 			if _, err := d.Reload(); err != nil {
 				d.log.Error("reload failed; the running configuration stays", "err", err)
@@ -308,16 +363,16 @@ func (d *Daemon) onNextHop(r nexthop.Result) {
 		return
 	}
 	d.nh, d.nhOK = r, true
-	if err := d.writeMapConfigLocked(); err != nil {
+	if err := d.writeMapConfigLocked(d.cfg); err != nil {
 		d.log.Error("write next hop", "err", err)
 		return
 	}
 	d.log.Info("next hop", "gateway", r.Gateway, "mac", r.NextHopMAC.String(), "mtu", r.MTU)
 }
 
-// writeMapConfigLocked writes the forwarder config from the configuration and the next hop.
-func (d *Daemon) writeMapConfigLocked() error {
-	cfg := d.cfg
+// writeMapConfigLocked writes the forwarder config from cfg (the running configuration, or the
+// one a reload is about to switch to) and the next hop.
+func (d *Daemon) writeMapConfigLocked(cfg *config.Config) error {
 	mc := maps.Config{
 		UDPTimeout:   cfg.UDPTimeout.D(),
 		ICMPTooBig:   cfg.ICMPTooBig != nil && *cfg.ICMPTooBig,
@@ -417,16 +472,12 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 	if err := fixedFields(d.cfg, next); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
-	old := d.cfg
-	d.cfg = next
-	err = d.writeMapConfigLocked()
-	d.cfg = old
-	if err != nil {
+	if err := d.writeMapConfigLocked(next); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	res, err := d.switchToLocked(next)
 	if err != nil {
-		_ = d.writeMapConfigLocked() // the old configuration's, back in effect
+		_ = d.writeMapConfigLocked(d.cfg) // the old configuration's, back in effect
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	d.log.Info("configuration reloaded", "path", d.opt.ConfigPath, "vips", len(next.VIPs), "slots_written", res.SlotsWritten)

@@ -83,6 +83,7 @@ type desiredCache struct {
 	policy string
 	vips   map[string]*vipMemo
 	states map[health.Key]backendState
+	pass   uint64 // counts the computations: a memo of another pass is of a VIP gone
 }
 
 type vipMemo struct {
@@ -90,6 +91,7 @@ type vipMemo struct {
 	epoch uint64
 	rv    reconcile.VIP
 	keys  []health.Key
+	pass  uint64
 }
 
 // invalidate makes every VIP's state be computed again at the next apply (health changed).
@@ -101,10 +103,10 @@ func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.
 		*c = desiredCache{epoch: c.epoch + 1, policy: cfg.AllBackendsDown, vips: map[string]*vipMemo{}, states: map[health.Key]backendState{}}
 	}
 	out := make([]reconcile.VIP, 0, len(cfg.VIPs))
-	seen := make(map[string]bool, len(cfg.VIPs))
+	c.pass++
+	seen := 0
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		seen[v.Name] = true
 		m := c.vips[v.Name]
 		if m == nil || m.epoch != c.epoch || !m.cfg.Equal(*v) {
 			if m != nil {
@@ -117,12 +119,18 @@ func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.
 			m = &vipMemo{cfg: v.Clone(), epoch: c.epoch, rv: rv, keys: keys}
 			c.vips[v.Name] = m
 		}
+		if m.pass != c.pass {
+			m.pass = c.pass
+			seen++
+		}
 		out = append(out, m.rv)
 	}
-	for name, m := range c.vips {
-		if !seen[name] {
-			c.drop(m)
-			delete(c.vips, name)
+	if seen != len(c.vips) {
+		for name, m := range c.vips {
+			if m.pass != c.pass {
+				c.drop(m)
+				delete(c.vips, name)
+			}
 		}
 	}
 	return out, c.states

@@ -121,6 +121,7 @@ func (r *Reconciler) buildAndWrite(jobs []buildJob, res *Result) error {
 			return fmt.Errorf("apply: vip %s: %w", j.key, b.err)
 		}
 		n, pn, err := r.writeRing(j.id, b.table, true, j.sig)
+		maglev.Recycle(b.table) // written into the map: the next build reuses it
 		res.PrevSlotsWritten += pn
 		if err != nil {
 			return err

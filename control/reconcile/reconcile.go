@@ -122,6 +122,8 @@ type Reconciler struct {
 	epoch   uint64
 	// stale are extra slots found holding an address that already has one; Apply empties them.
 	stale []uint32
+	// order is the VIP keys of the last Apply, sorted (sortedKeys).
+	order []maps.VIPKey
 }
 
 // New reads the ids that the maps hold (from an earlier run, or none).
@@ -348,11 +350,7 @@ func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 // stale ring. Tables are built only for VIPs whose signature changed, in parallel, and written in
 // key order as they come.
 func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
-	keys := make([]maps.VIPKey, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	sortKeys(keys)
+	keys := r.sortedKeys(want)
 	var jobs []buildJob
 	for _, k := range keys {
 		v := want[k]
@@ -384,6 +382,25 @@ func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, vip: v, sig: sig})
 	}
 	return r.buildAndWrite(jobs, res)
+}
+
+// sortedKeys is the keys of want in key order. The order of the last Apply is kept while the
+// set of keys is the same (sorting 4,096 keys was a tenth of a drain).
+func (r *Reconciler) sortedKeys(want map[maps.VIPKey]*VIP) []maps.VIPKey {
+	same := len(r.order) == len(want)
+	for i := 0; same && i < len(r.order); i++ {
+		_, same = want[r.order[i]]
+	}
+	if same {
+		return r.order
+	}
+	keys := make([]maps.VIPKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	r.order = keys
+	return keys
 }
 
 // putVIP writes a VIP's entry when it is new or its flags changed.

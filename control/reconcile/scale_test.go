@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // scaleVIPs is n VIPs of per backends each from a pool of pool addresses (VIP i takes pool
@@ -98,4 +99,68 @@ func TestMaxVIPsRealMaps(t *testing.T) {
 		t.Fatalf("drain after restart: %+v %v, want one table", res, err)
 	}
 	checkRing(t, s2, r2, vs[4000])
+}
+
+// TestDrainDisruptionRealMaps: in the kernel's maps at ring 65537, draining (or a health check
+// failing, the same input) one backend of a VIP of 1,000 moves at most 1.5x the ideal 1/N of
+// its ring (a plain rebuild moved 7x), every moved slot is one the backend held, and no other
+// VIP's ring is written; the undrain moves them back.
+func TestDrainDisruptionRealMaps(t *testing.T) {
+	testutil.RequireRoot(t)
+	const ring, n = 65537, 1000
+	f, err := loader.LoadForwarder(loader.Options{MaxVIPs: 4, RingSize: ring, MaxBackends: 2048, ConnTableSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	s, err := maps.New(&f.Objs.LBMaps, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := append(scaleVIPs(1, n, n), scaleVIPs(2, 16, 2000)[1])
+	if _, err := r.Apply(clone(vs)); err != nil {
+		t.Fatal(err)
+	}
+	bigID, _ := r.VIPID(vs[0].Key)
+	smallID, _ := r.VIPID(vs[1].Key)
+	before, _ := s.Ring(bigID)
+	small, _ := s.Ring(smallID)
+	drained, _ := r.BackendID(vs[0].Backends[123].Addr)
+	vs[0].Backends[123].InRing = false
+	res, err := r.Apply(clone(vs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.Ring(bigID)
+	moved := 0
+	for i := range after {
+		if after[i] != before[i] {
+			moved++
+			if before[i] != drained || after[i] == drained {
+				t.Fatalf("slot %d moved from %d to %d: only the drained backend's (%d) slots may move", i, before[i], after[i], drained)
+			}
+		}
+	}
+	ideal := float64(ring) / n
+	t.Logf("drain of 1 of %d backends in %d slots: %d slots moved, %.2fx the ideal", n, ring, moved, float64(moved)/ideal)
+	if float64(moved) > 1.5*ideal || moved == 0 {
+		t.Fatalf("drain moved %d slots, want at most 1.5x the ideal %.0f", moved, ideal)
+	}
+	if res.SlotsWritten != moved || res.RingsRebuilt != 1 || res.TablesBuilt != 1 {
+		t.Fatalf("drain: %+v, want one table built and %d slots written", res, moved)
+	}
+	if got, _ := s.Ring(smallID); len(maglev.Diff(small, got)) != 0 {
+		t.Fatal("the other VIP's ring changed")
+	}
+	vs[0].Backends[123].InRing = true
+	if res, err = r.Apply(clone(vs)); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := s.Ring(bigID); len(maglev.Diff(before, back)) != 0 || res.SlotsWritten != moved {
+		t.Fatalf("undrain: %+v, want the %d slots back", res, moved)
+	}
 }

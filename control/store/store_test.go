@@ -87,7 +87,9 @@ func (e *etcd) start(t *testing.T) {
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	// 60 s: a restart on the old data directory replays its WAL, which took over 20 s on a
+	// loaded machine (load 14).
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(e.client, "http://"), 200*time.Millisecond)
 		if err == nil {
@@ -96,7 +98,7 @@ func (e *etcd) start(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatal("etcd did not listen within 20s")
+	t.Fatal("etcd did not listen within 60s")
 }
 
 func (e *etcd) stop() {

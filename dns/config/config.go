@@ -87,6 +87,8 @@ type Zone struct {
 	// Transfer serves the zone to secondaries (AXFR, IXFR) and notifies them of changes; nil
 	// refuses transfers.
 	Transfer *Transfer `yaml:"transfer"`
+	// DNSSEC signs the zone online (see DNSSEC); nil serves it unsigned.
+	DNSSEC *DNSSEC `yaml:"dnssec"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -116,7 +118,7 @@ type Name struct {
 	// Answers is how many records a weighted answer carries (default 1); more records let the
 	// clients behind one large resolver spread over several sites.
 	Answers int `yaml:"answers"`
-	// Sites are the locations (the lesson's "zones") the name can resolve to.
+	// Sites are the locations (data centres, points of presence) the name can resolve to.
 	Sites []Site `yaml:"sites"`
 	// Geo maps a client group (or "default") to a chain of sites: the first live one answers.
 	Geo map[string][]string `yaml:"geo"`
@@ -305,6 +307,9 @@ func (c *Config) Validate() error {
 		if err := c.validateTransfer(z); err != nil {
 			return err
 		}
+		if err := validateDNSSEC(z); err != nil {
+			return err
+		}
 		if seen[z.Origin] {
 			return fmt.Errorf("line %d: field zones[%d].origin: zone %s is configured twice", z.Line, i, z.Origin)
 		}
@@ -351,6 +356,7 @@ func Absolute(name, origin string) string {
 	}
 }
 
+// validateName fills a name's defaults (absolute name, TTL, all_down, answers) and checks it.
 func (c *Config) validateName(z *Zone, n *Name) error {
 	if n.Name == "" {
 		return errors.New("field name: missing; give the service name, e.g. app")
@@ -388,6 +394,12 @@ func (c *Config) validateName(z *Zone, n *Name) error {
 		}
 		sites[s.Name] = true
 	}
+	return c.validatePolicy(n, sites)
+}
+
+// validatePolicy checks the name's policy and its tables against the name's sites and the
+// configuration's client groups.
+func (c *Config) validatePolicy(n *Name, sites map[string]bool) error {
 	checkSites := func(field string, list []string) error {
 		for _, s := range list {
 			if !sites[s] {

@@ -52,3 +52,27 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v %+v %+v", z, n, chk)
 	}
 }
+
+func TestDNSSECBlockErrors(t *testing.T) {
+	for _, c := range []struct{ block, want string }{
+		{"{}", "key_file: missing; create a key with `switchyard dns keygen --zone example.`"},
+		{"{key_file: a, ksk_file: b}", "exclude each other"},
+		{"{ksk_file: b}", "ksk_file and zsk_file go together"},
+		{"{key_file: a, refresh: 10s}", "want refresh >= 1m"},
+		{"{key_file: a, validity: 1h, refresh: 1h}", "validity >= 2 x refresh"},
+		{"{key_file: a, algorithm: 8}", `unknown field "algorithm"`},
+	} {
+		_, err := Parse([]byte("zones:\n  - origin: example.\n    dnssec: " + c.block + "\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("dnssec %s: %v, want %q", c.block, err, c.want)
+		}
+	}
+	cfg, err := Parse([]byte("zones:\n  - origin: example.\n    dnssec: {key_file: k}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Zones[0].DNSSEC
+	if d.Validity.D() != DefaultSigValidity || d.Refresh.D() != DefaultSigRefresh || d.DNSKEYTTL != DefaultDNSKEYTTL {
+		t.Fatalf("defaults %+v", d)
+	}
+}

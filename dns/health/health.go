@@ -103,8 +103,9 @@ func (c *Checker) Keys() []string {
 	return out
 }
 
-// Round probes every target once, concurrently, and applies the results. The lab drives rounds
-// itself to run the lesson's timeline on a model clock; Run calls it per target on a ticker.
+// Round probes every target once, concurrently, and applies the results. Run calls it per target
+// on a ticker; a caller that keeps its own clock (the dns-failover experiment, docs/lab.md) calls
+// it once per tick of that clock.
 func (c *Checker) Round(ctx context.Context) {
 	var wg sync.WaitGroup
 	for k, s := range c.states {

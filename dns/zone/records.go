@@ -6,13 +6,16 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Records returns every static record of the zone except the SOA, in a stable order (owner in
+// Records returns every static record of the zone except the SOA and the DNSKEYs, in a stable order (owner in
 // canonical order, then type, then text): the body of a zone transfer.
 func (z *Zone) Records() []dns.RR {
 	var out []dns.RR
 	for _, node := range z.nodes {
 		for t, set := range node {
-			if t == dns.TypeSOA {
+			if t == dns.TypeSOA || t == dns.TypeDNSKEY {
+				// DNSKEY is the online signer's (SetDNSKEYs): without the signatures, which are
+				// made per answer, a secondary could not serve it, so transfers carry the zone
+				// unsigned.
 				continue
 			}
 			out = append(out, set...)

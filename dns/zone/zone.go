@@ -166,6 +166,11 @@ func buildZone(zc *config.Zone, dir string) (*Zone, error) {
 		}
 		z.dynamic[n.Name] = true
 	}
+	if zc.DNSSEC != nil {
+		if err := z.checkUnsigned(); err != nil {
+			return nil, err
+		}
+	}
 	for owner := range z.nodes {
 		z.markParents(owner)
 	}

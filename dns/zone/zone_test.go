@@ -80,3 +80,25 @@ func TestLookupKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestSignedZoneRejectsDNSSECRecordsAndTypesList(t *testing.T) {
+	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", DNSSEC: &config.DNSSEC{KeyFile: "k"},
+		Records: []string{"www A 192.0.2.1", "www RRSIG A 13 3 300 20300101000000 20200101000000 1 z.test. AAAA"}}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(c); err == nil || !strings.Contains(err.Error(), "signed online") {
+		t.Fatalf("presigned record in a signed zone: %v", err)
+	}
+	s, err := build(t, "www A 192.0.2.1", "www TXT hi", "*.w A 192.0.2.2", "a.b.c CNAME www")
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := s.Find("z.test.")
+	for name, want := range map[string][]uint16{"www.z.test.": {dns.TypeA, dns.TypeTXT}, "x.w.z.test.": {dns.TypeA},
+		"b.c.z.test.": nil, "nope.z.test.": nil} {
+		if got := z.Types(name); len(got) != len(want) || len(want) > 0 && got[0] != want[0] {
+			t.Errorf("Types(%s) = %v, want %v", name, got, want)
+		}
+	}
+}

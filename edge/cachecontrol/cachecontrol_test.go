@@ -1,6 +1,7 @@
 package cachecontrol
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestStorable(t *testing.T) {
 	req, _ := http.NewRequest("GET", "http://x/", nil)
 	auth, _ := http.NewRequest("GET", "http://x/", nil)
 	auth.Header.Set("Authorization", "Basic x")
-	for _, c := range []struct {
+	for i, c := range []struct {
 		req    *http.Request
 		status int
 		h      http.Header
@@ -57,10 +58,12 @@ func TestStorable(t *testing.T) {
 		{auth, 200, hdr("Cache-Control", "s-maxage=5"), true},
 		{auth, 200, hdr("Cache-Control", "public"), true},
 	} {
-		got := Storable(c.req, Parse(c.req.Header), c.status, c.h, Parse(c.h)) == ""
-		if got != c.ok {
-			t.Errorf("%d %v auth=%v: storable %v, want %v", c.status, c.h, c.req == auth, got, c.ok)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got := Storable(c.req, Parse(c.req.Header), c.status, c.h, Parse(c.h)) == ""
+			if got != c.ok {
+				t.Errorf("%d %v auth=%v: storable %v, want %v", c.status, c.h, c.req == auth, got, c.ok)
+			}
+		})
 	}
 }
 
@@ -68,7 +71,7 @@ func TestLifetime(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	hc := Heuristic{Fraction: 0.1, Max: 24 * time.Hour}
 	date := now.Format(http.TimeFormat)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		status    int
 		h         http.Header
 		want      time.Duration
@@ -82,10 +85,12 @@ func TestLifetime(t *testing.T) {
 		{200, hdr("Date", date, "Last-Modified", now.Add(-1000*time.Hour).Format(http.TimeFormat)), 24 * time.Hour, true},
 		{302, hdr("Date", date, "Last-Modified", now.Add(-10*time.Hour).Format(http.TimeFormat)), 0, false},
 	} {
-		got, h := Lifetime(c.status, c.h, Parse(c.h), hc)
-		if got != c.want || h != c.heuristic {
-			t.Errorf("%d %v: lifetime %v heuristic %v, want %v %v", c.status, c.h, got, h, c.want, c.heuristic)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got, h := Lifetime(c.status, c.h, Parse(c.h), hc)
+			if got != c.want || h != c.heuristic {
+				t.Errorf("%d %v: lifetime %v heuristic %v, want %v %v", c.status, c.h, got, h, c.want, c.heuristic)
+			}
+		})
 	}
 }
 
@@ -128,9 +133,11 @@ func TestDecide(t *testing.T) {
 		{"", "", 70 * s, 60 * s, 20 * s, StaleWhileRevalidate},
 		{"", "must-revalidate", 70 * s, 60 * s, 20 * s, Revalidate},
 	} {
-		if got := Decide(cc(c.req), cc(c.resp), c.age, c.life, c.grc); got != c.want {
-			t.Errorf("req %q resp %q age %v life %v grace %v: %v, want %v", c.req, c.resp, c.age, c.life, c.grc, got, c.want)
-		}
+		t.Run(c.req, func(t *testing.T) {
+			if got := Decide(cc(c.req), cc(c.resp), c.age, c.life, c.grc); got != c.want {
+				t.Errorf("req %q resp %q age %v life %v grace %v: %v, want %v", c.req, c.resp, c.age, c.life, c.grc, got, c.want)
+			}
+		})
 	}
 	if StaleIfError(cc(""), cc("stale-if-error=30"), 0) != 30*s || StaleIfError(cc(""), cc("must-revalidate, stale-if-error=30"), 0) != 0 ||
 		StaleIfError(cc(""), cc(""), 9*s) != 9*s || StaleIfError(cc("stale-if-error=3"), cc("stale-if-error=30"), 0) != 3*s {

@@ -1,6 +1,7 @@
 package cachecontrol
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestExpiresInvalidMeansExpired(t *testing.T) {
 }
 
 func TestAgeValue(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		in   []string
 		want time.Duration
 		ok   bool
@@ -80,11 +81,13 @@ func TestAgeValue(t *testing.T) {
 		{[]string{"1.5"}, 0, false},
 		{[]string{""}, 0, false},
 	} {
-		h := http.Header{"Age": c.in}
-		got, ok := AgeValue(h)
-		if got != c.want || ok != c.ok {
-			t.Errorf("Age %q: %v %v, want %v %v", c.in, got, ok, c.want, c.ok)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			h := http.Header{"Age": c.in}
+			got, ok := AgeValue(h)
+			if got != c.want || ok != c.ok {
+				t.Errorf("Age %q: %v %v, want %v %v", c.in, got, ok, c.want, c.ok)
+			}
+		})
 	}
 }
 

@@ -57,9 +57,11 @@ func TestResponseFraming(t *testing.T) {
 		{"GET", 200, cl, LengthBody}, {"GET", 200, ch, ChunkedBody}, {"GET", 200, none, CloseBody},
 		{"HEAD", 200, cl, NoBody}, {"GET", 204, ch, NoBody}, {"GET", 304, cl, NoBody},
 	} {
-		if got := ResponseFraming(c.method, c.code, c.h); got != c.want {
-			t.Errorf("%s %d: framing %d, want %d", c.method, c.code, got, c.want)
-		}
+		t.Run(c.method, func(t *testing.T) {
+			if got := ResponseFraming(c.method, c.code, c.h); got != c.want {
+				t.Errorf("%s %d: framing %d, want %d", c.method, c.code, got, c.want)
+			}
+		})
 	}
 }
 

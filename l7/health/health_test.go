@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/l7/balance"
 )
 
 func TestCheckerRiseAndFall(t *testing.T) {
-	var status, failed atomic.Int64
+	var status, probes, failed atomic.Int64
 	status.Store(200)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -20,6 +21,7 @@ func TestCheckerRiseAndFall(t *testing.T) {
 			w.WriteHeader(404)
 			return
 		}
+		probes.Add(1)
 		code := int(status.Load())
 		if code != 200 {
 			failed.Add(1)
@@ -37,7 +39,8 @@ func TestCheckerRiseAndFall(t *testing.T) {
 	go func() { c.Run(ctx, []*balance.Backend{b}); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	time.Sleep(100 * time.Millisecond)
+	// More good probes than fall: a checker that marked a healthy backend down would have by now.
+	testutil.Eventually(t, 3*time.Second, func() bool { return probes.Load() >= 5 }, "the checker sent no 5 probes")
 	if !b.Healthy() || transitions.Load() != 0 {
 		t.Fatal("healthy backend marked down")
 	}
@@ -102,10 +105,7 @@ func TestDetectorEjectsWithCap(t *testing.T) {
 	if !bs[3].Ejected() {
 		t.Fatal("not ejected")
 	}
-	time.Sleep(40 * time.Millisecond)
-	if bs[3].Ejected() {
-		t.Error("ejection did not expire")
-	}
+	testutil.Eventually(t, 3*time.Second, func() bool { return !bs[3].Ejected() }, "ejection (30 ms) did not expire")
 }
 
 // A probe error the Local classifier calls the checker's own (out of descriptors and the like)

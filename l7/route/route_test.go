@@ -60,10 +60,12 @@ func TestNormalizePath(t *testing.T) {
 		{"/../../etc/passwd", "/../../etc/passwd", "/etc/passwd"},
 		{"/a/../..", "/a/../..", "/"},
 	} {
-		got, err := NormalizePath(c.decoded, c.raw)
-		if err != nil || got != c.want {
-			t.Errorf("NormalizePath(%q) = %q %v, want %q", c.decoded, got, err, c.want)
-		}
+		t.Run(c.decoded, func(t *testing.T) {
+			got, err := NormalizePath(c.decoded, c.raw)
+			if err != nil || got != c.want {
+				t.Errorf("NormalizePath(%q) = %q %v, want %q", c.decoded, got, err, c.want)
+			}
+		})
 	}
 	for _, raw := range []string{"/tracking/..%2fadmin", "/a%5cb"} {
 		if _, err := NormalizePath("/x", raw); err == nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/switchyard/switchyard/dns/lessonsim"
+	"github.com/switchyard/switchyard/testenv/experiment/dns/lessonsim"
 )
 
 // The DNS stop's experiments replay the lesson "Domain Name System Design" through a real

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/switchyard/switchyard/edge/edgelab"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/edgelab"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard/switchyard/edge/edgelab"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/edgelab"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/switchyard/switchyard/testenv/fleetexp"
+	"github.com/switchyard/switchyard/testenv/experiment/l4/fleetexp"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/testenv/app"
-	"github.com/switchyard/switchyard/testenv/l4exp"
+	"github.com/switchyard/switchyard/testenv/experiment/l4/l4exp"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/switchyard/switchyard/l7/skew"
+	"github.com/switchyard/switchyard/testenv/experiment/l7/skew"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/switchyard/switchyard/testenv/minicdn"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/switchyard/switchyard/testenv/staticsplit"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/staticsplit"
 )
 
 func init() {

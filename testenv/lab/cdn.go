@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/switchyard/switchyard/testenv/minicdn"
+	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 

@@ -328,6 +328,15 @@ func (t *Topology) buildNode(rt *netlink.Handle, n Node) error {
 	}
 	defer h.Close()
 	seg := t.Segment(n.Segment)
+	if err := t.buildPort(rt, n, seg); err != nil {
+		return err
+	}
+	return buildHost(h, n, seg)
+}
+
+// buildPort makes the node's veth (the router end, n.Port, on the segment's bridge, and the host
+// end, n.Iface, in the node's namespace), up and with plain offloads on the router side.
+func (t *Topology) buildPort(rt *netlink.Handle, n Node, seg Segment) error {
 	if _, err := rt.LinkByName(n.Port); err != nil {
 		nsh, err := netns.GetFromName(n.NS)
 		if err != nil {
@@ -356,9 +365,12 @@ func (t *Topology) buildNode(rt *netlink.Handle, n Node) error {
 	if err := rt.LinkSetUp(port); err != nil {
 		return fmt.Errorf("set %s up: %w", n.Port, err)
 	}
-	if err := Do(t.RouterNS, func() error { return plainOffloads(n.Port) }); err != nil {
-		return err
-	}
+	return Do(t.RouterNS, func() error { return plainOffloads(n.Port) })
+}
+
+// buildHost configures the node's side: sysctls, lo, its interface's addresses and offloads,
+// loopback addresses and default routes via the segment's router.
+func buildHost(h *netlink.Handle, n Node, seg Segment) error {
 	// Hosts: sysctls first, so that addresses come up without duplicate address detection and
 	// decapsulated packets from any source are accepted (DSR).
 	for k, v := range map[string]string{

@@ -96,34 +96,63 @@ func RunPropagation(ctx context.Context, mode string, p PropagationParams) (Prop
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	res := PropagationResult{Mode: mode}
 
-	// Phase 1: the common class. Pushed: every edge gets all of it. Pulled: every edge asks once
-	// for each object but the shell (/c/0), whose first pull happens in the timed phase.
+	if err := propagateCommon(ctx, client, edges, o, p, pushCommon); err != nil {
+		return res, err
+	}
+	uniqueHits, err := propagateUnique(ctx, client, edges, o, p, pushUnique)
+	if err != nil {
+		return res, err
+	}
+	res.UniqueHits = uniqueHits
+	res.Pushed = o.prefetches.Load()
+	res.Wasted = res.Pushed - res.UniqueHits - hitsOnPushedCommon(p, pushCommon)
+
+	// Phase 3: the timed run for the shell. Every edge asks for it every round; at round Update
+	// the origin changes it (and, when pushed, pushes the new version to every edge).
+	stale, updates, err := timedRun(ctx, client, edges, o, p, pushCommon)
+	if err != nil {
+		return res, err
+	}
+	res.StaleRounds = stale
+	res.OriginRequests = o.requests.Load()
+	res.Messages = res.OriginRequests + res.Pushed + updates
+	return res, nil
+}
+
+// propagateCommon is phase 1, the common class. Pushed: every edge gets all of it. Pulled:
+// every edge asks once for each object but the shell (/c/0), whose first pull happens in the
+// timed phase.
+func propagateCommon(ctx context.Context, client *http.Client, edges []*edge.Edge, o *countingOrigin, p PropagationParams, pushCommon bool) error {
 	var common []string
 	for i := 0; i < p.Common; i++ {
 		common = append(common, "http://"+site+commonPath(i))
 	}
 	if pushCommon {
 		if err := pushAll(ctx, edges, o, common); err != nil {
-			return res, err
+			return err
 		}
 	} else {
 		for _, e := range edges {
 			for i := 1; i < p.Common; i++ {
 				if _, _, err := fetch(ctx, client, e, commonPath(i)); err != nil {
-					return res, err
+					return err
 				}
 			}
 		}
 	}
+	return nil
+}
 
-	// Phase 2: the unique class, object j requested from edge j mod Edges only.
+// propagateUnique is phase 2, the unique class: object j requested from edge j mod Edges only
+// (pushed first to every edge when pushUnique). It returns the requests that hit.
+func propagateUnique(ctx context.Context, client *http.Client, edges []*edge.Edge, o *countingOrigin, p PropagationParams, pushUnique bool) (int64, error) {
 	if pushUnique {
 		var unique []string
 		for j := 0; j < p.Unique; j++ {
 			unique = append(unique, "http://"+site+uniquePath(j))
 		}
 		if err := pushAll(ctx, edges, o, unique); err != nil {
-			return res, err
+			return 0, err
 		}
 	}
 	var uniqueHits atomic.Int64
@@ -148,22 +177,9 @@ func RunPropagation(ctx context.Context, mode string, p PropagationParams) (Prop
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return res, err
+		return 0, err
 	}
-	res.UniqueHits = uniqueHits.Load()
-	res.Pushed = o.prefetches.Load()
-	res.Wasted = res.Pushed - res.UniqueHits - hitsOnPushedCommon(p, pushCommon)
-
-	// Phase 3: the timed run for the shell. Every edge asks for it every round; at round Update
-	// the origin changes it (and, when pushed, pushes the new version to every edge).
-	stale, updates, err := timedRun(ctx, client, edges, o, p, pushCommon)
-	if err != nil {
-		return res, err
-	}
-	res.StaleRounds = stale
-	res.OriginRequests = o.requests.Load()
-	res.Messages = res.OriginRequests + res.Pushed + updates
-	return res, nil
+	return uniqueHits.Load(), nil
 }
 
 // hitsOnPushedCommon: every pushed common copy is requested (every edge asks for every common

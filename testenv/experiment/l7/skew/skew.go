@@ -144,22 +144,7 @@ func Run(ctx context.Context, mix []int, split bool) (*Result, error) {
 		reps = append(reps, r)
 	}
 	addr := func(i int) string { return reps[i].ln.Addr().String() }
-	var yaml string
-	if split {
-		yaml = fmt.Sprintf(`listeners: [{address: "127.0.0.1:0"}]
-routes:
-  - {name: tracking, match: {path: {prefix: /tracking}, methods: [GET]}, pool: reads}
-  - {name: event, match: {path: {prefix: /event}}, pool: writes}
-pools:
-  - {name: reads, balance: round_robin, backends: [{address: %q}, {address: %q}]}
-  - {name: writes, balance: round_robin, backends: [{address: %q}]}
-`, addr(0), addr(1), addr(2))
-	} else {
-		yaml = fmt.Sprintf(`listeners: [{address: "127.0.0.1:0"}]
-routes: [{name: all, pool: app}]
-pools: [{name: app, balance: round_robin, backends: [{address: %q}, {address: %q}, {address: %q}]}]
-`, addr(0), addr(1), addr(2))
-	}
+	yaml := proxyConfig(split, addr(0), addr(1), addr(2))
 	cfg, err := l7.ParseConfig([]byte(yaml))
 	if err != nil {
 		return nil, fmt.Errorf("build experiment config: %w", err)
@@ -180,30 +165,10 @@ pools: [{name: app, balance: round_robin, backends: [{address: %q}, {address: %q
 	base := "http://" + raw.Addr().String()
 	// Clients run in sequence, each on its own single persistent connection, as in the lesson.
 	for i, share := range mix {
-		tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
-		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-		for j := 0; j < share; j++ {
-			path := "/tracking"
-			method := http.MethodGet
-			if j%2 == 1 {
-				path, method = "/event", http.MethodPost
-			}
-			req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("%s%s?no=I%d-%d", base, path, i, j), nil)
-			if err != nil {
-				return nil, fmt.Errorf("build request: %w", err)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return nil, fmt.Errorf("client %d request %d: %w", i, j, err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return nil, fmt.Errorf("client %d request %d: status %d", i, j, resp.StatusCode)
-			}
-			res.Requests++
+		if err := runClient(ctx, base, i, share); err != nil {
+			return nil, err
 		}
-		tr.CloseIdleConnections()
+		res.Requests += share
 	}
 	res.ClientConnections = int(ln.n.Load())
 	res.Decisions = proxy.Decisions()
@@ -221,6 +186,57 @@ pools: [{name: app, balance: round_robin, backends: [{address: %q}, {address: %q
 		res.Replicas = append(res.Replicas, x)
 	}
 	return res, nil
+}
+
+// proxyConfig is the L7 configuration of a run over replicas at a0, a1 and a2: with split, reads
+// to a pool of the first two and writes to the third; without, one round-robin pool of all.
+func proxyConfig(split bool, a0, a1, a2 string) string {
+	var yaml string
+	if split {
+		yaml = fmt.Sprintf(`listeners: [{address: "127.0.0.1:0"}]
+routes:
+  - {name: tracking, match: {path: {prefix: /tracking}, methods: [GET]}, pool: reads}
+  - {name: event, match: {path: {prefix: /event}}, pool: writes}
+pools:
+  - {name: reads, balance: round_robin, backends: [{address: %q}, {address: %q}]}
+  - {name: writes, balance: round_robin, backends: [{address: %q}]}
+`, a0, a1, a2)
+	} else {
+		yaml = fmt.Sprintf(`listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: all, pool: app}]
+pools: [{name: app, balance: round_robin, backends: [{address: %q}, {address: %q}, {address: %q}]}]
+`, a0, a1, a2)
+	}
+	return yaml
+}
+
+// runClient sends client i's share of requests, alternating /tracking reads and /event writes,
+// on one persistent connection.
+func runClient(ctx context.Context, base string, i, share int) error {
+	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for j := 0; j < share; j++ {
+		path := "/tracking"
+		method := http.MethodGet
+		if j%2 == 1 {
+			path, method = "/event", http.MethodPost
+		}
+		req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("%s%s?no=I%d-%d", base, path, i, j), nil)
+		if err != nil {
+			return fmt.Errorf("build request: %w", err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("client %d request %d: %w", i, j, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("client %d request %d: status %d", i, j, resp.StatusCode)
+		}
+	}
+	return nil
 }
 
 // Table writes the lesson-style table of a run.

@@ -2,6 +2,7 @@ package edgelab
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -92,13 +93,15 @@ func TestRunBurstLRUMatchesLesson(t *testing.T) {
 		lo, hi   float64
 		storeMax int64
 	}{{10, 0.88, 0.91, 2_200}, {5, 0.38, 0.41, 12_200}, {2, 0.06, 0.09, 18_600}} {
-		r, err := RunBurstEviction(context.Background(), c.burst, 20_000, 4, "lru")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("burst %d lru: %+v", c.burst, r)
-		if r.EdgeHitRate < c.lo || r.EdgeHitRate > c.hi || r.ReachingStore > c.storeMax || r.Eviction != "lru" {
-			t.Errorf("burst %d: edge hit %.4f outside [%.2f, %.2f] or store %d > %d", c.burst, r.EdgeHitRate, c.lo, c.hi, r.ReachingStore, c.storeMax)
-		}
+		t.Run(fmt.Sprintf("burst=%d", c.burst), func(t *testing.T) {
+			r, err := RunBurstEviction(context.Background(), c.burst, 20_000, 4, "lru")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("burst %d lru: %+v", c.burst, r)
+			if r.EdgeHitRate < c.lo || r.EdgeHitRate > c.hi || r.ReachingStore > c.storeMax || r.Eviction != "lru" {
+				t.Errorf("burst %d: edge hit %.4f outside [%.2f, %.2f] or store %d > %d", c.burst, r.EdgeHitRate, c.lo, c.hi, r.ReachingStore, c.storeMax)
+			}
+		})
 	}
 }

@@ -188,79 +188,110 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return Result{}, fmt.Errorf("start server: %w", err)
 	}
 	defer srv.Close()
-	server := srv.Addr().String()
-	siteOf := map[string]string{}
-	for i, z := range Zones {
-		siteOf[fmt.Sprintf("198.51.100.%d", i+1)] = z
-	}
-
-	res := Result{Share: map[string]float64{}}
-	zoneReq := map[string]int{}
-	distance := 0
-	bound := make([]string, Resolvers)
-	expires := make([]int, Resolvers)
-	ttl := int(s.TTL)
-	for j := range expires {
-		expires[j] = 1 - ttl + (j*13)%ttl
-	}
-	down := map[string]bool{}
-	for t := 1 - ttl; t <= s.Duration; t++ {
+	r := newReplay(s, srv.Addr().String())
+	checked := cfg.Zones[0].Names[0].Sites[0].Check != nil
+	for t := 1 - int(s.TTL); t <= s.Duration; t++ {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
 		if s.OutageStart > 0 && t == s.OutageStart {
 			listeners["b34"].Close()
 			delete(listeners, "b34")
-			down["b34"] = true
+			r.down["b34"] = true
 		}
-		for j := 0; j < Resolvers; j++ {
-			group := Groups[j%len(Groups)]
-			if t >= expires[j] {
-				site, answerTTL, scopeOK, err := resolve(ctx, server, j)
-				if err != nil {
-					return Result{}, fmt.Errorf("resolver %d at t=%d: %w", j, t, err)
-				}
-				if !scopeOK {
-					res.ScopeErrors++
-				}
-				bound[j] = siteOf[site]
-				if site == "" {
-					bound[j] = "" // fail-closed NODATA: the resolver has no address
-				}
-				expires[j] = t + int(answerTTL)
-				if t >= 1 {
-					res.UpstreamQueries++
-				}
-			}
-			if t < 1 {
-				continue
-			}
-			n, target := s.Requests[j], bound[j]
-			if target == "" || down[target] {
-				res.Dropped += n
-				res.Window = t - s.OutageStart + 1
-				continue
-			}
-			res.Accepted += n
-			distance += n * int(Distance[group][target])
-			zoneReq[target] += n
+		if err := r.second(ctx, t); err != nil {
+			return Result{}, err
 		}
-		if t >= 1 && cfg.Zones[0].Names[0].Sites[0].Check != nil {
+		if t >= 1 && checked {
 			// The end of each model second is one health round: real TCP connects to every target.
 			srv.Health().Round(ctx)
-			if res.DetectedAt == 0 && !srv.Health().Up("app.lesson.test./b34") {
-				res.DetectedAt = t + 1 // answers change from the next second's queries on
+			if r.res.DetectedAt == 0 && !srv.Health().Up("app.lesson.test./b34") {
+				r.res.DetectedAt = t + 1 // answers change from the next second's queries on
 			}
 		}
 	}
+	res := r.result()
+	res.ServerQueries = serverQueries(srv)
+	return res, nil
+}
+
+// replay is the resolvers' state during a run: the site each is bound to and when its answer
+// expires, and the counts so far.
+type replay struct {
+	s        Spec
+	server   string
+	siteOf   map[string]string // answer address -> site
+	bound    []string
+	expires  []int
+	down     map[string]bool
+	res      Result
+	zoneReq  map[string]int
+	distance int
+}
+
+func newReplay(s Spec, server string) *replay {
+	r := &replay{s: s, server: server, siteOf: map[string]string{}, bound: make([]string, Resolvers),
+		expires: make([]int, Resolvers), down: map[string]bool{}, res: Result{Share: map[string]float64{}},
+		zoneReq: map[string]int{}}
+	for i, z := range Zones {
+		r.siteOf[fmt.Sprintf("198.51.100.%d", i+1)] = z
+	}
+	ttl := int(s.TTL)
+	for j := range r.expires {
+		r.expires[j] = 1 - ttl + (j*13)%ttl
+	}
+	return r
+}
+
+// second runs model second t: resolvers whose answer expired ask the server again, then (from
+// t = 1 on) every resolver's requests go to the site it is bound to, or are dropped.
+func (r *replay) second(ctx context.Context, t int) error {
+	res := &r.res
+	for j := 0; j < Resolvers; j++ {
+		group := Groups[j%len(Groups)]
+		if t >= r.expires[j] {
+			site, answerTTL, scopeOK, err := resolve(ctx, r.server, j)
+			if err != nil {
+				return fmt.Errorf("resolver %d at t=%d: %w", j, t, err)
+			}
+			if !scopeOK {
+				res.ScopeErrors++
+			}
+			r.bound[j] = r.siteOf[site]
+			if site == "" {
+				r.bound[j] = "" // fail-closed NODATA: the resolver has no address
+			}
+			r.expires[j] = t + int(answerTTL)
+			if t >= 1 {
+				res.UpstreamQueries++
+			}
+		}
+		if t < 1 {
+			continue
+		}
+		n, target := r.s.Requests[j], r.bound[j]
+		if target == "" || r.down[target] {
+			res.Dropped += n
+			res.Window = t - r.s.OutageStart + 1
+			continue
+		}
+		res.Accepted += n
+		r.distance += n * int(Distance[group][target])
+		r.zoneReq[target] += n
+	}
+	return nil
+}
+
+// result is the run's figures: shares, deviation from the weights, mean distance.
+func (r *replay) result() Result {
+	res := r.res
 	for _, z := range Zones {
-		res.Share[z] = float64(zoneReq[z]) / float64(res.Accepted)
+		res.Share[z] = float64(r.zoneReq[z]) / float64(res.Accepted)
 		res.Deviation += math.Abs(res.Share[z] - Weight[z])
 	}
 	res.Deviation /= 2
-	res.UnitDistance = float64(distance) / float64(res.Accepted)
-	res.ServerQueries = serverQueries(srv)
-	return res, nil
+	res.UnitDistance = float64(r.distance) / float64(res.Accepted)
+	return res
 }
 
 func acceptAndClose(ln net.Listener) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchyard/switchyard/dns/lessonsim"
 	"github.com/switchyard/switchyard/testenv/experiment"
+	"github.com/switchyard/switchyard/testenv/experiment/dns/lessonsim"
 )
 
 func TestRequestsMatchTheLesson(t *testing.T) {

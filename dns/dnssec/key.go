@@ -1,0 +1,175 @@
+// Package dnssec signs the DNS stop's answers online: ECDSA P-256 / SHA-256 keys (algorithm 13,
+// RFC 6605) loaded from files, RRSIGs made per RRset when a DO=1 query is answered and kept in a
+// cache keyed by the RRset's content and the signing window, and the NSEC records of compact
+// denial of existence (RFC 9824). The zone data stays unsigned; policy answers, which differ per
+// client, are signed the same way as static ones.
+package dnssec
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Key flags: a zone key (256), and a zone key with the secure entry point bit (257), the one a
+// DS at the parent points to (a KSK or a CSK).
+const (
+	FlagsZSK = 256
+	FlagsKSK = 257
+)
+
+// Key is a DNSKEY with its private half.
+type Key struct {
+	// DNSKEY is the public record as published at the apex.
+	DNSKEY *dns.DNSKEY
+	// Tag is the key tag (RFC 4034 appendix B) that RRSIGs and DS records name.
+	Tag  uint16
+	priv *ecdsa.PrivateKey
+}
+
+// SEP reports whether the key has the secure entry point bit (a KSK or CSK).
+func (k *Key) SEP() bool { return k.DNSKEY.Flags&1 == 1 }
+
+// Generate makes a new P-256 key for zone (fully qualified) with flags FlagsKSK or FlagsZSK.
+func Generate(zone string, flags uint16, ttl uint32) (*Key, error) {
+	k := &dns.DNSKEY{Hdr: dns.RR_Header{Name: dns.CanonicalName(zone), Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl},
+		Flags: flags, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
+	priv, err := k.Generate(256)
+	if err != nil {
+		return nil, fmt.Errorf("generate dnssec key: %w", err)
+	}
+	return &Key{DNSKEY: k, Tag: k.KeyTag(), priv: priv.(*ecdsa.PrivateKey)}, nil
+}
+
+// DS returns the delegation signer record (SHA-256 digest, RFC 4509) for the parent zone.
+func (k *Key) DS() *dns.DS { return k.DNSKEY.ToDS(dns.SHA256) }
+
+// File returns the key file's text: comments, the DNSKEY record, then the private key in BIND's
+// Private-key-format v1.3, so one file holds the whole key and BIND tools can read its tail.
+func (k *Key) File(now time.Time) []byte {
+	kind := "ZSK"
+	if k.SEP() {
+		kind = "KSK or CSK"
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "; switchyard DNSSEC key for %s: %s, flags %d, algorithm 13 (ECDSAP256SHA256), key tag %d\n",
+		k.DNSKEY.Hdr.Name, kind, k.DNSKEY.Flags, k.Tag)
+	fmt.Fprintf(&b, "; created %s; keep this file secret (mode 0600)\n", now.UTC().Format(time.RFC3339))
+	fmt.Fprintln(&b, k.DNSKEY.String())
+	b.WriteString(k.DNSKEY.PrivateKeyString(k.priv))
+	return b.Bytes()
+}
+
+// LoadKey reads a key file for zone: one written by `switchyard dns keygen` (the DNSKEY line and
+// the private key in one file), or a BIND K<zone>+013+<tag>.private whose .key file lies beside
+// it. It checks the algorithm, the owner and that the private key matches the public one.
+func LoadKey(path, zone string) (*Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read dnssec key: %w", err)
+	}
+	var pub *dns.DNSKEY
+	var private strings.Builder
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, ";"):
+		case strings.Contains(line, "DNSKEY") && !strings.Contains(line, ":"):
+			if pub, err = parseDNSKEY(line); err != nil {
+				return nil, fmt.Errorf("dnssec key %s: %w", path, err)
+			}
+		default:
+			private.WriteString(line + "\n")
+		}
+	}
+	if pub == nil && strings.HasSuffix(path, ".private") {
+		kb, err := os.ReadFile(strings.TrimSuffix(path, ".private") + ".key")
+		if err != nil {
+			return nil, fmt.Errorf("dnssec key %s: no DNSKEY line and no .key file beside it: %w", path, err)
+		}
+		for _, line := range strings.Split(string(kb), "\n") {
+			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, ";") {
+				if pub, err = parseDNSKEY(l); err != nil {
+					return nil, fmt.Errorf("dnssec key %s.key: %w", strings.TrimSuffix(path, ".private"), err)
+				}
+				break
+			}
+		}
+	}
+	if pub == nil {
+		return nil, fmt.Errorf("dnssec key %s: no DNSKEY record; create the file with `switchyard dns keygen --zone %s`", path, zone)
+	}
+	if err := checkPublic(pub, zone); err != nil {
+		return nil, fmt.Errorf("dnssec key %s: %w", path, err)
+	}
+	priv, err := pub.ReadPrivateKey(strings.NewReader(private.String()), path)
+	if err != nil {
+		return nil, fmt.Errorf("dnssec key %s: read the private key: %w", path, err)
+	}
+	ec, ok := priv.(*ecdsa.PrivateKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("dnssec key %s: the private key is not ECDSA P-256; generate one with `switchyard dns keygen`", path)
+	}
+	if !bytes.Equal(ecPublic(ec), pubBytes(pub)) {
+		return nil, fmt.Errorf("dnssec key %s: the private key does not match the DNSKEY record (tag %d); the file was edited or mixed up", path, pub.KeyTag())
+	}
+	return &Key{DNSKEY: pub, Tag: pub.KeyTag(), priv: ec}, nil
+}
+
+func parseDNSKEY(line string) (*dns.DNSKEY, error) {
+	rr, err := dns.NewRR(line)
+	if err != nil {
+		return nil, fmt.Errorf("parse DNSKEY record: %w", err)
+	}
+	k, ok := rr.(*dns.DNSKEY)
+	if !ok {
+		return nil, fmt.Errorf("parse DNSKEY record: got %s", dns.TypeToString[rr.Header().Rrtype])
+	}
+	return k, nil
+}
+
+func checkPublic(k *dns.DNSKEY, zone string) error {
+	if k.Algorithm != dns.ECDSAP256SHA256 {
+		return fmt.Errorf("algorithm %d is not supported; only 13 (ECDSAP256SHA256): make a key with `switchyard dns keygen`", k.Algorithm)
+	}
+	if !strings.EqualFold(dns.Fqdn(k.Hdr.Name), zone) {
+		return fmt.Errorf("the key belongs to %s, not to zone %s; use that zone's key", k.Hdr.Name, zone)
+	}
+	if k.Flags != FlagsKSK && k.Flags != FlagsZSK || k.Protocol != 3 {
+		return fmt.Errorf("flags %d protocol %d: want flags 256 (ZSK) or 257 (KSK/CSK), protocol 3", k.Flags, k.Protocol)
+	}
+	if len(pubBytes(k)) != 64 {
+		return errors.New("the public key is not 64 bytes of P-256 point")
+	}
+	return nil
+}
+
+// pubBytes is the DNSKEY's public key field decoded (RFC 6605: x || y, 32 bytes each).
+func pubBytes(k *dns.DNSKEY) []byte {
+	b, _ := base64.StdEncoding.DecodeString(k.PublicKey)
+	return b
+}
+
+// ecPublic derives the public point from the private scalar (miekg's reader copies the public
+// half from the DNSKEY, so comparing that would prove nothing).
+func ecPublic(p *ecdsa.PrivateKey) []byte {
+	if p.D == nil || p.D.BitLen() > 256 {
+		return nil
+	}
+	sk, err := ecdh.P256().NewPrivateKey(p.D.FillBytes(make([]byte, 32)))
+	if err != nil {
+		return nil
+	}
+	return sk.PublicKey().Bytes()[1:] // uncompressed point: 0x04 || x || y
+}

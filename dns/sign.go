@@ -1,0 +1,187 @@
+package dns
+
+import (
+	"fmt"
+	"strings"
+
+	mdns "github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/dnssec"
+	"github.com/switchyard/switchyard/dns/zone"
+)
+
+// buildSigners loads the DNSSEC keys of the signed zones and publishes their DNSKEY RRsets in
+// store; a missing or bad key fails the build, so a reload keeps the old zones.
+func (s *Server) buildSigners(cfg *config.Config, store *zone.Store) (map[string]*dnssec.Signer, error) {
+	out := map[string]*dnssec.Signer{}
+	for i := range cfg.Zones {
+		zc := &cfg.Zones[i]
+		if zc.DNSSEC == nil {
+			continue
+		}
+		sg, err := dnssec.New(zc.Origin, zc.DNSSEC, cfg.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
+		}
+		sg.Stats = &s.sigStats
+		sg.Now = s.now
+		store.Find(zc.Origin).SetDNSKEYs(sg.DNSKEYs())
+		out[zc.Origin] = sg
+	}
+	return out, nil
+}
+
+// signAnswer turns resp, the answer to a DO=1 query for a signed zone, into a signed one: a
+// negative answer gets its compact-denial NSEC (RFC 9824; NXDOMAIN becomes NOERROR with an NSEC
+// listing NXNAME, unless the query set CO, which restores the NXDOMAIN rcode), a referral the DS
+// or NSEC that proves it secure or insecure, and every authoritative RRset of the three sections
+// its RRSIG. oc.expires is set to when the signatures are due for renewal, so a cached copy of
+// this answer is dropped then.
+func (s *Server) signAnswer(st *state, sg *dnssec.Signer, z *zone.Zone, resp *mdns.Msg, kind zone.Kind,
+	qname string, qtype uint16, co bool, oc *outcome) error {
+	last := qname // the name the rcode and NSEC speak of: the end of the CNAME chain (RFC 6604)
+	for _, rr := range resp.Answer {
+		if c, ok := rr.(*mdns.CNAME); ok && strings.EqualFold(c.Hdr.Name, last) {
+			last = strings.ToLower(c.Target)
+		}
+	}
+	negTTL := func() uint32 { return resp.Ns[0].Header().Ttl } // the SOA's, already RFC 2308-capped
+	var unsigned map[mdns.RR]bool                              // a referral's NS set and glue
+	switch {
+	case kind == zone.NXDomain:
+		resp.Ns = append(resp.Ns, dnssec.NSEC(last, negTTL(), []uint16{mdns.TypeNXNAME}))
+		if !co {
+			resp.Rcode = mdns.RcodeSuccess
+		}
+	case kind == zone.NoData || kind == zone.Dynamic && isNegative(resp):
+		types := z.Types(last)
+		if z.IsDynamic(last) {
+			types = dynamicTypes(st, last)
+		}
+		nsec := dnssec.NSEC(last, negTTL(), without(types, qtype))
+		if qtype == mdns.TypeNSEC && last == qname {
+			// Asked for the NSEC itself: it exists (it is made for every name), so it is the
+			// answer; a NODATA proof would list the very type it denies.
+			resp.Answer, resp.Ns = append(resp.Answer, nsec), nil
+			break
+		}
+		resp.Ns = append(resp.Ns, nsec)
+	case kind == zone.Referral:
+		unsigned = map[mdns.RR]bool{}
+		for _, rr := range resp.Ns {
+			unsigned[rr] = true
+		}
+		for _, rr := range resp.Extra {
+			unsigned[rr] = true
+		}
+		cut := resp.Ns[0].Header().Name
+		if ds := z.DS(cut); len(ds) > 0 {
+			resp.Ns = append(resp.Ns, ds...)
+		} else {
+			// No DS: the NSEC at the cut proves the delegation insecure (NS, no DS bit).
+			resp.Ns = append(resp.Ns, dnssec.NSEC(cut, z.Negative().Header().Ttl, z.Types(cut)))
+		}
+	}
+	if co {
+		if opt := resp.IsEdns0(); opt != nil {
+			opt.SetCo(true)
+		}
+	}
+	skip := func(rr mdns.RR) bool { return unsigned[rr] }
+	var until int64
+	for _, sec := range []*[]mdns.RR{&resp.Answer, &resp.Ns, &resp.Extra} {
+		out, u, err := sg.SignSection(*sec, skip)
+		if err != nil {
+			return err
+		}
+		*sec = out
+		if u != 0 && (until == 0 || u < until) {
+			until = u
+		}
+	}
+	oc.expires = until
+	return nil
+}
+
+// isNegative reports whether resp's authority section holds the SOA of a NODATA answer.
+func isNegative(resp *mdns.Msg) bool {
+	return len(resp.Ns) > 0 && resp.Ns[0].Header().Rrtype == mdns.TypeSOA
+}
+
+// dynamicTypes are the types a dynamic name has: A and AAAA when a site has such addresses.
+func dynamicTypes(st *state, name string) []uint16 {
+	var out []uint16
+	n := st.names[name]
+	v4, v6 := false, false
+	for _, site := range n.Sites {
+		v4 = v4 || len(site.V4) > 0
+		v6 = v6 || len(site.V6) > 0
+	}
+	if v4 {
+		out = append(out, mdns.TypeA)
+	}
+	if v6 {
+		out = append(out, mdns.TypeAAAA)
+	}
+	return out
+}
+
+// without returns types minus t (a NODATA answer's NSEC must not claim the asked type).
+func without(types []uint16, t uint16) []uint16 {
+	out := make([]uint16, 0, len(types))
+	for _, x := range types {
+		if x != t {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// registerSignMetrics exposes the signing work: signatures made (cache misses, one per key) and
+// RRsets answered from the signature cache. Their ratio shows whether hot answers are re-signed.
+func registerSignMetrics(r *prometheus.Registry, st *dnssec.Stats) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_dns_dnssec_signatures_total",
+			Help: "RRSIGs made by the online signer (signature cache misses, one per signing key).",
+		}, func() float64 { return float64(st.Signed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_dns_dnssec_signature_cache_hits_total",
+			Help: "RRsets whose signatures came from the signature cache.",
+		}, func() float64 { return float64(st.Hits.Load()) }),
+	} {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("register dns metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// DNSSECSummary describes the signed zones for `switchyard dns check`: origin, keys by tag and
+// role, and the DS records for the parent.
+func (s *Server) DNSSECSummary() []string {
+	st := s.state.Load()
+	var out []string
+	for _, z := range st.store.Zones() {
+		sg := st.signers[z.Origin]
+		if sg == nil {
+			continue
+		}
+		zsks, ksks := sg.Keys()
+		line := fmt.Sprintf("dnssec %s: signed online, algorithm 13, %d DNSKEYs, zone signed by", z.Origin, len(sg.DNSKEYs()))
+		for _, k := range zsks {
+			line += fmt.Sprintf(" %d", k.Tag)
+		}
+		line += ", DNSKEY signed by"
+		for _, k := range ksks {
+			line += fmt.Sprintf(" %d", k.Tag)
+		}
+		out = append(out, line)
+		for _, k := range ksks {
+			out = append(out, "  DS for the parent: "+k.DS().String())
+		}
+	}
+	return out
+}
