@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
+	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
