@@ -121,7 +121,7 @@ func Up(o UpOptions) (*State, error) {
 		return nil, fmt.Errorf("lab up: BGP needs the balancer daemon (--balancer daemon), or static routes (--static-routes)")
 	}
 	if old, err := LoadState(o.Spec.Prefix); err == nil && old.CDN != nil {
-		return nil, fmt.Errorf("lab up: lab %q is the Mini-CDN (`lab up --cdn`): take it down (`switchyard lab down --prefix %[1]s`) or pick another --prefix", o.Spec.Prefix)
+		return nil, fmt.Errorf("lab %q is the Mini-CDN (`lab up --cdn`): take it down (`switchyard lab down --prefix %[1]s`) or pick another --prefix", o.Spec.Prefix)
 	}
 	l, err := Plan(o.Spec)
 	if err != nil {
