@@ -60,6 +60,9 @@ type AdminConfig struct {
 	Token string `yaml:"token"`
 	// TokenFile names a file holding the token, an alternative to Token.
 	TokenFile string `yaml:"token_file"`
+	// PushTo are the edges (lower tiers, peers) a pushed object is forwarded to
+	// (edge/pushforward.go).
+	PushTo []PushPeer `yaml:"push_to"`
 }
 
 // MemoryConfig sizes the memory tier.
@@ -269,6 +272,9 @@ func (c *Config) Validate() error {
 		if c.Admin.Token == "" {
 			return &fieldError{"admin.token", "missing; the admin API purges and pushes, so it needs a bearer token (admin.token or admin.token_file)"}
 		}
+	}
+	if err := c.Admin.validatePushPeers(); err != nil {
+		return err
 	}
 	if c.Memory.MaxBytes == 0 && c.Memory.MaxObjects == 0 {
 		c.Memory.MaxBytes = 256 << 20
