@@ -14,7 +14,7 @@ import (
 	"github.com/switchyard/switchyard/testenv/lab"
 )
 
-// TestFullPath: every stop in one request path, as `lab up` runs it: www.lab.test resolved by
+// TestFullPath: every stop in one request path, as `lab up` runs it: static.lab.test resolved by
 // `switchyard dns run` to `switchyard edge run`, whose misses go to the L7 VIP (XDP forwarder
 // under `switchyard lb run`), then `switchyard l7 run` on two L7 hosts, then the app servers; a
 // second request for a cacheable path is an edge hit.
@@ -46,8 +46,8 @@ func TestFullPath(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: lab.DialViaDNS(c, dns.Addr4), DisableKeepAlives: true}}
 	var resp *http.Response
 	// The processes start in the background: retry until the whole path answers.
-	eventually(t, 30*time.Second, "www.lab.test answering through every stop", func() bool {
-		r, err := hc.Get("http://" + lab.WWWName + "/static/logo.png")
+	eventually(t, 30*time.Second, "static.lab.test answering through every stop", func() bool {
+		r, err := hc.Get("http://" + lab.StaticName + "/static/logo.png")
 		if err != nil {
 			return false
 		}
@@ -58,7 +58,7 @@ func TestFullPath(t *testing.T) {
 	if resp.Header.Get(app.Header) == "" || resp.Header.Get("Via") == "" {
 		t.Errorf("answer lacks the app's X-Backend or the edge's Via: %v", resp.Header)
 	}
-	r, err := hc.Get("http://" + lab.WWWName + "/static/logo.png")
+	r, err := hc.Get("http://" + lab.StaticName + "/static/logo.png")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestFullPath(t *testing.T) {
 	// Uncacheable paths go through to the app servers every time, both of them in turn.
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
-		r, err := hc.Get("http://" + lab.WWWName + "/api/items")
+		r, err := hc.Get("http://" + lab.StaticName + "/api/items")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,6 +78,16 @@ func TestFullPath(t *testing.T) {
 	}
 	if !seen["be1"] || !seen["be2"] {
 		t.Errorf("uncacheable requests reached %v, want both app servers", seen)
+	}
+
+	// www.lab.test, the app's name, goes to the L7 VIP: no edge on the way.
+	r, err = hc.Get("http://" + lab.WWWName + "/api/items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 200 || r.Header.Get(app.Header) == "" || r.Header.Get("X-Cache") != "" {
+		t.Errorf("www.lab.test: status %d, headers %v; want 200 from an app server without the edge's X-Cache", r.StatusCode, r.Header)
 	}
 
 	// Straight to the L7 VIP (XDP, then one of two L7 proxies): reads land in the reads pool

@@ -53,8 +53,9 @@ It prints the address of the live web view of every stop and of a Prometheus scr
 Examples:
    switchyard lab up
    switchyard lab up --backends 5 --balancers 2 --json
-   switchyard lab up --prefix t1 --l7 0 --no-dns --no-edge --balancer direct`,
-				Flags:  append(upFlags(prefix), &cli.BoolFlag{Name: "json", Usage: "print the lab's status as JSON"}),
+   switchyard lab up --prefix t1 --l7 0 --no-dns --no-edge --balancer direct
+   switchyard lab up --cdn --prefix cdn    # the Mini-CDN topology (labcdn.go)`,
+				Flags:  append(upFlags(prefix), &cli.BoolFlag{Name: "json", Usage: "print the lab's status as JSON"}, cdnFlag),
 				Action: labUp,
 			},
 			{
@@ -88,6 +89,7 @@ Examples:
 				},
 				Action: labApp,
 			},
+			labOriginCommand(), // labcdn.go
 		},
 	})
 }
@@ -264,6 +266,9 @@ func labUp(c *cli.Context) error {
 	if err := needRoot("lab up"); err != nil {
 		return err
 	}
+	if c.Bool("cdn") {
+		return labUpCDN(c) // labcdn.go
+	}
 	o, err := upOptions(c)
 	if err != nil {
 		return err
@@ -366,6 +371,9 @@ func labDemo(c *cli.Context) error {
 	}
 	p := c.String("prefix")
 	st, err := lab.LoadState(p)
+	if err == nil && st.CDN != nil {
+		return fmt.Errorf("lab demo: lab %q is the Mini-CDN (lab up --cdn), which the demo does not drive: use another --prefix", p)
+	}
 	broughtUp := false
 	if err != nil {
 		o, err := upOptions(c)

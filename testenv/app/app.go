@@ -105,6 +105,8 @@ func (s *Server) Reset() {
 //	/bytes?n=N                   N bytes of body (at most 64 MiB)
 //	POST anything                reads the body and answers with its length
 //	/static/...                  "NAME PATH\n", cacheable for 10 s
+//	/asset/NAME                  the static-split page's assets (assets.go), cacheable for a day
+//	/tracking/NUM                the lesson's 480-byte tracking answer
 //	anything else                "NAME PATH\n"
 //
 // Every answer carries the X-Backend header with the server's name, and X-Peer with the address
@@ -169,6 +171,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			n -= k
 		}
+		return
+	}
+	if serveAsset(w, path) || serveTracking(w, path) { // assets.go
 		return
 	}
 	if strings.HasPrefix(path, "/static/") {

@@ -41,14 +41,18 @@ type Target struct {
 }
 
 // DemoTargets are the requests of the demo: the XDP VIP over IPv4 and IPv6, the L7 VIP when the
-// lab has an L7 tier and, when DNS and the edge cache run, the whole path: www.lab.test
+// lab has an L7 tier and, when DNS and the edge cache run, the whole path: static.lab.test
 // resolved by the lab's DNS server to the edge cache, whose misses go to the L7 VIP (XDP), the
-// L7 proxies and the app servers.
+// L7 proxies and the app servers, and www.lab.test, the app's name, to the L7 VIP.
 func DemoTargets(st *State) []Target {
 	var out []Target
 	if st.Running["dns"] == "dns" && st.Running["edge"] == "edge" {
-		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/static/logo.png", "/tracking", "/static/app.js", "/event"},
-			Route: "DNS www.lab.test -> edge cache (hit ends here) -> L7 VIP (XDP) -> L7 proxy -> app"})
+		out = append(out, Target{Name: "static", URL: "http://" + StaticName, Paths: []string{"/static/logo.png", "/asset/app.js", "/static/app.js", "/asset/style.css"},
+			Route: "DNS static.lab.test -> edge cache (hit ends here) -> L7 VIP (XDP) -> L7 proxy -> app"})
+	}
+	if st.Running["dns"] == "dns" {
+		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/tracking", "/event"},
+			Route: "DNS www.lab.test (failover) -> L7 VIP (XDP) -> L7 proxy -> app"})
 	}
 	for _, v := range st.VIPs {
 		if v.Protocol != "tcp" {

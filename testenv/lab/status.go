@@ -53,6 +53,8 @@ type Status struct {
 	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
 	UI         string `json:"ui,omitempty"`
 	Prometheus string `json:"prometheus,omitempty"`
+	// CDN is the Mini-CDN of a `lab up --cdn` lab (cdn.go).
+	CDN *CDNState `json:"cdn,omitempty"`
 }
 
 // GetStatus reads the live state of a lab. A lab that is not up (or half torn down) gives
@@ -73,6 +75,9 @@ func GetStatus(prefix string) (*Status, error) {
 	procs, err := Running(prefix)
 	if err != nil {
 		return nil, err
+	}
+	if st.CDN != nil {
+		return cdnStatus(st, procs, out), nil
 	}
 	out.Up, out.Balancer, out.Sockets, out.Notes = true, st.Balancer, st.Sockets, st.Notes
 	out.UI, out.Prometheus = st.UI, st.Prometheus
@@ -150,6 +155,15 @@ func (s *Status) Print(w io.Writer) {
 			fmt.Fprintf(w, "%-10s %-9s MISSING\n", n.Name, n.Role)
 			continue
 		}
+		var ps []string
+		for p, pid := range n.Processes {
+			if pid == 0 {
+				ps = append(ps, p+"(DEAD)")
+			} else {
+				ps = append(ps, fmt.Sprintf("%s(pid %d)", p, pid))
+			}
+		}
+		sort.Strings(ps)
 		first := true
 		for _, f := range n.Interfaces {
 			if f.Name == "lo" && len(f.Addrs) == 0 {
@@ -162,24 +176,18 @@ func (s *Status) Print(w io.Writer) {
 			name, role := "", ""
 			if first {
 				name, role = n.Name, string(n.Role)
-				var ps []string
-				for p, pid := range n.Processes {
-					if pid == 0 {
-						ps = append(ps, p+"(DEAD)")
-					} else {
-						ps = append(ps, fmt.Sprintf("%s(pid %d)", p, pid))
-					}
-				}
-				sort.Strings(ps)
-				if len(ps) > 0 {
-					extra = strings.TrimSpace(strings.Join(ps, " ") + " " + extra)
-				}
+				extra = strings.TrimSpace(strings.Join(ps, " ") + " " + extra)
 				first = false
 			}
 			fmt.Fprintf(w, "%-10s %-9s %-8s %-36s %s\n", name, role, f.Name, strings.Join(f.Addrs, " "), extra)
 		}
+		if first { // only lo (the Mini-CDN's namespace)
+			fmt.Fprintf(w, "%-10s %-9s %-8s %-36s %s\n", n.Name, n.Role, "lo", "127.0.0.0/8", strings.Join(ps, " "))
+		}
 	}
-	fmt.Fprintf(w, "\n%-6s %-26s %-5s %s\n", "VIP", "ADDRESS", "PROTO", "BACKENDS")
+	if len(s.VIPs) > 0 {
+		fmt.Fprintf(w, "\n%-6s %-26s %-5s %s\n", "VIP", "ADDRESS", "PROTO", "BACKENDS")
+	}
 	for _, v := range s.VIPs {
 		var bes []string
 		for _, b := range v.Backends {
@@ -189,6 +197,9 @@ func (s *Status) Print(w io.Writer) {
 	}
 	if s.BGP != nil {
 		s.BGP.print(w)
+	}
+	if s.CDN != nil {
+		s.CDN.print(w)
 	}
 	if s.Store != nil {
 		fmt.Fprintf(w, "\nstore: %d etcd members, balancers run with --store %s\n", len(s.Store.Members), s.Store.URL)

@@ -10,10 +10,17 @@ import (
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
-// The lab's DNS zone: www.lab.test answers the edge cache; app.lab.test the L7 VIP.
+// The lab's DNS zone, split as the content-delivery lesson's "Static Content Hosting" splits
+// it: www.lab.test is the app's name (short TTL: it fails over, a failover policy name from the
+// L7 VIP to the web VIP), static.lab.test the content name (long TTL) answering the edge cache;
+// app.lab.test is the L7 VIP.
 const (
-	Zone    = "lab.test."
-	WWWName = "www.lab.test"
+	Zone       = "lab.test."
+	WWWName    = "www.lab.test"
+	StaticName = "static.lab.test"
+	// WWWTTL and StaticTTL are the two ends of the first lesson's TTL table (30 s and 900 s).
+	WWWTTL    = 30
+	StaticTTL = 900
 )
 
 // The stops' configurations are written as YAML text: each stop owns its configuration types,
@@ -24,7 +31,7 @@ func dnsConfig(l *Lab, dns topo.Node) string {
 	var recs []string
 	recs = append(recs, `"@ NS ns1"`, fmt.Sprintf(`"ns1 A %s"`, dns.Addr4))
 	if e, ok := l.Topo.Node("edge"); ok {
-		recs = append(recs, fmt.Sprintf(`"www A %s"`, e.Addr4), fmt.Sprintf(`"www AAAA %s"`, e.Addr6))
+		recs = append(recs, fmt.Sprintf(`"static %d A %s"`, StaticTTL, e.Addr4), fmt.Sprintf(`"static %d AAAA %s"`, StaticTTL, e.Addr6))
 	}
 	recs = append(recs, fmt.Sprintf(`"app A %s"`, L7VIP), fmt.Sprintf(`"web A %s"`, WebVIP4), fmt.Sprintf(`"web AAAA %s"`, WebVIP6))
 	return fmt.Sprintf(`listen: 0.0.0.0:53
@@ -33,7 +40,22 @@ zones:
     ttl: 30
     soa: {ns: ns1, mbox: hostmaster, serial: 1, minimum: 30}
     records: [%s]
-`, Zone, strings.Join(recs, ", "))
+    names: [%s]
+`, Zone, strings.Join(recs, ", "), wwwName(l))
+}
+
+// wwwName is the app's name: the L7 VIP while its check passes, else the web VIP (XDP straight
+// to the app servers); both while nothing is known yet (answer-all), so it answers from the start.
+func wwwName(l *Lab) string {
+	check := func(a netip.Addr) string {
+		return fmt.Sprintf(`check: {type: http, target: "%s:80", path: /health, expect_status: 200, interval: 1s, timeout: 500ms, rise: 1, fall: 2}`, a)
+	}
+	web := fmt.Sprintf(`{name: web, addresses: [%s], %s}`, WebVIP4, check(WebVIP4))
+	chain, sites := "[web]", web
+	if len(l.Topo.ByRole(topo.L7)) > 0 {
+		chain, sites = "[l7, web]", fmt.Sprintf(`{name: l7, addresses: [%s], %s}, %s`, L7VIP, check(L7VIP), web)
+	}
+	return fmt.Sprintf(`{name: www, ttl: %d, policy: failover, all_down: answer-all, chain: %s, sites: [%s]}`, WWWTTL, chain, sites)
 }
 
 // edgeConfig caches in front of the L7 VIP.

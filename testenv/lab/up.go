@@ -71,6 +71,8 @@ type State struct {
 	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
 	UI         string `json:"ui,omitempty"`
 	Prometheus string `json:"prometheus,omitempty"`
+	// CDN is set on a Mini-CDN lab (`lab up --cdn`, cdn.go), which has no Topo and no VIPs.
+	CDN *CDNState `json:"cdn,omitempty"`
 	// reup: `lab up` runs on a lab that is up, whose live state (reup.go) it keeps; kept are
 	// the daemon configuration files it left as they were.
 	reup bool
@@ -117,6 +119,9 @@ func (s *State) Lab() *Lab { return &Lab{Topo: s.Topo, VIPs: s.VIPs, BGP: s.BGP}
 func Up(o UpOptions) (*State, error) {
 	if o.Spec.BGP && o.Balancer != ModeDaemon {
 		return nil, fmt.Errorf("lab up: BGP needs the balancer daemon (--balancer daemon), or static routes (--static-routes)")
+	}
+	if old, err := LoadState(o.Spec.Prefix); err == nil && old.CDN != nil {
+		return nil, fmt.Errorf("lab %q is the Mini-CDN (`lab up --cdn`): take it down (`switchyard lab down --prefix %[1]s`) or pick another --prefix", o.Spec.Prefix)
 	}
 	l, err := Plan(o.Spec)
 	if err != nil {

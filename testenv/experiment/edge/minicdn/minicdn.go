@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/edge"
-	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/l7"
 )
 
@@ -156,36 +155,11 @@ type origin struct {
 }
 
 func startOrigin(p Params, dir string) (*origin, error) {
-	for i := 0; i < p.Files; i++ {
-		body := []byte(strings.Repeat(strconv.Itoa(i%10), p.FileBytes))
-		if err := os.WriteFile(filepath.Join(dir, fileName(i)), body, 0o644); err != nil {
-			return nil, fmt.Errorf("write origin file: %w", err)
-		}
+	if err := WriteFiles(dir, p.Files, p.FileBytes); err != nil {
+		return nil, err
 	}
 	o := &origin{}
-	files := http.StripPrefix("/files/", http.FileServer(http.Dir(dir)))
-	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/healthz":
-			w.Header().Set("Cache-Control", "no-store")
-			io.WriteString(w, "ok")
-			return
-		case r.Method == http.MethodPost: // not counted: the origin requests are fetches
-			io.Copy(io.Discard, r.Body)
-			io.WriteString(w, "stored")
-			return
-		case strings.HasPrefix(r.URL.Path, "/slow/"):
-			o.requests.Add(1)
-			time.Sleep(p.SlowDelay)
-			w.Header().Set("Cache-Control", "no-store")
-			io.WriteString(w, "slow")
-			return
-		}
-		o.requests.Add(1)
-		time.Sleep(p.OriginDelay)
-		w.Header().Set("Cache-Control", "max-age=600") // the edges' TTL
-		files.ServeHTTP(w, r)
-	}))
+	o.srv = httptest.NewServer(OriginHandler(dir, p.OriginDelay, p.SlowDelay, &o.requests))
 	return o, nil
 }
 
@@ -220,11 +194,11 @@ func build(p Params, balance string, budget int) (w *world, err error) {
 		return w, err
 	}
 	for i := 0; i < 3; i++ {
-		e, err := edge.New(edge.Config{
-			Listen: "127.0.0.1:0", Origin: w.origin.srv.URL,
-			Memory: edge.MemoryConfig{MaxObjects: p.MemoryObjects, Eviction: store.EvictLRU},
-			Disk:   edge.DiskConfig{Dir: filepath.Join(w.dir, "edge"+strconv.Itoa(i+1)), MaxBytes: 256 << 20},
-		}, edge.WithLogger(slog.New(slog.DiscardHandler)))
+		cfg, err := edge.ParseConfig([]byte(EdgeConfig("127.0.0.1:0", w.origin.srv.URL, filepath.Join(w.dir, "edge"+strconv.Itoa(i+1)), p.MemoryObjects)))
+		if err != nil {
+			return w, fmt.Errorf("edge %d config: %w", i+1, err)
+		}
+		e, err := edge.New(cfg, edge.WithLogger(slog.New(slog.DiscardHandler)))
 		if err == nil {
 			err = e.Start()
 		}
@@ -245,28 +219,9 @@ func newClient(conns int) *http.Client {
 		MaxIdleConnsPerHost: conns, DisableCompression: true, Proxy: nil}}
 }
 
-// routerConfig is the router: the seed's ROUTER_STRATEGY, HASH_VNODES (l7's ring has 100 points
-// per unit of weight), /healthz probes, one GET/HEAD retry with X-Edge-Failover, MAX_INFLIGHT.
-const routerConfig = `listeners: [{address: "127.0.0.1:0"}]
-limits: {max_in_flight: %d}
-routes: [{name: cdn, pool: edges, retry: {attempts: 1, failover_header: X-Edge-Failover}}]
-pools:
-  - name: edges
-    balance: %s
-    %s
-    backends: [{address: %q}, {address: %q}, {address: %q}]
-    health: {path: /healthz, interval: %s, timeout: %s, rise: 1, fall: 2}
-    retry_budget: {percent: 100, min_per_second: 10000}
-`
-
 func (w *world) startRouter(balance string, budget int) (string, error) {
-	hash := ""
-	if balance == "hash" {
-		hash = "hash: {key: path, load_factor: 100}" // locality first, as the seed's plain ring
-	}
-	iv := w.p.HealthInterval
-	cfg, err := l7.ParseConfig([]byte(fmt.Sprintf(routerConfig, budget, balance, hash,
-		w.edges[0].Addr(), w.edges[1].Addr(), w.edges[2].Addr(), iv, iv/2)))
+	edges := []string{w.edges[0].Addr(), w.edges[1].Addr(), w.edges[2].Addr()}
+	cfg, err := l7.ParseConfig([]byte(RouterConfig("127.0.0.1:0", edges, balance, budget, w.p.HealthInterval)))
 	if err != nil {
 		return "", fmt.Errorf("router config: %w", err)
 	}
