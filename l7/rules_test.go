@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // The end-to-end rules every engine must keep, run once per engine and on the HTTP/2 front end
@@ -26,7 +28,7 @@ func TestRuleUnsolicitedUpstreamBytesNeverReachAClient(t *testing.T) {
 }
 
 func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
-	var extras atomic.Int64
+	var extras, pending atomic.Int64
 	addr, _ := rawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for {
@@ -36,6 +38,9 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 			}
 			io.Copy(io.Discard, req.Body)
 			id := req.URL.Path
+			// pending counts connections between a response and their unsolicited one; it rises
+			// before the response is written, so a client that has its answer sees it counted.
+			pending.Add(1)
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Id: %s\r\n\r\n%s", len(id), id, id)
 			// Quiet for 50 ms after the response (the connection is idle in the proxy's pool):
 			// send a response nobody asked for.
@@ -44,6 +49,7 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nX-Id: /unsolicited\r\n\r\n/unsolicited")
 				extras.Add(1)
 			}
+			pending.Add(-1)
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		}
 	})
@@ -84,6 +90,10 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 			}()
 		}
 		wg.Wait()
+		// Every unsolicited response written (on loopback: already in the proxy's socket) before
+		// the next round, however late a loaded machine runs the backend's 50 ms timers; then
+		// 150 ms for the proxy to see them.
+		testutil.Eventually(t, 10*time.Second, func() bool { return pending.Load() == 0 }, "the backend's unsolicited responses were not all sent")
 		time.Sleep(150 * time.Millisecond)
 	}
 	const each = rounds
