@@ -71,9 +71,10 @@ type Option func(*Edge)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Edge) { e.log = l } }
 
-// New builds an Edge: it validates cfg, opens the store (rebuilding the disk index) and, with
+// New builds an Edge: it fills cfg's defaults and validates it, opens the store (rebuilding the disk index) and, with
 // tier candidates, starts measuring them. Call Close to stop it.
 func New(cfg Config, opts ...Option) (*Edge, error) {
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configure edge: %w", err)
 	}
