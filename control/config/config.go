@@ -100,6 +100,8 @@ type Config struct {
 	// addrs bounds from above the distinct backend addresses, once validated (0: unknown), so
 	// that ValidateChange counts only what a change added (validate.go).
 	addrs int
+	// nextHop, encap4 and encap6 are NextHop, EncapSource4 and EncapSource6 parsed (addr.go).
+	nextHop, encap4, encap6 parsedAddr
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
@@ -118,6 +120,8 @@ type VIP struct {
 	Health *HealthCheck `yaml:"health,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
+	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
+	addr parsedAddr
 }
 
 // Backend is one real server of a VIP.
@@ -128,6 +132,8 @@ type Backend struct {
 	Weight uint32 `yaml:"weight,omitempty"`
 	// Drained takes it out of the ring; its established flows continue until drain_timeout.
 	Drained bool `yaml:"drained,omitempty"`
+	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
+	addr parsedAddr
 }
 
 // HealthCheck describes how a VIP's backends are probed.
@@ -408,9 +414,8 @@ func (v *VIP) VIPDefaults() {
 
 // Key is the VIP's map key; the VIP must be valid.
 func (v *VIP) Key() maps.VIPKey {
-	a, _ := netip.ParseAddr(v.Address)
 	p, _ := maps.ParseProto(v.Protocol)
-	return maps.VIPKey{Addr: a.Unmap(), Port: v.Port, Proto: p}
+	return maps.VIPKey{Addr: v.Addr(), Port: v.Port, Proto: p}
 }
 
 // Flags are the VIP's hash flags; the VIP must be valid.
