@@ -17,7 +17,7 @@ BPF_CLANG ?= clang-$(BPF_CLANG_MAJOR)
 APT_DEPS  := clang llvm clang-$(BPF_CLANG_MAJOR) llvm-$(BPF_CLANG_MAJOR) libbpf-dev bpftool iproute2 ethtool dnsutils bind9-dnsutils nftables curl etcd-server etcd-client bird2 nsd knot nghttp2-client zsh systemd chromium prometheus
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: install deb all build generate webui-vendor deps check-go check-clang test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-dns clean
+.PHONY: install deb all build generate webui-vendor deps check-go check-clang test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-edgescale bench-dns clean
 
 all: build
 
@@ -117,6 +117,9 @@ bench-l7: build
 	$(GOENV) bash bench/l7.sh
 bench-edge: build
 	$(GOENV) bash bench/edge.sh
+# bench-edgescale: RSS per object, GC and hit p99 at 10k and 1M objects, purge costs (edge).
+bench-edgescale:
+	$(GOENV) bash bench/edgescale.sh
 bench-dns: build
 	$(GOENV) bash bench/dns.sh
 

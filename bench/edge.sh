@@ -7,7 +7,9 @@
 # Writes a flat JSON object to bench/out/edge.json, only when every round passed the checks of
 # bench/lib.sh (ports free, every cache answering 200 before the rounds, no non-2xx answer, socket
 # error or timeout in any round). BENCH_SMOKE=1: one round of 1 s per cell.
-# Bounded: ROUNDS x 4 servers x 2 objects x SECONDS_PER_RUN of load (defaults 3 x 4 x 2 x 4 s).
+# The mixed row: keep-alive clients whose every tenth request is a miss (a new URL each time, from
+# an origin that answers after 1 ms) and the rest hits of the small object (bench/edge/mixed.lua).
+# Bounded: ROUNDS x 4 servers x 3 rows x SECONDS_PER_RUN of load (defaults 3 x 4 x 3 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
 # wrapped in `flock /tmp/switchyard-bench.lock` on a shared machine.
 set -euo pipefail
@@ -101,11 +103,19 @@ for name in "${NAMES[@]}"; do
   done
 done
 before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
+misses_before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/misscount)
+OBJS=(small 100k mixed)
 
-# run_wrk ROUND NAME OBJ -> checks the run and appends "rps p99_ms" to $WORK/NAME-OBJ
+# run_wrk ROUND NAME OBJ -> checks the run and appends "rps p99_ms" to $WORK/NAME-OBJ. OBJ mixed
+# runs bench/edge/mixed.lua, its miss URLs unique to the round and the cache.
 run_wrk() {
-  local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "http://127.0.0.1:${PORT[$2]}/$3" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
+  local out script=()
+  local url="http://127.0.0.1:${PORT[$2]}/$3"
+  if [ "$3" = mixed ]; then
+    script=(-s bench/edge/mixed.lua)
+    url="http://127.0.0.1:${PORT[$2]}/"
+  fi
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "${script[@]}" "$url" -- "$2-r$1" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
   check_wrk "round $1 $2 /$3" "$out"
   awk '
     /Requests\/sec:/ { rps = $2 }
@@ -116,19 +126,20 @@ run_wrk() {
 
 ORDER=("${NAMES[@]}")
 for r in $(seq 1 "$ROUNDS"); do
-  for obj in small 100k; do
+  for obj in "${OBJS[@]}"; do
     for name in "${ORDER[@]}"; do run_wrk "$r" "$name" "$obj"; done
   done
   ORDER=("${ORDER[@]:1}" "${ORDER[0]}")  # rotate who goes first each round
 done
 after=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
+misses_after=$(curl -s http://127.0.0.1:$PORT_ORIGIN/misscount)
 
 # median of column $2 in file $1
 median() { sort -g -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
 
 declare -A RPS P99
 for name in "${NAMES[@]}"; do
-  for obj in small 100k; do
+  for obj in "${OBJS[@]}"; do
     RPS[$name-$obj]=$(median "$WORK/$name-$obj" 1)
     P99[$name-$obj]=$(median "$WORK/$name-$obj" 2)
   done
@@ -139,7 +150,7 @@ echo
 echo "edge cache hits: wrk -t$THREADS -c$CONNECTIONS, ${SECONDS_PER_RUN}s x $ROUNDS rounds per cell (median), $(nproc) cores shared by load and servers"
 printf '%-11s | %-6s | %12s | %9s | %9s | %9s\n' cache object "requests/s" "p99 ms" "vs varnish" "vs nginx"
 printf -- '------------|--------|--------------|-----------|-----------|----------\n'
-for obj in small 100k; do
+for obj in "${OBJS[@]}"; do
   for name in "${NAMES[@]}"; do
     printf '%-11s | %-6s | %12.0f | %9.2f | %9s | %9s\n' "$name" "$obj" "${RPS[$name-$obj]}" "${P99[$name-$obj]}" \
       "$(ratio "${RPS[$name-$obj]}" "${RPS[varnish-$obj]}")" "$(ratio "${RPS[$name-$obj]}" "${RPS[nginx-$obj]}")"
@@ -147,7 +158,8 @@ for obj in small 100k; do
 done
 echo "sy-nethttp = switchyard with disable_fast_path: true (net/http for every hit), the before reference"
 echo "fast path vs net/http path: small $(ratio "${RPS[switchyard-small]}" "${RPS[sy-nethttp-small]}")x, 100k $(ratio "${RPS[switchyard-100k]}" "${RPS[sy-nethttp-100k]}")x"
-echo "origin requests during the measured phase: $((after - before)) (0 means every measured response was a hit)"
+echo "mixed = 90% hits of the small object, 10% misses (new URLs, origin latency 1 ms), keep-alive"
+echo "origin requests during the measured phase: $((after - before)) (0 means every measured hit row was all hits); mixed-row misses fetched: $((misses_after - misses_before))"
 
 write_json "$OUT" <<JSON
 {
@@ -172,6 +184,17 @@ write_json "$OUT" <<JSON
   "nginx_100k_p99_ms": ${P99[nginx-100k]},
   "ratio_100k_vs_varnish": $(ratio "${RPS[switchyard-100k]}" "${RPS[varnish-100k]}"),
   "ratio_100k_vs_nginx": $(ratio "${RPS[switchyard-100k]}" "${RPS[nginx-100k]}"),
+  "mixed_switchyard_rps": ${RPS[switchyard-mixed]},
+  "mixed_varnish_rps": ${RPS[varnish-mixed]},
+  "mixed_nginx_rps": ${RPS[nginx-mixed]},
+  "mixed_nethttp_rps": ${RPS[sy-nethttp-mixed]},
+  "mixed_switchyard_p99_ms": ${P99[switchyard-mixed]},
+  "mixed_varnish_p99_ms": ${P99[varnish-mixed]},
+  "mixed_nginx_p99_ms": ${P99[nginx-mixed]},
+  "mixed_nethttp_p99_ms": ${P99[sy-nethttp-mixed]},
+  "mixed_ratio_vs_varnish": $(ratio "${RPS[switchyard-mixed]}" "${RPS[varnish-mixed]}"),
+  "mixed_ratio_vs_nginx": $(ratio "${RPS[switchyard-mixed]}" "${RPS[nginx-mixed]}"),
+  "mixed_origin_misses": $((misses_after - misses_before)),
   "origin_requests_measured": $((after - before)),
   "rounds": $ROUNDS,
   "seconds_per_run": $SECONDS_PER_RUN,

@@ -12,6 +12,7 @@
 #include "include/hash.h"
 #include "include/encap.h"
 #include "include/icmp.h"
+#include "include/quic.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -27,6 +28,8 @@ struct go_types {
 	enum flow_hash flow_hash;
 	enum lb_defaults lb_defaults;
 	enum family family;
+	enum quic_vip_bits quic_vip_bits;
+	enum quic_counter_index quic_counter_index;
 };
 SEC(".go_types") const struct go_types *go_types_ = 0;
 
@@ -255,6 +258,34 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 	return send_to(ctx, p, pc, id, vip->id, prev);
 }
 
+/* quic_route sends a UDP packet toward a QUIC VIP to the backend that its connection ID's server
+ * ID names (include/quic.h), and records the flow so that its next packets take the established
+ * path. It returns -1, counted by reason, when the packet must take the Maglev path instead. */
+static __always_inline int quic_route(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip)
+{
+	int initial;
+	long sid = quic_server_id((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, vip->flags, &initial);
+	__u32 *id = NULL;
+	if (sid >= 0) {
+		__u32 k = sid;
+		id = bpf_map_lookup_elem(&quic_servers, &k);
+	}
+	if (!id || !backend_at(*id)) {
+		quic_count(initial ? QUIC_CNT_INITIAL : sid >= 0 ? QUIC_CNT_UNKNOWN : QUIC_CNT_NO_ID, p->l3_len);
+		return -1;
+	}
+	struct lb_percpu *pc = percpu();
+	struct flow_state st = {
+		.backend = *id,
+		.vip_id = vip->id,
+		.vip_gen = vip_gen(vip->id),
+		.last_seen = now_pc(pc),
+	};
+	ct_update(&p->flow, &st);
+	quic_count(QUIC_CNT_ROUTED, p->l3_len);
+	return send_to(ctx, p, pc, st.backend, vip->id, 0);
+}
+
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
 {
 	struct vip_key k = {};
@@ -396,8 +427,16 @@ static __always_inline int process(struct xdp_md *ctx)
 				return v;
 		}
 		struct vip_meta *vip = find_vip(&p.flow);
-		if (vip)
+		if (vip) {
+			/* QUIC VIPs only, after the connection table (docs/xdp.md, "QUIC by
+			 * connection ID"): the established path is the same for every flow. */
+			if ((vip->flags & (VIP_QUIC_KATRAN | VIP_QUIC_LB)) && p.flow.proto == IPPROTO_UDP_) {
+				int v = quic_route(ctx, &p, vip);
+				if (v >= 0)
+					return v;
+			}
 			return new_flow(ctx, &p, vip);
+		}
 	}
 	if (!is_vip_addr(&p.flow))
 		return verdict_pass(len);

@@ -36,6 +36,9 @@ type PurgeRequest struct {
 type PurgeResult struct {
 	// Purged is the number of entries (variants) removed or marked stale.
 	Purged int `json:"purged"`
+	// Examined is the number of stored entries the purge looked at: the variants of each URL,
+	// the entries carrying each tag, and every entry when prefixes are given.
+	Examined int `json:"examined"`
 }
 
 // PushRequest lists URLs to prewarm. Each edge fetches them from its upstream unless it already
@@ -57,6 +60,11 @@ type PushResult struct {
 	Cache string `json:"cache,omitempty"`
 	// Error says why the URL could not be pushed.
 	Error string `json:"error,omitempty"`
+	// Peer is the admin address of the edge this result is from, for forwarded pushes.
+	Peer string `json:"peer,omitempty"`
+	// Forwarded are the results of the edges a pushed object was forwarded to (admin.push_to),
+	// each with its own forwards.
+	Forwarded []PushResult `json:"forwarded,omitempty"`
 }
 
 // PrefetchHeader is sent upstream on fetches made for a push, so an origin can tell pushed
@@ -96,21 +104,14 @@ func (e *Edge) Purge(p PurgeRequest) (PurgeResult, error) {
 			slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(p.Tags, t) })
 	}
 	e.markPurged(match, p.Soft)
-	// Collect matching stored entries first: mutating while iterating the index is not allowed.
-	var hit []*store.Meta
-	e.store.All(func(m *store.Meta) bool {
-		if match(m.Primary, m.Tags) {
-			hit = append(hit, m)
-		}
-		return true
-	})
+	hit, examined := e.purgeTargets(keys, prefixes, p.Tags)
 	n := 0
 	for _, m := range hit {
 		if p.Soft {
 			c := m.Clone()
 			c.Invalid = true
 			if err := e.store.Update(c); err != nil {
-				return PurgeResult{Purged: n}, fmt.Errorf("soft purge %s: %w", m.Key, err)
+				return PurgeResult{Purged: n, Examined: examined}, fmt.Errorf("soft purge %s: %w", m.Key, err)
 			}
 		} else {
 			e.store.Delete(m.Key)
@@ -120,8 +121,51 @@ func (e *Edge) Purge(p PurgeRequest) (PurgeResult, error) {
 		}
 		n++
 	}
+	if !p.Soft {
+		for _, k := range keys {
+			e.keysOf(k) // every variant of a purged URL is gone: forget the set
+		}
+	}
 	e.stats.Purged.Add(int64(n))
-	return PurgeResult{Purged: n}, nil
+	return PurgeResult{Purged: n, Examined: examined}, nil
+}
+
+// purgeTargets collects the stored entries a purge selects (before changing any: the indexes
+// are not modified while they are read) and how many entries it examined. A URL costs its
+// variants (the primary key and the keys of the edge's variant index), a tag the entries that
+// carry it (the store's tag index); only prefixes scan the whole store.
+func (e *Edge) purgeTargets(primaries, prefixes, tags []string) ([]*store.Meta, int) {
+	var hit []*store.Meta
+	seen := map[string]bool{}
+	examined := 0
+	add := func(m *store.Meta) {
+		examined++
+		if !seen[m.Key] {
+			seen[m.Key] = true
+			hit = append(hit, m)
+		}
+	}
+	for _, primary := range primaries {
+		for _, k := range e.variantKeys(primary) {
+			if m, ok := e.store.Peek(k); ok {
+				add(m)
+			}
+		}
+	}
+	for _, tag := range tags {
+		e.store.Tagged(tag, func(m *store.Meta) bool { add(m); return true })
+	}
+	if len(prefixes) > 0 {
+		e.store.All(func(m *store.Meta) bool {
+			examined++
+			if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(m.Primary, p) }) && !seen[m.Key] {
+				seen[m.Key] = true
+				hit = append(hit, m)
+			}
+			return true
+		})
+	}
+	return hit, examined
 }
 
 // Push prewarms URLs: each one is requested through the edge's own cache path, so a stored fresh

@@ -19,6 +19,8 @@ type AdminClient struct {
 	Token string
 	// HTTP is the client used; nil means a client with a 60 s timeout.
 	HTTP *http.Client
+
+	pushPath string // PushPathHeader of a forwarded push (edge/pushforward.go)
 }
 
 // Purge purges entries on the edge.
@@ -63,6 +65,9 @@ func (c AdminClient) send(ctx context.Context, method, path, contentType string,
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Content-Type", contentType)
+	if c.pushPath != "" {
+		req.Header.Set(PushPathHeader, c.pushPath)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}

@@ -60,6 +60,9 @@ type AdminConfig struct {
 	Token string `yaml:"token"`
 	// TokenFile names a file holding the token, an alternative to Token.
 	TokenFile string `yaml:"token_file"`
+	// PushTo are the edges (lower tiers, peers) a pushed object is forwarded to
+	// (edge/pushforward.go).
+	PushTo []PushPeer `yaml:"push_to"`
 }
 
 // MemoryConfig sizes the memory tier.
@@ -303,6 +306,9 @@ func (c *Config) Validate() error {
 		if c.Admin.Token == "" {
 			return &fieldError{"admin.token", "missing; the admin API purges and pushes, so it needs a bearer token (admin.token or admin.token_file)"}
 		}
+	}
+	if err := c.Admin.validatePushPeers(); err != nil {
+		return err
 	}
 	if c.Memory.MaxObjects < 0 {
 		return &fieldError{"memory.max_objects", "must not be negative"}

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -57,6 +58,10 @@ type Edge struct {
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
 	conns   *connLimit  // client connections against max_connections, after Start
+
+	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
+	id        string
+	pushPeers atomic.Pointer[[]PushPeer]
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -85,7 +90,9 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		variants:  map[string]*variantSet{},
 		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
 		passes:    passSet(cfg.RequestHeaders),
+		id:        newInstanceID(),
 	}
+	e.SetPushPeers(cfg.Admin.PushTo)
 	for _, o := range opts {
 		o(e)
 	}
@@ -307,7 +314,11 @@ func (e *Edge) rememberVariant(m *store.Meta) {
 	defer e.variantsMu.Unlock()
 	vs := e.variants[m.Primary]
 	if vs == nil || !equalNames(vs.names, m.Vary) {
-		vs = &variantSet{names: m.Vary, keys: map[string]struct{}{}}
+		keys := map[string]struct{}{}
+		if vs != nil {
+			keys = vs.keys // variants stored under the old Vary stay purgeable by URL
+		}
+		vs = &variantSet{names: m.Vary, keys: keys}
 		e.variants[m.Primary] = vs
 	}
 	vs.keys[m.Key] = struct{}{}
@@ -339,13 +350,27 @@ func (e *Edge) keysOf(primary string) []string {
 	return keys
 }
 
+// variantKeys returns the keys a URL may be stored under: the primary key and the variant keys
+// of the variant index, which stays as it is.
+func (e *Edge) variantKeys(primary string) []string {
+	keys := []string{primary}
+	e.variantsMu.RLock()
+	if vs := e.variants[primary]; vs != nil {
+		for k := range vs.keys {
+			keys = append(keys, k)
+		}
+	}
+	e.variantsMu.RUnlock()
+	return keys
+}
+
 // invalidate removes every variant of a URL (RFC 9111 4.4), and keeps a fetch of it in flight
 // from storing its response.
 func (e *Edge) invalidate(primary string) int {
 	e.markPurged(func(p string, _ []string) bool { return p == primary }, false)
 	n := 0
 	for _, k := range e.keysOf(primary) {
-		if _, ok, err := e.store.Get(k); ok || err != nil {
+		if _, ok := e.store.Peek(k); ok {
 			n++
 		}
 		e.store.Delete(k)

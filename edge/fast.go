@@ -25,11 +25,13 @@ import (
 // per-request Age (and Date or Connection: close when needed) and the body in one write from a
 // reused buffer.
 //
-// Anything else it hands over, at a request boundary and with the bytes it has already read, to
-// the unchanged net/http path (http.Server + Edge.ServeHTTP) for the rest of the connection:
-// misses, stale entries, methods other than GET and HEAD, HTTP/1.0, request bodies, ranges,
-// conditional requests, request Cache-Control or Pragma, disk-only bodies, Vary mismatches, the
-// RTT endpoint, and every head the fast path would not read exactly as net/http does. The
+// Anything else goes to the unchanged net/http path (http.Server + Edge.ServeHTTP): misses, stale
+// entries, ranges, conditional requests, request Cache-Control or Pragma, disk-only bodies, Vary
+// mismatches and the RTT endpoint are lent to it one request at a time, and the connection comes
+// back to the fast path after the response (edge/lend.go); methods other than GET and HEAD,
+// HTTP/1.0, request bodies, Expect, and every head the fast path would not read exactly as
+// net/http does are handed over, at a request boundary and with the bytes already read, for the
+// rest of the connection. The
 // response it writes is byte for byte what the net/http path writes for the same request (see
 // fast_test.go).
 
@@ -165,17 +167,31 @@ func (fc *fastConn) serve() {
 		if err != nil {
 			return
 		}
-		keep, ok := fc.serveHit(end)
-		if !ok {
+		switch fc.serveHit(end) {
+		case fastKeep:
+		case fastLend:
+			if !fc.lend(end) {
+				return
+			}
+		case fastHandOff:
 			handedOff = fc.handOff()
 			return
-		}
-		if !keep {
+		default:
 			lingering = fc.closing
 			return
 		}
 	}
 }
+
+// fastOutcome is what became of one request on the fast path.
+type fastOutcome int
+
+const (
+	fastKeep    fastOutcome = iota // answered here; the connection reads the next request
+	fastClose                      // answered here; the connection closes
+	fastLend                       // net/http answers this request alone (edge/lend.go)
+	fastHandOff                    // net/http takes the connection for good
+)
 
 // linger half-closes the connection after a "Connection: close" response and waits (at most
 // fastLinger) for the client to close its side, as net/http does: closing at once with request
@@ -286,16 +302,32 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 }
 
 // serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
-// ok is false, with nothing consumed or written, when net/http must answer it; keep reports
-// that the connection may serve another request.
-func (fc *fastConn) serveHit(end int) (keep, ok bool) {
-	e := fc.fs.e
+// Otherwise, with nothing consumed or written, it says how net/http is to answer it: alone
+// (fastLend) when the request has no body, else with the rest of the connection (fastHandOff).
+func (fc *fastConn) serveHit(end int) fastOutcome {
 	if b := fc.in.Buffered()[0]; b == '\r' || b == '\n' {
-		return false, false // leading empty lines: net/http's reading of them is the reference
+		return fastHandOff // leading empty lines: net/http's reading of them is the reference
 	}
 	if h1.ParseHead(fc.in.Buffered()[:end], &fc.head) != nil {
-		return false, false // net/http answers malformed heads its own way
+		return fastHandOff // net/http answers malformed heads its own way
 	}
+	keep, ok := fc.answerHit(end)
+	switch {
+	case !ok && fc.lendable():
+		return fastLend
+	case !ok:
+		return fastHandOff
+	case keep:
+		return fastKeep
+	}
+	return fastClose
+}
+
+// answerHit answers the parsed request when it is a fresh memory hit. ok is false, with nothing
+// consumed or written, when net/http must answer it; keep reports that the connection may serve
+// another request.
+func (fc *fastConn) answerHit(end int) (keep, ok bool) {
+	e := fc.fs.e
 	hr, ok := fc.inspect()
 	if !ok {
 		return false, false

@@ -35,6 +35,9 @@ type Stats struct {
 	MemoryEvictions, DiskEvictions atomic.Int64
 	// Purged counts entries removed or marked stale by purges; Pushed counts pushed URLs stored.
 	Purged, Pushed atomic.Int64
+	// PushForwarded and PushForwardErrors count pushed objects sent on to admin.push_to peers,
+	// and the forwards that failed.
+	PushForwarded, PushForwardErrors atomic.Int64
 	// TierFallbacks counts fetches that went to the origin because the upper tier failed.
 	TierFallbacks atomic.Int64
 	// Unavailable counts 503s for stored bodies unreadable for a local reason (EMFILE, ...);
@@ -42,6 +45,8 @@ type Stats struct {
 	Unavailable, ConnsRefused atomic.Int64
 	// FastPath counts the hits answered on the HTTP/1.1 fast path (also counted in Hits).
 	FastPath atomic.Int64
+	// Lent counts requests the fast path had net/http answer alone, keeping the connection.
+	Lent atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -83,6 +88,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
 		"fast_path_hits":      float64(s.FastPath.Load()),
+		"fast_path_lent":      float64(s.Lent.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -110,10 +116,13 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("evictions_total", "Entries evicted for lack of room.", &s.DiskEvictions, prometheus.Labels{"tier": "disk"})
 	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)
 	counter("pushed_total", "URLs stored by push (prewarm).", &s.Pushed, nil)
+	counter("push_forwarded_total", "Pushed objects forwarded to admin.push_to peers.", &s.PushForwarded, nil)
+	counter("push_forward_errors_total", "Forwards of pushed objects to admin.push_to peers that failed.", &s.PushForwardErrors, nil)
 	counter("tier_fallbacks_total", "Fetches sent to the origin directly because the upper tier failed.", &s.TierFallbacks, nil)
 	counter("storage_unavailable_total", "503s answered because a stored body could not be read for a local reason (descriptors, memory, disk errors); the entry is kept.", &s.Unavailable, nil)
 	counter("connections_refused_total", "Client connections refused with 503 over max_connections.", &s.ConnsRefused, nil)
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
+	counter("fast_path_lent_total", "Requests the fast path had net/http answer alone before taking the connection back.", &s.Lent, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",

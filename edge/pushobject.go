@@ -76,6 +76,13 @@ func (e *Edge) serveObjectPush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing ?url=: name the absolute URL the object is stored for", http.StatusBadRequest)
 		return
 	}
+	path := pushPathOf(r)
+	for _, id := range path {
+		if id == e.id { // the peers form a loop and the object has been here: stop
+			writeJSON(w, PushResult{URL: target, Status: http.StatusOK, Cache: "ALREADY"})
+			return
+		}
+	}
 	resp, err := http.ReadResponse(bufio.NewReader(http.MaxBytesReader(w, r.Body, maxPushedObject+64<<10)), nil)
 	if err != nil {
 		http.Error(w, "read pushed object: the body must be an HTTP/1.1 response message ("+ObjectMediaType+")", http.StatusBadRequest)
@@ -91,7 +98,9 @@ func (e *Edge) serveObjectPush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, PushResult{URL: target, Status: resp.StatusCode, Cache: "PUSHED"})
+	res := PushResult{URL: target, Status: resp.StatusCode, Cache: "PUSHED"}
+	res.Forwarded = e.forwardPush(r.Context(), target, resp.StatusCode, resp.Header, body, path)
+	writeJSON(w, res)
 }
 
 // ObjectMessage renders a response as the body of PUT /object.

@@ -30,6 +30,8 @@ const (
 	BenchMapCounters         = "counters"
 	BenchMapFloorTable       = "floor_table"
 	BenchMapPrevRings16      = "prev_rings16"
+	BenchMapQuicCounters     = "quic_counters"
+	BenchMapQuicServers      = "quic_servers"
 	BenchMapRings16          = "rings16"
 	BenchMapScCounters       = "sc_counters"
 	BenchMapVipAddrs         = "vip_addrs"
@@ -106,6 +108,8 @@ type BenchMapSpecs struct {
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	FloorTable   *ebpf.MapSpec `ebpf:"floor_table"`
 	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
+	QuicCounters *ebpf.MapSpec `ebpf:"quic_counters"`
+	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
 	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
@@ -150,6 +154,8 @@ type BenchMaps struct {
 	Counters     *ebpf.Map `ebpf:"counters"`
 	FloorTable   *ebpf.Map `ebpf:"floor_table"`
 	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
+	QuicCounters *ebpf.Map `ebpf:"quic_counters"`
+	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
 	Rings16      *ebpf.Map `ebpf:"rings16"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
@@ -170,6 +176,8 @@ func (m *BenchMaps) Close() error {
 		m.Counters,
 		m.FloorTable,
 		m.PrevRings16,
+		m.QuicCounters,
+		m.QuicServers,
 		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,

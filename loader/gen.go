@@ -7,7 +7,7 @@ package loader
 // major version the Makefile names (BPF_CLANG_MAJOR; `make generate` checks it and passes it as
 // BPF2GO_CC), and -nostdinc with only the headers vendored in bpf/include (the kernel UAPI and
 // libbpf headers the programs include, bpf/include/VENDORED.md), none of the host's.
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family LB ../bpf/lb.c -- -I../bpf/include
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family -type quic_vip_bits -type quic_counter_index LB ../bpf/lb.c -- -I../bpf/include
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type decap_key -type sc_prefix_key -type decap_counter_index -type decap_sc_counter_index -type decap_sc_refused_index -type sc_prefix -type family Decap ../bpf/decap.c -- -I../bpf/include
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel Pass ../bpf/pass.c -- -I../bpf/include
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -no-global-types -type floor_key Bench ../bpf/bench.c -- -I../bpf/include

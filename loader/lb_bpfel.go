@@ -141,6 +141,29 @@ type LBLbPercpu struct {
 	SynInserts   uint64
 }
 
+type LBQuicCounterIndex uint32
+
+const (
+	LBQuicCounterIndexQUIC_CNT_ROUTED  LBQuicCounterIndex = 0
+	LBQuicCounterIndexQUIC_CNT_INITIAL LBQuicCounterIndex = 1
+	LBQuicCounterIndexQUIC_CNT_UNKNOWN LBQuicCounterIndex = 2
+	LBQuicCounterIndexQUIC_CNT_NO_ID   LBQuicCounterIndex = 3
+	LBQuicCounterIndexQUIC_CNT_MAX     LBQuicCounterIndex = 4
+)
+
+type LBQuicVipBits uint32
+
+const (
+	LBQuicVipBitsVIP_QUIC_KATRAN        LBQuicVipBits = 4
+	LBQuicVipBitsVIP_QUIC_LB            LBQuicVipBits = 8
+	LBQuicVipBitsVIP_QUIC_SID_LEN_SHIFT LBQuicVipBits = 8
+	LBQuicVipBitsVIP_QUIC_SID_LEN_MASK  LBQuicVipBits = 15
+	LBQuicVipBitsVIP_QUIC_CR_SHIFT      LBQuicVipBits = 12
+	LBQuicVipBitsVIP_QUIC_CR_MASK       LBQuicVipBits = 7
+	LBQuicVipBitsQUIC_LB_SID_MAX        LBQuicVipBits = 4
+	LBQuicVipBitsQUIC_KATRAN_CID_MIN    LBQuicVipBits = 8
+)
+
 type LBRingWord struct {
 	_  structs.HostLayout
 	Id [4]uint16
@@ -193,6 +216,8 @@ const (
 	LBMapConntrack4   = "conntrack4"
 	LBMapCounters     = "counters"
 	LBMapPrevRings16  = "prev_rings16"
+	LBMapQuicCounters = "quic_counters"
+	LBMapQuicServers  = "quic_servers"
 	LBMapRings16      = "rings16"
 	LBMapScCounters   = "sc_counters"
 	LBMapVipAddrs     = "vip_addrs"
@@ -260,6 +285,8 @@ type LBMapSpecs struct {
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
+	QuicCounters *ebpf.MapSpec `ebpf:"quic_counters"`
+	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
 	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
@@ -303,6 +330,8 @@ type LBMaps struct {
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
+	QuicCounters *ebpf.Map `ebpf:"quic_counters"`
+	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
 	Rings16      *ebpf.Map `ebpf:"rings16"`
 	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
@@ -322,6 +351,8 @@ func (m *LBMaps) Close() error {
 		m.Conntrack4,
 		m.Counters,
 		m.PrevRings16,
+		m.QuicCounters,
+		m.QuicServers,
 		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,

@@ -56,6 +56,8 @@ var mapTypes = map[string]struct {
 	LBMapConfig:             {uint32(0), LBLbConfig{}, "__u32", "lb_config"},
 	LBMapCounters:           {uint32(0), LBLbPercpu{}, "__u32", "lb_percpu"},
 	LBMapScCounters:         {uint32(0), LBCounter{}, "__u32", "counter"},
+	LBMapQuicServers:        {uint32(0), uint32(0), "__u32", "__u32"},
+	LBMapQuicCounters:       {uint32(0), LBCounter{}, "__u32", "counter"},
 	DecapMapDecapAddrs:      {DecapDecapKey{}, uint32(0), "decap_key", "__u32"},
 	DecapMapDecapCounters:   {uint32(0), LBCounter{}, "__u32", "counter"},
 	DecapMapDecapScCounters: {uint32(0), LBCounter{}, "__u32", "counter"},

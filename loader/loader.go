@@ -138,6 +138,7 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[LBMapPrevRings16].MaxEntries = RingWords(opts.MaxVIPs, opts.RingSize)
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
+	spec.Maps[LBMapQuicServers].MaxEntries = opts.MaxBackends // one server ID a backend at most
 	spec.Maps[LBMapConntrack4].MaxEntries = opts.ConnTableSize
 	spec.Maps[LBMapConntrack].MaxEntries = opts.ConnTable6Size
 

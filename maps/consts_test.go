@@ -64,6 +64,11 @@ func TestCounterNamesCoverEnums(t *testing.T) {
 	if got := spec.Maps[loader.LBMapScCounters].MaxEntries; uint64(got) != n {
 		t.Errorf("map sc_counters holds %d entries, SC_CNT_MAX is %d", got, n)
 	}
+	n = enumValue(t, spec, "quic_counter_index", "QUIC_CNT_MAX")
+	checkNames(t, "quic_counter_index", n, QUICCounterNames[:])
+	if got := spec.Maps[loader.LBMapQuicCounters].MaxEntries; uint64(got) != n {
+		t.Errorf("map quic_counters holds %d entries, QUIC_CNT_MAX is %d", got, n)
+	}
 }
 
 // TestConstsMatchObject checks the flags and sizes the map code uses against the compiled

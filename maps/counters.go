@@ -85,6 +85,9 @@ func (s *Set) Counters() (map[string]Counter, error) {
 		}
 		out[name] = c
 	}
+	if err := s.quicCounters(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -143,7 +146,7 @@ func (s *Set) ResetCounters() error {
 			return err
 		}
 	}
-	return nil
+	return s.resetQUICCounters()
 }
 
 func zeroPerCPU(m *ebpf.Map, idx uint32) error {

@@ -1,6 +1,8 @@
 // Command edge is the origin of the edge benchmark (bench/edge.sh): it serves the objects the three
 // caches (switchyard, Varnish, nginx proxy_cache) are measured on, all cacheable for an hour, and
-// counts requests so the script can check that the measured phase ran from cache.
+// counts requests so the script can check that the measured phase ran from cache. Paths under
+// /miss/ (the mixed row's misses: every one a new URL) answer a 480-byte object after 1 ms, the
+// latency of an origin nearby, and are counted apart.
 package main
 
 import (
@@ -21,10 +23,22 @@ func main() {
 		"/100k":  []byte(strings.Repeat("k", 100<<10)), // a 100 KB asset
 	}
 	modified := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)
-	var requests atomic.Int64
+	var requests, misses atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, requests.Load())
+	})
+	mux.HandleFunc("/misscount", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, misses.Load())
+	})
+	mux.HandleFunc("/miss/", func(w http.ResponseWriter, r *http.Request) {
+		misses.Add(1)
+		time.Sleep(time.Millisecond)
+		h := w.Header()
+		h.Set("Cache-Control", "public, max-age=3600")
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Last-Modified", modified)
+		w.Write(objects["/small"])
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := objects[r.URL.Path]

@@ -1,9 +1,13 @@
-// Command prof runs one stop (the L7 proxy, the DNS server or the L4 balancer's daemon) from its
-// configuration file with Go's profiler on a second address, for looking at where the stop's CPU
-// goes under its bench's load:
+// Command prof runs one stop (the L7 proxy, the edge cache, the DNS server or the L4 balancer's
+// daemon) from its configuration file with Go's profiler on a second address, for looking at where
+// the stop's CPU goes under its bench's load:
 //
 //	go run ./bench/prof -stop l7 -config l7.yaml -pprof 127.0.0.1:6060 &
 //	wrk -t2 -c64 -d10s http://127.0.0.1:18181/ &
+//	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=5
+//
+//	go run ./bench/prof -stop edge -config edge.yaml -pprof 127.0.0.1:6060 &
+//	wrk -t2 -c64 -d10s -s bench/edge/mixed.lua http://127.0.0.1:18181/ &
 //	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=5
 //
 //	go run ./bench/prof -stop dns -config dns.yaml -pprof 127.0.0.1:21760 &
@@ -29,11 +33,12 @@ import (
 
 	"github.com/switchyard/switchyard/dns"
 	dnsconfig "github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/edge"
 	"github.com/switchyard/switchyard/l7"
 )
 
 func main() {
-	stop := flag.String("stop", "", "the stop to run: l7 or dns")
+	stop := flag.String("stop", "", "the stop to run: l7, edge, dns or lb")
 	file := flag.String("config", "", "the stop's configuration file")
 	pprof := flag.String("pprof", "127.0.0.1:6060", "address for /debug/pprof (\"\": none)")
 	startProf := flag.String("start-profile", "", "lb: write a CPU profile of the start (until the socket is served) to `FILE`")
@@ -68,6 +73,20 @@ func run(ctx context.Context, stop, file string) error {
 			return err
 		}
 		return s.ListenAndServe(ctx)
+	case "edge":
+		cfg, err := edge.LoadConfig(file)
+		if err != nil {
+			return err
+		}
+		e, err := edge.New(cfg)
+		if err != nil {
+			return err
+		}
+		if err := e.Start(); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return e.Close()
 	case "dns":
 		cfg, err := dnsconfig.Load(file)
 		if err != nil {
@@ -84,6 +103,6 @@ func run(ctx context.Context, stop, file string) error {
 		s.Close()
 		return nil
 	default:
-		return fmt.Errorf("profile stop %q: unknown; pass -stop l7, -stop dns or -stop lb", stop)
+		return fmt.Errorf("profile stop %q: unknown; pass -stop l7, -stop edge, -stop dns or -stop lb", stop)
 	}
 }

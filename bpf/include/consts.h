@@ -59,7 +59,8 @@ enum family {
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
 
-/* VIP flags (struct vip_meta.flags). */
+/* VIP flags (struct vip_meta.flags). Bits 2, 3 and 8..14 are QUIC's (enum quic_vip_bits,
+ * include/quic.h, which asserts that they do not overlap these). */
 enum vip_flags {
 	VIP_HASH_SRC_ONLY = 1U << 0, /* hash the source address only */
 	VIP_NO_SRC_PORT = 1U << 1,   /* leave the source port out of the hash */

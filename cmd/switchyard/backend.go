@@ -129,13 +129,17 @@ func backendListCmd() *cli.Command {
 				return err
 			}
 			return l4Output(c, bs, func(w io.Writer) {
-				fmt.Fprintln(w, "VIP\tBACKEND\tID\tSTATE\tWEIGHT\tHEALTH\tRING SHARE\tACTIVE FLOWS\tDRAIN LEFT")
+				fmt.Fprintln(w, "VIP\tBACKEND\tID\tSTATE\tWEIGHT\tHEALTH\tRING SHARE\tACTIVE FLOWS\tDRAIN LEFT\tQUIC SERVER ID")
 				for _, b := range bs {
 					left := "-"
 					if b.DrainLeft > 0 {
 						left = b.DrainLeft.Truncate(time.Second).String()
 					}
-					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%.1f%%\t%d\t%s\n", b.VIP, b.Address, b.ID, b.State, b.Weight, b.Health, b.RingShare*100, b.ActiveFlows, left)
+					sid := "-"
+					if b.ServerID != 0 {
+						sid = fmt.Sprint(b.ServerID)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%.1f%%\t%d\t%s\t%s\n", b.VIP, b.Address, b.ID, b.State, b.Weight, b.Health, b.RingShare*100, b.ActiveFlows, left, sid)
 				}
 				if len(bs) == 0 {
 					fmt.Fprintln(w, "(no backend: add one with `switchyard backend add VIP ADDRESS`)")

@@ -65,6 +65,7 @@ func edgeRunCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			e.ApplyMemoryLimit() // this process is the edge's: keep RSS near the budget
 			if err := e.Start(); err != nil {
 				return err
 			}

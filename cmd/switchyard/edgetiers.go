@@ -76,6 +76,19 @@ func pushObject(c *cli.Context) error {
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "%s: %s: %d %s (%d bytes)\n", cl.Base, res.URL, res.Status, res.Cache, len(body))
+		printForwards(c.App.Writer, res.Forwarded, "  ")
 	}
 	return nil
+}
+
+// printForwards shows where an edge forwarded a pushed object (admin.push_to), indented by hop.
+func printForwards(w io.Writer, fs []edge.PushResult, indent string) {
+	for _, f := range fs {
+		if f.Error != "" {
+			fmt.Fprintf(w, "%s-> %s: error: %s\n", indent, f.Peer, f.Error)
+			continue
+		}
+		fmt.Fprintf(w, "%s-> %s: %d %s\n", indent, f.Peer, f.Status, f.Cache)
+		printForwards(w, f.Forwarded, indent+"  ")
+	}
 }

@@ -470,7 +470,7 @@ vips:
 	}
 	var stats api.Stats
 	runL4JSON(t, &stats, append([]string{"lb", "stats"}, S...)...)
-	if len(stats.VIPs) != 2 || len(stats.Backends) != 4 || len(stats.Counters) != len(maps.CounterNames)+len(maps.SecondChanceCounterNames) || stats.VIPs[0].ActiveFlows != 1 {
+	if len(stats.VIPs) != 2 || len(stats.Backends) != 4 || len(stats.Counters) != len(maps.CounterNames)+len(maps.SecondChanceCounterNames)+len(maps.QUICCounterNames) || stats.VIPs[0].ActiveFlows != 1 {
 		t.Fatalf("stats: %+v", stats)
 	}
 	if _, err := runL4CLI(t, append([]string{"vip", "remove", "[fd00:5e:100::1]:443/tcp"}, S...)...); err != nil {

@@ -166,6 +166,8 @@ type BackendInfo struct {
 	DrainLeft time.Duration `json:"drain_left_ns,omitempty"`
 	// RingShare is the fraction of ring slots it holds.
 	RingShare float64 `json:"ring_share"`
+	// ServerID is its QUIC server ID when the VIP routes QUIC by connection ID (else 0).
+	ServerID uint32 `json:"server_id,omitempty"`
 }
 
 // HealthInfo is one row of `lb health`.

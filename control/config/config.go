@@ -118,6 +118,8 @@ type VIP struct {
 	Hash string `yaml:"hash,omitempty"`
 	// Health is the backend health check; nil means backends are always healthy.
 	Health *HealthCheck `yaml:"health,omitempty"`
+	// QUIC routes QUIC packets by the server ID in their connection IDs (quic.go).
+	QUIC QUIC `yaml:"quic,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
 	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
@@ -132,6 +134,9 @@ type Backend struct {
 	Weight uint32 `yaml:"weight,omitempty"`
 	// Drained takes it out of the ring; its established flows continue until drain_timeout.
 	Drained bool `yaml:"drained,omitempty"`
+	// ServerID is its QUIC server ID when the VIP routes QUIC by connection ID; 0 (left out)
+	// uses its backend id.
+	ServerID uint32 `yaml:"server_id,omitempty"`
 	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
 	addr parsedAddr
 }
@@ -421,7 +426,7 @@ func (v *VIP) Key() maps.VIPKey {
 // Flags are the VIP's hash flags; the VIP must be valid.
 func (v *VIP) Flags() maps.VIPFlags {
 	f, _ := ParseHash(v.Hash)
-	return f
+	return f | v.QUIC.flags()
 }
 
 // ParseHash reads a hash option.

@@ -117,7 +117,7 @@ func marshalVIP(v VIP) ([]byte, error) {
 // Equal reports whether two VIPs are the same configuration (every field compared; see
 // TestVIPEqualCoversEveryField).
 func (v VIP) Equal(o VIP) bool {
-	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash {
+	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash || v.QUIC != o.QUIC {
 		return false
 	}
 	if (v.Health == nil) != (o.Health == nil) || (v.Health != nil && *v.Health != *o.Health) {
@@ -128,7 +128,7 @@ func (v VIP) Equal(o VIP) bool {
 	}
 	for i := range v.Backends {
 		// Field by field: the parsed address beside Address is derived, not configuration.
-		if b, ob := &v.Backends[i], &o.Backends[i]; b.Address != ob.Address || b.Weight != ob.Weight || b.Drained != ob.Drained {
+		if b, ob := &v.Backends[i], &o.Backends[i]; b.Address != ob.Address || b.Weight != ob.Weight || b.Drained != ob.Drained || b.ServerID != ob.ServerID {
 			return false
 		}
 	}

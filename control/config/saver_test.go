@@ -92,12 +92,15 @@ func TestVIPEqualCoversEveryField(t *testing.T) {
 			f.Set(reflect.Zero(f.Type()))
 		case reflect.Slice:
 			v.Backends = append(v.Backends, Backend{})
+		case reflect.Struct: // the quic block: its own fields are walked below
+			v.QUIC.Enabled = true
 		default:
 			mutate(f)
 		}
 	})
 	walk(reflect.TypeOf(Backend{}), func(v *VIP, i int) { mutate(reflect.ValueOf(&v.Backends[0]).Elem().Field(i)) })
 	walk(reflect.TypeOf(HealthCheck{}), func(v *VIP, i int) { mutate(reflect.ValueOf(v.Health).Elem().Field(i)) })
+	walk(reflect.TypeOf(QUIC{}), func(v *VIP, i int) { mutate(reflect.ValueOf(&v.QUIC).Elem().Field(i)) })
 }
 
 // TestValidateChange: a change is validated like the whole file for the VIPs it touches and for

@@ -183,6 +183,9 @@ func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int
 		}
 		keys[v.Key()] = i
 	}
+	if err := c.validateServerIDs(l); err != nil {
+		return err
+	}
 	maxB := c.MaxBackends
 	if maxB == 0 {
 		maxB = DefaultMaxBackends
@@ -290,6 +293,9 @@ func (v *VIP) validate(l locator, i int) error {
 		if b.Weight > 1<<16 {
 			return l.errf(at("backends", j, "weight"), "%d too large: use 1..65536 (left out means 1; drain to take it out)", b.Weight)
 		}
+	}
+	if err := v.validateQUIC(l, i); err != nil {
+		return err
 	}
 	v.VIPDefaults()
 	return nil

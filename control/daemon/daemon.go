@@ -63,6 +63,7 @@ type Daemon struct {
 
 	fwd     *loader.Forwarder
 	set     *maps.Set
+	quicIDs map[uint32]uint32 // the server ID map as last written (quic.go); nil: read it back
 	lnk     link.Link
 	adopted bool
 

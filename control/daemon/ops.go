@@ -280,7 +280,8 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 			st := states[k]
 			id, _ := d.rec.BackendID(a)
 			bi := api.BackendInfo{VIP: v.Name, Address: a.String(), ID: id, Weight: b.Weight, State: st.state,
-				InRing: st.inRing, Health: d.healthWord(k), HealthMode: d.healthMode(k), ActiveFlows: flows[v.Name][id]}
+				InRing: st.inRing, Health: d.healthWord(k), HealthMode: d.healthMode(k), ActiveFlows: flows[v.Name][id],
+				ServerID: d.quicServerID(&v, b, id)}
 			if len(ring) > 0 {
 				bi.RingShare = float64(shares[id]) / float64(len(ring))
 			}
@@ -400,6 +401,9 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	info.Backend, info.BackendID, info.Reason = info.RingBackend, ringID, "maglev slot"
 	if tracked {
 		info.Note = "a connection-table entry exists but no longer applies (backend removed or UDP timeout): the next packet re-hashes"
+	}
+	if v.Flags().QUIC() {
+		info.Note = joinNote(info.Note, quicFlowNote)
 	}
 	return info, nil
 }

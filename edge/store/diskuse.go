@@ -38,12 +38,15 @@ func (s *Store) measure(m *Meta) {
 	m.disk = n + metaAllocated(s.path(m.File, ".meta"))
 }
 
+// metaFileOverhead approximates an entry's meta file before its allocation is measured.
+const metaFileOverhead = 512
+
 // diskWeight is an entry's weight in the disk index: its allocated bytes, or (before they are
 // known) its length plus the meta overhead.
 func diskWeight(m *Meta) uint32 {
 	w := m.disk
 	if w <= 0 {
-		w = m.Size + headerOverhead
+		w = m.Size + metaFileOverhead
 	}
 	return uint32(min(w, 1<<31))
 }

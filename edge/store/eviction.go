@@ -32,12 +32,22 @@ func CheckEviction(name string) error {
 // listCache for the lru and s3fifo policies.
 type memTier interface {
 	GetIfPresent(key string) (*Entry, bool)
+	Peek(key string) (*Entry, bool)
 	Set(key string, e *Entry) (*Entry, bool)
 	Invalidate(key string) (*Entry, bool)
 	All() iter.Seq2[string, *Entry]
 	EstimatedSize() int
 	IsWeighted() bool
 	WeightedSize() uint64
+}
+
+// otterTier is the W-TinyLFU memory tier.
+type otterTier struct{ *otter.Cache[string, *Entry] }
+
+// Peek returns key's entry without counting an access.
+func (t otterTier) Peek(key string) (*Entry, bool) {
+	ent, ok := t.GetEntryQuietly(key)
+	return ent.Value, ok
 }
 
 // node is one resident entry of a listCache, linked into its queue.
@@ -91,7 +101,8 @@ type listCache struct {
 	s3fifo   bool
 	capacity uint64
 	weigher  func(*Entry) uint64 // nil: each entry weighs 1 (an object budget)
-	onEvict  func()
+	onEvict  func(*Entry)        // called outside the lock for each entry evicted
+	dropped  []*Entry            // evicted under the lock, for onEvict after it
 	items    map[string]*node
 	small    queue // lru: the only queue
 	main     queue
@@ -106,7 +117,7 @@ type ghostKey struct {
 }
 
 // newListCache makes an lru or s3fifo memory tier of capacity (bytes with a weigher, else objects).
-func newListCache(policy string, capacity uint64, weigher func(*Entry) uint64, onEvict func()) *listCache {
+func newListCache(policy string, capacity uint64, weigher func(*Entry) uint64, onEvict func(*Entry)) *listCache {
 	return &listCache{
 		s3fifo: policy == EvictS3FIFO, capacity: capacity, weigher: weigher, onEvict: onEvict,
 		items: map[string]*node{}, ghost: map[string]uint64{},
@@ -137,9 +148,34 @@ func (c *listCache) GetIfPresent(key string) (*Entry, bool) {
 	return n.val, true
 }
 
+// Peek returns key's entry without counting a hit.
+func (c *listCache) Peek(key string) (*Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.items[key]; ok {
+		return n.val, true
+	}
+	return nil, false
+}
+
 // Set stores e under key and evicts until the tier is within its capacity. An entry heavier
-// than the whole capacity is not stored (as otter does).
+// than the whole capacity is not stored (as otter does). Evicted entries are reported to
+// onEvict after the lock is released (the store's callback looks entries up again).
 func (c *listCache) Set(key string, e *Entry) (*Entry, bool) {
+	prev, ok := c.set(key, e)
+	c.mu.Lock()
+	dropped := c.dropped
+	c.dropped = nil
+	c.mu.Unlock()
+	for _, d := range dropped {
+		if c.onEvict != nil {
+			c.onEvict(d)
+		}
+	}
+	return prev, ok
+}
+
+func (c *listCache) set(key string, e *Entry) (*Entry, bool) {
 	w := c.weigh(e)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -220,9 +256,7 @@ func (c *listCache) evict() {
 func (c *listCache) drop(n *node) {
 	c.unlink(n)
 	delete(c.items, n.key)
-	if c.onEvict != nil {
-		c.onEvict()
-	}
+	c.dropped = append(c.dropped, n.val)
 }
 
 // addGhost remembers a key dropped from the small queue; the ghost queue holds at most as many
@@ -290,9 +324,9 @@ func (c *listCache) WeightedSize() uint64 {
 // newListCacheFor builds the lru or s3fifo tier with the budget and weigher the otter options
 // carry, so every policy counts an entry the same way.
 func newListCacheFor(cfg Config, mo *otter.Options[string, *Entry]) *listCache {
-	onEvict := func() {
-		if cfg.OnEvict != nil {
-			cfg.OnEvict("memory")
+	onEvict := func(e *Entry) {
+		if mo.OnDeletion != nil {
+			mo.OnDeletion(otter.DeletionEvent[string, *Entry]{Key: e.Meta.Key, Value: e, Cause: otter.CauseOverflow})
 		}
 	}
 	if mo.Weigher == nil {

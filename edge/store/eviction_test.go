@@ -20,7 +20,7 @@ func resident(c memTier, keys ...string) (in []string) {
 
 func TestLRUEvictsStrictlyByRecency(t *testing.T) {
 	evicted := 0
-	c := newListCache(EvictLRU, 3, nil, func() { evicted++ })
+	c := newListCache(EvictLRU, 3, nil, func(*Entry) { evicted++ })
 	for _, k := range []string{"a", "b", "c"} {
 		c.Set(k, ent(1))
 	}
@@ -104,8 +104,9 @@ func TestS3FIFOGhostAdmitsToMain(t *testing.T) {
 
 func TestEvictionPoliciesThroughStore(t *testing.T) {
 	for _, pol := range []string{"", EvictTinyLFU, EvictLRU, EvictS3FIFO} {
-		var evictions atomic.Int64 // otter calls OnEvict from its own goroutines
-		s, err := Open(Config{MemoryBytes: 10 * (1000 + headerOverhead), Eviction: pol,
+		var evictions atomic.Int64                                                                  // otter calls OnEvict from its own goroutines
+		one := uint64(entryWeight(&Entry{Meta: &Meta{Key: "k10"}, Body: make([]byte, 1000, 1024)})) // the writer's buffer: size class 1024
+		s, err := Open(Config{MemoryBytes: int64(10 * one), Eviction: pol,
 			OnEvict: func(string) { evictions.Add(1) }})
 		if err != nil {
 			t.Fatalf("%q: %v", pol, err)
@@ -118,7 +119,7 @@ func TestEvictionPoliciesThroughStore(t *testing.T) {
 			}
 		}
 		if pol == EvictLRU || pol == EvictS3FIFO { // otter counts evictions asynchronously
-			if m, _ := s.Bytes(); m > 10*(1000+headerOverhead) || evictions.Load() != 40 || s.Len() != 10 {
+			if m, _ := s.Bytes(); m > 10*one || evictions.Load() != 40 || s.Len() != 10 {
 				t.Fatalf("%s: %d bytes, %d evictions, %d entries", pol, m, evictions.Load(), s.Len())
 			}
 			if _, ok, err := s.Get("k49"); !ok || err != nil {

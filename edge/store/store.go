@@ -129,10 +129,10 @@ type Store struct {
 	mem  memTier
 	disk *otter.Cache[string, *Meta] // the index of the disk tier; nil without one
 	gen  atomic.Int64
+	tags tagIndex // purge tag -> keys, for both tiers (tagindex.go)
+	// interned holds the header values and directives entries share (intern.go).
+	interned interner
 }
-
-// headerOverhead approximates the bytes of an entry besides its body, for the memory budget.
-const headerOverhead = 512
 
 // Open creates the store and, with a disk tier, rebuilds its index from the directory.
 func Open(cfg Config) (*Store, error) {
@@ -146,6 +146,9 @@ func Open(cfg Config) (*Store, error) {
 			if e.Cause == otter.CauseOverflow && cfg.OnEvict != nil {
 				cfg.OnEvict("memory")
 			}
+			if e.Value != nil {
+				s.untag(e.Value.Meta)
+			}
 		},
 	}
 	if cfg.MemoryObjects > 0 {
@@ -155,7 +158,7 @@ func Open(cfg Config) (*Store, error) {
 			return nil, errors.New("open store: memory budget must be positive; set memory.max_bytes or memory.max_objects")
 		}
 		mo.MaximumWeight = uint64(cfg.MemoryBytes)
-		mo.Weigher = func(_ string, e *Entry) uint32 { return uint32(len(e.Body) + headerOverhead) }
+		mo.Weigher = func(_ string, e *Entry) uint32 { return entryWeight(e) } // weight.go
 	}
 	if err := CheckEviction(cfg.Eviction); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -163,8 +166,12 @@ func Open(cfg Config) (*Store, error) {
 	var err error
 	if cfg.Eviction == EvictLRU || cfg.Eviction == EvictS3FIFO {
 		s.mem = newListCacheFor(cfg, mo)
-	} else if s.mem, err = otter.New(mo); err != nil {
-		return nil, fmt.Errorf("open store: create memory tier: %w", err)
+	} else {
+		c, err := otter.New(mo)
+		if err != nil {
+			return nil, fmt.Errorf("open store: create memory tier: %w", err)
+		}
+		s.mem = otterTier{c}
 	}
 	if cfg.Dir == "" {
 		return s, nil
@@ -198,6 +205,7 @@ func (s *Store) onDiskDeletion(e otter.DeletionEvent[string, *Meta]) {
 	s.mem.Invalidate(e.Key)
 	os.Remove(s.path(e.Value.File, ".body"))
 	os.Remove(s.path(e.Value.File, ".meta"))
+	s.untag(e.Value)
 }
 
 // path returns the location of a file of the disk tier; files are sharded by the first two hex
@@ -277,7 +285,9 @@ func (s *Store) rebuild() error {
 	}
 	for k, m := range best {
 		m.Directives = parse(m.Header)
+		s.intern(m)
 		s.disk.Set(k, m)
+		s.tags.add(m)
 	}
 	return nil
 }
@@ -366,6 +376,14 @@ func (s *Store) Open(m *Meta) (*os.File, error) {
 // Update replaces the metadata of a stored entry (a 304 refresh or a soft purge), keeping its
 // body. It does nothing when key is no longer stored.
 func (s *Store) Update(m *Meta) error {
+	s.intern(m)
+	old, _ := s.Peek(m.Key)
+	defer func() {
+		if cur, ok := s.Peek(m.Key); ok && cur == m {
+			s.tags.add(m)
+			s.untag(old)
+		}
+	}()
 	if s.disk != nil {
 		if cur, ok := s.disk.GetIfPresent(m.Key); !ok || cur.File != m.File {
 			return nil
@@ -384,10 +402,12 @@ func (s *Store) Update(m *Meta) error {
 
 // Delete removes key from both tiers.
 func (s *Store) Delete(key string) {
+	old, _ := s.Peek(key)
 	s.mem.Invalidate(key)
 	if s.disk != nil {
 		s.disk.Invalidate(key)
 	}
+	s.untag(old)
 }
 
 // All calls fn for the metadata of every stored entry until fn returns false.
@@ -521,7 +541,12 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 		return nil, w.failed
 	}
 	m.Size = w.n
+	w.s.intern(m)
+	if cap(w.buf) > len(w.buf)+len(w.buf)/8 {
+		w.buf = append(make([]byte, 0, len(w.buf)), w.buf...) // the growth slack would stay resident
+	}
 	e := &Entry{Meta: m, Body: w.buf}
+	old, _ := w.s.Peek(m.Key)
 	if w.f != nil {
 		m.File = FileName(m.Key, w.s.gen.Add(1))
 		dst := w.s.path(m.File, ".body")
@@ -546,6 +571,8 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	if w.n <= w.s.cfg.MaxObjectBytes {
 		w.s.mem.Set(m.Key, e)
 	}
+	w.s.tags.add(m)
+	w.s.untag(old)
 	return e, nil
 }
 
