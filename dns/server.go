@@ -124,6 +124,7 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 
 // build compiles cfg into a state, carrying health state over from prev.
 func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

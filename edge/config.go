@@ -173,7 +173,8 @@ func LoadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig parses YAML, rejects unknown fields, fills defaults and validates.
+// ParseConfig parses YAML, rejects unknown fields, fills defaults (ApplyDefaults) and validates
+// (Validate).
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	// Errors name the line, the field and the fix; io.EOF means an empty document: every
@@ -185,6 +186,7 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return Config{}, fmt.Errorf("parse edge config: %w", err)
 	}
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		var fe *fieldError
 		if errors.As(err, &fe) {
@@ -238,11 +240,43 @@ func lineOf(n *yaml.Node, path []string) int {
 	return line
 }
 
-// Validate fills defaults and checks every field, naming the field and the fix on error.
-func (c *Config) Validate() error {
+// ApplyDefaults fills every unset option, of the edge, its tiers and its rules. It is
+// idempotent and keeps set values; call it before Validate (ParseConfig and New do).
+func (c *Config) ApplyDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	}
+	if c.Memory.MaxBytes == 0 && c.Memory.MaxObjects == 0 {
+		c.Memory.MaxBytes = 256 << 20
+	}
+	if c.Memory.MaxObjectBytes == 0 {
+		c.Memory.MaxObjectBytes = 8 << 20
+	}
+	if c.Disk.Dir != "" && c.Disk.MaxBytes == 0 {
+		c.Disk.MaxBytes = 1 << 30
+	}
+	if c.PassTTL == 0 {
+		c.PassTTL = Duration(2 * time.Minute)
+	}
+	if c.FetchTimeout == 0 {
+		c.FetchTimeout = Duration(60 * time.Second)
+	}
+	if c.Heuristic.Fraction == 0 {
+		c.Heuristic.Fraction = 0.1
+	}
+	if c.Heuristic.Max == 0 {
+		c.Heuristic.Max = Duration(24 * time.Hour)
+	}
+	c.Tiers.applyDefaults()
+	for i := range c.Origins {
+		c.Origins[i].Tiers.applyDefaults()
+	}
+	c.RulesConfig.applyDefaults()
+}
+
+// Validate checks every field of a configuration ApplyDefaults has filled, naming the field
+// and the fix on error.
+func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return &fieldError{"listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080", c.Listen)}
 	}
@@ -276,35 +310,14 @@ func (c *Config) Validate() error {
 	if err := c.Admin.validatePushPeers(); err != nil {
 		return err
 	}
-	if c.Memory.MaxBytes == 0 && c.Memory.MaxObjects == 0 {
-		c.Memory.MaxBytes = 256 << 20
-	}
 	if c.Memory.MaxObjects < 0 {
 		return &fieldError{"memory.max_objects", "must not be negative"}
-	}
-	if c.Memory.MaxObjectBytes == 0 {
-		c.Memory.MaxObjectBytes = 8 << 20
 	}
 	if err := store.CheckEviction(c.Memory.Eviction); err != nil {
 		return &fieldError{"memory.eviction", err.Error()}
 	}
-	if c.Disk.Dir != "" && c.Disk.MaxBytes == 0 {
-		c.Disk.MaxBytes = 1 << 30
-	}
-	if c.PassTTL == 0 {
-		c.PassTTL = Duration(2 * time.Minute)
-	}
-	if c.FetchTimeout == 0 {
-		c.FetchTimeout = Duration(60 * time.Second)
-	}
-	if c.Heuristic.Fraction == 0 {
-		c.Heuristic.Fraction = 0.1
-	}
 	if c.Heuristic.Fraction < 0 || c.Heuristic.Fraction > 1 {
 		return &fieldError{"heuristic.fraction", fmt.Sprintf("%v is outside 0..1; RFC 9111 suggests 0.1", c.Heuristic.Fraction)}
-	}
-	if c.Heuristic.Max == 0 {
-		c.Heuristic.Max = Duration(24 * time.Hour)
 	}
 	if err := c.Tiers.validate("tiers"); err != nil {
 		return err

@@ -82,9 +82,10 @@ func WithLogger(l *slog.Logger) Option { return func(e *Edge) { e.log = l } }
 // served instead of bound again, and every listener is kept to pass on (internal/handover).
 func WithSockets(sk *handover.Sockets) Option { return func(e *Edge) { e.sockets = sk } }
 
-// New builds an Edge: it validates cfg, opens the store (rebuilding the disk index) and, with
-// tier candidates, starts measuring them. Call Close to stop it.
+// New builds an Edge: it fills cfg's defaults and validates it, opens the store (rebuilding the
+// disk index) and, with tier candidates, starts measuring them. Call Close to stop it.
 func New(cfg Config, opts ...Option) (*Edge, error) {
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configure edge: %w", err)
 	}

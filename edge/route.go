@@ -42,16 +42,6 @@ func (t *TierConfig) validate(at string) error {
 	if t.Token != "" && at != "tiers" {
 		return &fieldError{at + ".token", "the tier token is edge-wide; set it once as the top-level tiers.token"}
 	}
-	if t.Topology == "" {
-		switch {
-		case len(t.Upper) > 0:
-			t.Topology = TopologyCustom
-		case len(t.Candidates) > 0:
-			t.Topology = TopologySmart
-		default:
-			t.Topology = TopologyNone
-		}
-	}
 	for i, c := range t.Candidates {
 		if err := checkBaseURL(c); err != nil {
 			return &fieldError{at + ".candidates", fmt.Sprintf("entry %d: %v", i+1, err)}
@@ -75,13 +65,27 @@ func (t *TierConfig) validate(at string) error {
 	default:
 		return &fieldError{at + ".topology", fmt.Sprintf("%q is not smart, generic, custom or none", t.Topology)}
 	}
+	return nil
+}
+
+// applyDefaults fills the topology (from which list is set) and the probe settings.
+func (t *TierConfig) applyDefaults() {
+	if t.Topology == "" {
+		switch {
+		case len(t.Upper) > 0:
+			t.Topology = TopologyCustom
+		case len(t.Candidates) > 0:
+			t.Topology = TopologySmart
+		default:
+			t.Topology = TopologyNone
+		}
+	}
 	if t.ProbeInterval == 0 {
 		t.ProbeInterval = Duration(30 * time.Second)
 	}
 	if t.ProbeSamples <= 0 {
 		t.ProbeSamples = 3
 	}
-	return nil
 }
 
 // validateOrigins checks the origins list: a URL each, at least one host each, and no host

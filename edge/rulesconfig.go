@@ -50,9 +50,6 @@ var defaultTargeted = []string{"Cdn-Cache-Control"}
 
 // validate fills defaults and checks the rules' fields, canonicalising field names.
 func (c *RulesConfig) validate() error {
-	if len(c.TargetedCacheControl) == 0 {
-		c.TargetedCacheControl = defaultTargeted
-	}
 	// Copies: the names are canonicalised in place, and the caller's slices stay theirs.
 	c.TargetedCacheControl = append([]string(nil), c.TargetedCacheControl...)
 	c.RequestHeaders.Forward = append([]string(nil), c.RequestHeaders.Forward...)
@@ -74,6 +71,14 @@ func (c *RulesConfig) validate() error {
 	if c.MaxConnections < 0 {
 		return &fieldError{"max_connections", "negative; use 0 for the automatic cap or a positive limit"}
 	}
+	return nil
+}
+
+// applyDefaults fills the targeted fields, stale_if_unreachable and client_timeout.
+func (c *RulesConfig) applyDefaults() {
+	if len(c.TargetedCacheControl) == 0 {
+		c.TargetedCacheControl = defaultTargeted
+	}
 	if c.StaleIfUnreachable == nil {
 		d := Duration(time.Hour)
 		c.StaleIfUnreachable = &d
@@ -81,7 +86,6 @@ func (c *RulesConfig) validate() error {
 	if c.ClientTimeout == 0 {
 		c.ClientTimeout = Duration(60 * time.Second)
 	}
-	return nil
 }
 
 // canonicalNames checks that every entry is a field name the edge may forward or key on and

@@ -242,7 +242,8 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig parses YAML, rejects unknown fields, applies defaults and validates. Errors name
+// ParseConfig parses YAML, rejects unknown fields, applies defaults (ApplyDefaults) and validates
+// (Validate). Errors name
 // the line and the field.
 func ParseConfig(data []byte) (*Config, error) {
 	cfg := &Config{}
@@ -258,8 +259,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	cfg.lines = map[string]int{}
 	indexLines(&root, "", cfg.lines)
-	cfg.defaults()
-	if err := cfg.validate(); err != nil {
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -308,8 +309,9 @@ func (c *Config) fieldError(field, format string, args ...any) error {
 	return fmt.Errorf("config: %s: %s", field, msg)
 }
 
-// defaults fills the unset fields of the configuration and of each pool.
-func (c *Config) defaults() {
+// ApplyDefaults fills the unset fields of the configuration and of each pool. It is idempotent
+// and keeps set values; call it before Validate (ParseConfig does).
+func (c *Config) ApplyDefaults() {
 	if c.Limits.MaxInFlight == 0 {
 		c.Limits.MaxInFlight = 10000
 	}
@@ -403,7 +405,9 @@ func (p *Pool) defaults() {
 
 var errNoListener = errors.New("no listeners; add listeners: [{address: 127.0.0.1:8080}]")
 
-func (c *Config) validate() error {
+// Validate checks a configuration ApplyDefaults has filled; errors name the line and the field
+// when the configuration came from ParseConfig.
+func (c *Config) Validate() error {
 	if len(c.Listeners) == 0 {
 		return fmt.Errorf("config: %w", errNoListener)
 	}

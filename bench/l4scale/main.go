@@ -296,114 +296,127 @@ type scale struct {
 	ringPerSlot, rssMiB                    float64
 }
 
+// samples are one VIP count's measurements, one a round (drains and adds: one a change).
+type samples struct {
+	colds, adopts, drains, adds, statuses, coldCPU, adoptCPU, drainCPU, addCPU []time.Duration
+	rss                                                                        []float64
+}
+
 func measure(l *lab, o opts, n int) (scale, error) {
 	var s scale
 	cfg, err := l.writeConfig(n, o)
 	if err != nil {
 		return s, err
 	}
-	sock := filepath.Join(l.dir, "lb.sock")
-	var colds, adopts, drains, adds, statuses, coldCPU, adoptCPU, drainCPU, addCPU []time.Duration
-	var rss []float64
+	var m samples
 	for r := 0; r < o.rounds; r++ {
-		_ = loader.Detach(l.pinDir())
-		d, cold, err := l.start(o, cfg, fmt.Sprintf("%d-cold-%d", n, r))
-		if err != nil {
-			return s, fmt.Errorf("%d VIPs, cold start: %w", n, err)
-		}
-		colds = append(colds, cold)
-		c, err := d.cpu()
-		if err != nil {
-			d.stop()
+		if err := measureRound(l, o, n, r, cfg, &m, &s); err != nil {
 			return s, err
 		}
-		coldCPU = append(coldCPU, c)
-		d.stop()
-		d, adopt, err := l.start(o, cfg, fmt.Sprintf("%d-adopt-%d", n, r))
-		if err != nil {
-			return s, fmt.Errorf("%d VIPs, adopt: %w", n, err)
-		}
-		adopts = append(adopts, adopt)
-		c0, err := d.cpu()
-		if err != nil {
-			d.stop()
-			return s, err
-		}
-		adoptCPU = append(adoptCPU, c0)
-		t0 := time.Now()
-		var st api.Status
-		if err := api.NewClient(sock).Call(context.Background(), api.OpStatus, api.Empty{}, &st); err != nil || len(st.Rings) != n {
-			d.stop()
-			return s, fmt.Errorf("%d VIPs: lb status: %v (%d ring digests)", n, err, len(st.Rings))
-		}
-		statuses = append(statuses, time.Since(t0))
-		if c0, err = d.cpu(); err != nil {
-			d.stop()
-			return s, err
-		}
-		if !strings.Contains(d.logText(), "slots_written=0") {
-			d.stop()
-			return s, fmt.Errorf("%d VIPs: the adopting daemon rewrote ring slots:\n%s", n, d.logText())
-		}
-		vip := vipConfig(n/2, o.backends, min(n*4+o.backends, 65000))
-		for k := 0; k < o.changes; k++ {
-			b := vip.Backends[k%len(vip.Backends)].Address
-			for _, op := range []string{api.OpBackendDrain, api.OpBackendUndrain} {
-				t, err := call(sock, op, api.BackendReq{VIP: vip.Name, Address: b})
-				if err != nil {
-					d.stop()
-					return s, err
-				}
-				drains = append(drains, t)
-			}
-		}
-		c1, err := d.cpu()
-		if err != nil {
-			d.stop()
-			return s, err
-		}
-		drainCPU = append(drainCPU, (c1-c0)/time.Duration(2*o.changes))
-		for k := 0; k < o.changes; k++ {
-			nv := vipConfig(n+1, o.backends, 65000)
-			nv.Name = "added"
-			t, err := call(sock, api.OpVIPAdd, api.VIPAdd{VIP: nv})
-			if err == nil {
-				_, err = call(sock, api.OpVIPRemove, api.VIPRef{VIP: "added"})
-			}
-			if err != nil {
-				d.stop()
-				return s, err
-			}
-			adds = append(adds, t)
-		}
-		c2, err := d.cpu()
-		if err != nil {
-			d.stop()
-			return s, err
-		}
-		addCPU = append(addCPU, (c2-c1)/time.Duration(o.changes)) // an add and its remove
-		m, err := d.rssAnon()
-		if err != nil {
-			d.stop()
-			return s, err
-		}
-		rss = append(rss, m)
-		if r == 0 {
-			b, err := l.ringBytes()
-			if err != nil {
-				d.stop()
-				return s, err
-			}
-			s.ringPerSlot = b / (float64(n+1) * float64(o.ring))
-		}
-		d.stop()
 	}
 	_ = loader.Detach(l.pinDir())
-	s.cold, s.adopt, s.drain, s.vipAdd, s.status = median(colds), median(adopts), median(drains), median(adds), median(statuses)
-	s.coldCPU, s.adoptCPU, s.drainCPU, s.vipAddCPU = median(coldCPU), median(adoptCPU), median(drainCPU), median(addCPU)
-	sort.Float64s(rss)
-	s.rssMiB = rss[len(rss)/2]
+	s.cold, s.adopt, s.drain, s.vipAdd, s.status = median(m.colds), median(m.adopts), median(m.drains), median(m.adds), median(m.statuses)
+	s.coldCPU, s.adoptCPU, s.drainCPU, s.vipAddCPU = median(m.coldCPU), median(m.adoptCPU), median(m.drainCPU), median(m.addCPU)
+	sort.Float64s(m.rss)
+	s.rssMiB = m.rss[len(m.rss)/2]
 	return s, nil
+}
+
+// measureRound is round r: a cold start, then an adopting start that is asked its status and
+// then changed (measureChanges); the first round also measures the ring memory into s.
+func measureRound(l *lab, o opts, n, r int, cfg string, m *samples, s *scale) error {
+	sock := filepath.Join(l.dir, "lb.sock")
+	_ = loader.Detach(l.pinDir())
+	d, cold, err := l.start(o, cfg, fmt.Sprintf("%d-cold-%d", n, r))
+	if err != nil {
+		return fmt.Errorf("%d VIPs, cold start: %w", n, err)
+	}
+	m.colds = append(m.colds, cold)
+	c, err := d.cpu()
+	if err != nil {
+		d.stop()
+		return err
+	}
+	m.coldCPU = append(m.coldCPU, c)
+	d.stop()
+	d, adopt, err := l.start(o, cfg, fmt.Sprintf("%d-adopt-%d", n, r))
+	if err != nil {
+		return fmt.Errorf("%d VIPs, adopt: %w", n, err)
+	}
+	defer d.stop()
+	m.adopts = append(m.adopts, adopt)
+	c0, err := d.cpu()
+	if err != nil {
+		return err
+	}
+	m.adoptCPU = append(m.adoptCPU, c0)
+	t0 := time.Now()
+	var st api.Status
+	if err := api.NewClient(sock).Call(context.Background(), api.OpStatus, api.Empty{}, &st); err != nil || len(st.Rings) != n {
+		return fmt.Errorf("%d VIPs: lb status: %v (%d ring digests)", n, err, len(st.Rings))
+	}
+	m.statuses = append(m.statuses, time.Since(t0))
+	if c0, err = d.cpu(); err != nil {
+		return err
+	}
+	if !strings.Contains(d.logText(), "slots_written=0") {
+		return fmt.Errorf("%d VIPs: the adopting daemon rewrote ring slots:\n%s", n, d.logText())
+	}
+	if err := measureChanges(d, sock, o, n, c0, m); err != nil {
+		return err
+	}
+	if r == 0 {
+		b, err := l.ringBytes()
+		if err != nil {
+			return err
+		}
+		s.ringPerSlot = b / (float64(n+1) * float64(o.ring))
+	}
+	return nil
+}
+
+// measureChanges drains and undrains a backend, then adds and removes a VIP, o.changes times
+// each on the running daemon d (whose CPU time was c0), and then reads its memory.
+func measureChanges(d *daemon, sock string, o opts, n int, c0 time.Duration, m *samples) error {
+	vip := vipConfig(n/2, o.backends, min(n*4+o.backends, 65000))
+	for k := 0; k < o.changes; k++ {
+		b := vip.Backends[k%len(vip.Backends)].Address
+		for _, op := range []string{api.OpBackendDrain, api.OpBackendUndrain} {
+			t, err := call(sock, op, api.BackendReq{VIP: vip.Name, Address: b})
+			if err != nil {
+				return err
+			}
+			m.drains = append(m.drains, t)
+		}
+	}
+	c1, err := d.cpu()
+	if err != nil {
+		return err
+	}
+	m.drainCPU = append(m.drainCPU, (c1-c0)/time.Duration(2*o.changes))
+	for k := 0; k < o.changes; k++ {
+		nv := vipConfig(n+1, o.backends, 65000)
+		nv.Name = "added"
+		t, err := call(sock, api.OpVIPAdd, api.VIPAdd{VIP: nv})
+		if err == nil {
+			_, err = call(sock, api.OpVIPRemove, api.VIPRef{VIP: "added"})
+		}
+		if err != nil {
+			return err
+		}
+		m.adds = append(m.adds, t)
+	}
+	c2, err := d.cpu()
+	if err != nil {
+		return err
+	}
+	m.addCPU = append(m.addCPU, (c2-c1)/time.Duration(o.changes)) // an add and its remove
+	rss, err := d.rssAnon()
+	if err != nil {
+		return err
+	}
+	m.rss = append(m.rss, rss)
+	return nil
 }
 
 func median(d []time.Duration) time.Duration {

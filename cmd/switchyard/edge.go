@@ -146,6 +146,7 @@ func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
 			cfg.Tiers.Topology = "" // the config file had no tiers: --tier means smart
 		}
 	}
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("configure edge: %w (set it in --config or with a flag)", err)
 	}

@@ -210,57 +210,77 @@ func l4RunCmd() *cli.Command {
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages (every map reconciliation)"},
 			&cli.StringFlag{Name: "store", EnvVars: []string{"SWITCHYARD_STORE"}, Usage: "fleet store `URL` etcd://HOST:PORT[,HOST:PORT...]/PREFIX: VIPs and backends come from there (the file keeps the node's own settings); see docs/fleet.md"},
 		}, uiFlags()...),
-		Action: func(c *cli.Context) error {
-			override := func(cfg *config.Config) {
-				for flag, field := range map[string]*string{"iface": &cfg.Interface, "pin-dir": &cfg.PinDir, "socket": &cfg.Socket,
-					"metrics": &cfg.Metrics, "xdp-mode": &cfg.XDPMode, "next-hop": &cfg.NextHop} {
-					if c.IsSet(flag) {
-						*field = c.String(flag)
-					}
-				}
+		Action: l4Run,
+	}
+}
+
+// l4Run is lb run's action: the configuration from the file and flags, a logger, the daemon.
+func l4Run(c *cli.Context) error {
+	override := func(cfg *config.Config) {
+		for flag, field := range map[string]*string{"iface": &cfg.Interface, "pin-dir": &cfg.PinDir, "socket": &cfg.Socket,
+			"metrics": &cfg.Metrics, "xdp-mode": &cfg.XDPMode, "next-hop": &cfg.NextHop} {
+			if c.IsSet(flag) {
+				*field = c.String(flag)
 			}
-			cfg := &config.Config{}
-			path := c.String("config")
-			if path != "" {
-				var err error
-				if cfg, err = config.Load(path); err != nil {
-					return err
-				}
-				if path, err = filepath.Abs(path); err != nil {
-					return fmt.Errorf("resolve config path: %w", err)
-				}
-			} else if !c.IsSet("iface") {
-				return errors.New("lb run: give --config FILE or at least --iface INTERFACE")
-			}
-			override(cfg)
-			cfg.ApplyDefaults()
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("lb run: %w", err)
-			}
-			opts := &slog.HandlerOptions{}
-			if c.Bool("debug") {
-				opts.Level = slog.LevelDebug
-			}
-			var h slog.Handler
-			switch c.String("log-format") {
-			case "text":
-				h = slog.NewTextHandler(c.App.ErrWriter, opts)
-			case "json":
-				h = slog.NewJSONHandler(c.App.ErrWriter, opts)
-			default:
-				return fmt.Errorf("unknown --log-format %q: use text or json", c.String("log-format"))
-			}
-			d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: path, Override: override, Logger: slog.New(h), Store: c.String("store")})
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := startUI(ctx, c, "l4", cfg.Metrics, "--metrics ADDR:PORT"); err != nil {
-				return err
-			}
-			return d.Run(ctx)
-		},
+		}
+	}
+	cfg, path, err := l4RunConfig(c, override)
+	if err != nil {
+		return err
+	}
+	logger, err := l4RunLogger(c)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: path, Override: override, Logger: logger, Store: c.String("store")})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := startUI(ctx, c, "l4", cfg.Metrics, "--metrics ADDR:PORT"); err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// l4RunConfig loads --config (or starts from an empty configuration with --iface), applies the
+// flags' overrides and the defaults, and validates; path is the file's absolute path, or empty.
+func l4RunConfig(c *cli.Context, override func(*config.Config)) (*config.Config, string, error) {
+	cfg := &config.Config{}
+	path := c.String("config")
+	if path != "" {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return nil, "", err
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, "", fmt.Errorf("resolve config path: %w", err)
+		}
+	} else if !c.IsSet("iface") {
+		return nil, "", errors.New("lb run: give --config FILE or at least --iface INTERFACE")
+	}
+	override(cfg)
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, "", fmt.Errorf("lb run: %w", err)
+	}
+	return cfg, path, nil
+}
+
+// l4RunLogger is the daemon's logger, as --log-format and --debug ask.
+func l4RunLogger(c *cli.Context) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{}
+	if c.Bool("debug") {
+		opts.Level = slog.LevelDebug
+	}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
+	default:
+		return nil, fmt.Errorf("unknown --log-format %q: use text or json", c.String("log-format"))
 	}
 }
 

@@ -100,6 +100,8 @@ type Config struct {
 	// addrs bounds from above the distinct backend addresses, once validated (0: unknown), so
 	// that ValidateChange counts only what a change added (validate.go).
 	addrs int
+	// nextHop, encap4 and encap6 are NextHop, EncapSource4 and EncapSource6 parsed (addr.go).
+	nextHop, encap4, encap6 parsedAddr
 }
 
 // VIP is one balanced service: an address, a port (0 = all), a protocol and its backends.
@@ -120,6 +122,8 @@ type VIP struct {
 	QUIC QUIC `yaml:"quic,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
+	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
+	addr parsedAddr
 }
 
 // Backend is one real server of a VIP.
@@ -133,6 +137,8 @@ type Backend struct {
 	// ServerID is its QUIC server ID when the VIP routes QUIC by connection ID; 0 (left out)
 	// uses its backend id.
 	ServerID uint32 `yaml:"server_id,omitempty"`
+	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
+	addr parsedAddr
 }
 
 // HealthCheck describes how a VIP's backends are probed.
@@ -413,9 +419,8 @@ func (v *VIP) VIPDefaults() {
 
 // Key is the VIP's map key; the VIP must be valid.
 func (v *VIP) Key() maps.VIPKey {
-	a, _ := netip.ParseAddr(v.Address)
 	p, _ := maps.ParseProto(v.Protocol)
-	return maps.VIPKey{Addr: a.Unmap(), Port: v.Port, Proto: p}
+	return maps.VIPKey{Addr: v.Addr(), Port: v.Port, Proto: p}
 }
 
 // Flags are the VIP's hash flags; the VIP must be valid.

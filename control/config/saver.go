@@ -127,7 +127,8 @@ func (v VIP) Equal(o VIP) bool {
 		return false
 	}
 	for i := range v.Backends {
-		if v.Backends[i] != o.Backends[i] {
+		// Field by field: the parsed address beside Address is derived, not configuration.
+		if b, ob := &v.Backends[i], &o.Backends[i]; b.Address != ob.Address || b.Weight != ob.Weight || b.Drained != ob.Drained || b.ServerID != ob.ServerID {
 			return false
 		}
 	}
@@ -150,6 +151,10 @@ func (c *Config) ValidateChange(prev *Config) error {
 	}
 	return c.validateVIPs(nil, func(v *VIP) bool {
 		p := byName[v.Name]
-		return v.Name != "" && p != nil && p.Equal(*v)
+		if v.Name == "" || p == nil || !p.Equal(*v) {
+			return false
+		}
+		v.adoptParsed(p) // the same strings: their parsed forms too
+		return true
 	}, prev.addrs)
 }

@@ -100,9 +100,11 @@ func (c *Config) validateFields(l locator) error {
 		return l.errf(at("xdp_mode"), "unknown mode %q: use native or generic", c.XDPMode)
 	}
 	if c.NextHop != "" {
-		if _, err := netip.ParseAddr(c.NextHop); err != nil {
+		a, err := netip.ParseAddr(c.NextHop)
+		if err != nil {
 			return l.errf(at("next_hop"), "invalid address %q: give the router's IP address", c.NextHop)
 		}
+		c.nextHop.set(c.NextHop, a)
 	}
 	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535) {
 		return l.errf(at("mtu"), "%d out of range: use 576..65535, or leave it out for the interface MTU", c.MTU)
@@ -110,11 +112,15 @@ func (c *Config) validateFields(l locator) error {
 	if c.EncapSource4 != "" {
 		if a, err := netip.ParseAddr(c.EncapSource4); err != nil || !a.Unmap().Is4() {
 			return l.errf(at("encap_source4"), "invalid IPv4 address %q", c.EncapSource4)
+		} else {
+			c.encap4.set(c.EncapSource4, a)
 		}
 	}
 	if c.EncapSource6 != "" {
 		if a, err := netip.ParseAddr(c.EncapSource6); err != nil || !a.Is6() || a.Is4In6() {
 			return l.errf(at("encap_source6"), "invalid IPv6 address %q", c.EncapSource6)
+		} else {
+			c.encap6.set(c.EncapSource6, a)
 		}
 	}
 	if c.RingSize != 0 && (c.RingSize < 3 || c.RingSize >= 1<<24 || !big.NewInt(int64(c.RingSize)).ProbablyPrime(20)) {
@@ -206,9 +212,8 @@ func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int
 		return nil
 	}
 	for i := range c.VIPs {
-		for _, b := range c.VIPs[i].Backends {
-			a, _ := netip.ParseAddr(b.Address)
-			addrs[a.Unmap()] = true
+		for j := range c.VIPs[i].Backends {
+			addrs[c.VIPs[i].Backends[j].Addr()] = true
 		}
 	}
 	if uint32(len(addrs)) >= maxB {
@@ -227,6 +232,7 @@ func (v *VIP) validate(l locator, i int) error {
 	if a.IsUnspecified() || a.IsMulticast() {
 		return l.errf(at("address"), "%s cannot be a VIP: use a unicast address", a)
 	}
+	v.addr.set(v.Address, a)
 	if _, err := maps.ParseProto(v.Protocol); v.Protocol != "" && err != nil {
 		return l.errf(at("protocol"), "unknown protocol %q: use tcp or udp", v.Protocol)
 	}
@@ -267,7 +273,8 @@ func (v *VIP) validate(l locator, i int) error {
 		}
 	}
 	seen := make(map[netip.Addr]int, len(v.Backends))
-	for j, b := range v.Backends {
+	for j := range v.Backends {
+		b := &v.Backends[j]
 		ba, err := netip.ParseAddr(b.Address)
 		if err != nil || ba.Zone() != "" {
 			return l.errf(at("backends", j, "address"), "invalid address %q: give the backend's IPv4 or IPv6 tunnel address", b.Address)
@@ -279,6 +286,7 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("backends", j, "address"), "%s already listed as backends[%d]: list each backend once and use weight", ba, k)
 		}
 		seen[ba.Unmap()] = j
+		b.addr.set(b.Address, ba)
 		if b.Weight == 0 && l.present(at("backends", j, "weight")...) {
 			return l.errf(at("backends", j, "weight"), "0 is not a weight: use 1..65536 (left out means 1); to take the backend out of new flows write `drained: true` or run `switchyard backend drain %s %s`", v.Name, b.Address)
 		}

@@ -180,11 +180,11 @@ func Announcements(cfg *config.Config, states map[health.Key]backendState, notRe
 	out := make([]api.VIPAnnouncement, 0, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		a := parseAddr(v.Address)
+		a := v.Addr()
 		p := netip.PrefixFrom(a, a.BitLen())
 		active := false
 		for _, b := range v.Backends {
-			if states[health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}].state == api.StateActive {
+			if states[health.Key{VIP: v.Name, Backend: b.Addr()}].state == api.StateActive {
 				active = true
 			}
 		}

@@ -203,7 +203,7 @@ func (d *Daemon) attach(cfg *config.Config, sigs *ebpf.Map) error {
 	// The frame config first (an adopted one is kept when the next hop is not resolved yet),
 	// then the maps, then the program: a fresh program never runs on empty maps.
 	d.mu.Lock()
-	nh, nhErr := nexthop.Resolve(cfg.Interface, parseAddr(cfg.NextHop), 2*time.Second)
+	nh, nhErr := nexthop.Resolve(cfg.Interface, cfg.NextHopAddr(), 2*time.Second)
 	if nhErr == nil {
 		d.nh, d.nhOK = nh, true
 	} else {
@@ -261,7 +261,7 @@ func (d *Daemon) serve(ctx, parent context.Context, cancel context.CancelFunc, c
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		nexthop.Follow(ctx, cfg.Interface, parseAddr(cfg.NextHop), 10*time.Second, d.onNextHop, func(err error) {
+		nexthop.Follow(ctx, cfg.Interface, cfg.NextHopAddr(), 10*time.Second, d.onNextHop, func(err error) {
 			d.log.Warn("next hop", "err", err)
 		})
 	}()
@@ -351,6 +351,9 @@ func (d *Daemon) ids() (linkID, progID uint32) {
 	return
 }
 
+// parseAddr is an optional address of the bgp section, unmapped (the zero Addr when left out).
+// The bgp section is read once a start or reload, so its addresses are not kept parsed in the
+// configuration as the VIPs' and backends' are (config.VIP.Addr, config.Backend.Addr).
 func parseAddr(s string) netip.Addr {
 	a, _ := netip.ParseAddr(s)
 	return a.Unmap()
@@ -401,7 +404,7 @@ func (d *Daemon) writeMapConfigLocked(cfg *config.Config) error {
 	if mc.MTU < 576 {
 		mc.MTU = 1500
 	}
-	src4, src6 := parseAddr(cfg.EncapSource4), parseAddr(cfg.EncapSource6)
+	src4, src6 := cfg.EncapSource4Addr(), cfg.EncapSource6Addr()
 	if src4.IsValid() {
 		mc.Src4, mc.Src4HashBits = src4, 8
 	} else {

@@ -241,7 +241,7 @@ func (d *Daemon) VIPList() ([]api.VIPInfo, error) {
 		id, _ := d.rec.VIPID(v.Key())
 		in := 0
 		for _, b := range v.Backends {
-			if states[health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}].inRing {
+			if states[health.Key{VIP: v.Name, Backend: b.Addr()}].inRing {
 				in++
 			}
 		}
@@ -275,7 +275,7 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 		ring, _ := d.rec.Ring(vid)
 		shares := maglev.Shares(ring)
 		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
+			a := b.Addr()
 			k := health.Key{VIP: v.Name, Backend: a}
 			st := states[k]
 			id, _ := d.rec.BackendID(a)

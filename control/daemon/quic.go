@@ -37,7 +37,7 @@ func (d *Daemon) quicServers(cfg *config.Config, states map[health.Key]backendSt
 		}
 		max := f.QUICMaxServerID()
 		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
+			a := b.Addr()
 			if st, ok := states[health.Key{VIP: v.Name, Backend: a}]; ok && st.state == api.StateDrained {
 				continue // drain timed out: its connections end as its TCP flows do
 			}

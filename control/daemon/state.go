@@ -45,7 +45,7 @@ func desiredVIP(v *config.VIP, policy string, healthy func(health.Key) bool, dra
 	up := make([]bool, len(v.Backends))
 	anyUp := false
 	for j, b := range v.Backends {
-		keys[j] = health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
+		keys[j] = health.Key{VIP: v.Name, Backend: b.Addr()}
 		up[j] = healthy(keys[j])
 		anyUp = anyUp || (up[j] && !b.Drained)
 	}
@@ -198,7 +198,7 @@ func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 			if !b.Drained {
 				continue
 			}
-			k := health.Key{VIP: v.Name, Backend: parseAddr(b.Address)}
+			k := health.Key{VIP: v.Name, Backend: b.Addr()}
 			seen[k] = true
 			if d.drains[k] == nil {
 				d.drains[k] = &drain{start: now}
@@ -229,7 +229,7 @@ func (d *Daemon) syncHealthLocked() {
 		}
 		tunnel := d.cfg.HealthModeOf(v) == config.HealthTunnel
 		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
+			a := b.Addr()
 			s := health.Spec{
 				Type: h.Type, Addr: netip.AddrPortFrom(a, h.Port), Path: h.Path, ExpectStatus: h.ExpectStatus,
 				Interval: h.Interval.D(), Timeout: h.Timeout.D(), Rise: h.Rise, Fall: h.Fall,

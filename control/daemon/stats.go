@@ -32,7 +32,7 @@ func (d *Daemon) idsSnapshot() idSet {
 			s.vips = append(s.vips, id)
 		}
 		for _, b := range v.Backends {
-			if id, ok := d.rec.BackendID(parseAddr(b.Address)); ok {
+			if id, ok := d.rec.BackendID(b.Addr()); ok {
 				s.backends = append(s.backends, id)
 			}
 		}
@@ -141,7 +141,7 @@ func (d *Daemon) Stats() (api.Stats, error) {
 		}
 		out.VIPs = append(out.VIPs, api.VIPStats{Name: v.Name, ID: id, Traffic: d.sampler.traffic(vkey(id), c), ActiveFlows: n, Dropped: dropped})
 		for _, b := range v.Backends {
-			a := parseAddr(b.Address)
+			a := b.Addr()
 			bid, ok := d.rec.BackendID(a)
 			if !ok || seen[bid] {
 				continue

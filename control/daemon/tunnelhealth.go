@@ -95,7 +95,7 @@ func (d *Daemon) tunnelSpec(s *health.Spec, v *config.VIP, a netip.Addr) bool {
 		d.log.Error("health check through the tunnel: more backends than probe marks; probing directly", "vip", v.Name, "backend", a, "max", loader.ProbeMaxTargets-1)
 		return false
 	}
-	s.Mode, s.Target, s.Mark, s.Device = health.ModeTunnel, netip.AddrPortFrom(parseAddr(v.Address), s.Addr.Port()), m, d.cfg.Interface
+	s.Mode, s.Target, s.Mark, s.Device = health.ModeTunnel, netip.AddrPortFrom(v.Addr(), s.Addr.Port()), m, d.cfg.Interface
 	return true
 }
 

@@ -250,7 +250,8 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes and validates a configuration from YAML bytes.
+// Parse decodes a configuration from YAML bytes, fills its defaults (ApplyDefaults) and
+// validates it (Validate).
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	if err := yamlx.Decode(b, &c); err != nil { // errors name the line, the field and the fix
@@ -259,6 +260,7 @@ func Parse(b []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
+	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -267,15 +269,69 @@ func Parse(b []byte) (*Config, error) {
 
 func sorted(s []string) []string { slices.Sort(s); return s }
 
-// Validate fills defaults and checks the configuration; it returns the first problem with its
-// line and field.
-func (c *Config) Validate() error {
+// ApplyDefaults fills every unset option, of the server, its zones, names and site checks. It
+// is idempotent and keeps set values; call it before Validate (Parse does).
+func (c *Config) ApplyDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:5353"
 	}
 	if c.MaxUDPSize == 0 {
 		c.MaxUDPSize = 1232
 	}
+	for i := range c.Zones {
+		z := &c.Zones[i]
+		if z.TTL == 0 {
+			z.TTL = 300
+		}
+		for j := range z.Names {
+			z.Names[j].applyDefaults()
+		}
+	}
+}
+
+// applyDefaults fills a name's TTL, all_down, answers and its sites' check settings.
+func (n *Name) applyDefaults() {
+	if n.TTL == 0 {
+		n.TTL = 60
+	}
+	if n.AllDown == "" {
+		n.AllDown = AllDownFailClosed
+	}
+	if n.Answers == 0 {
+		n.Answers = 1
+	}
+	for i := range n.Sites {
+		if c := n.Sites[i].Check; c != nil {
+			c.applyDefaults()
+		}
+	}
+}
+
+// applyDefaults fills a site check's type, path, interval, timeout, rise and fall.
+func (c *Check) applyDefaults() {
+	if c.Type == "" {
+		c.Type = "tcp"
+	}
+	if c.Path == "" {
+		c.Path = "/"
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(time.Second)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = min(c.Interval, Duration(2*time.Second))
+	}
+	if c.Rise == 0 {
+		c.Rise = 2
+	}
+	if c.Fall == 0 {
+		c.Fall = 3
+	}
+}
+
+// Validate checks a configuration ApplyDefaults has filled and puts zone origins and names in
+// canonical form (lowercase, absolute); it returns the first problem with its line and field.
+func (c *Config) Validate() error {
 	if c.MaxUDPSize < 512 || c.MaxUDPSize > 65535 {
 		return fmt.Errorf("field max_udp_size: %d is out of range; use 512..65535 (1232 is the usual value)", c.MaxUDPSize)
 	}
@@ -326,9 +382,6 @@ func (c *Config) validateZone(z *Zone) error {
 	if !strings.HasSuffix(z.Origin, ".") {
 		z.Origin += "."
 	}
-	if z.TTL == 0 {
-		z.TTL = 300
-	}
 	names := map[string]bool{}
 	for i := range z.Names {
 		n := &z.Names[i]
@@ -356,7 +409,7 @@ func Absolute(name, origin string) string {
 	}
 }
 
-// validateName fills a name's defaults (absolute name, TTL, all_down, answers) and checks it.
+// validateName makes a name absolute and checks it.
 func (c *Config) validateName(z *Zone, n *Name) error {
 	if n.Name == "" {
 		return errors.New("field name: missing; give the service name, e.g. app")
@@ -365,17 +418,8 @@ func (c *Config) validateName(z *Zone, n *Name) error {
 	if !strings.HasSuffix(n.Name, z.Origin) {
 		return fmt.Errorf("field name: %s is outside zone %s; use a name under the origin", n.Name, z.Origin)
 	}
-	if n.TTL == 0 {
-		n.TTL = 60
-	}
-	if n.AllDown == "" {
-		n.AllDown = AllDownFailClosed
-	}
 	if n.AllDown != AllDownFailClosed && n.AllDown != AllDownAnswerAll {
 		return fmt.Errorf("field all_down: %q is unknown; use fail-closed or answer-all", n.AllDown)
-	}
-	if n.Answers == 0 {
-		n.Answers = 1
 	}
 	if n.Answers < 0 {
 		return fmt.Errorf("field answers: %d must be positive", n.Answers)
@@ -492,29 +536,11 @@ func validateSite(s *Site) error {
 		}
 	}
 	if c := s.Check; c != nil {
-		if c.Type == "" {
-			c.Type = "tcp"
-		}
 		if c.Type != "tcp" && c.Type != "http" {
 			return fmt.Errorf("field check.type: %q is unknown; use tcp or http", c.Type)
 		}
 		if _, err := netip.ParseAddrPort(c.Target); err != nil {
 			return fmt.Errorf("field check.target: parse %q: write it as address:port, e.g. 192.0.2.1:80", c.Target)
-		}
-		if c.Path == "" {
-			c.Path = "/"
-		}
-		if c.Interval == 0 {
-			c.Interval = Duration(time.Second)
-		}
-		if c.Timeout == 0 {
-			c.Timeout = min(c.Interval, Duration(2*time.Second))
-		}
-		if c.Rise == 0 {
-			c.Rise = 2
-		}
-		if c.Fall == 0 {
-			c.Fall = 3
 		}
 		if c.Rise < 0 || c.Fall < 0 || c.Interval < 0 || c.Timeout < 0 {
 			return errors.New("field check: rise, fall, interval and timeout must be positive")

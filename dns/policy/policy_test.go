@@ -23,6 +23,7 @@ func site(n string, w float64, a string) config.Site {
 func compile(t *testing.T, n config.Name, groups map[string][]string) *Name {
 	t.Helper()
 	c := &config.Config{Groups: groups, Zones: []config.Zone{{Origin: "p.test.", Names: []config.Name{n}}}}
+	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 func build(t *testing.T, records ...string) (*Store, error) {
 	t.Helper()
 	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", Records: records}}}
+	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,7 @@ func TestLookupKinds(t *testing.T) {
 func TestSignedZoneRejectsDNSSECRecordsAndTypesList(t *testing.T) {
 	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", DNSSEC: &config.DNSSEC{KeyFile: "k"},
 		Records: []string{"www A 192.0.2.1", "www RRSIG A 13 3 300 20300101000000 20200101000000 1 z.test. AAAA"}}}}
+	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
