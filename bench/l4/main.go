@@ -37,7 +37,7 @@ import (
 )
 
 var (
-	modes   = []string{"direct", "xdp", "nft", "haproxy"}
+	modes   = []string{"direct", "xdp", "floor", "nft", "haproxy"}
 	xdpMode = "native"
 	perfDir string
 	// smoke marks the result as a short run ("smoke": true in the JSON).
@@ -74,7 +74,9 @@ type bench struct {
 	threads int
 	fw      *fwd.Forwarder
 	pass    link.Link // xdp_pass on the balancer's router port, during the XDP runs
-	hap     *exec.Cmd
+	// floor is xdp_macswap on the balancer's interface during the floor runs.
+	floor link.Link
+	hap   *exec.Cmd
 	// bpfStats is on while the kernel's BPF run-time statistics are enabled.
 	bpfStats bool
 	// repeats is how many disturbed runs may still be repeated (it bounds the benchmark's time).
@@ -86,7 +88,7 @@ func main() {
 	dur := flag.Duration("duration", 3*time.Second, "wrk duration of one run")
 	conns := flag.Int("connections", 50, "wrk connections")
 	out := flag.String("out", "bench/out/l4.json", "flat JSON result file")
-	only := flag.String("modes", strings.Join(modes, ","), "comma-separated subset of direct,xdp,nft,haproxy,routed,xdpgen (routed: the balancer host as a plain router, the XDP path's hops without a balancer; xdpgen: the forwarder in generic mode)")
+	only := flag.String("modes", strings.Join(modes, ","), "comma-separated subset of direct,xdp,floor,nft,haproxy,routed,xdpgen (floor: the XDP path's hops with a MAC-swap XDP_TX program, no balancer work; routed: the balancer host as a plain router, the XDP path's hops without a balancer; xdpgen: the forwarder in generic mode)")
 	flag.StringVar(&xdpMode, "xdp-mode", "native", "attach mode of the forwarder: native or generic")
 	flag.BoolVar(&smoke, "smoke", false, "mark the JSON as a smoke run (BENCH_SMOKE=1: one short round)")
 	flag.StringVar(&perfDir, "perf", "", "after the rounds, profile one more run per mode and load with perf record -a -g (not counted) into this `directory`")
@@ -387,6 +389,8 @@ func (b *bench) setup(mode string) error {
 		return topo.SetRoute(rt, vipNet, []netip.Addr{b.bes[0].Addr4, b.bes[1].Addr4})
 	case "routed":
 		return b.setupRouted()
+	case "floor":
+		return b.setupFloor()
 	case "xdp", "xdpgen":
 		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
 			return err
@@ -489,6 +493,8 @@ func (b *bench) teardown(mode string) {
 	switch mode {
 	case "routed":
 		b.teardownRouted()
+	case "floor":
+		b.teardownFloor()
 	case "xdp", "xdpgen":
 		if b.fw != nil {
 			b.fw.Close() // unpinned: closing detaches
@@ -832,6 +838,8 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		{"direct_cps_vs_haproxy", "direct", "haproxy", "newconn"},
 		{"routed_vs_direct", "routed", "direct", "keepalive"}, {"routed_cps_vs_direct", "routed", "direct", "newconn"},
 		{"xdp_vs_routed", "xdp", "routed", "keepalive"}, {"xdp_cps_vs_routed", "xdp", "routed", "newconn"},
+		{"floor_vs_direct", "floor", "direct", "keepalive"}, {"floor_cps_vs_direct", "floor", "direct", "newconn"},
+		{"xdp_vs_floor", "xdp", "floor", "keepalive"}, {"xdp_cps_vs_floor", "xdp", "floor", "newconn"},
 		{"xdpgen_vs_direct", "xdpgen", "direct", "keepalive"}, {"xdpgen_cps_vs_direct", "xdpgen", "direct", "newconn"},
 	} {
 		unit := "_rps"
