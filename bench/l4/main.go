@@ -62,6 +62,9 @@ type result struct {
 	// other is the share of the machine's CPU that went to other processes during the run:
 	// another engineer's build or benchmark would skew the run.
 	other float64
+	// othersCPU is that CPU time: the machine's busy time less it is the lab's own (its
+	// processes, and the packet softirq that runs in their context or in ksoftirqd).
+	othersCPU time.Duration
 }
 
 type bench struct {
@@ -328,8 +331,8 @@ func order(ms []string, r int) []string {
 // cpuLine is the machine's CPU per request of a run, by kind, in microseconds.
 func (r result) cpuLine() string {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(r.requests) / 1000 }
-	return fmt.Sprintf("CPU us/req: user %.1f kernel %.1f softirq %.1f total %.1f  other %2.0f%%",
-		per(r.cpu.user), per(r.cpu.kernel), per(r.cpu.softirq), per(r.cpu.busy), 100*r.other)
+	return fmt.Sprintf("CPU us/req: user %.1f kernel %.1f softirq %.1f total %.1f lab %.1f  other %2.0f%%",
+		per(r.cpu.user), per(r.cpu.kernel), per(r.cpu.softirq), per(r.cpu.busy), per(r.labCPU()), 100*r.other)
 }
 
 // profile runs each mode and load once more under a system-wide `perf record -a -g` and writes
@@ -582,7 +585,8 @@ func (b *bench) measure(mode string, newConn bool) (result, error) {
 	s := string(out)
 	var r result
 	r.cpu = cpu1.sub(cpu0)
-	r.other = float64(othersSince(others0)) / float64(wall) / float64(runtime.NumCPU())
+	r.othersCPU = othersSince(others0)
+	r.other = float64(r.othersCPU) / float64(wall) / float64(runtime.NumCPU())
 	if m := reRPS.FindStringSubmatch(s); m != nil {
 		r.rps, _ = strconv.ParseFloat(m[1], 64)
 	}
@@ -709,6 +713,9 @@ func procCPU(pid int) time.Duration {
 // routing, XDP) and busy (everything but idle and iowait).
 type cpuTimes struct{ user, kernel, softirq, busy time.Duration }
 
+// labCPU is the run's machine busy time less other processes' time (never below zero).
+func (r result) labCPU() time.Duration { return max(r.cpu.busy-r.othersCPU, 0) }
+
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 	return cpuTimes{a.user - b.user, a.kernel - b.kernel, a.softirq - b.softirq, a.busy - b.busy}
 }
@@ -751,6 +758,9 @@ type stat struct {
 	rps, p99 float64
 	// CPU per request in microseconds, medians: the machine's total busy time and its parts.
 	total, user, kernel, softirq float64
+	// lab is the machine's busy CPU less other processes' per request: what the path costs the
+	// lab, less sensitive to a busy machine than requests/s.
+	lab float64
 }
 
 func summarize(rs []result) stat {
@@ -767,6 +777,7 @@ func summarize(rs []result) stat {
 	return stat{
 		rps: col(func(r result) float64 { return r.rps }), p99: col(func(r result) float64 { return r.p99ms }),
 		total: per(func(r result) time.Duration { return r.cpu.busy }), user: per(func(r result) time.Duration { return r.cpu.user }),
+		lab:    per(func(r result) time.Duration { return r.labCPU() }),
 		kernel: per(func(r result) time.Duration { return r.cpu.kernel }), softirq: per(func(r result) time.Duration { return r.cpu.softirq }),
 	}
 }
@@ -799,6 +810,7 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		out[m+"_sys_cpu_us_per_req"], out[m+"_user_us_per_req"] = round2(k.total), round2(k.user)
 		out[m+"_kernel_us_per_req"], out[m+"_softirq_us_per_req"] = round2(k.kernel), round2(k.softirq)
 		out[m+"_sys_cpu_us_per_conn"], out[m+"_softirq_us_per_conn"] = round2(c.total), round2(c.softirq)
+		out[m+"_lab_cpu_us_per_req"], out[m+"_lab_cpu_us_per_conn"] = round2(k.lab), round2(c.lab)
 		lbk, lbc := "n/a", "n/a"
 		lbKey := m + "/keepalive"
 		if len(res[m+"/keepalive/lbcpu"]) > 0 {
@@ -858,6 +870,22 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 	}
 	if contains(modes, "xdp") && contains(modes, "direct") {
 		perReq := func(r result) float64 { return float64(r.cpu.busy.Nanoseconds()) / float64(r.requests) / 1000 }
+		labPer := func(r result) float64 { return float64(r.labCPU().Nanoseconds()) / float64(r.requests) / 1000 }
+		fmt.Printf("lab CPU per request (machine busy CPU less other processes', us; capacity = direct's / the path's, within each round)\n")
+		for _, m := range modes {
+			for _, load := range []string{"keepalive", "newconn"} {
+				key := m + "_capacity_vs_direct"
+				if load == "newconn" {
+					key = m + "_cps_capacity_vs_direct"
+				}
+				med, lo, hi, ok := paired(res, "direct/"+load, m+"/"+load, func(x, y result) float64 { return labPer(x) / labPer(y) })
+				if !ok || m == "direct" {
+					continue
+				}
+				out[key] = round2(med)
+				fmt.Printf("  %-28s %5.2fx  [%.2f..%.2f]  (%s: %.1f us, direct %.1f us)\n", key, med, lo, hi, m, summarize(res[m+"/"+load]).lab, summarize(res["direct/"+load]).lab)
+			}
+		}
 		for _, q := range []struct{ key, load string }{{"xdp_extra_cpu_us_per_req", "keepalive"}, {"xdp_extra_cpu_us_per_conn", "newconn"}} {
 			med, lo, hi, ok := paired(res, "xdp/"+q.load, "direct/"+q.load, func(x, y result) float64 { return perReq(x) - perReq(y) })
 			if ok {
