@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/switchyard/switchyard/loader"
@@ -90,13 +91,23 @@ func (b *bench) setupFloor() error {
 		return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 	}
 	b.pass = pass
-	var objs loader.BenchObjects
-	if err := loader.LoadBenchObjects(&objs, nil); err != nil {
+	// Only the one program: the bench object also holds the forwarder's wrappers and maps
+	// (it is built from lb.c), which the floor has no use for.
+	spec, err := loader.LoadBench()
+	if err != nil {
+		return fmt.Errorf("load bench spec: %w", err)
+	}
+	ps, ok := spec.Programs["xdp_macswap"]
+	if !ok {
+		return fmt.Errorf("load xdp_macswap: not in the bench object (bpf/bench.c)")
+	}
+	prog, err := ebpf.NewProgram(ps)
+	if err != nil {
 		return fmt.Errorf("load xdp_macswap: %w", err)
 	}
-	defer objs.Close()
+	defer prog.Close()
 	l, err := topo.In(b.lb.NS, func() (link.Link, error) {
-		l, _, err := loader.AttachOrUpdate(objs.XdpMacswap, b.lb.Iface, loader.Native, "")
+		l, _, err := loader.AttachOrUpdate(prog, b.lb.Iface, loader.Native, "")
 		return l, err
 	})
 	if err != nil {
