@@ -37,7 +37,7 @@ import (
 )
 
 var (
-	modes   = []string{"direct", "xdp", "nft", "haproxy"}
+	modes   = []string{"direct", "xdp", "floor", "nft", "haproxy"}
 	xdpMode = "native"
 	perfDir string
 	// smoke marks the result as a short run ("smoke": true in the JSON).
@@ -62,6 +62,9 @@ type result struct {
 	// other is the share of the machine's CPU that went to other processes during the run:
 	// another engineer's build or benchmark would skew the run.
 	other float64
+	// othersCPU is that CPU time: the machine's busy time less it is the lab's own (its
+	// processes, and the packet softirq that runs in their context or in ksoftirqd).
+	othersCPU time.Duration
 }
 
 type bench struct {
@@ -74,7 +77,9 @@ type bench struct {
 	threads int
 	fw      *fwd.Forwarder
 	pass    link.Link // xdp_pass on the balancer's router port, during the XDP runs
-	hap     *exec.Cmd
+	// floor is xdp_macswap on the balancer's interface during the floor runs.
+	floor link.Link
+	hap   *exec.Cmd
 	// bpfStats is on while the kernel's BPF run-time statistics are enabled.
 	bpfStats bool
 	// repeats is how many disturbed runs may still be repeated (it bounds the benchmark's time).
@@ -86,7 +91,7 @@ func main() {
 	dur := flag.Duration("duration", 3*time.Second, "wrk duration of one run")
 	conns := flag.Int("connections", 50, "wrk connections")
 	out := flag.String("out", "bench/out/l4.json", "flat JSON result file")
-	only := flag.String("modes", strings.Join(modes, ","), "comma-separated subset of direct,xdp,nft,haproxy")
+	only := flag.String("modes", strings.Join(modes, ","), "comma-separated subset of direct,xdp,floor,nft,haproxy,routed,xdpgen (floor: the XDP path's hops with a MAC-swap XDP_TX program, no balancer work; routed: the balancer host as a plain router, the XDP path's hops without a balancer; xdpgen: the forwarder in generic mode)")
 	flag.StringVar(&xdpMode, "xdp-mode", "native", "attach mode of the forwarder: native or generic")
 	flag.BoolVar(&smoke, "smoke", false, "mark the JSON as a smoke run (BENCH_SMOKE=1: one short round)")
 	flag.StringVar(&perfDir, "perf", "", "after the rounds, profile one more run per mode and load with perf record -a -g (not counted) into this `directory`")
@@ -154,6 +159,13 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 	}
 	if err := topo.Sysctl(b.lb.NS, "net.ipv4.ip_forward", "1"); err != nil {
 		return err
+	}
+	// The routed path forwards the VIP back out of the interface it came in on: no ICMP
+	// redirects (the clients are not on the balancer's segment, so none is due anyway).
+	for _, k := range []string{"net.ipv4.conf.all.send_redirects", "net.ipv4.conf." + b.lb.Iface + ".send_redirects"} {
+		if err := topo.Sysctl(b.lb.NS, k, "0"); err != nil {
+			return err
+		}
 	}
 	// The new-connection runs open tens of thousands of connections: the widest port range for
 	// the client and for the proxies' own connections to the backends, the same for every path.
@@ -319,8 +331,8 @@ func order(ms []string, r int) []string {
 // cpuLine is the machine's CPU per request of a run, by kind, in microseconds.
 func (r result) cpuLine() string {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(r.requests) / 1000 }
-	return fmt.Sprintf("CPU us/req: user %.1f kernel %.1f softirq %.1f total %.1f  other %2.0f%%",
-		per(r.cpu.user), per(r.cpu.kernel), per(r.cpu.softirq), per(r.cpu.busy), 100*r.other)
+	return fmt.Sprintf("CPU us/req: user %.1f kernel %.1f softirq %.1f total %.1f lab %.1f  other %2.0f%%",
+		per(r.cpu.user), per(r.cpu.kernel), per(r.cpu.softirq), per(r.cpu.busy), per(r.labCPU()), 100*r.other)
 }
 
 // profile runs each mode and load once more under a system-wide `perf record -a -g` and writes
@@ -354,8 +366,12 @@ func (b *bench) profile(dir string) error {
 			if err != nil {
 				return fmt.Errorf("perf report: %w", err)
 			}
+			stages, err := pathProfile(data, x.requests)
+			if err != nil {
+				return err
+			}
 			txt := filepath.Join(dir, m+"-"+load+".txt")
-			head := fmt.Sprintf("# %s %s: %.0f req/s, %d requests, %s\n", m, load, x.rps, x.requests, x.cpuLine())
+			head := fmt.Sprintf("# %s %s: %.0f req/s, %d requests, %s\n%s", m, load, x.rps, x.requests, x.cpuLine(), stages)
 			if err := os.WriteFile(txt, append([]byte(head), rep...), 0o644); err != nil {
 				return err
 			}
@@ -374,19 +390,31 @@ func (b *bench) setup(mode string) error {
 		// The router sends the VIP straight to the backends (ECMP on the 5-tuple): no balancer
 		// on the path, the limit of the others.
 		return topo.SetRoute(rt, vipNet, []netip.Addr{b.bes[0].Addr4, b.bes[1].Addr4})
-	case "xdp":
+	case "routed":
+		return b.setupRouted()
+	case "floor":
+		return b.setupFloor()
+	case "xdp", "xdpgen":
 		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
 			return err
 		}
-		// The router port must run an XDP program to accept the forwarder's XDP_TX frames.
-		pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
-		if err != nil {
-			return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
+		am := loader.Mode(xdpMode)
+		if mode == "xdpgen" {
+			am = loader.Generic
 		}
-		b.pass = pass
+		// In native mode the router port must run an XDP program to accept the forwarder's
+		// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
+		// other: a program there would only copy it into an XDP buffer.
+		if am == loader.Native {
+			pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
+			if err != nil {
+				return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
+			}
+			b.pass = pass
+		}
 		seg := b.l.Topo.Segment(b.lb.Segment)
 		mac, _ := net.ParseMAC(seg.RouterMAC)
-		f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: loader.Mode(xdpMode), Src4: lab.Encap4, Src6: lab.Encap6})
+		f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: am, Src4: lab.Encap4, Src6: lab.Encap6})
 		if err != nil {
 			return err
 		}
@@ -466,7 +494,11 @@ backend be
 
 func (b *bench) teardown(mode string) {
 	switch mode {
-	case "xdp":
+	case "routed":
+		b.teardownRouted()
+	case "floor":
+		b.teardownFloor()
+	case "xdp", "xdpgen":
 		if b.fw != nil {
 			b.fw.Close() // unpinned: closing detaches
 			b.fw = nil
@@ -553,7 +585,8 @@ func (b *bench) measure(mode string, newConn bool) (result, error) {
 	s := string(out)
 	var r result
 	r.cpu = cpu1.sub(cpu0)
-	r.other = float64(othersSince(others0)) / float64(wall) / float64(runtime.NumCPU())
+	r.othersCPU = othersSince(others0)
+	r.other = float64(r.othersCPU) / float64(wall) / float64(runtime.NumCPU())
 	if m := reRPS.FindStringSubmatch(s); m != nil {
 		r.rps, _ = strconv.ParseFloat(m[1], 64)
 	}
@@ -680,6 +713,9 @@ func procCPU(pid int) time.Duration {
 // routing, XDP) and busy (everything but idle and iowait).
 type cpuTimes struct{ user, kernel, softirq, busy time.Duration }
 
+// labCPU is the run's machine busy time less other processes' time (never below zero).
+func (r result) labCPU() time.Duration { return max(r.cpu.busy-r.othersCPU, 0) }
+
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 	return cpuTimes{a.user - b.user, a.kernel - b.kernel, a.softirq - b.softirq, a.busy - b.busy}
 }
@@ -722,6 +758,9 @@ type stat struct {
 	rps, p99 float64
 	// CPU per request in microseconds, medians: the machine's total busy time and its parts.
 	total, user, kernel, softirq float64
+	// lab is the machine's busy CPU less other processes' per request: what the path costs the
+	// lab, less sensitive to a busy machine than requests/s.
+	lab float64
 }
 
 func summarize(rs []result) stat {
@@ -738,6 +777,7 @@ func summarize(rs []result) stat {
 	return stat{
 		rps: col(func(r result) float64 { return r.rps }), p99: col(func(r result) float64 { return r.p99ms }),
 		total: per(func(r result) time.Duration { return r.cpu.busy }), user: per(func(r result) time.Duration { return r.cpu.user }),
+		lab:    per(func(r result) time.Duration { return r.labCPU() }),
 		kernel: per(func(r result) time.Duration { return r.cpu.kernel }), softirq: per(func(r result) time.Duration { return r.cpu.softirq }),
 	}
 }
@@ -770,6 +810,7 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		out[m+"_sys_cpu_us_per_req"], out[m+"_user_us_per_req"] = round2(k.total), round2(k.user)
 		out[m+"_kernel_us_per_req"], out[m+"_softirq_us_per_req"] = round2(k.kernel), round2(k.softirq)
 		out[m+"_sys_cpu_us_per_conn"], out[m+"_softirq_us_per_conn"] = round2(c.total), round2(c.softirq)
+		out[m+"_lab_cpu_us_per_req"], out[m+"_lab_cpu_us_per_conn"] = round2(k.lab), round2(c.lab)
 		lbk, lbc := "n/a", "n/a"
 		lbKey := m + "/keepalive"
 		if len(res[m+"/keepalive/lbcpu"]) > 0 {
@@ -807,6 +848,11 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		{"xdp_vs_haproxy", "xdp", "haproxy", "keepalive"}, {"xdp_cps_vs_haproxy", "xdp", "haproxy", "newconn"},
 		{"xdp_vs_nft", "xdp", "nft", "keepalive"}, {"xdp_cps_vs_nft", "xdp", "nft", "newconn"},
 		{"direct_cps_vs_haproxy", "direct", "haproxy", "newconn"},
+		{"routed_vs_direct", "routed", "direct", "keepalive"}, {"routed_cps_vs_direct", "routed", "direct", "newconn"},
+		{"xdp_vs_routed", "xdp", "routed", "keepalive"}, {"xdp_cps_vs_routed", "xdp", "routed", "newconn"},
+		{"floor_vs_direct", "floor", "direct", "keepalive"}, {"floor_cps_vs_direct", "floor", "direct", "newconn"},
+		{"xdp_vs_floor", "xdp", "floor", "keepalive"}, {"xdp_cps_vs_floor", "xdp", "floor", "newconn"},
+		{"xdpgen_vs_direct", "xdpgen", "direct", "keepalive"}, {"xdpgen_cps_vs_direct", "xdpgen", "direct", "newconn"},
 	} {
 		unit := "_rps"
 		if q.load == "newconn" {
@@ -824,6 +870,22 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 	}
 	if contains(modes, "xdp") && contains(modes, "direct") {
 		perReq := func(r result) float64 { return float64(r.cpu.busy.Nanoseconds()) / float64(r.requests) / 1000 }
+		labPer := func(r result) float64 { return float64(r.labCPU().Nanoseconds()) / float64(r.requests) / 1000 }
+		fmt.Printf("lab CPU per request (machine busy CPU less other processes', us; capacity = direct's / the path's, within each round)\n")
+		for _, m := range modes {
+			for _, load := range []string{"keepalive", "newconn"} {
+				key := m + "_capacity_vs_direct"
+				if load == "newconn" {
+					key = m + "_cps_capacity_vs_direct"
+				}
+				med, lo, hi, ok := paired(res, "direct/"+load, m+"/"+load, func(x, y result) float64 { return labPer(x) / labPer(y) })
+				if !ok || m == "direct" {
+					continue
+				}
+				out[key] = round2(med)
+				fmt.Printf("  %-28s %5.2fx  [%.2f..%.2f]  (%s: %.1f us, direct %.1f us)\n", key, med, lo, hi, m, summarize(res[m+"/"+load]).lab, summarize(res["direct/"+load]).lab)
+			}
+		}
 		for _, q := range []struct{ key, load string }{{"xdp_extra_cpu_us_per_req", "keepalive"}, {"xdp_extra_cpu_us_per_conn", "newconn"}} {
 			med, lo, hi, ok := paired(res, "xdp/"+q.load, "direct/"+q.load, func(x, y result) float64 { return perReq(x) - perReq(y) })
 			if ok {
@@ -837,7 +899,13 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 			out["haproxy_vs_xdp_lb_cpu"] = round2(h / x)
 		}
 	}
-	fmt.Println("targets: xdp >= 0.95x direct (keep-alive); xdp >= 2x haproxy for new connections per second")
+	if h, ok := out["haproxy_lb_cpu_ns_per_conn"].(float64); ok {
+		if x, ok := out["xdp_lb_cpu_ns_per_conn"].(float64); ok && x > 0 {
+			out["haproxy_vs_xdp_lb_cpu_conn"] = round2(h / x)
+			fmt.Printf("  %-22s %5.1fx  (balancer CPU per new connection, haproxy / xdp)\n", "haproxy_vs_xdp_lb_cpu_conn", h/x)
+		}
+	}
+	fmt.Println("targets: xdp >= 0.98x direct (keep-alive), >= 0.95x direct (new connections); xdp's CPU per new connection <= 1/30 of haproxy's")
 	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
 		return err
 	}
