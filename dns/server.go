@@ -224,6 +224,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := maybeSteer(conns); err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		tcp.Close()
+		return err
+	}
 	udp := conns[0]
 	s.udp, s.udpConns, s.tcp = udp, conns, tcp
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
