@@ -21,7 +21,7 @@ CLIENTS=${CLIENTS:-4}
 OUTSTANDING=${OUTSTANDING:-100}
 BIN=${BIN:-bin/switchyard}
 OUT=bench/out/dns.json
-PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355
+PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355 PORT_METRICS=25356
 
 BENCH=dns
 . "$(dirname "$0")/lib.sh"
@@ -29,7 +29,7 @@ if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1; fi
 require_binary "$BIN" dns
 
 ensure_packages nsd knot dnsperf dnsutils bind9-dnsutils
-ports_free $PORT_SY $PORT_NSD $PORT_KNOT
+ports_free $PORT_SY $PORT_NSD $PORT_KNOT $PORT_METRICS
 
 WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
 PIDS=()
@@ -171,7 +171,7 @@ validates() {
 
 start() { # name -> starts the server in the background, waits (10 s) until it answers
   case $1 in
-  switchyard | switchyard-unsigned) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
+  switchyard | switchyard-unsigned) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" --metrics 127.0.0.1:$PORT_METRICS >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
   nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & port=$PORT_NSD ;;
   knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
   switchyard-signed) "$BIN" dns run --config "$WORK/switchyard-signed.yaml" >"$WORK/sy-signed.log" 2>&1 & port=$PORT_SY ;;
@@ -210,14 +210,25 @@ cpu_ticks() {
 
 # perf WHAT NAME FILE RCODES [dnsperf args] -> checks the run, sets RESULT to
 # "qps lost avg_latency_ms sent cpu_us_per_answer"
+# batch_counters: switchyard's recvmmsg calls that returned datagrams, and the datagrams ("0 0"
+# for a server without the metrics); their difference over a round gives the batch fill.
+batch_counters() {
+  curl -s --max-time 2 "http://127.0.0.1:$PORT_METRICS/metrics" 2>/dev/null | awk '
+    /^switchyard_dns_udp_recv_batches_total / {b=$2} /^switchyard_dns_udp_recv_datagrams_total / {d=$2}
+    END {printf "%d %d\n", b, d}'
+}
+
 perf() {
-  local what=$1 name=$2 file=$3 rcodes=$4 out drops ticks; shift 4
+  local what=$1 name=$2 file=$3 rcodes=$4 out drops ticks b0 d0 b1 d1; shift 4
   drops=$(rcvbuf_errors)
   ticks=$(cpu_ticks)
+  read -r b0 d0 <<<"$(batch_counters)"
   out=$(dnsperf -s 127.0.0.1 -p "$(port_of "$name")" -d "$file" -l "$SECONDS_PER_RUN" -c "$CLIENTS" \
     -q "$OUTSTANDING" -T 1 -t 2 "$@" 2>&1) || bench_fail "$what: dnsperf exited non-zero: $out"
   drops=$(( $(rcvbuf_errors) - drops ))
   ticks=$(( $(cpu_ticks) - ticks ))
+  read -r b1 d1 <<<"$(batch_counters)"
+  FILL=$(awk -v b=$((b1 - b0)) -v d=$((d1 - d0)) 'BEGIN{printf "%.2f", (b > 0 ? d / b : 0)}')
   check_dnsperf "$what (kernel UDP receive-buffer drops during the run: $drops)" "$out" "$rcodes"
   RESULT=$(awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" '
       /Queries completed:/ {done=$3}
@@ -228,7 +239,9 @@ perf() {
       END {printf "%s %s %.3f %s %.2f\n", qps, lost, lat, sent, (done > 0 ? ticks * 1e6 / hz / done : 0)}' <<<"$out")
 }
 
-declare -A QPS LOST LAT CPU
+declare -A QPS LOST LAT CPU FILLS
+addfill() { FILLS[$1]=$(awk -v a="${FILLS[$1]:-0}" -v b="$2" 'BEGIN{print a+b}'); }
+fillnote() { [ "$FILL" = 0.00 ] || echo ", batch fill $FILL datagrams per recvmmsg"; }
 addcpu() { CPU[$1]=$(awk -v a="${CPU[$1]:-0}" -v b="$2" 'BEGIN{print a+b}'); }
 add() { # key qps lost lat
   QPS[$1]=$(awk -v a="${QPS[$1]:-0}" -v b="$2" 'BEGIN{print a+b}')
@@ -244,8 +257,8 @@ for r in $(seq "$ROUNDS"); do
     start "$s"
     perf "round $r $s static" "$s" "$WORK/static.txt" "NOERROR NXDOMAIN" -e
     read -r q l t _ u <<<"$RESULT"
-    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"
-    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
+    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"; addfill "$s/static" "$FILL"
+    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer$(fillnote)"
     perf "round $r $s dynamic+ECS" "$s" "$WORK/dynamic.txt" "NOERROR" -E "$ECS_G1"
     read -r q l t _ u <<<"$RESULT"
     add "$s/ecs" "$q" "$l" "$t"; addcpu "$s/ecs" "$u"
@@ -286,15 +299,18 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # Core scaling: switchyard on one core (taskset -c 0, GOMAXPROCS=1) against both cores, static
-# names, same load. dnsperf shares the two cores with the server, so this understates scaling.
+# names, same load, the order alternating by round. dnsperf shares the two cores with the server
+# (on one core the server leaves dnsperf a core of its own), so q/s understates scaling; the CPU
+# per answer on one core and on two is the figure that does not depend on that share.
 for r in $(seq "$ROUNDS"); do
-  for c in 1 2; do
+  if (( r % 2 )); then corder="1 2"; else corder="2 1"; fi
+  for c in $corder; do
     if [ "$c" = 1 ]; then SY_WRAP="taskset -c 0 env GOMAXPROCS=1"; else SY_WRAP="taskset -c 0,1"; fi
     start switchyard
     perf "round $r switchyard static on $c core(s)" switchyard "$WORK/static.txt" "NOERROR NXDOMAIN" -e
-    read -r q l t _ <<<"$RESULT"
-    add "cores$c" "$q" "$l" "$t"
-    echo "  round $r switchyard static on $c core(s): ${q} q/s, lost $l, ${t} ms"
+    read -r q l t _ u <<<"$RESULT"
+    add "cores$c" "$q" "$l" "$t"; addcpu "cores$c" "$u"
+    echo "  round $r switchyard static on $c core(s): ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer$(fillnote)"
     stop
   done
 done
@@ -328,9 +344,12 @@ echo "switchyard unsigned in the same rounds: static $su q/s, dynamic+ECS $sue q
 echo "switchyard signed / unsigned: static $(ratio "$sg" "$su"), dynamic+ECS $(ratio "$sge" "$sue");   switchyard signed / knot signed (static): $(ratio "$sg" "$ks")"
 sgc=$(avgf "${CPU[switchyard-signed/static]}"); suc=$(avgf "${CPU[switchyard-unsigned/static]}"); ksc=$(avgf "${CPU[knot-signed/static]}")
 echo "CPU per answer (us), static: switchyard signed $sgc, unsigned $suc (signed / unsigned $(ratio "$sgc" "$suc")), knot signed $ksc"
+echo "switchyard batch fill (datagrams per recvmmsg that returned any), static: $(avgf "${FILLS[switchyard/static]}")"
 c1=$(avg "${QPS[cores1]}"); c2=$(avg "${QPS[cores2]}")
 echo "switchyard static: 1 core $c1 q/s (lost ${LOST[cores1]}), 2 cores $c2 q/s (lost ${LOST[cores2]}), 2 / 1: $(ratio "$c2" "$c1")"
+cc1=$(avgf "${CPU[cores1]}"); cc2=$(avgf "${CPU[cores2]}")
+echo "switchyard CPU per static answer: 1 core $cc1 us, 2 cores $cc2 us (1 / 2: $(ratio "$cc1" "$cc2"))"
 
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +39,9 @@ type Options struct {
 	// Sockets, when set, is where Start takes the sockets inherited from the process this one
 	// replaces and keeps its own to pass on (internal/handover).
 	Sockets *handover.Sockets
+	// UDPWait is how a UDP worker waits for datagrams (UDPWaitNetpoll, UDPWaitThread,
+	// UDPWaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
+	UDPWait UDPWait
 }
 
 // state is everything a reload replaces at once; queries load it once and use it throughout.
@@ -78,6 +80,9 @@ type Server struct {
 	skew atomic.Int64
 	// coarse is the wall clock in Unix seconds, refreshed by runClock while serving (unixNow).
 	coarse atomic.Int64
+	// udpWait is the checked Options.UDPWait; batches counts each UDP worker's recvmmsg fill.
+	udpWait UDPWait
+	batches []batchStats
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -112,6 +117,13 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
+		return nil, err
+	}
+	if s.udpWait, err = parseUDPWait(opt.UDPWait); err != nil {
+		return nil, fmt.Errorf("new dns server: %w", err)
+	}
+	s.batches = make([]batchStats, udpWorkers())
+	if err := registerBatchStats(opt.Registry, s.batches); err != nil {
 		return nil, err
 	}
 	st, err := s.build(cfg, nil)
@@ -215,18 +227,25 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	listen := s.state.Load().cfg.Listen
 	raiseNoFile(s.log)
-	workers := max(2, runtime.GOMAXPROCS(0))
-	conns, tcp, err := bindKept(s.opt.Sockets, listen, workers)
+	conns, tcp, err := bindKept(s.opt.Sockets, listen, len(s.batches))
 	if err != nil {
+		return err
+	}
+	if err := maybeSteer(conns); err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		tcp.Close()
 		return err
 	}
 	udp := conns[0]
 	s.udp, s.udpConns, s.tcp = udp, conns, tcp
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
-	for _, c := range conns {
+	for i, c := range conns {
 		s.wg.Add(1)
 		s.udpLive.Add(1)
-		go s.serveUDP(c)
+		// An upgrade can inherit more sockets than this process has workers: they share counters.
+		go s.serveUDP(c, &s.batches[i%len(s.batches)])
 	}
 	s.wg.Add(1)
 	go s.serveTCP()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,9 @@ const udpBatch = 32
 
 // udpSocketBuffer is the receive and send buffer asked for each UDP socket.
 const udpSocketBuffer = 4 << 20
+
+// udpWorkers is how many UDP sockets and workers a server runs: one per usable core, at least 2.
+func udpWorkers() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // bindSockets binds a TCP listener and n UDP sockets with SO_REUSEPORT on its port, so the kernel
 // spreads clients over the workers. TCP is bound first: with port 0 the kernel picks a port free
@@ -78,22 +82,25 @@ func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 // serveUDP answers datagrams from one socket in batches (one recvmmsg and one sendmmsg per
 // batch under load) until it is closed. A cached answer is written into the batch's own
 // storage, so the hot path allocates nothing.
-func (s *Server) serveUDP(conn *net.UDPConn) {
+func (s *Server) serveUDP(conn *net.UDPConn, st *batchStats) {
 	defer s.wg.Done()
 	defer s.udpLive.Add(-1)
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return
 	}
+	lockForWait(s.udpWait)
 	r := newMmsgRing(udpBatch)
 	for {
-		n, err := r.recv(rc)
+		n, err := r.recvWait(rc, s.udpWait)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.draining.Load() {
 				return // closed, or draining (Shutdown): the batch before this one is sent
 			}
 			continue
 		}
+		st.calls.Add(1)
+		st.datagrams.Add(uint64(n))
 		out := 0
 		for i := 0; i < n; i++ {
 			src, ok := r.source(i)
