@@ -95,6 +95,11 @@ func UpCDN(prefix, exe string) (*State, error) {
 		"--delay", CDNOriginDelay.String(), "--slow-delay", CDNSlowDelay.String()); err != nil {
 		return st, err
 	}
+	hc := CDNClient(c, 2*time.Second)
+	defer hc.CloseIdleConnections()
+	if err := waitHTTP(hc, "http://"+c.Origin+"/healthz", 20*time.Second); err != nil {
+		return st, fmt.Errorf("lab up --cdn: the origin: %w (see the cdn-*.log in %s)", err, dir)
+	}
 	for i, e := range c.Edges {
 		name := CDNEdgeProc(i + 1)
 		p, err := writeConfig(prefix, name, minicdn.EdgeConfig(e, "http://"+c.Origin, filepath.Join(dir, name), CDNMemoryObjects))
@@ -105,7 +110,14 @@ func UpCDN(prefix, exe string) (*State, error) {
 			return st, err
 		}
 	}
-	p, err := writeConfig(prefix, "cdn-router", minicdn.RouterConfig(c.Router, c.Edges, "hash", CDNBudget, CDNHealthInterval))
+	for _, e := range c.Edges { // the router starts once every edge answers its probe
+		if err := waitHTTP(hc, "http://"+e+"/healthz", 20*time.Second); err != nil {
+			return st, fmt.Errorf("lab up --cdn: an edge: %w (see the cdn-*.log in %s)", err, dir)
+		}
+	}
+	router := minicdn.RouterConfig(c.Router, c.Edges, "hash", CDNBudget, CDNHealthInterval) +
+		fmt.Sprintf("admin: {address: %q}\n", CDNRouterAdmin)
+	p, err := writeConfig(prefix, "cdn-router", router)
 	if err != nil {
 		return st, err
 	}
@@ -116,6 +128,9 @@ func UpCDN(prefix, exe string) (*State, error) {
 		return st, err
 	}
 	if err := waitCDN(c, 20*time.Second); err != nil {
+		return st, fmt.Errorf("lab up --cdn: %w (see the cdn-*.log in %s)", err, dir)
+	}
+	if err := waitRing(hc, c, 20*time.Second); err != nil {
 		return st, fmt.Errorf("lab up --cdn: %w (see the cdn-*.log in %s)", err, dir)
 	}
 	return st, nil
