@@ -99,7 +99,16 @@ func (p *Process) Upgrade() (int, error) {
 	select {
 	case err = <-p.results:
 	case werr := <-exited:
-		err = fmt.Errorf("it exited before taking over (%v); its log says why", werr)
+		// A successor that fails reports why, then exits: on a loaded machine its exit can be
+		// seen before the report is read, so give the report a moment to arrive.
+		select {
+		case err = <-p.results:
+			if err == nil {
+				err = fmt.Errorf("it exited right after taking over (%v); its log says why", werr)
+			}
+		case <-time.After(2 * time.Second):
+			err = fmt.Errorf("it exited before taking over (%v); its log says why", werr)
+		}
 		exited <- werr
 	case <-time.After(p.opt.Timeout + 5*time.Second):
 		err = fmt.Errorf("it did not take over within %s", p.opt.Timeout)
