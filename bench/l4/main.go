@@ -145,6 +145,27 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 		return err
 	}
 	b := &bench{l: l, c1: l.Client(1), lb: l.Balancer(), bes: l.Topo.ByRole(topo.Backend), work: work, dur: dur, conns: conns, threads: 2, repeats: rounds}
+	if err := b.tuneLab(); err != nil {
+		return err
+	}
+	res, err := b.allRounds(rounds)
+	if err != nil {
+		return err
+	}
+	if err := report(res, rounds, dur, conns, outPath); err != nil {
+		return err
+	}
+	if perfDir != "" {
+		return b.profile(perfDir)
+	}
+	return nil
+}
+
+// tuneLab readies the lab's namespaces for the bench: the VIP on the balancer for HAProxy, no
+// xdp_pass on the router port, forwarding and the port and TIME_WAIT settings the
+// new-connection runs need. It is apart from run because every setting is the same for every
+// path, so none of them favours one balancer.
+func (b *bench) tuneLab() error {
 	// HAProxy binds the VIP: it must be a local address of the balancer for that mode (the XDP
 	// forwarder and the DNAT rules act before the local delivery, so it does no harm there).
 	if err := topo.AddLoopback(b.lb.NS, lab.WebVIP4); err != nil {
@@ -183,9 +204,16 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// allRounds runs every mode under both loads for the given rounds, then the forwarder once more
+// with BPF statistics on, and returns the results keyed "mode/load" (and "xdp/load/lbcpu"). It
+// is apart from run because it is the measuring, while run builds and removes the lab.
+func (b *bench) allRounds(rounds int) (map[string][]result, error) {
 	res := map[string][]result{}
 	fmt.Printf("L4 benchmark: %d rounds x %d modes x 2 loads, wrk -t%d -c%d -d%s, 2 backends, %d CPUs\n",
-		rounds, len(modes), b.threads, conns, dur, runtime.NumCPU())
+		rounds, len(modes), b.threads, b.conns, b.dur, runtime.NumCPU())
 	for r := 0; r < rounds; r++ {
 		// Every mode's keep-alive run, then every mode's new-connection run: the runs that the
 		// ratios compare follow each other closely, while the machine drifts.
@@ -193,7 +221,7 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			for _, m := range order(modes, r) {
 				x, err := b.run(m, load)
 				if err != nil {
-					return fmt.Errorf("round %d: %w", r+1, err)
+					return nil, fmt.Errorf("round %d: %w", r+1, err)
 				}
 				fmt.Printf("round %d %-8s %-9s %9.0f req/s  p99 %6.2f ms  %s\n", r+1, m, load, x.rps, x.p99ms, x.cpuLine())
 				res[m+"/"+load] = append(res[m+"/"+load], x)
@@ -216,16 +244,10 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := report(res, rounds, dur, conns, outPath); err != nil {
-		return err
-	}
-	if perfDir != "" {
-		return b.profile(perfDir)
-	}
-	return nil
+	return res, nil
 }
 
 // run sets a mode up, measures one load through it and tears it down. When other processes took
