@@ -417,39 +417,59 @@ func (b *bench) setup(mode string) error {
 	case "floor":
 		return b.setupFloor()
 	case "xdp", "xdpgen":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
-		}
-		am := loader.Mode(xdpMode)
-		if mode == "xdpgen" {
-			am = loader.Generic
-		}
-		// In native mode the router port must run an XDP program to accept the forwarder's
-		// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
-		// other: a program there would only copy it into an XDP buffer.
-		if am == loader.Native {
-			pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
-			if err != nil {
-				return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
-			}
-			b.pass = pass
-		}
-		seg := b.l.Topo.Segment(b.lb.Segment)
-		mac, _ := net.ParseMAC(seg.RouterMAC)
-		f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: am, Src4: lab.Encap4, Src6: lab.Encap6})
-		if err != nil {
-			return err
-		}
-		b.fw = f
-		v := b.l.VIP("web")
-		return f.SetVIP(v.Key, v.ID, 0, []fwd.Backend{{Addr: b.bes[0].Addr4, Weight: 1}, {Addr: b.bes[1].Addr4, Weight: 1}})
+		return b.setupXDP(mode)
 	case "nft":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
+		return b.setupNft()
+	case "haproxy":
+		return b.setupHAProxy()
+	}
+	return fmt.Errorf("unknown mode %s", mode)
+}
+
+// setupXDP routes the VIP to the balancer and starts switchyard's XDP forwarder there, native
+// or (xdpgen) generic, with xdp_pass on the router port in native mode. Each balancer's setup
+// is a function of its own so that setup reads as the list of paths compared.
+func (b *bench) setupXDP(mode string) error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	am := loader.Mode(xdpMode)
+	if mode == "xdpgen" {
+		am = loader.Generic
+	}
+	// In native mode the router port must run an XDP program to accept the forwarder's
+	// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
+	// other: a program there would only copy it into an XDP buffer.
+	if am == loader.Native {
+		pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
+		if err != nil {
+			return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 		}
-		// A DNAT balancer: a random backend per new connection, source NAT so that replies
-		// come back through it (it must undo the DNAT).
-		rules := fmt.Sprintf(`table ip sybench {
+		b.pass = pass
+	}
+	seg := b.l.Topo.Segment(b.lb.Segment)
+	mac, _ := net.ParseMAC(seg.RouterMAC)
+	f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: am, Src4: lab.Encap4, Src6: lab.Encap6})
+	if err != nil {
+		return err
+	}
+	b.fw = f
+	v := b.l.VIP("web")
+	return f.SetVIP(v.Key, v.ID, 0, []fwd.Backend{{Addr: b.bes[0].Addr4, Weight: 1}, {Addr: b.bes[1].Addr4, Weight: 1}})
+}
+
+// setupNft routes the VIP to the balancer and loads an nftables DNAT balancer there.
+func (b *bench) setupNft() error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	// A DNAT balancer: a random backend per new connection, source NAT so that replies
+	// come back through it (it must undo the DNAT).
+	rules := fmt.Sprintf(`table ip sybench {
   chain pre {
     type nat hook prerouting priority dstnat;
     ip daddr %s tcp dport 80 dnat to numgen random mod 2 map { 0 : %s, 1 : %s }
@@ -460,16 +480,22 @@ func (b *bench) setup(mode string) error {
   }
 }
 `, lab.WebVIP4, b.bes[0].Addr4, b.bes[1].Addr4, b.bes[0].Addr4, b.bes[1].Addr4)
-		p := filepath.Join(b.work, "nft.conf")
-		if err := os.WriteFile(p, []byte(rules), 0o600); err != nil {
-			return err
-		}
-		return nsexec(b.lb.NS, "nft", "-f", p)
-	case "haproxy":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
-		}
-		cfg := fmt.Sprintf(`global
+	p := filepath.Join(b.work, "nft.conf")
+	if err := os.WriteFile(p, []byte(rules), 0o600); err != nil {
+		return err
+	}
+	return nsexec(b.lb.NS, "nft", "-f", p)
+}
+
+// setupHAProxy routes the VIP to the balancer and starts HAProxy in TCP mode there, returning
+// once it accepts connections on the VIP (or its log when it does not within 5s).
+func (b *bench) setupHAProxy() error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`global
   maxconn 8000
 defaults
   mode tcp
@@ -484,34 +510,32 @@ backend be
   server be1 %s:80
   server be2 %s:80
 `, lab.WebVIP4, b.bes[0].Addr4, b.bes[1].Addr4)
-		p := filepath.Join(b.work, "haproxy.cfg")
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			return err
-		}
-		cmd := exec.Command("nsenter", "--net="+topo.NSPath(b.lb.NS), "--", "haproxy", "-db", "-f", p)
-		logf, err := os.Create(filepath.Join(b.work, "haproxy.log"))
-		if err != nil {
-			return err
-		}
-		defer logf.Close()
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start haproxy: %w", err)
-		}
-		b.hap = cmd
-		hapPid.Store(int64(cmd.Process.Pid))
-		// Wait until it listens.
-		for i := 0; i < 50; i++ {
-			if c, err := topo.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
-				c.Close()
-				return nil
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		log, _ := os.ReadFile(filepath.Join(b.work, "haproxy.log"))
-		return fmt.Errorf("haproxy did not listen within 5s: %s", log)
+	p := filepath.Join(b.work, "haproxy.cfg")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown mode %s", mode)
+	cmd := exec.Command("nsenter", "--net="+topo.NSPath(b.lb.NS), "--", "haproxy", "-db", "-f", p)
+	logf, err := os.Create(filepath.Join(b.work, "haproxy.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start haproxy: %w", err)
+	}
+	b.hap = cmd
+	hapPid.Store(int64(cmd.Process.Pid))
+	// Wait until it listens.
+	for i := 0; i < 50; i++ {
+		if c, err := topo.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(b.work, "haproxy.log"))
+	return fmt.Errorf("haproxy did not listen within 5s: %s", log)
 }
 
 func (b *bench) teardown(mode string) {
