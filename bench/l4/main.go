@@ -846,6 +846,25 @@ func paired(res map[string][]result, a, b string, f func(x, y result) float64) (
 
 func report(res map[string][]result, rounds int, dur time.Duration, conns int, outPath string) error {
 	out := map[string]any{"rounds": rounds, "duration_s": dur.Seconds(), "connections": conns, "cpus": runtime.NumCPU(), "backends": 2, "smoke": smoke}
+	reportMedians(res, out, rounds)
+	reportRatios(res, out)
+	reportCapacity(res, out)
+	fmt.Println("targets: xdp >= 0.98x direct (keep-alive), >= 0.95x direct (new connections); xdp's CPU per new connection <= 1/30 of haproxy's")
+	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
+		return err
+	}
+	bs, _ := json.MarshalIndent(out, "", "  ")
+	if err := writeAtomic(outPath, append(bs, '\n')); err != nil {
+		return err
+	}
+	fmt.Println("wrote", outPath)
+	return nil
+}
+
+// reportMedians prints each path's medians over the rounds and records them in out. The report
+// is split by section (medians, ratios, capacity) so that each fits on a screen; every section
+// writes its keys into the same JSON object.
+func reportMedians(res map[string][]result, out map[string]any, rounds int) {
 	fmt.Printf("\nmedians over %d rounds (CPU: the whole machine's busy time per request, all CPUs, in us)\n", rounds)
 	fmt.Printf("%-8s %12s %7s %10s %7s %9s %8s %9s %8s %9s %8s %10s %10s\n", "path", "keepalive/s", "p99 ms", "newconn/s", "p99 ms",
 		"CPU/req", "user", "kernel", "softirq", "CPU/conn", "softirq", "lb ns/req", "lb ns/conn")
@@ -880,6 +899,11 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		fmt.Printf("%-8s %12.0f %7.2f %10.0f %7.2f %9.1f %8.1f %9.1f %8.1f %9.1f %8.1f %10s %10s\n", m, k.rps, k.p99, c.rps, c.p99,
 			k.total, k.user, k.kernel, k.softirq, c.total, c.softirq, lbk, lbc)
 	}
+}
+
+// reportRatios prints and records the throughput ratios between paths: of the medians, and
+// paired within each round, which is the figure that holds on a busy machine.
+func reportRatios(res map[string][]result, out map[string]any) {
 	ratio := func(a, b string) float64 {
 		x, _ := out[a].(float64)
 		y, _ := out[b].(float64)
@@ -914,6 +938,11 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		}
 		fmt.Printf("  %-22s %5.2fx  [%.2fx, %.2f..%.2f]\n", q.key, out[q.key], med, lo, hi)
 	}
+}
+
+// reportCapacity prints and records the lab CPU each path costs per request and per new
+// connection against direct's, and the balancer CPU of HAProxy against the XDP forwarder's.
+func reportCapacity(res map[string][]result, out map[string]any) {
 	if contains(modes, "xdp") && contains(modes, "direct") {
 		perReq := func(r result) float64 { return float64(r.cpu.busy.Nanoseconds()) / float64(r.requests) / 1000 }
 		labPer := func(r result) float64 { return float64(r.labCPU().Nanoseconds()) / float64(r.requests) / 1000 }
@@ -951,16 +980,6 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 			fmt.Printf("  %-22s %5.1fx  (balancer CPU per new connection, haproxy / xdp)\n", "haproxy_vs_xdp_lb_cpu_conn", h/x)
 		}
 	}
-	fmt.Println("targets: xdp >= 0.98x direct (keep-alive), >= 0.95x direct (new connections); xdp's CPU per new connection <= 1/30 of haproxy's")
-	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
-		return err
-	}
-	bs, _ := json.MarshalIndent(out, "", "  ")
-	if err := writeAtomic(outPath, append(bs, '\n')); err != nil {
-		return err
-	}
-	fmt.Println("wrote", outPath)
-	return nil
 }
 
 // writeAtomic writes data to a temp file beside path and renames it over path, so that a reader
