@@ -99,6 +99,46 @@ func rotateKey(key []byte, d policy.Decision) []byte {
 	return k
 }
 
+// newReply starts the answer to req: the header fields a response echoes (RFC 1035 4.1.1,
+// RFC 6840 5.9 for CD) and the question, and the outcome naming that question, so every early
+// failure in respond answers with the same header.
+func newReply(req *mdns.Msg) (*mdns.Msg, *outcome) {
+	resp := new(mdns.Msg)
+	resp.Id = req.Id
+	resp.Response = true
+	resp.Opcode = req.Opcode
+	resp.RecursionDesired = req.RecursionDesired
+	resp.CheckingDisabled = req.CheckingDisabled
+	resp.Question = req.Question
+	oc := &outcome{name: "-"}
+	if len(req.Question) == 1 {
+		oc.qname = req.Question[0].Name
+		oc.qtype = req.Question[0].Qtype
+	}
+	return resp, oc
+}
+
+// signIfAsked signs the filled answer when the zone is signed and the query set DO; it is apart
+// from respond because signing is the one step after lookup that can fail. On failure it logs,
+// strips resp down to the OPT and returns false: the caller answers SERVFAIL rather than send
+// unsigned data a validator would reject.
+func (s *Server) signIfAsked(st *state, z *zone.Zone, resp *mdns.Msg, kind zone.Kind, qname string,
+	q mdns.Question, e ednsQuery, oc *outcome) bool {
+	sg := st.signers[z.Origin]
+	if sg == nil || !e.do {
+		return true
+	}
+	if err := s.signAnswer(st, sg, z, resp, kind, qname, q.Qtype, e.co, oc); err != nil {
+		s.log.Warn("sign dns answer", "err", err, "question", q.String())
+		resp.Answer, resp.Ns, resp.Extra = nil, nil, resp.Extra[:1] // keep the OPT only
+		return false
+	}
+	// A compact NXDOMAIN depends on the query bytes alone, like NODATA: caching it spares
+	// the lookup, the signature-cache lookups and the packing, which cost ~30x a cache hit.
+	oc.cacheable = oc.cacheable || kind == zone.NXDomain
+	return true
+}
+
 // respond answers raw; pre, when set, is the decision already made for a weighted name.
 func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decision) ([]byte, *outcome) {
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
@@ -112,18 +152,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		// the records present all land here (a header-only FORMERR, as NSD answers).
 		return headerOnly(raw, mdns.RcodeFormatError), &outcome{name: "-", rcode: mdns.RcodeFormatError}
 	}
-	resp := new(mdns.Msg)
-	resp.Id = req.Id
-	resp.Response = true
-	resp.Opcode = req.Opcode
-	resp.RecursionDesired = req.RecursionDesired
-	resp.CheckingDisabled = req.CheckingDisabled
-	resp.Question = req.Question
-	oc := &outcome{name: "-"}
-	if len(req.Question) == 1 {
-		oc.qname = req.Question[0].Name
-		oc.qtype = req.Question[0].Qtype
-	}
+	resp, oc := newReply(req)
 	// failEDE answers rcode with an Extended DNS Error (RFC 8914) when the query has EDNS;
 	// ede 0 adds none.
 	failEDE := func(rcode int, ede uint16) ([]byte, *outcome) {
@@ -173,15 +202,8 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		return failEDE(mdns.RcodeFormatError, mdns.ExtendedErrorCodeInvalidQueryType)
 	}
 	kind := s.fillAnswer(st, resp, z, qname, q.Qtype, client, ecsBits, ecs, oc, pre)
-	if sg := st.signers[z.Origin]; sg != nil && e.do {
-		if err := s.signAnswer(st, sg, z, resp, kind, qname, q.Qtype, e.co, oc); err != nil {
-			s.log.Warn("sign dns answer", "err", err, "question", q.String())
-			resp.Answer, resp.Ns, resp.Extra = nil, nil, resp.Extra[:1] // keep the OPT only
-			return fail(mdns.RcodeServerFailure)
-		}
-		// A compact NXDOMAIN depends on the query bytes alone, like NODATA: caching it spares
-		// the lookup, the signature-cache lookups and the packing, which cost ~30x a cache hit.
-		oc.cacheable = oc.cacheable || kind == zone.NXDomain
+	if !s.signIfAsked(st, z, resp, kind, qname, q, e, oc) {
+		return fail(mdns.RcodeServerFailure)
 	}
 	oc.rcode = resp.Rcode
 	if t := req.IsTsig(); t != nil {

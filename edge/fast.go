@@ -378,8 +378,16 @@ func (fc *fastConn) answerHit(end int) (keep, ok bool) {
 	if hh == nil {
 		return false, false
 	}
+	return fc.sendHit(end, &hr, ent, hh, age, now), true
+}
 
-	// From here the request is ours.
+// sendHit answers hr from the fresh memory hit ent: it consumes the request's end bytes, writes
+// hh's prebuilt head with the fields that change per answer (Age, Date, Connection) and the
+// body, and reports whether the connection may serve another request. It is apart from
+// answerHit because from here the request is ours: nothing after this may hand it to net/http.
+func (fc *fastConn) sendHit(end int, hr *hitRequest, ent *store.Entry, hh *hitHead, age time.Duration, now time.Time) (keep bool) {
+	e := fc.fs.e
+	var err error
 	fc.in.Consume(end)
 	e.stats.count(Hit)
 	e.stats.FastPath.Add(1)
@@ -428,7 +436,7 @@ func (fc *fastConn) answerHit(end int) (keep, ok bool) {
 	}
 	fc.out = out
 	fc.closing = err == nil && hr.close
-	return err == nil && !hr.close, true
+	return err == nil && !hr.close
 }
 
 // varyFields returns the request's fields named by a URL's Vary, as the header variantKey reads.

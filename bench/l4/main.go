@@ -145,6 +145,27 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 		return err
 	}
 	b := &bench{l: l, c1: l.Client(1), lb: l.Balancer(), bes: l.Topo.ByRole(topo.Backend), work: work, dur: dur, conns: conns, threads: 2, repeats: rounds}
+	if err := b.tuneLab(); err != nil {
+		return err
+	}
+	res, err := b.allRounds(rounds)
+	if err != nil {
+		return err
+	}
+	if err := report(res, rounds, dur, conns, outPath); err != nil {
+		return err
+	}
+	if perfDir != "" {
+		return b.profile(perfDir)
+	}
+	return nil
+}
+
+// tuneLab readies the lab's namespaces for the bench: the VIP on the balancer for HAProxy, no
+// xdp_pass on the router port, forwarding and the port and TIME_WAIT settings the
+// new-connection runs need. It is apart from run because every setting is the same for every
+// path, so none of them favours one balancer.
+func (b *bench) tuneLab() error {
 	// HAProxy binds the VIP: it must be a local address of the balancer for that mode (the XDP
 	// forwarder and the DNAT rules act before the local delivery, so it does no harm there).
 	if err := topo.AddLoopback(b.lb.NS, lab.WebVIP4); err != nil {
@@ -183,9 +204,16 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// allRounds runs every mode under both loads for the given rounds, then the forwarder once more
+// with BPF statistics on, and returns the results keyed "mode/load" (and "xdp/load/lbcpu"). It
+// is apart from run because it is the measuring, while run builds and removes the lab.
+func (b *bench) allRounds(rounds int) (map[string][]result, error) {
 	res := map[string][]result{}
 	fmt.Printf("L4 benchmark: %d rounds x %d modes x 2 loads, wrk -t%d -c%d -d%s, 2 backends, %d CPUs\n",
-		rounds, len(modes), b.threads, conns, dur, runtime.NumCPU())
+		rounds, len(modes), b.threads, b.conns, b.dur, runtime.NumCPU())
 	for r := 0; r < rounds; r++ {
 		// Every mode's keep-alive run, then every mode's new-connection run: the runs that the
 		// ratios compare follow each other closely, while the machine drifts.
@@ -193,7 +221,7 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			for _, m := range order(modes, r) {
 				x, err := b.run(m, load)
 				if err != nil {
-					return fmt.Errorf("round %d: %w", r+1, err)
+					return nil, fmt.Errorf("round %d: %w", r+1, err)
 				}
 				fmt.Printf("round %d %-8s %-9s %9.0f req/s  p99 %6.2f ms  %s\n", r+1, m, load, x.rps, x.p99ms, x.cpuLine())
 				res[m+"/"+load] = append(res[m+"/"+load], x)
@@ -216,16 +244,10 @@ func run(rounds int, dur time.Duration, conns int, outPath string) error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := report(res, rounds, dur, conns, outPath); err != nil {
-		return err
-	}
-	if perfDir != "" {
-		return b.profile(perfDir)
-	}
-	return nil
+	return res, nil
 }
 
 // run sets a mode up, measures one load through it and tears it down. When other processes took
@@ -395,39 +417,59 @@ func (b *bench) setup(mode string) error {
 	case "floor":
 		return b.setupFloor()
 	case "xdp", "xdpgen":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
-		}
-		am := loader.Mode(xdpMode)
-		if mode == "xdpgen" {
-			am = loader.Generic
-		}
-		// In native mode the router port must run an XDP program to accept the forwarder's
-		// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
-		// other: a program there would only copy it into an XDP buffer.
-		if am == loader.Native {
-			pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
-			if err != nil {
-				return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
-			}
-			b.pass = pass
-		}
-		seg := b.l.Topo.Segment(b.lb.Segment)
-		mac, _ := net.ParseMAC(seg.RouterMAC)
-		f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: am, Src4: lab.Encap4, Src6: lab.Encap6})
-		if err != nil {
-			return err
-		}
-		b.fw = f
-		v := b.l.VIP("web")
-		return f.SetVIP(v.Key, v.ID, 0, []fwd.Backend{{Addr: b.bes[0].Addr4, Weight: 1}, {Addr: b.bes[1].Addr4, Weight: 1}})
+		return b.setupXDP(mode)
 	case "nft":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
+		return b.setupNft()
+	case "haproxy":
+		return b.setupHAProxy()
+	}
+	return fmt.Errorf("unknown mode %s", mode)
+}
+
+// setupXDP routes the VIP to the balancer and starts switchyard's XDP forwarder there, native
+// or (xdpgen) generic, with xdp_pass on the router port in native mode. Each balancer's setup
+// is a function of its own so that setup reads as the list of paths compared.
+func (b *bench) setupXDP(mode string) error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	am := loader.Mode(xdpMode)
+	if mode == "xdpgen" {
+		am = loader.Generic
+	}
+	// In native mode the router port must run an XDP program to accept the forwarder's
+	// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
+	// other: a program there would only copy it into an XDP buffer.
+	if am == loader.Native {
+		pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
+		if err != nil {
+			return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 		}
-		// A DNAT balancer: a random backend per new connection, source NAT so that replies
-		// come back through it (it must undo the DNAT).
-		rules := fmt.Sprintf(`table ip sybench {
+		b.pass = pass
+	}
+	seg := b.l.Topo.Segment(b.lb.Segment)
+	mac, _ := net.ParseMAC(seg.RouterMAC)
+	f, err := fwd.Start(fwd.Options{NS: b.lb.NS, Iface: b.lb.Iface, NextHopMAC: mac, Mode: am, Src4: lab.Encap4, Src6: lab.Encap6})
+	if err != nil {
+		return err
+	}
+	b.fw = f
+	v := b.l.VIP("web")
+	return f.SetVIP(v.Key, v.ID, 0, []fwd.Backend{{Addr: b.bes[0].Addr4, Weight: 1}, {Addr: b.bes[1].Addr4, Weight: 1}})
+}
+
+// setupNft routes the VIP to the balancer and loads an nftables DNAT balancer there.
+func (b *bench) setupNft() error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	// A DNAT balancer: a random backend per new connection, source NAT so that replies
+	// come back through it (it must undo the DNAT).
+	rules := fmt.Sprintf(`table ip sybench {
   chain pre {
     type nat hook prerouting priority dstnat;
     ip daddr %s tcp dport 80 dnat to numgen random mod 2 map { 0 : %s, 1 : %s }
@@ -438,16 +480,22 @@ func (b *bench) setup(mode string) error {
   }
 }
 `, lab.WebVIP4, b.bes[0].Addr4, b.bes[1].Addr4, b.bes[0].Addr4, b.bes[1].Addr4)
-		p := filepath.Join(b.work, "nft.conf")
-		if err := os.WriteFile(p, []byte(rules), 0o600); err != nil {
-			return err
-		}
-		return nsexec(b.lb.NS, "nft", "-f", p)
-	case "haproxy":
-		if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
-			return err
-		}
-		cfg := fmt.Sprintf(`global
+	p := filepath.Join(b.work, "nft.conf")
+	if err := os.WriteFile(p, []byte(rules), 0o600); err != nil {
+		return err
+	}
+	return nsexec(b.lb.NS, "nft", "-f", p)
+}
+
+// setupHAProxy routes the VIP to the balancer and starts HAProxy in TCP mode there, returning
+// once it accepts connections on the VIP (or its log when it does not within 5s).
+func (b *bench) setupHAProxy() error {
+	rt := b.l.Topo.RouterNS
+	vipNet := netip.PrefixFrom(lab.WebVIP4, 32)
+	if err := topo.SetRoute(rt, vipNet, []netip.Addr{b.lb.Addr4}); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`global
   maxconn 8000
 defaults
   mode tcp
@@ -462,34 +510,32 @@ backend be
   server be1 %s:80
   server be2 %s:80
 `, lab.WebVIP4, b.bes[0].Addr4, b.bes[1].Addr4)
-		p := filepath.Join(b.work, "haproxy.cfg")
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			return err
-		}
-		cmd := exec.Command("nsenter", "--net="+topo.NSPath(b.lb.NS), "--", "haproxy", "-db", "-f", p)
-		logf, err := os.Create(filepath.Join(b.work, "haproxy.log"))
-		if err != nil {
-			return err
-		}
-		defer logf.Close()
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start haproxy: %w", err)
-		}
-		b.hap = cmd
-		hapPid.Store(int64(cmd.Process.Pid))
-		// Wait until it listens.
-		for i := 0; i < 50; i++ {
-			if c, err := topo.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
-				c.Close()
-				return nil
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		log, _ := os.ReadFile(filepath.Join(b.work, "haproxy.log"))
-		return fmt.Errorf("haproxy did not listen within 5s: %s", log)
+	p := filepath.Join(b.work, "haproxy.cfg")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown mode %s", mode)
+	cmd := exec.Command("nsenter", "--net="+topo.NSPath(b.lb.NS), "--", "haproxy", "-db", "-f", p)
+	logf, err := os.Create(filepath.Join(b.work, "haproxy.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start haproxy: %w", err)
+	}
+	b.hap = cmd
+	hapPid.Store(int64(cmd.Process.Pid))
+	// Wait until it listens.
+	for i := 0; i < 50; i++ {
+		if c, err := topo.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(b.work, "haproxy.log"))
+	return fmt.Errorf("haproxy did not listen within 5s: %s", log)
 }
 
 func (b *bench) teardown(mode string) {
@@ -800,6 +846,25 @@ func paired(res map[string][]result, a, b string, f func(x, y result) float64) (
 
 func report(res map[string][]result, rounds int, dur time.Duration, conns int, outPath string) error {
 	out := map[string]any{"rounds": rounds, "duration_s": dur.Seconds(), "connections": conns, "cpus": runtime.NumCPU(), "backends": 2, "smoke": smoke}
+	reportMedians(res, out, rounds)
+	reportRatios(res, out)
+	reportCapacity(res, out)
+	fmt.Println("targets: xdp >= 0.98x direct (keep-alive), >= 0.95x direct (new connections); xdp's CPU per new connection <= 1/30 of haproxy's")
+	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
+		return err
+	}
+	bs, _ := json.MarshalIndent(out, "", "  ")
+	if err := writeAtomic(outPath, append(bs, '\n')); err != nil {
+		return err
+	}
+	fmt.Println("wrote", outPath)
+	return nil
+}
+
+// reportMedians prints each path's medians over the rounds and records them in out. The report
+// is split by section (medians, ratios, capacity) so that each fits on a screen; every section
+// writes its keys into the same JSON object.
+func reportMedians(res map[string][]result, out map[string]any, rounds int) {
 	fmt.Printf("\nmedians over %d rounds (CPU: the whole machine's busy time per request, all CPUs, in us)\n", rounds)
 	fmt.Printf("%-8s %12s %7s %10s %7s %9s %8s %9s %8s %9s %8s %10s %10s\n", "path", "keepalive/s", "p99 ms", "newconn/s", "p99 ms",
 		"CPU/req", "user", "kernel", "softirq", "CPU/conn", "softirq", "lb ns/req", "lb ns/conn")
@@ -834,6 +899,11 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		fmt.Printf("%-8s %12.0f %7.2f %10.0f %7.2f %9.1f %8.1f %9.1f %8.1f %9.1f %8.1f %10s %10s\n", m, k.rps, k.p99, c.rps, c.p99,
 			k.total, k.user, k.kernel, k.softirq, c.total, c.softirq, lbk, lbc)
 	}
+}
+
+// reportRatios prints and records the throughput ratios between paths: of the medians, and
+// paired within each round, which is the figure that holds on a busy machine.
+func reportRatios(res map[string][]result, out map[string]any) {
 	ratio := func(a, b string) float64 {
 		x, _ := out[a].(float64)
 		y, _ := out[b].(float64)
@@ -868,6 +938,11 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 		}
 		fmt.Printf("  %-22s %5.2fx  [%.2fx, %.2f..%.2f]\n", q.key, out[q.key], med, lo, hi)
 	}
+}
+
+// reportCapacity prints and records the lab CPU each path costs per request and per new
+// connection against direct's, and the balancer CPU of HAProxy against the XDP forwarder's.
+func reportCapacity(res map[string][]result, out map[string]any) {
 	if contains(modes, "xdp") && contains(modes, "direct") {
 		perReq := func(r result) float64 { return float64(r.cpu.busy.Nanoseconds()) / float64(r.requests) / 1000 }
 		labPer := func(r result) float64 { return float64(r.labCPU().Nanoseconds()) / float64(r.requests) / 1000 }
@@ -905,16 +980,6 @@ func report(res map[string][]result, rounds int, dur time.Duration, conns int, o
 			fmt.Printf("  %-22s %5.1fx  (balancer CPU per new connection, haproxy / xdp)\n", "haproxy_vs_xdp_lb_cpu_conn", h/x)
 		}
 	}
-	fmt.Println("targets: xdp >= 0.98x direct (keep-alive), >= 0.95x direct (new connections); xdp's CPU per new connection <= 1/30 of haproxy's")
-	if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
-		return err
-	}
-	bs, _ := json.MarshalIndent(out, "", "  ")
-	if err := writeAtomic(outPath, append(bs, '\n')); err != nil {
-		return err
-	}
-	fmt.Println("wrote", outPath)
-	return nil
 }
 
 // writeAtomic writes data to a temp file beside path and renames it over path, so that a reader

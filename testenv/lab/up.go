@@ -165,36 +165,8 @@ func Up(o UpOptions) (*State, error) {
 	}
 	active := l.Topo.ByRole(topo.Balancer)
 	active = active[:max(0, len(active)-o.Standby)]
-	for i, n := range l.Topo.ByRole(topo.Balancer) {
-		switch o.Balancer {
-		case ModeDaemon:
-			h := o.Health
-			if h == nil {
-				h = DefaultHealth()
-			}
-			if o.NoHealth {
-				h = nil
-			}
-			_, sock, err := writeDaemonConfig(st, n, h)
-			if err != nil {
-				return st, err
-			}
-			if i >= len(active) {
-				continue // standby
-			}
-			st.Sockets[n.NS] = sock
-			if err := start(n.Name, n.NS, BalancerArgv(st, o.Exe, n)...); err != nil {
-				return st, err
-			}
-		case ModeDirect:
-			f, err := l.StartForwarder(n, 65537)
-			if err != nil {
-				return st, err
-			}
-			f.Close() // the pinned link keeps the program attached
-		default:
-			return st, fmt.Errorf("lab up: unknown balancer mode %q: use daemon or direct", o.Balancer)
-		}
+	if err := startBalancers(o, l, st, active, start); err != nil {
+		return st, err
 	}
 	st.noteKept(o)
 	if err := st.save(); err != nil {
@@ -222,6 +194,46 @@ func Up(o UpOptions) (*State, error) {
 		}
 	}
 	return st, nil
+}
+
+// startBalancers brings up every balancer node the way o.Balancer asks: in daemon mode it writes
+// each node's configuration and starts the daemon on the active ones only (a standby keeps its
+// configuration for StartBalancer to bring it in later); in direct mode it attaches the
+// forwarder program, which the pinned link keeps attached without a process. It is apart from
+// Up because it is the one step that differs by balancer mode.
+func startBalancers(o UpOptions, l *Lab, st *State, active []topo.Node, start func(name, ns string, argv ...string) error) error {
+	for i, n := range l.Topo.ByRole(topo.Balancer) {
+		switch o.Balancer {
+		case ModeDaemon:
+			h := o.Health
+			if h == nil {
+				h = DefaultHealth()
+			}
+			if o.NoHealth {
+				h = nil
+			}
+			_, sock, err := writeDaemonConfig(st, n, h)
+			if err != nil {
+				return err
+			}
+			if i >= len(active) {
+				continue // standby
+			}
+			st.Sockets[n.NS] = sock
+			if err := start(n.Name, n.NS, BalancerArgv(st, o.Exe, n)...); err != nil {
+				return err
+			}
+		case ModeDirect:
+			f, err := l.StartForwarder(n, 65537)
+			if err != nil {
+				return err
+			}
+			f.Close() // the pinned link keeps the program attached
+		default:
+			return fmt.Errorf("lab up: unknown balancer mode %q: use daemon or direct", o.Balancer)
+		}
+	}
+	return nil
 }
 
 func waitFile(p string, d time.Duration) error {
