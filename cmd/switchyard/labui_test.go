@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/deploy/grafana"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
 	"github.com/switchyard/switchyard/testenv/browser"
 	"github.com/switchyard/switchyard/testenv/lab"
@@ -29,12 +30,7 @@ import (
 // lab's Prometheus to have every target up; runs one query per stop; and runs every expression
 // of the Grafana dashboard, each of which must return series.
 func TestLabUIAndPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("brings a lab up: not with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and BPF")
-	}
+	testutil.RequireLab(t)
 	if _, err := browser.Find(); err != nil {
 		t.Skip(err)
 	}

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 func TestMachineRiseFall(t *testing.T) {
@@ -158,9 +159,7 @@ func TestManagerFollowsARealServer(t *testing.T) {
 // target here is a listener on loopback and the "backend" a closed port, so each mode passes only
 // if it dials what it should. The encapsulation itself is tested in loader and testenv.
 func TestTunnelProbeDialsTheVIP(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SO_MARK needs CAP_NET_ADMIN: run as root")
-	}
+	testutil.RequireRoot(t) // SO_MARK needs CAP_NET_ADMIN
 	var seen atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
