@@ -140,22 +140,10 @@ func UpCDN(prefix, exe string) (*State, error) {
 func waitCDN(c *CDNState, d time.Duration) error {
 	hc := CDNClient(c, 2*time.Second)
 	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(d)
-	for {
-		resp, err := hc.Get("http://" + c.Router + "/healthz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the router did not answer /healthz through an edge within %s: %v", d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitHTTP(hc, "http://"+c.Router+"/healthz", d); err != nil {
+		return fmt.Errorf("the router did not answer through an edge: %w", err)
 	}
+	return nil
 }
 
 // CDNClient is an HTTP client whose connections start inside the CDN namespace.
