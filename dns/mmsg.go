@@ -86,12 +86,11 @@ func (r *mmsgRing) recv(rc syscall.RawConn) (int, error) {
 	var n int
 	var errno syscall.Errno
 	err := rc.Read(func(fd uintptr) bool {
-		m, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.in[0])),
-			uintptr(len(r.in)), 0, 0, 0)
+		m, e := r.recvmmsg(fd)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			return false
 		}
-		n, errno = int(m), e
+		n, errno = m, e
 		return true
 	})
 	if err != nil {

@@ -17,14 +17,28 @@ type locator struct{ root *yaml.Node }
 // line returns the line of the node at path (map keys and sequence indexes), or of the deepest
 // existing parent when the field is missing, or 0.
 func (l locator) line(path ...any) int {
+	line, _ := l.walk(path)
+	return line
+}
+
+// present reports whether the file writes the field at path: `weight: 0` and a weight left out
+// decode alike, and only the first is refused.
+func (l locator) present(path ...any) bool {
+	_, found := l.walk(path)
+	return found
+}
+
+// walk follows path from the document's root: the line of the deepest node reached (0 without a
+// document), and whether the whole path was there.
+func (l locator) walk(path []any) (line int, found bool) {
 	n := l.root
 	if n == nil {
-		return 0
+		return 0, false
 	}
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
-	line := n.Line
+	line = n.Line
 	for _, p := range path {
 		var next *yaml.Node
 		switch p := p.(type) {
@@ -43,12 +57,12 @@ func (l locator) line(path ...any) int {
 			}
 		}
 		if next == nil {
-			return line
+			return line, false
 		}
 		n = next
 		line = n.Line
 	}
-	return line
+	return line, true
 }
 
 // fieldPath renders a path as vips[0].backends[1].address.
