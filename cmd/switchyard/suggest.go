@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/switchyard/switchyard/internal/editdist"
 )
 
 // A command that only groups subcommands (`vip`, `lb store`) gets notFound as its action: with
@@ -69,7 +71,7 @@ func nearest(cmds []*cli.Command, got string) string {
 			if strings.HasPrefix(n, got) {
 				prefixed = append(prefixed, c.Name)
 			}
-			if d := editDistance(got, n); d < bestD {
+			if d := editdist.Distance(got, n); d < bestD {
 				best, bestD = c.Name, d
 			}
 		}
@@ -81,31 +83,4 @@ func nearest(cmds []*cli.Command, got string) string {
 		return prefixed[0]
 	}
 	return ""
-}
-
-// editDistance is the Damerau-Levenshtein distance (optimal string alignment): insertions,
-// deletions, substitutions and swaps of two adjacent letters cost one each.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/internal/editdist"
 )
 
 // pathAtLine is the path (vips[0].port) of the value on line n that match accepts, or "".
@@ -149,7 +151,7 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 func closest(got string, known []string) string {
 	best, bestD := "", 1<<30
 	for _, k := range known {
-		if d := distance(got, k); d < bestD {
+		if d := editdist.Distance(got, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -157,29 +159,4 @@ func closest(got string, known []string) string {
 		return best
 	}
 	return ""
-}
-
-// distance is the Levenshtein distance with adjacent swaps counted once.
-func distance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := 1; j <= len(b); j++ {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+c)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
