@@ -68,7 +68,9 @@ test: deps
 
 # fuzz runs every fuzz target of the repository (each func FuzzX in a _test.go file), one after
 # another, for FUZZTIME each on top of its seed corpus (testdata/fuzz and f.Add). Minimising each
-# new input is capped at FUZZMINIMIZE: at Go's default (60 s) it took most of a short run.
+# new input is capped at FUZZMINIMIZE: at Go's default (60 s) it took most of a short run. A run
+# that ends in a bare "context deadline exceeded" with no failing input written is Go 1.26's
+# coordinator race (golang/go#75804), reported and not failed; any input found still fails.
 FUZZTIME ?= 20s
 FUZZMINIMIZE ?= 1s
 fuzz: check-go
@@ -76,7 +78,13 @@ fuzz: check-go
 		dir=./$$(dirname $${f#./}); \
 		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 			echo "== fuzz $$dir $$t ($(FUZZTIME))"; \
-			$(GOENV) $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$dir; \
+			out=$$($(GOENV) $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$dir 2>&1) && rc=0 || rc=$$?; \
+			echo "$$out"; \
+			if [ $$rc -ne 0 ]; then \
+				if echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+					echo "== fuzz $$t: the fuzz time ran out mid-call (Go's coordinator race, golang/go#75804, fixed in Go 1.27): no failing input, not a finding"; \
+				else exit $$rc; fi; \
+			fi; \
 		done; \
 	done
 
