@@ -15,10 +15,15 @@ import (
 // xfrZone is what a zone transfer serves of one zone: immutable once built, replaced on reload.
 type xfrZone struct {
 	origin string
-	soa    *mdns.SOA
+	// zone is the zone the transfer data was made from: a reload that carries the zone over
+	// (zone.Build) carries its transfer data, journal and serial with it.
+	zone *zone.Zone
+	soa  *mdns.SOA
 	// body is every record but the SOA: the static records and the fallback answers of the
 	// dynamic names, which secondaries serve as plain records.
 	body []mdns.RR
+	// fallbacks is how many records at the end of body are fallback answers.
+	fallbacks int
 	// diffs are the changes from older serials, oldest first, at most journal of them; the last
 	// one ends at soa. A reload appends one when the serial moves forward.
 	diffs   []xfrDiff
@@ -60,14 +65,22 @@ func buildXfr(cfg *config.Config, store *zone.Store, prev map[string]*xfrZone, l
 			continue
 		}
 		z := store.Find(zc.Origin)
-		x := &xfrZone{origin: z.Origin, soa: z.SOA, body: z.Records(), journal: zc.Transfer.Journal,
+		x := &xfrZone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
 			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
 		if zc.Transfer.Key != "" {
 			x.key = config.KeyName(zc.Transfer.Key)
 		}
-		x.body = append(x.body, fallbackRecords(zc)...)
 		out[x.origin] = x
 		old := prev[x.origin]
+		fallback := fallbackRecords(zc)
+		if old != nil && old.zone == z && sameText(old.body[len(old.body)-old.fallbacks:], fallback) {
+			// The same zone and fallbacks: the same body, no new step, no NOTIFY; the zone's
+			// records are not listed and compared again.
+			x.body, x.fallbacks, x.diffs = old.body, old.fallbacks, old.diffs
+			continue
+		}
+		x.body = append(z.Records(), fallback...)
+		x.fallbacks = len(fallback)
 		if old == nil {
 			changed = append(changed, x)
 			continue
@@ -100,6 +113,19 @@ func fallbackRecords(zc *config.Zone) []mdns.RR {
 		}
 	}
 	return out
+}
+
+// sameText reports whether a and b are the same records in the same order.
+func sameText(a, b []mdns.RR) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].String() != b[i].String() {
+			return false
+		}
+	}
+	return true
 }
 
 // carryJournal takes old's journal and, when the serial moved forward and the content changed,

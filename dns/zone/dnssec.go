@@ -24,12 +24,6 @@ func (z *Zone) checkUnsigned() error {
 	return nil
 }
 
-// SetDNSKEYs publishes the DNSKEY RRset at the apex of an online-signed zone. It is called while
-// the store is built, before any query sees the zone. Zone transfers leave it out (Records).
-func (z *Zone) SetDNSKEYs(keys []dns.RR) {
-	z.nodes[z.Origin][dns.TypeDNSKEY] = keys
-}
-
 // Types returns the sorted types of the records at the lowercased name, from the name itself or
 // the wildcard that synthesises it; nil for empty non-terminals, names that do not exist and
 // dynamic names (whose types the policy's sites decide). A compact-denial NSEC lists them.

@@ -13,7 +13,7 @@ func (z *Zone) Records() []dns.RR {
 	for _, node := range z.nodes {
 		for t, set := range node {
 			if t == dns.TypeSOA || t == dns.TypeDNSKEY {
-				// DNSKEY is the online signer's (SetDNSKEYs): without the signatures, which are
+				// DNSKEY is the online signer's (Build's keys): without the signatures, which are
 				// made per answer, a secondary could not serve it, so transfers carry the zone
 				// unsigned.
 				continue

@@ -7,8 +7,8 @@ package zone
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -32,6 +32,8 @@ type Zone struct {
 	dynamic map[string]bool
 	// cuts are delegation points below the apex (owners with NS records).
 	cuts map[string]bool
+	// source is the hash of what the zone was built from (Build carries it over when unchanged).
+	source source
 }
 
 // Store is the set of zones, looked up by longest suffix.
@@ -65,16 +67,25 @@ type Result struct {
 	DynamicName string
 }
 
-// Build parses the static records of every zone of c.
-func Build(c *config.Config) (*Store, error) {
+// Build parses the static records of every zone of c; keys are the DNSKEY RRsets of the
+// online-signed zones, by origin. A zone built from the same source as the one of the same
+// origin in prev (configuration, zone file content and DNSKEYs unchanged) is taken from prev as
+// it is, the same *Zone, instead of being parsed again: a reload of many zones where one changed
+// costs the memory and time of that one. prev may be nil.
+func Build(c *config.Config, prev *Store, keys map[string][]dns.RR) (*Store, error) {
 	s := &Store{zones: map[string]*Zone{}}
 	for i := range c.Zones {
-		z, err := buildZone(&c.Zones[i], c.Dir)
+		zc := &c.Zones[i]
+		if z := carried(prev, zc, c.Dir, keys[zc.Origin]); z != nil {
+			s.zones[z.Origin] = z
+			continue
+		}
+		z, err := buildZone(zc, c.Dir, keys[zc.Origin])
 		if err != nil {
-			if c.Zones[i].Line > 0 {
-				return nil, fmt.Errorf("line %d: zone %s: %w", c.Zones[i].Line, c.Zones[i].Origin, err)
+			if zc.Line > 0 {
+				return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
 			}
-			return nil, fmt.Errorf("zone %s: %w", c.Zones[i].Origin, err)
+			return nil, fmt.Errorf("zone %s: %w", zc.Origin, err)
 		}
 		s.zones[z.Origin] = z
 	}
@@ -111,7 +122,7 @@ func (s *Store) Find(qname string) *Zone {
 	}
 }
 
-func buildZone(zc *config.Zone, dir string) (*Zone, error) {
+func buildZone(zc *config.Zone, dir string, keys []dns.RR) (*Zone, error) {
 	z := &Zone{
 		Origin:  zc.Origin,
 		nodes:   map[string]map[uint16][]dns.RR{},
@@ -120,22 +131,27 @@ func buildZone(zc *config.Zone, dir string) (*Zone, error) {
 		cuts:    map[string]bool{},
 	}
 	var rrs []dns.RR
+	h := hashConfig(zc, dir, keys)
 	if zc.File != "" {
-		path := zc.File
-		if !filepath.IsAbs(path) && dir != "" {
-			path = filepath.Join(dir, path)
-		}
+		path := zonePath(zc, dir)
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("open zone file: %w", err)
 		}
 		defer f.Close()
-		got, err := parse(f, zc.Origin, path, zc.TTL)
+		// The source hash covers exactly the bytes parsed, so a file rewritten during the
+		// build is seen as changed by the next reload.
+		tee := io.TeeReader(f, h)
+		got, err := parse(tee, zc.Origin, path, zc.TTL)
 		if err != nil {
 			return nil, err
 		}
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return nil, fmt.Errorf("read zone file: %w", err)
+		}
 		rrs = append(rrs, got...)
 	}
+	h.Sum(z.source[:0])
 	if len(zc.Records) > 0 {
 		got, err := parse(strings.NewReader(strings.Join(zc.Records, "\n")+"\n"), zc.Origin, "records", zc.TTL)
 		if err != nil {
@@ -169,6 +185,10 @@ func buildZone(zc *config.Zone, dir string) (*Zone, error) {
 	if zc.DNSSEC != nil {
 		if err := z.checkUnsigned(); err != nil {
 			return nil, err
+		}
+		// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
+		if len(keys) > 0 {
+			z.nodes[z.Origin][dns.TypeDNSKEY] = keys
 		}
 	}
 	for owner := range z.nodes {

@@ -16,7 +16,7 @@ func build(t *testing.T, records ...string) (*Store, error) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return Build(c)
+	return Build(c, nil, nil)
 }
 
 func TestBadZoneData(t *testing.T) {
@@ -89,7 +89,7 @@ func TestSignedZoneRejectsDNSSECRecordsAndTypesList(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Build(c); err == nil || !strings.Contains(err.Error(), "signed online") {
+	if _, err := Build(c, nil, nil); err == nil || !strings.Contains(err.Error(), "signed online") {
 		t.Fatalf("presigned record in a signed zone: %v", err)
 	}
 	s, err := build(t, "www A 192.0.2.1", "www TXT hi", "*.w A 192.0.2.2", "a.b.c CNAME www")
