@@ -9,17 +9,20 @@ import (
 // Records returns every static record of the zone except the SOA and the DNSKEYs, in a stable order (owner in
 // canonical order, then type, then text): the body of a zone transfer.
 func (z *Zone) Records() []dns.RR {
-	var out []dns.RR
-	for _, node := range z.nodes {
-		for t, set := range node {
-			if t == dns.TypeSOA || t == dns.TypeDNSKEY {
+	out := make([]dns.RR, 0, z.count)
+	for name, off := range z.index {
+		if off == entMark {
+			continue
+		}
+		node{b: z.data[off:]}.each(func(s rrset) bool {
+			if s.rrtype != dns.TypeSOA && s.rrtype != dns.TypeDNSKEY {
 				// DNSKEY is the online signer's (Build's keys): without the signatures, which are
 				// made per answer, a secondary could not serve it, so transfers carry the zone
 				// unsigned.
-				continue
+				out = append(out, s.rrs(name)...)
 			}
-			out = append(out, set...)
-		}
+			return true
+		})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Header(), out[j].Header()

@@ -5,7 +5,6 @@
 package zone
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,21 +16,23 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 )
 
-// Zone is one zone of authority.
+// Zone is one zone of authority. Its static records are held packed (packed.go): one []byte of
+// wire-format RRsets and an index from owner name to offset, no miekg/dns object per record.
 type Zone struct {
 	// Origin is the lowercased, fully qualified apex.
 	Origin string
 	// SOA is the zone's start of authority.
 	SOA *dns.SOA
-	// nodes maps a lowercased owner name to its RRsets by type.
-	nodes map[string]map[uint16][]dns.RR
-	// ents are empty non-terminals: names with no records but with descendants, which answer
-	// NODATA rather than NXDOMAIN (RFC 8020).
-	ents map[string]bool
+	// data holds the nodes; index maps a lowercased owner name to its node's offset in data,
+	// or to entMark for an empty non-terminal.
+	data  []byte
+	index map[string]uint32
 	// dynamic marks owners answered by a routing policy; they exist for NODATA purposes.
 	dynamic map[string]bool
-	// cuts are delegation points below the apex (owners with NS records).
-	cuts map[string]bool
+	// hasCuts is set when the zone delegates (has NS records below the apex).
+	hasCuts bool
+	// count is the number of static records.
+	count int
 	// source is the hash of what the zone was built from (Build carries it over when unchanged).
 	source source
 }
@@ -80,7 +81,11 @@ func Build(c *config.Config, prev *Store, keys map[string][]dns.RR) (*Store, err
 			s.zones[z.Origin] = z
 			continue
 		}
-		z, err := buildZone(zc, c.Dir, keys[zc.Origin])
+		var like *Zone
+		if prev != nil {
+			like = prev.zones[zc.Origin]
+		}
+		z, err := buildZone(zc, c.Dir, keys[zc.Origin], like)
 		if err != nil {
 			if zc.Line > 0 {
 				return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
@@ -122,15 +127,9 @@ func (s *Store) Find(qname string) *Zone {
 	}
 }
 
-func buildZone(zc *config.Zone, dir string, keys []dns.RR) (*Zone, error) {
-	z := &Zone{
-		Origin:  zc.Origin,
-		nodes:   map[string]map[uint16][]dns.RR{},
-		ents:    map[string]bool{},
-		dynamic: map[string]bool{},
-		cuts:    map[string]bool{},
-	}
-	var rrs []dns.RR
+func buildZone(zc *config.Zone, dir string, keys []dns.RR, like *Zone) (*Zone, error) {
+	z := &Zone{Origin: zc.Origin, dynamic: map[string]bool{}}
+	b := newBuilder(z, like)
 	h := hashConfig(zc, dir, keys)
 	if zc.File != "" {
 		path := zonePath(zc, dir)
@@ -142,69 +141,71 @@ func buildZone(zc *config.Zone, dir string, keys []dns.RR) (*Zone, error) {
 		// The source hash covers exactly the bytes parsed, so a file rewritten during the
 		// build is seen as changed by the next reload.
 		tee := io.TeeReader(f, h)
-		got, err := parse(tee, zc.Origin, path, zc.TTL)
-		if err != nil {
+		if err := parse(tee, zc.Origin, path, zc.TTL, b.add); err != nil {
 			return nil, err
 		}
 		if _, err := io.Copy(io.Discard, tee); err != nil {
 			return nil, fmt.Errorf("read zone file: %w", err)
 		}
-		rrs = append(rrs, got...)
 	}
 	h.Sum(z.source[:0])
 	if len(zc.Records) > 0 {
-		got, err := parse(strings.NewReader(strings.Join(zc.Records, "\n")+"\n"), zc.Origin, "records", zc.TTL)
-		if err != nil {
-			return nil, err
-		}
-		rrs = append(rrs, got...)
-	}
-	for _, rr := range rrs {
-		if err := z.add(rr); err != nil {
+		r := strings.NewReader(strings.Join(zc.Records, "\n") + "\n")
+		if err := parse(r, zc.Origin, "records", zc.TTL, b.add); err != nil {
 			return nil, err
 		}
 	}
-	if z.SOA == nil {
-		z.SOA = defaultSOA(zc)
-		z.nodes[z.Origin] = ensure(z.nodes[z.Origin])
-		z.nodes[z.Origin][dns.TypeSOA] = []dns.RR{z.SOA}
+	if err := b.apex(zc, keys); err != nil {
+		return nil, err
 	}
-	if len(z.nodes[z.Origin][dns.TypeNS]) == 0 {
-		// An authoritative zone needs an apex NS set; derive it from the SOA's primary name.
-		z.nodes[z.Origin][dns.TypeNS] = []dns.RR{&dns.NS{
-			Hdr: dns.RR_Header{Name: z.Origin, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: z.SOA.Hdr.Ttl},
-			Ns:  z.SOA.Ns,
-		}}
-	}
-	for _, n := range zc.Names {
-		if _, clash := z.nodes[n.Name]; clash {
-			return nil, fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
-		}
-		z.dynamic[n.Name] = true
-	}
-	if zc.DNSSEC != nil {
-		if err := z.checkUnsigned(); err != nil {
-			return nil, err
-		}
-		// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
-		if len(keys) > 0 {
-			z.nodes[z.Origin][dns.TypeDNSKEY] = keys
-		}
-	}
-	for owner := range z.nodes {
-		z.markParents(owner)
-	}
-	for owner := range z.dynamic {
-		z.markParents(owner)
+	if err := b.finish(); err != nil {
+		return nil, err
 	}
 	return z, nil
 }
 
-func ensure(m map[uint16][]dns.RR) map[uint16][]dns.RR {
-	if m == nil {
-		return map[uint16][]dns.RR{}
+// apex completes the zone: the SOA and apex NS set when the data has none, the dynamic names
+// (which must not also have records) and, for an online-signed zone, the DNSKEY RRset.
+func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
+	z := b.z
+	apex := b.owner(z.Origin)
+	if z.SOA == nil {
+		z.SOA = defaultSOA(zc)
+		if err := b.stage(apex, z.SOA); err != nil {
+			return err
+		}
 	}
-	return m
+	if !b.apexNS {
+		// An authoritative zone needs an apex NS set; derive it from the SOA's primary name.
+		ns := &dns.NS{Hdr: dns.RR_Header{Name: z.Origin, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: z.SOA.Hdr.Ttl},
+			Ns: z.SOA.Ns}
+		if err := b.stage(apex, ns); err != nil {
+			return err
+		}
+	}
+	b.flags[apex] |= ownHasData
+	for _, n := range zc.Names {
+		if b.has(n.Name) {
+			return fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
+		}
+		z.dynamic[n.Name] = true
+	}
+	if zc.DNSSEC == nil {
+		return nil
+	}
+	for _, r := range b.recs {
+		if presigned[r.rrtype] {
+			return fmt.Errorf("record %s %s: the zone is signed online (dnssec:), so it makes its own DNSKEY, RRSIG and NSEC records; remove it from the zone data",
+				b.name(r.owner), dns.TypeToString[r.rrtype])
+		}
+	}
+	// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
+	for _, k := range keys {
+		if err := b.stage(apex, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func defaultSOA(zc *config.Zone) *dns.SOA {
@@ -235,74 +236,40 @@ func defaultSOA(zc *config.Zone) *dns.SOA {
 	}
 }
 
-func parse(r interface{ Read([]byte) (int, error) }, origin, file string, ttl uint32) ([]dns.RR, error) {
+// parse reads zone-file records from r and hands each to add as it is read, so the file is
+// never held whole as parsed objects.
+func parse(r io.Reader, origin, file string, ttl uint32, add func(dns.RR) error) error {
 	zp := dns.NewZoneParser(r, origin, file)
 	zp.SetDefaultTTL(ttl)
 	// $INCLUDE would let a zone file read arbitrary files; zones come from the operator's config.
 	zp.SetIncludeAllowed(false)
-	var out []dns.RR
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		out = append(out, rr)
+		if err := add(rr); err != nil {
+			return err
+		}
 	}
 	if err := zp.Err(); err != nil {
-		return nil, fmt.Errorf("parse records: %w", err)
+		return fmt.Errorf("parse records: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
-func (z *Zone) add(rr dns.RR) error {
-	h := rr.Header()
-	h.Name = strings.ToLower(h.Name)
-	if h.Class != dns.ClassINET {
-		return fmt.Errorf("record %q: class %s is not served; use IN", rr.String(), dns.ClassToString[h.Class])
+// node returns the node of the lowercased name; ent reports an empty non-terminal.
+func (z *Zone) node(name string) (n node, ent bool) {
+	off, ok := z.index[name]
+	switch {
+	case !ok:
+		return node{}, false
+	case off == entMark:
+		return node{}, true
 	}
-	if !dns.IsSubDomain(z.Origin, h.Name) {
-		return fmt.Errorf("record %q: owner %s is outside the zone %s", rr.String(), h.Name, z.Origin)
-	}
-	node := ensure(z.nodes[h.Name])
-	z.nodes[h.Name] = node
-	switch h.Rrtype {
-	case dns.TypeSOA:
-		if h.Name != z.Origin {
-			return fmt.Errorf("record %q: SOA must be at the apex %s", rr.String(), z.Origin)
-		}
-		if z.SOA != nil {
-			return errors.New("two SOA records; a zone has exactly one")
-		}
-		z.SOA = rr.(*dns.SOA)
-	case dns.TypeCNAME:
-		if len(node) > 0 {
-			return fmt.Errorf("record %q: a CNAME cannot coexist with other data at %s (RFC 1034 3.6.2)", rr.String(), h.Name)
-		}
-	case dns.TypeNS:
-		if h.Name != z.Origin {
-			z.cuts[h.Name] = true
-		}
-	}
-	if _, hasCNAME := node[dns.TypeCNAME]; hasCNAME && h.Rrtype != dns.TypeCNAME {
-		return fmt.Errorf("record %q: %s already has a CNAME; remove one of them", rr.String(), h.Name)
-	}
-	for _, old := range node[h.Rrtype] {
-		if dns.IsDuplicate(old, rr) {
-			return nil
-		}
-	}
-	// RFC 2181 5.2: the records of one RRset share one TTL; the lowest wins.
-	if set := node[h.Rrtype]; len(set) > 0 && set[0].Header().Ttl != h.Ttl {
-		t := min(set[0].Header().Ttl, h.Ttl)
-		for _, o := range set {
-			o.Header().Ttl = t
-		}
-		h.Ttl = t
-	}
-	node[h.Rrtype] = append(node[h.Rrtype], rr)
-	return nil
+	return node{b: z.data[off:]}, false
 }
 
 func (z *Zone) markParents(owner string) {
 	for name := parent(owner); name != "" && name != z.Origin && dns.IsSubDomain(z.Origin, name); name = parent(name) {
-		if _, ok := z.nodes[name]; !ok && !z.dynamic[name] {
-			z.ents[name] = true
+		if _, ok := z.index[name]; !ok && !z.dynamic[name] {
+			z.index[name] = entMark
 		}
 	}
 }
@@ -329,7 +296,8 @@ func (z *Zone) Negative() dns.RR {
 // maxChain bounds CNAME chains inside the zone, so a loop in the data cannot loop the server.
 const maxChain = 8
 
-// Lookup answers qname/qtype (qname lowercased) from the zone's static data.
+// Lookup answers qname/qtype (qname lowercased) from the zone's static data. The records are
+// unpacked for this answer: the caller may change them.
 func (z *Zone) Lookup(qname string, qtype uint16) Result {
 	var res Result
 	for hop := 0; hop <= maxChain; hop++ {
@@ -339,7 +307,9 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 				return res
 			}
 			res.Kind = Referral
-			res.Ns = z.nodes[cut][dns.TypeNS]
+			n, _ := z.node(cut)
+			ns, _ := n.set(dns.TypeNS)
+			res.Ns = ns.rrs(cut)
 			res.Extra = z.glue(res.Ns)
 			return res
 		}
@@ -348,40 +318,42 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 			res.DynamicName = qname
 			return res
 		}
-		node, ok := z.nodes[qname]
-		if !ok && !z.ents[qname] {
-			node, ok = z.wildcard(qname)
+		n, ent := z.node(qname)
+		if !n.exists() && !ent {
+			n = z.wildcard(qname)
 		}
-		if !ok {
+		if !n.exists() {
 			// RFC 6604: after a CNAME chain the rcode describes the last name of the chain.
 			res.Kind = NXDomain
-			if z.ents[qname] {
+			if ent {
 				res.Kind = NoData
 			}
 			res.Ns = []dns.RR{z.Negative()}
 			return res
 		}
-		if set, ok := node[qtype]; ok {
+		if set, ok := n.set(qtype); ok {
 			res.Kind = Answer
-			res.Answer = append(res.Answer, owned(set, qname)...)
+			rrs := set.rrs(qname)
+			res.Answer = append(res.Answer, rrs...)
 			if qtype == dns.TypeNS || qtype == dns.TypeMX || qtype == dns.TypeSRV {
-				res.Extra = z.glue(set)
+				res.Extra = z.glue(rrs)
 			}
 			return res
 		}
 		if qtype == dns.TypeANY {
-			// RFC 8482: answer ANY with one RRset instead of the whole node.
+			// RFC 8482: answer ANY with one RRset instead of the whole node (the smallest type).
 			res.Kind = Answer
-			res.Answer = append(res.Answer, owned(node[smallestType(node)], qname)...)
+			n.each(func(s rrset) bool { res.Answer = append(res.Answer, s.rrs(qname)...); return false })
 			return res
 		}
-		cname, ok := node[dns.TypeCNAME]
+		cset, ok := n.set(dns.TypeCNAME)
 		if !ok {
 			res.Kind = NoData
 			res.Ns = []dns.RR{z.Negative()}
 			return res
 		}
-		res.Answer = append(res.Answer, owned(cname, qname)...)
+		cname := cset.rrs(qname)
+		res.Answer = append(res.Answer, cname...)
 		target := strings.ToLower(cname[0].(*dns.CNAME).Target)
 		if !dns.IsSubDomain(z.Origin, target) {
 			res.Kind = Answer
@@ -397,49 +369,23 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 // wildcard finds the wildcard node that synthesises qname (RFC 4592): "*." under the closest
 // encloser, the nearest existing ancestor. A name below an existing name other than the apex is
 // only covered by that name's own wildcard, never by one further up.
-func (z *Zone) wildcard(qname string) (map[uint16][]dns.RR, bool) {
+func (z *Zone) wildcard(qname string) node {
 	for name := parent(qname); name != "" && dns.IsSubDomain(z.Origin, name); name = parent(name) {
-		_, exists := z.nodes[name]
-		if exists || z.ents[name] || z.dynamic[name] || name == z.Origin {
-			node, ok := z.nodes["*."+name]
-			return node, ok
+		if _, exists := z.index[name]; exists || z.dynamic[name] || name == z.Origin {
+			n, _ := z.node("*." + name)
+			return n
 		}
 	}
-	return nil, false
-}
-
-// owned returns set with the owner name qname: a no-op for exact matches, a copy with the
-// asked name for records synthesised from a wildcard.
-func owned(set []dns.RR, qname string) []dns.RR {
-	if len(set) == 0 || set[0].Header().Name == qname {
-		return set
-	}
-	out := make([]dns.RR, len(set))
-	for i, rr := range set {
-		c := dns.Copy(rr)
-		c.Header().Name = qname
-		out[i] = c
-	}
-	return out
-}
-
-func smallestType(node map[uint16][]dns.RR) uint16 {
-	best := uint16(0)
-	for t := range node {
-		if best == 0 || t < best {
-			best = t
-		}
-	}
-	return best
+	return node{}
 }
 
 // cutFor returns the delegation point at or above qname inside the zone, or "".
 func (z *Zone) cutFor(qname string) string {
-	if len(z.cuts) == 0 {
+	if !z.hasCuts {
 		return ""
 	}
 	for name := qname; name != "" && name != z.Origin; name = parent(name) {
-		if z.cuts[name] {
+		if n, _ := z.node(name); n.cut() {
 			return name
 		}
 	}
@@ -460,21 +406,16 @@ func (z *Zone) glue(set []dns.RR) []dns.RR {
 			target = r.Target
 		}
 		target = strings.ToLower(target)
-		if node, ok := z.nodes[target]; ok {
-			out = append(out, node[dns.TypeA]...)
-			out = append(out, node[dns.TypeAAAA]...)
+		if n, _ := z.node(target); n.exists() {
+			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				if s, ok := n.set(t); ok {
+					out = append(out, s.rrs(target)...)
+				}
+			}
 		}
 	}
 	return out
 }
 
 // Count returns the number of static records in the zone.
-func (z *Zone) Count() int {
-	n := 0
-	for _, node := range z.nodes {
-		for _, set := range node {
-			n += len(set)
-		}
-	}
-	return n
-}
+func (z *Zone) Count() int { return z.count }
