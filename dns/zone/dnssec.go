@@ -26,5 +26,5 @@ func (z *Zone) Types(name string) []uint16 {
 func (z *Zone) DS(cut string) []dns.RR {
 	n, _ := z.node(cut)
 	s, _ := n.set(dns.TypeDS)
-	return s.rrs(cut)
+	return z.shared(s, cut)
 }

@@ -34,11 +34,13 @@ const (
 
 // node is a view of one packed node; the zero node is "no such name".
 type node struct {
-	b []byte // from the node's first byte to the end of the zone's data
+	b   []byte // from the node's first byte to the end of the zone's data
+	off uint32 // of the node in the zone's data
 }
 
 // rrset is a view of one packed RRset.
 type rrset struct {
+	off    uint32 // of the set's header in the zone's data (setCache's key)
 	rrtype uint16
 	ttl    uint32
 	count  int
@@ -62,7 +64,7 @@ func (n node) each(f func(rrset) bool) {
 	for range n.nsets() {
 		h := n.b[off:]
 		size := int(binary.BigEndian.Uint32(h[10:]))
-		s := rrset{rrtype: binary.BigEndian.Uint16(h), ttl: binary.BigEndian.Uint32(h[2:]),
+		s := rrset{off: n.off + uint32(off), rrtype: binary.BigEndian.Uint16(h), ttl: binary.BigEndian.Uint32(h[2:]),
 			count: int(binary.BigEndian.Uint32(h[6:])), body: h[setHeader : setHeader+size]}
 		if !f(s) {
 			return

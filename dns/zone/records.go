@@ -14,7 +14,7 @@ func (z *Zone) Records() []dns.RR {
 		if off == entMark {
 			continue
 		}
-		node{b: z.data[off:]}.each(func(s rrset) bool {
+		node{b: z.data[off:], off: off}.each(func(s rrset) bool {
 			if s.rrtype != dns.TypeSOA && s.rrtype != dns.TypeDNSKEY {
 				// DNSKEY is the online signer's (Build's keys): without the signatures, which are
 				// made per answer, a secondary could not serve it, so transfers carry the zone
@@ -36,6 +36,9 @@ func (z *Zone) Records() []dns.RR {
 	})
 	return out
 }
+
+// RecordsLen is the number of records Records returns, without making them.
+func (z *Zone) RecordsLen() int { return z.xfrCount }
 
 // canonicalLess orders names as RFC 4034 6.1 does: label by label from the root.
 func canonicalLess(a, b string) bool {

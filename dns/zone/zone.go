@@ -29,10 +29,12 @@ type Zone struct {
 	index map[string]uint32
 	// dynamic marks owners answered by a routing policy; they exist for NODATA purposes.
 	dynamic map[string]bool
+	// sets are the RRsets answers unpacked, shared by the queries that ask for them again.
+	sets setCache
 	// hasCuts is set when the zone delegates (has NS records below the apex).
 	hasCuts bool
-	// count is the number of static records.
-	count int
+	// count is the number of static records, xfrCount of those a transfer carries (Records).
+	count, xfrCount int
 	// source is the hash of what the zone was built from (Build carries it over when unchanged).
 	source source
 }
@@ -263,15 +265,33 @@ func (z *Zone) node(name string) (n node, ent bool) {
 	case off == entMark:
 		return node{}, true
 	}
-	return node{b: z.data[off:]}, false
+	return node{b: z.data[off:], off: off}, false
 }
 
 func (z *Zone) markParents(owner string) {
-	for name := parent(owner); name != "" && name != z.Origin && dns.IsSubDomain(z.Origin, name); name = parent(name) {
+	for name := parent(owner); name != "" && name != z.Origin && inZone(name, z.Origin); name = parent(name) {
 		if _, ok := z.index[name]; !ok && !z.dynamic[name] {
 			z.index[name] = entMark
 		}
 	}
+}
+
+// inZone reports whether the lowercased, fully qualified name is origin or below it, as
+// dns.IsSubDomain does, without its allocations (it runs for every record parsed and every
+// ancestor a lookup walks): a suffix that starts at a label boundary, not at an escaped dot.
+func inZone(name, origin string) bool {
+	if origin == "." || name == origin {
+		return true
+	}
+	i := len(name) - len(origin) - 1 // the dot before origin
+	if i < 0 || name[i] != '.' || name[i+1:] != origin {
+		return false
+	}
+	esc := 0
+	for j := i - 1; j >= 0 && name[j] == '\\'; j-- {
+		esc++
+	}
+	return esc%2 == 0
 }
 
 func parent(name string) string {
@@ -309,7 +329,7 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 			res.Kind = Referral
 			n, _ := z.node(cut)
 			ns, _ := n.set(dns.TypeNS)
-			res.Ns = ns.rrs(cut)
+			res.Ns = z.shared(ns, cut)
 			res.Extra = z.glue(res.Ns)
 			return res
 		}
@@ -319,8 +339,15 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 			return res
 		}
 		n, ent := z.node(qname)
+		wild := false // records synthesised from a wildcard are unpacked with the asked name
 		if !n.exists() && !ent {
-			n = z.wildcard(qname)
+			n, wild = z.wildcard(qname), true
+		}
+		rrs := func(s rrset) []dns.RR {
+			if wild {
+				return s.rrs(qname)
+			}
+			return z.shared(s, qname)
 		}
 		if !n.exists() {
 			// RFC 6604: after a CNAME chain the rcode describes the last name of the chain.
@@ -333,17 +360,17 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 		}
 		if set, ok := n.set(qtype); ok {
 			res.Kind = Answer
-			rrs := set.rrs(qname)
-			res.Answer = append(res.Answer, rrs...)
+			set := rrs(set)
+			res.Answer = append(res.Answer, set...)
 			if qtype == dns.TypeNS || qtype == dns.TypeMX || qtype == dns.TypeSRV {
-				res.Extra = z.glue(rrs)
+				res.Extra = z.glue(set)
 			}
 			return res
 		}
 		if qtype == dns.TypeANY {
 			// RFC 8482: answer ANY with one RRset instead of the whole node (the smallest type).
 			res.Kind = Answer
-			n.each(func(s rrset) bool { res.Answer = append(res.Answer, s.rrs(qname)...); return false })
+			n.each(func(s rrset) bool { res.Answer = append(res.Answer, rrs(s)...); return false })
 			return res
 		}
 		cset, ok := n.set(dns.TypeCNAME)
@@ -352,10 +379,10 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 			res.Ns = []dns.RR{z.Negative()}
 			return res
 		}
-		cname := cset.rrs(qname)
+		cname := rrs(cset)
 		res.Answer = append(res.Answer, cname...)
 		target := strings.ToLower(cname[0].(*dns.CNAME).Target)
-		if !dns.IsSubDomain(z.Origin, target) {
+		if !inZone(target, z.Origin) {
 			res.Kind = Answer
 			return res
 		}
@@ -370,7 +397,7 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 // encloser, the nearest existing ancestor. A name below an existing name other than the apex is
 // only covered by that name's own wildcard, never by one further up.
 func (z *Zone) wildcard(qname string) node {
-	for name := parent(qname); name != "" && dns.IsSubDomain(z.Origin, name); name = parent(name) {
+	for name := parent(qname); name != "" && inZone(name, z.Origin); name = parent(name) {
 		if _, exists := z.index[name]; exists || z.dynamic[name] || name == z.Origin {
 			n, _ := z.node("*." + name)
 			return n
@@ -409,7 +436,7 @@ func (z *Zone) glue(set []dns.RR) []dns.RR {
 		if n, _ := z.node(target); n.exists() {
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
 				if s, ok := n.set(t); ok {
-					out = append(out, s.rrs(target)...)
+					out = append(out, z.shared(s, target)...)
 				}
 			}
 		}
