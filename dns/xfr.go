@@ -133,7 +133,11 @@ func (x *xfrZone) body() []mdns.RR { return append(x.zone.Records(), x.fallback.
 // carryJournal takes old's journal and, when the serial moved forward and the content changed,
 // appends the step from old to x. It reports whether the serial changed.
 func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
-	del, add := diffRecords(old.body(), x.body())
+	// The zones are compared packed (zone.Diff: the change is unpacked, not both zones); the
+	// few fallback answers as records.
+	del, add := zone.Diff(old.zone, x.zone)
+	fdel, fadd := diffRecords(old.fallback, x.fallback)
+	del, add = append(del, fdel...), append(add, fadd...)
 	same := len(del) == 0 && len(add) == 0 && old.soa.String() == x.soa.String()
 	switch {
 	case old.soa.Serial == x.soa.Serial && same:

@@ -93,6 +93,15 @@ func (n node) types() []uint16 {
 	return out
 }
 
+// eachRdata calls f on the rdata of each record of the set.
+func (s rrset) eachRdata(f func([]byte)) {
+	for off := 0; off+2 <= len(s.body); {
+		n := int(binary.BigEndian.Uint16(s.body[off:]))
+		f(s.body[off+2 : off+2+n])
+		off += 2 + n
+	}
+}
+
 // rrs unpacks the RRset with the owner name owner (the asked name for a wildcard's records).
 // Records that do not unpack were refused when the zone was built (checkUnpack), so none is
 // dropped here in practice.

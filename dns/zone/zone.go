@@ -29,6 +29,8 @@ type Zone struct {
 	index map[string]uint32
 	// dynamic marks owners answered by a routing policy; they exist for NODATA purposes.
 	dynamic map[string]bool
+	// canon is the owners in canonical order, for transfers.
+	canon canonical
 	// sets are the RRsets answers unpacked, shared by the queries that ask for them again.
 	sets setCache
 	// hasCuts is set when the zone delegates (has NS records below the apex).

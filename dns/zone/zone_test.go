@@ -229,3 +229,34 @@ func TestInZone(t *testing.T) {
 		}
 	}
 }
+
+// Diff finds what a reload changed from the packed forms: records added to and removed from a
+// set, a TTL change (delete and add), a type and an owner gone, a new owner; never the SOA.
+func TestDiff(t *testing.T) {
+	mk := func(serial string, recs ...string) *Zone {
+		t.Helper()
+		s, err := build(t, append([]string{"@ SOA ns1 h " + serial + " 1 1 1 1", "@ NS ns1", "ns1 A 192.0.2.53"}, recs...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Find("z.test.")
+	}
+	old := mk("1", "www A 192.0.2.1", "www A 192.0.2.2", "www TXT t", "mx MX 10 ns1", "gone A 192.0.2.9", "ttl 60 A 192.0.2.3")
+	new := mk("2", "www A 192.0.2.1", "www A 192.0.2.4", "mx MX 10 ns1", "fresh AAAA 2001:db8::1", "ttl 120 A 192.0.2.3")
+	text := func(rrs []dns.RR) string {
+		var s []string
+		for _, rr := range rrs {
+			s = append(s, strings.Join(strings.Fields(rr.String()), " "))
+		}
+		return strings.Join(s, "; ")
+	}
+	del, add := Diff(old, new)
+	wantDel := "gone.z.test. 300 IN A 192.0.2.9; ttl.z.test. 60 IN A 192.0.2.3; www.z.test. 300 IN A 192.0.2.2; www.z.test. 300 IN TXT \"t\""
+	wantAdd := "fresh.z.test. 300 IN AAAA 2001:db8::1; ttl.z.test. 120 IN A 192.0.2.3; www.z.test. 300 IN A 192.0.2.4"
+	if text(del) != wantDel || text(add) != wantAdd {
+		t.Errorf("Diff:\n del %s\nwant %s\n add %s\nwant %s", text(del), wantDel, text(add), wantAdd)
+	}
+	if del, add := Diff(old, old); len(del)+len(add) != 0 {
+		t.Errorf("Diff of a zone with itself: %v %v", del, add)
+	}
+}
