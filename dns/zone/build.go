@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
 )
 
 // builder streams parsed records into the packed form: each record is checked as it comes (in
@@ -107,6 +109,50 @@ func (b *builder) add(rr dns.RR) error {
 	b.flags[id] = f | ownHasData
 	b.gc.record()
 	return b.stage(id, rr)
+}
+
+// apex completes the zone: the SOA and apex NS set when the data has none, the dynamic names
+// (which must not also have records) and, for an online-signed zone, the DNSKEY RRset.
+func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
+	z := b.z
+	apex := b.owner(z.Origin)
+	if z.SOA == nil {
+		z.SOA = defaultSOA(zc)
+		if err := b.stage(apex, z.SOA); err != nil {
+			return err
+		}
+	}
+	if !b.apexNS {
+		// An authoritative zone needs an apex NS set; derive it from the SOA's primary name.
+		ns := &dns.NS{Hdr: dns.RR_Header{Name: z.Origin, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: z.SOA.Hdr.Ttl},
+			Ns: z.SOA.Ns}
+		if err := b.stage(apex, ns); err != nil {
+			return err
+		}
+	}
+	b.flags[apex] |= ownHasData
+	for _, n := range zc.Names {
+		if b.has(n.Name) {
+			return fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
+		}
+		z.dynamic[n.Name] = true
+	}
+	if zc.DNSSEC == nil {
+		return nil
+	}
+	for _, r := range b.recs {
+		if presigned[r.rrtype] {
+			return fmt.Errorf("record %s %s: the zone is signed online (dnssec:), so it makes its own DNSKEY, RRSIG and NSEC records; remove it from the zone data",
+				b.name(r.owner), dns.TypeToString[r.rrtype])
+		}
+	}
+	// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
+	for _, k := range keys {
+		if err := b.stage(apex, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stage packs rr's rdata and appends it to the staged records.

@@ -1,7 +1,9 @@
 // Package zone holds the static data of the zones the DNS stop is authoritative for and answers
 // lookups on it: exact matches, CNAME chains inside the zone, delegations, NODATA and NXDOMAIN
-// with the SOA for negative caching. It is immutable once built, so the server swaps whole
-// stores on reload and in-flight queries keep the store they started with.
+// with the SOA for negative caching. A zone's data is immutable once built (what fills on use,
+// the unpacked sets answers share and the canonical order transfers walk, is safe for
+// concurrent queries), so the server swaps whole stores on reload, in-flight queries keep the
+// store they started with, and an unchanged zone is carried from one store to the next.
 package zone
 
 import (
@@ -166,50 +168,6 @@ func buildZone(zc *config.Zone, dir string, keys []dns.RR, like *Zone) (*Zone, e
 		return nil, err
 	}
 	return z, nil
-}
-
-// apex completes the zone: the SOA and apex NS set when the data has none, the dynamic names
-// (which must not also have records) and, for an online-signed zone, the DNSKEY RRset.
-func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
-	z := b.z
-	apex := b.owner(z.Origin)
-	if z.SOA == nil {
-		z.SOA = defaultSOA(zc)
-		if err := b.stage(apex, z.SOA); err != nil {
-			return err
-		}
-	}
-	if !b.apexNS {
-		// An authoritative zone needs an apex NS set; derive it from the SOA's primary name.
-		ns := &dns.NS{Hdr: dns.RR_Header{Name: z.Origin, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: z.SOA.Hdr.Ttl},
-			Ns: z.SOA.Ns}
-		if err := b.stage(apex, ns); err != nil {
-			return err
-		}
-	}
-	b.flags[apex] |= ownHasData
-	for _, n := range zc.Names {
-		if b.has(n.Name) {
-			return fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
-		}
-		z.dynamic[n.Name] = true
-	}
-	if zc.DNSSEC == nil {
-		return nil
-	}
-	for _, r := range b.recs {
-		if presigned[r.rrtype] {
-			return fmt.Errorf("record %s %s: the zone is signed online (dnssec:), so it makes its own DNSKEY, RRSIG and NSEC records; remove it from the zone data",
-				b.name(r.owner), dns.TypeToString[r.rrtype])
-		}
-	}
-	// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
-	for _, k := range keys {
-		if err := b.stage(apex, k); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func defaultSOA(zc *config.Zone) *dns.SOA {

@@ -260,3 +260,38 @@ func TestDiff(t *testing.T) {
 		t.Errorf("Diff of a zone with itself: %v %v", del, add)
 	}
 }
+
+// Queries share the unpacked sets: concurrent lookups over more sets than the cache holds (so it
+// evicts) get the right records every time (run with -race).
+func TestSharedSetsConcurrent(t *testing.T) {
+	const n = setCacheEntries + 4000
+	recs := make([]string, n)
+	for i := range recs {
+		recs[i] = fmt.Sprintf("h%d A 10.%d.%d.%d", i, i>>16&255, i>>8&255, i&255)
+	}
+	s, err := build(t, recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := s.Find("z.test.")
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for k := 0; k < n; k += 3 {
+				i := (k + g*7919) % n
+				r := z.Lookup(fmt.Sprintf("h%d.z.test.", i), dns.TypeA)
+				want := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+				if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != want {
+					errs <- fmt.Errorf("h%d: %v, want %s", i, r.Answer, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
