@@ -135,12 +135,12 @@ func peakDuring(t *testing.T, f func()) int64 {
 // peak was old + new of all zones, about 2x, before).
 func TestReloadPeakManyZones(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds 8 zones of 25k records")
+		t.Skip("builds 8 zones of 50k records")
 	}
 	if raceEnabled {
 		t.Skip("the race detector's shadow memory is not returned to the kernel: run without -race")
 	}
-	const zones, records = 8, 25000
+	const zones, records = 8, 50000
 	dir := t.TempDir()
 	var yml strings.Builder
 	yml.WriteString("listen: 127.0.0.1:0\nzones:\n")
