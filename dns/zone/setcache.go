@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -56,7 +57,8 @@ func (z *Zone) shared(s rrset, owner string) []dns.RR {
 	if rrs := z.sets.get(s.off); rrs != nil {
 		return rrs
 	}
-	rrs := s.rrs(owner)
+	// Clipped: a caller's append copies instead of writing into the shared array.
+	rrs := slices.Clip(s.rrs(owner))
 	z.sets.put(s.off, rrs)
 	return rrs
 }
