@@ -140,11 +140,16 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store, err := zone.Build(cfg)
+	signers, dnskeys, err := s.buildSigners(cfg)
 	if err != nil {
 		return nil, err
 	}
-	signers, err := s.buildSigners(cfg, store)
+	var prevStore *zone.Store
+	if prev != nil {
+		prevStore = prev.store
+	}
+	// Zones whose source is unchanged come over from prev as they are (zone.Build).
+	store, err := zone.Build(cfg, prevStore, dnskeys)
 	if err != nil {
 		return nil, err
 	}
