@@ -53,6 +53,10 @@ type cacheEntry struct {
 	// signing window ended); 0 never expires.
 	expires int64
 	ref     atomic.Bool // asked since the hand last passed
+	// xdp marks a static answer the XDP answer path may send (xdp.go); xdpAt is the Unix second
+	// it was last put in the program's map.
+	xdp   bool
+	xdpAt atomic.Int64
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take

@@ -60,7 +60,11 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			if e.decisions != nil {
 				e.decisions.Inc()
 			}
-			return e.response(dst, raw)
+			out := e.response(dst, raw)
+			if e.xdp && s.xdp != nil {
+				s.xdpRefill(st, e, raw, out)
+			}
+			return out
 		}
 	}
 	// Read before deciding: a health change during the decision makes the entry stale at once.
@@ -69,8 +73,14 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
-				health: oc.health, gen: gen, expires: oc.expires})
+			e := &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+				health: oc.health, gen: gen, expires: oc.expires}
+			if s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStatic(oc) {
+				e.xdp = true
+				e.xdpAt.Store(s.unixNow())
+				s.xdp.fill(st.xdpGen, raw, out, e.queries)
+			}
+			st.cache.put(key, out, e)
 		}
 		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
