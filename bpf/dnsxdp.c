@@ -43,7 +43,8 @@ enum dns_limits {
 
 /* Why a packet went to the socket (pass_counters). */
 enum dns_pass_reason {
-	DNS_PASS_NOT_IP = 0,  /* not IPv4 or IPv6 over Ethernet (VLAN, ARP, ...) */
+	DNS_PASS_NONE = 0,    /* unused: the parsers return -reason, so no reason is 0 */
+	DNS_PASS_NOT_IP,      /* not IPv4 or IPv6 over Ethernet (VLAN, ARP, ...) */
 	DNS_PASS_NOT_OURS,    /* not UDP to the listener's address and port (or IPv4 options/fragments, IPv6 extension headers) */
 	DNS_PASS_SHAPE,       /* a header, count, opcode or flag the map does not cover */
 	DNS_PASS_NAME,        /* a compressed, bad or too long qname */

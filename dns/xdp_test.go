@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	mdns "github.com/miekg/dns"
@@ -248,4 +250,126 @@ func randCase(name string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestXDPPassesWhatItCannotAnswer: every query the program must leave to the socket comes back
+// XDP_PASS with the frame unchanged, counted under its reason.
+func TestXDPPassesWhatItCannotAnswer(t *testing.T) {
+	client := netip.MustParseAddrPort("192.0.2.200:40000")
+	server := netip.MustParseAddrPort("192.0.2.53:53")
+	srv, prog := xdpTestServer(t, server, xdpTestZone)
+	src := client.Addr()
+	www := xdpQuery("www.example.com.", mdns.TypeA, 1, false, false, true)
+	srv.Respond(www, src, false)
+	withOpt := func(mut func(m *mdns.Msg)) []byte {
+		m := new(mdns.Msg)
+		if err := m.Unpack(www); err != nil {
+			t.Fatal(err)
+		}
+		mut(m)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ecs := withOpt(func(m *mdns.Msg) {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: []byte{10, 1, 0, 0}})
+	})
+	srv.Respond(ecs, src, false) // cached on the socket path, never packed for XDP
+	do := withOpt(func(m *mdns.Msg) { m.IsEdns0().SetDo() })
+	cookie := withOpt(func(m *mdns.Msg) {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_COOKIE{Code: mdns.EDNS0COOKIE, Cookie: "0102030405060708"})
+	})
+	chaos := withOpt(func(m *mdns.Msg) { m.Question[0].Qclass = mdns.ClassCHAOS })
+	two := withOpt(func(m *mdns.Msg) { m.Question = append(m.Question, m.Question[0]) })
+	notify := withOpt(func(m *mdns.Msg) { m.Opcode = mdns.OpcodeNotify })
+	resp := withOpt(func(m *mdns.Msg) { m.Response = true })
+	compressed := append([]byte{}, www[:12]...)
+	compressed = append(compressed, 0xc0, 12, 0, 1, 0, 1)
+	compressed[11] = 0
+	uncached := xdpQuery("mail.example.com.", mdns.TypeA, 7, false, false, true)
+	trailing := append(append([]byte{}, www...), 0)
+	ipOpts := frame(client, server, www)
+	ipOpts[14] = 0x46 // IHL 6: options
+	frag := frame(client, server, www)
+	frag[14+6] = 0x20 // MF
+	otherPort := frame(client, netip.AddrPortFrom(server.Addr(), 54), www)
+	otherAddr := frame(client, netip.MustParseAddrPort("192.0.2.54:53"), www)
+	vlan := frame(client, server, www)
+	vlan[12], vlan[13] = 0x81, 0x00
+	cases := []struct {
+		name, reason string
+		frame        []byte
+	}{
+		{"ecs", "edns", frame(client, server, ecs)},
+		{"do", "edns", frame(client, server, do)},
+		{"cookie", "edns", frame(client, server, cookie)},
+		{"chaos", "class", frame(client, server, chaos)},
+		{"two questions", "shape", frame(client, server, two)},
+		{"notify", "shape", frame(client, server, notify)},
+		{"response", "shape", frame(client, server, resp)},
+		{"trailing byte", "edns", frame(client, server, trailing)},
+		{"compressed qname", "name", frame(client, server, compressed)},
+		{"not packed", "miss", frame(client, server, uncached)},
+		{"ip options", "not_listener", ipOpts},
+		{"fragment", "not_listener", frag},
+		{"other port", "not_listener", otherPort},
+		{"other address", "not_listener", otherAddr},
+		{"vlan", "not_ip", vlan},
+		{"ipv6 to a v4 listener", "not_listener", frame(netip.MustParseAddrPort("[2001:db8::1]:4000"), netip.MustParseAddrPort("[2001:db8::53]:53"), www)},
+	}
+	for _, c := range cases {
+		before, _ := prog.PassCounts()
+		in := append([]byte{}, c.frame...)
+		ret, out := runXDP(t, prog, c.frame)
+		if ret != 2 { // XDP_PASS
+			t.Errorf("%s: program returned %d, want XDP_PASS", c.name, ret)
+			continue
+		}
+		if !bytes.Equal(out, in) {
+			t.Errorf("%s: passed frame was changed", c.name)
+		}
+		after, _ := prog.PassCounts()
+		if after[c.reason] != before[c.reason]+1 {
+			t.Errorf("%s: pass reason %s went %d -> %d (all: %v)", c.name, c.reason, before[c.reason], after[c.reason], after)
+		}
+	}
+	// And the query itself is answered: the cases above pass for their own reason.
+	if ret, _ := runXDP(t, prog, frame(client, server, www)); ret != 3 {
+		t.Fatalf("www A: program returned %d, want XDP_TX", ret)
+	}
+}
+
+// TestXDPReloadStopsOldAnswers: after a reload that changes an answer the program sends no
+// answer packed before it (stale), and the socket path's new answer is packed and sent next.
+func TestXDPReloadStopsOldAnswers(t *testing.T) {
+	client := netip.MustParseAddrPort("192.0.2.200:40000")
+	server := netip.MustParseAddrPort("192.0.2.53:53")
+	srv, prog := xdpTestServer(t, server, xdpTestZone)
+	q := xdpQuery("www.example.com.", mdns.TypeA, 1, false, false, true)
+	srv.Respond(q, client.Addr(), false)
+	if ret, _ := runXDP(t, prog, frame(client, server, q)); ret != 3 {
+		t.Fatalf("before reload: program returned %d, want XDP_TX", ret)
+	}
+	cfg, err := config.Parse([]byte(strings.Replace(xdpTestZone, "www A 192.0.2.1", "www A 192.0.2.99", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := runXDP(t, prog, frame(client, server, q)); ret != 2 {
+		t.Fatalf("after reload: program returned %d for an answer packed before it, want XDP_PASS", ret)
+	}
+	want := srv.Respond(q, client.Addr(), false)
+	ret, out := runXDP(t, prog, frame(client, server, q))
+	if ret != 3 {
+		t.Fatalf("after the socket path answered: program returned %d, want XDP_TX", ret)
+	}
+	got := checkAnswerFrame(t, out, client, server)
+	if !bytes.Equal(got, want) || !bytes.Contains(got, []byte{192, 0, 2, 99}) {
+		t.Fatalf("after reload the xdp answer is not the new one\n xdp:    % x\n socket: % x", got, want)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return prog.Len() == 1 }, "stale answers not purged: %d in the map", prog.Len)
 }

@@ -31,7 +31,8 @@ const (
 	optLen     = 11
 )
 
-// PassNames names the pass reasons of enum dns_pass_reason, for metrics and stats.
+// PassNames names the pass reasons of enum dns_pass_reason, for metrics and stats (index 0 is
+// no reason).
 var PassNames = [DnsxdpDnsPassReasonDNS_PASS_MAX]string{
 	DnsxdpDnsPassReasonDNS_PASS_NOT_IP:   "not_ip",
 	DnsxdpDnsPassReasonDNS_PASS_NOT_OURS: "not_listener",
@@ -244,6 +245,9 @@ func (p *Program) AnswerCounts(slots int) ([]uint64, error) {
 func (p *Program) PassCounts() (map[string]uint64, error) {
 	out := make(map[string]uint64, len(PassNames))
 	for i, name := range PassNames {
+		if name == "" {
+			continue
+		}
 		var per []DnsxdpDnsCounter
 		if err := p.objs.PassCounters.Lookup(uint32(i), &per); err != nil {
 			return nil, fmt.Errorf("read dns xdp pass counter %s: %w", name, err)

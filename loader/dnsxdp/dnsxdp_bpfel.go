@@ -59,17 +59,18 @@ const (
 type DnsxdpDnsPassReason uint32
 
 const (
-	DnsxdpDnsPassReasonDNS_PASS_NOT_IP   DnsxdpDnsPassReason = 0
-	DnsxdpDnsPassReasonDNS_PASS_NOT_OURS DnsxdpDnsPassReason = 1
-	DnsxdpDnsPassReasonDNS_PASS_SHAPE    DnsxdpDnsPassReason = 2
-	DnsxdpDnsPassReasonDNS_PASS_NAME     DnsxdpDnsPassReason = 3
-	DnsxdpDnsPassReasonDNS_PASS_CLASS    DnsxdpDnsPassReason = 4
-	DnsxdpDnsPassReasonDNS_PASS_EDNS     DnsxdpDnsPassReason = 5
-	DnsxdpDnsPassReasonDNS_PASS_MISS     DnsxdpDnsPassReason = 6
-	DnsxdpDnsPassReasonDNS_PASS_STALE    DnsxdpDnsPassReason = 7
-	DnsxdpDnsPassReasonDNS_PASS_ROOM     DnsxdpDnsPassReason = 8
-	DnsxdpDnsPassReasonDNS_PASS_OFF      DnsxdpDnsPassReason = 9
-	DnsxdpDnsPassReasonDNS_PASS_MAX      DnsxdpDnsPassReason = 10
+	DnsxdpDnsPassReasonDNS_PASS_NONE     DnsxdpDnsPassReason = 0
+	DnsxdpDnsPassReasonDNS_PASS_NOT_IP   DnsxdpDnsPassReason = 1
+	DnsxdpDnsPassReasonDNS_PASS_NOT_OURS DnsxdpDnsPassReason = 2
+	DnsxdpDnsPassReasonDNS_PASS_SHAPE    DnsxdpDnsPassReason = 3
+	DnsxdpDnsPassReasonDNS_PASS_NAME     DnsxdpDnsPassReason = 4
+	DnsxdpDnsPassReasonDNS_PASS_CLASS    DnsxdpDnsPassReason = 5
+	DnsxdpDnsPassReasonDNS_PASS_EDNS     DnsxdpDnsPassReason = 6
+	DnsxdpDnsPassReasonDNS_PASS_MISS     DnsxdpDnsPassReason = 7
+	DnsxdpDnsPassReasonDNS_PASS_STALE    DnsxdpDnsPassReason = 8
+	DnsxdpDnsPassReasonDNS_PASS_ROOM     DnsxdpDnsPassReason = 9
+	DnsxdpDnsPassReasonDNS_PASS_OFF      DnsxdpDnsPassReason = 10
+	DnsxdpDnsPassReasonDNS_PASS_MAX      DnsxdpDnsPassReason = 11
 )
 
 type DnsxdpDnsScratch struct {
