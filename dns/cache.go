@@ -197,6 +197,12 @@ func (c *answerCache) len() int {
 func (e *cacheEntry) response(dst, raw []byte) []byte {
 	out := append(dst[:0], e.wire...)
 	out[0], out[1] = raw[0], raw[1]
+	return copyQuestionCase(out, raw)
+}
+
+// copyQuestionCase copies the question bytes of the query raw (the client's letter case) over
+// those of the answer out, which has the same question.
+func copyQuestionCase(out, raw []byte) []byte {
 	// The question section has the same length in query and answer; find its end in raw.
 	end := 12
 	for end < len(raw) && raw[end] != 0 {

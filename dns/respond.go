@@ -221,7 +221,11 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
 		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
 	}
-	return s.pack(resp, limit, oc), oc
+	// Packed for the lower-cased question, then the query's letter case copied back: the
+	// compression of the answer's names then does not depend on the case of whoever asked first,
+	// so a cached answer (and the XDP path's, xdp.go) is the same bytes whatever the case.
+	resp.Question = []mdns.Question{{Name: qname, Qtype: q.Qtype, Qclass: q.Qclass}}
+	return copyQuestionCase(s.pack(resp, limit, oc), raw), oc
 }
 
 // ednsQuery is what the query's OPT record asks of the answer.

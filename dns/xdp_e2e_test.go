@@ -1,0 +1,183 @@
+package dns
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
+)
+
+// xdpNetns makes a network namespace of the test's own with lo up, removed at the end.
+func xdpNetns(t *testing.T) string {
+	t.Helper()
+	testutil.RequireLab(t)
+	testutil.RequireKernel(t, testutil.XDP)
+	name := fmt.Sprintf("sydnsxdp-%d", rand.Int63()%1e9)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v: %s", err, out)
+	}
+	return name
+}
+
+// startIn starts a server of yaml inside the namespace ns.
+func startIn(t *testing.T, ns, yaml string) *Server {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.DoNamed(t, ns, func() error { return srv.Start(context.Background()) })
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// TestXDPEndToEnd runs a server with udp.xdp: generic on the lo of a namespace of its own beside
+// one without: dig gets its answer from the program, a batch of random queries (names, case,
+// types, EDNS shapes, flags) gets the same bytes from both, and after a reload that changes an
+// answer both send the new one.
+func TestXDPEndToEnd(t *testing.T) {
+	ns := xdpNetns(t)
+	withXDP := startIn(t, ns, strings.Replace(xdpTestZone, "listen: 127.0.0.1:0", "listen: 127.0.0.1:0\nudp: {xdp: generic}", 1))
+	plain := startIn(t, ns, xdpTestZone)
+	if withXDP.xdp == nil || plain.xdp != nil {
+		t.Fatal("udp.xdp: generic did not attach, or the plain server has an XDP path")
+	}
+	dig := func(args ...string) string {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "dig", "@127.0.0.1", "-p", fmt.Sprint(withXDP.Addr().Port()), "+tries=1", "+time=2", "+nocookie"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dig %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	if _, err := exec.LookPath("dig"); err == nil {
+		dig("www.example.com", "A", "+short") // the socket path answers and packs
+		if out := dig("WwW.ExAmPlE.CoM", "A"); !strings.Contains(out, "192.0.2.1") || !strings.Contains(out, "WwW.ExAmPlE.CoM.") {
+			t.Fatalf("dig through xdp: %s", out)
+		}
+		if n := xdpAnswered(t, withXDP); n < 1 {
+			t.Fatalf("the program answered %d queries, want dig's second", n)
+		}
+	}
+	var conn *net.UDPConn
+	testutil.DoNamed(t, ns, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+		return err
+	})
+	defer conn.Close()
+	rng := rand.New(rand.NewSource(13))
+	names := []string{"www.example.com.", "cdn.example.com.", "example.com.", "mail.example.com.", "_sip._udp.example.com.",
+		"big.example.com.", "nope.example.com.", "x.sub.example.com.", "app.example.com.", "other.test."}
+	types := []uint16{mdns.TypeA, mdns.TypeAAAA, mdns.TypeMX, mdns.TypeTXT, mdns.TypeNS, mdns.TypeSOA, mdns.TypeSRV, mdns.TypeCAA, mdns.TypeANY}
+	compare := func(q []byte) {
+		t.Helper()
+		a := udpExchange(t, conn, withXDP.Addr(), q)
+		b := udpExchange(t, conn, plain.Addr(), q)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("xdp server and socket server differ for % x\n xdp:    % x\n socket: % x", q, a, b)
+		}
+	}
+	before := xdpAnswered(t, withXDP)
+	for i := 0; i < 400; i++ {
+		name := names[rng.Intn(len(names))]
+		b := []byte(name)
+		for j := range b {
+			if rng.Intn(2) == 0 && b[j] >= 'a' && b[j] <= 'z' {
+				b[j] -= 32
+			}
+		}
+		q := xdpQuery(string(b), types[rng.Intn(len(types))], uint16(rng.Intn(65536)), rng.Intn(2) == 0, rng.Intn(4) == 0, rng.Intn(3) != 0)
+		if rng.Intn(10) == 0 { // a few the program must pass: DO=1, ECS
+			m := new(mdns.Msg)
+			m.Unpack(q)
+			if m.IsEdns0() == nil {
+				m.SetEdns0(1232, true)
+			} else {
+				m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_SUBNET{Code: mdns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: []byte{10, 1, 0, 0}})
+			}
+			q, _ = m.Pack()
+		}
+		compare(q)
+	}
+	if n := xdpAnswered(t, withXDP) - before; n < 100 {
+		t.Fatalf("the program answered %d of 400 random queries; want most static ones", n)
+	}
+	// A reload that changes an answer: neither server sends the old one afterwards.
+	q := xdpQuery("www.example.com.", mdns.TypeA, 99, true, false, true)
+	compare(q)
+	next := strings.Replace(xdpTestZone, "www A 192.0.2.1", "www A 192.0.2.99", 1)
+	for _, s := range []*Server{withXDP, plain} {
+		cfg, err := config.Parse([]byte(next))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ { // the first packs, the next come from the program
+		got := udpExchange(t, conn, withXDP.Addr(), q)
+		if !bytes.Contains(got, []byte{192, 0, 2, 99}) || bytes.Contains(got, []byte{192, 0, 2, 1, 0}) {
+			t.Fatalf("answer %d after reload is not the new one: % x", i, got)
+		}
+		compare(q)
+	}
+}
+
+// xdpAnswered is how many answers the server's program sent.
+func xdpAnswered(t *testing.T, s *Server) uint64 {
+	t.Helper()
+	c, err := s.xdp.prog.AnswerCounts(dnsxdpSlots(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, x := range c {
+		n += x
+	}
+	return n
+}
+
+func dnsxdpSlots(s *Server) int {
+	s.xdp.mu.Lock()
+	defer s.xdp.mu.Unlock()
+	return len(s.xdp.slotOf)
+}
+
+// udpExchange sends q to server and returns the answer with q's ID.
+func udpExchange(t *testing.T, c *net.UDPConn, server netip.AddrPort, q []byte) []byte {
+	t.Helper()
+	if _, err := c.WriteToUDPAddrPort(q, server); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 65535)
+	for {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no answer from %s to % x: %v", server, q, err)
+		}
+		if n >= 2 && buf[0] == q[0] && buf[1] == q[1] {
+			return append([]byte(nil), buf[:n]...)
+		}
+	}
+}
