@@ -47,7 +47,7 @@ zones:
 
 // xdpTestServer is a server of xdpTestZone that is not started, with a loaded program whose
 // listener is lis and whose map the server fills as the socket path would.
-func xdpTestServer(t *testing.T, lis netip.AddrPort, yaml string) (*Server, *dnsxdp.Program) {
+func xdpTestServer(t testing.TB, lis netip.AddrPort, yaml string) (*Server, *dnsxdp.Program) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireKernel(t, testutil.XDP)

@@ -57,6 +57,9 @@ const (
 	Auto    Mode = "auto"
 )
 
+// inherited is the Mode of a link adopted from the process this one replaced.
+const inherited Mode = "inherited"
+
 // Key is the map key of a query: what fully determines a static answer.
 type Key = DnsxdpDnsKey
 
@@ -135,7 +138,7 @@ func (p *Program) Adopt(ifname string, fd int) error {
 		l.Close()
 		return fmt.Errorf("adopt dns xdp link on %s: swap the program in: %w", ifname, err)
 	}
-	p.links = append(p.links, attached{ifname, "inherited", l})
+	p.links = append(p.links, attached{ifname, inherited, l})
 	return nil
 }
 
@@ -313,10 +316,14 @@ func (p *Program) Reclaim() {
 	}
 }
 
-// Detach takes the program off its interfaces now, even where a descriptor of the link was
-// passed on (Close alone leaves an attachment that another process holds).
+// Detach takes the program off the interfaces it attached itself, even where a descriptor of
+// the link was passed on (Close alone leaves an attachment that another process holds). A link
+// it adopted is left to Close: if this process fails before the process it replaces has gone,
+// that one still holds the link and puts its own program back on its next reload (Reclaim).
 func (p *Program) Detach() {
 	for _, a := range p.links {
-		a.l.Detach()
+		if a.mode != inherited {
+			a.l.Detach()
+		}
 	}
 }
