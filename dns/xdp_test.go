@@ -63,9 +63,13 @@ func xdpTestServer(t testing.TB, lis netip.AddrPort, yaml string) (*Server, *dns
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { prog.Close() })
 	x := &xdpPath{prog: prog, log: srv.log, listen: lis, slots: map[xdpSlotKey]uint32{}, lastPass: map[string]uint64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() {
+		x.purging.Lock() // a purge after a reload may still run
+		defer x.purging.Unlock()
+		prog.Close()
+	})
 	if err := x.register(srv.opt.Registry); err != nil {
 		t.Fatal(err)
 	}
