@@ -29,6 +29,8 @@ type outcome struct {
 	decision policy.Decision
 	// expires is when a signed answer's signatures are due for renewal (Unix seconds; 0: unsigned).
 	expires int64
+	// nxdomain is a static NXDOMAIN (zone data only): not cached here, but the XDP path packs it.
+	nxdomain bool
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -81,6 +83,8 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 				s.xdp.fill(st.xdpGen, raw, out, e.queries)
 			}
 			st.cache.put(key, out, e)
+		} else if key != nil && oc.nxdomain && s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStaticNX(oc) {
+			s.xdp.fill(st.xdpGen, raw, out, s.queryCounter(oc))
 		}
 		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
@@ -313,6 +317,7 @@ func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname strin
 	switch res.Kind {
 	case zone.NXDomain:
 		resp.Rcode = mdns.RcodeNameError
+		oc.nxdomain = true
 	case zone.Referral:
 		resp.Authoritative = false
 	case zone.Dynamic:

@@ -297,6 +297,14 @@ func xdpStatic(oc *outcome) bool {
 	return oc.cacheable && !oc.health && oc.rotate == nil && oc.expires == 0 && !oc.trunc && oc.reason == ""
 }
 
+// xdpStaticNX reports whether an NXDOMAIN is static by construction (zone data, not signed,
+// not truncated). The socket path does not cache NXDOMAIN (random names would churn its
+// cache), but the XDP path packs it: the map is an LRU that keeps the names asked often, and a
+// name the LRU dropped is packed again at its next miss.
+func xdpStaticNX(oc *outcome) bool {
+	return oc.nxdomain && !oc.health && oc.rotate == nil && oc.expires == 0 && !oc.trunc && oc.reason == "" && oc.rcode == mdns.RcodeNameError
+}
+
 // linkFD passes an XDP link's descriptor to a successor (handover.Sockets.Keep).
 type linkFD int
 

@@ -222,6 +222,7 @@ func TestXDPAnswersMatchSocketPath(t *testing.T) {
 				{"example.com.", mdns.TypeSOA}, {"example.com.", mdns.TypeCAA},
 				{"_sip._udp.example.com.", mdns.TypeSRV}, {"www.example.com.", mdns.TypeMX},
 				{"big.example.com.", mdns.TypeTXT}, {"ns1.example.com.", mdns.TypeA},
+				{"nope.example.com.", mdns.TypeA}, {"a.b.nope.example.com.", mdns.TypeAAAA},
 			}
 			for _, c := range cases {
 				for _, edns := range []bool{false, true} {
