@@ -378,3 +378,33 @@ func TestXDPReloadStopsOldAnswers(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool { return prog.Len() == 1 }, "stale answers not purged: %d in the map", prog.Len)
 }
+
+// TestXDPKeepsRRLAndQueryLogOnTheSocket: with rate_limit the program answers nothing (every
+// query reaches the limiter), and with query_log nothing is packed (every query is logged).
+func TestXDPKeepsRRLAndQueryLogOnTheSocket(t *testing.T) {
+	client := netip.MustParseAddrPort("192.0.2.200:40000")
+	server := netip.MustParseAddrPort("192.0.2.53:53")
+	for _, c := range []struct{ name, extra, reason string }{
+		{"rrl", "rate_limit: {responses_per_second: 100, slip: 2}\n", "off"},
+		{"query log", "query_log: true\n", "miss"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, prog := xdpTestServer(t, server, c.extra+xdpTestZone)
+			for _, name := range []string{"www.example.com.", "nope.example.com."} {
+				q := xdpQuery(name, mdns.TypeA, 1, false, false, true)
+				srv.Respond(q, client.Addr(), false)
+				srv.Respond(q, client.Addr(), false)
+				before, _ := prog.PassCounts()
+				if ret, _ := runXDP(t, prog, frame(client, server, q)); ret != 2 {
+					t.Fatalf("%s: program returned %d, want XDP_PASS", name, ret)
+				}
+				if after, _ := prog.PassCounts(); after[c.reason] != before[c.reason]+1 {
+					t.Fatalf("%s: passed, but not as %s: %v", name, c.reason, after)
+				}
+			}
+			if n := prog.Len(); n != 0 {
+				t.Fatalf("%d answers packed, want none", n)
+			}
+		})
+	}
+}
