@@ -327,3 +327,25 @@ func (s *Server) xdpRefill(st *state, e *cacheEntry, raw, out []byte) {
 	e.xdpAt.Store(now)
 	s.xdp.fill(st.xdpGen, raw, out, e.queries)
 }
+
+// XDPSummary describes the XDP answer path the configuration asks for (dns check), or nothing
+// when udp.xdp is off.
+func (s *Server) XDPSummary() []string {
+	cfg := s.state.Load().cfg
+	if !cfg.UDP.XDPEnabled() {
+		return nil
+	}
+	where := "the interface of the listen address"
+	if ap, err := netip.ParseAddrPort(cfg.Listen); err == nil {
+		if ifname, err := xdpInterface(ap.Addr()); err == nil {
+			where = ifname
+		} else {
+			return []string{fmt.Sprintf("udp.xdp %s: cannot attach here: %v", cfg.UDP.XDP, err)}
+		}
+	}
+	line := fmt.Sprintf("udp.xdp %s on %s: static answers up to %d bytes sent by the XDP program", cfg.UDP.XDP, where, dnsxdp.WireMax)
+	if cfg.RateLimit.ResponsesPerSecond > 0 {
+		line += "; rate_limit is set, so the program answers nothing (every query goes through RRL)"
+	}
+	return []string{line}
+}
