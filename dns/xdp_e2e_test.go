@@ -68,7 +68,9 @@ func TestXDPEndToEnd(t *testing.T) {
 		}
 		return string(out)
 	}
+	digs := 0
 	if _, err := exec.LookPath("dig"); err == nil {
+		digs = 1
 		dig("www.example.com", "A", "+short") // the socket path answers and packs
 		if out := dig("WwW.ExAmPlE.CoM", "A"); !strings.Contains(out, "192.0.2.1") || !strings.Contains(out, "WwW.ExAmPlE.CoM.") {
 			t.Fatalf("dig through xdp: %s", out)
@@ -141,6 +143,33 @@ func TestXDPEndToEnd(t *testing.T) {
 		}
 		compare(q)
 	}
+	// Every answer is counted once in queries_total, the program's among them.
+	withXDP.xdp.sync()
+	sent := 400 + 1 + 3 + 3 + 2*digs // the batch, one before the reload, three and three compared after it, dig
+	if got := metricSum(t, withXDP, "switchyard_dns_queries_total"); got != float64(sent) {
+		t.Fatalf("queries_total = %v, want the %d queries sent (each answer once, XDP or socket)", got, sent)
+	}
+	if got, want := metricSum(t, withXDP, "switchyard_dns_xdp_answers_total"), float64(xdpAnswered(t, withXDP)); got != want || got == 0 {
+		t.Fatalf("xdp_answers_total = %v, want the program's %v", got, want)
+	}
+}
+
+// metricSum adds up every series of a metric family of the server's registry.
+func metricSum(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	fams, err := s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // xdpAnswered is how many answers the server's program sent.
