@@ -29,9 +29,15 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define DNS_ETH_P_IPV6 0x86DD
 #define DNS_PROTO_UDP 17
 #define DNS_HDR 12
-/* The question's bytes after the header: the name, qtype and qclass, an optional plain OPT. */
+/* The question's bytes after the header: the name, qtype and qclass, an optional plain OPT
+ * that may carry one DNS COOKIE option (RFC 7873: an 8-byte client cookie, or 16-40 bytes with
+ * a server cookie). The server does not implement cookies, so, as RFC 7873 5.2 and RFC 6891
+ * 6.1.2 ask, it ignores the option and answers as to the plain OPT: resolvers such as BIND and
+ * dig send a cookie with every query, and would otherwise never be answered here. */
 #define DNS_OPT_LEN 11
-#define DNS_QTAIL_MAX (DNS_NAME_MAX + 4 + DNS_OPT_LEN)
+#define DNS_COOKIE_OPT 10
+#define DNS_COOKIE_MAX 40
+#define DNS_QTAIL_MAX (DNS_NAME_MAX + 4 + DNS_OPT_LEN + 4 + DNS_COOKIE_MAX)
 
 /* Sizes Go must know (generated into loader/dnsxdp). */
 enum dns_limits {
@@ -136,7 +142,7 @@ struct {
 /* Per-CPU scratch: the key and the query's bytes after the header (too large for the stack). */
 struct dns_scratch {
 	struct dns_key key;
-	__u8 q[512 + 16]; /* indexed with & 0x1ff plus at most 15 */
+	__u8 q[512 + 32]; /* indexed with & 0x1ff plus at most 19 */
 };
 
 struct {
@@ -310,8 +316,12 @@ static __always_inline int parse_query(struct xdp_md *ctx, struct dns_hdrs *h, _
 	__u32 rest = tail - nlen;
 	if (hdr[11] == 0 && rest != 4)
 		return -DNS_PASS_SHAPE; /* trailing bytes, or a cut question */
-	if (hdr[11] == 1 && rest != 4 + DNS_OPT_LEN)
-		return -DNS_PASS_EDNS; /* options, or not an OPT */
+	__u32 clen = 0; /* a cookie option's length */
+	if (hdr[11] == 1 && rest != 4 + DNS_OPT_LEN) {
+		clen = rest - (4 + DNS_OPT_LEN + 4);
+		if (rest < 4 + DNS_OPT_LEN + 4 + 8 || (clen != 8 && (clen < 16 || clen > DNS_COOKIE_MAX)))
+			return -DNS_PASS_EDNS; /* options other than one cookie, or not an OPT */
+	}
 	at = nlen;
 	barrier_var(at);
 	__u8 *qt = &s->q[at & 0x1ff];
@@ -322,8 +332,13 @@ static __always_inline int parse_query(struct xdp_md *ctx, struct dns_hdrs *h, _
 		s->key.shape = DNS_SHAPE_NO_OPT;
 	} else {
 		__u8 *o = qt + 4;
-		/* root owner, type 41, any UDP size (class), TTL 0 (ext rcode, version 0, DO=0, Z), RDLEN 0 */
-		if (o[0] != 0 || o[1] != 0 || o[2] != 41 || o[5] || o[6] || o[7] || o[8] || o[9] || o[10])
+		/* root owner, type 41, any UDP size (class), TTL 0 (ext rcode, version 0, DO=0, Z), RDLEN 0
+		 * or one COOKIE option filling it */
+		if (o[0] != 0 || o[1] != 0 || o[2] != 41 || o[5] || o[6] || o[7] || o[8])
+			return -DNS_PASS_EDNS;
+		if (clen == 0 && (o[9] || o[10]))
+			return -DNS_PASS_EDNS;
+		if (clen != 0 && (o[9] || o[10] != clen + 4 || o[11] || o[12] != DNS_COOKIE_OPT || o[13] || o[14] != clen))
 			return -DNS_PASS_EDNS;
 		s->key.shape = DNS_SHAPE_OPT;
 	}

@@ -183,13 +183,27 @@ func runXDP(t *testing.T, prog *dnsxdp.Program, in []byte) (uint32, []byte) {
 
 // xdpQuery packs a query with the given case, ID, RD and CD bits and EDNS shape.
 func xdpQuery(name string, qtype uint16, id uint16, rd, cd, edns bool) []byte {
+	shape := ""
+	if edns {
+		shape = "opt"
+	}
+	return xdpQueryShape(name, qtype, id, rd, cd, shape)
+}
+
+// xdpQueryShape is xdpQuery with an EDNS shape: "" (no OPT), "opt" (no options), or an OPT
+// carrying one DNS COOKIE option, "cookie:HEX" (RFC 7873: 8 bytes of client cookie, or 16-40
+// with a server cookie).
+func xdpQueryShape(name string, qtype uint16, id uint16, rd, cd bool, shape string) []byte {
 	m := new(mdns.Msg)
 	m.SetQuestion(name, qtype)
 	m.Id = id
 	m.RecursionDesired = rd
 	m.CheckingDisabled = cd
-	if edns {
+	if shape != "" {
 		m.SetEdns0(1232, false)
+	}
+	if c, ok := strings.CutPrefix(shape, "cookie:"); ok {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_COOKIE{Code: mdns.EDNS0COOKIE, Cookie: c})
 	}
 	b, err := m.Pack()
 	if err != nil {
@@ -224,21 +238,27 @@ func TestXDPAnswersMatchSocketPath(t *testing.T) {
 				{"big.example.com.", mdns.TypeTXT}, {"ns1.example.com.", mdns.TypeA},
 				{"nope.example.com.", mdns.TypeA}, {"a.b.nope.example.com.", mdns.TypeAAAA},
 			}
+			// The shape of the query that fills the map, and of the one asked: a resolver that
+			// sends cookies (BIND, dig) both fills the map and is answered by the program, and
+			// gets the answer a plain OPT gets (the server ignores cookies, RFC 7873 5.2).
+			shapes := [][2]string{{"", ""}, {"opt", "opt"}, {"cookie:0102030405060708", "cookie:1112131415161718"},
+				{"opt", "cookie:1112131415161718" + "a1a2a3a4a5a6a7a8a9aaabacadaeafb0"}, {"cookie:0102030405060708", "opt"}}
 			for _, c := range cases {
-				for _, edns := range []bool{false, true} {
-					fill := xdpQuery(c.name, c.qtype, 1, false, false, edns)
+				for _, sh := range shapes {
+					edns := sh[1]
+					fill := xdpQueryShape(c.name, c.qtype, 1, false, false, sh[0])
 					srv.Respond(fill, src, false) // packs and fills the map
-					ask := xdpQuery(randCase(c.name), c.qtype, 0xbeef, true, true, edns)
+					ask := xdpQueryShape(randCase(c.name), c.qtype, 0xbeef, true, true, sh[1])
 					want := srv.Respond(ask, src, false)
 					ret, out := runXDP(t, prog, frame(fam.client, fam.server, ask))
 					if ret != 3 { // XDP_TX
 						pc, _ := prog.PassCounts()
 						t.Logf("pass counts %v", pc)
-						t.Fatalf("%s %s edns=%v: program returned %d, want XDP_TX", c.name, mdns.TypeToString[c.qtype], edns, ret)
+						t.Fatalf("%s %s filled by %q, asked %q: program returned %d, want XDP_TX", c.name, mdns.TypeToString[c.qtype], sh[0], edns, ret)
 					}
 					got := checkAnswerFrame(t, out, fam.client, fam.server)
 					if !bytes.Equal(got, want) {
-						t.Fatalf("%s %s edns=%v: xdp answer differs from the socket path's\n xdp:    % x\n socket: % x", c.name, mdns.TypeToString[c.qtype], edns, got, want)
+						t.Fatalf("%s %s asked %q: xdp answer differs from the socket path's\n xdp:    % x\n socket: % x", c.name, mdns.TypeToString[c.qtype], edns, got, want)
 					}
 				}
 			}
@@ -283,8 +303,17 @@ func TestXDPPassesWhatItCannotAnswer(t *testing.T) {
 	})
 	srv.Respond(ecs, src, false) // cached on the socket path, never packed for XDP
 	do := withOpt(func(m *mdns.Msg) { m.IsEdns0().SetDo() })
-	cookie := withOpt(func(m *mdns.Msg) {
-		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_COOKIE{Code: mdns.EDNS0COOKIE, Cookie: "0102030405060708"})
+	// A cookie is answered (TestXDPAnswersMatchSocketPath); a malformed one (9 bytes: RFC 7873
+	// allows 8 or 16-40) or a cookie beside another option is the socket's.
+	badCookie := withOpt(func(m *mdns.Msg) {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_COOKIE{Code: mdns.EDNS0COOKIE, Cookie: "010203040506070809"})
+	})
+	cookiePad := withOpt(func(m *mdns.Msg) {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_COOKIE{Code: mdns.EDNS0COOKIE, Cookie: "0102030405060708"},
+			&mdns.EDNS0_PADDING{Padding: make([]byte, 4)})
+	})
+	nsid := withOpt(func(m *mdns.Msg) {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &mdns.EDNS0_NSID{Code: mdns.EDNS0NSID, Nsid: "0102030405060708"})
 	})
 	chaos := withOpt(func(m *mdns.Msg) { m.Question[0].Qclass = mdns.ClassCHAOS })
 	two := withOpt(func(m *mdns.Msg) { m.Question = append(m.Question, m.Question[0]) })
@@ -309,7 +338,9 @@ func TestXDPPassesWhatItCannotAnswer(t *testing.T) {
 	}{
 		{"ecs", "edns", frame(client, server, ecs)},
 		{"do", "edns", frame(client, server, do)},
-		{"cookie", "edns", frame(client, server, cookie)},
+		{"cookie of 9 bytes", "edns", frame(client, server, badCookie)},
+		{"cookie and padding", "edns", frame(client, server, cookiePad)},
+		{"nsid the cookie's size", "edns", frame(client, server, nsid)},
 		{"chaos", "class", frame(client, server, chaos)},
 		{"two questions", "shape", frame(client, server, two)},
 		{"notify", "shape", frame(client, server, notify)},

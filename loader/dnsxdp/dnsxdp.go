@@ -29,6 +29,8 @@ const (
 	MaxAnswers = int(DnsxdpDnsLimitsDNS_ANSWERS_MAX)
 	nameMax    = int(DnsxdpDnsLimitsDNS_NAME_MAX)
 	optLen     = 11
+	cookieOpt  = 10 // EDNS option code of DNS COOKIE (RFC 7873)
+	cookieMax  = 40 // a client cookie (8) plus the largest server cookie (32)
 )
 
 // PassNames names the pass reasons of enum dns_pass_reason, for metrics and stats (index 0 is

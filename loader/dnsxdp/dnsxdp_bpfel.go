@@ -76,7 +76,7 @@ const (
 type DnsxdpDnsScratch struct {
 	_   structs.HostLayout
 	Key DnsxdpDnsKey
-	Q   [528]uint8
+	Q   [544]uint8
 }
 
 type DnsxdpDnsShape uint32

@@ -6,7 +6,7 @@ import "encoding/binary"
 // returns the qname's wire length; ok is false for a query the program passes to the socket
 // (the dns package fills the map only with answers to queries the program can match).
 func QueryKey(raw []byte) (k Key, nlen int, ok bool) {
-	if len(raw) < 12+1+4 || len(raw) > 12+nameMax+4+optLen {
+	if len(raw) < 12+1+4 || len(raw) > 12+nameMax+4+optLen+4+cookieMax {
 		return k, 0, false
 	}
 	if raw[2]&0xfe != 0 || raw[3]&0xcf != 0 {
@@ -39,7 +39,14 @@ func QueryKey(raw []byte) (k Key, nlen int, ok bool) {
 		k.Name[i] = b
 	}
 	rest := len(q) - nlen
-	if raw[11] == 0 && rest != 4 || raw[11] == 1 && rest != 4+optLen {
+	clen := 0 // a cookie option's length (the program's rule: one COOKIE option is ignored)
+	if raw[11] == 1 && rest != 4+optLen {
+		clen = rest - (4 + optLen + 4)
+		if clen != 8 && (clen < 16 || clen > cookieMax) {
+			return k, 0, false
+		}
+	}
+	if raw[11] == 0 && rest != 4 {
 		return k, 0, false
 	}
 	t := q[nlen:]
@@ -49,7 +56,13 @@ func QueryKey(raw []byte) (k Key, nlen int, ok bool) {
 	k.Qtype = binary.NativeEndian.Uint16(t[0:2]) // network order in memory
 	if raw[11] == 1 {
 		o := t[4:]
-		if o[0] != 0 || o[1] != 0 || o[2] != 41 || o[5]|o[6]|o[7]|o[8]|o[9]|o[10] != 0 {
+		if o[0] != 0 || o[1] != 0 || o[2] != 41 || o[5]|o[6]|o[7]|o[8] != 0 {
+			return k, 0, false
+		}
+		if clen == 0 && o[9]|o[10] != 0 {
+			return k, 0, false
+		}
+		if clen != 0 && (o[9] != 0 || int(o[10]) != clen+4 || o[11] != 0 || o[12] != cookieOpt || o[13] != 0 || int(o[14]) != clen) {
 			return k, 0, false
 		}
 		k.Shape = uint8(DnsxdpDnsShapeDNS_SHAPE_OPT)
