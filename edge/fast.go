@@ -151,6 +151,7 @@ type fastConn struct {
 	head    h1.Head
 	closing bool        // the response just written carried Connection: close
 	out     []byte      // the response being written, reused
+	pend    []byte      // fastWriter's body bytes before its head is decided, reused
 	vary    http.Header // the request fields a URL varies on, reused
 	// wdeadline is the write deadline in force (client_timeout), re-armed lazily.
 	wdeadline time.Time
@@ -182,6 +183,20 @@ func (fc *fastConn) serve() {
 		}
 		switch fc.serveHit(end) {
 		case fastKeep:
+		case fastOwn:
+			keep, ok := fc.serveOwn(end)
+			switch {
+			case !ok && fc.lendable():
+				if !fc.lend(end) {
+					return
+				}
+			case !ok:
+				handedOff = fc.handOff()
+				return
+			case !keep:
+				lingering = fc.closing
+				return
+			}
 		case fastLend:
 			if !fc.lend(end) {
 				return
@@ -202,6 +217,7 @@ type fastOutcome int
 const (
 	fastKeep    fastOutcome = iota // answered here; the connection reads the next request
 	fastClose                      // answered here; the connection closes
+	fastOwn                        // answered here through Edge.ServeHTTP (edge/fastmiss.go)
 	fastLend                       // net/http answers this request alone (edge/lend.go)
 	fastHandOff                    // net/http takes the connection for good
 )
@@ -316,8 +332,10 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 }
 
 // serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
-// Otherwise, with nothing consumed or written, it says how net/http is to answer it: alone
-// (fastLend) when the request has no body, else with the rest of the connection (fastHandOff).
+// Otherwise, with nothing consumed or written, it says who is to answer it: the fast path through
+// the cache's full path (fastOwn: misses, revalidations, stale entries...), net/http alone
+// (fastLend) for the odd shapes ownable leaves to it, else net/http with the rest of the
+// connection (fastHandOff).
 func (fc *fastConn) serveHit(end int) fastOutcome {
 	if b := fc.in.Buffered()[0]; b == '\r' || b == '\n' {
 		return fastHandOff // leading empty lines: net/http's reading of them is the reference
@@ -327,6 +345,8 @@ func (fc *fastConn) serveHit(end int) fastOutcome {
 	}
 	keep, ok := fc.answerHit(end)
 	switch {
+	case !ok && fc.ownable():
+		return fastOwn
 	case !ok && fc.lendable():
 		return fastLend
 	case !ok:
