@@ -25,15 +25,17 @@ import (
 // per-request Age (and Date or Connection: close when needed) and the body in one write from a
 // reused buffer.
 //
-// Anything else goes to the unchanged net/http path (http.Server + Edge.ServeHTTP): misses, stale
-// entries, ranges, conditional requests, request Cache-Control or Pragma, disk-only bodies, Vary
-// mismatches and the RTT endpoint are lent to it one request at a time, and the connection comes
-// back to the fast path after the response (edge/lend.go); methods other than GET and HEAD,
-// HTTP/1.0, request bodies, Expect, and every head the fast path would not read exactly as
-// net/http does are handed over, at a request boundary and with the bytes already read, for the
-// rest of the connection. The
-// response it writes is byte for byte what the net/http path writes for the same request (see
-// fast_test.go).
+// Every other request it can read exactly (GET or HEAD, HTTP/1.1, no body: misses,
+// revalidations, stale entries, ranges, conditional requests, request Cache-Control or Pragma,
+// disk-only bodies, Vary mismatches, the RTT endpoint) is answered on the same connection through
+// Edge.ServeHTTP with the fast path's own response writer (edge/fastmiss.go). A few odd shapes
+// without a body are lent to the unchanged net/http path (http.Server + Edge.ServeHTTP) one
+// request at a time, and the connection comes back after the response (edge/lend.go); methods
+// other than GET and HEAD, HTTP/1.0, request bodies, Expect, and every head the fast path would
+// not read exactly as net/http does are handed over, at a request boundary and with the bytes
+// already read, for the rest of the connection. A hit is byte for byte what the net/http path
+// writes for the same request (fast_test.go); any other answer has net/http's head byte for byte
+// and the same body, only a streamed body's chunk boundaries may differ (fastmiss_test.go).
 
 // Limits and timeouts of fast-path connections; the timeouts are those of the net/http server
 // Start builds.
