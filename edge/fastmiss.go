@@ -32,8 +32,8 @@ const fastChunkingSize = 2048
 // fastWriteBatch is how much of a response the writer gathers before it writes to the socket.
 const fastWriteBatch = 64 << 10
 
-// ownable reports whether the fast path may answer the parsed request through the cache's full
-// path itself. What it refuses (and lendable accepts) is lent to net/http, whose reading of
+// ownable reports whether the fast path may answer the parsed request (GET or HEAD over HTTP/1.1
+// without a body) through the cache's full path itself. What it refuses (and lendable accepts) is lent to net/http, whose reading of
 // these odd shapes is the reference: a target that is not in origin form (absolute form, "*") or
 // does not parse, no Host or several, a Host value outside plainHost's alphabet, several
 // Connection fields (net/http reads only the first). Bodies, Expect, Upgrade and HTTP/1.0 are not
@@ -44,8 +44,11 @@ func (fc *fastConn) ownable() bool {
 		return false
 	}
 	line := h.Line
+	if !bytes.HasPrefix(line, []byte("GET ")) && !bytes.HasPrefix(line, []byte("HEAD ")) {
+		return false // other methods go to net/http with the rest of the connection
+	}
 	sp := bytes.IndexByte(line, ' ')
-	if sp < 0 || !bytes.HasSuffix(line, []byte(" HTTP/1.1")) {
+	if !bytes.HasSuffix(line, []byte(" HTTP/1.1")) || sp+1 > len(line)-len(" HTTP/1.1") {
 		return false
 	}
 	target := line[sp+1 : len(line)-len(" HTTP/1.1")]
