@@ -12,22 +12,21 @@
 #error "encap.h builds header words in little-endian memory order (bpfel)"
 #endif
 
-/* write_eth writes the Ethernet header (and the VLAN tag) with 16-bit stores: struct ethhdr is
- * packed, so field copies would compile to a load and a store per byte. The MACs are read from
- * cfg as 16-bit words (if_mac at offset 0, nexthop_mac at 6: both 2-byte aligned). */
+/* write_eth writes the Ethernet header (and the VLAN tag) with word stores: struct ethhdr is
+ * packed, so field copies would compile to a load and a store per byte. Each MAC is read from cfg
+ * as a 32-bit and a 16-bit word (if_mac at offset 0, nexthop_mac at 6; x86 loads them unaligned
+ * at no cost, and the verifier does not ask for alignment there). */
 static __always_inline int write_eth(void *data, void *data_end, __u8 has_vlan, __u16 tci,
 				     const struct lb_config *cfg, __u16 proto)
 {
 	if (data + ETH_HLEN > data_end)
 		return -1;
-	const __u16 *m = (const __u16 *)cfg;
+	const __u8 *m = (const __u8 *)cfg;
 	__u16 *e = data;
-	e[0] = m[3]; /* destination: the next hop */
-	e[1] = m[4];
-	e[2] = m[5];
-	e[3] = m[0]; /* source: this interface */
-	e[4] = m[1];
-	e[5] = m[2];
+	*(__u32 *)data = *(const __u32 *)(m + 6); /* destination: the next hop */
+	e[2] = *(const __u16 *)(m + 10);
+	*(__u32 *)(data + 6) = *(const __u32 *)m; /* source: this interface */
+	e[5] = *(const __u16 *)(m + 4);
 	if (has_vlan) {
 		if (data + ETH_HLEN + 4 > data_end)
 			return -1;
