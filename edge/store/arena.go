@@ -15,9 +15,12 @@ import "encoding/binary"
 // A record bigger than a quarter of a chunk gets a chunk of its own, dropped as soon as the
 // record dies.
 
-// recHeader is a record's header in its chunk: its length, its slot and the slot's generation,
-// so compaction can walk a chunk and tell live records from dead ones.
+// recHeader is a record's header in its chunk: its length (the top bit set for a head record,
+// an entry's pre-rendered response head, kept apart so it can be added on first use), its slot
+// and the slot's generation, so compaction can walk a chunk and tell live records from dead ones.
 const recHeader = 12
+
+const headRecord = 1 << 31
 
 // chunk is one arena buffer.
 type chunk struct {
@@ -89,12 +92,13 @@ func (a *arena) seal() {
 	}
 }
 
-// put appends a record for slot i (generation gen) and returns where it is.
-func (a *arena) put(i int32, gen uint32, key string, meta, body []byte) (int32, int, int) {
+// put appends a record for slot i (generation gen) and returns where it is; kind is 0 or
+// headRecord.
+func (a *arena) put(kind uint32, i int32, gen uint32, key string, meta, body []byte) (int32, int, int) {
 	n := recHeader + len(key) + len(meta) + len(body)
 	ci, off := a.alloc(n)
 	rec := a.chunks[ci].buf[off : off+n]
-	binary.LittleEndian.PutUint32(rec[0:], uint32(n))
+	binary.LittleEndian.PutUint32(rec[0:], uint32(n)|kind)
 	binary.LittleEndian.PutUint32(rec[4:], uint32(i))
 	binary.LittleEndian.PutUint32(rec[8:], gen)
 	p := recHeader
@@ -141,25 +145,27 @@ func (a *arena) sparsest() int32 {
 }
 
 // compact moves chunk ci's live records to the end of the arena (the current chunk) and drops
-// ci. live(slot, gen, off) tells whether the record at off is live; moved(slot, chunk, off) is
-// told where a live one went. The old buffer is left to readers that still hold parts of it.
-func (a *arena) compact(ci int32, live func(slot int32, gen uint32, off int) bool, moved func(slot, chunk int32, off int)) {
+// ci. live(head, slot, gen, off) tells whether the record at off is live; moved(head, slot,
+// chunk, off) is told where a live one went. The old buffer is left to readers that still hold
+// parts of it.
+func (a *arena) compact(ci int32, live func(head bool, slot int32, gen uint32, off int) bool, moved func(head bool, slot, chunk int32, off int)) {
 	a.compacted++
 	old := a.chunks[ci].buf
 	used := a.chunks[ci].used
 	for off := 0; off+recHeader <= used; {
-		n := int(binary.LittleEndian.Uint32(old[off:]))
+		word := binary.LittleEndian.Uint32(old[off:])
+		head, n := word&headRecord != 0, int(word&^headRecord)
 		if n < recHeader {
 			break // never written: the rest of the chunk is empty
 		}
 		slot := int32(binary.LittleEndian.Uint32(old[off+4:]))
 		gen := binary.LittleEndian.Uint32(old[off+8:])
-		if live(slot, gen, off) {
+		if live(head, slot, gen, off) {
 			to, at := a.alloc(n)
 			copy(a.chunks[to].buf[at:at+n], old[off:off+n])
 			a.chunks[to].live += n
 			a.chunks[ci].live -= n
-			moved(slot, to, at)
+			moved(head, slot, to, at)
 		}
 		off += n
 	}

@@ -255,3 +255,44 @@ func TestMemoryTierHasFewHeapObjects(t *testing.T) {
 	}
 	t.Logf("%.3f heap objects per entry", per)
 }
+
+// TestHeadRecordFollowsItsEntry: a head set on an entry comes back with later views of it (the
+// hot table forgotten), moves with it through compaction, weighs in the budget, and is gone
+// once the entry is replaced.
+func TestHeadRecordFollowsItsEntry(t *testing.T) {
+	s, err := Open(Config{MemoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, "a", bodyOf("a", 100))
+	e, _, _ := s.Get("a")
+	if e.Head() != nil {
+		t.Fatal("a new entry has a head")
+	}
+	before := s.mem.pol.total()
+	e.SetHead([]byte("HTTP/1.1 200 OK\r\n"))
+	if got := s.mem.pol.total(); got != before+recHeader+17 {
+		t.Fatalf("the head is not counted: weight %d, was %d", got, before)
+	}
+	s.mem.mu.Lock()
+	i := s.mem.find(s.hash("a"), "a")
+	s.mem.forget(i)
+	s.mem.allowance = 0
+	s.mem.mu.Unlock()
+	for j := 0; j < 3000; j++ { // churn and compaction (allowance 0) move both records
+		k := "c" + strconv.Itoa(j)
+		commit(t, s, k, bodyOf(k, 300))
+		s.Get("a")
+	}
+	e, _, _ = s.Get("a")
+	if string(e.Head()) != "HTTP/1.1 200 OK\r\n" || !bytes.Equal(e.Body, bodyOf("a", 100)) {
+		t.Fatalf("after compaction: head %q, body %q", e.Head(), e.Body[:10])
+	}
+	if s.mem.a.compacted == 0 {
+		t.Fatal("nothing was compacted")
+	}
+	commit(t, s, "a", bodyOf("a", 100)) // a new version: the old head does not describe it
+	if e, _, _ := s.Get("a"); e.Head() != nil {
+		t.Fatalf("a replaced entry kept the old head %q", e.Head())
+	}
+}

@@ -54,6 +54,10 @@ type slot struct {
 	queue      uint8 // qFree when unused
 	freq       uint8 // s3fifo: hits since insertion or the last pass, capped at 3
 	tagged     bool
+	// The entry's head record (its pre-rendered response head), when one was set.
+	headChunk int32
+	headOff   uint32
+	headLen   uint32 // 0: none
 }
 
 type hotEntry struct {
@@ -130,6 +134,11 @@ func (t *memTier) entry(i int32) *Entry {
 	if err != nil {
 		return nil
 	}
+	e.tier, e.slot, e.gen = t, i, sl.gen
+	if sl.headLen > 0 {
+		b := t.a.chunks[sl.headChunk].buf[int(sl.headOff)+recHeader : int(sl.headOff)+int(sl.headLen)]
+		e.head = b[:len(b):len(b)]
+	}
 	*h = hotEntry{slot: i, gen: sl.gen, e: e}
 	return e
 }
@@ -205,6 +214,7 @@ func (t *memTier) set(h uint64, key string, meta []byte, e *Entry) {
 	if i >= 0 { // a replacement keeps the policy's state
 		sl := &t.slots[i]
 		t.a.release(sl.chunk, int(sl.recLen))
+		t.releaseHead(i)
 		t.forget(i)
 		sl.gen++
 		t.place(i, key, meta, e.Body)
@@ -224,9 +234,55 @@ func (t *memTier) set(h uint64, key string, meta []byte, e *Entry) {
 // place writes slot i's record into the arena.
 func (t *memTier) place(i int32, key string, meta, body []byte) {
 	sl := &t.slots[i]
-	ci, off, n := t.a.put(i, sl.gen, key, meta, body)
+	ci, off, n := t.a.put(0, i, sl.gen, key, meta, body)
 	sl.chunk, sl.off, sl.recLen = ci, uint32(off), uint32(n)
 	sl.keyLen, sl.metaLen = uint32(len(key)), uint32(len(meta))
+}
+
+// releaseHead frees slot i's head record, if it has one, and takes its bytes off the weight.
+func (t *memTier) releaseHead(i int32) {
+	sl := &t.slots[i]
+	if sl.headLen == 0 {
+		return
+	}
+	t.a.release(sl.headChunk, int(sl.headLen))
+	if !t.objects && sl.queue != qFree {
+		t.pol.q[sl.queue].weight -= uint64(sl.headLen)
+		sl.weight -= sl.headLen
+	}
+	sl.headLen = 0
+}
+
+// setHead stores head as the head record of slot i if it still holds generation gen (the entry
+// the head was rendered from), counting its bytes in the entry's weight.
+func (t *memTier) setHead(i int32, gen uint32, head []byte) {
+	t.mu.Lock()
+	defer func() {
+		dropped := t.dropped
+		t.dropped = nil
+		t.mu.Unlock()
+		for _, m := range dropped {
+			if t.onEvict != nil {
+				t.onEvict(m)
+			}
+		}
+	}()
+	if i < 0 || int(i) >= len(t.slots) {
+		return
+	}
+	sl := &t.slots[i]
+	if sl.queue == qFree || sl.gen != gen || sl.headLen > 0 {
+		return
+	}
+	ci, off, n := t.a.put(headRecord, i, gen, "", nil, head)
+	sl.headChunk, sl.headOff, sl.headLen = ci, uint32(off), uint32(n)
+	if !t.objects {
+		sl.weight += uint32(n)
+		t.pol.q[sl.queue].weight += uint64(n)
+	}
+	t.forget(i) // the next lookup decodes the entry with its head
+	t.pol.evict(t)
+	t.clean()
 }
 
 // newSlot takes a free slot for hash h and links it into the index.
@@ -265,6 +321,7 @@ func (t *memTier) remove(i int32, evicted bool) {
 		}
 		t.dropped = append(t.dropped, m)
 	}
+	t.releaseHead(i) // first: it takes the head's bytes off the queue's weight
 	t.pol.unlink(t, i)
 	if head := t.index[sl.hash]; head == i {
 		if sl.nextHash >= 0 {
@@ -306,14 +363,21 @@ func (t *memTier) clean() {
 		if ci < 0 {
 			return
 		}
-		t.a.compact(ci, func(s int32, gen uint32, off int) bool {
+		t.a.compact(ci, func(head bool, s int32, gen uint32, off int) bool {
 			if s < 0 || int(s) >= len(t.slots) {
 				return false
 			}
 			sl := &t.slots[s]
+			if head {
+				return sl.queue != qFree && sl.gen == gen && sl.headLen > 0 && sl.headChunk == ci && int(sl.headOff) == off
+			}
 			return sl.queue != qFree && sl.gen == gen && sl.chunk == ci && int(sl.off) == off
-		}, func(s, to int32, off int) {
-			t.slots[s].chunk, t.slots[s].off = to, uint32(off)
+		}, func(head bool, s, to int32, off int) {
+			if head {
+				t.slots[s].headChunk, t.slots[s].headOff = to, uint32(off)
+			} else {
+				t.slots[s].chunk, t.slots[s].off = to, uint32(off)
+			}
 			t.forget(s)
 		})
 		now := t.a.sealedDead()

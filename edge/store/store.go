@@ -94,6 +94,25 @@ type Entry struct {
 
 	// memo is what the owner derived from this (immutable) entry, see Memo.
 	memo atomic.Value
+	// tier, slot and gen name the memory tier's record this entry is a view of (tier is nil
+	// for an entry that is not); head is that record's stored head (SetHead), or nil.
+	tier *memTier
+	slot int32
+	gen  uint32
+	head []byte
+}
+
+// Head returns the bytes SetHead stored with the entry in the memory tier, or nil.
+func (e *Entry) Head() []byte { return e.head }
+
+// SetHead stores b with the entry in the memory tier's arena, so a later lookup of the same
+// entry finds it in Head without deriving it again (the edge keeps its pre-rendered hit head
+// there: a memo lives only as long as one decoded view, a head as long as the entry). It does
+// nothing for an entry not from the memory tier, or replaced since it was looked up.
+func (e *Entry) SetHead(b []byte) {
+	if e.tier != nil && e.head == nil {
+		e.tier.setHead(e.slot, e.gen, b)
+	}
 }
 
 // Memo returns the value SetMemo stored, or nil. The edge keeps an entry's pre-rendered response
