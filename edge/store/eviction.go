@@ -48,9 +48,21 @@ type policy struct {
 	ghost     map[uint64]uint64 // s3fifo: key hash -> its sequence in ghostQ
 	ghostQ    []ghostKey
 	ghostSeq  uint64
-	windowCap uint64 // tinylfu: the window's share (1%)
+	windowCap uint64 // tinylfu: the window's share (1% at first, then climbed)
 	protCap   uint64 // tinylfu: the protected segment's share of the main space (80%)
 	sketch    sketch
+	climb     climber
+}
+
+// climber adapts tinylfu's window size by hill climbing on the hit rate, as Caffeine and otter
+// do: after each sample of lookups it moves the window by a step in the direction that raised
+// the hit rate last time (reversing when it fell), the step decaying as it settles and reset
+// when the hit rate jumps (a new workload). A sample is as many lookups as entries resident
+// (at least 512), so a small cache adapts within a few thousand requests.
+type climber struct {
+	hits, misses uint64
+	prevRate     float64
+	step         float64 // signed: positive grows the window
 }
 
 type ghostKey struct{ hash, seq uint64 }
@@ -69,7 +81,54 @@ func newPolicy(kind string, capacity uint64, objects bool) policy {
 	}
 	p.protCap = (capacity - p.windowCap) * 8 / 10
 	p.sketch.init(1024)
+	p.climb.step = float64(capacity) / 16
 	return p
+}
+
+// lookup records a tinylfu lookup's outcome and, at the end of a sample, climbs.
+func (p *policy) lookup(t *memTier, hit bool) {
+	if p.kind != EvictTinyLFU {
+		return
+	}
+	c := &p.climb
+	if hit {
+		c.hits++
+	} else {
+		c.misses++
+	}
+	if c.hits+c.misses < uint64(max(t.n, 512)) {
+		return
+	}
+	rate := float64(c.hits) / float64(c.hits+c.misses)
+	c.hits, c.misses = 0, 0
+	delta := rate - c.prevRate
+	if delta < 0 {
+		c.step = -c.step
+	}
+	switch {
+	case delta > 0.05 || delta < -0.05:
+		c.step = float64(p.cap) / 16 * sign(c.step) // a new workload: big steps again
+	default:
+		c.step *= 0.98
+	}
+	c.prevRate = rate
+	w := float64(p.windowCap) + c.step
+	w = min(max(w, float64(p.cap)/100), float64(p.cap)*8/10)
+	p.windowCap = uint64(w)
+	if p.kind == EvictTinyLFU && p.windowCap == 0 && t.objects {
+		p.windowCap = 1
+	}
+	p.protCap = (p.cap - p.windowCap) * 8 / 10
+	for p.q[qC].weight > p.protCap && p.q[qC].tail >= 0 {
+		p.move(t, p.q[qC].tail, qB)
+	}
+}
+
+func sign(x float64) float64 {
+	if x < 0 {
+		return -1
+	}
+	return 1
 }
 
 func (p *policy) push(t *memTier, q uint8, i int32) {

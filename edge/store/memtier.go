@@ -156,6 +156,7 @@ func (t *memTier) GetIfPresent(key string) (*Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i := t.find(h, key)
+	t.pol.lookup(t, i >= 0)
 	if i < 0 {
 		return nil, false
 	}
