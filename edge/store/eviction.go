@@ -115,11 +115,20 @@ func (p *policy) lookup(t *memTier, hit bool) {
 	w := float64(p.windowCap) + c.step
 	w = min(max(w, float64(p.cap)/100), float64(p.cap)*8/10)
 	p.windowCap = uint64(w)
-	if p.kind == EvictTinyLFU && p.windowCap == 0 && t.objects {
+	if p.windowCap == 0 && t.objects {
 		p.windowCap = 1
 	}
 	p.protCap = (p.cap - p.windowCap) * 8 / 10
-	for p.q[qC].weight > p.protCap && p.q[qC].tail >= 0 {
+}
+
+// rebalanceStep bounds the entries one operation moves between tinylfu's segments, so a climb
+// of the window (a sixteenth of the capacity at first) is spread over the following operations
+// instead of stalling one lookup: every operation stays O(1).
+const rebalanceStep = 8
+
+// demote moves the protected segment's overflow (a few entries at most) back to probation.
+func (p *policy) demote(t *memTier) {
+	for n := 0; n < rebalanceStep && p.q[qC].weight > p.protCap && p.q[qC].tail >= 0; n++ {
 		p.move(t, p.q[qC].tail, qB)
 	}
 }
@@ -211,9 +220,7 @@ func (p *policy) hit(t *memTier, i int32) {
 			p.move(t, i, sl.queue)
 		case qB:
 			p.move(t, i, qC)
-			for p.q[qC].weight > p.protCap && p.q[qC].tail >= 0 {
-				p.move(t, p.q[qC].tail, qB)
-			}
+			p.demote(t)
 		}
 	}
 }
@@ -306,9 +313,10 @@ func (p *policy) evictTinyLFU(t *memTier) {
 		}
 		t.remove(v, true)
 	}
-	for win.weight > p.windowCap && win.tail >= 0 && win.tail != win.head {
+	for n := 0; n < rebalanceStep && win.weight > p.windowCap && win.tail >= 0 && win.tail != win.head; n++ {
 		p.move(t, win.tail, qB)
 	}
+	p.demote(t)
 }
 
 // sketch is a count-min sketch of 4 rows of saturating 8-bit counters (capped at 15), halved
