@@ -214,13 +214,18 @@ func (s *Store) onDiskDeletion(e otter.DeletionEvent[string, *Meta]) {
 	if ok && cur.File == e.Value.File {
 		return
 	}
-	if !ok {
-		s.names.remove(s, e.Value)
-	}
 	s.mem.Invalidate(e.Key)
 	os.Remove(s.path(e.Value.File, ".body"))
 	os.Remove(s.path(e.Value.File, ".meta"))
-	s.untag(e.Value)
+	if ok {
+		s.untag(e.Value)
+		return
+	}
+	// Gone from both tiers. The disk index may still show the entry to a quiet lookup while its
+	// deletion is reported, so the tags are dropped without asking it (a Commit racing with its
+	// own entry's eviction adds them back after this).
+	s.names.remove(s, e.Value)
+	s.untagAs(e.Value, nil)
 }
 
 // hash is the key hash of the memory tier's index and of the tag index.
@@ -400,7 +405,7 @@ func (s *Store) Update(m *Meta) error {
 	applied := false
 	defer func() {
 		if applied {
-			s.tags.add(s, m)
+			s.tagStored(m)
 			s.untag(old)
 		}
 	}()
@@ -592,7 +597,7 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	if w.n <= w.s.cfg.MaxObjectBytes {
 		w.s.mem.Set(m.Key, e)
 	}
-	w.s.tags.add(w.s, m)
+	w.s.tagStored(m)
 	w.s.untag(old)
 	return e, nil
 }

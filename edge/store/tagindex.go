@@ -149,6 +149,25 @@ func (s *Store) Peek(key string) (*Meta, bool) {
 	return nil, false
 }
 
+// tagStored indexes the tags of m, just stored. The disk index may have evicted m (even turned
+// it away at admission) before its tags were added, its deletion callback then finding nothing
+// to drop: so once they are added, an entry no longer stored loses them again (a deletion after
+// this point drops them itself).
+func (s *Store) tagStored(m *Meta) {
+	if len(m.Tags) == 0 {
+		return
+	}
+	s.tags.add(s, m)
+	if s.disk != nil {
+		if _, ok := s.disk.GetIfPresent(m.Key); !ok {
+			s.names.remove(s, m)
+		}
+	}
+	if _, ok := s.Peek(m.Key); !ok {
+		s.untagAs(m, nil)
+	}
+}
+
 // untag updates the tag index after key's entry old was replaced or removed in one tier: each
 // of old's tags that the key's current entry does not carry loses the key's hash, unless another
 // stored key with the same hash carries it.
@@ -157,6 +176,14 @@ func (s *Store) untag(old *Meta) {
 		return
 	}
 	cur, _ := s.Peek(old.Key)
+	s.untagAs(old, cur)
+}
+
+// untagAs is untag with the key's current entry cur (nil when it is gone) given.
+func (s *Store) untagAs(old, cur *Meta) {
+	if old == nil || len(old.Tags) == 0 {
+		return
+	}
 	h := s.hash(old.Key)
 	for _, tag := range old.Tags {
 		if cur != nil && slices.Contains(cur.Tags, tag) {
