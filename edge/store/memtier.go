@@ -165,6 +165,14 @@ func (t *memTier) GetIfPresent(key string) (*Entry, bool) {
 	return e, e != nil
 }
 
+// Contains reports whether key is resident, without decoding its entry.
+func (t *memTier) Contains(key string) bool {
+	h := t.s.hash(key)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.find(h, key) >= 0
+}
+
 // Peek returns key's entry without counting a hit.
 func (t *memTier) Peek(key string) (*Entry, bool) {
 	h := t.s.hash(key)

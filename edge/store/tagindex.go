@@ -158,12 +158,13 @@ func (s *Store) tagStored(m *Meta) {
 		return
 	}
 	s.tags.add(s, m)
+	onDisk := false
 	if s.disk != nil {
-		if _, ok := s.disk.GetIfPresent(m.Key); !ok {
+		if _, onDisk = s.disk.GetIfPresent(m.Key); !onDisk {
 			s.names.remove(s, m)
 		}
 	}
-	if _, ok := s.Peek(m.Key); !ok {
+	if !onDisk && !s.mem.Contains(m.Key) {
 		s.untagAs(m, nil)
 	}
 }
