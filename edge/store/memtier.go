@@ -214,7 +214,7 @@ func (t *memTier) set(h uint64, key string, meta []byte, e *Entry) {
 	recLen := recHeader + len(key) + len(meta) + len(e.Body)
 	w := t.weigh(recLen)
 	i := t.find(h, key)
-	if uint64(w) > t.cap {
+	if uint64(w) > t.cap || recLen >= headRecord { // a record's length must fit its header
 		if i >= 0 {
 			t.remove(i, false)
 		}
