@@ -162,22 +162,30 @@ func (d *decoder) str() string {
 	return s
 }
 
-func (d *decoder) strs() []string {
+func (d *decoder) strs(room []string) []string {
 	n := d.uvarint()
 	if n == 0 || n > uint64(len(d.b)) {
 		return nil
 	}
-	out := make([]string, n)
+	out := room[:0:0]
+	if n <= uint64(len(room)) {
+		out = room[:n:n]
+	} else {
+		out = make([]string, n)
+	}
 	for i := range out {
 		out[i] = d.str()
 	}
 	return out
 }
 
-// entryBox holds a decoded entry and its Meta in one allocation.
+// entryBox holds a decoded entry, its Meta and (for the usual sizes) its header values and
+// tags in one allocation: a cold hit decodes one of these and a header map.
 type entryBox struct {
-	e Entry
-	m Meta
+	e    Entry
+	m    Meta
+	vals [10]string
+	tags [2]string
 }
 
 // decodeEntry rebuilds the entry of a record: key, encoded Meta and body, all aliasing rec.
@@ -185,7 +193,7 @@ type entryBox struct {
 func (s *Store) decodeEntry(key string, meta, body []byte) (*Entry, error) {
 	box := &entryBox{}
 	m := &box.m
-	if err := s.decodeMeta(m, key, meta); err != nil {
+	if err := s.decodeMeta(m, key, meta, box.vals[:], box.tags[:]); err != nil {
 		return nil, err
 	}
 	box.e.Meta = m
@@ -197,7 +205,9 @@ func (s *Store) decodeEntry(key string, meta, body []byte) (*Entry, error) {
 	return &box.e, nil
 }
 
-func (s *Store) decodeMeta(m *Meta, key string, meta []byte) error {
+// decodeMeta decodes meta into m; vals and tags are room for the header values and tags (more
+// are allocated).
+func (s *Store) decodeMeta(m *Meta, key string, meta []byte, vals, tags []string) error {
 	if len(meta) == 0 {
 		return errCorrupt
 	}
@@ -223,7 +233,11 @@ func (s *Store) decodeMeta(m *Meta, key string, meta []byte) error {
 		return errCorrupt
 	}
 	m.Header = make(http.Header, fields)
-	vals := make([]string, values)
+	if values <= uint64(len(vals)) {
+		vals = vals[:values]
+	} else {
+		vals = make([]string, values)
+	}
 	for range fields {
 		k := d.str()
 		n := d.uvarint()
@@ -236,8 +250,8 @@ func (s *Store) decodeMeta(m *Meta, key string, meta []byte) error {
 		m.Header[k] = vals[:n:n] // capped: an append never writes into the next field's values
 		vals = vals[n:]
 	}
-	m.Vary = d.strs()
-	m.Tags = d.strs()
+	m.Vary = d.strs(nil)
+	m.Tags = d.strs(tags)
 	if flags&flagReparseDir != 0 {
 		parse := s.cfg.Directives
 		if parse == nil {

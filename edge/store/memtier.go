@@ -324,7 +324,7 @@ func (t *memTier) remove(i int32, evicted bool) {
 		if sl.tagged {
 			key, meta, _ := t.rec(i)
 			m = &Meta{}
-			if t.s.decodeMeta(m, key, meta) != nil {
+			if t.s.decodeMeta(m, key, meta, nil, nil) != nil {
 				m = nil
 			}
 		}
