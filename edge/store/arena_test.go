@@ -300,3 +300,51 @@ func TestHeadRecordFollowsItsEntry(t *testing.T) {
 		t.Fatalf("a replaced entry kept the old head %q", e.Head())
 	}
 }
+
+// TestIndexCollisionsAreToldApartByKey: two keys with the same 64-bit hash share an index bucket
+// and are told apart by the key bytes in their records; removing one keeps the other.
+func TestIndexCollisionsAreToldApartByKey(t *testing.T) {
+	s, err := Open(Config{MemoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := s.mem
+	put := func(key string) {
+		m := metaFor(key)
+		m.Size = 50
+		mt.mu.Lock()
+		mt.set(42, key, appendMeta(nil, m), &Entry{Meta: m, Body: bodyOf(key, 50)})
+		mt.mu.Unlock()
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		put(k)
+	}
+	get := func(key string) *Entry {
+		mt.mu.Lock()
+		defer mt.mu.Unlock()
+		if i := mt.find(42, key); i >= 0 {
+			return mt.entry(i)
+		}
+		return nil
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if e := get(k); e == nil || e.Meta.Key != k || !bytes.Equal(e.Body, bodyOf(k, 50)) {
+			t.Fatalf("%s: wrong or missing entry in a shared bucket", k)
+		}
+	}
+	if get("d") != nil {
+		t.Fatal("a key never stored was found in a shared bucket")
+	}
+	mt.mu.Lock()
+	mt.remove(mt.find(42, "b"), false) // the middle of the chain
+	mt.mu.Unlock()
+	if get("b") != nil || get("a") == nil || get("c") == nil {
+		t.Fatal("removing one key of a shared bucket lost another or kept it")
+	}
+	mt.mu.Lock()
+	mt.remove(mt.find(42, "c"), false) // the head
+	mt.mu.Unlock()
+	if e := get("a"); e == nil || e.Meta.Key != "a" || len(mt.index) != 1 {
+		t.Fatalf("after removing the head: a=%v, %d buckets", e != nil, len(mt.index))
+	}
+}
