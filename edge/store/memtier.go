@@ -17,8 +17,9 @@ import (
 // the last few thousand decoded entries are kept in a small direct-mapped table, so a hot object
 // is decoded once and keeps its memo (the edge's pre-rendered hit head) between hits.
 //
-// One mutex guards the tier; every operation is O(1) (compaction, amortised, copies each live
-// byte once per sealed chunk it frees).
+// One mutex guards the tier. Lookups, inserts and evictions are O(1); compaction, amortised
+// over the writes that made the dead bytes, copies a chunk's live records once and finds the
+// sparsest chunk by a scan of the chunk list (the budget over the chunk size, a few thousand).
 type memTier struct {
 	mu      sync.Mutex
 	s       *Store
