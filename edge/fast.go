@@ -494,10 +494,7 @@ func hitHeadOf(ent *store.Entry) *hitHead {
 	if hh, ok := ent.Memo().(*hitHead); ok {
 		return hh
 	}
-	hh := renderHitHead(ent)
-	if hh == nil {
-		hh = &hitHead{} // remembered as "not served here"
-	}
+	hh := storedHitHead(ent) // hithead.go: kept with the entry in the store's arena
 	ent.SetMemo(hh)
 	if hh.pre == nil {
 		return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 
@@ -55,19 +54,11 @@ func (in *interner) directives(d cachecontrol.Directives) cachecontrol.Directive
 	if len(d) == 0 {
 		return d
 	}
-	names := make([]string, 0, len(d))
-	for k := range d {
-		names = append(names, k)
+	b, ok := canonDirectives(nil, d)
+	if !ok {
+		return d
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, k := range names {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(d[k])
-		b.WriteByte(0)
-	}
-	key := b.String()
+	key := string(b)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.dirs == nil {
@@ -78,6 +69,28 @@ func (in *interner) directives(d cachecontrol.Directives) cachecontrol.Directive
 	}
 	if len(in.dirs) < internMax {
 		in.dirs[key] = d
+	}
+	return d
+}
+
+// canonical returns the shared directives of a canonical form c (codec.go), parsing and
+// remembering them on first sight. c may alias the memory tier's arena: the table keeps a copy.
+func (in *interner) canonical(c string) cachecontrol.Directives {
+	if c == "" {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.dirs[c]; ok {
+		return s
+	}
+	c = strings.Clone(c)
+	d := parseCanon(c)
+	if in.dirs == nil {
+		in.dirs = map[string]cachecontrol.Directives{}
+	}
+	if len(in.dirs) < internMax {
+		in.dirs[c] = d
 	}
 	return d
 }

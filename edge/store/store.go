@@ -1,6 +1,6 @@
 // Package store keeps cached HTTP responses in two tiers: a memory tier with a byte (or object)
-// budget and W-TinyLFU eviction (github.com/maypok86/otter/v2), and an optional disk tier that
-// survives restarts. Entries are immutable: an update (a 304 refresh, a soft purge) stores a new
+// budget, pointer-free storage (a log-structured arena and an index of slots, memtier.go) and
+// W-TinyLFU, LRU or S3-FIFO eviction, and an optional disk tier that survives restarts. Entries are immutable: an update (a 304 refresh, a soft purge) stores a new
 // Meta. A body is written to a temporary file and renamed into place only when it is complete, so
 // a partial download never becomes an entry, and file names are hashes of the key, so no request
 // can name a path outside the cache directory.
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -82,6 +83,9 @@ func (m *Meta) Clone() *Meta {
 }
 
 // Entry is a stored response. Body is nil when the body lives only on disk; use Store.Open.
+// An entry from the memory tier is a view of its record in the tier's arena: Body and the
+// Meta's strings alias it (never write to them; the arena never reuses bytes anyone can still
+// reach, so a view stays valid as long as it is held).
 type Entry struct {
 	// Meta describes the response.
 	Meta *Meta
@@ -90,11 +94,32 @@ type Entry struct {
 
 	// memo is what the owner derived from this (immutable) entry, see Memo.
 	memo atomic.Value
+	// tier, slot and gen name the memory tier's record this entry is a view of (tier is nil
+	// for an entry that is not); head is that record's stored head (SetHead), or nil.
+	tier *memTier
+	slot int32
+	gen  uint32
+	head []byte
+}
+
+// Head returns the bytes SetHead stored with the entry in the memory tier, or nil.
+func (e *Entry) Head() []byte { return e.head }
+
+// SetHead stores b with the entry in the memory tier's arena, so a later lookup of the same
+// entry finds it in Head without deriving it again (the edge keeps its pre-rendered hit head
+// there: a memo lives only as long as one decoded view, a head as long as the entry). It does
+// nothing for an entry not from the memory tier, or replaced since it was looked up.
+func (e *Entry) SetHead(b []byte) {
+	if e.tier != nil && e.head == nil {
+		e.tier.setHead(e.slot, e.gen, b)
+	}
 }
 
 // Memo returns the value SetMemo stored, or nil. The edge keeps an entry's pre-rendered response
 // head here: entries are immutable (an update stores a new Entry), so a value derived once from
-// one holds for its whole life and disappears with it.
+// one holds for its whole life and disappears with it. The memory tier keeps the views of the
+// last few thousand entries it decoded (memtier.go), so a hot entry keeps its memo; a cold one
+// is decoded afresh and derives it again.
 func (e *Entry) Memo() any { return e.memo.Load() }
 
 // SetMemo stores v (always of one type) as the entry's memo; racing callers may each store one.
@@ -126,10 +151,13 @@ type Config struct {
 // Store is the two-tier response store. It is safe for concurrent use.
 type Store struct {
 	cfg  Config
-	mem  memTier
+	mem  *memTier                    // the memory tier (memtier.go)
 	disk *otter.Cache[string, *Meta] // the index of the disk tier; nil without one
 	gen  atomic.Int64
-	tags tagIndex // purge tag -> keys, for both tiers (tagindex.go)
+	seed maphash.Seed // the key hash of the memory tier and the tag index
+	tags tagIndex     // purge tag -> key hashes, for both tiers (tagindex.go)
+	// names resolves the key hashes of tagged disk entries to keys (tagindex.go).
+	names hashNames
 	// interned holds the header values and directives entries share (intern.go).
 	interned interner
 }
@@ -139,40 +167,23 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.MaxObjectBytes <= 0 {
 		cfg.MaxObjectBytes = 8 << 20
 	}
-	s := &Store{cfg: cfg}
+	s := &Store{cfg: cfg, seed: maphash.MakeSeed()}
 	s.gen.Store(time.Now().UnixNano())
-	mo := &otter.Options[string, *Entry]{
-		OnDeletion: func(e otter.DeletionEvent[string, *Entry]) {
-			if e.Cause == otter.CauseOverflow && cfg.OnEvict != nil {
-				cfg.OnEvict("memory")
-			}
-			if e.Value != nil {
-				s.untag(e.Value.Meta)
-			}
-		},
-	}
-	if cfg.MemoryObjects > 0 {
-		mo.MaximumSize = cfg.MemoryObjects
-	} else {
-		if cfg.MemoryBytes <= 0 {
-			return nil, errors.New("open store: memory budget must be positive; set memory.max_bytes or memory.max_objects")
-		}
-		mo.MaximumWeight = uint64(cfg.MemoryBytes)
-		mo.Weigher = func(_ string, e *Entry) uint32 { return entryWeight(e) } // weight.go
+	if cfg.MemoryObjects <= 0 && cfg.MemoryBytes <= 0 {
+		return nil, errors.New("open store: memory budget must be positive; set memory.max_bytes or memory.max_objects")
 	}
 	if err := CheckEviction(cfg.Eviction); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	var err error
-	if cfg.Eviction == EvictLRU || cfg.Eviction == EvictS3FIFO {
-		s.mem = newListCacheFor(cfg, mo)
-	} else {
-		c, err := otter.New(mo)
-		if err != nil {
-			return nil, fmt.Errorf("open store: create memory tier: %w", err)
+	s.mem = newMemTier(s, cfg.Eviction, cfg.MemoryObjects, cfg.MemoryBytes, func(m *Meta) {
+		if cfg.OnEvict != nil {
+			cfg.OnEvict("memory")
 		}
-		s.mem = otterTier{c}
-	}
+		if m != nil {
+			s.untag(m)
+		}
+	})
+	var err error
 	if cfg.Dir == "" {
 		return s, nil
 	}
@@ -199,14 +210,26 @@ func (s *Store) onDiskDeletion(e otter.DeletionEvent[string, *Meta]) {
 	if e.Cause == otter.CauseOverflow && s.cfg.OnEvict != nil {
 		s.cfg.OnEvict("disk")
 	}
-	if cur, ok := s.disk.GetIfPresent(e.Key); ok && cur.File == e.Value.File {
+	cur, ok := s.disk.GetIfPresent(e.Key)
+	if ok && cur.File == e.Value.File {
 		return
 	}
 	s.mem.Invalidate(e.Key)
 	os.Remove(s.path(e.Value.File, ".body"))
 	os.Remove(s.path(e.Value.File, ".meta"))
-	s.untag(e.Value)
+	if ok {
+		s.untag(e.Value)
+		return
+	}
+	// Gone from both tiers. The disk index may still show the entry to a quiet lookup while its
+	// deletion is reported, so the tags are dropped without asking it (a Commit racing with its
+	// own entry's eviction adds them back after this).
+	s.names.remove(s, e.Value)
+	s.untagAs(e.Value, nil)
 }
+
+// hash is the key hash of the memory tier's index and of the tag index.
+func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
 // path returns the location of a file of the disk tier; files are sharded by the first two hex
 // digits of the key hash so no directory grows too large.
@@ -287,7 +310,8 @@ func (s *Store) rebuild() error {
 		m.Directives = parse(m.Header)
 		s.intern(m)
 		s.disk.Set(k, m)
-		s.tags.add(m)
+		s.names.add(s, m)
+		s.tags.add(s, m)
 	}
 	return nil
 }
@@ -378,9 +402,10 @@ func (s *Store) Open(m *Meta) (*os.File, error) {
 func (s *Store) Update(m *Meta) error {
 	s.intern(m)
 	old, _ := s.Peek(m.Key)
+	applied := false
 	defer func() {
-		if cur, ok := s.Peek(m.Key); ok && cur == m {
-			s.tags.add(m)
+		if applied {
+			s.tagStored(m)
 			s.untag(old)
 		}
 	}()
@@ -393,9 +418,12 @@ func (s *Store) Update(m *Meta) error {
 		}
 		s.measure(m)
 		s.disk.Set(m.Key, m)
+		s.names.add(s, m)
+		applied = true
 	}
-	if e, ok := s.mem.GetIfPresent(m.Key); ok {
+	if e, ok := s.mem.Peek(m.Key); ok {
 		s.mem.Set(m.Key, &Entry{Meta: m, Body: e.Body})
+		applied = true
 	}
 	return nil
 }
@@ -542,9 +570,6 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	}
 	m.Size = w.n
 	w.s.intern(m)
-	if cap(w.buf) > len(w.buf)+len(w.buf)/8 {
-		w.buf = append(make([]byte, 0, len(w.buf)), w.buf...) // the growth slack would stay resident
-	}
 	e := &Entry{Meta: m, Body: w.buf}
 	old, _ := w.s.Peek(m.Key)
 	if w.f != nil {
@@ -567,11 +592,12 @@ func (w *Writer) Commit(m *Meta) (*Entry, error) {
 		}
 		w.s.measure(m)
 		w.s.disk.Set(m.Key, m)
+		w.s.names.add(w.s, m)
 	}
 	if w.n <= w.s.cfg.MaxObjectBytes {
 		w.s.mem.Set(m.Key, e)
 	}
-	w.s.tags.add(m)
+	w.s.tagStored(m)
 	w.s.untag(old)
 	return e, nil
 }

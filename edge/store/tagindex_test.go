@@ -12,7 +12,7 @@ import (
 func (t *tagIndex) indexed(tag string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.keys[tag])
+	return len(t.hashes[tag])
 }
 
 func putTagged(t *testing.T, s *Store, key string, tags ...string) {
