@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // locator finds the line of a field path in the parsed document.
@@ -139,6 +140,9 @@ func (c *Config) validateFields(l locator) error {
 	}
 	if c.RingSize != 0 && (c.RingSize < 3 || c.RingSize >= 1<<24 || !big.NewInt(int64(c.RingSize)).ProbablyPrime(20)) {
 		return l.errf(at("ring_size"), "%d is not a prime between 3 and 16777216: use a prime such as 65537", c.RingSize)
+	}
+	if err := c.validateRingFields(l); err != nil {
+		return err
 	}
 	if c.MaxBackends == 1 {
 		return l.errf(at("max_backends"), "1 leaves no room (id 0 is reserved): use at least 2")
@@ -310,6 +314,11 @@ func (v *VIP) validate(l locator, i int) error {
 	}
 	if err := v.validateQUIC(l, i); err != nil {
 		return err
+	}
+	if v.RingSize != 0 {
+		if err := maglev.ValidateSize(uint64(v.RingSize)); err != nil {
+			return l.errf(at("ring_size"), "%v (or leave it out to size the ring from the backends)", err)
+		}
 	}
 	v.VIPDefaults()
 	return nil

@@ -175,7 +175,7 @@ func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, rele
 	undo = append(undo, d.stopBGP)
 	undo = append(undo, d.detachIfDrained) // after every handle below is closed
 	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
-		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
+		RingSlots: cfg.RingSlotsFor(loader.PinnedRingSlots(cfg.PinDir)), MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
 	}
@@ -496,7 +496,7 @@ func fixedFields(cur, next *config.Config) error {
 	}
 	for _, x := range []f{
 		{"interface", cur.Interface, next.Interface}, {"pin_dir", cur.PinDir, next.PinDir},
-		{"ring_size", cur.RingSize, next.RingSize}, {"max_vips", cur.MaxVIPs, next.MaxVIPs},
+		{"ring_slots", cur.RingSlots, next.RingSlots}, {"max_vips", cur.MaxVIPs, next.MaxVIPs},
 		{"max_backends", cur.MaxBackends, next.MaxBackends}, {"conn_table_size", cur.ConnTableSize, next.ConnTableSize},
 		{"xdp_mode", cur.XDPMode, next.XDPMode}, {"socket", cur.Socket, next.Socket}, {"metrics", cur.Metrics, next.Metrics},
 	} {
