@@ -22,7 +22,7 @@ var freshInMigration = map[string]bool{LBMapVips: true, LBMapRings16: true, LBMa
 // stagingDir is where a migration pins the new layout's maps before it renames the directory
 // into place: a migration stopped half way leaves no MapsDir that looks complete.
 func stagingDir(pinDir string) string {
-	return filepath.Join(pinDir, "maps-"+LayoutVersion+".migrating")
+	return filepath.Join(pinDir, "migrating-maps-"+LayoutVersion) // bpffs refuses names with a dot
 }
 
 // migrateIfOld migrates maps pinned by a binary of layout v2, in the manner of tubular's upgrade
