@@ -115,8 +115,7 @@ type Set struct {
 	filterUse []uint32
 	sigs      *ebpf.Map // ring signatures (UseRingSigs); nil: none kept
 	// ranges is the ring range of every VIP id in the vips map that this Set read or wrote.
-	ranges     map[uint32]RingRange
-	rangesRead bool // the vips map was listed once (VIPs)
+	ranges map[uint32]RingRange
 }
 
 // New wraps loaded maps. ringSize is the size of the rings placed at VIP id x ringSize (PutVIP
@@ -160,18 +159,17 @@ func (s *Set) fixedRange(id uint32) RingRange {
 }
 
 // rangeOf is the ring range of a VIP id: the one its vips entry names, else its fixed one.
+// The vips map is listed first (O(VIPs)): another process (the daemon) may have moved the ring
+// since; code that places rings itself reads them by range (RingAt).
 func (s *Set) rangeOf(id uint32) RingRange {
-	if !s.rangesRead {
-		_, _ = s.VIPs() // a Set over maps another process wrote: read their ranges once
-	}
+	_, _ = s.VIPs()
 	if r, ok := s.ranges[id]; ok {
 		return r
 	}
 	return s.fixedRange(id)
 }
 
-// RangeOf is the ring range of a VIP id as the vips map names it (read or written through this
-// Set), else the fixed one of its id.
+// RangeOf is the ring range of a VIP id as the vips map names it, else the fixed one of its id.
 func (s *Set) RangeOf(id uint32) RingRange { return s.rangeOf(id) }
 
 // MaxVIPs is how many VIPs the maps hold.
@@ -373,6 +371,7 @@ func (s *Set) VIPs() ([]VIP, error) {
 		v   loader.LBVipMeta
 		out []VIP
 	)
+	ranges := map[uint32]RingRange{}
 	it := s.m.Vips.Iterate()
 	for it.Next(&k, &v) {
 		out = append(out, VIP{
@@ -381,12 +380,12 @@ func (s *Set) VIPs() ([]VIP, error) {
 			Flags: VIPFlags(v.Flags),
 			Ring:  RingRange{Off: v.RingOff, Size: v.RingSize},
 		})
-		s.ranges[v.Id] = RingRange{Off: v.RingOff, Size: v.RingSize}
+		ranges[v.Id] = RingRange{Off: v.RingOff, Size: v.RingSize}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list vips: %w", err)
 	}
-	s.rangesRead = true
+	s.ranges = ranges
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
