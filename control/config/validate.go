@@ -95,7 +95,7 @@ func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, n
 // validateVIPs is validate; known, when given, names VIPs whose own fields need no check (the
 // cross-VIP checks still see every VIP), and prevAddrs bounds the distinct backend addresses of
 // the configuration they are equal to (0: unknown).
-func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool, prevAddrs int) error {
+func (c *Config) validateVIPs(root *yaml.Node, known func(int, *VIP) bool, prevAddrs int) error {
 	l := locator{root}
 	if err := c.validateFields(l); err != nil {
 		return err
@@ -168,7 +168,7 @@ func (c *Config) validateFields(l locator) error {
 
 // validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
 // VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
-func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int) error {
+func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddrs int) error {
 	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
@@ -186,7 +186,7 @@ func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int
 	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
-		if known == nil || !known(v) {
+		if known == nil || !known(i, v) {
 			if err := v.validate(l, i); err != nil {
 				return err
 			}

@@ -119,7 +119,7 @@ func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.
 			for j, k := range keys {
 				c.states[k] = sts[j]
 			}
-			m = &vipMemo{cfg: v.Clone(), epoch: c.epoch, rv: rv, keys: keys}
+			m = &vipMemo{cfg: *v, epoch: c.epoch, rv: rv, keys: keys} // never changed in place (config.CloneForChange)
 			c.vips[v.Name] = m
 		}
 		if m.pass != c.pass {
