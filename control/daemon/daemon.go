@@ -193,6 +193,7 @@ func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, rele
 	if d.rec, err = reconcile.New(d.set); err != nil {
 		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
 	}
+	d.rec.SetStableInputs(true) // desiredLocked gives an unchanged VIP the same input (state.go)
 	return ln, sigs, undoAll, nil
 }
 

@@ -132,6 +132,11 @@ type Reconciler struct {
 	// maps' space (slots.go).
 	ranges map[uint32]maps.RingRange
 	slots  *slotAlloc
+	// stable and prev: the caller's inputs are never changed in place, and the last one
+	// (delta.go).
+	stable bool
+	prev   []VIP
+	deltas int // delta Applies done (tests)
 }
 
 // New reads the ids that the maps hold (from an earlier run, or none).
@@ -255,6 +260,9 @@ func (r *Reconciler) Version(id uint32) [2]uint64 { return [2]uint64{r.version[i
 // backends' addresses, ids and weights, and the ring size) is compared with the one its ring was
 // built from, so a drain or a new VIP costs one table, not one per VIP.
 func (r *Reconciler) Apply(desired []VIP) (Result, error) {
+	if res, done, err := r.applyDelta(desired); done {
+		return res, err
+	}
 	var res Result
 	want := make(map[maps.VIPKey]*VIP, len(desired))
 	for i := range desired {
@@ -274,20 +282,27 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 	}
 	r.dirty = true
 	r.slots.release() // ranges retired by the last Apply: no packet reads them any more
-	fresh, zeroed := r.countBackends(want)
+	fresh, zeroed := r.countBackends(want, false, nil)
 	if err := r.addBackends(fresh, &res); err != nil {
 		return res, err
 	}
-	if err := r.removeVIPs(want, &res); err != nil {
+	var gone []maps.VIPKey
+	for k := range r.vipIDs {
+		if _, ok := want[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	if err := r.removeVIPs(gone, &res); err != nil {
 		return res, err
 	}
-	if err := r.putVIPs(want, &res); err != nil {
+	if err := r.putVIPs(r.sortedKeys(want), want, &res); err != nil {
 		return res, err
 	}
 	if err := r.removeBackends(zeroed, &res); err != nil {
 		return res, err
 	}
 	r.dirty = false
+	r.keep(desired)
 	return res, nil
 }
 
@@ -303,7 +318,10 @@ type lastInput struct {
 // VIPs whose backends changed since the last Apply (a change costs its VIP, not every backend of
 // every VIP). It returns the addresses listed now that have no slot yet, and those no VIP lists
 // any more.
-func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []netip.Addr) {
+//
+// With delta (delta.go), want holds only the VIPs that changed or came, and gone the VIPs that
+// went; the others keep their counts.
+func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP, delta bool, gone []maps.VIPKey) (fresh, zeroed []netip.Addr) {
 	drop := func(bs []Backend) {
 		for _, b := range bs {
 			a := b.Addr.Unmap()
@@ -329,6 +347,15 @@ func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []n
 			}
 		}
 		r.last[k] = &lastInput{backends: slices.Clone(v.Backends)}
+	}
+	if delta {
+		for _, k := range gone {
+			if old := r.last[k]; old != nil {
+				drop(old.backends)
+				delete(r.last, k)
+			}
+		}
+		return fresh, zeroed
 	}
 	for k, old := range r.last {
 		if _, ok := want[k]; !ok {
@@ -362,18 +389,15 @@ func (r *Reconciler) addBackends(fresh []netip.Addr, res *Result) error {
 	return nil
 }
 
-// removeVIPs takes the VIPs not wanted out of the vips map first (no new packet matches), then
+// removeVIPs takes the VIPs gone out of the vips map first (no new packet matches), then
 // clears their rings so that a later VIP given the same id starts from an empty ring.
-func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
-	var gone []maps.VIPKey
-	for k := range r.vipIDs {
-		if _, ok := want[k]; !ok {
-			gone = append(gone, k)
-		}
-	}
+func (r *Reconciler) removeVIPs(gone []maps.VIPKey, res *Result) error {
 	sortKeys(gone)
 	for _, k := range gone {
-		id := r.vipIDs[k]
+		id, ok := r.vipIDs[k]
+		if !ok {
+			continue
+		}
 		if err := r.m.DeleteVIP(k); err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -397,8 +421,7 @@ func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 // putVIPs writes the wanted VIPs: ring first, then the vips entry, so a new VIP never sees a
 // stale ring. Tables are built only for VIPs whose signature changed, in parallel, and written in
 // key order as they come.
-func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
-	keys := r.sortedKeys(want)
+func (r *Reconciler) putVIPs(keys []maps.VIPKey, want map[maps.VIPKey]*VIP, res *Result) error {
 	var jobs []buildJob
 	for _, k := range keys {
 		v := want[k]
