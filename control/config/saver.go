@@ -17,6 +17,7 @@ type Saver struct {
 	cache map[string]*vipYAML // by VIP name
 	gen   uint64              // of the last document: entries of other generations are gone
 	buf   bytes.Buffer        // the last document, its memory reused by the next
+	saved *Config             // the configuration of the document last saved (Snapshot)
 }
 
 type vipYAML struct {
@@ -33,13 +34,23 @@ func (s *Saver) Save(c *Config, path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, b)
+	if err := writeFile(path, b); err != nil {
+		s.saved = nil
+		return err
+	}
+	s.saved = c // never changed in place (CloneForChange)
+	if len(c.VIPs) == 0 {
+		s.buf.Reset()
+		s.buf.Write(b) // Snapshot digests s.buf: the document marshalLocked did not put there
+	}
+	return nil
 }
 
 // Marshal is (*Config).Marshal with the per-VIP cache.
 func (s *Saver) Marshal(c *Config) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.saved = nil // the document is no longer the one saved: no Snapshot until the next Save
 	b, err := s.marshalLocked(c)
 	return bytes.Clone(b), err
 }

@@ -128,6 +128,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer release()
+	defer d.writeSnapshot()
 	parent := ctx
 	ctx, cancel := d.runContext(ctx)
 	defer cancel()
@@ -460,7 +461,7 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 	if d.opt.ConfigPath == "" {
 		return fail(errors.New("reload: the daemon was started without --config: nothing to reload"))
 	}
-	next, err := config.Load(d.opt.ConfigPath)
+	next, err := config.LoadSnapshotted(d.opt.ConfigPath)
 	if err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
