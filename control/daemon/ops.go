@@ -154,7 +154,10 @@ func (d *Daemon) BackendAdd(r api.BackendReq) (api.ChangeResult, error) {
 		if w == 0 {
 			w = 1
 		}
-		v.Backends = append(v.Backends, config.Backend{Address: a.Unmap().String(), Weight: w})
+		v.Backends = append(v.Backends, config.Backend{Address: a.Unmap().String(), Weight: w, ServerID: r.ServerID})
+		if r.ServerID != 0 {
+			return fmt.Sprintf("backend %s added to vip %s with weight %d and QUIC server id %d", a, v.Name, w, r.ServerID), nil
+		}
 		return fmt.Sprintf("backend %s added to vip %s with weight %d", a, v.Name, w), nil
 	})
 }
