@@ -175,8 +175,12 @@ func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, rele
 	}
 	undo = append(undo, d.stopBGP)
 	undo = append(undo, d.detachIfDrained) // after every handle below is closed
+	slots, err := ringSlots(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
 	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
-		RingSlots: cfg.RingSlotsFor(loader.PinnedRingSlots(cfg.PinDir)), MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
+		RingSlots: slots, MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
 	}
