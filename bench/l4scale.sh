@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench-l4scale: the L4 control plane's growth with the number of VIPs (issue 14, section 5). At
-# 16, 256 and 4,096 VIPs of 16 backends (ring 65537) the driver (bench/l4scale) starts the real
+# 16, 256 and 4,096 VIPs of 16 backends (rings sized from the backends, at most 65537) the driver (bench/l4scale) starts the real
 # daemon on a veth in a namespace pair of its own: cold (no pins), then again over its pins
 # (adopt: it must write no ring slot), and times backend drains and undrains and `vip add` through
 # the control socket; it reads the ring maps' kernel memory (fdinfo memlock of rings16 and
-# prev_rings16, per ring slot) and the daemon's resident anonymous memory (and its growth per VIP).
+# prev_rings16, per ring slot and in all) and the daemon's resident anonymous memory (and its growth per VIP).
 # Medians over ROUNDS rounds (default 3) of CHANGES changes each (default 5). Prints a table and
 # writes bench/out/l4scale.json (flat). A failed call, an adopt that rewrote slots or a daemon that
 # did not come up fails the run, and no JSON is written. Needs root. BENCH_SMOKE=1: one round of
