@@ -1,5 +1,6 @@
 // Command l4scale is the driver of the L4 control plane's scale benchmark (bench/l4scale.sh runs
-// it as root): at each of several VIP counts (16 backends a VIP, ring 65537 by default) it starts
+// it as root): at each of several VIP counts (16 backends a VIP, rings sized from them under a cap
+// of 65537 by default) it starts
 // the real daemon (`switchyard lb run`) on a veth in a network namespace of its own, cold (no
 // pins) and again over its own pins (adopt), then times drains, undrains and `vip add` through
 // the control socket, and reads the ring maps' kernel memory and the daemon's resident memory.
