@@ -4,7 +4,8 @@
 # when every round passed the checks of bench/lib.sh: ports free, each server answering before its
 # rounds, no lost (timed-out) query and no response code other than NOERROR (and NXDOMAIN for the
 # one missing name of the static set) in any round. BENCH_SMOKE=1: one round of 1 s per phase.
-# Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 3 x 5 s, two phases), plus
+# Bounded: ROUNDS x servers x SECONDS of load per phase (defaults 3 x 4 x 5 s, two phases; the
+# servers: switchyard, switchyard with udp.xdp: generic, NSD, Knot), plus
 # ROUNDS x 2 x SECONDS for switchyard on one core and on two (taskset), plus the DNSSEC phases:
 # ROUNDS x SECONDS of DO=1 queries to switchyard signing the zone online (static names, and
 # dynamic names with ECS) and to Knot serving the same zone signed (its automatic signing), so
@@ -85,6 +86,10 @@ zones:
           - {name: b35, addresses: [198.51.100.35], weight: 3}
           - {name: b06, addresses: [198.51.100.6], weight: 2}
 YAML
+
+# The XDP variant (udp.xdp: generic on lo, docs/dns.md "XDP answer path"): the same server with
+# its static answers sent by the XDP program; the row beside switchyard without it.
+printf 'udp: {xdp: generic}\n' | cat "$WORK/switchyard.yaml" - >"$WORK/switchyard-xdp.yaml"
 
 # The signed variant: the same zone with a CSK made by `switchyard dns keygen`, signed online.
 "$BIN" dns keygen --zone bench.test. --out "$WORK/bench.key" >"$WORK/keygen.out"
@@ -171,6 +176,7 @@ validates() {
 
 start() { # name -> starts the server in the background, waits (10 s) until it answers
   case $1 in
+  switchyard-xdp) "$BIN" dns run --config "$WORK/switchyard-xdp.yaml" --metrics 127.0.0.1:$PORT_METRICS >"$WORK/sy-xdp.log" 2>&1 & port=$PORT_SY ;;
   switchyard | switchyard-unsigned) $SY_WRAP "$BIN" dns run --config "$WORK/switchyard.yaml" --metrics 127.0.0.1:$PORT_METRICS >"$WORK/sy.log" 2>&1 & port=$PORT_SY ;;
   nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & port=$PORT_NSD ;;
   knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
@@ -223,13 +229,17 @@ perf() {
   drops=$(rcvbuf_errors)
   ticks=$(cpu_ticks)
   read -r b0 d0 <<<"$(batch_counters)"
-  out=$(dnsperf -s 127.0.0.1 -p "$(port_of "$name")" -d "$file" -l "$SECONDS_PER_RUN" -c "$CLIENTS" \
-    -q "$OUTSTANDING" -T 1 -t 2 "$@" 2>&1) || bench_fail "$what: dnsperf exited non-zero: $out"
+  # bash's time gives dnsperf's own CPU: the XDP path answers in the softirq of the sender, so
+  # its work per answer shows there, not in the server's.
+  local TIMEFORMAT='DNSPERF_CPU %U %S'
+  out=$( { time dnsperf -s 127.0.0.1 -p "$(port_of "$name")" -d "$file" -l "$SECONDS_PER_RUN" -c "$CLIENTS" \
+    -q "$OUTSTANDING" -T 1 -t 2 "$@" 2>&1; } 2>&1) || bench_fail "$what: dnsperf exited non-zero: $out"
   drops=$(( $(rcvbuf_errors) - drops ))
   ticks=$(( $(cpu_ticks) - ticks ))
   read -r b1 d1 <<<"$(batch_counters)"
   FILL=$(awk -v b=$((b1 - b0)) -v d=$((d1 - d0)) 'BEGIN{printf "%.2f", (b > 0 ? d / b : 0)}')
   check_dnsperf "$what (kernel UDP receive-buffer drops during the run: $drops)" "$out" "$rcodes"
+  CLIENT_CPU=$(awk '/Queries completed:/ {done=$3} /^DNSPERF_CPU / {c=$2+$3} END {printf "%.2f", (done > 0 ? c * 1e6 / done : 0)}' <<<"$out")
   RESULT=$(awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" '
       /Queries completed:/ {done=$3}
       /Queries sent:/ {sent=$3}
@@ -252,17 +262,17 @@ add() { # key qps lost lat
 echo "dns bench: $ROUNDS rounds x ${SECONDS_PER_RUN}s per server and phase, dnsperf -c $CLIENTS -q $OUTSTANDING, $(nproc) cores"
 for r in $(seq "$ROUNDS"); do
   # Alternate the order every round so no server always runs on a warmer or busier machine.
-  if (( r % 2 )); then order="switchyard nsd knot"; else order="knot nsd switchyard"; fi
+  if (( r % 2 )); then order="switchyard switchyard-xdp nsd knot"; else order="knot nsd switchyard-xdp switchyard"; fi
   for s in $order; do
     start "$s"
     perf "round $r $s static" "$s" "$WORK/static.txt" "NOERROR NXDOMAIN" -e
     read -r q l t _ u <<<"$RESULT"
-    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"; addfill "$s/static" "$FILL"
-    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer$(fillnote)"
+    add "$s/static" "$q" "$l" "$t"; addcpu "$s/static" "$u"; addfill "$s/static" "$FILL"; addcpu "client/$s" "$CLIENT_CPU"
+    echo "  round $r $s static: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer (dnsperf's: $CLIENT_CPU us)$(fillnote)"
     perf "round $r $s dynamic+ECS" "$s" "$WORK/dynamic.txt" "NOERROR" -E "$ECS_G1"
     read -r q l t _ u <<<"$RESULT"
     add "$s/ecs" "$q" "$l" "$t"; addcpu "$s/ecs" "$u"
-    if [ "$s" = switchyard ]; then
+    if [ "$s" = switchyard ] || [ "$s" = switchyard-xdp ]; then
       echo "  round $r $s dynamic+ECS: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
     else
       echo "  round $r $s same names (static A) + ECS: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
@@ -327,12 +337,17 @@ for k in switchyard/static nsd/static knot/static switchyard/ecs nsd/ecs knot/ec
 echo
 printf '%-12s | %12s | %8s | %10s | %14s | %8s | %10s\n' server "static q/s" lost "latency ms" "dyn+ECS q/s" lost "latency ms"
 printf -- '-------------|--------------|----------|------------|----------------|----------|-----------\n'
-for s in switchyard nsd knot; do
+for s in switchyard switchyard-xdp nsd knot; do
   printf '%-12s | %12s | %8s | %10s | %14s | %8s | %10s\n' "$s" "$(avg "${QPS[$s/static]}")" "${LOST[$s/static]}" \
     "$(avgf "${LAT[$s/static]}")" "$(avg "${QPS[$s/ecs]}")" "${LOST[$s/ecs]}" "$(avgf "${LAT[$s/ecs]}")"
 done
 echo
 echo "switchyard / nsd (static): $(ratio "$sy" "$nsd")   switchyard / knot (static): $(ratio "$sy" "$knot")"
+syx=$(avg "${QPS[switchyard-xdp/static]}"); syxl=$(avgf "${LAT[switchyard-xdp/static]}"); nsdl=$(avgf "${LAT[nsd/static]}")
+echo "switchyard with XDP / nsd (static): $(ratio "$syx" "$nsd")   / knot: $(ratio "$syx" "$knot")   / switchyard without: $(ratio "$syx" "$sy")   latency / nsd's: $(ratio "$syxl" "$nsdl")"
+echo "(XDP answers run in the softirq of the sender, dnsperf's, so the server's CPU per answer leaves them out.)"
+for k in switchyard switchyard-xdp nsd knot; do CPUAVG[client/$k]=$(avgf "${CPU[client/$k]}"); done
+echo "CPU per static answer, dnsperf's + the server's (us): switchyard $(awk -v a="${CPUAVG[client/switchyard]}" -v b="$(avgf "${CPU[switchyard/static]}")" 'BEGIN{print a+b}'), switchyard-xdp $(awk -v a="${CPUAVG[client/switchyard-xdp]}" -v b="$(avgf "${CPU[switchyard-xdp/static]}")" 'BEGIN{print a+b}'), nsd $(awk -v a="${CPUAVG[client/nsd]}" -v b="$(avgf "${CPU[nsd/static]}")" 'BEGIN{print a+b}'), knot $(awk -v a="${CPUAVG[client/knot]}" -v b="$(avgf "${CPU[knot/static]}")" 'BEGIN{print a+b}')"
 echo "switchyard dynamic+ECS / switchyard static: $(ratio "$sye" "$sy")   switchyard dynamic+ECS / nsd static+ECS: $(ratio "$sye" "$nsde")   / nsd static: $(ratio "$sye" "$nsd")"
 echo "(NSD and Knot answer the dynamic names as plain static records and ignore the ECS option.)"
 echo "CPU per answer (us, user+system of the server's processes): static switchyard ${CPUAVG[switchyard/static]}, nsd ${CPUAVG[nsd/static]}, knot ${CPUAVG[knot/static]}; dynamic+ECS switchyard ${CPUAVG[switchyard/ecs]}, nsd ${CPUAVG[nsd/ecs]}, knot ${CPUAVG[knot/ecs]}"
@@ -351,5 +366,5 @@ cc1=$(avgf "${CPU[cores1]}"); cc2=$(avgf "${CPU[cores2]}")
 echo "switchyard CPU per static answer: 1 core $cc1 us, 2 cores $cc2 us (1 / 2: $(ratio "$cc1" "$cc2"))"
 
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_xdp_qps": $syx, "switchyard_xdp_lost": ${LOST[switchyard-xdp/static]}, "switchyard_xdp_latency_ms": $syxl, "xdp_ratio_vs_nsd": $(ratio "$syx" "$nsd"), "xdp_ratio_vs_knot": $(ratio "$syx" "$knot"), "xdp_ratio_vs_switchyard": $(ratio "$syx" "$sy"), "xdp_latency_ratio_vs_nsd": $(ratio "$syxl" "$nsdl"), "switchyard_xdp_cpu_us": $(avgf "${CPU[switchyard-xdp/static]}"), "switchyard_xdp_client_cpu_us": ${CPUAVG[client/switchyard-xdp]}, "switchyard_client_cpu_us": ${CPUAVG[client/switchyard]}, "nsd_client_cpu_us": ${CPUAVG[client/nsd]}, "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON

@@ -53,6 +53,10 @@ type cacheEntry struct {
 	// signing window ended); 0 never expires.
 	expires int64
 	ref     atomic.Bool // asked since the hand last passed
+	// xdp marks a static answer the XDP answer path may send (xdp.go); xdpAt is the Unix second
+	// it was last put in the program's map.
+	xdp   bool
+	xdpAt atomic.Int64
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take
@@ -193,6 +197,12 @@ func (c *answerCache) len() int {
 func (e *cacheEntry) response(dst, raw []byte) []byte {
 	out := append(dst[:0], e.wire...)
 	out[0], out[1] = raw[0], raw[1]
+	return copyQuestionCase(out, raw)
+}
+
+// copyQuestionCase copies the question bytes of the query raw (the client's letter case) over
+// those of the answer out, which has the same question.
+func copyQuestionCase(out, raw []byte) []byte {
 	// The question section has the same length in query and answer; find its end in raw.
 	end := 12
 	for end < len(raw) && raw[end] != 0 {

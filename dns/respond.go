@@ -29,6 +29,8 @@ type outcome struct {
 	decision policy.Decision
 	// expires is when a signed answer's signatures are due for renewal (Unix seconds; 0: unsigned).
 	expires int64
+	// nxdomain is a static NXDOMAIN (zone data only): not cached here, but the XDP path packs it.
+	nxdomain bool
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -60,7 +62,11 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			if e.decisions != nil {
 				e.decisions.Inc()
 			}
-			return e.response(dst, raw)
+			out := e.response(dst, raw)
+			if e.xdp && s.xdp != nil {
+				s.xdpRefill(st, e, raw, out)
+			}
+			return out
 		}
 	}
 	// Read before deciding: a health change during the decision makes the entry stale at once.
@@ -69,8 +75,16 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			st.cache.put(key, out, &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
-				health: oc.health, gen: gen, expires: oc.expires})
+			e := &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+				health: oc.health, gen: gen, expires: oc.expires}
+			if s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStatic(oc) {
+				e.xdp = true
+				e.xdpAt.Store(s.unixNow())
+				s.xdp.fill(st.xdpGen, raw, out, e.queries)
+			}
+			st.cache.put(key, out, e)
+		} else if key != nil && oc.nxdomain && s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStaticNX(oc) {
+			s.xdp.fill(st.xdpGen, raw, out, s.queryCounter(oc))
 		}
 		if key != nil && oc.rotate != nil {
 			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
@@ -211,7 +225,11 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
 		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
 	}
-	return s.pack(resp, limit, oc), oc
+	// Packed for the lower-cased question, then the query's letter case copied back: the
+	// compression of the answer's names then does not depend on the case of whoever asked first,
+	// so a cached answer (and the XDP path's, xdp.go) is the same bytes whatever the case.
+	resp.Question = []mdns.Question{{Name: qname, Qtype: q.Qtype, Qclass: q.Qclass}}
+	return copyQuestionCase(s.pack(resp, limit, oc), raw), oc
 }
 
 // ednsQuery is what the query's OPT record asks of the answer.
@@ -299,6 +317,7 @@ func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname strin
 	switch res.Kind {
 	case zone.NXDomain:
 		resp.Rcode = mdns.RcodeNameError
+		oc.nxdomain = true
 	case zone.Referral:
 		resp.Authoritative = false
 	case zone.Dynamic:

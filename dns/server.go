@@ -60,6 +60,8 @@ type state struct {
 	xfrChanged []*xfrZone
 	// signers are the online DNSSEC signers of the signed zones, by origin.
 	signers map[string]*dnssec.Signer
+	// xdpGen is the XDP answer path's generation of this state (0: it packs nothing; xdp.go).
+	xdpGen uint32
 }
 
 // Server is an authoritative DNS server.
@@ -83,6 +85,8 @@ type Server struct {
 	// udpWait is the checked Options.UDPWait; batches counts each UDP worker's recvmmsg fill.
 	udpWait UDPWait
 	batches []batchStats
+	// xdp is the XDP answer path (udp.xdp), nil when off; set in Start before any worker runs.
+	xdp *xdpPath
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -140,11 +144,16 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store, err := zone.Build(cfg)
+	signers, dnskeys, err := s.buildSigners(cfg)
 	if err != nil {
 		return nil, err
 	}
-	signers, err := s.buildSigners(cfg, store)
+	var prevStore *zone.Store
+	if prev != nil {
+		prevStore = prev.store
+	}
+	// Zones whose source is unchanged come over from prev as they are (zone.Build).
+	store, err := zone.Build(cfg, prevStore, dnskeys)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +248,18 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	udp := conns[0]
+	xp, err := s.openXDP(s.state.Load().cfg, udp.LocalAddr().(*net.UDPAddr).AddrPort())
+	if err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		tcp.Close()
+		return err
+	}
+	if xp != nil {
+		s.xdp = xp
+		xp.advance(s.state.Load())
+	}
 	s.udp, s.udpConns, s.tcp = udp, conns, tcp
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
 	for i, c := range conns {
@@ -302,6 +323,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Listen != old.cfg.Listen && s.udp != nil {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
+	if s.xdp != nil {
+		s.xdp.advance(st) // before st serves: no answer of the old zones from here on
+	}
 	s.state.Store(st)
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
@@ -341,6 +365,12 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if s.xdp != nil {
+		// Draining is an upgrade (Shutdown): the successor holds the attachment.
+		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {
+			s.log.Warn("dns xdp: close", "err", err)
+		}
+	}
 	return nil
 }
 

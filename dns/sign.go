@@ -12,10 +12,12 @@ import (
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
-// buildSigners loads the DNSSEC keys of the signed zones and publishes their DNSKEY RRsets in
-// store; a missing or bad key fails the build, so a reload keeps the old zones.
-func (s *Server) buildSigners(cfg *config.Config, store *zone.Store) (map[string]*dnssec.Signer, error) {
+// buildSigners loads the DNSSEC keys of the signed zones and returns their signers and the
+// DNSKEY RRsets the zones publish, by origin; a missing or bad key fails the build, so a reload
+// keeps the old zones.
+func (s *Server) buildSigners(cfg *config.Config) (map[string]*dnssec.Signer, map[string][]mdns.RR, error) {
 	out := map[string]*dnssec.Signer{}
+	keys := map[string][]mdns.RR{}
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
 		if zc.DNSSEC == nil {
@@ -23,14 +25,14 @@ func (s *Server) buildSigners(cfg *config.Config, store *zone.Store) (map[string
 		}
 		sg, err := dnssec.New(zc.Origin, zc.DNSSEC, cfg.Dir)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
+			return nil, nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
 		}
 		sg.Stats = &s.sigStats
 		sg.Now = s.now
-		store.Find(zc.Origin).SetDNSKEYs(sg.DNSKEYs())
+		keys[zc.Origin] = sg.DNSKEYs()
 		out[zc.Origin] = sg
 	}
-	return out, nil
+	return out, keys, nil
 }
 
 // signAnswer turns resp, the answer to a DO=1 query for a signed zone, into a signed one: a

@@ -15,10 +15,15 @@ import (
 // xfrZone is what a zone transfer serves of one zone: immutable once built, replaced on reload.
 type xfrZone struct {
 	origin string
-	soa    *mdns.SOA
-	// body is every record but the SOA: the static records and the fallback answers of the
-	// dynamic names, which secondaries serve as plain records.
-	body []mdns.RR
+	// zone is the zone the transfer data was made from: a reload that carries the zone over
+	// (zone.Build) carries its transfer data, journal and serial with it.
+	zone *zone.Zone
+	soa  *mdns.SOA
+	// fallback are the answers of the dynamic names, which secondaries serve as plain records;
+	// with the zone's static records they are the body of a full transfer (body), which is
+	// unpacked from the zone for each transfer rather than held: size records.
+	fallback []mdns.RR
+	size     int
 	// diffs are the changes from older serials, oldest first, at most journal of them; the last
 	// one ends at soa. A reload appends one when the serial moves forward.
 	diffs   []xfrDiff
@@ -60,14 +65,21 @@ func buildXfr(cfg *config.Config, store *zone.Store, prev map[string]*xfrZone, l
 			continue
 		}
 		z := store.Find(zc.Origin)
-		x := &xfrZone{origin: z.Origin, soa: z.SOA, body: z.Records(), journal: zc.Transfer.Journal,
+		x := &xfrZone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
 			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
 		if zc.Transfer.Key != "" {
 			x.key = config.KeyName(zc.Transfer.Key)
 		}
-		x.body = append(x.body, fallbackRecords(zc)...)
 		out[x.origin] = x
 		old := prev[x.origin]
+		x.fallback = fallbackRecords(zc)
+		x.size = z.RecordsLen() + len(x.fallback)
+		if old != nil && old.zone == z && sameText(old.fallback, x.fallback) {
+			// The same zone and fallbacks: the same body, no new step, no NOTIFY; the zone's
+			// records are not listed and compared again.
+			x.diffs = old.diffs
+			continue
+		}
 		if old == nil {
 			changed = append(changed, x)
 			continue
@@ -102,10 +114,30 @@ func fallbackRecords(zc *config.Zone) []mdns.RR {
 	return out
 }
 
+// sameText reports whether a and b are the same records in the same order.
+func sameText(a, b []mdns.RR) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].String() != b[i].String() {
+			return false
+		}
+	}
+	return true
+}
+
+// body is every record of a full transfer but the SOA.
+func (x *xfrZone) body() []mdns.RR { return append(x.zone.Records(), x.fallback...) }
+
 // carryJournal takes old's journal and, when the serial moved forward and the content changed,
 // appends the step from old to x. It reports whether the serial changed.
 func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
-	del, add := diffRecords(old.body, x.body)
+	// The zones are compared packed (zone.Diff: the change is unpacked, not both zones); the
+	// few fallback answers as records.
+	del, add := zone.Diff(old.zone, x.zone)
+	fdel, fadd := diffRecords(old.fallback, x.fallback)
+	del, add = append(del, fdel...), append(add, fadd...)
 	same := len(del) == 0 && len(add) == 0 && old.soa.String() == x.soa.String()
 	switch {
 	case old.soa.Serial == x.soa.Serial && same:
@@ -133,7 +165,7 @@ func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
 	for _, d := range x.diffs {
 		total += len(d.del) + len(d.add)
 	}
-	for len(x.diffs) > 0 && total > max(len(x.body), journalMinRecords) {
+	for len(x.diffs) > 0 && total > max(x.size, journalMinRecords) {
 		total -= len(x.diffs[0].del) + len(x.diffs[0].add)
 		x.diffs = x.diffs[1:]
 	}
@@ -195,9 +227,9 @@ func (x *xfrZone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) 
 			return append(rrs, x.soa), "IXFR"
 		}
 	}
-	rrs = make([]mdns.RR, 0, len(x.body)+2)
+	rrs = make([]mdns.RR, 0, x.size+2)
 	rrs = append(rrs, x.soa)
-	rrs = append(rrs, x.body...)
+	rrs = append(rrs, x.body()...)
 	rrs = append(rrs, x.soa)
 	if ixfr {
 		return rrs, "IXFR-as-AXFR" // the serial is not in the journal: RFC 1995 4 allows a full zone
@@ -219,7 +251,7 @@ func (x *xfrZone) allowed(src netip.Addr) bool {
 }
 
 func (x *xfrZone) String() string {
-	return fmt.Sprintf("%s serial %d (%d records, %d journal steps)", x.origin, x.soa.Serial, len(x.body), len(x.diffs))
+	return fmt.Sprintf("%s serial %d (%d records, %d journal steps)", x.origin, x.soa.Serial, x.size, len(x.diffs))
 }
 
 // TransferSummary describes, one line each, the zones served to secondaries and the fallback
@@ -237,7 +269,7 @@ func (s *Server) TransferSummary() []string {
 			key = "none"
 		}
 		out = append(out, fmt.Sprintf("transfer %s: serial %d, %d records, allow %v, key %s, notify %v, journal %d/%d steps",
-			x.origin, x.soa.Serial, len(x.body), zc.Transfer.Allow, key, x.notify, len(x.diffs), x.journal))
+			x.origin, x.soa.Serial, x.size, zc.Transfer.Allow, key, x.notify, len(x.diffs), x.journal))
 		for i := range zc.Names {
 			n := &zc.Names[i]
 			how := "default for " + n.Policy

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/zone"
 )
 
 // xfrSecret is the TSIG key of the transfer tests (base64 of 32 bytes).
@@ -451,15 +452,7 @@ func TestTransferACLTSIGAndJournal(t *testing.T) {
 // when the content changes without a serial change or the serial goes backwards.
 func TestJournalBoundAndSerialRules(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mk := func(serial uint32, recs ...string) *xfrZone {
-		x := &xfrZone{origin: "example.com.", journal: 2, soa: &mdns.SOA{
-			Hdr: mdns.RR_Header{Name: "example.com.", Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: 300},
-			Ns:  "ns1.example.com.", Mbox: "h.example.com.", Serial: serial}}
-		for _, r := range recs {
-			x.body = append(x.body, mustRR(t, r))
-		}
-		return x
-	}
+	mk := func(serial uint32, recs ...string) *xfrZone { return testXfrZone(t, 2, serial, recs...) }
 	prev := mk(1, "a.example.com. 300 IN A 192.0.2.1")
 	for serial := uint32(2); serial <= 4; serial++ {
 		next := mk(serial, fmt.Sprintf("a.example.com. 300 IN A 192.0.2.%d", serial))
@@ -619,18 +612,17 @@ func TestNotifyOnSerialChange(t *testing.T) {
 // rewrites the zone is dropped, and an IXFR across it is a full transfer.
 func TestJournalMemoryBound(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mk := func(serial uint32, base int) *xfrZone {
-		x := &xfrZone{origin: "example.com.", journal: 100, soa: &mdns.SOA{
-			Hdr: mdns.RR_Header{Name: "example.com.", Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: 300},
-			Ns:  "ns1.example.com.", Mbox: "h.example.com.", Serial: serial}}
+	mk := func(serial uint32, base int, extra ...string) *xfrZone {
+		var recs []string
 		for i := range 200 {
-			x.body = append(x.body, mustRR(t, fmt.Sprintf("h%d.example.com. 300 IN A 10.0.%d.%d", i, base, i)))
+			if i > 0 || len(extra) == 0 {
+				recs = append(recs, fmt.Sprintf("h%d.example.com. 300 IN A 10.0.%d.%d", i, base, i))
+			}
 		}
-		return x
+		return testXfrZone(t, 100, serial, append(recs, extra...)...)
 	}
 	prev := mk(1, 1)
-	small := mk(2, 1)
-	small.body[0] = mustRR(t, "h0.example.com. 300 IN A 10.9.9.9")
+	small := mk(2, 1, "h0.example.com. 300 IN A 10.9.9.9")
 	small.carryJournal(prev, log)
 	if len(small.diffs) != 1 {
 		t.Fatalf("a one-record change: %d steps, want 1", len(small.diffs))
@@ -643,4 +635,21 @@ func TestJournalMemoryBound(t *testing.T) {
 	if _, kind := rewrite.records(true, 2); kind != "IXFR-as-AXFR" {
 		t.Fatalf("IXFR across the rewrite: %s, want a full transfer", kind)
 	}
+}
+
+// testXfrZone builds example.com. at serial from recs and returns its transfer data.
+func testXfrZone(t *testing.T, journal int, serial uint32, recs ...string) *xfrZone {
+	t.Helper()
+	c := &config.Config{Zones: []config.Zone{{Origin: "example.com.", Records: recs,
+		SOA: &config.SOA{NS: "ns1", Mbox: "h", Serial: serial}}}}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := zone.Build(c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := s.Find("example.com.")
+	return &xfrZone{origin: z.Origin, zone: z, soa: z.SOA, journal: journal, size: z.RecordsLen()}
 }

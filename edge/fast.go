@@ -25,15 +25,17 @@ import (
 // per-request Age (and Date or Connection: close when needed) and the body in one write from a
 // reused buffer.
 //
-// Anything else goes to the unchanged net/http path (http.Server + Edge.ServeHTTP): misses, stale
-// entries, ranges, conditional requests, request Cache-Control or Pragma, disk-only bodies, Vary
-// mismatches and the RTT endpoint are lent to it one request at a time, and the connection comes
-// back to the fast path after the response (edge/lend.go); methods other than GET and HEAD,
-// HTTP/1.0, request bodies, Expect, and every head the fast path would not read exactly as
-// net/http does are handed over, at a request boundary and with the bytes already read, for the
-// rest of the connection. The
-// response it writes is byte for byte what the net/http path writes for the same request (see
-// fast_test.go).
+// Every other request it can read exactly (GET or HEAD, HTTP/1.1, no body: misses,
+// revalidations, stale entries, ranges, conditional requests, request Cache-Control or Pragma,
+// disk-only bodies, Vary mismatches, the RTT endpoint) is answered on the same connection through
+// Edge.ServeHTTP with the fast path's own response writer (edge/fastmiss.go). A few odd shapes
+// without a body are lent to the unchanged net/http path (http.Server + Edge.ServeHTTP) one
+// request at a time, and the connection comes back after the response (edge/lend.go); methods
+// other than GET and HEAD, HTTP/1.0, request bodies, Expect, and every head the fast path would
+// not read exactly as net/http does are handed over, at a request boundary and with the bytes
+// already read, for the rest of the connection. A hit is byte for byte what the net/http path
+// writes for the same request (fast_test.go); any other answer has net/http's head byte for byte
+// and the same body, only a streamed body's chunk boundaries may differ (fastmiss_test.go).
 
 // Limits and timeouts of fast-path connections; the timeouts are those of the net/http server
 // Start builds.
@@ -151,6 +153,7 @@ type fastConn struct {
 	head    h1.Head
 	closing bool        // the response just written carried Connection: close
 	out     []byte      // the response being written, reused
+	pend    []byte      // fastWriter's body bytes before its head is decided, reused
 	vary    http.Header // the request fields a URL varies on, reused
 	// wdeadline is the write deadline in force (client_timeout), re-armed lazily.
 	wdeadline time.Time
@@ -182,6 +185,20 @@ func (fc *fastConn) serve() {
 		}
 		switch fc.serveHit(end) {
 		case fastKeep:
+		case fastOwn:
+			keep, ok := fc.serveOwn(end)
+			switch {
+			case !ok && fc.lendable():
+				if !fc.lend(end) {
+					return
+				}
+			case !ok:
+				handedOff = fc.handOff()
+				return
+			case !keep:
+				lingering = fc.closing
+				return
+			}
 		case fastLend:
 			if !fc.lend(end) {
 				return
@@ -202,6 +219,7 @@ type fastOutcome int
 const (
 	fastKeep    fastOutcome = iota // answered here; the connection reads the next request
 	fastClose                      // answered here; the connection closes
+	fastOwn                        // answered here through Edge.ServeHTTP (edge/fastmiss.go)
 	fastLend                       // net/http answers this request alone (edge/lend.go)
 	fastHandOff                    // net/http takes the connection for good
 )
@@ -316,8 +334,10 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 }
 
 // serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
-// Otherwise, with nothing consumed or written, it says how net/http is to answer it: alone
-// (fastLend) when the request has no body, else with the rest of the connection (fastHandOff).
+// Otherwise, with nothing consumed or written, it says who is to answer it: the fast path through
+// the cache's full path (fastOwn: misses, revalidations, stale entries...), net/http alone
+// (fastLend) for the odd shapes ownable leaves to it, else net/http with the rest of the
+// connection (fastHandOff).
 func (fc *fastConn) serveHit(end int) fastOutcome {
 	if b := fc.in.Buffered()[0]; b == '\r' || b == '\n' {
 		return fastHandOff // leading empty lines: net/http's reading of them is the reference
@@ -327,6 +347,8 @@ func (fc *fastConn) serveHit(end int) fastOutcome {
 	}
 	keep, ok := fc.answerHit(end)
 	switch {
+	case !ok && fc.ownable():
+		return fastOwn
 	case !ok && fc.lendable():
 		return fastLend
 	case !ok:

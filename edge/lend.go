@@ -9,10 +9,14 @@ import (
 	"time"
 )
 
-// Lending one request to net/http. A request the fast path does not answer itself (a miss, a
-// stale entry, a range, a precondition...) but that has no body is answered by the net/http
-// path, and the connection then comes back to the fast path: before this, one miss moved a
-// keep-alive connection to net/http for good, so every later hit on it paid net/http's cost.
+// Lending one request to net/http. Misses, revalidations, stale entries, ranges and the other
+// requests a fresh memory hit does not answer are served on the fast connection itself
+// (edge/fastmiss.go). What is lent is only what net/http's reading is the reference for, without
+// a body: a target not in origin form (absolute form, "*"), a Host missing, repeated or outside
+// plainHost's alphabet, several Connection fields, a target url.ParseRequestURI refuses (the
+// rules in fastConn.ownable). net/http answers that one request (often a 400) and, when it
+// keeps the connection, it comes back to the fast path. Requests with a body, Expect, Upgrade
+// and HTTP/1.0 are not lent: they are handed over for good (edge/fast.go).
 //
 // The net/http server is given a lentConn that reads back exactly the request's head and then
 // ends the connection: net/http parses the head, runs the handler (its background read blocks

@@ -12,9 +12,9 @@ import (
 )
 
 // TestFastPathKeepsConnectionAfterMiss: on one keep-alive connection, misses of every kind
-// (a fetch with a known length, a chunked stream, an uncacheable pass, a HEAD) are answered by
-// net/http alone and each hit after them is the fast path's again; a miss with Connection: close
-// closes the connection.
+// (a fetch with a known length, a chunked stream, an uncacheable pass, a HEAD) are answered on
+// the fast connection itself, none lent to net/http, and each hit after them is the fast path's
+// again; a miss with Connection: close closes the connection.
 func TestFastPathKeepsConnectionAfterMiss(t *testing.T) {
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -62,7 +62,7 @@ func TestFastPathKeepsConnectionAfterMiss(t *testing.T) {
 			t.Fatalf("%s: the hit was not answered on the fast path", step)
 		}
 	}
-	lent := e.stats.Lent.Load()
+	lent, own := e.stats.Lent.Load(), e.stats.FastMiss.Load()
 	hit("first")
 	misses := []struct{ method, path, body string }{
 		{"GET", "/a", "fetched /a"},
@@ -76,8 +76,11 @@ func TestFastPathKeepsConnectionAfterMiss(t *testing.T) {
 			t.Fatalf("miss %s %s: %d %q %q close=%v", m.method, m.path, resp.StatusCode, resp.Header.Get("X-Cache"), body, resp.Close)
 		}
 		hit("after miss " + m.path)
-		if got := e.stats.Lent.Load() - lent; got != int64(i+1) {
-			t.Fatalf("after %s: %d requests lent, want %d", m.path, got, i+1)
+		if got := e.stats.FastMiss.Load() - own; got != int64(i+1) {
+			t.Fatalf("after %s: %d misses answered on the fast connection, want %d", m.path, got, i+1)
+		}
+		if got := e.stats.Lent.Load() - lent; got != 0 {
+			t.Fatalf("after %s: %d requests lent to net/http, want none", m.path, got)
 		}
 	}
 	settle(t, e)

@@ -47,6 +47,9 @@ type Stats struct {
 	FastPath atomic.Int64
 	// Lent counts requests the fast path had net/http answer alone, keeping the connection.
 	Lent atomic.Int64
+	// FastMiss counts requests the fast path answered through the cache's full path on its own
+	// connection (misses, revalidations, stale entries, ranges...; edge/fastmiss.go).
+	FastMiss atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -89,6 +92,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
 		"fast_path_hits":      float64(s.FastPath.Load()),
 		"fast_path_lent":      float64(s.Lent.Load()),
+		"fast_path_misses":    float64(s.FastMiss.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -123,6 +127,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("connections_refused_total", "Client connections refused with 503 over max_connections.", &s.ConnsRefused, nil)
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
 	counter("fast_path_lent_total", "Requests the fast path had net/http answer alone before taking the connection back.", &s.Lent, nil)
+	counter("fast_path_misses_total", "Requests other than fresh memory hits (misses, revalidations, stale, ranges) the fast path answered on its own connection.", &s.FastMiss, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",

@@ -12,22 +12,21 @@
 #error "encap.h builds header words in little-endian memory order (bpfel)"
 #endif
 
-/* write_eth writes the Ethernet header (and the VLAN tag) with 16-bit stores: struct ethhdr is
- * packed, so field copies would compile to a load and a store per byte. The MACs are read from
- * cfg as 16-bit words (if_mac at offset 0, nexthop_mac at 6: both 2-byte aligned). */
+/* write_eth writes the Ethernet header (and the VLAN tag) with word stores: struct ethhdr is
+ * packed, so field copies would compile to a load and a store per byte. Each MAC is read from cfg
+ * as a 32-bit and a 16-bit word (if_mac at offset 0, nexthop_mac at 6; x86 loads them unaligned
+ * at no cost, and the verifier does not ask for alignment there). */
 static __always_inline int write_eth(void *data, void *data_end, __u8 has_vlan, __u16 tci,
 				     const struct lb_config *cfg, __u16 proto)
 {
 	if (data + ETH_HLEN > data_end)
 		return -1;
-	const __u16 *m = (const __u16 *)cfg;
+	const __u8 *m = (const __u8 *)cfg;
 	__u16 *e = data;
-	e[0] = m[3]; /* destination: the next hop */
-	e[1] = m[4];
-	e[2] = m[5];
-	e[3] = m[0]; /* source: this interface */
-	e[4] = m[1];
-	e[5] = m[2];
+	*(__u32 *)data = *(const __u32 *)(m + 6); /* destination: the next hop */
+	e[2] = *(const __u16 *)(m + 10);
+	*(__u32 *)(data + 6) = *(const __u32 *)m; /* source: this interface */
+	e[5] = *(const __u16 *)(m + 4);
 	if (has_vlan) {
 		if (data + ETH_HLEN + 4 > data_end)
 			return -1;
@@ -52,18 +51,43 @@ static __always_inline __u32 sc_overhead(const struct backend *be)
 	return be->family == FAMILY_V6 ? SC_DSTOPT_LEN : SC_OPT4_LEN;
 }
 
+/* What encapsulation needs of the inner packet. A local of the caller's that never leaves the
+ * inlined code, so the compiler keeps it in registers: the established IPv4 path (lb.c, fast4)
+ * fills it straight from the frame, the general path from its struct packet (inner_of). */
+struct inner {
+	__u32 entropy; /* flow_entropy */
+	__u16 len;     /* the inner IP packet's length */
+	__u16 tci;     /* VLAN tag, network order; valid when has_vlan */
+	__u8 has_vlan;
+	__u8 tos;      /* IPv4 TOS or IPv6 traffic class */
+	__u8 proto;    /* outer header's next protocol: IPPROTO_IPIP_ or IPPROTO_IPV6_ */
+};
+
+static __always_inline struct inner inner_of(const struct packet *p)
+{
+	struct inner in = {
+		.entropy = flow_entropy(&p->flow),
+		.len = p->l3_len,
+		.tci = p->vlan_tci,
+		.has_vlan = p->has_vlan,
+		.tos = p->tos,
+		.proto = p->flow.family == FAMILY_V4 ? IPPROTO_IPIP_ : IPPROTO_IPV6_,
+	};
+	return in;
+}
+
 /* encap4 writes an outer IPv4 header (IPIP, or IPv4 carrying IPv6), with the second-chance option
  * naming cand when sc is 1. l2 and sc are constants at every call site. */
-static __always_inline int encap4(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+static __always_inline int encap4(struct xdp_md *ctx, const struct inner *in, const struct backend *be,
 				  const struct backend *cand, const struct lb_config *cfg, const __u32 l2, const int sc)
 {
 	const __u32 hlen = IPV4_HDR_LEN + (sc ? SC_OPT4_LEN : 0);
-	__u32 entropy = flow_entropy(&p->flow);
-	__u8 inner_proto = p->flow.family == FAMILY_V4 ? IPPROTO_IPIP_ : IPPROTO_IPV6_;
-	__u16 tci = p->vlan_tci;
-	__u8 has_vlan = p->has_vlan;
-	__u16 inner_len = p->l3_len;
-	__u8 tos = p->tos;
+	__u32 entropy = in->entropy;
+	__u8 inner_proto = in->proto;
+	__u16 tci = in->tci;
+	__u8 has_vlan = in->has_vlan;
+	__u16 inner_len = in->len;
+	__u8 tos = in->tos;
 	__u32 cand4 = cand ? cand->addr[0] : 0;
 
 	if (bpf_xdp_adjust_head(ctx, -(int)hlen))
@@ -117,16 +141,16 @@ static __always_inline int encap4(struct xdp_md *ctx, const struct packet *p, co
 
 /* encap6 writes an outer IPv6 header, followed by the second-chance destination-options header
  * naming cand when sc is 1. */
-static __always_inline int encap6(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+static __always_inline int encap6(struct xdp_md *ctx, const struct inner *in, const struct backend *be,
 				  const struct backend *cand, const struct lb_config *cfg, const __u32 l2, const int sc)
 {
 	const __u32 hlen = IPV6_HDR_LEN + (sc ? SC_DSTOPT_LEN : 0);
-	__u32 entropy = flow_entropy(&p->flow);
-	__u8 inner_proto = p->flow.family == FAMILY_V4 ? IPPROTO_IPIP_ : IPPROTO_IPV6_;
-	__u16 tci = p->vlan_tci;
-	__u8 has_vlan = p->has_vlan;
-	__u16 inner_len = p->l3_len;
-	__u8 tos = p->tos;
+	__u32 entropy = in->entropy;
+	__u8 inner_proto = in->proto;
+	__u16 tci = in->tci;
+	__u8 has_vlan = in->has_vlan;
+	__u16 inner_len = in->len;
+	__u8 tos = in->tos;
 	__u32 c[4] = {};
 	if (cand)
 		__builtin_memcpy(c, cand->addr, 16);
@@ -168,21 +192,21 @@ static __always_inline int encap6(struct xdp_md *ctx, const struct packet *p, co
 	return 0;
 }
 
-static __always_inline int encap_l2(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+static __always_inline int encap_l2(struct xdp_md *ctx, const struct inner *in, const struct backend *be,
 				    const struct backend *cand, const struct lb_config *cfg, const __u32 l2)
 {
 	if (be->family == FAMILY_V4)
-		return cand ? encap4(ctx, p, be, cand, cfg, l2, 1) : encap4(ctx, p, be, cand, cfg, l2, 0);
-	return cand ? encap6(ctx, p, be, cand, cfg, l2, 1) : encap6(ctx, p, be, cand, cfg, l2, 0);
+		return cand ? encap4(ctx, in, be, cand, cfg, l2, 1) : encap4(ctx, in, be, cand, cfg, l2, 0);
+	return cand ? encap6(ctx, in, be, cand, cfg, l2, 1) : encap6(ctx, in, be, cand, cfg, l2, 0);
 }
 
 /* encap wraps the packet for the backend, carrying cand (same family as be) as the second
  * candidate when it is not NULL. The Ethernet header length is passed on as a constant so that
  * the verifier sees fixed offsets. */
-static __always_inline int encap(struct xdp_md *ctx, const struct packet *p, const struct backend *be,
+static __always_inline int encap(struct xdp_md *ctx, const struct inner *in, const struct backend *be,
 				 const struct backend *cand, const struct lb_config *cfg)
 {
-	if (p->has_vlan)
-		return encap_l2(ctx, p, be, cand, cfg, ETH_HLEN + 4);
-	return encap_l2(ctx, p, be, cand, cfg, ETH_HLEN);
+	if (in->has_vlan)
+		return encap_l2(ctx, in, be, cand, cfg, ETH_HLEN + 4);
+	return encap_l2(ctx, in, be, cand, cfg, ETH_HLEN);
 }

@@ -170,6 +170,9 @@ func dnsCheckCmd() *cli.Command {
 			for _, line := range srv.DNSSECSummary() {
 				fmt.Fprintln(w, line)
 			}
+			for _, line := range srv.XDPSummary() {
+				fmt.Fprintln(w, line)
+			}
 			fmt.Fprintln(w, "configuration OK")
 			return nil
 		},

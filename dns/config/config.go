@@ -56,6 +56,8 @@ type Config struct {
 	Zones []Zone `yaml:"zones"`
 	// TSIGKeys are the shared secrets that authenticate zone transfers and NOTIFY (RFC 8945).
 	TSIGKeys []TSIGKey `yaml:"tsig_keys"`
+	// UDP tunes the UDP listener (udp.go).
+	UDP UDP `yaml:"udp"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -337,6 +339,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RateLimit.ResponsesPerSecond < 0 || c.RateLimit.Slip < 0 {
 		return errors.New("field rate_limit: responses_per_second and slip must be >= 0")
+	}
+	if err := c.UDP.validate(); err != nil {
+		return err
 	}
 	for g, subnets := range c.Groups {
 		if g == "default" {

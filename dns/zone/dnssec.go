@@ -1,9 +1,6 @@
 package zone
 
 import (
-	"fmt"
-	"slices"
-
 	"github.com/miekg/dns"
 )
 
@@ -11,43 +8,23 @@ import (
 var presigned = map[uint16]bool{dns.TypeDNSKEY: true, dns.TypeRRSIG: true, dns.TypeNSEC: true,
 	dns.TypeNSEC3: true, dns.TypeNSEC3PARAM: true}
 
-// checkUnsigned rejects DNSSEC records in the data of a zone that is signed online.
-func (z *Zone) checkUnsigned() error {
-	for owner, node := range z.nodes {
-		for t := range node {
-			if presigned[t] {
-				return fmt.Errorf("record %s %s: the zone is signed online (dnssec:), so it makes its own DNSKEY, RRSIG and NSEC records; remove it from the zone data",
-					owner, dns.TypeToString[t])
-			}
-		}
-	}
-	return nil
-}
-
-// SetDNSKEYs publishes the DNSKEY RRset at the apex of an online-signed zone. It is called while
-// the store is built, before any query sees the zone. Zone transfers leave it out (Records).
-func (z *Zone) SetDNSKEYs(keys []dns.RR) {
-	z.nodes[z.Origin][dns.TypeDNSKEY] = keys
-}
-
 // Types returns the sorted types of the records at the lowercased name, from the name itself or
 // the wildcard that synthesises it; nil for empty non-terminals, names that do not exist and
 // dynamic names (whose types the policy's sites decide). A compact-denial NSEC lists them.
 func (z *Zone) Types(name string) []uint16 {
-	node, ok := z.nodes[name]
-	if !ok && !z.ents[name] && !z.dynamic[name] {
-		node, ok = z.wildcard(name)
+	n, ent := z.node(name)
+	if !n.exists() && !ent && !z.dynamic[name] {
+		n = z.wildcard(name)
 	}
-	if !ok {
+	if !n.exists() {
 		return nil
 	}
-	out := make([]uint16, 0, len(node))
-	for t := range node {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
+	return n.types()
 }
 
 // DS returns the DS RRset at the delegation point cut, or nil (an insecure delegation).
-func (z *Zone) DS(cut string) []dns.RR { return z.nodes[cut][dns.TypeDS] }
+func (z *Zone) DS(cut string) []dns.RR {
+	n, _ := z.node(cut)
+	s, _ := n.set(dns.TypeDS)
+	return z.shared(s, cut)
+}

@@ -1,14 +1,15 @@
 // Package zone holds the static data of the zones the DNS stop is authoritative for and answers
 // lookups on it: exact matches, CNAME chains inside the zone, delegations, NODATA and NXDOMAIN
-// with the SOA for negative caching. It is immutable once built, so the server swaps whole
-// stores on reload and in-flight queries keep the store they started with.
+// with the SOA for negative caching. A zone's data is immutable once built (what fills on use,
+// the unpacked sets answers share and the canonical order transfers walk, is safe for
+// concurrent queries), so the server swaps whole stores on reload, in-flight queries keep the
+// store they started with, and an unchanged zone is carried from one store to the next.
 package zone
 
 import (
-	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -17,21 +18,29 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 )
 
-// Zone is one zone of authority.
+// Zone is one zone of authority. Its static records are held packed (packed.go): one []byte of
+// wire-format RRsets and an index from owner name to offset, no miekg/dns object per record.
 type Zone struct {
 	// Origin is the lowercased, fully qualified apex.
 	Origin string
 	// SOA is the zone's start of authority.
 	SOA *dns.SOA
-	// nodes maps a lowercased owner name to its RRsets by type.
-	nodes map[string]map[uint16][]dns.RR
-	// ents are empty non-terminals: names with no records but with descendants, which answer
-	// NODATA rather than NXDOMAIN (RFC 8020).
-	ents map[string]bool
+	// data holds the nodes; index maps a lowercased owner name to its node's offset in data,
+	// or to entMark for an empty non-terminal.
+	data  []byte
+	index map[string]uint32
 	// dynamic marks owners answered by a routing policy; they exist for NODATA purposes.
 	dynamic map[string]bool
-	// cuts are delegation points below the apex (owners with NS records).
-	cuts map[string]bool
+	// canon is the owners in canonical order, for transfers.
+	canon canonical
+	// sets are the RRsets answers unpacked, shared by the queries that ask for them again.
+	sets setCache
+	// hasCuts is set when the zone delegates (has NS records below the apex).
+	hasCuts bool
+	// count is the number of static records, xfrCount of those a transfer carries (Records).
+	count, xfrCount int
+	// source is the hash of what the zone was built from (Build carries it over when unchanged).
+	source source
 }
 
 // Store is the set of zones, looked up by longest suffix.
@@ -65,16 +74,29 @@ type Result struct {
 	DynamicName string
 }
 
-// Build parses the static records of every zone of c.
-func Build(c *config.Config) (*Store, error) {
+// Build parses the static records of every zone of c; keys are the DNSKEY RRsets of the
+// online-signed zones, by origin. A zone built from the same source as the one of the same
+// origin in prev (configuration, zone file content and DNSKEYs unchanged) is taken from prev as
+// it is, the same *Zone, instead of being parsed again: a reload of many zones where one changed
+// costs the memory and time of that one. prev may be nil.
+func Build(c *config.Config, prev *Store, keys map[string][]dns.RR) (*Store, error) {
 	s := &Store{zones: map[string]*Zone{}}
 	for i := range c.Zones {
-		z, err := buildZone(&c.Zones[i], c.Dir)
+		zc := &c.Zones[i]
+		if z := carried(prev, zc, c.Dir, keys[zc.Origin]); z != nil {
+			s.zones[z.Origin] = z
+			continue
+		}
+		var like *Zone
+		if prev != nil {
+			like = prev.zones[zc.Origin]
+		}
+		z, err := buildZone(zc, c.Dir, keys[zc.Origin], like)
 		if err != nil {
-			if c.Zones[i].Line > 0 {
-				return nil, fmt.Errorf("line %d: zone %s: %w", c.Zones[i].Line, c.Zones[i].Origin, err)
+			if zc.Line > 0 {
+				return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
 			}
-			return nil, fmt.Errorf("zone %s: %w", c.Zones[i].Origin, err)
+			return nil, fmt.Errorf("zone %s: %w", zc.Origin, err)
 		}
 		s.zones[z.Origin] = z
 	}
@@ -111,80 +133,41 @@ func (s *Store) Find(qname string) *Zone {
 	}
 }
 
-func buildZone(zc *config.Zone, dir string) (*Zone, error) {
-	z := &Zone{
-		Origin:  zc.Origin,
-		nodes:   map[string]map[uint16][]dns.RR{},
-		ents:    map[string]bool{},
-		dynamic: map[string]bool{},
-		cuts:    map[string]bool{},
-	}
-	var rrs []dns.RR
+func buildZone(zc *config.Zone, dir string, keys []dns.RR, like *Zone) (*Zone, error) {
+	z := &Zone{Origin: zc.Origin, dynamic: map[string]bool{}}
+	b := newBuilder(z, like)
+	h := hashConfig(zc, dir, keys)
 	if zc.File != "" {
-		path := zc.File
-		if !filepath.IsAbs(path) && dir != "" {
-			path = filepath.Join(dir, path)
-		}
+		path := zonePath(zc, dir)
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("open zone file: %w", err)
 		}
 		defer f.Close()
-		got, err := parse(f, zc.Origin, path, zc.TTL)
-		if err != nil {
+		// The source hash covers exactly the bytes parsed, so a file rewritten during the
+		// build is seen as changed by the next reload.
+		tee := io.TeeReader(f, h)
+		if err := parse(tee, zc.Origin, path, zc.TTL, b.add); err != nil {
 			return nil, err
 		}
-		rrs = append(rrs, got...)
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return nil, fmt.Errorf("read zone file: %w", err)
+		}
 	}
+	h.Sum(z.source[:0])
 	if len(zc.Records) > 0 {
-		got, err := parse(strings.NewReader(strings.Join(zc.Records, "\n")+"\n"), zc.Origin, "records", zc.TTL)
-		if err != nil {
-			return nil, err
-		}
-		rrs = append(rrs, got...)
-	}
-	for _, rr := range rrs {
-		if err := z.add(rr); err != nil {
+		r := strings.NewReader(strings.Join(zc.Records, "\n") + "\n")
+		if err := parse(r, zc.Origin, "records", zc.TTL, b.add); err != nil {
 			return nil, err
 		}
 	}
-	if z.SOA == nil {
-		z.SOA = defaultSOA(zc)
-		z.nodes[z.Origin] = ensure(z.nodes[z.Origin])
-		z.nodes[z.Origin][dns.TypeSOA] = []dns.RR{z.SOA}
+	if err := b.apex(zc, keys); err != nil {
+		return nil, err
 	}
-	if len(z.nodes[z.Origin][dns.TypeNS]) == 0 {
-		// An authoritative zone needs an apex NS set; derive it from the SOA's primary name.
-		z.nodes[z.Origin][dns.TypeNS] = []dns.RR{&dns.NS{
-			Hdr: dns.RR_Header{Name: z.Origin, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: z.SOA.Hdr.Ttl},
-			Ns:  z.SOA.Ns,
-		}}
-	}
-	for _, n := range zc.Names {
-		if _, clash := z.nodes[n.Name]; clash {
-			return nil, fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
-		}
-		z.dynamic[n.Name] = true
-	}
-	if zc.DNSSEC != nil {
-		if err := z.checkUnsigned(); err != nil {
-			return nil, err
-		}
-	}
-	for owner := range z.nodes {
-		z.markParents(owner)
-	}
-	for owner := range z.dynamic {
-		z.markParents(owner)
+	if err := b.finish(); err != nil {
+		return nil, err
 	}
 	return z, nil
-}
-
-func ensure(m map[uint16][]dns.RR) map[uint16][]dns.RR {
-	if m == nil {
-		return map[uint16][]dns.RR{}
-	}
-	return m
 }
 
 func defaultSOA(zc *config.Zone) *dns.SOA {
@@ -215,76 +198,60 @@ func defaultSOA(zc *config.Zone) *dns.SOA {
 	}
 }
 
-func parse(r interface{ Read([]byte) (int, error) }, origin, file string, ttl uint32) ([]dns.RR, error) {
+// parse reads zone-file records from r and hands each to add as it is read, so the file is
+// never held whole as parsed objects.
+func parse(r io.Reader, origin, file string, ttl uint32, add func(dns.RR) error) error {
 	zp := dns.NewZoneParser(r, origin, file)
 	zp.SetDefaultTTL(ttl)
 	// $INCLUDE would let a zone file read arbitrary files; zones come from the operator's config.
 	zp.SetIncludeAllowed(false)
-	var out []dns.RR
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		out = append(out, rr)
+		if err := add(rr); err != nil {
+			return err
+		}
 	}
 	if err := zp.Err(); err != nil {
-		return nil, fmt.Errorf("parse records: %w", err)
+		return fmt.Errorf("parse records: %w", err)
 	}
-	return out, nil
-}
-
-func (z *Zone) add(rr dns.RR) error {
-	h := rr.Header()
-	h.Name = strings.ToLower(h.Name)
-	if h.Class != dns.ClassINET {
-		return fmt.Errorf("record %q: class %s is not served; use IN", rr.String(), dns.ClassToString[h.Class])
-	}
-	if !dns.IsSubDomain(z.Origin, h.Name) {
-		return fmt.Errorf("record %q: owner %s is outside the zone %s", rr.String(), h.Name, z.Origin)
-	}
-	node := ensure(z.nodes[h.Name])
-	z.nodes[h.Name] = node
-	switch h.Rrtype {
-	case dns.TypeSOA:
-		if h.Name != z.Origin {
-			return fmt.Errorf("record %q: SOA must be at the apex %s", rr.String(), z.Origin)
-		}
-		if z.SOA != nil {
-			return errors.New("two SOA records; a zone has exactly one")
-		}
-		z.SOA = rr.(*dns.SOA)
-	case dns.TypeCNAME:
-		if len(node) > 0 {
-			return fmt.Errorf("record %q: a CNAME cannot coexist with other data at %s (RFC 1034 3.6.2)", rr.String(), h.Name)
-		}
-	case dns.TypeNS:
-		if h.Name != z.Origin {
-			z.cuts[h.Name] = true
-		}
-	}
-	if _, hasCNAME := node[dns.TypeCNAME]; hasCNAME && h.Rrtype != dns.TypeCNAME {
-		return fmt.Errorf("record %q: %s already has a CNAME; remove one of them", rr.String(), h.Name)
-	}
-	for _, old := range node[h.Rrtype] {
-		if dns.IsDuplicate(old, rr) {
-			return nil
-		}
-	}
-	// RFC 2181 5.2: the records of one RRset share one TTL; the lowest wins.
-	if set := node[h.Rrtype]; len(set) > 0 && set[0].Header().Ttl != h.Ttl {
-		t := min(set[0].Header().Ttl, h.Ttl)
-		for _, o := range set {
-			o.Header().Ttl = t
-		}
-		h.Ttl = t
-	}
-	node[h.Rrtype] = append(node[h.Rrtype], rr)
 	return nil
 }
 
+// node returns the node of the lowercased name; ent reports an empty non-terminal.
+func (z *Zone) node(name string) (n node, ent bool) {
+	off, ok := z.index[name]
+	switch {
+	case !ok:
+		return node{}, false
+	case off == entMark:
+		return node{}, true
+	}
+	return node{b: z.data[off:], off: off}, false
+}
+
 func (z *Zone) markParents(owner string) {
-	for name := parent(owner); name != "" && name != z.Origin && dns.IsSubDomain(z.Origin, name); name = parent(name) {
-		if _, ok := z.nodes[name]; !ok && !z.dynamic[name] {
-			z.ents[name] = true
+	for name := parent(owner); name != "" && name != z.Origin && inZone(name, z.Origin); name = parent(name) {
+		if _, ok := z.index[name]; !ok && !z.dynamic[name] {
+			z.index[name] = entMark
 		}
 	}
+}
+
+// inZone reports whether the lowercased, fully qualified name is origin or below it, as
+// dns.IsSubDomain does, without its allocations (it runs for every record parsed and every
+// ancestor a lookup walks): a suffix that starts at a label boundary, not at an escaped dot.
+func inZone(name, origin string) bool {
+	if origin == "." || name == origin {
+		return true
+	}
+	i := len(name) - len(origin) - 1 // the dot before origin
+	if i < 0 || name[i] != '.' || name[i+1:] != origin {
+		return false
+	}
+	esc := 0
+	for j := i - 1; j >= 0 && name[j] == '\\'; j-- {
+		esc++
+	}
+	return esc%2 == 0
 }
 
 func parent(name string) string {
@@ -309,7 +276,8 @@ func (z *Zone) Negative() dns.RR {
 // maxChain bounds CNAME chains inside the zone, so a loop in the data cannot loop the server.
 const maxChain = 8
 
-// Lookup answers qname/qtype (qname lowercased) from the zone's static data.
+// Lookup answers qname/qtype (qname lowercased) from the zone's static data. The records are
+// unpacked for this answer: the caller may change them.
 func (z *Zone) Lookup(qname string, qtype uint16) Result {
 	var res Result
 	for hop := 0; hop <= maxChain; hop++ {
@@ -319,7 +287,9 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 				return res
 			}
 			res.Kind = Referral
-			res.Ns = z.nodes[cut][dns.TypeNS]
+			n, _ := z.node(cut)
+			ns, _ := n.set(dns.TypeNS)
+			res.Ns = z.shared(ns, cut)
 			res.Extra = z.glue(res.Ns)
 			return res
 		}
@@ -328,42 +298,51 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 			res.DynamicName = qname
 			return res
 		}
-		node, ok := z.nodes[qname]
-		if !ok && !z.ents[qname] {
-			node, ok = z.wildcard(qname)
+		n, ent := z.node(qname)
+		wild := false // records synthesised from a wildcard are unpacked with the asked name
+		if !n.exists() && !ent {
+			n, wild = z.wildcard(qname), true
 		}
-		if !ok {
+		rrs := func(s rrset) []dns.RR {
+			if wild {
+				return s.rrs(qname)
+			}
+			return z.shared(s, qname)
+		}
+		if !n.exists() {
 			// RFC 6604: after a CNAME chain the rcode describes the last name of the chain.
 			res.Kind = NXDomain
-			if z.ents[qname] {
+			if ent {
 				res.Kind = NoData
 			}
 			res.Ns = []dns.RR{z.Negative()}
 			return res
 		}
-		if set, ok := node[qtype]; ok {
+		if set, ok := n.set(qtype); ok {
 			res.Kind = Answer
-			res.Answer = append(res.Answer, owned(set, qname)...)
+			set := rrs(set)
+			res.Answer = append(res.Answer, set...)
 			if qtype == dns.TypeNS || qtype == dns.TypeMX || qtype == dns.TypeSRV {
 				res.Extra = z.glue(set)
 			}
 			return res
 		}
 		if qtype == dns.TypeANY {
-			// RFC 8482: answer ANY with one RRset instead of the whole node.
+			// RFC 8482: answer ANY with one RRset instead of the whole node (the smallest type).
 			res.Kind = Answer
-			res.Answer = append(res.Answer, owned(node[smallestType(node)], qname)...)
+			n.each(func(s rrset) bool { res.Answer = append(res.Answer, rrs(s)...); return false })
 			return res
 		}
-		cname, ok := node[dns.TypeCNAME]
+		cset, ok := n.set(dns.TypeCNAME)
 		if !ok {
 			res.Kind = NoData
 			res.Ns = []dns.RR{z.Negative()}
 			return res
 		}
-		res.Answer = append(res.Answer, owned(cname, qname)...)
+		cname := rrs(cset)
+		res.Answer = append(res.Answer, cname...)
 		target := strings.ToLower(cname[0].(*dns.CNAME).Target)
-		if !dns.IsSubDomain(z.Origin, target) {
+		if !inZone(target, z.Origin) {
 			res.Kind = Answer
 			return res
 		}
@@ -377,49 +356,23 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 // wildcard finds the wildcard node that synthesises qname (RFC 4592): "*." under the closest
 // encloser, the nearest existing ancestor. A name below an existing name other than the apex is
 // only covered by that name's own wildcard, never by one further up.
-func (z *Zone) wildcard(qname string) (map[uint16][]dns.RR, bool) {
-	for name := parent(qname); name != "" && dns.IsSubDomain(z.Origin, name); name = parent(name) {
-		_, exists := z.nodes[name]
-		if exists || z.ents[name] || z.dynamic[name] || name == z.Origin {
-			node, ok := z.nodes["*."+name]
-			return node, ok
+func (z *Zone) wildcard(qname string) node {
+	for name := parent(qname); name != "" && inZone(name, z.Origin); name = parent(name) {
+		if _, exists := z.index[name]; exists || z.dynamic[name] || name == z.Origin {
+			n, _ := z.node("*." + name)
+			return n
 		}
 	}
-	return nil, false
-}
-
-// owned returns set with the owner name qname: a no-op for exact matches, a copy with the
-// asked name for records synthesised from a wildcard.
-func owned(set []dns.RR, qname string) []dns.RR {
-	if len(set) == 0 || set[0].Header().Name == qname {
-		return set
-	}
-	out := make([]dns.RR, len(set))
-	for i, rr := range set {
-		c := dns.Copy(rr)
-		c.Header().Name = qname
-		out[i] = c
-	}
-	return out
-}
-
-func smallestType(node map[uint16][]dns.RR) uint16 {
-	best := uint16(0)
-	for t := range node {
-		if best == 0 || t < best {
-			best = t
-		}
-	}
-	return best
+	return node{}
 }
 
 // cutFor returns the delegation point at or above qname inside the zone, or "".
 func (z *Zone) cutFor(qname string) string {
-	if len(z.cuts) == 0 {
+	if !z.hasCuts {
 		return ""
 	}
 	for name := qname; name != "" && name != z.Origin; name = parent(name) {
-		if z.cuts[name] {
+		if n, _ := z.node(name); n.cut() {
 			return name
 		}
 	}
@@ -440,21 +393,16 @@ func (z *Zone) glue(set []dns.RR) []dns.RR {
 			target = r.Target
 		}
 		target = strings.ToLower(target)
-		if node, ok := z.nodes[target]; ok {
-			out = append(out, node[dns.TypeA]...)
-			out = append(out, node[dns.TypeAAAA]...)
+		if n, _ := z.node(target); n.exists() {
+			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				if s, ok := n.set(t); ok {
+					out = append(out, z.shared(s, target)...)
+				}
+			}
 		}
 	}
 	return out
 }
 
 // Count returns the number of static records in the zone.
-func (z *Zone) Count() int {
-	n := 0
-	for _, node := range z.nodes {
-		for _, set := range node {
-			n += len(set)
-		}
-	}
-	return n
-}
+func (z *Zone) Count() int { return z.count }

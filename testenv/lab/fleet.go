@@ -38,7 +38,18 @@ func StartBalancer(st *State, exe string, n topo.Node) error {
 	st.Procs = append(st.Procs, p)
 	sock := SocketPath(st.Prefix, n.NS)
 	st.Sockets[n.NS] = sock
-	deadline := time.Now().Add(30 * time.Second)
+	return waitAnswering(sock, n.Name, p.Log, balancerStartTimeout)
+}
+
+// balancerStartTimeout bounds a daemon's start: loading and verifying the forwarder, the first
+// store listing and apply. Under a loaded machine (CI with other suites) the verifier alone
+// has taken over 10 s, so a shorter wait turned a slow start into a failed test.
+const balancerStartTimeout = 60 * time.Second
+
+// waitAnswering waits until the daemon on sock answers a status call: its socket file exists
+// from the daemon's first step, but calls wait in the backlog until it has loaded and applied.
+func waitAnswering(sock, name, logPath string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := api.NewClient(sock).Call(ctx, api.OpStatus, api.Empty{}, nil)
@@ -47,7 +58,7 @@ func StartBalancer(st *State, exe string, n topo.Node) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("start %s: its daemon did not answer within 30s: %w; the end of %s:\n%s", n.Name, err, p.Log, logTail(p.Log, 15))
+			return fmt.Errorf("start %s: its daemon did not answer within %s: %w; the end of %s:\n%s", name, timeout, err, logPath, logTail(logPath, 15))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

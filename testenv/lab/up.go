@@ -179,9 +179,13 @@ func Up(o UpOptions) (*State, error) {
 		return st, err
 	}
 	if o.Balancer == ModeDaemon {
-		for ns, sock := range st.Sockets {
-			if err := waitFile(sock, 15*time.Second); err != nil {
-				return st, fmt.Errorf("lab up: the balancer daemon in %s did not open its socket: %w (see its log in %s)", ns, err, StateDir(st.Prefix))
+		for _, n := range l.Topo.ByRole(topo.Balancer) {
+			sock, ok := st.Sockets[n.NS]
+			if !ok {
+				continue // a standby
+			}
+			if err := waitAnswering(sock, n.Name, filepath.Join(StateDir(st.Prefix), n.Name+".log"), balancerStartTimeout); err != nil {
+				return st, fmt.Errorf("lab up: %w", err)
 			}
 		}
 	}
@@ -234,17 +238,6 @@ func startBalancers(o UpOptions, l *Lab, st *State, active []topo.Node, start fu
 		}
 	}
 	return nil
-}
-
-func waitFile(p string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(p); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not there after %s", p, d)
 }
 
 // appArgv is the command line of an app server on a node: HTTP on every address, UDP echo on

@@ -1,0 +1,83 @@
+package zone
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
+)
+
+// source is what a zone is built from: its configuration, the content of its zone file and
+// its DNSKEYs, hashed. A reload that finds the hash unchanged carries the zone over as it is.
+type source [sha256.Size]byte
+
+// zonePath is the zone file of zc, relative paths taken from dir (the config file's).
+func zonePath(zc *config.Zone, dir string) string {
+	if zc.File == "" || filepath.IsAbs(zc.File) || dir == "" {
+		return zc.File
+	}
+	return filepath.Join(dir, zc.File)
+}
+
+// hashConfig starts the source hash with every field of zc the built zone depends on, and the
+// DNSKEYs it publishes. The file's content follows (hashFile, or the parse's tee).
+func hashConfig(zc *config.Zone, dir string, keys []dns.RR) hash.Hash {
+	h := sha256.New()
+	fmt.Fprintf(h, "origin %q ttl %d file %q records %d\n", zc.Origin, zc.TTL, zonePath(zc, dir), len(zc.Records))
+	for _, r := range zc.Records {
+		fmt.Fprintf(h, "%q\n", r)
+	}
+	if zc.SOA != nil {
+		fmt.Fprintf(h, "soa %+v\n", *zc.SOA)
+	}
+	for _, n := range zc.Names {
+		fmt.Fprintf(h, "name %q\n", n.Name)
+	}
+	fmt.Fprintf(h, "dnssec %t keys %d\n", zc.DNSSEC != nil, len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s\n", k.String())
+	}
+	h.Write([]byte("file\n"))
+	return h
+}
+
+// sourceOf hashes what zc would build from now: the configuration and the file's content (its
+// bytes, not its mtime, which an editor or a checkout may keep or move at will).
+func sourceOf(zc *config.Zone, dir string, keys []dns.RR) (source, error) {
+	h := hashConfig(zc, dir, keys)
+	if zc.File != "" {
+		f, err := os.Open(zonePath(zc, dir))
+		if err != nil {
+			return source{}, fmt.Errorf("open zone file: %w", err)
+		}
+		defer f.Close()
+		if _, err := io.Copy(h, f); err != nil {
+			return source{}, fmt.Errorf("read zone file: %w", err)
+		}
+	}
+	var s source
+	h.Sum(s[:0])
+	return s, nil
+}
+
+// carried returns prev's zone for zc when it was built from the same source, else nil.
+func carried(prev *Store, zc *config.Zone, dir string, keys []dns.RR) *Zone {
+	if prev == nil {
+		return nil
+	}
+	old := prev.zones[zc.Origin]
+	if old == nil {
+		return nil
+	}
+	src, err := sourceOf(zc, dir, keys)
+	if err != nil || src != old.source {
+		return nil // a missing file is reported by the build that follows
+	}
+	return old
+}
