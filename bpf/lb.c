@@ -262,15 +262,14 @@ static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
 	return sent(pc, vip_id, backend_id, tot, overhead);
 }
 
-/* ring_slot is the index of this flow's slot in the rings16 (and prev_rings16) map, -1 when the
- * rings are not configured. */
+/* ring_slot is the index of this flow's slot in the rings16 (and prev_rings16) map: the VIP's
+ * own ring, ring_size slots from ring_off. -1 when the VIP has no ring yet. */
 static __always_inline long ring_slot(const struct flow_key *f, const struct vip_meta *vip)
 {
-	struct lb_config *cfg = get_config();
-	if (!cfg || cfg->ring_size == 0)
+	__u32 size = vip->ring_size;
+	if (size == 0)
 		return -1;
-	__u32 size = cfg->ring_size;
-	return vip->id * size + flow_hash(f, vip->flags) % size;
+	return (long)vip->ring_off + flow_hash(f, vip->flags) % size;
 }
 
 /* ring_at reads a slot of a ring map (RING_WORD_SLOTS slots a value): a backend id whose backend

@@ -200,9 +200,11 @@ type LBVipKey struct {
 }
 
 type LBVipMeta struct {
-	_     structs.HostLayout
-	Id    uint32
-	Flags uint32
+	_        structs.HostLayout
+	Id       uint32
+	Flags    uint32
+	RingOff  uint32
+	RingSize uint32
 }
 
 // Names of all BPF objects in the ELF.

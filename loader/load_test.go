@@ -93,7 +93,7 @@ func TestMapTypesMatchGo(t *testing.T) {
 	}
 }
 
-// TestPinnedLayout checks the sizes of the structs held in pinned maps against the layout the
+// TestPinnedLayout checks the sizes of the structs held in pinned maps against the layout (v3) the
 // pins of a running balancer were made with: a change here needs a new layout version (docs/xdp.md,
 // "Maps and pins"), not just a rebuild.
 func TestPinnedLayout(t *testing.T) {
@@ -101,7 +101,7 @@ func TestPinnedLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]uint32{"flow_key": 40, "flow_key4": 16, "flow_state": 24, "vip_key": 20, "vip_meta": 8, "backend": 24, "lb_config": 64, "counter": 16, "lb_percpu": 17*16 + 32}
+	want := map[string]uint32{"flow_key": 40, "flow_key4": 16, "flow_state": 24, "vip_key": 20, "vip_meta": 16, "backend": 24, "lb_config": 64, "counter": 16, "lb_percpu": 17*16 + 32}
 	for name, size := range want {
 		typ, err := spec.Types.AnyTypeByName(name)
 		if err != nil {

@@ -28,7 +28,12 @@ import (
 //
 // v2 (issue 14): the connection table keeps one LRU list per CPU (BPF_F_NO_COMMON_LRU), and the
 // global counters are one per-CPU struct; maps pinned by a v1 binary are refused.
-const LayoutVersion = "v2"
+//
+// v3 (issue 14): every VIP has a ring of its own size at a slot range of rings16 and
+// prev_rings16 (struct vip_meta gained ring_off and ring_size), and the ring maps hold
+// Options.RingSlots slots. Maps pinned by a v2 binary are migrated (migrate.go): the connection
+// tables and every other map are kept, so established flows survive the upgrade.
+const LayoutVersion = "v3"
 
 // DecapLayoutVersion is LayoutVersion for the decapsulator's maps, which have their own history:
 // v2 of the forwarder changed none of them, so a backend keeps its pins across that upgrade.
@@ -41,8 +46,12 @@ type Options struct {
 	PinDir string
 	// MaxVIPs is how many VIPs (and Maglev rings) the maps hold. Default 64.
 	MaxVIPs uint32
-	// RingSize is the Maglev ring size, a prime. Default 65537.
+	// RingSize is the default Maglev ring size, a prime. Default 65537.
 	RingSize uint32
+	// RingSlots is how many ring slots rings16 and prev_rings16 each hold: every VIP's ring is a
+	// range of them (maps.Set places VIPs whose range is not given at id x RingSize). Default:
+	// the size of the ring maps pinned in PinDir, else MaxVIPs x RingSize.
+	RingSlots uint32
 	// MaxBackends is how many backends the maps hold (ids 1..MaxBackends-1). Default 4096.
 	MaxBackends uint32
 	// ConnTableSize is the size of the LRU connection table of IPv4 flows. Default 262144.
@@ -72,8 +81,14 @@ func (o *Options) defaults() error {
 	if o.RingSize < 3 || !big.NewInt(int64(o.RingSize)).ProbablyPrime(20) {
 		return fmt.Errorf("ring size %d is not a prime >= 3: use a prime such as 65537", o.RingSize)
 	}
-	if uint64(o.MaxVIPs)*uint64(o.RingSize) > MaxRingSlots {
-		return fmt.Errorf("max VIPs %d x ring size %d is too large for one map (at most %d slots): lower either", o.MaxVIPs, o.RingSize, uint64(MaxRingSlots))
+	if o.RingSlots == 0 {
+		if uint64(o.MaxVIPs)*uint64(o.RingSize) > MaxRingSlots {
+			return fmt.Errorf("max VIPs %d x ring size %d is too large for one map (at most %d slots): lower either, or give ring_slots", o.MaxVIPs, o.RingSize, uint64(MaxRingSlots))
+		}
+		o.RingSlots = o.MaxVIPs * o.RingSize
+	}
+	if uint64(o.RingSlots) > MaxRingSlots {
+		return fmt.Errorf("ring slots %d above %d: lower ring_slots", o.RingSlots, uint64(MaxRingSlots))
 	}
 	if o.MaxBackends > MaxBackendIDs {
 		return fmt.Errorf("max backends %d above %d: ring slots hold 16-bit backend ids; lower max_backends", o.MaxBackends, MaxBackendIDs)
@@ -94,8 +109,13 @@ const MaxRingSlots = 1 << 31
 
 // RingWords is the number of values of a ring map holding maxVIPs rings of ringSize slots.
 func RingWords(maxVIPs, ringSize uint32) uint32 {
+	return SlotWords(uint64(maxVIPs) * uint64(ringSize))
+}
+
+// SlotWords is the number of values of a ring map holding slots ring slots.
+func SlotWords(slots uint64) uint32 {
 	const w = uint64(RingWordSlots)
-	return uint32((uint64(maxVIPs)*uint64(ringSize) + w - 1) / w)
+	return uint32((slots + w - 1) / w)
 }
 
 // perVIPMaps are the maps with one entry per VIP (or VIP id): all sized from Options.MaxVIPs.
@@ -114,11 +134,17 @@ func LinkPath(pinDir string) string { return filepath.Join(pinDir, "link") }
 type Forwarder struct {
 	Objs LBObjects
 	Opts Options
+	// Migrated is set when the maps were migrated from pins of layout v2 (migrate.go): the old
+	// pins are removed once this program is attached.
+	Migrated bool
 }
 
 // LoadForwarder loads the forwarding program. With a PinDir the maps are pinned there, and maps
 // already pinned by an earlier run are reused (their contents, and so established flows, kept).
 func LoadForwarder(opts Options) (*Forwarder, error) {
+	if opts.RingSlots == 0 {
+		opts.RingSlots = PinnedRingSlots(opts.PinDir) // 0 when nothing is pinned: the default
+	}
 	if err := opts.defaults(); err != nil {
 		return nil, fmt.Errorf("load forwarder: %w", err)
 	}
@@ -134,8 +160,8 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	for _, name := range perVIPMaps {
 		spec.Maps[name].MaxEntries = opts.MaxVIPs
 	}
-	spec.Maps[LBMapRings16].MaxEntries = RingWords(opts.MaxVIPs, opts.RingSize)
-	spec.Maps[LBMapPrevRings16].MaxEntries = RingWords(opts.MaxVIPs, opts.RingSize)
+	spec.Maps[LBMapRings16].MaxEntries = SlotWords(uint64(opts.RingSlots))
+	spec.Maps[LBMapPrevRings16].MaxEntries = SlotWords(uint64(opts.RingSlots))
 	spec.Maps[LBMapBackends].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapBackendStats].MaxEntries = opts.MaxBackends
 	spec.Maps[LBMapQuicServers].MaxEntries = opts.MaxBackends // one server ID a backend at most
@@ -149,6 +175,9 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 		}
 		if err := checkPinDir(opts.PinDir); err != nil {
 			return nil, err
+		}
+		if f, err := migrateIfOld(spec, opts); f != nil || err != nil {
+			return f, err
 		}
 		dir := MapsDir(opts.PinDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -184,14 +213,19 @@ func removeRetiredPins(dir string) {
 	}
 }
 
-// checkPinDir refuses maps pinned under another layout version.
+// checkPinDir refuses maps pinned under another layout version, but those it migrates
+// (migrate.go) and its own staging directory.
 func checkPinDir(pinDir string) error {
 	entries, err := os.ReadDir(pinDir)
 	if err != nil {
 		return nil // nothing pinned yet
 	}
 	for _, e := range entries {
-		if e.IsDir() && len(e.Name()) > 5 && e.Name()[:5] == "maps-" && e.Name() != "maps-"+LayoutVersion {
+		name := e.Name()
+		if name == "maps-"+migratesFrom || name == filepath.Base(stagingDir(pinDir)) {
+			continue
+		}
+		if e.IsDir() && len(name) > 5 && name[:5] == "maps-" && name != "maps-"+LayoutVersion {
 			return fmt.Errorf("load forwarder: %s holds maps of layout %s, this binary uses %s: run the binary that made them with `lb detach`, or remove %s (this drops established flows)",
 				pinDir, e.Name()[5:], LayoutVersion, filepath.Join(pinDir, e.Name()))
 		}
@@ -295,7 +329,13 @@ func (f *Forwarder) Attach(ifname string, mode Mode) (link.Link, bool, error) {
 	if f.Opts.PinDir != "" {
 		lp = LinkPath(f.Opts.PinDir)
 	}
-	return AttachOrUpdate(f.Objs.XdpLb, ifname, mode, lp)
+	l, adopted, err := AttachOrUpdate(f.Objs.XdpLb, ifname, mode, lp)
+	if err == nil && f.Migrated {
+		// The program that used the old pins is swapped out: they are retired (the maps kept
+		// from them live on through this layout's pins).
+		_ = os.RemoveAll(filepath.Join(f.Opts.PinDir, "maps-"+migratesFrom))
+	}
+	return l, adopted, err
 }
 
 // Detach removes everything pinned under pinDir: the link (which detaches the program) and the

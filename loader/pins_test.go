@@ -25,7 +25,7 @@ func TestRefusesOldLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := loader.LoadForwarder(loader.Options{PinDir: pin, RingSize: testRing, MaxVIPs: 4, MaxBackends: 16, ConnTableSize: 1024})
-	if err == nil || !strings.Contains(err.Error(), "holds maps of layout v1, this binary uses v2") || !strings.Contains(err.Error(), "lb detach") {
+	if err == nil || !strings.Contains(err.Error(), "holds maps of layout v1, this binary uses v3") || !strings.Contains(err.Error(), "lb detach") {
 		t.Fatalf("load over v1 pins: %v, want a refusal naming the layouts and `lb detach`", err)
 	}
 	if _, err := os.Stat(loader.MapsDir(pin)); !os.IsNotExist(err) {

@@ -74,10 +74,22 @@ func (k VIPKey) String() string {
 // VIP is a VIP as the forwarder holds it.
 type VIP struct {
 	Key VIPKey
-	// ID selects the VIP's Maglev ring and stats slot: 0 <= ID < MaxVIPs.
+	// ID selects the VIP's stats slot and generation: 0 <= ID < MaxVIPs.
 	ID    uint32
 	Flags VIPFlags
+	// Ring is the VIP's Maglev ring: a range of the ring maps. Left zero in PutVIP, the VIP
+	// keeps the range it has, or else takes the fixed one of its id (ID x RingSize), as callers
+	// that place every ring themselves at one size do.
+	Ring RingRange
 }
+
+// RingRange is a VIP's ring: Size slots (a prime) of the ring maps from slot Off.
+type RingRange struct {
+	Off, Size uint32
+}
+
+// End is the slot after the range.
+func (r RingRange) End() uint64 { return uint64(r.Off) + uint64(r.Size) }
 
 // Backend is a backend as the forwarder holds it.
 type Backend struct {
@@ -92,7 +104,8 @@ type Set struct {
 	rings       mappedRing // the rings16 map, memory-mapped
 	prevRings   mappedRing // the prev_rings16 map, memory-mapped
 	filter      mappedU32  // the vip_filter map, memory-mapped
-	ringSize    uint32
+	ringSize    uint32     // the size of the rings placed at id x ringSize
+	slots       uint32     // ring slots each ring map holds
 	maxVIPs     uint32
 	maxBackends uint32
 	// addrs counts the VIPs on each address and filterUse the addresses on each vip_filter
@@ -101,17 +114,19 @@ type Set struct {
 	addrs     map[netip.Addr]uint32
 	filterUse []uint32
 	sigs      *ebpf.Map // ring signatures (UseRingSigs); nil: none kept
+	// ranges is the ring range of every VIP id in the vips map that this Set read or wrote.
+	ranges map[uint32]RingRange
 }
 
-// New wraps loaded maps. ringSize must be the size the rings map was built for (the loader's).
+// New wraps loaded maps. ringSize is the size of the rings placed at VIP id x ringSize (PutVIP
+// without a range); rings of other sizes are placed by the caller (VIP.Ring).
 func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 	if m == nil || m.Vips == nil {
 		return nil, errors.New("open maps: no maps given")
 	}
 	maxVIPs := m.VipStats.MaxEntries()
-	if ringSize == 0 || m.Rings16.MaxEntries() != loader.RingWords(maxVIPs, ringSize) {
-		return nil, fmt.Errorf("open maps: rings map holds %d slots, not %d VIPs x ring size %d: the pinned maps were made with other sizes; start with the same --ring-size and --max-vips or run `switchyard lb detach` first",
-			uint64(m.Rings16.MaxEntries())*uint64(loader.RingWordSlots), maxVIPs, ringSize)
+	if ringSize == 0 {
+		return nil, errors.New("open maps: no ring size given")
 	}
 	rings, err := mapRing(m.Rings16)
 	if err != nil {
@@ -128,11 +143,34 @@ func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open maps: %w", err)
 	}
-	return &Set{m: m, rings: rings, prevRings: prev, filter: filter, ringSize: ringSize, maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries()}, nil
+	return &Set{m: m, rings: rings, prevRings: prev, filter: filter, ringSize: ringSize, slots: m.Rings16.MaxEntries() * uint32(loader.RingWordSlots),
+		maxVIPs: maxVIPs, maxBackends: m.Backends.MaxEntries(), ranges: map[uint32]RingRange{}}, nil
 }
 
-// RingSize is the Maglev ring size.
+// RingSlots is how many ring slots the ring maps hold: the space VIPs' rings are placed in.
+func (s *Set) RingSlots() uint32 { return s.slots }
+
+// RingSize is the size of the rings placed at VIP id x RingSize (PutVIP without a range).
 func (s *Set) RingSize() uint32 { return s.ringSize }
+
+// fixedRange is the range of VIP id's ring when its range is not given.
+func (s *Set) fixedRange(id uint32) RingRange {
+	return RingRange{Off: id * s.ringSize, Size: s.ringSize}
+}
+
+// rangeOf is the ring range of a VIP id: the one its vips entry names, else its fixed one.
+// The vips map is listed first (O(VIPs)): another process (the daemon) may have moved the ring
+// since; code that places rings itself reads them by range (RingAt).
+func (s *Set) rangeOf(id uint32) RingRange {
+	_, _ = s.VIPs()
+	if r, ok := s.ranges[id]; ok {
+		return r
+	}
+	return s.fixedRange(id)
+}
+
+// RangeOf is the ring range of a VIP id as the vips map names it, else the fixed one of its id.
+func (s *Set) RangeOf(id uint32) RingRange { return s.rangeOf(id) }
 
 // MaxVIPs is how many VIPs the maps hold.
 func (s *Set) MaxVIPs() uint32 { return s.maxVIPs }
@@ -197,13 +235,23 @@ func addrOnlyKey(a netip.Addr) loader.LBVipKey {
 	return loader.LBVipKey{Addr: w, Family: fam}
 }
 
-// PutVIP adds or updates a VIP.
+// PutVIP adds or updates a VIP. A VIP whose entry changes ring switches to the new range in
+// one update of the vips hash map: a packet reads the old range or the new one, whole.
 func (s *Set) PutVIP(v VIP) error {
 	if !v.Key.Addr.IsValid() {
 		return errors.New("put vip: no address")
 	}
 	if v.ID >= s.maxVIPs {
 		return fmt.Errorf("put vip %s: id %d beyond the %d VIPs the maps hold: raise --max-vips", v.Key, v.ID, s.maxVIPs)
+	}
+	if v.Ring.Size == 0 {
+		v.Ring = s.rangeOf(v.ID)
+		if v.Ring.Size != s.ringSize {
+			v.Ring = s.fixedRange(v.ID)
+		}
+	}
+	if v.Ring.End() > uint64(s.slots) {
+		return fmt.Errorf("put vip %s: ring slots %d..%d beyond the %d the ring maps hold: raise ring_slots (needs `lb detach`)", v.Key, v.Ring.Off, v.Ring.End(), s.slots)
 	}
 	k := vipKey(v.Key)
 	var old loader.LBVipMeta
@@ -216,9 +264,10 @@ func (s *Set) PutVIP(v VIP) error {
 			return fmt.Errorf("put vip %s: %w", v.Key, err)
 		}
 	}
-	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags)}); err != nil {
+	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags), RingOff: v.Ring.Off, RingSize: v.Ring.Size}); err != nil {
 		return fmt.Errorf("put vip %s: %w", v.Key, err)
 	}
+	s.ranges[v.ID] = v.Ring
 	if exists {
 		return nil // its address is counted already
 	}
@@ -250,6 +299,7 @@ func (s *Set) DeleteVIP(k VIPKey) error {
 	if err := s.m.Vips.Delete(vipKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
+	delete(s.ranges, old.Id)
 	return s.addVIPAddr(k.Addr, -1)
 }
 
@@ -321,17 +371,21 @@ func (s *Set) VIPs() ([]VIP, error) {
 		v   loader.LBVipMeta
 		out []VIP
 	)
+	ranges := map[uint32]RingRange{}
 	it := s.m.Vips.Iterate()
 	for it.Next(&k, &v) {
 		out = append(out, VIP{
 			Key:   VIPKey{Addr: wordsAddr(k.Addr, k.Family), Port: netPort(k.Port), Proto: Proto(k.Proto)},
 			ID:    v.Id,
 			Flags: VIPFlags(v.Flags),
+			Ring:  RingRange{Off: v.RingOff, Size: v.RingSize},
 		})
+		ranges[v.Id] = RingRange{Off: v.RingOff, Size: v.RingSize}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list vips: %w", err)
 	}
+	s.ranges = ranges
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
@@ -378,38 +432,127 @@ func (s *Set) Backends() ([]Backend, error) {
 
 // Ring reads a VIP's Maglev ring (one copy from the memory-mapped rings map).
 func (s *Set) Ring(vipID uint32) ([]uint32, error) {
-	return s.readRing(s.rings, "ring", vipID)
+	if err := s.checkID(vipID, "read ring"); err != nil {
+		return nil, err
+	}
+	return s.RingAt(s.rangeOf(vipID))
 }
 
 // PrevRing reads a VIP's previous Maglev table (prev_rings16): the second-chance candidates.
 func (s *Set) PrevRing(vipID uint32) ([]uint32, error) {
-	return s.readRing(s.prevRings, "previous ring", vipID)
+	if err := s.checkID(vipID, "read previous ring"); err != nil {
+		return nil, err
+	}
+	return s.PrevRingAt(s.rangeOf(vipID))
 }
 
 // RingView is a VIP's ring as the map holds it, without a copy: the slice is the memory map
 // itself, for reading only (write with WriteRing), and sees later writes.
 func (s *Set) RingView(vipID uint32) ([]uint16, error) {
-	return s.ringView(s.rings, "read ring", vipID)
+	if err := s.checkID(vipID, "read ring"); err != nil {
+		return nil, err
+	}
+	return s.RingViewAt(s.rangeOf(vipID))
 }
 
 // PrevRingView is PrevRing without a copy, as RingView.
 func (s *Set) PrevRingView(vipID uint32) ([]uint16, error) {
-	return s.ringView(s.prevRings, "read previous ring", vipID)
+	if err := s.checkID(vipID, "read previous ring"); err != nil {
+		return nil, err
+	}
+	return s.PrevRingViewAt(s.rangeOf(vipID))
 }
 
-func (s *Set) ringView(m mappedRing, what string, vipID uint32) ([]uint16, error) {
-	if vipID >= s.maxVIPs {
-		return nil, fmt.Errorf("%s: vip id %d out of range", what, vipID)
+// WriteRing makes a VIP's ring equal to table, writing only the slots that differ from what the
+// map holds (read through its memory map, so old, the ring as the caller last knew it, is not
+// needed; it may be nil). It returns the number of slots written.
+func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
+	if err := s.checkID(vipID, "write ring"); err != nil {
+		return 0, err
 	}
-	v, err := m.view(vipID*s.ringSize, s.ringSize)
+	return s.WriteRingAt(s.rangeOf(vipID), table)
+}
+
+// WritePrevRing makes a VIP's previous table equal to table, as WriteRing does for the ring.
+func (s *Set) WritePrevRing(vipID uint32, old, table []uint32) (int, error) {
+	if err := s.checkID(vipID, "write previous ring"); err != nil {
+		return 0, err
+	}
+	return s.WritePrevRingAt(s.rangeOf(vipID), table)
+}
+
+// RotateRing is RotateRingAt for a VIP id's ring.
+func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
+	if err := s.checkID(vipID, "write ring"); err != nil {
+		return 0, 0, err
+	}
+	return s.RotateRingAt(s.rangeOf(vipID), table)
+}
+
+func (s *Set) checkID(vipID uint32, what string) error {
+	if vipID >= s.maxVIPs {
+		return fmt.Errorf("%s: vip id %d out of range", what, vipID)
+	}
+	return nil
+}
+
+// RingAt reads the ring at a range (a copy).
+func (s *Set) RingAt(r RingRange) ([]uint32, error) { return s.readRing(s.rings, "ring", r) }
+
+// PrevRingAt reads the previous ring at a range (a copy).
+func (s *Set) PrevRingAt(r RingRange) ([]uint32, error) {
+	return s.readRing(s.prevRings, "previous ring", r)
+}
+
+// RingViewAt is the ring at a range without a copy, as RingView.
+func (s *Set) RingViewAt(r RingRange) ([]uint16, error) { return s.ringView(s.rings, "read ring", r) }
+
+// PrevRingViewAt is the previous ring at a range without a copy, as RingView.
+func (s *Set) PrevRingViewAt(r RingRange) ([]uint16, error) {
+	return s.ringView(s.prevRings, "read previous ring", r)
+}
+
+// WriteRingAt makes the ring at a range equal to table (of the range's size), writing only the
+// slots that differ. It returns the number of slots written.
+func (s *Set) WriteRingAt(r RingRange, table []uint32) (int, error) {
+	return s.writeRing(s.rings, "ring", r, table)
+}
+
+// WritePrevRingAt makes the previous ring at a range equal to table, as WriteRingAt.
+func (s *Set) WritePrevRingAt(r RingRange, table []uint32) (int, error) {
+	return s.writeRing(s.prevRings, "previous ring", r, table)
+}
+
+// ClearPrevRingAt empties the previous ring at a range (a ring placed anew has no previous
+// table of its size). It returns the slots written.
+func (s *Set) ClearPrevRingAt(r RingRange) (int, error) {
+	cur, err := s.ringView(s.prevRings, "write previous ring", r)
 	if err != nil {
-		return nil, fmt.Errorf("%s %d: %w", what, vipID, err)
+		return 0, err
+	}
+	n := 0
+	for i := range cur {
+		if cur[i] != 0 {
+			cur[i] = 0
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Set) ringView(m mappedRing, what string, r RingRange) ([]uint16, error) {
+	if r.Size == 0 || r.End() > uint64(s.slots) {
+		return nil, fmt.Errorf("%s: slots %d..%d outside the %d the ring maps hold", what, r.Off, r.End(), s.slots)
+	}
+	v, err := m.view(r.Off, r.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %d: %w", what, r.Off, err)
 	}
 	return v, nil
 }
 
-func (s *Set) readRing(m mappedRing, what string, vipID uint32) ([]uint32, error) {
-	v, err := s.ringView(m, "read "+what, vipID)
+func (s *Set) readRing(m mappedRing, what string, r RingRange) ([]uint32, error) {
+	v, err := s.ringView(m, "read "+what, r)
 	if err != nil {
 		return nil, err
 	}
@@ -420,32 +563,20 @@ func (s *Set) readRing(m mappedRing, what string, vipID uint32) ([]uint32, error
 	return out, nil
 }
 
-// WriteRing makes a VIP's ring equal to table, writing only the slots that differ from what the
-// map holds (read through its memory map, so old, the ring as the caller last knew it, is not
-// needed; it may be nil). It returns the number of slots written.
-func (s *Set) WriteRing(vipID uint32, old, table []uint32) (int, error) {
-	return s.writeRing(s.rings, "ring", vipID, table)
-}
-
-// WritePrevRing makes a VIP's previous table equal to table, as WriteRing does for the ring.
-func (s *Set) WritePrevRing(vipID uint32, old, table []uint32) (int, error) {
-	return s.writeRing(s.prevRings, "previous ring", vipID, table)
-}
-
-func (s *Set) writeRing(m mappedRing, what string, vipID uint32, table []uint32) (int, error) {
-	cur, err := s.ringView(m, "write "+what, vipID)
+func (s *Set) writeRing(m mappedRing, what string, r RingRange, table []uint32) (int, error) {
+	cur, err := s.ringView(m, "write "+what, r)
 	if err != nil {
 		return 0, err
 	}
-	if uint32(len(table)) != s.ringSize {
-		return 0, fmt.Errorf("write %s %d: table has %d slots, the maps were loaded for %d", what, vipID, len(table), s.ringSize)
+	if uint32(len(table)) != r.Size {
+		return 0, fmt.Errorf("write %s at %d: table has %d slots, the ring %d", what, r.Off, len(table), r.Size)
 	}
 	var top uint32
 	for _, id := range table {
 		top = max(top, id)
 	}
 	if top > 0xffff {
-		return 0, fmt.Errorf("write %s %d: backend id %d does not fit the 16-bit slots: lower max_backends", what, vipID, top)
+		return 0, fmt.Errorf("write %s at %d: backend id %d does not fit the 16-bit slots: lower max_backends", what, r.Off, top)
 	}
 	n := 0
 	for i, id := range table {
@@ -457,17 +588,17 @@ func (s *Set) writeRing(m mappedRing, what string, vipID uint32, table []uint32)
 	return n, nil
 }
 
-// RotateRing makes a VIP's ring equal to table and, when that changes it, first makes its
-// previous ring the ring as it was (second chance), without copying either out of the memory
+// RotateRingAt makes the ring at a range equal to table and, when that changes it, first makes
+// its previous ring the ring as it was (second chance), without copying either out of the memory
 // maps. It returns the ring slots and the previous-ring slots written; nothing is written when
 // the ring already equals table.
-func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
-	cur, err := s.ringView(s.rings, "write ring", vipID)
+func (s *Set) RotateRingAt(r RingRange, table []uint32) (n, pn int, err error) {
+	cur, err := s.ringView(s.rings, "write ring", r)
 	if err != nil {
 		return 0, 0, err
 	}
-	if uint32(len(table)) != s.ringSize {
-		return 0, 0, fmt.Errorf("write ring %d: table has %d slots, the maps were loaded for %d", vipID, len(table), s.ringSize)
+	if uint32(len(table)) != r.Size {
+		return 0, 0, fmt.Errorf("write ring at %d: table has %d slots, the ring %d", r.Off, len(table), r.Size)
 	}
 	same := true
 	for i, id := range table {
@@ -479,7 +610,7 @@ func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
 	if same {
 		return 0, 0, nil
 	}
-	prev, err := s.ringView(s.prevRings, "write previous ring", vipID)
+	prev, err := s.ringView(s.prevRings, "write previous ring", r)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -489,7 +620,7 @@ func (s *Set) RotateRing(vipID uint32, table []uint32) (n, pn int, err error) {
 			pn++
 		}
 	}
-	n, err = s.writeRing(s.rings, "ring", vipID, table)
+	n, err = s.writeRing(s.rings, "ring", r, table)
 	return n, pn, err
 }
 

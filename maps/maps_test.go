@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,15 +34,30 @@ func newSet(t *testing.T) *Set {
 	return s
 }
 
-func TestNewRefusesOtherRingSize(t *testing.T) {
+// TestRingsOutsideRefused: a ring range past the ring maps' slots is refused naming the fix, for
+// a range given and for the fixed one of an id (id x ring size), and nothing is written.
+func TestRingsOutsideRefused(t *testing.T) {
 	testutil.RequireRoot(t)
 	f, err := loader.LoadForwarder(loader.Options{MaxVIPs: 8, RingSize: testRing, MaxBackends: 64, ConnTableSize: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := New(&f.Objs.LBMaps, 251); err == nil {
-		t.Fatal("maps loaded for ring size 13 opened as 251")
+	s, err := New(&f.Objs.LBMaps, 251)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RingSlots() < 8*testRing || s.RingSlots() >= 8*testRing+4 {
+		t.Fatalf("ring slots %d, want 8 x %d rounded up to whole words", s.RingSlots(), testRing)
+	}
+	k := VIPKey{Addr: netip.MustParseAddr("198.18.100.1"), Port: 80, Proto: TCP}
+	for _, v := range []VIP{{Key: k, ID: 0}, {Key: k, ID: 1, Ring: RingRange{Off: 100, Size: 13}}} {
+		if err := s.PutVIP(v); err == nil || !strings.Contains(err.Error(), "raise ring_slots") {
+			t.Errorf("PutVIP(%+v): %v, want a refusal naming ring_slots", v, err)
+		}
+	}
+	if vs, _ := s.VIPs(); len(vs) != 0 {
+		t.Fatalf("refused VIPs written: %+v", vs)
 	}
 	if _, err := New(nil, testRing); err == nil {
 		t.Fatal("no maps accepted")
@@ -50,7 +66,7 @@ func TestNewRefusesOtherRingSize(t *testing.T) {
 
 func TestVIPs(t *testing.T) {
 	s := newSet(t)
-	web := VIP{Key: VIPKey{Addr: netip.MustParseAddr("198.18.100.1"), Port: 80, Proto: TCP}, ID: 1}
+	web := VIP{Key: VIPKey{Addr: netip.MustParseAddr("198.18.100.1"), Port: 80, Proto: TCP}, ID: 1, Ring: RingRange{Off: testRing, Size: testRing}}
 	dns6 := VIP{Key: VIPKey{Addr: netip.MustParseAddr("fd00:5e:100::1"), Port: 53, Proto: UDP}, ID: 0, Flags: HashSrcOnly}
 	for _, v := range []VIP{web, dns6} {
 		if err := s.PutVIP(v); err != nil {
@@ -58,6 +74,7 @@ func TestVIPs(t *testing.T) {
 		}
 	}
 	got, err := s.VIPs()
+	dns6.Ring = RingRange{Off: 0, Size: testRing} // the fixed range of id 0
 	if err != nil || !slices.Equal(got, []VIP{dns6, web}) {
 		t.Fatalf("VIPs() = %+v, %v; want %+v sorted by id", got, err, []VIP{dns6, web})
 	}

@@ -1,5 +1,6 @@
 // Command l4scale is the driver of the L4 control plane's scale benchmark (bench/l4scale.sh runs
-// it as root): at each of several VIP counts (16 backends a VIP, ring 65537 by default) it starts
+// it as root): at each of several VIP counts (16 backends a VIP, rings sized from them under a cap
+// of 65537 by default) it starts
 // the real daemon (`switchyard lb run`) on a veth in a network namespace of its own, cold (no
 // pins) and again over its own pins (adopt), then times drains, undrains and `vip add` through
 // the control socket, and reads the ring maps' kernel memory and the daemon's resident memory.
@@ -35,6 +36,7 @@ type opts struct {
 	sizes    []int
 	backends int
 	ring     uint32
+	sizing   string // ring_sizing: auto (each VIP's ring from its backends, at most ring) or fixed
 	rounds   int
 	changes  int
 	out      string
@@ -50,7 +52,8 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin/switchyard", "the switchyard `BINARY`")
 	flag.StringVar(&sizes, "vips", "16,256,4096", "comma-separated VIP `COUNTS`")
 	flag.IntVar(&o.backends, "backends", 16, "backends per VIP")
-	ring := flag.Uint("ring", 65537, "Maglev ring size")
+	ring := flag.Uint("ring", 65537, "Maglev ring size: the cap of automatic sizes, or every ring's with -ring-sizing fixed")
+	flag.StringVar(&o.sizing, "ring-sizing", "auto", "ring_sizing: auto or fixed")
 	flag.IntVar(&o.rounds, "rounds", 3, "cold start + adopt rounds per VIP count")
 	flag.IntVar(&o.changes, "changes", 5, "drains (and undrains) and vip adds per round")
 	flag.StringVar(&o.out, "out", "bench/out/l4scale.json", "JSON `FILE`")
@@ -135,7 +138,7 @@ func vipConfig(i, per, pool int) config.VIP {
 func (l *lab) writeConfig(n int, o opts) (string, error) {
 	pool := min(n*4+o.backends, 65000)
 	c := config.Config{Interface: "sysc0", PinDir: l.pinDir(), Socket: filepath.Join(l.dir, "lb.sock"), NextHop: "198.18.0.1",
-		RingSize: o.ring, MaxVIPs: uint32(n + 1), MaxBackends: 65536}
+		RingSize: o.ring, RingSizing: o.sizing, MaxVIPs: uint32(n + 1), MaxBackends: 65536}
 	for i := 0; i < n; i++ {
 		c.VIPs = append(c.VIPs, vipConfig(i, o.backends, pool))
 	}
@@ -294,6 +297,8 @@ type scale struct {
 	// the daemon's CPU time: to be ready (cold, adopt), and per change (drain, vip add)
 	coldCPU, adoptCPU, drainCPU, vipAddCPU time.Duration
 	ringPerSlot, rssMiB                    float64
+	ringMiB                                float64 // kernel memory of both ring maps
+	vipRing                                uint32  // the ring size of a VIP of the bench
 }
 
 // samples are one VIP count's measurements, one a round (drains and adds: one a change).
@@ -370,7 +375,11 @@ func measureRound(l *lab, o opts, n, r int, cfg string, m *samples, s *scale) er
 		if err != nil {
 			return err
 		}
-		s.ringPerSlot = b / (float64(n+1) * float64(o.ring))
+		slots := loader.PinnedRingSlots(l.pinDir())
+		s.ringPerSlot, s.ringMiB = b/float64(slots), b/(1<<20)
+		c := config.Config{RingSize: o.ring, RingSizing: o.sizing}
+		v := vipConfig(0, o.backends, 65000)
+		s.vipRing = c.VIPRingSize(&v)
 	}
 	return nil
 }
@@ -445,8 +454,8 @@ func run(o opts) error {
 	}
 	defer l.close()
 	defer func() { _ = loader.Detach(l.pinDir()) }()
-	out := map[string]any{"backends_per_vip": o.backends, "ring_size": o.ring, "rounds": o.rounds, "smoke": o.smoke}
-	fmt.Printf("%6s %10s %10s %10s %10s %10s %12s %12s   daemon CPU ms: %8s %8s %8s %12s\n", "vips", "cold ms", "adopt ms", "drain ms", "vip add ms", "status ms", "ring B/slot", "rss anon MiB",
+	out := map[string]any{"backends_per_vip": o.backends, "ring_size": o.ring, "ring_sizing": o.sizing, "rounds": o.rounds, "smoke": o.smoke}
+	fmt.Printf("%6s %10s %10s %10s %10s %10s %12s %9s %12s   daemon CPU ms: %8s %8s %8s %12s\n", "vips", "cold ms", "adopt ms", "drain ms", "vip add ms", "status ms", "ring B/slot", "ring MiB", "rss anon MiB",
 		"cold", "adopt", "drain", "add+remove")
 	var first scale
 	for i, n := range o.sizes {
@@ -457,11 +466,12 @@ func run(o opts) error {
 		if i == 0 {
 			first = s
 		}
-		fmt.Printf("%6d %10.1f %10.1f %10.2f %10.2f %10.1f %12.2f %12.1f   %23.0f %8.0f %8.1f %12.1f\n", n, ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd), ms(s.status), s.ringPerSlot, s.rssMiB,
+		fmt.Printf("%6d %10.1f %10.1f %10.2f %10.2f %10.1f %12.2f %9.1f %12.1f   %23.0f %8.0f %8.1f %12.1f\n", n, ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd), ms(s.status), s.ringPerSlot, s.ringMiB, s.rssMiB,
 			ms(s.coldCPU), ms(s.adoptCPU), ms(s.drainCPU), ms(s.vipAddCPU))
 		p := fmt.Sprintf("vips%d_", n)
 		out[p+"cold_ms"], out[p+"adopt_ms"], out[p+"drain_ms"], out[p+"vip_add_ms"] = ms(s.cold), ms(s.adopt), ms(s.drain), ms(s.vipAdd)
 		out[p+"ring_bytes_per_slot"], out[p+"rss_anon_mib"] = round2(s.ringPerSlot), round2(s.rssMiB)
+		out[p+"ring_mib"], out[p+"vip_ring_size"] = round2(s.ringMiB), s.vipRing
 		out[p+"cold_cpu_ms"], out[p+"adopt_cpu_ms"], out[p+"first_status_ms"] = ms(s.coldCPU), ms(s.adoptCPU), ms(s.status)
 		out[p+"drain_cpu_ms"], out[p+"vip_add_remove_cpu_ms"] = ms(s.drainCPU), ms(s.vipAddCPU)
 		if i > 0 {

@@ -44,7 +44,7 @@ func runLB(ctx context.Context, file, startProf, runProf string) error {
 	if err := begin(startProf); err != nil {
 		return err
 	}
-	cfg, err := config.Load(file)
+	cfg, err := config.LoadSnapshotted(file) // as lb run reads it
 	if err != nil {
 		return err
 	}

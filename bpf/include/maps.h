@@ -67,8 +67,9 @@ struct ring_word {
 	__u16 id[RING_WORD_SLOTS];
 };
 
-/* Maglev lookup tables, one ring of ring_size slots per VIP id, back to back, RING_WORD_SLOTS
- * slots a value (the loader sizes it to max_vips x ring_size slots, rounded up). Memory-mapped,
+/* Maglev lookup tables: each VIP's ring at the slot range its vip_meta names (ring_off,
+ * ring_size), allocated by the control plane; RING_WORD_SLOTS slots a value (the loader sizes it
+ * to ring_slots, rounded up). Memory-mapped,
  * so that the control plane reads a whole ring with one copy and writes only the slots that
  * change, without a syscall per slot. */
 struct {

@@ -48,10 +48,14 @@ struct vip_key {
 	__u8 family;
 };
 
-/* VIP value. */
+/* VIP value. Each VIP has a ring of its own size (a prime, from its backend count) at a slot
+ * range of rings16 and prev_rings16 that the control plane allocates (layout v3). The vips map is
+ * a hash, so a VIP whose ring moves (a new size) switches offset and size in one update. */
 struct vip_meta {
-	__u32 id;    /* index of the VIP's Maglev ring and stats slot */
-	__u32 flags; /* VIP_* */
+	__u32 id;        /* index of the VIP's stats slot and generation */
+	__u32 flags;     /* VIP_* */
+	__u32 ring_off;  /* first slot of the VIP's ring in rings16 and prev_rings16 */
+	__u32 ring_size; /* slots of the VIP's ring (a prime); 0 = no ring yet (no backend) */
 };
 
 /* A backend (the "backends" array, indexed by backend id; id 0 is never used). */
@@ -68,7 +72,7 @@ struct lb_config {
 	__u8 nexthop_mac[6]; /* destination MAC of encapsulated frames */
 	__u16 mtu;           /* largest L3 packet the egress link carries */
 	__u16 pad;
-	__u32 ring_size;     /* Maglev ring size (prime) */
+	__u32 ring_size;     /* the default Maglev ring size; the program reads each VIP's own (vip_meta) */
 	__u32 src4;          /* outer IPv4 source base (network order) */
 	__u32 src4_mask;     /* host-order mask of the bits of src4 replaced by the flow hash */
 	__u32 src6[4];       /* outer IPv6 source base; the last 32 bits are replaced by the flow hash */

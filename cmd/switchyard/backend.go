@@ -47,8 +47,10 @@ func backendAddCmd() *cli.Command {
 		BashComplete: l4CompleteVIPs,
 		Description: `Examples:
      switchyard backend add web 198.18.3.3
-     switchyard backend add web6 fd00:5e:3::3 --weight 2`,
-		Flags: append(l4SocketFlags(), &cli.UintFlag{Name: "weight", Aliases: []string{"w"}, Value: 1, Usage: "relative `WEIGHT` of new flows"}),
+     switchyard backend add web6 fd00:5e:3::3 --weight 2
+     switchyard backend add h3 198.18.3.3 --server-id 7     (QUIC VIPs: the ID its connection IDs carry)`,
+		Flags: append(l4SocketFlags(), &cli.UintFlag{Name: "weight", Aliases: []string{"w"}, Value: 1, Usage: "relative `WEIGHT` of new flows"},
+			&cli.UintFlag{Name: "server-id", Usage: "QUIC server `ID` its connection IDs carry (QUIC VIPs only; default its backend id; give every backend of the VIP one, or none)"}),
 		Action: l4Action(func(c *cli.Context, args []string) error {
 			if err := l4BackendArgs(c, args, "switchyard backend add VIP ADDRESS [--weight N]"); err != nil {
 				return err
@@ -57,7 +59,11 @@ func backendAddCmd() *cli.Command {
 			if w == 0 || w > 1<<16 {
 				return fmt.Errorf("invalid --weight %d: use 1..65536 (to take a backend out use `backend drain`)", w)
 			}
-			return l4Change(c, api.OpBackendAdd, api.BackendReq{VIP: args[0], Address: args[1], Weight: uint32(w)})
+			sid := c.Uint("server-id")
+			if sid > 1<<32-1 {
+				return fmt.Errorf("invalid --server-id %d: use 1..4294967295 (and at most what the VIP's server ID length holds)", sid)
+			}
+			return l4Change(c, api.OpBackendAdd, api.BackendReq{VIP: args[0], Address: args[1], Weight: uint32(w), ServerID: uint32(sid)})
 		}),
 	}
 }

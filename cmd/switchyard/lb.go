@@ -251,7 +251,7 @@ func l4RunConfig(c *cli.Context, override func(*config.Config)) (*config.Config,
 	path := c.String("config")
 	if path != "" {
 		var err error
-		if cfg, err = config.Load(path); err != nil {
+		if cfg, err = config.LoadSnapshotted(path); err != nil { // an unchanged file: its snapshot
 			return nil, "", err
 		}
 		if path, err = filepath.Abs(path); err != nil {

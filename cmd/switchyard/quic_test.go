@@ -91,6 +91,35 @@ vips:
 		t.Fatal(err)
 	}
 	check("backend remove", map[uint32]uint32{b2: b2, b3: b3, 40000: b7})
+	// --server-id on backend add: the configured ID; a bad one is refused with the field.
+	if _, err := runL4CLI(t, append([]string{"backend", "add", "h3k", "198.18.3.8", "--server-id", "40001"}, S...)...); err != nil {
+		t.Fatal(err)
+	}
+	b8 := backendIDs(t, s)["198.18.3.8"]
+	check("backend add --server-id", map[uint32]uint32{b2: b2, b3: b3, 40000: b7, 40001: b8})
+	if out, err := runL4CLI(t, append([]string{"backend", "add", "h3k", "198.18.3.9", "--server-id", "40000"}, S...)...); err == nil || !strings.Contains(out+err.Error(), "server_id 40000 is also 198.18.3.7's") {
+		t.Fatalf("a server id used twice: %v\n%s", err, out)
+	}
+	if out, err := runL4CLI(t, append([]string{"backend", "add", "h3", "198.18.3.9", "--server-id", "300"}, S...)...); err == nil || !strings.Contains(out+err.Error(), "300 does not fit the VIP's 1-byte server IDs") {
+		t.Fatalf("a server id too large: %v\n%s", err, out)
+	}
+	// --quic on vip add: the scheme, length and config id in the VIP's flags.
+	if _, err := runL4CLI(t, append([]string{"vip", "add", "h3b", "198.18.100.3:443", "--protocol", "udp", "--quic", "quic-lb:3:5", "--backend", "198.18.3.4"}, S...)...); err != nil {
+		t.Fatal(err)
+	}
+	vips, _ = s.VIPs()
+	found := false
+	for _, v := range vips {
+		if v.Key.Addr.String() == "198.18.100.3" {
+			found = v.Flags.QUIC() && v.Flags.QUICServerIDLen() == 3 && v.Flags.QUICConfigID() == 5
+		}
+	}
+	if !found {
+		t.Fatalf("vip add --quic quic-lb:3:5: vips %+v", vips)
+	}
+	if out, err := runL4CLI(t, append([]string{"vip", "add", "h3c", "198.18.100.4:443", "--quic", "katran"}, S...)...); err == nil || !strings.Contains(out+err.Error(), "--quic needs --protocol udp") {
+		t.Fatalf("vip add --quic over tcp: %v\n%s", err, out)
+	}
 	var fi api.FlowInfo
 	runL4JSON(t, &fi, append([]string{"lb", "flow", "udp", "198.18.0.5:40000", "198.18.100.1:443"}, S...)...)
 	if fi.Reason != "maglev slot" || !strings.Contains(fi.Note, "connection ID carries a known server ID") {

@@ -36,7 +36,10 @@ func vipAddCmd() *cli.Command {
 		Description: `Examples:
      switchyard vip add web 198.18.100.1:80 --backend 198.18.3.1 --backend 198.18.3.2
      switchyard vip add any 198.18.100.9 --protocol tcp          (port 0: every port)
-     switchyard vip add api 198.18.100.3:8080 --health tcp --health-interval 1s --health-rise 2 --health-fall 3`,
+     switchyard vip add api 198.18.100.3:8080 --health tcp --health-interval 1s --health-rise 2 --health-fall 3
+     switchyard vip add h3 198.18.100.4:443 --protocol udp --quic quic-lb:2:0 --backend 198.18.3.1
+     switchyard vip add h3k 198.18.100.5:443 --protocol udp --quic katran
+     switchyard vip add big 198.18.100.6:80 --ring-size 131071`,
 		Flags: append(l4SocketFlags(),
 			&cli.StringFlag{Name: "protocol", Aliases: []string{"p"}, Value: "tcp", Usage: "`PROTO`: tcp or udp"},
 			&cli.StringFlag{Name: "hash", Value: config.HashFiveTuple, Usage: "`HASH`: five-tuple, source-only or no-source-port"},
@@ -50,6 +53,8 @@ func vipAddCmd() *cli.Command {
 			&cli.DurationFlag{Name: "health-timeout", Usage: "probe `TIMEOUT` (default 1s)"},
 			&cli.IntFlag{Name: "health-rise", Usage: "`N` successes to become healthy (default 2)"},
 			&cli.IntFlag{Name: "health-fall", Usage: "`N` failures to become unhealthy (default 3)"},
+			&cli.StringFlag{Name: "quic", Usage: quicFlagUsage},
+			&cli.UintFlag{Name: "ring-size", Usage: "fixed Maglev ring `SIZE` (a prime) for this VIP (default: sized from its backends)"},
 		),
 		Action: l4Action(func(c *cli.Context, args []string) error {
 			if err := l4Args(c, args, 2, "switchyard vip add NAME ADDRESS[:PORT]"); err != nil {
@@ -73,6 +78,20 @@ func vipAddCmd() *cli.Command {
 				v.Health = &config.HealthCheck{Type: t, Mode: c.String("health-mode"), Port: uint16(c.Uint("health-port")), Path: c.String("health-path"),
 					ExpectStatus: c.Int("health-status"), Interval: config.Duration(c.Duration("health-interval")),
 					Timeout: config.Duration(c.Duration("health-timeout")), Rise: c.Int("health-rise"), Fall: c.Int("health-fall")}
+			}
+			if q := c.String("quic"); q != "" {
+				if v.QUIC, err = parseQUICFlag(q); err != nil {
+					return err
+				}
+				if v.Protocol != "udp" {
+					return fmt.Errorf("--quic needs --protocol udp: QUIC runs over UDP")
+				}
+			}
+			if n := c.Uint("ring-size"); n != 0 {
+				if n >= 1<<24 {
+					return fmt.Errorf("invalid --ring-size %d: use a prime between 3 and 16777216, or leave it out", n)
+				}
+				v.RingSize = uint32(n)
 			}
 			return l4Change(c, api.OpVIPAdd, api.VIPAdd{VIP: v})
 		}),

@@ -147,6 +147,8 @@ type BackendReq struct {
 	VIP     string `json:"vip"`
 	Address string `json:"address"`
 	Weight  uint32 `json:"weight,omitempty"`
+	// ServerID is a new backend's QUIC server ID (backend add; 0: its backend id).
+	ServerID uint32 `json:"server_id,omitempty"`
 }
 
 // BackendInfo is one row of `backend list`.

@@ -79,8 +79,15 @@ type Config struct {
 	DrainTimeout Duration `yaml:"drain_timeout,omitempty"`
 	// FlowIdle is how long a TCP flow may be silent and still count as active (default 5m).
 	FlowIdle Duration `yaml:"flow_idle,omitempty"`
-	// RingSize is the Maglev ring size, a prime (default 65537).
+	// RingSize caps the ring size a VIP gets from its backend count, and is every VIP's size
+	// with ring_sizing: fixed; a prime (default 65537). See rings.go.
 	RingSize uint32 `yaml:"ring_size,omitempty"`
+	// RingSizing is auto (default: each VIP's ring sized from its backends, at most ring_size)
+	// or fixed (every VIP's ring is ring_size unless it names its own).
+	RingSizing string `yaml:"ring_sizing,omitempty"`
+	// RingSlots is how many ring slots the ring maps hold, the space every VIP's ring is placed
+	// in (default: twice what the VIPs need, at least max_vips x 3203; pins keep theirs).
+	RingSlots uint32 `yaml:"ring_slots,omitempty"`
 	// MaxVIPs is how many VIPs the maps hold (default 64).
 	MaxVIPs uint32 `yaml:"max_vips,omitempty"`
 	// MaxBackends is how many distinct backend addresses the maps hold, plus one (default 4096).
@@ -120,6 +127,9 @@ type VIP struct {
 	Health *HealthCheck `yaml:"health,omitempty"`
 	// QUIC routes QUIC packets by the server ID in their connection IDs (quic.go).
 	QUIC QUIC `yaml:"quic,omitempty"`
+	// RingSize fixes the VIP's Maglev ring size, a prime; 0 (left out) sizes it from the
+	// backends (rings.go).
+	RingSize uint32 `yaml:"ring_size,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
 	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).

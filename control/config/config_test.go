@@ -186,7 +186,10 @@ func TestFindVIPAndRefs(t *testing.T) {
 func TestSizesCheckedLikeTheLoader(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"interface: eth0\nmax_backends: 70000\n", "max_backends: 70000 above 65536"},
-		{"interface: eth0\nmax_vips: 40000\n", "max_vips: max_vips 40000 x ring_size 65537"},
+		{"interface: eth0\nring_sizing: fixed\nmax_vips: 40000\n", "max_vips: max_vips 40000 x ring_size 65537"},
+		{"interface: eth0\nring_sizing: fixes\n", "ring_sizing: unknown mode"},
+		{"interface: eth0\nring_slots: 100\nvips: [{address: 198.18.0.1, port: 80, backends: [{address: 10.0.0.1}]}]\n", "line 2: ring_slots: the VIPs' rings need 101 slots"},
+		{"interface: eth0\nvips: [{address: 198.18.0.1, port: 80, ring_size: 100, backends: [{address: 10.0.0.1}]}]\n", "vips[0].ring_size: maglev table size 100 is not prime"},
 	} {
 		c, err := Parse([]byte(tc.yaml))
 		if err == nil {

@@ -17,10 +17,11 @@ type Saver struct {
 	cache map[string]*vipYAML // by VIP name
 	gen   uint64              // of the last document: entries of other generations are gone
 	buf   bytes.Buffer        // the last document, its memory reused by the next
+	saved *Config             // the configuration of the document last saved (Snapshot)
 }
 
 type vipYAML struct {
-	vip  VIP // a deep copy of what was encoded
+	vip  VIP // what was encoded (configurations are changed by copy: CloneForChange)
 	yaml []byte
 	gen  uint64
 }
@@ -33,13 +34,23 @@ func (s *Saver) Save(c *Config, path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, b)
+	if err := writeFile(path, b); err != nil {
+		s.saved = nil
+		return err
+	}
+	s.saved = c // never changed in place (CloneForChange)
+	if len(c.VIPs) == 0 {
+		s.buf.Reset()
+		s.buf.Write(b) // Snapshot digests s.buf: the document marshalLocked did not put there
+	}
+	return nil
 }
 
 // Marshal is (*Config).Marshal with the per-VIP cache.
 func (s *Saver) Marshal(c *Config) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.saved = nil // the document is no longer the one saved: no Snapshot until the next Save
 	b, err := s.marshalLocked(c)
 	return bytes.Clone(b), err
 }
@@ -76,7 +87,7 @@ func (s *Saver) marshalLocked(c *Config) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			e = &vipYAML{vip: v.clone(), yaml: y}
+			e = &vipYAML{vip: v, yaml: y} // v is never changed in place (CloneForChange)
 			s.cache[v.Name] = e
 		}
 		if e.gen != s.gen {
@@ -117,14 +128,17 @@ func marshalVIP(v VIP) ([]byte, error) {
 // Equal reports whether two VIPs are the same configuration (every field compared; see
 // TestVIPEqualCoversEveryField).
 func (v VIP) Equal(o VIP) bool {
-	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash || v.QUIC != o.QUIC {
+	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash || v.QUIC != o.QUIC || v.RingSize != o.RingSize {
 		return false
 	}
-	if (v.Health == nil) != (o.Health == nil) || (v.Health != nil && *v.Health != *o.Health) {
+	if (v.Health == nil) != (o.Health == nil) || (v.Health != nil && v.Health != o.Health && *v.Health != *o.Health) {
 		return false
 	}
 	if len(v.Backends) != len(o.Backends) {
 		return false
+	}
+	if sameBackends(v.Backends, o.Backends) {
+		return true // shared by CloneForChange: the same memory
 	}
 	for i := range v.Backends {
 		// Field by field: the parsed address beside Address is derived, not configuration.
@@ -145,12 +159,27 @@ func (c *Config) ValidateChange(prev *Config) error {
 	if prev == nil {
 		return c.Validate()
 	}
-	byName := make(map[string]*VIP, len(prev.VIPs))
-	for i := range prev.VIPs {
-		byName[prev.VIPs[i].Name] = &prev.VIPs[i]
+	var byName map[string]*VIP // built only when a VIP is not at its index in prev
+	find := func(v *VIP, i int) *VIP {
+		if i < len(prev.VIPs) && prev.VIPs[i].Name == v.Name {
+			return &prev.VIPs[i]
+		}
+		if i > 0 && i-1 < len(prev.VIPs) && prev.VIPs[i-1].Name == v.Name {
+			return &prev.VIPs[i-1] // after a removal before it
+		}
+		if i+1 < len(prev.VIPs) && prev.VIPs[i+1].Name == v.Name {
+			return &prev.VIPs[i+1]
+		}
+		if byName == nil {
+			byName = make(map[string]*VIP, len(prev.VIPs))
+			for j := range prev.VIPs {
+				byName[prev.VIPs[j].Name] = &prev.VIPs[j]
+			}
+		}
+		return byName[v.Name]
 	}
-	return c.validateVIPs(nil, func(v *VIP) bool {
-		p := byName[v.Name]
+	return c.validateVIPs(nil, func(i int, v *VIP) bool {
+		p := find(v, i)
 		if v.Name == "" || p == nil || !p.Equal(*v) {
 			return false
 		}

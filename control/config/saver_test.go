@@ -39,15 +39,18 @@ func TestSaverSameBytes(t *testing.T) {
 	}
 	check("first")
 	check("unchanged")
-	c.VIPs[7].Backends[2].Drained = true
+	// Changes go through MutableVIP, as the daemon's do (the saver keeps the VIPs it encoded,
+	// which are never changed in place).
+	c.MutableVIP(7).Backends[2].Drained = true
 	check("drain")
-	c.VIPs[0].Health.Interval = Duration(7e9)
+	c.MutableVIP(0).Health.Interval = Duration(7e9)
 	check("health")
 	c.VIPs = append(c.VIPs[:3], c.VIPs[4:]...)
 	check("remove")
-	c.VIPs[10].Name = "renamed"
+	c.MutableVIP(10).Name = "renamed"
 	check("rename")
-	c.VIPs[11].Backends = append(c.VIPs[11].Backends, Backend{Address: "10.9.9.9", Weight: 3})
+	v := c.MutableVIP(11)
+	v.Backends = append(v.Backends, Backend{Address: "10.9.9.9", Weight: 3})
 	check("backend add")
 	c.BGP = nil
 	c.VIPs = nil

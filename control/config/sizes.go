@@ -14,8 +14,8 @@ func (c *Config) validateSizes(l locator) error {
 	if c.MaxBackends > loader.MaxBackendIDs {
 		return l.errf([]any{"max_backends"}, "%d above %d: ring slots hold 16-bit backend ids; lower max_backends", c.MaxBackends, loader.MaxBackendIDs)
 	}
-	if ring*maxVIPs > loader.MaxRingSlots {
-		return l.errf([]any{"max_vips"}, "max_vips %d x ring_size %d is %d ring slots, more than %d: lower either", maxVIPs, ring, ring*maxVIPs, uint64(loader.MaxRingSlots))
+	if c.RingSizing == RingSizingFixed && c.RingSlots == 0 && ring*maxVIPs > loader.MaxRingSlots {
+		return l.errf([]any{"max_vips"}, "max_vips %d x ring_size %d is %d ring slots, more than %d: lower either, or use ring_sizing: auto", maxVIPs, ring, ring*maxVIPs, uint64(loader.MaxRingSlots))
 	}
 	return nil
 }
@@ -27,21 +27,31 @@ func orDefault(v, def uint32) uint32 {
 	return v
 }
 
-// Warnings lists what loads but works worse than it could: VIPs with more backends than the
-// ring serves well (fewer than maglev.MinSlotsPerBackend slots a backend: shares drift from
-// their weights, and removing a backend moves several times its own slots), naming the ring size
-// to use. `lb config check` prints them and the daemon logs them.
+// Warnings lists what loads but works worse than it could: VIPs whose ring has fewer than
+// maglev.MinSlotsPerBackend slots a backend (shares drift from their weights, and removing a
+// backend moves several times its own slots), naming the ring size to use. `lb config check`
+// prints them and the daemon logs them; the worst VIP is named.
 func (c *Config) Warnings() []string {
-	ring := uint64(orDefault(c.RingSize, DefaultRingSize))
-	worst, at := 0, -1
-	for i, v := range c.VIPs {
-		if len(v.Backends) > worst {
-			worst, at = len(v.Backends), i
+	worst, at := 0.0, -1
+	for i := range c.VIPs {
+		v := &c.VIPs[i]
+		n := len(v.Backends)
+		if n == 0 {
+			continue
+		}
+		ring := c.VIPRingSize(v)
+		if uint64(ring) >= uint64(n)*maglev.MinSlotsPerBackend {
+			continue
+		}
+		if r := float64(n) / float64(ring); r > worst {
+			worst, at = r, i
 		}
 	}
-	if at < 0 || ring >= uint64(worst)*maglev.MinSlotsPerBackend {
+	if at < 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("vips[%d] (%s) has %d backends in a ring of %d slots (%d a backend, fewer than %d): shares drift from their weights and a removal moves several times the ideal slots; use ring_size: %d (needs `lb detach` and a restart)",
-		at, c.VIPs[at].Name, worst, ring, ring/uint64(worst), maglev.MinSlotsPerBackend, maglev.SizeFor(worst))}
+	v := &c.VIPs[at]
+	n, ring := len(v.Backends), uint64(c.VIPRingSize(v))
+	return []string{fmt.Sprintf("vips[%d] (%s) has %d backends in a ring of %d slots (%d a backend, fewer than %d): shares drift from their weights and a removal moves several times the ideal slots; use ring_size: %d (on the VIP, or as the file's ring_size cap)",
+		at, v.Name, n, ring, ring/uint64(n), maglev.MinSlotsPerBackend, maglev.NextPrime(uint64(n)*maglev.MinSlotsPerBackend))}
 }

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // locator finds the line of a field path in the parsed document.
@@ -94,7 +95,7 @@ func (c *Config) validate(root *yaml.Node) error { return c.validateVIPs(root, n
 // validateVIPs is validate; known, when given, names VIPs whose own fields need no check (the
 // cross-VIP checks still see every VIP), and prevAddrs bounds the distinct backend addresses of
 // the configuration they are equal to (0: unknown).
-func (c *Config) validateVIPs(root *yaml.Node, known func(*VIP) bool, prevAddrs int) error {
+func (c *Config) validateVIPs(root *yaml.Node, known func(int, *VIP) bool, prevAddrs int) error {
 	l := locator{root}
 	if err := c.validateFields(l); err != nil {
 		return err
@@ -140,6 +141,9 @@ func (c *Config) validateFields(l locator) error {
 	if c.RingSize != 0 && (c.RingSize < 3 || c.RingSize >= 1<<24 || !big.NewInt(int64(c.RingSize)).ProbablyPrime(20)) {
 		return l.errf(at("ring_size"), "%d is not a prime between 3 and 16777216: use a prime such as 65537", c.RingSize)
 	}
+	if err := c.validateRingFields(l); err != nil {
+		return err
+	}
 	if c.MaxBackends == 1 {
 		return l.errf(at("max_backends"), "1 leaves no room (id 0 is reserved): use at least 2")
 	}
@@ -164,7 +168,7 @@ func (c *Config) validateFields(l locator) error {
 
 // validateVIPList checks every VIP (but those known names, see validateVIPs) and what spans
 // VIPs: their number, distinct names and keys, and the distinct backend addresses the maps hold.
-func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int) error {
+func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddrs int) error {
 	at := func(p ...any) []any { return p }
 	maxVIPs := c.MaxVIPs
 	if maxVIPs == 0 {
@@ -182,7 +186,7 @@ func (c *Config) validateVIPList(l locator, known func(*VIP) bool, prevAddrs int
 	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
-		if known == nil || !known(v) {
+		if known == nil || !known(i, v) {
 			if err := v.validate(l, i); err != nil {
 				return err
 			}
@@ -310,6 +314,11 @@ func (v *VIP) validate(l locator, i int) error {
 	}
 	if err := v.validateQUIC(l, i); err != nil {
 		return err
+	}
+	if v.RingSize != 0 {
+		if err := maglev.ValidateSize(uint64(v.RingSize)); err != nil {
+			return l.errf(at("ring_size"), "%v (or leave it out to size the ring from the backends)", err)
+		}
 	}
 	v.VIPDefaults()
 	return nil

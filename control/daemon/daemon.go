@@ -128,6 +128,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer release()
+	defer d.writeSnapshot()
 	parent := ctx
 	ctx, cancel := d.runContext(ctx)
 	defer cancel()
@@ -174,8 +175,12 @@ func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, rele
 	}
 	undo = append(undo, d.stopBGP)
 	undo = append(undo, d.detachIfDrained) // after every handle below is closed
+	slots, err := ringSlots(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
+	}
 	fwd, err := loader.LoadForwarder(loader.Options{PinDir: cfg.PinDir, MaxVIPs: cfg.MaxVIPs, RingSize: cfg.RingSize,
-		MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
+		RingSlots: slots, MaxBackends: cfg.MaxBackends, ConnTableSize: cfg.ConnTableSize})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
 	}
@@ -193,6 +198,7 @@ func (d *Daemon) load(cfg *config.Config) (ln net.Listener, sigs *ebpf.Map, rele
 	if d.rec, err = reconcile.New(d.set); err != nil {
 		return nil, nil, nil, fmt.Errorf("start daemon: %w", err)
 	}
+	d.rec.SetStableInputs(true) // desiredLocked gives an unchanged VIP the same input (state.go)
 	return ln, sigs, undoAll, nil
 }
 
@@ -459,7 +465,7 @@ func (d *Daemon) Reload() (api.ChangeResult, error) {
 	if d.opt.ConfigPath == "" {
 		return fail(errors.New("reload: the daemon was started without --config: nothing to reload"))
 	}
-	next, err := config.Load(d.opt.ConfigPath)
+	next, err := config.LoadSnapshotted(d.opt.ConfigPath)
 	if err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
@@ -496,7 +502,7 @@ func fixedFields(cur, next *config.Config) error {
 	}
 	for _, x := range []f{
 		{"interface", cur.Interface, next.Interface}, {"pin_dir", cur.PinDir, next.PinDir},
-		{"ring_size", cur.RingSize, next.RingSize}, {"max_vips", cur.MaxVIPs, next.MaxVIPs},
+		{"ring_slots", cur.RingSlots, next.RingSlots}, {"max_vips", cur.MaxVIPs, next.MaxVIPs},
 		{"max_backends", cur.MaxBackends, next.MaxBackends}, {"conn_table_size", cur.ConnTableSize, next.ConnTableSize},
 		{"xdp_mode", cur.XDPMode, next.XDPMode}, {"socket", cur.Socket, next.Socket}, {"metrics", cur.Metrics, next.Metrics},
 	} {

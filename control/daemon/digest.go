@@ -105,13 +105,17 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 			out = append(out, rd)
 			continue
 		}
-		ring, err := d.set.RingView(id)
+		rg, ok := d.rec.RingRange(id)
+		if !ok {
+			continue
+		}
+		ring, err := d.set.RingViewAt(rg)
 		if err != nil {
 			continue
 		}
 		val, in := ringDigest(ring, d.rec.BackendAddr)
 		rd := api.RingDigest{VIP: v.Name, Digest: fmt.Sprintf("%012x", val), Value: val, InRing: in}
-		if prev, err := d.set.PrevRingView(id); err == nil {
+		if prev, err := d.set.PrevRingViewAt(rg); err == nil {
 			if pv, pin := ringDigest(prev, d.rec.BackendAddr); pin > 0 {
 				rd.Previous = fmt.Sprintf("%012x", pv)
 			}

@@ -67,7 +67,7 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	next := d.cfg.Clone()
+	next := d.cfg.CloneForChange() // mutators change VIPs through findVIP (MutableVIP) only
 	msg, err := mut(next)
 	if err != nil {
 		return api.ChangeResult{}, err
@@ -92,12 +92,14 @@ func (d *Daemon) change(mut func(c *config.Config) (string, error)) (api.ChangeR
 	return out, nil
 }
 
+// findVIP finds a VIP of a configuration being changed and gives it backends of its own, so
+// that changing it leaves the running configuration's as they are (config.CloneForChange).
 func findVIP(c *config.Config, ref string) (*config.VIP, error) {
 	i, err := c.FindVIP(ref)
 	if err != nil {
 		return nil, api.NotFound(err)
 	}
-	return &c.VIPs[i], nil
+	return c.MutableVIP(i), nil
 }
 
 func findBackend(c *config.Config, vip, addr string) (*config.VIP, *config.Backend, error) {
@@ -152,7 +154,10 @@ func (d *Daemon) BackendAdd(r api.BackendReq) (api.ChangeResult, error) {
 		if w == 0 {
 			w = 1
 		}
-		v.Backends = append(v.Backends, config.Backend{Address: a.Unmap().String(), Weight: w})
+		v.Backends = append(v.Backends, config.Backend{Address: a.Unmap().String(), Weight: w, ServerID: r.ServerID})
+		if r.ServerID != 0 {
+			return fmt.Sprintf("backend %s added to vip %s with weight %d and QUIC server id %d", a, v.Name, w, r.ServerID), nil
+		}
 		return fmt.Sprintf("backend %s added to vip %s with weight %d", a, v.Name, w), nil
 	})
 }
@@ -258,11 +263,11 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 	cfg := d.cfg
 	only := ""
 	if ref != "" {
-		v, err := findVIP(cfg, ref)
+		i, err := cfg.FindVIP(ref) // the running configuration: read, not changed
 		if err != nil {
-			return nil, err
+			return nil, api.NotFound(err)
 		}
-		only = v.Name
+		only = cfg.VIPs[i].Name
 	}
 	_, states := Desired(cfg, d.hm.Healthy, d.drainExpiredLocked)
 	flows, _ := d.flowCounts(cfg)

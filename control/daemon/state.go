@@ -30,7 +30,7 @@ func Desired(cfg *config.Config, healthy func(health.Key) bool, drainExpired fun
 	}
 	states := make(map[health.Key]backendState, n)
 	for i := range cfg.VIPs {
-		rv, keys, sts := desiredVIP(&cfg.VIPs[i], cfg.AllBackendsDown, healthy, drainExpired)
+		rv, keys, sts := desiredVIP(cfg, &cfg.VIPs[i], healthy, drainExpired)
 		for j, k := range keys {
 			states[k] = sts[j]
 		}
@@ -40,7 +40,8 @@ func Desired(cfg *config.Config, healthy func(health.Key) bool, drainExpired fun
 }
 
 // desiredVIP is Desired for one VIP: its reconcile input, and its backends' keys and states.
-func desiredVIP(v *config.VIP, policy string, healthy func(health.Key) bool, drainExpired func(health.Key) bool) (reconcile.VIP, []health.Key, []backendState) {
+func desiredVIP(cfg *config.Config, v *config.VIP, healthy func(health.Key) bool, drainExpired func(health.Key) bool) (reconcile.VIP, []health.Key, []backendState) {
+	policy := cfg.AllBackendsDown
 	keys := make([]health.Key, len(v.Backends))
 	up := make([]bool, len(v.Backends))
 	anyUp := false
@@ -50,7 +51,7 @@ func desiredVIP(v *config.VIP, policy string, healthy func(health.Key) bool, dra
 		anyUp = anyUp || (up[j] && !b.Drained)
 	}
 	keepAll := !anyUp && policy != config.AllDownDrop
-	rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags(), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
+	rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags(), RingSize: cfg.VIPRingSize(v), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
 	sts := make([]backendState, len(v.Backends))
 	for j, b := range v.Backends {
 		k, h := keys[j], up[j]
@@ -81,6 +82,7 @@ func desiredVIP(v *config.VIP, policy string, healthy func(health.Key) bool, dra
 type desiredCache struct {
 	epoch  uint64
 	policy string
+	rings  [2]any // ring_size and ring_sizing: every VIP's ring size follows them
 	vips   map[string]*vipMemo
 	states map[health.Key]backendState
 	pass   uint64 // counts the computations: a memo of another pass is of a VIP gone
@@ -99,8 +101,9 @@ func (c *desiredCache) invalidate() { c.epoch++ }
 
 func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.Key]backendState) {
 	c := &d.desired
-	if c.vips == nil || c.policy != cfg.AllBackendsDown {
-		*c = desiredCache{epoch: c.epoch + 1, policy: cfg.AllBackendsDown, vips: map[string]*vipMemo{}, states: map[health.Key]backendState{}}
+	rings := [2]any{cfg.RingSize, cfg.RingSizing}
+	if c.vips == nil || c.policy != cfg.AllBackendsDown || c.rings != rings {
+		*c = desiredCache{epoch: c.epoch + 1, policy: cfg.AllBackendsDown, rings: rings, vips: map[string]*vipMemo{}, states: map[health.Key]backendState{}}
 	}
 	out := make([]reconcile.VIP, 0, len(cfg.VIPs))
 	c.pass++
@@ -112,11 +115,11 @@ func (d *Daemon) desiredLocked(cfg *config.Config) ([]reconcile.VIP, map[health.
 			if m != nil {
 				c.drop(m)
 			}
-			rv, keys, sts := desiredVIP(v, cfg.AllBackendsDown, d.hm.Healthy, d.drainExpiredLocked)
+			rv, keys, sts := desiredVIP(cfg, v, d.hm.Healthy, d.drainExpiredLocked)
 			for j, k := range keys {
 				c.states[k] = sts[j]
 			}
-			m = &vipMemo{cfg: v.Clone(), epoch: c.epoch, rv: rv, keys: keys}
+			m = &vipMemo{cfg: *v, epoch: c.epoch, rv: rv, keys: keys} // never changed in place (config.CloneForChange)
 			c.vips[v.Name] = m
 		}
 		if m.pass != c.pass {

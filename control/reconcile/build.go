@@ -18,6 +18,7 @@ type buildJob struct {
 	flags maps.VIPFlags
 	vip   *VIP
 	sig   uint64
+	size  uint32 // the ring size
 }
 
 // tableBackend is a listed backend of a VIP; out ones keep their place in the table's base but
@@ -104,11 +105,10 @@ func (r *Reconciler) buildAndWrite(jobs []buildJob, res *Result) error {
 			}
 		}
 	}()
-	size := uint64(r.m.RingSize())
 	for w := 0; w < workers; w++ {
 		go func() {
 			for i := range next {
-				t, err := buildTable(r.tableInput(jobs[i].vip), size)
+				t, err := buildTable(r.tableInput(jobs[i].vip), uint64(jobs[i].size))
 				out[i] <- built{t, err}
 			}
 		}()
@@ -120,19 +120,30 @@ func (r *Reconciler) buildAndWrite(jobs []buildJob, res *Result) error {
 		if b.err != nil {
 			return fmt.Errorf("apply: vip %s: %w", j.key, b.err)
 		}
-		n, pn, err := r.writeRing(j.id, b.table, true, j.sig)
+		n, pn, err := r.writeJob(j, b.table, res)
 		maglev.Recycle(b.table) // written into the map: the next build reuses it
 		res.PrevSlotsWritten += pn
-		if err != nil {
-			return err
-		}
 		if n > 0 {
 			res.RingsRebuilt++
 			res.SlotsWritten += n
 		}
-		if err := r.putVIP(j.key, j.id, j.flags, j.known, res); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeJob writes a built table: in place, rotating the old one into the previous ring, when the
+// VIP's ring has the table's size; else at a new range (placeRing).
+func (r *Reconciler) writeJob(j buildJob, table []uint32, res *Result) (int, int, error) {
+	rg, ok := r.ranges[j.id]
+	if !ok || rg.Size != j.size {
+		return r.placeRing(j, table, res)
+	}
+	n, pn, err := r.writeRing(j.id, rg, table, j.sig)
+	if err != nil {
+		return n, pn, err
+	}
+	return n, pn, r.putVIP(j.key, j.id, j.flags, j.known, false, res)
 }

@@ -85,7 +85,7 @@ func TestIncrementalRebuild(t *testing.T) {
 	step := func(what string, mutate func(), changed maps0) {
 		t.Helper()
 		mutate()
-		m.ringWrites = nil
+		m.ringWritesAt = nil
 		res, err := r.Apply(clone(vs))
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestIncrementalRebuild(t *testing.T) {
 		if res.TablesBuilt != len(changed) || res.RingsRebuilt != len(changed) {
 			t.Fatalf("%s: %+v, want %d table(s) built and written", what, res, len(changed))
 		}
-		for id, n := range m.ringWrites {
+		for id, n := range m.ringWrites() {
 			if n > 0 && !changed[id] {
 				t.Fatalf("%s: wrote %d slots of vip id %d, which did not change", what, n, id)
 			}
@@ -147,7 +147,8 @@ func TestAdoptBuildsNothing(t *testing.T) {
 	// see loader.RingSigs) is built again.
 	id, _ := r3.VIPID(vs[9].Key)
 	m.sigs[id] = 0
-	m.rings[id] = make([]uint32, ringSize)
+	rg, _ := m.rangeOf(id)
+	clear(m.ring[rg.Off:rg.End()])
 	r4, _ := New(m)
 	if res, err := r4.Apply(clone(vs)); err != nil || res.TablesBuilt != 1 || res.RingsRebuilt != 1 {
 		t.Fatalf("adopt with an unknown signature: %+v %v, want that VIP rebuilt", res, err)

@@ -29,6 +29,9 @@ import (
 type VIP struct {
 	Key   maps.VIPKey
 	Flags maps.VIPFlags
+	// RingSize is the size of the VIP's ring, a prime; 0 takes Maps.RingSize. A VIP whose size
+	// changes gets a new range of the ring maps (docs/xdp.md, "Ring sizes").
+	RingSize uint32
 	// Backends are every backend the VIP lists; those with InRing false keep their slot but
 	// take no new flow.
 	Backends []Backend
@@ -46,6 +49,7 @@ type Backend struct {
 // Maps is what the reconciler needs from the forwarder's maps (maps.Set implements it).
 type Maps interface {
 	RingSize() uint32
+	RingSlots() uint32
 	MaxVIPs() uint32
 	MaxBackends() uint32
 	VIPs() ([]maps.VIP, error)
@@ -54,10 +58,10 @@ type Maps interface {
 	Backends() ([]maps.Backend, error)
 	PutBackend(maps.Backend) error
 	DeleteBackend(uint32) error
-	Ring(vipID uint32) ([]uint32, error)
-	WriteRing(vipID uint32, old, table []uint32) (int, error)
-	PrevRing(vipID uint32) ([]uint32, error)
-	WritePrevRing(vipID uint32, old, table []uint32) (int, error)
+	RingAt(maps.RingRange) ([]uint32, error)
+	WriteRingAt(r maps.RingRange, table []uint32) (int, error)
+	PrevRingAt(maps.RingRange) ([]uint32, error)
+	WritePrevRingAt(r maps.RingRange, table []uint32) (int, error)
 	ResetVIPStats(id uint32) error
 	ResetBackendStats(id uint32) error
 }
@@ -124,6 +128,15 @@ type Reconciler struct {
 	stale []uint32
 	// order is the VIP keys of the last Apply, sorted (sortedKeys).
 	order []maps.VIPKey
+	// ranges is the ring range each VIP id's vips entry names, slots the allocator of the ring
+	// maps' space (slots.go).
+	ranges map[uint32]maps.RingRange
+	slots  *slotAlloc
+	// stable and prev: the caller's inputs are never changed in place, and the last one
+	// (delta.go).
+	stable bool
+	prev   []VIP
+	deltas int // delta Applies done (tests)
 }
 
 // New reads the ids that the maps hold (from an earlier run, or none).
@@ -131,7 +144,8 @@ func New(m Maps) (*Reconciler, error) {
 	r := &Reconciler{m: m, vipIDs: map[maps.VIPKey]uint32{}, vipFlags: map[maps.VIPKey]maps.VIPFlags{},
 		backendIDs: map[netip.Addr]uint32{}, backendAt: map[uint32]netip.Addr{}, dirty: true,
 		vipIDsUsed: newIDSet(0, m.MaxVIPs()), beIDsUsed: newIDSet(1, m.MaxBackends()),
-		sigs: map[uint32]uint64{}, prevSince: map[uint32]time.Time{}, version: map[uint32]uint64{}, now: time.Now}
+		sigs: map[uint32]uint64{}, prevSince: map[uint32]time.Time{}, version: map[uint32]uint64{}, now: time.Now,
+		ranges: map[uint32]maps.RingRange{}}
 	r.sigStore, _ = m.(Signatures)
 	vips, err := m.VIPs()
 	if err != nil {
@@ -143,11 +157,19 @@ func New(m Maps) (*Reconciler, error) {
 		r.vipFlags[v.Key] = v.Flags
 		r.vipIDsUsed.add(v.ID)
 		r.prevSince[v.ID] = start
+		r.ranges[v.ID] = v.Ring
 		if r.sigStore != nil {
 			if sig := r.sigStore.RingSig(v.ID); sig != 0 {
 				r.sigs[v.ID] = sig
 			}
 		}
+	}
+	var bad []uint32
+	r.slots, bad = newSlotAlloc(m.RingSlots(), r.ranges)
+	for _, id := range bad {
+		// No range, or one that overlaps another VIP's (or leaves the maps): placed anew.
+		delete(r.ranges, id)
+		delete(r.sigs, id)
 	}
 	bes, err := m.Backends()
 	if err != nil {
@@ -194,11 +216,37 @@ func (r *Reconciler) BackendAddr(id uint32) (netip.Addr, bool) {
 	return a, ok
 }
 
-// Ring returns the ring of a VIP as the map holds it (a copy).
-func (r *Reconciler) Ring(id uint32) ([]uint32, error) { return r.m.Ring(id) }
+// Ring returns the ring of a VIP as the map holds it (a copy; nil when it has none).
+func (r *Reconciler) Ring(id uint32) ([]uint32, error) {
+	rg, ok := r.ranges[id]
+	if !ok {
+		return nil, nil
+	}
+	return r.m.RingAt(rg)
+}
 
-// PrevRing returns the previous ring of a VIP as the map holds it (a copy).
-func (r *Reconciler) PrevRing(id uint32) ([]uint32, error) { return r.m.PrevRing(id) }
+// PrevRing returns the previous ring of a VIP as the map holds it (a copy; nil when it has none).
+func (r *Reconciler) PrevRing(id uint32) ([]uint32, error) {
+	rg, ok := r.ranges[id]
+	if !ok {
+		return nil, nil
+	}
+	return r.m.PrevRingAt(rg)
+}
+
+// RingRange is the range of the ring maps that a VIP id's ring is at (false: none yet).
+func (r *Reconciler) RingRange(id uint32) (maps.RingRange, bool) {
+	rg, ok := r.ranges[id]
+	return rg, ok
+}
+
+// ringSize is the size of a VIP's ring.
+func (r *Reconciler) ringSize(v *VIP) uint32 {
+	if v.RingSize != 0 {
+		return v.RingSize
+	}
+	return r.m.RingSize()
+}
 
 // Version changes whenever the ring or previous ring of the VIP id may hold other backends than
 // before (a write, or a backend id freed): a digest of the rings computed at one version holds
@@ -212,6 +260,9 @@ func (r *Reconciler) Version(id uint32) [2]uint64 { return [2]uint64{r.version[i
 // backends' addresses, ids and weights, and the ring size) is compared with the one its ring was
 // built from, so a drain or a new VIP costs one table, not one per VIP.
 func (r *Reconciler) Apply(desired []VIP) (Result, error) {
+	if res, done, err := r.applyDelta(desired); done {
+		return res, err
+	}
 	var res Result
 	want := make(map[maps.VIPKey]*VIP, len(desired))
 	for i := range desired {
@@ -230,20 +281,28 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 		r.last, r.refs, r.sweep = map[maps.VIPKey]*lastInput{}, map[netip.Addr]int{}, true
 	}
 	r.dirty = true
-	fresh, zeroed := r.countBackends(want)
+	r.slots.release() // ranges retired by the last Apply: no packet reads them any more
+	fresh, zeroed := r.countBackends(want, false, nil)
 	if err := r.addBackends(fresh, &res); err != nil {
 		return res, err
 	}
-	if err := r.removeVIPs(want, &res); err != nil {
+	var gone []maps.VIPKey
+	for k := range r.vipIDs {
+		if _, ok := want[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	if err := r.removeVIPs(gone, &res); err != nil {
 		return res, err
 	}
-	if err := r.putVIPs(want, &res); err != nil {
+	if err := r.putVIPs(r.sortedKeys(want), want, &res); err != nil {
 		return res, err
 	}
 	if err := r.removeBackends(zeroed, &res); err != nil {
 		return res, err
 	}
 	r.dirty = false
+	r.keep(desired)
 	return res, nil
 }
 
@@ -252,13 +311,17 @@ func (r *Reconciler) Apply(desired []VIP) (Result, error) {
 type lastInput struct {
 	backends []Backend
 	sig      uint64
+	size     uint32 // the ring size sig was computed for
 }
 
 // countBackends keeps, per address, the number of wanted VIPs that list it, looking only at the
 // VIPs whose backends changed since the last Apply (a change costs its VIP, not every backend of
 // every VIP). It returns the addresses listed now that have no slot yet, and those no VIP lists
 // any more.
-func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []netip.Addr) {
+//
+// With delta (delta.go), want holds only the VIPs that changed or came, and gone the VIPs that
+// went; the others keep their counts.
+func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP, delta bool, gone []maps.VIPKey) (fresh, zeroed []netip.Addr) {
 	drop := func(bs []Backend) {
 		for _, b := range bs {
 			a := b.Addr.Unmap()
@@ -284,6 +347,15 @@ func (r *Reconciler) countBackends(want map[maps.VIPKey]*VIP) (fresh, zeroed []n
 			}
 		}
 		r.last[k] = &lastInput{backends: slices.Clone(v.Backends)}
+	}
+	if delta {
+		for _, k := range gone {
+			if old := r.last[k]; old != nil {
+				drop(old.backends)
+				delete(r.last, k)
+			}
+		}
+		return fresh, zeroed
 	}
 	for k, old := range r.last {
 		if _, ok := want[k]; !ok {
@@ -317,18 +389,15 @@ func (r *Reconciler) addBackends(fresh []netip.Addr, res *Result) error {
 	return nil
 }
 
-// removeVIPs takes the VIPs not wanted out of the vips map first (no new packet matches), then
+// removeVIPs takes the VIPs gone out of the vips map first (no new packet matches), then
 // clears their rings so that a later VIP given the same id starts from an empty ring.
-func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
-	var gone []maps.VIPKey
-	for k := range r.vipIDs {
-		if _, ok := want[k]; !ok {
-			gone = append(gone, k)
-		}
-	}
+func (r *Reconciler) removeVIPs(gone []maps.VIPKey, res *Result) error {
 	sortKeys(gone)
 	for _, k := range gone {
-		id := r.vipIDs[k]
+		id, ok := r.vipIDs[k]
+		if !ok {
+			continue
+		}
 		if err := r.m.DeleteVIP(k); err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -336,10 +405,13 @@ func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 		delete(r.vipFlags, k)
 		r.vipIDsUsed.remove(id)
 		res.VIPsRemoved++
-		n, pn, err := r.writeRing(id, make([]uint32, r.m.RingSize()), false, 0)
-		res.PrevSlotsWritten += pn
-		res.SlotsWritten += n
-		if err != nil {
+		// Its ring is left as it is: the range goes back to the allocator (after this Apply),
+		// and whatever VIP is placed there next is written whole, ring and previous ring.
+		r.slots.retire(r.ranges[id])
+		delete(r.ranges, id)
+		delete(r.prevSince, id)
+		r.version[id]++
+		if err := r.setSig(id, 0); err != nil {
 			return err
 		}
 	}
@@ -349,8 +421,7 @@ func (r *Reconciler) removeVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 // putVIPs writes the wanted VIPs: ring first, then the vips entry, so a new VIP never sees a
 // stale ring. Tables are built only for VIPs whose signature changed, in parallel, and written in
 // key order as they come.
-func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
-	keys := r.sortedKeys(want)
+func (r *Reconciler) putVIPs(keys []maps.VIPKey, want map[maps.VIPKey]*VIP, res *Result) error {
 	var jobs []buildJob
 	for _, k := range keys {
 		v := want[k]
@@ -368,24 +439,26 @@ func (r *Reconciler) putVIPs(want map[maps.VIPKey]*VIP, res *Result) error {
 			r.vipIDsUsed.add(id)
 			r.vipIDs[k] = id
 		}
+		size := r.ringSize(v)
 		sig := r.last[k].sig
-		if sig == 0 {
-			sig = r.signature(v, r.m.RingSize())
-			r.last[k].sig = sig
+		if sig == 0 || r.last[k].size != size {
+			sig = r.signature(v, size)
+			r.last[k].sig, r.last[k].size = sig, size
 		}
-		if got, ok := r.sigs[id]; ok && got == sig {
-			if err := r.putVIP(k, id, v.Flags, known, res); err != nil {
+		if got, ok := r.sigs[id]; ok && got == sig && r.ranges[id].Size == size {
+			if err := r.putVIP(k, id, v.Flags, known, false, res); err != nil {
 				return err
 			}
 			continue
 		}
-		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, vip: v, sig: sig})
+		jobs = append(jobs, buildJob{key: k, id: id, known: known, flags: v.Flags, vip: v, sig: sig, size: size})
 	}
 	return r.buildAndWrite(jobs, res)
 }
 
 // sortedKeys is the keys of want in key order. The order of the last Apply is kept while the
-// set of keys is the same (sorting 4,096 keys was a tenth of a drain).
+// set of keys is the same, and otherwise edited: the keys gone are dropped and the new ones
+// sorted and merged in (sorting 4,096 keys was a tenth of a change).
 func (r *Reconciler) sortedKeys(want map[maps.VIPKey]*VIP) []maps.VIPKey {
 	same := len(r.order) == len(want)
 	for i := 0; same && i < len(r.order); i++ {
@@ -394,21 +467,45 @@ func (r *Reconciler) sortedKeys(want map[maps.VIPKey]*VIP) []maps.VIPKey {
 	if same {
 		return r.order
 	}
-	keys := make([]maps.VIPKey, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
+	kept := make([]maps.VIPKey, 0, len(want))
+	had := make(map[maps.VIPKey]bool, len(r.order))
+	for _, k := range r.order {
+		if _, ok := want[k]; ok {
+			kept = append(kept, k)
+			had[k] = true
+		}
 	}
-	sortKeys(keys)
+	var added []maps.VIPKey
+	if len(kept) < len(want) {
+		for k := range want {
+			if !had[k] {
+				added = append(added, k)
+			}
+		}
+	}
+	sortKeys(added)
+	keys := make([]maps.VIPKey, 0, len(want))
+	i, j := 0, 0
+	for i < len(kept) || j < len(added) {
+		if j == len(added) || (i < len(kept) && keyLess(kept[i], added[j])) {
+			keys = append(keys, kept[i])
+			i++
+		} else {
+			keys = append(keys, added[j])
+			j++
+		}
+	}
 	r.order = keys
 	return keys
 }
 
 // putVIP writes a VIP's entry when it is new or its flags changed.
-func (r *Reconciler) putVIP(k maps.VIPKey, id uint32, flags maps.VIPFlags, known bool, res *Result) error {
-	if known && r.vipFlags[k] == flags {
+// With moved, the entry is written whatever else changed: the VIP's ring moved.
+func (r *Reconciler) putVIP(k maps.VIPKey, id uint32, flags maps.VIPFlags, known, moved bool, res *Result) error {
+	if known && r.vipFlags[k] == flags && !moved {
 		return nil
 	}
-	if err := r.m.PutVIP(maps.VIP{Key: k, ID: id, Flags: flags}); err != nil {
+	if err := r.m.PutVIP(maps.VIP{Key: k, ID: id, Flags: flags, Ring: r.ranges[id]}); err != nil {
 		if !known {
 			// Not in the map: give the id back, so that a later Apply starts clean.
 			delete(r.vipIDs, k)
@@ -485,17 +582,17 @@ func (r *Reconciler) tableInput(v *VIP) []tableBackend {
 	return bs
 }
 
-// writeRing makes a VIP's ring equal to table. With rotate, a ring that changes leaves its old
-// table in the previous ring (written first, so that a packet never pairs the new ring with a
-// stale previous one); without, the previous ring is emptied with it (a VIP that goes). The
-// signature is unknown while the ring is written and sig (0: none) once it is.
-func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint64) (int, int, error) {
-	if rot, ok := r.m.(rotator); ok && rotate {
+// writeRing makes the ring of VIP id, at its range, equal to table, leaving its old table in the
+// previous ring when the ring changes (written first, so that a packet never pairs the new ring
+// with a stale previous one). The signature is unknown while the ring is written and sig (0:
+// none) once it is.
+func (r *Reconciler) writeRing(id uint32, rg maps.RingRange, table []uint32, sig uint64) (int, int, error) {
+	if rot, ok := r.m.(rotator); ok {
 		// The same steps in the maps' memory, without copying the rings out.
 		if err := r.setSig(id, 0); err != nil {
 			return 0, 0, err
 		}
-		n, pn, err := rot.RotateRing(id, table)
+		n, pn, err := rot.RotateRingAt(rg, table)
 		if n > 0 || pn > 0 {
 			r.version[id]++
 			r.prevSince[id] = r.now()
@@ -505,7 +602,7 @@ func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint6
 		}
 		return n, pn, r.setSig(id, sig)
 	}
-	old, err := r.m.Ring(id)
+	old, err := r.m.RingAt(rg)
 	if err != nil {
 		return 0, 0, fmt.Errorf("apply: %w", err)
 	}
@@ -515,17 +612,11 @@ func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint6
 	if err := r.setSig(id, 0); err != nil {
 		return 0, 0, err
 	}
-	var next []uint32
-	if rotate {
-		next = old
-	} else {
-		next = make([]uint32, len(table))
-	}
-	pn, err := r.writePrev(id, next)
+	pn, err := r.writePrev(id, rg, old)
 	if err != nil {
 		return 0, pn, err
 	}
-	n, err := r.m.WriteRing(id, old, table)
+	n, err := r.m.WriteRingAt(rg, table)
 	r.version[id]++
 	if err != nil {
 		return n, pn, fmt.Errorf("apply: %w", err)
@@ -533,10 +624,51 @@ func (r *Reconciler) writeRing(id uint32, table []uint32, rotate bool, sig uint6
 	return n, pn, r.setSig(id, sig)
 }
 
+// placeRing writes a VIP's table at a new range of its size, with an empty previous ring (no
+// table of another size maps a flow to the same slot), then switches the VIP's entry to it in
+// one update, and retires the range it had. It is how a VIP gets its first ring, and a new one
+// when its size changes.
+func (r *Reconciler) placeRing(j buildJob, table []uint32, res *Result) (int, int, error) {
+	rg, ok := r.slots.take(j.size)
+	if !ok {
+		return 0, 0, fmt.Errorf("apply: vip %s: no free range of %d ring slots (%d of %d free): raise ring_slots (needs `lb detach` and a restart) or give VIPs smaller ring_size", j.key, j.size, r.slots.freeSlots(), r.m.RingSlots())
+	}
+	if err := r.setSig(j.id, 0); err != nil {
+		r.slots.put(rg)
+		return 0, 0, err
+	}
+	n, err := r.m.WriteRingAt(rg, table)
+	pn := 0
+	if err == nil {
+		pn, err = r.m.WritePrevRingAt(rg, make([]uint32, j.size))
+	}
+	if err != nil {
+		r.slots.put(rg)
+		return n, pn, fmt.Errorf("apply: %w", err)
+	}
+	old, had := r.ranges[j.id]
+	r.ranges[j.id] = rg
+	if err := r.putVIP(j.key, j.id, j.flags, j.known, true, res); err != nil {
+		if had {
+			r.ranges[j.id] = old
+		} else {
+			delete(r.ranges, j.id)
+		}
+		r.slots.put(rg)
+		return n, pn, err
+	}
+	if had {
+		r.slots.retire(old)
+	}
+	r.version[j.id]++
+	delete(r.prevSince, j.id)
+	return n, pn, r.setSig(j.id, j.sig)
+}
+
 // rotator is implemented by Maps that rotate a ring into the previous ring in place
 // (maps.Set.RotateRing).
 type rotator interface {
-	RotateRing(vipID uint32, table []uint32) (n, pn int, err error)
+	RotateRingAt(r maps.RingRange, table []uint32) (n, pn int, err error)
 }
 
 // setSig records the signature of a VIP's ring, in memory and, when the maps keep them, there.
@@ -555,8 +687,8 @@ func (r *Reconciler) setSig(id uint32, sig uint64) error {
 	return nil
 }
 
-func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
-	n, err := r.m.WritePrevRing(id, nil, table)
+func (r *Reconciler) writePrev(id uint32, rg maps.RingRange, table []uint32) (int, error) {
+	n, err := r.m.WritePrevRingAt(rg, table)
 	r.version[id]++
 	if err != nil {
 		return n, fmt.Errorf("apply: previous ring: %w", err)
@@ -573,7 +705,11 @@ func (r *Reconciler) writePrev(id uint32, table []uint32) (int, error) {
 // mid-stream miss is sent on to it any more (a drain that timed out cuts its flows). It returns
 // the slots written.
 func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
-	t, err := r.m.PrevRing(vipID)
+	rg, ok := r.ranges[vipID]
+	if !ok {
+		return 0, nil
+	}
+	t, err := r.m.PrevRingAt(rg)
 	if err != nil {
 		return 0, err
 	}
@@ -583,7 +719,7 @@ func (r *Reconciler) DropFromPrevious(vipID, backendID uint32) (int, error) {
 		}
 	}
 	since, had := r.prevSince[vipID]
-	n, err := r.writePrev(vipID, t)
+	n, err := r.writePrev(vipID, rg, t)
 	if _, still := r.prevSince[vipID]; had && still {
 		r.prevSince[vipID] = since // a removal is no new change: the retirement time stands
 	}
@@ -610,7 +746,12 @@ func (r *Reconciler) RetirePrevious(now time.Time) (int, error) {
 	sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
 	total := 0
 	for _, id := range due {
-		n, err := r.writePrev(id, make([]uint32, r.m.RingSize()))
+		rg, ok := r.ranges[id]
+		if !ok {
+			delete(r.prevSince, id)
+			continue
+		}
+		n, err := r.writePrev(id, rg, make([]uint32, rg.Size))
 		total += n
 		if err != nil {
 			return total, err

@@ -20,20 +20,27 @@ const ringSize = 251
 type memMaps struct {
 	vips     map[maps.VIPKey]maps.VIP
 	backends map[uint32]netip.Addr
-	rings    map[uint32][]uint32
-	prev     map[uint32][]uint32
+	ring     []uint32 // the ring maps' slots (RingSlots)
+	prev     []uint32
 	writes   int
-	// ringWrites counts the ring slots written per VIP id; maxV and maxB override the sizes.
-	ringWrites map[uint32]int
-	maxV, maxB uint32
+	// ringWritesAt counts the ring slots written per range offset (ringWrites gives them per VIP
+	// id); maxV and maxB override the sizes, slots the ring space.
+	ringWritesAt map[uint32]int
+	maxV, maxB   uint32
+	slots        uint32
 }
 
 func newMem() *memMaps {
-	return &memMaps{vips: map[maps.VIPKey]maps.VIP{}, backends: map[uint32]netip.Addr{}, rings: map[uint32][]uint32{},
-		prev: map[uint32][]uint32{}}
+	return &memMaps{vips: map[maps.VIPKey]maps.VIP{}, backends: map[uint32]netip.Addr{}}
 }
 
 func (m *memMaps) RingSize() uint32 { return ringSize }
+func (m *memMaps) RingSlots() uint32 {
+	if m.slots != 0 {
+		return m.slots
+	}
+	return 2 * m.MaxVIPs() * ringSize
+}
 func (m *memMaps) MaxVIPs() uint32 {
 	if m.maxV != 0 {
 		return m.maxV
@@ -64,39 +71,79 @@ func (m *memMaps) Backends() ([]maps.Backend, error) {
 	}
 	return out, nil
 }
-func (m *memMaps) Ring(id uint32) ([]uint32, error)     { return readMem(m.rings, id), nil }
-func (m *memMaps) PrevRing(id uint32) ([]uint32, error) { return readMem(m.prev, id), nil }
-func (m *memMaps) WriteRing(id uint32, old, table []uint32) (int, error) {
-	n := m.writeMem(m.rings, id, old, table)
-	if m.ringWrites == nil {
-		m.ringWrites = map[uint32]int{}
+
+// rangeOf is the ring range of the VIP of an id in the vips map (false: no such VIP).
+func (m *memMaps) rangeOf(id uint32) (maps.RingRange, bool) {
+	for _, v := range m.vips {
+		if v.ID == id {
+			return v.Ring, true
+		}
 	}
-	m.ringWrites[id] += n
+	return maps.RingRange{}, false
+}
+
+// Ring is the ring of a VIP id (all zeros, of the default size, when it has none).
+func (m *memMaps) Ring(id uint32) ([]uint32, error) {
+	if rg, ok := m.rangeOf(id); ok {
+		return m.RingAt(rg)
+	}
+	return make([]uint32, ringSize), nil
+}
+
+// PrevRing is the previous ring of a VIP id, as Ring.
+func (m *memMaps) PrevRing(id uint32) ([]uint32, error) {
+	if rg, ok := m.rangeOf(id); ok {
+		return m.PrevRingAt(rg)
+	}
+	return make([]uint32, ringSize), nil
+}
+
+// ringWrites is ringWritesAt by VIP id (of the VIP whose range starts there now).
+func (m *memMaps) ringWrites() map[uint32]int {
+	out := map[uint32]int{}
+	for off, n := range m.ringWritesAt {
+		for _, v := range m.vips {
+			if v.Ring.Off == off {
+				out[v.ID] += n
+			}
+		}
+	}
+	return out
+}
+
+func (m *memMaps) space(rs *[]uint32) []uint32 {
+	if *rs == nil {
+		*rs = make([]uint32, m.RingSlots())
+	}
+	return *rs
+}
+
+func (m *memMaps) RingAt(rg maps.RingRange) ([]uint32, error) {
+	return append([]uint32(nil), m.space(&m.ring)[rg.Off:rg.End()]...), nil
+}
+func (m *memMaps) PrevRingAt(rg maps.RingRange) ([]uint32, error) {
+	return append([]uint32(nil), m.space(&m.prev)[rg.Off:rg.End()]...), nil
+}
+func (m *memMaps) WriteRingAt(rg maps.RingRange, table []uint32) (int, error) {
+	n := m.writeMem(m.space(&m.ring)[rg.Off:rg.End()], table)
+	if m.ringWritesAt == nil {
+		m.ringWritesAt = map[uint32]int{}
+	}
+	m.ringWritesAt[rg.Off] += n
 	return n, nil
 }
-func (m *memMaps) WritePrevRing(id uint32, old, table []uint32) (int, error) {
-	return m.writeMem(m.prev, id, old, table), nil
+func (m *memMaps) WritePrevRingAt(rg maps.RingRange, table []uint32) (int, error) {
+	return m.writeMem(m.space(&m.prev)[rg.Off:rg.End()], table), nil
 }
 
-func readMem(rs map[uint32][]uint32, id uint32) []uint32 {
-	r := rs[id]
-	if r == nil {
-		r = make([]uint32, ringSize)
-	}
-	return append([]uint32(nil), r...)
-}
-
-func (m *memMaps) writeMem(rs map[uint32][]uint32, id uint32, old, table []uint32) int {
-	cur := readMem(rs, id)
+func (m *memMaps) writeMem(cur, table []uint32) int {
 	n := 0
 	for i := range table {
-		if old != nil && old[i] == table[i] {
-			continue
+		if cur[i] != table[i] {
+			cur[i] = table[i]
+			n++
 		}
-		cur[i] = table[i]
-		n++
 	}
-	rs[id] = cur
 	m.writes += n
 	return n
 }
@@ -117,13 +164,16 @@ func checkRing(t *testing.T, m Maps, r *Reconciler, v VIP) {
 		bs = append(bs, maglev.Backend{ID: bid, Identity: b.Addr.String(), Weight: b.Weight})
 		out[bid] = !b.InRing
 	}
-	want, err := maglev.BuildDrained(bs, func(b maglev.Backend) bool { return out[b.ID] }, uint64(m.RingSize()))
+	want, err := maglev.BuildDrained(bs, func(b maglev.Backend) bool { return out[b.ID] }, uint64(r.ringSize(&v)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Ring(id)
+	got, err := r.Ring(id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("vip %s ring of %d slots, want %d", v.Key, len(got), len(want))
 	}
 	for i := range want {
 		if got[i] != want[i] {
@@ -142,7 +192,14 @@ func vip(a string, port uint16, bs ...Backend) VIP {
 
 // scenario runs the reconcile story on any Maps; reopen gives a Maps over the same state (a
 // restart). It is shared by the in-memory and the real-maps tests.
-func scenario(t *testing.T, m Maps, reopen func() Maps) {
+// testMaps is a Maps that also reads rings by VIP id (memMaps, maps.Set).
+type testMaps interface {
+	Maps
+	Ring(uint32) ([]uint32, error)
+	PrevRing(uint32) ([]uint32, error)
+}
+
+func scenario(t *testing.T, m testMaps, reopen func() testMaps) {
 	r, err := New(m)
 	if err != nil {
 		t.Fatal(err)
@@ -233,14 +290,8 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 	if hasBackend(bes, id2) || !hasBackend(bes, a1) {
 		t.Fatalf("backend slots after remove: %+v", bes)
 	}
-	ring, _ := m.Ring(dnsID)
-	for i, id := range ring {
-		if id != 0 {
-			t.Fatalf("removed vip's ring slot %d still holds %d", i, id)
-		}
-	}
-	if prev, _ := m.PrevRing(dnsID); !isZero(prev) {
-		t.Fatal("removed vip's previous ring not emptied: a VIP given its id would carry its backends")
+	if _, has := r.RingRange(dnsID); has {
+		t.Fatal("removed vip still has a ring range")
 	}
 	// Removing a backend that was out of the ring rebuilds the table without it in the base (a
 	// drain moved only its slots; see maglev.BuildDrained): the drained table is the previous.
@@ -267,6 +318,11 @@ func scenario(t *testing.T, m Maps, reopen func() Maps) {
 	}
 	checkRing(t, m, r, api)
 	checkRing(t, m, r, web)
+	// The range freed by dns may be api's now: a ring placed anew is written whole, and its
+	// previous ring is empty (dns's tables must not become api's second-chance candidates).
+	if prev, _ := r.PrevRing(dnsID); !isZero(prev) {
+		t.Fatal("new vip's previous ring holds another VIP's backends")
+	}
 
 	// Hash flags change: the VIP entry is rewritten, the ring is not.
 	web.Flags = maps.HashSrcOnly
@@ -295,7 +351,7 @@ func hasBackend(bs []maps.Backend, id uint32) bool {
 
 func TestReconcileInMemory(t *testing.T) {
 	m := newMem()
-	scenario(t, m, func() Maps { return m })
+	scenario(t, m, func() testMaps { return m })
 }
 
 // TestPreviousRingRetires: the previous ring stays until the next change by default; with a
@@ -380,7 +436,7 @@ func TestReconcileRealMaps(t *testing.T) {
 		return f, s
 	}
 	_, s := open()
-	scenario(t, s, func() Maps { _, s2 := open(); return s2 })
+	scenario(t, s, func() testMaps { _, s2 := open(); return s2 })
 }
 
 // BenchmarkApplyRealMaps measures reconciliation on the real maps with the default ring (65537

@@ -272,3 +272,37 @@ func SizeFor(n int) uint64 {
 	}
 	return s
 }
+
+// autoSizes caches AutoSize by power of two: a change computes the size of every VIP.
+var autoSizes [25]atomicSize
+
+type atomicSize struct {
+	once sync.Once
+	v    uint64
+}
+
+// AutoSize is the ring size a pool of n backends gets unless told otherwise: the smallest prime
+// of at least MinSlotsPerBackend slots a backend for n rounded up to a power of two (101 for one
+// backend, 1601 for 9 to 16, 3203 for 17 to 32, 102407 for 513 to 1,024). Rounding up keeps a
+// pool's ring through most of its growth (a new size rebuilds the whole table), and the size is
+// a function of n alone, so every node computes the same ring for the same backends.
+func AutoSize(n int) uint64 {
+	k := 0
+	for n > 1<<k && k < len(autoSizes)-1 {
+		k++
+	}
+	a := &autoSizes[k]
+	a.once.Do(func() { a.v = NextPrime(uint64(1<<k) * MinSlotsPerBackend) })
+	return a.v
+}
+
+// NextPrime is the smallest prime of at least n (and at least 3).
+func NextPrime(n uint64) uint64 {
+	if n < 3 {
+		return 3
+	}
+	for !big.NewInt(int64(n)).ProbablyPrime(20) {
+		n++
+	}
+	return n
+}
