@@ -331,8 +331,51 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 		e.fetch(w, r, primary, variantKey(primary, e.varyOf(f.header), r.Header), nil)
 	case conditionalOrRange(r.Header) && f.status == http.StatusOK:
 		e.serveCompleted(w, r, f)
+	case e.holdForStale(r, f, stored):
+		e.serveWholeOrStale(w, r, f, stored)
 	default:
 		e.streamFill(w, r, f)
+	}
+}
+
+// staleHoldMax bounds the responses held whole before they are sent (holdForStale): a client
+// waits for the whole body of these instead of getting its first bytes at once.
+const staleHoldMax = 1 << 20
+
+// holdForStale reports whether the fill's response replaces a stored entry that may be served
+// stale if the fetch fails (stale-if-error or grace), with a declared length of at most
+// staleHoldMax. Such a response is sent only once it has arrived whole, so that an origin that
+// fails after its response head (a reset or close mid-body) gets the stale copy served, as a
+// failure before the head does, rather than a truncated response. Longer or unbounded bodies
+// are streamed as they come (the first bytes of a large object matter more).
+func (e *Edge) holdForStale(r *http.Request, f *fill, stored *store.Entry) bool {
+	if stored == nil || r.Method == http.MethodHead || bodyless(f.status) {
+		return false
+	}
+	n, err := strconv.ParseInt(f.header.Get("Content-Length"), 10, 64)
+	if err != nil || n < 0 || n > staleHoldMax {
+		return false
+	}
+	return e.staleUsable(cachecontrol.RequestDirectives(r.Header), stored, time.Now())
+}
+
+// serveWholeOrStale waits for the fill's whole body, then sends it; when the body broke off it
+// serves the stored entry stale instead (see holdForStale).
+func (e *Edge) serveWholeOrStale(w http.ResponseWriter, r *http.Request, f *fill, stored *store.Entry) {
+	f.mu.Lock()
+	for !f.done {
+		f.cond.Wait()
+	}
+	broken := f.broken
+	f.mu.Unlock()
+	if !broken {
+		e.streamFill(w, r, f) // complete: one copy, no waiting
+		return
+	}
+	e.stats.StaleMidBody.Add(1)
+	if !e.serveEntry(w, r, stored, Stale, stored.Meta.Age(time.Now())) {
+		e.stats.count(Miss) // the stored body vanished meanwhile (evicted or purged)
+		writeError(w, http.StatusBadGateway, Miss, msgBadGateway)
 	}
 }
 

@@ -50,6 +50,9 @@ type Stats struct {
 	// FastMiss counts requests the fast path answered through the cache's full path on its own
 	// connection (misses, revalidations, stale entries, ranges...; edge/fastmiss.go).
 	FastMiss atomic.Int64
+	// StaleMidBody counts stale entries served because the origin's replacement broke off after
+	// its response head (edge/cache.go holdForStale).
+	StaleMidBody atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -93,6 +96,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"fast_path_hits":      float64(s.FastPath.Load()),
 		"fast_path_lent":      float64(s.Lent.Load()),
 		"fast_path_misses":    float64(s.FastMiss.Load()),
+		"stale_mid_body":      float64(s.StaleMidBody.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -110,6 +114,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("hits_total", "Responses served fresh from the cache (X-Cache: HIT).", &s.Hits, nil)
 	counter("misses_total", "Responses fetched from upstream (X-Cache: MISS).", &s.Misses, nil)
 	counter("stale_served_total", "Stale responses served (X-Cache: STALE).", &s.StaleServed, nil)
+	counter("stale_mid_body_total", "Stale responses served because the origin's replacement broke off after its response head.", &s.StaleMidBody, nil)
 	counter("revalidated_total", "Responses served after a 304 from upstream (X-Cache: REVALIDATED).", &s.Revalidated, nil)
 	counter("bypass_total", "Requests passed to upstream without the cache (X-Cache: BYPASS).", &s.Bypassed, nil)
 	counter("revalidations_total", "Conditional requests sent upstream to validate a stored response.", &s.Revalidations, nil)

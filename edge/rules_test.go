@@ -172,6 +172,49 @@ func TestStaleOnOriginConnectionFailure(t *testing.T) {
 	}
 }
 
+// TestStaleOnFailureMidBody: an origin that sends the head of a stored entry's replacement and
+// then resets or closes the connection mid-body gets the stale copy served (stale-if-error),
+// as a failure before the head does, not a truncated response; a body that comes whole is
+// served as usual, and one of unknown length is streamed (and cut) as it comes.
+func TestStaleOnFailureMidBody(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		fail func(net.Conn)
+	}{{"reset", reset}, {"close", func(c net.Conn) { c.Close() }}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var mode atomic.Int32 // 0: v1; 1: a replacement cut after 100 of 1000 bytes; 2: v2 whole
+			o := newRawOrigin(t, func(r *http.Request, conn net.Conn) bool {
+				const cc = "Cache-Control: max-age=1, stale-if-error=600\r\n"
+				switch mode.Load() {
+				case 0:
+					fmt.Fprint(conn, "HTTP/1.1 200 OK\r\n"+cc+"Content-Length: 2\r\n\r\nv1")
+				case 1:
+					fmt.Fprint(conn, "HTTP/1.1 200 OK\r\n"+cc+"Content-Length: 1000\r\n\r\n"+strings.Repeat("x", 100))
+					time.Sleep(50 * time.Millisecond) // the head and the first bytes reach the edge first
+					c.fail(conn)
+					return false
+				default:
+					fmt.Fprint(conn, "HTTP/1.1 200 OK\r\n"+cc+"Content-Length: 2\r\n\r\nv2")
+				}
+				return true
+			})
+			e := newEdge(t, o.URL(), nil)
+			expect(t, get(t, e.URL()+"/x"), 200, Miss, "v1")
+			settle(t, e)
+			mode.Store(1)
+			time.Sleep(1100 * time.Millisecond) // stale by its own clock
+			expect(t, get(t, e.URL()+"/x"), 200, Stale, "v1")
+			if n := e.stats.StaleMidBody.Load(); n != 1 {
+				t.Fatalf("stale_mid_body %d, want 1", n)
+			}
+			mode.Store(2)
+			expect(t, get(t, e.URL()+"/x"), 200, Miss, "v2")
+		})
+	}
+}
+
 // TestEarlyHintsForwardedNeverCached: a 103 from the origin reaches the client that caused the
 // fetch (GET miss and passed-through POST) before the final response; the final response does not
 // inherit its fields, and a hit carries neither the 103 nor its fields.
