@@ -90,18 +90,27 @@ func rawResponse(br *bufio.Reader, head bool) (string, error) {
 	return b.String(), nil
 }
 
-// exchange sends raw request bytes on a new connection and returns the exact response bytes.
-func exchange(t *testing.T, addr, req string) string {
+// sendRaw opens a connection to addr with a 5 s deadline and writes req on it; the caller
+// closes it.
+func sendRaw(t *testing.T, addr, req string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
+	return c
+}
+
+// exchange sends raw request bytes on a new connection and returns the exact response bytes.
+func exchange(t *testing.T, addr, req string) string {
+	t.Helper()
+	c := sendRaw(t, addr, req)
+	defer c.Close()
 	resp, err := rawResponse(bufio.NewReader(c), strings.HasPrefix(req, "HEAD "))
 	if err != nil {
 		t.Fatalf("read response to %q: %v (got %q)", req, err, resp)

@@ -77,15 +77,8 @@ var dateRE = regexp.MustCompile(`\r\nDate: [^\r]*\r\n`)
 // and the body as delivered (chunked framing decoded).
 func rawMiss(t *testing.T, addr, req string) (head, body string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sendRaw(t, addr, req)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(c)
 	var hb strings.Builder
 	status := ""

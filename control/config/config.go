@@ -285,23 +285,14 @@ func writeFile(path string, b []byte) error {
 	return nil
 }
 
-// Clone is a deep copy, so that a change can be validated before it replaces the running one.
+// Clone is a deep copy, so that a change can be validated before it replaces the running one:
+// CloneForChange with every VIP given its own backends and health check.
 func (c *Config) Clone() *Config {
-	n := *c
-	if c.ICMPTooBig != nil {
-		v := *c.ICMPTooBig
-		n.ICMPTooBig = &v
+	n := c.CloneForChange()
+	for i := range n.VIPs {
+		n.MutableVIP(i)
 	}
-	if c.SecondChance != nil {
-		v := *c.SecondChance
-		n.SecondChance = &v
-	}
-	n.VIPs = make([]VIP, len(c.VIPs))
-	for i, v := range c.VIPs {
-		n.VIPs[i] = v.clone()
-	}
-	n.BGP = c.BGP.clone()
-	return &n
+	return n
 }
 
 func (v VIP) clone() VIP {
