@@ -43,21 +43,7 @@ func TestReloadReleasesMemory(t *testing.T) {
 	dir := t.TempDir()
 	zf := filepath.Join(dir, "big.zone")
 	writeBigZone(t, zf, "big.test.", 1, records)
-	cfgFile := filepath.Join(dir, "dns.yaml")
-	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nzones:\n  - origin: big.test.\n    file: big.zone\n"), 0o644)
-	load := func() (*config.Config, error) { return config.Load(cfgFile) }
-	cfg, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	debug.FreeOSMemory()
-	base := rssBytes(t)
-	srv, err := NewServer(cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	debug.FreeOSMemory()
-	loaded := rssBytes(t)
+	srv, load, base, loaded := measuredServer(t, dir, "listen: 127.0.0.1:0\nzones:\n  - origin: big.test.\n    file: big.zone\n")
 	// A new serial: the zone changed, so the reload rebuilds it (an unchanged one is carried).
 	writeBigZone(t, zf, "big.test.", 2, records)
 	var took time.Duration
@@ -106,6 +92,28 @@ func writeBigZone(t *testing.T, path, origin string, serial, records int) {
 	f.Close()
 }
 
+// measuredServer writes yml as dir/dns.yaml and starts a server on it, returning the server,
+// the loader a reload uses, and the resident set before and after the zones were built.
+func measuredServer(t *testing.T, dir, yml string) (srv *Server, load func() (*config.Config, error), base, loaded int64) {
+	t.Helper()
+	cfgFile := filepath.Join(dir, "dns.yaml")
+	if err := os.WriteFile(cfgFile, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	load = func() (*config.Config, error) { return config.Load(cfgFile) }
+	cfg, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug.FreeOSMemory()
+	base = rssBytes(t)
+	if srv, err = NewServer(cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	debug.FreeOSMemory()
+	return srv, load, base, rssBytes(t)
+}
+
 // peakDuring samples the resident set while f runs and returns the highest value seen.
 func peakDuring(t *testing.T, f func()) int64 {
 	var peak int64
@@ -149,21 +157,7 @@ func TestReloadPeakManyZones(t *testing.T) {
 		writeBigZone(t, filepath.Join(dir, fmt.Sprintf("z%d.zone", i)), origin, 1, records)
 		fmt.Fprintf(&yml, "  - origin: %s\n    file: z%d.zone\n", origin, i)
 	}
-	cfgFile := filepath.Join(dir, "dns.yaml")
-	os.WriteFile(cfgFile, []byte(yml.String()), 0o644)
-	load := func() (*config.Config, error) { return config.Load(cfgFile) }
-	cfg, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	debug.FreeOSMemory()
-	base := rssBytes(t)
-	srv, err := NewServer(cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	debug.FreeOSMemory()
-	loaded := rssBytes(t)
+	srv, load, base, loaded := measuredServer(t, dir, yml.String())
 	writeBigZone(t, filepath.Join(dir, "z3.zone"), "z3.test.", 2, records)
 	peak := peakDuring(t, func() {
 		if err := srv.ReloadWith(load); err != nil {
