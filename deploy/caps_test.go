@@ -50,11 +50,9 @@ func TestLBUnitCapabilities(t *testing.T) {
 	rand.Read(b)
 	ns := "cap" + hex.EncodeToString(b)
 	pin := "/sys/fs/bpf/switchyard/test/" + ns
-	t.Cleanup(func() {
-		_ = loader.Detach(pin)
-		exec.Command("ip", "netns", "del", ns).Run()
-	})
-	for _, args := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
+	testutil.NamedNS(t, ns)
+	t.Cleanup(func() { _ = loader.Detach(pin) })
+	for _, args := range [][]string{{"-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
 		{"-n", ns, "addr", "add", "10.99.0.1/24", "dev", "veth0"}, {"-n", ns, "link", "set", "veth0", "up"}, {"-n", ns, "link", "set", "veth1", "up"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v %s", args, err, out)

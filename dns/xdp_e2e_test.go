@@ -24,10 +24,7 @@ func xdpNetns(t *testing.T) string {
 	testutil.RequireLab(t)
 	testutil.RequireKernel(t, testutil.XDP)
 	name := fmt.Sprintf("sydnsxdp-%d", rand.Int63()%1e9)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	testutil.NamedNS(t, name)
 	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v: %s", err, out)
 	}

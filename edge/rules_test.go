@@ -59,8 +59,8 @@ func TestAgeParsing(t *testing.T) {
 func TestInvalidExpiresIsExpired(t *testing.T) {
 	t.Parallel()
 	later := time.Now().UTC().Add(2 * time.Hour)
-	// A one-digit hour needs an hour before 10; the date is in the future either way.
-	oneDigit := time.Date(later.Year()+1, later.Month(), 1, 3, 4, 5, 0, time.UTC).Format("Mon, 02 Jan 2006 3:04:05 GMT")
+	// A one-digit hour (03:04:05) written out, not with Go's 12-hour "3" layout; a year on.
+	oneDigit := time.Date(later.Year()+1, later.Month(), 1, 0, 0, 0, 0, time.UTC).Format("Mon, 02 Jan 2006") + " 3:04:05 GMT"
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))

@@ -168,8 +168,8 @@ func TestMigratesV2Pins(t *testing.T) {
 	check(f)
 	// The attach swaps the program in and retires the v2 pins; the next start adopts v3's.
 	ns := fmt.Sprintf("mig%d", os.Getpid())
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	for _, c := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"}, {"-n", ns, "link", "set", "d0", "up"}} {
+	testutil.NamedNS(t, ns)
+	for _, c := range [][]string{{"-n", ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"}, {"-n", ns, "link", "set", "d0", "up"}} {
 		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s", c, err, out)
 		}

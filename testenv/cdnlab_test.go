@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
 	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // cdnAnswer is one answer through the Mini-CDN's router.
@@ -234,7 +234,7 @@ func TestLabCDN(t *testing.T) {
 	if err := lab.Destroy(prefix); err != nil {
 		t.Fatal(err)
 	}
-	if topo.Exists(c.NS) {
+	if namednetns.Exists(c.NS) {
 		t.Errorf("namespace %s left after lab down", c.NS)
 	}
 	if _, err := os.Stat(lab.StateDir(prefix)); !os.IsNotExist(err) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -102,7 +103,7 @@ func TestUDPVIP(t *testing.T) {
 	l := testLab(t, 3)
 	withApps(t, l)
 	withForwarder(t, l)
-	dial := topo.Dialer(l.Client(1).NS, nil)
+	dial := namednetns.Dialer(l.Client(1).NS, nil)
 	seen := map[string]int{}
 	for flow := 0; flow < 30; flow++ {
 		conn, err := dial(context.Background(), "udp", fmt.Sprintf("%s:7", lab.WebVIP4))

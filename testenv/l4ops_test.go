@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -213,7 +214,7 @@ func TestDaemonServesEveryVIP(t *testing.T) {
 	if err != nil || code != 200 || name == "" {
 		t.Fatalf("IPv6 VIP through the daemon: %d %q %v", code, name, err)
 	}
-	conn, err := topo.Dialer(d.Lab().Client(1).NS, nil)(context.Background(), "udp", fmt.Sprintf("%s:7", lab.WebVIP4))
+	conn, err := namednetns.Dialer(d.Lab().Client(1).NS, nil)(context.Background(), "udp", fmt.Sprintf("%s:7", lab.WebVIP4))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/testenv/fwd"
 	"github.com/switchyard/switchyard/testenv/lab"
@@ -112,7 +113,7 @@ type quicServer struct {
 
 func startQUICServer(t *testing.T, ctx context.Context, n topo.Node, gen quic.ConnectionIDGenerator, tlsConf *tls.Config) *quicServer {
 	t.Helper()
-	pc, err := topo.ListenPacket(n.NS, "udp4", netip.AddrPortFrom(lab.WebVIP4, quicPort).String())
+	pc, err := namednetns.ListenPacket(n.NS, "udp4", netip.AddrPortFrom(lab.WebVIP4, quicPort).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func dialQUIC(t *testing.T, ctx context.Context, n topo.Node, tlsConf *tls.Confi
 // quicTransport opens a UDP socket on a client address (port chosen by the kernel).
 func quicTransport(t *testing.T, ns string, a netip.Addr) *quic.Transport {
 	t.Helper()
-	pc, err := topo.ListenPacket(ns, "udp4", netip.AddrPortFrom(a, 0).String())
+	pc, err := namednetns.ListenPacket(ns, "udp4", netip.AddrPortFrom(a, 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -70,7 +71,7 @@ func (d *daemonLab) waitChecks(t *testing.T, mode string, want map[string]bool) 
 // directProbe is what a direct check from the balancer says of a backend: a TCP connect to its own
 // address.
 func directProbe(ns string, a netip.Addr) error {
-	return topo.Do(ns, func() error {
+	return namednetns.DoNamed(ns, func() error {
 		return health.Probe(context.Background(), health.Spec{Type: "tcp", Addr: netip.AddrPortFrom(a, 80), Timeout: 2 * time.Second})
 	})
 }

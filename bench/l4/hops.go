@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -86,7 +87,7 @@ func (b *bench) setupFloor() error {
 	if err := nsexec(b.l.Topo.RouterNS, "ip", "neigh", "replace", b.lb.Addr4.String(), "lladdr", mac.String(), "dev", seg.Bridge, "nud", "permanent"); err != nil {
 		return fmt.Errorf("floor path: %w", err)
 	}
-	pass, err := topo.In(b.l.Topo.RouterNS, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
+	pass, err := namednetns.In(b.l.Topo.RouterNS, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
 	if err != nil {
 		return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 	}
@@ -106,7 +107,7 @@ func (b *bench) setupFloor() error {
 		return fmt.Errorf("load xdp_macswap: %w", err)
 	}
 	defer prog.Close()
-	l, err := topo.In(b.lb.NS, func() (link.Link, error) {
+	l, err := namednetns.In(b.lb.NS, func() (link.Link, error) {
 		l, _, err := loader.AttachOrUpdate(prog, b.lb.Iface, loader.Native, "")
 		return l, err
 	})

@@ -30,6 +30,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/fwd"
 	"github.com/switchyard/switchyard/testenv/lab"
@@ -285,7 +286,7 @@ func (b *bench) run(mode, load string) (result, error) {
 // path just set up (up to 5 s): a path that does not carry traffic fails the bench, it is not
 // measured.
 func (b *bench) probe() error {
-	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: topo.Dialer(b.c1.NS, &net.Dialer{Timeout: time.Second}), DisableKeepAlives: true}}
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: namednetns.Dialer(b.c1.NS, &net.Dialer{Timeout: time.Second}), DisableKeepAlives: true}}
 	var last string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		resp, err := c.Get("http://" + lab.WebVIP4.String() + "/")
@@ -443,7 +444,7 @@ func (b *bench) setupXDP(mode string) error {
 	// XDP_TX frames. In generic mode XDP_TX sends an skb, which the port takes as any
 	// other: a program there would only copy it into an XDP buffer.
 	if am == loader.Native {
-		pass, err := topo.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
+		pass, err := namednetns.In(rt, func() (link.Link, error) { return loader.AttachPass(b.lb.Port, loader.Native, "") })
 		if err != nil {
 			return fmt.Errorf("xdp_pass on router port %s: %w", b.lb.Port, err)
 		}
@@ -514,7 +515,7 @@ backend be
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command("nsenter", "--net="+topo.NSPath(b.lb.NS), "--", "haproxy", "-db", "-f", p)
+	cmd := exec.Command("nsenter", "--net="+namednetns.Path(b.lb.NS), "--", "haproxy", "-db", "-f", p)
 	logf, err := os.Create(filepath.Join(b.work, "haproxy.log"))
 	if err != nil {
 		return err
@@ -528,7 +529,7 @@ backend be
 	hapPid.Store(int64(cmd.Process.Pid))
 	// Wait until it listens.
 	for i := 0; i < 50; i++ {
-		if c, err := topo.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
+		if c, err := namednetns.Dialer(b.lb.NS, &net.Dialer{Timeout: time.Second})(context.Background(), "tcp", lab.WebVIP4.String()+":80"); err == nil {
 			c.Close()
 			return nil
 		}
@@ -585,7 +586,7 @@ func (b *bench) teardown(mode string) {
 // conntrack).
 func conntrackCount(ns string) int {
 	var n int
-	topo.Do(ns, func() error {
+	namednetns.DoNamed(ns, func() error {
 		bs, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_count")
 		if err == nil {
 			n, _ = strconv.Atoi(strings.TrimSpace(string(bs)))
@@ -596,7 +597,7 @@ func conntrackCount(ns string) int {
 }
 
 func nsexec(ns string, argv ...string) error {
-	out, err := exec.Command("nsenter", append([]string{"--net=" + topo.NSPath(ns), "--"}, argv...)...).CombinedOutput()
+	out, err := exec.Command("nsenter", append([]string{"--net=" + namednetns.Path(ns), "--"}, argv...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
 	}
@@ -613,7 +614,7 @@ var (
 
 // measure runs wrk once from the client namespace and the CPU counters around it.
 func (b *bench) measure(mode string, newConn bool) (result, error) {
-	args := []string{"--net=" + topo.NSPath(b.c1.NS), "--", "wrk", "-t" + strconv.Itoa(b.threads), "-c" + strconv.Itoa(b.conns),
+	args := []string{"--net=" + namednetns.Path(b.c1.NS), "--", "wrk", "-t" + strconv.Itoa(b.threads), "-c" + strconv.Itoa(b.conns),
 		"-d" + strconv.Itoa(int(b.dur.Seconds())) + "s", "--timeout", "5s", "--latency"}
 	if newConn {
 		args = append(args, "-H", "Connection: close")

@@ -28,6 +28,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -99,8 +100,13 @@ func newLab() (*lab, error) {
 	if l.dir, err = os.MkdirTemp("", "switchyard-l4scale-"); err != nil {
 		return nil, err
 	}
+	for _, ns := range []string{l.nsLB, l.nsPeer} {
+		if err := namednetns.Create(ns); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
 	steps := [][]string{
-		{"ip", "netns", "add", l.nsLB}, {"ip", "netns", "add", l.nsPeer},
 		{"ip", "link", "add", "sysc0", "netns", l.nsLB, "type", "veth", "peer", "name", "sysc1", "netns", l.nsPeer},
 		{"ip", "-n", l.nsLB, "addr", "add", "198.18.0.2/24", "dev", "sysc0"},
 		{"ip", "-n", l.nsPeer, "addr", "add", "198.18.0.1/24", "dev", "sysc1"},
@@ -116,8 +122,8 @@ func newLab() (*lab, error) {
 }
 
 func (l *lab) close() {
-	_ = exec.Command("ip", "netns", "del", l.nsLB).Run()
-	_ = exec.Command("ip", "netns", "del", l.nsPeer).Run()
+	_ = namednetns.Remove(l.nsLB)
+	_ = namednetns.Remove(l.nsPeer)
 	_ = os.RemoveAll(l.dir)
 }
 

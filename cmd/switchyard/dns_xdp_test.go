@@ -28,10 +28,7 @@ func TestDNSXDPUpgrade(t *testing.T) {
 		}
 	}
 	ns := fmt.Sprintf("sydnsxdpup-%d", rand.Int63()%1e9)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	testutil.NamedNS(t, ns)
 	inNS := func(args ...string) (string, error) {
 		out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
 		return string(out), err

@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
@@ -234,7 +235,7 @@ func (l *l4Log) String() string {
 
 func startL4Daemon(t *testing.T, l *l4Lab, sock string, args ...string) *l4Daemon {
 	t.Helper()
-	cmd := exec.Command("nsenter", "--net="+topo.NSPath(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
+	cmd := exec.Command("nsenter", "--net="+namednetns.Path(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
 	cmd.Env = append(os.Environ(), "SWITCHYARD_L4_HELPER_ARGS="+strings.Join(append([]string{"lb", "run"}, args...), "\x1f"))
 	d := &l4Daemon{cmd: cmd, log: &l4Log{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
@@ -606,7 +607,7 @@ vips:
 	}
 
 	// A second daemon for the same socket fails before touching the maps or the program.
-	dup := exec.Command("nsenter", "--net="+topo.NSPath(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
+	dup := exec.Command("nsenter", "--net="+namednetns.Path(l.lbNS), "--", os.Args[0], "-test.run=^TestL4HelperProcess$")
 	dup.Env = append(os.Environ(), "SWITCHYARD_L4_HELPER_ARGS="+strings.Join([]string{"lb", "run", "--config", cfgPath}, "\x1f"))
 	if out, err := dup.CombinedOutput(); err == nil || !strings.Contains(string(out), "another daemon answers") {
 		t.Fatalf("second daemon: %v\n%s", err, out)

@@ -67,12 +67,8 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 	rand.Read(b)
 	pfx := "tb" + hex.EncodeToString(b)
 	rt, node := pfx+"-rt", pfx+"-n"
-	t.Cleanup(func() {
-		exec.Command("ip", "netns", "del", node).Run()
-		exec.Command("ip", "netns", "del", rt).Run()
-	})
-	run(t, "ip", "netns", "add", rt)
-	run(t, "ip", "netns", "add", node)
+	testutil.NamedNS(t, rt)
+	testutil.NamedNS(t, node)
 	run(t, "ip", "-n", rt, "link", "add", "r0", "type", "veth", "peer", "name", "n0", "netns", node)
 	for _, c := range [][]string{
 		{"ip", "-n", rt, "addr", "add", routerAddr4.String() + "/24", "dev", "r0"},

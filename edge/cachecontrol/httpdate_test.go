@@ -41,25 +41,29 @@ func TestParseHTTPDateStrict(t *testing.T) {
 	}
 }
 
+// TestExpiresInvalidMeansExpired runs at every hour of a day: the dates are built from the hour
+// it pretends to be, never from Go's 12-hour "3" layout (which prints 00:xx as "12").
 func TestExpiresInvalidMeansExpired(t *testing.T) {
-	now := time.Now().UTC()
-	date := now.Format(http.TimeFormat)
-	future := now.Add(time.Hour).Format(http.TimeFormat)
-	if life, _ := Lifetime(200, hdr("Date", date, "Expires", future), nil, Heuristic{}); life < 59*time.Minute {
-		t.Fatalf("valid Expires: lifetime %v", life)
-	}
-	oneDigitHour := now.Add(time.Hour).Format("Mon, 02 Jan 2006 3:04:05 GMT")
-	if now.Add(time.Hour).Hour() > 9 {
-		oneDigitHour = "Mon, 02 Jan 2035 3:04:05 GMT"
-	}
-	for name, h := range map[string]http.Header{
-		"one-digit hour": hdr("Date", date, "Expires", oneDigitHour),
-		"run of spaces":  hdr("Date", date, "Expires", now.Add(time.Hour).Format("Mon,  02 Jan 2006 15:04:05 GMT")),
-		"two lines":      hdr("Date", date, "Expires", future, "Expires", future),
-		"not a date":     hdr("Date", date, "Expires", "0"),
-	} {
-		if life, _ := Lifetime(200, h, nil, Heuristic{Fraction: 0.1, Max: time.Hour}); life != 0 {
-			t.Errorf("%s: lifetime %v, want 0 (already expired)", name, life)
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	for h := range 24 {
+		now := day.Add(time.Duration(h)*time.Hour + 7*time.Minute)
+		date := now.Format(http.TimeFormat)
+		later := now.Add(time.Hour)
+		future := later.Format(http.TimeFormat)
+		if life, _ := Lifetime(200, hdr("Date", date, "Expires", future), nil, Heuristic{}); life < 59*time.Minute {
+			t.Fatalf("at %02d:07 a valid Expires: lifetime %v", h, life)
+		}
+		// A one-digit hour in the future, whatever the hour now: 03:04:05 a year on.
+		oneDigitHour := time.Date(now.Year()+1, now.Month(), 1, 0, 0, 0, 0, time.UTC).Format("Mon, 02 Jan 2006") + " 3:04:05 GMT"
+		for name, hd := range map[string]http.Header{
+			"one-digit hour": hdr("Date", date, "Expires", oneDigitHour),
+			"run of spaces":  hdr("Date", date, "Expires", later.Format("Mon,  02 Jan 2006 15:04:05 GMT")),
+			"two lines":      hdr("Date", date, "Expires", future, "Expires", future),
+			"not a date":     hdr("Date", date, "Expires", "0"),
+		} {
+			if life, _ := Lifetime(200, hd, nil, Heuristic{Fraction: 0.1, Max: time.Hour}); life != 0 {
+				t.Errorf("at %02d:07, %s (%q): lifetime %v, want 0 (already expired)", h, name, hd.Get("Expires"), life)
+			}
 		}
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netns"
+
+	"github.com/switchyard/switchyard/internal/namednetns"
 )
 
 // RequireRoot skips the test unless it runs as root (namespaces, BPF and XDP need it).
@@ -71,14 +72,12 @@ func probe(feature Feature) error {
 	return fmt.Errorf("unknown feature %q (use one of bpf, xdp, btf, netns)", feature)
 }
 
-// Do runs fn on an OS thread of its own, switched into ns, and returns when fn does. Sockets fn
-// creates stay in ns. With ns == netns.None() the thread starts in the caller's namespace: fn may
-// then move it (netns.New, netns.NewNamed). Either way the thread goes back to the namespace it
-// started in; if that fails it stays locked, so the runtime discards it instead of reusing it.
+// Do runs fn on an OS thread of its own, switched into ns, and returns when fn does
+// (namednetns.Do); a t.Fatal inside fn fails the test as it would outside.
 func Do(t testing.TB, ns netns.NsHandle, fn func() error) {
 	t.Helper()
-	switch err := do(ns, fn); {
-	case errors.Is(err, errStopped) && t.Failed():
+	switch err := namednetns.Do(ns, fn); {
+	case errors.Is(err, namednetns.ErrStopped) && t.Failed():
 		t.FailNow() // fn already reported why
 	case err != nil:
 		t.Fatal(err)
@@ -96,39 +95,22 @@ func DoNamed(t testing.TB, name string, fn func() error) {
 	Do(t, h, fn)
 }
 
-// errStopped is do's error when fn ended its goroutine (t.FailNow, t.Fatal) instead of returning.
-var errStopped = errors.New("fn stopped its goroutine (t.Fatal inside fn)")
-
-func do(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		err := errStopped // what is sent if fn calls runtime.Goexit
-		defer func() { errc <- err }()
-		runtime.LockOSThread()
-		orig, oerr := netns.Get()
-		if oerr != nil {
-			runtime.UnlockOSThread()
-			err = fmt.Errorf("open current namespace: %w", oerr)
-			return
+// NamedNS makes the named network namespace (namednetns.Create, the one way the project makes
+// them) and removes it when the test ends. A namespace of that name left by an earlier run is
+// removed first.
+func NamedNS(t testing.TB, name string) {
+	t.Helper()
+	if err := namednetns.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := namednetns.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := namednetns.Remove(name); err != nil {
+			t.Errorf("clean up: %v", err)
 		}
-		defer orig.Close()
-		if ns != netns.None() {
-			if serr := netns.Set(ns); serr != nil {
-				runtime.UnlockOSThread()
-				err = fmt.Errorf("enter namespace %s: %w", ns, serr)
-				return
-			}
-		}
-		defer func() {
-			if serr := netns.Set(orig); serr != nil {
-				err = errors.Join(err, fmt.Errorf("return to namespace %s: %w", orig, serr))
-				return // still locked: the thread dies with this goroutine
-			}
-			runtime.UnlockOSThread()
-		}()
-		err = fn()
-	}()
-	return <-errc
+	})
 }
 
 // Eventually polls cond until it returns true, failing the test with msgf's message when timeout

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/vishvananda/netns"
 )
 
@@ -62,17 +63,17 @@ func TestDoRestores(t *testing.T) {
 	if !sawInside {
 		t.Fatal("Do did not switch into the namespace it was given")
 	}
-	if err := do(inside, func() error { return errors.New("boom") }); err == nil || err.Error() != "boom" {
-		t.Fatalf("do lost fn's error: %v", err)
+	if err := namednetns.Do(inside, func() error { return errors.New("boom") }); err == nil || err.Error() != "boom" {
+		t.Fatalf("Do lost fn's error: %v", err)
 	}
 }
 
 // TestDoFnStops: a fn that ends its goroutine (as t.Fatal does) does not hang Do.
 func TestDoFnStops(t *testing.T) {
 	RequireRoot(t)
-	err := do(netns.None(), func() error { runtime.Goexit(); return nil })
-	if !errors.Is(err, errStopped) {
-		t.Fatalf("do after Goexit: %v", err)
+	err := namednetns.Do(netns.None(), func() error { runtime.Goexit(); return nil })
+	if !errors.Is(err, namednetns.ErrStopped) {
+		t.Fatalf("Do after Goexit: %v", err)
 	}
 }
 

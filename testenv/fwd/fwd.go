@@ -15,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/maps/maglev"
@@ -67,7 +68,7 @@ func Start(opt Options) (*Forwarder, error) {
 		return nil, err
 	}
 	fw := &Forwarder{opt: opt, ids: map[netip.Addr]uint32{}}
-	err = topo.Do(opt.NS, func() error {
+	err = namednetns.DoNamed(opt.NS, func() error {
 		f, err := loader.LoadForwarder(loader.Options{PinDir: opt.PinDir, RingSize: opt.RingSize, MaxVIPs: 16, MaxBackends: 256})
 		if err != nil {
 			return err

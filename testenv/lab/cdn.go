@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -72,10 +73,8 @@ func UpCDN(prefix, exe string) (*State, error) {
 	if old != nil {
 		st.Created = old.Created
 	}
-	if !topo.Exists(c.NS) {
-		if err := ipCmd("netns", "add", c.NS); err != nil {
-			return nil, fmt.Errorf("lab up --cdn: %w", err)
-		}
+	if err := namednetns.Create(c.NS); err != nil {
+		return nil, fmt.Errorf("lab up --cdn: %w", err)
 	}
 	if err := ipCmd("-n", c.NS, "link", "set", "lo", "up"); err != nil {
 		return nil, fmt.Errorf("lab up --cdn: %w", err)
@@ -149,13 +148,13 @@ func waitCDN(c *CDNState, d time.Duration) error {
 // CDNClient is an HTTP client whose connections start inside the CDN namespace.
 func CDNClient(c *CDNState, timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		DialContext: topo.Dialer(c.NS, &net.Dialer{Timeout: timeout}), MaxIdleConnsPerHost: 64, DisableCompression: true}}
+		DialContext: namednetns.Dialer(c.NS, &net.Dialer{Timeout: timeout}), MaxIdleConnsPerHost: 64, DisableCompression: true}}
 }
 
 // cdnStatus is `lab status` of a Mini-CDN lab: its namespace with every part's process.
 func cdnStatus(st *State, procs map[string]int, out *Status) *Status {
 	out.Up, out.Balancer, out.CDN, out.Notes = true, st.Balancer, st.CDN, st.Notes
-	s := NSStatus{Name: st.CDN.NS, Host: "cdn", Role: CDNRole, Exists: topo.Exists(st.CDN.NS), Processes: map[string]int{}}
+	s := NSStatus{Name: st.CDN.NS, Host: "cdn", Role: CDNRole, Exists: namednetns.Exists(st.CDN.NS), Processes: map[string]int{}}
 	if s.Exists {
 		if ifs, err := topo.Interfaces(st.CDN.NS); err == nil {
 			s.Interfaces = ifs

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -455,7 +456,7 @@ func (v *view) summary(w io.Writer, elapsed time.Duration, stats map[string]*sen
 // names with the lab's DNS server at dns:53 (also from c), the way a real client reaches the
 // lab's services by name.
 func DialViaDNS(c topo.Node, dns netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := topo.Dialer(c.NS, &net.Dialer{Timeout: 5 * time.Second})
+	d := namednetns.Dialer(c.NS, &net.Dialer{Timeout: 5 * time.Second})
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d(ctx, network, netip.AddrPortFrom(dns, 53).String())
 	}}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/internal/namednetns"
 )
 
 // The demo's view of the stops besides the app servers: what each stop itself counts, read
@@ -95,7 +95,7 @@ func sampleStops(st *State) stopTotals {
 
 func nsClient(ns string) *http.Client {
 	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: topo.Dialer(ns, &net.Dialer{Timeout: time.Second}), DisableKeepAlives: true}}
+		DialContext: namednetns.Dialer(ns, &net.Dialer{Timeout: time.Second}), DisableKeepAlives: true}}
 }
 
 func getJSON(ctx context.Context, ns, url string, out any) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -121,7 +122,7 @@ func CutStore(n topo.Node, cut bool) error {
 	if cut {
 		script = fmt.Sprintf("table inet sycut {\n chain out { type filter hook output priority 0; tcp dport %d drop; }\n chain in { type filter hook input priority 0; tcp sport %d drop; }\n}\n", storeClient, storeClient)
 	}
-	cmd := exec.Command("nsenter", "--net="+topo.NSPath(n.NS), "--", "nft", "-f", "-")
+	cmd := exec.Command("nsenter", "--net="+namednetns.Path(n.NS), "--", "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(script)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cut store of %s (nft): %v: %s", n.NS, err, out)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -30,13 +31,13 @@ func (l *Lab) StartApps(ctx context.Context) (map[string]*app.Server, error) {
 
 // StartApp runs one app server in-process on a node's namespace.
 func StartApp(ctx context.Context, n topo.Node) (*app.Server, error) {
-	ln, err := topo.Listen(n.NS, "tcp", ":80")
+	ln, err := namednetns.Listen(n.NS, "tcp", ":80")
 	if err != nil {
 		return nil, fmt.Errorf("listen in %s: %w", n.NS, err)
 	}
 	var udp []net.PacketConn
 	for _, a := range append([]netip.Addr{n.Addr4}, n.Loopback...) {
-		uc, err := topo.ListenPacket(n.NS, "udp", netip.AddrPortFrom(a, 7).String())
+		uc, err := namednetns.ListenPacket(n.NS, "udp", netip.AddrPortFrom(a, 7).String())
 		if err != nil {
 			ln.Close()
 			for _, u := range udp {
@@ -55,7 +56,7 @@ func StartApp(ctx context.Context, n topo.Node) (*app.Server, error) {
 // false every request opens a new connection.
 func HTTPClient(n topo.Node, keepAlive bool, timeout time.Duration) *http.Client {
 	tr := &http.Transport{
-		DialContext:         topo.Dialer(n.NS, &net.Dialer{Timeout: timeout}),
+		DialContext:         namednetns.Dialer(n.NS, &net.Dialer{Timeout: timeout}),
 		DisableKeepAlives:   !keepAlive,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     time.Minute,

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/app"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // KeepAlive is one HTTP/1.1 keep-alive connection from a namespace, driven request by request,
@@ -22,7 +22,7 @@ type KeepAlive struct {
 
 // DialKeepAlive opens a keep-alive connection from namespace ns to addr.
 func DialKeepAlive(ns, addr string) (*KeepAlive, error) {
-	c, err := topo.Dialer(ns, &net.Dialer{Timeout: 5 * time.Second})(context.Background(), "tcp", addr)
+	c, err := namednetns.Dialer(ns, &net.Dialer{Timeout: 5 * time.Second})(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

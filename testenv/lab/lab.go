@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/testenv/fwd"
@@ -168,7 +169,7 @@ func (l *Lab) secondChancePeers(hosts []topo.Node) []netip.Prefix {
 // balancers' encap source ranges as the allowed tunnel sources (docs/xdp.md, "Second chance").
 func attachDecap(n topo.Node, peers []netip.Prefix) error {
 	pin := PinDir(n.NS, n.Iface)
-	return topo.Do(n.NS, func() error {
+	return namednetns.DoNamed(n.NS, func() error {
 		d, err := loader.OpenDecap(pin)
 		if err != nil {
 			return err
@@ -191,7 +192,7 @@ func attachDecap(n topo.Node, peers []netip.Prefix) error {
 // DecapCounters reads the decap counters of a backend.
 func DecapCounters(n topo.Node) (map[string]loader.LBCounter, error) {
 	var out map[string]loader.LBCounter
-	err := topo.Do(n.NS, func() error {
+	err := namednetns.DoNamed(n.NS, func() error {
 		d, err := loader.OpenDecap(PinDir(n.NS, n.Iface))
 		if err != nil {
 			return err

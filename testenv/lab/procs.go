@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/internal/namednetns"
 )
 
 // Proc is a process the lab started inside a namespace.
@@ -46,7 +46,7 @@ func StartProcess(prefix, name, ns string, argv ...string) (Proc, error) {
 		return Proc{}, fmt.Errorf("open log %s: %w", p.Log, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + topo.NSPath(ns), "--"}, argv...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + namednetns.Path(ns), "--"}, argv...)...)
 	if ns == "" { // the host namespace: the lab's web view and Prometheus (observe.go)
 		cmd = exec.Command(argv[0], argv[1:]...)
 	}

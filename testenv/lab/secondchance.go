@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
@@ -24,7 +25,7 @@ func (l *Lab) AttachBackendPortPass() error {
 func (l *Lab) attachPortPass(nodes []topo.Node) error {
 	for _, n := range nodes {
 		pin := filepath.Join(PinDir(l.Topo.RouterNS, n.Port), "link")
-		err := topo.Do(l.Topo.RouterNS, func() error {
+		err := namednetns.DoNamed(l.Topo.RouterNS, func() error {
 			lk, err := loader.AttachPass(n.Port, loader.Native, pin)
 			if err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
@@ -63,7 +64,7 @@ func GetStatus(prefix string) (*Status, error) {
 	out := &Status{Prefix: prefix}
 	st, err := LoadState(prefix)
 	if err != nil {
-		names, lerr := topo.List(prefix)
+		names, lerr := namednetns.List(prefix + "-")
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -82,7 +83,7 @@ func GetStatus(prefix string) (*Status, error) {
 	out.Up, out.Balancer, out.Sockets, out.Notes = true, st.Balancer, st.Sockets, st.Notes
 	out.UI, out.Prometheus = st.UI, st.Prometheus
 	add := func(ns, host string, role topo.Role) {
-		s := NSStatus{Name: ns, Host: host, Role: role, Exists: topo.Exists(ns)}
+		s := NSStatus{Name: ns, Host: host, Role: role, Exists: namednetns.Exists(ns)}
 		if s.Exists {
 			ifs, err := topo.Interfaces(ns)
 			if err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/store"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/topo"
 )
 
@@ -134,10 +135,8 @@ func startStore(st *State, members int, h *config.HealthCheck, start func(name, 
 
 // buildStoreNS makes the store namespace with a veth to the router and every member's address.
 func buildStoreNS(routerNS string, s *StoreState) error {
-	if !topo.Exists(s.NS) {
-		if err := ipCmd("netns", "add", s.NS); err != nil {
-			return err
-		}
+	if err := namednetns.Create(s.NS); err != nil {
+		return err
 	}
 	if err := ipCmd("-n", routerNS, "link", "show", storePort); err != nil {
 		if err := ipCmd("-n", routerNS, "link", "add", storePort, "type", "veth", "peer", "name", "eth0", "netns", s.NS); err != nil {
@@ -180,7 +179,7 @@ func OpenStore(st *State) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dial := topo.Dialer(st.Store.NS, &net.Dialer{Timeout: 2 * time.Second})
+	dial := namednetns.Dialer(st.Store.NS, &net.Dialer{Timeout: 2 * time.Second})
 	return store.Open(u, store.Options{Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 		return dial(ctx, "tcp", addr)
 	}})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
@@ -29,7 +30,7 @@ func TestBuildRouterSkipsBridgeNetfilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"bridge/bridge-nf-call-iptables", "bridge/bridge-nf-call-ip6tables", "bridge/bridge-nf-call-arptables"} {
-		v, err := In(top.RouterNS, func() ([]byte, error) { return os.ReadFile("/proc/sys/net/" + k) })
+		v, err := namednetns.In(top.RouterNS, func() ([]byte, error) { return os.ReadFile("/proc/sys/net/" + k) })
 		if errors.Is(err, os.ErrNotExist) {
 			t.Logf("%s: no br_netfilter in this kernel", k)
 			continue

@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard/switchyard/internal/namednetns"
 )
 
 // Role is what a namespace is for.
@@ -216,7 +218,7 @@ func (t *Topology) Namespaces() []string {
 // Build creates what the plan describes. It is idempotent: namespaces, links, addresses and
 // routes that exist already are kept. It needs root.
 func (t *Topology) Build() error {
-	if err := create(t.RouterNS); err != nil {
+	if err := namednetns.Create(t.RouterNS); err != nil {
 		return err
 	}
 	rt, err := handle(t.RouterNS)
@@ -319,7 +321,7 @@ func (t *Topology) buildSegment(rt *netlink.Handle, s Segment) error {
 }
 
 func (t *Topology) buildNode(rt *netlink.Handle, n Node) error {
-	if err := create(n.NS); err != nil {
+	if err := namednetns.Create(n.NS); err != nil {
 		return err
 	}
 	h, err := handle(n.NS)
@@ -365,7 +367,7 @@ func (t *Topology) buildPort(rt *netlink.Handle, n Node, seg Segment) error {
 	if err := rt.LinkSetUp(port); err != nil {
 		return fmt.Errorf("set %s up: %w", n.Port, err)
 	}
-	return Do(t.RouterNS, func() error { return plainOffloads(n.Port) })
+	return namednetns.DoNamed(t.RouterNS, func() error { return plainOffloads(n.Port) })
 }
 
 // buildHost configures the node's side: sysctls, lo, its interface's addresses and offloads,
@@ -393,7 +395,7 @@ func buildHost(h *netlink.Handle, n Node, seg Segment) error {
 	if err := Sysctl(n.NS, "net.ipv4.conf."+n.Iface+".rp_filter", "0"); err != nil {
 		return err
 	}
-	if err := Do(n.NS, func() error { return plainOffloads(n.Iface) }); err != nil {
+	if err := namednetns.DoNamed(n.NS, func() error { return plainOffloads(n.Iface) }); err != nil {
 		return err
 	}
 	for _, a := range []netip.Prefix{netip.PrefixFrom(n.Addr4, seg.Net4.Bits()), netip.PrefixFrom(n.Addr6, seg.Net6.Bits())} {
@@ -480,14 +482,14 @@ func AddLoopback(ns string, a netip.Addr) error {
 // Destroy removes every namespace whose name starts with prefix+"-", the router last; the
 // veths and bridges go with their namespaces.
 func Destroy(prefix string) error {
-	names, err := List(prefix)
+	names, err := namednetns.List(prefix + "-")
 	if err != nil {
 		return err
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i] != prefix+"-rt" && names[j] == prefix+"-rt" })
 	var errs []error
 	for _, n := range names {
-		errs = append(errs, Remove(n))
+		errs = append(errs, namednetns.Remove(n))
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	sydns "github.com/switchyard/switchyard/dns"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/lab"
 	"github.com/switchyard/switchyard/testenv/topo"
@@ -185,7 +186,7 @@ func (r *runner) get(ctx context.Context, u string) (answer, error) {
 // resolve asks the lab's DNS server for a name's A records from the client namespace.
 func (r *runner) resolve(ctx context.Context, name string) (Name, error) {
 	out := Name{Name: name}
-	err := topo.Do(r.client.NS, func() error {
+	err := namednetns.DoNamed(r.client.NS, func() error {
 		m, _, err := sydns.Query(ctx, netip.AddrPortFrom(r.dns, 53).String(), name, mdns.TypeA, sydns.QueryOptions{})
 		if err != nil {
 			return err

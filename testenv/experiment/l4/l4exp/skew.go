@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/maps"
 	"github.com/switchyard/switchyard/testenv/app"
 	"github.com/switchyard/switchyard/testenv/fwd"
@@ -158,7 +159,7 @@ func (s *skewLab) run(ctx context.Context, mix []int, roundRobin bool) (SkewRun,
 			d.LocalAddr = &net.TCPAddr{IP: c.Addr4.AsSlice(), Port: p}
 			want = be.Name
 		}
-		tr := &http.Transport{DialContext: topo.Dialer(c.NS, d), MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
+		tr := &http.Transport{DialContext: namednetns.Dialer(c.NS, d), MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
 		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		for j := 0; j < share; j++ {
 			path := "/tracking"
