@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 
+	"golang.org/x/net/http2"
+
 	"github.com/switchyard/switchyard/l7/h2"
 )
 
@@ -55,28 +57,64 @@ func (hc *h2Conn) fallback(st *h2.Stream, inline []byte) {
 		case <-ctx.Done():
 		}
 	}()
-	hc.s.ServeHTTP(w, r.WithContext(ctx))
-	w.finish()
+	if hc.serveHTTP(w, r.WithContext(ctx)) {
+		w.finish()
+		return
+	}
+	st.Reset(http2.ErrCodeInternal) // the response was cut: never end it as if whole
 }
 
-// h2Writer is an http.ResponseWriter on a stream.
+// serveHTTP runs the net/http handler and reports whether the response may end normally: false
+// when the handler aborted it (http.ErrAbortHandler, as net/http's server takes it).
+func (hc *h2Conn) serveHTTP(w http.ResponseWriter, r *http.Request) (whole bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself is panicked
+				panic(v)
+			}
+			whole = false
+		}
+	}()
+	hc.s.ServeHTTP(w, r)
+	return true
+}
+
+// h2Writer is an http.ResponseWriter on a stream. As net/http's own HTTP/2 server does, it
+// holds the final head until the first Write or Flush, or the handler's end: a response with
+// no body then goes out as one HEADERS frame that ends the stream (gRPC's trailers-only form),
+// and trailers (declared in Trailer, or set with http.TrailerPrefix) end the stream as a
+// trailer block instead of an empty DATA frame.
 type h2Writer struct {
-	st    *h2.Stream
-	hdr   http.Header
-	wrote bool
-	block []byte
-	err   error
+	st       *h2.Stream
+	hdr      http.Header
+	code     int  // the final status, once WriteHeader took it
+	sent     bool // the final head was sent
+	declared []string
+	block    []byte
+	err      error
 }
 
 // Header implements http.ResponseWriter.
 func (w *h2Writer) Header() http.Header { return w.hdr }
 
-// WriteHeader sends the response head (1xx heads as they come, except 100, which HTTP/2
-// clients need not be told here).
+// WriteHeader takes the response head: 1xx heads are sent as they come (except 100, which
+// HTTP/2 clients need not be told here), the final one when the body starts.
 func (w *h2Writer) WriteHeader(code int) {
-	if w.wrote || code == http.StatusContinue {
+	if w.code != 0 || code == http.StatusContinue {
 		return
 	}
+	if code >= 200 {
+		w.code = code
+		w.declared = w.hdr.Values("Trailer")
+		return
+	}
+	if err := w.st.Respond(w.headBlock(code), nil, false); err != nil {
+		w.err = err
+	}
+}
+
+// headBlock encodes :status and the header fields HTTP/2 carries.
+func (w *h2Writer) headBlock(code int) []byte {
 	w.block = h2.AppendStatus(w.block[:0], code)
 	for k, vs := range w.hdr {
 		if strings.HasPrefix(k, http.TrailerPrefix) || !h2ResponseField([]byte(k)) || k == "Trailer" {
@@ -86,19 +124,26 @@ func (w *h2Writer) WriteHeader(code int) {
 			w.block = h2.AppendField(w.block, []byte(k), []byte(v))
 		}
 	}
-	if code >= 200 {
-		w.wrote = true
+	return w.block
+}
+
+// sendHead sends the final head (200 if none was set), ending the stream with it when end.
+func (w *h2Writer) sendHead(end bool) {
+	if w.sent {
+		return
 	}
-	if err := w.st.Respond(w.block, nil, false); err != nil {
-		w.err = err
+	if w.code == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.sent = true
+	if w.err == nil {
+		w.err = w.st.Respond(w.headBlock(w.code), nil, end)
 	}
 }
 
 // Write implements http.ResponseWriter.
 func (w *h2Writer) Write(p []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
+	w.sendHead(false)
 	if w.err != nil {
 		return 0, w.err
 	}
@@ -109,14 +154,53 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Flush implements http.Flusher: every Write is already on its way to the client.
-func (w *h2Writer) Flush() {}
+// Flush implements http.Flusher: it sends a held head; every Write is already on its way.
+func (w *h2Writer) Flush() { w.sendHead(false) }
 
+// trailerBlock encodes the trailers the handler set, or returns nil when there are none.
+func (w *h2Writer) trailerBlock() []byte {
+	w.block = w.block[:0]
+	add := func(name string, vs []string) {
+		if !h2ResponseField([]byte(name)) {
+			return
+		}
+		for _, v := range vs {
+			w.block = h2.AppendField(w.block, []byte(name), []byte(v))
+		}
+	}
+	for _, d := range w.declared {
+		for _, name := range strings.Split(d, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			add(name, w.hdr[name])
+		}
+	}
+	for k, vs := range w.hdr {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			add(name, vs)
+		}
+	}
+	if len(w.block) == 0 {
+		return nil
+	}
+	return w.block
+}
+
+// finish ends the response: the held head alone when nothing followed it, then the trailers
+// or an empty DATA frame that ends the stream.
 func (w *h2Writer) finish() {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
+	trailers := w.trailerBlock()
+	if !w.sent && trailers == nil {
+		w.sendHead(true)
+		return
 	}
-	if w.err == nil {
-		_ = w.st.Data(nil, true)
+	trailers = append([]byte(nil), trailers...) // sendHead reuses w.block
+	w.sendHead(false)
+	if w.err != nil {
+		return
 	}
+	if trailers != nil {
+		_ = w.st.Trailers(trailers)
+		return
+	}
+	_ = w.st.Data(nil, true)
 }

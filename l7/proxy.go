@@ -32,6 +32,8 @@ type exchange struct {
 	backend  *balance.Backend
 	attempts int
 	scheme   string
+	// broken is the error that cut the backend's response body short (not the client's abort).
+	broken error
 }
 
 // errNoBackend means every backend of the pool is unhealthy, ejected, drained or already tried.
@@ -53,7 +55,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if !st.global.TryAcquire() {
 		s.metrics.shed.WithLabelValues("global").Inc()
-		shed(rec, "proxy")
+		shed(rec, r, "proxy")
 		return
 	}
 	defer st.global.Release()
@@ -63,12 +65,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	clean, err := route.NormalizePath(r.URL.Path, r.URL.EscapedPath())
 	if err != nil {
 		s.metrics.refused.WithLabelValues("400").Inc()
-		http.Error(rec, "bad request path: "+err.Error(), http.StatusBadRequest)
+		fail(rec, r, http.StatusBadRequest, "bad request path: "+err.Error(), false)
 		return
 	}
 	m := st.table.Match(r, clean)
 	if m == nil {
-		http.Error(rec, "no route matches "+r.Method+" "+clean, http.StatusNotFound)
+		fail(rec, r, http.StatusNotFound, "no route matches "+r.Method+" "+clean, false)
 		return
 	}
 	rt := st.routes[m.Index]
@@ -76,13 +78,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(r)) {
 		s.metrics.limited.WithLabelValues(rt.cfg.Name).Inc()
 		rec.Header().Set("Retry-After", strconv.Itoa(int(rt.limiter.RetryAfter().Seconds()+0.999)))
-		http.Error(rec, "rate limit exceeded; slow down", http.StatusTooManyRequests)
+		fail(rec, r, http.StatusTooManyRequests, "rate limit exceeded; slow down", true)
 		return
 	}
 	p := rt.pool
 	if !p.gate.TryAcquire() {
 		s.metrics.shed.WithLabelValues(p.name).Inc()
-		shed(rec, "pool "+p.name)
+		shed(rec, r, "pool "+p.name)
 		return
 	}
 	defer p.gate.Release()
@@ -93,7 +95,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if r.Header.Get("Upgrade") == "" {
-		ctx, cancel = context.WithTimeout(r.Context(), rt.timeout)
+		ctx, cancel = context.WithTimeout(r.Context(), grpcBound(r, rt.timeout))
 	} else {
 		ctx, cancel = context.WithCancel(r.Context())
 	}
@@ -104,13 +106,53 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.bufferBody(rt, r)
 	}
 	s.proxy.ServeHTTP(rec, r)
+	if ex.broken != nil && r.Context().Err() == nil {
+		s.brokenResponse(rec, r, ex.broken)
+	}
+}
+
+// brokenResponse ends a response whose backend failed after its head: to a gRPC client with the
+// trailers of UNAVAILABLE (its status is read there, so a clean end would read as a success
+// missing its status), to anyone else by aborting the stream or connection, as net/http's
+// server does for ReverseProxy, so the cut is not taken for a whole response.
+func (s *Server) brokenResponse(rec *recorder, r *http.Request, err error) {
+	if core.IsGRPC(r.Header.Get("Content-Type")) {
+		rec.Header().Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(core.GRPCUnavailable))
+		rec.Header().Set(http.TrailerPrefix+"Grpc-Message", core.GRPCMessage("upstream failed mid-response: "+err.Error()))
+		return
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // shed answers 503 with the headers that tell a client this was deliberate load shedding.
-func shed(w http.ResponseWriter, scope string) {
+func shed(w http.ResponseWriter, r *http.Request, scope string) {
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("X-Load-Shed", "1")
-	http.Error(w, "overloaded ("+scope+" in-flight limit); retry later", http.StatusServiceUnavailable)
+	fail(w, r, http.StatusServiceUnavailable, "overloaded ("+scope+" in-flight limit); retry later", true)
+}
+
+// fail answers a request the proxy itself fails: the HTTP status with its reason as text, or,
+// to a gRPC request, HTTP 200 in gRPC's trailers-only form with the grpc-status that stands for
+// it (core.GRPCStatus), which is all a gRPC client reads. Metrics and the access log keep the
+// HTTP status. shed marks deliberate refusals (load shedding, rate limits).
+func fail(w http.ResponseWriter, r *http.Request, code int, msg string, shed bool) {
+	if core.IsGRPC(r.Header.Get("Content-Type")) {
+		h := w.Header()
+		h.Del("Content-Length")
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", strconv.Itoa(core.GRPCStatus(code, shed)))
+		h.Set("Grpc-Message", core.GRPCMessage(msg))
+		w.WriteHeader(http.StatusOK)
+		if rec, ok := w.(*recorder); ok {
+			rec.code = code
+		}
+		return
+	}
+	if code == 499 { // nobody is listening: a status for the log only
+		w.WriteHeader(code)
+		return
+	}
+	http.Error(w, msg, code)
 }
 
 func schemeOf(r *http.Request) string {
@@ -232,11 +274,18 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.Canceled):
 		code, msg = 499, "client closed request"
 	}
-	if code != 499 {
-		http.Error(w, msg, code)
-	} else {
-		w.WriteHeader(code)
+	fail(w, r, code, msg, false)
+}
+
+// grpcBound is the total timeout of a request: the route's, or a gRPC client's shorter
+// grpc-timeout (the deadline the client gives the whole call).
+func grpcBound(r *http.Request, route time.Duration) time.Duration {
+	if v := r.Header.Get("Grpc-Timeout"); v != "" && core.IsGRPC(r.Header.Get("Content-Type")) {
+		if d, ok := core.GRPCTimeout(v); ok && d < route {
+			return d
+		}
 	}
+	return route
 }
 
 // RoundTrip picks a backend for the request, forwards it, and retries on connect errors and the
@@ -288,7 +337,10 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		again := ex.attempts < maxAttempts && req.Context().Err() == nil
 		if err != nil {
 			b.Release()
-			s.passive(p, b, false, err)
+			if !errors.Is(req.Context().Err(), context.Canceled) {
+				// Only what the backend did counts against it: the client's own abort does not.
+				s.passive(p, b, false, err)
+			}
 			lastErr = fmt.Errorf("forward to %s: %w", b.Address, err)
 			if again && s.spendRetry(p) {
 				continue
@@ -307,7 +359,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.attempts > 1 {
 			resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
 		}
-		resp.Body = releaseOnClose(resp.Body, b)
+		resp.Body = releaseOnClose(resp.Body, b, ex)
 		return resp, nil
 	}
 }
@@ -342,8 +394,8 @@ func (s *Server) passive(p *pool, b *balance.Backend, ok bool, err error) {
 
 // releaseOnClose ends the backend's in-flight count when the response body is closed. An
 // upgraded (101) body is also a writer and stays one, because ReverseProxy needs it to be.
-func releaseOnClose(body io.ReadCloser, b *balance.Backend) io.ReadCloser {
-	rb := &releaseBody{ReadCloser: body, b: b}
+func releaseOnClose(body io.ReadCloser, b *balance.Backend, ex *exchange) io.ReadCloser {
+	rb := &releaseBody{ReadCloser: body, b: b, ex: ex}
 	if rw, ok := body.(io.ReadWriteCloser); ok {
 		return &releaseRWBody{releaseBody: rb, w: rw}
 	}
@@ -353,7 +405,17 @@ func releaseOnClose(body io.ReadCloser, b *balance.Backend) io.ReadCloser {
 type releaseBody struct {
 	io.ReadCloser
 	b    *balance.Backend
+	ex   *exchange
 	done bool
+}
+
+// Read notes an error that cut the body short, for ServeHTTP to end the response as broken.
+func (r *releaseBody) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && r.ex.broken == nil {
+		r.ex.broken = err
+	}
+	return n, err
 }
 
 func (r *releaseBody) Close() error {

@@ -193,6 +193,21 @@ func (st *Stream) Respond(block, data []byte, end bool) error {
 	return err
 }
 
+// Trailers ends the stream with a trailer header block (AppendField only: no pseudo-header,
+// RFC 9113 8.1), after the head and any data already sent. gRPC carries its status there.
+func (st *Stream) Trailers(block []byte) error {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.reset || st.sendDone || c.dead {
+		return errReset
+	}
+	c.wbuf = appendHeaders(c.wbuf, st.ID, block, true, c.peerFrame)
+	st.sendDone = true
+	c.wcond.Signal()
+	return nil
+}
+
 // Data sends response body bytes within the flow-control windows, waiting for the client to
 // open them (up to the deadline); end ends the stream after them.
 func (st *Stream) Data(data []byte, end bool) error {

@@ -1,0 +1,291 @@
+package l7
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// The gRPC tests run grpc-go's own client and server (the interop suite's TestService) through
+// the proxy: every listener kind (h2c, h2 over TLS) to every HTTP/2 pool kind (h2c, h2), so
+// trailers, grpc-status, binary metadata, flow control and streaming both ways are carried by
+// the real thing, not by hand-written frames.
+
+// grpcService is the interop TestService: payloads of the asked sizes, metadata echoed
+// (x-grpc-test-echo-initial in the response head, x-grpc-test-echo-trailing-bin in the
+// trailers), and the status a request asks for.
+type grpcService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func echoMetadata(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-grpc-test-echo-initial"); len(v) > 0 {
+		if err := grpc.SetHeader(ctx, metadata.Pairs("x-grpc-test-echo-initial", v[0])); err != nil {
+			return err
+		}
+	}
+	if v := md.Get("x-grpc-test-echo-trailing-bin"); len(v) > 0 {
+		grpc.SetTrailer(ctx, metadata.Pairs("x-grpc-test-echo-trailing-bin", v[0]))
+	}
+	return nil
+}
+
+func payload(n int32) *testpb.Payload {
+	return &testpb.Payload{Body: bytes.Repeat([]byte{'g'}, int(n))}
+}
+
+func asked(st *testpb.EchoStatus) error {
+	if st == nil || st.Code == 0 {
+		return nil
+	}
+	return status.Error(codes.Code(st.Code), st.Message)
+}
+
+func (grpcService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if err := echoMetadata(ctx); err != nil {
+		return nil, err
+	}
+	if err := asked(in.ResponseStatus); err != nil {
+		return nil, err
+	}
+	return &testpb.SimpleResponse{Payload: payload(in.ResponseSize)}, nil
+}
+
+func (grpcService) StreamingOutputCall(in *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	for _, p := range in.ResponseParameters {
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
+			return err
+		}
+	}
+	return asked(in.ResponseStatus)
+}
+
+func (grpcService) StreamingInputCall(stream testgrpc.TestService_StreamingInputCallServer) error {
+	var sum int32
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: sum})
+		}
+		if err != nil {
+			return err
+		}
+		sum += int32(len(in.Payload.GetBody()))
+	}
+}
+
+func (grpcService) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServer) error {
+	if err := echoMetadata(stream.Context()); err != nil {
+		return err
+	}
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := asked(in.ResponseStatus); err != nil {
+			return err
+		}
+		for _, p := range in.ResponseParameters {
+			if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// startGRPCBackend serves grpcService on loopback, over TLS (h2) or cleartext (h2c).
+func startGRPCBackend(t *testing.T, withTLS bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20), grpc.MaxSendMsgSize(8 << 20)}
+	if withTLS {
+		cp, kp, _ := writeCert(t, t.TempDir(), "backend.test")
+		cert, err := tls.LoadX509KeyPair(cp, kp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	}
+	srv := grpc.NewServer(opts...)
+	testgrpc.RegisterTestServiceServer(srv, grpcService{})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// grpcCombos are the listener and pool kinds a gRPC call can take through the proxy.
+var grpcCombos = []struct {
+	name     string
+	listener engine
+	pool     string // the pool's protocol settings
+	poolTLS  bool
+}{
+	{"h2c-to-h2c", engine{name: "h2c"}, "protocol: h2c", false},
+	{"h2c-to-h2", engine{name: "h2c"}, "protocol: h2, insecure_skip_verify: true", true},
+	{"tls-to-h2c", engine{name: "h2tls", tls: true}, "protocol: h2c", false},
+	{"tls-to-h2", engine{name: "h2tls", tls: true}, "protocol: h2, insecure_skip_verify: true", true},
+}
+
+// dialGRPC is a grpc-go client of the proxy p (TLS without verification on a TLS listener).
+func dialGRPC(t *testing.T, p *engineProxy) testgrpc.TestServiceClient {
+	t.Helper()
+	creds := insecure.NewCredentials()
+	if p.tls {
+		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test certificate
+	}
+	cc, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testgrpc.NewTestServiceClient(cc)
+}
+
+// TestGRPCThroughEveryCombination: unary (4 MiB each way), metadata and binary trailers,
+// an error status with its message, server-, client- and bidirectional streaming, through every
+// listener kind to every HTTP/2 pool kind.
+func TestGRPCThroughEveryCombination(t *testing.T) {
+	for _, c := range grpcCombos {
+		t.Run(c.name, func(t *testing.T) {
+			backend := startGRPCBackend(t, c.poolTLS)
+			p := c.listener.start(t, oneRoute(", "+c.pool, backend))
+			tc := dialGRPC(t, p)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			grpcUnary(ctx, t, tc)
+			grpcStatus(ctx, t, tc)
+			grpcServerStreaming(ctx, t, tc)
+			grpcClientStreaming(ctx, t, tc)
+			grpcBidi(ctx, t, tc)
+		})
+	}
+}
+
+func grpcUnary(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
+	t.Helper()
+	const big = 4 << 20
+	trailing := string([]byte{0, 1, 2, 0xfe, 0xff})
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-grpc-test-echo-initial", "hello", "x-grpc-test-echo-trailing-bin", trailing)
+	var hdr, trl metadata.MD
+	resp, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: big, Payload: payload(big)}, grpc.Header(&hdr), grpc.Trailer(&trl))
+	if err != nil {
+		t.Fatalf("unary call (4 MiB each way): %v", err)
+	}
+	if n := len(resp.Payload.GetBody()); n != big {
+		t.Errorf("unary: got %d payload bytes, want %d", n, big)
+	}
+	if v := hdr.Get("x-grpc-test-echo-initial"); len(v) != 1 || v[0] != "hello" {
+		t.Errorf("unary: initial metadata %v, want hello", v)
+	}
+	if v := trl.Get("x-grpc-test-echo-trailing-bin"); len(v) != 1 || v[0] != trailing {
+		t.Errorf("unary: binary trailing metadata %q, want %q", v, trailing)
+	}
+}
+
+func grpcStatus(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
+	t.Helper()
+	msg := "no such thing \t\n (ünïcode, 100% sure)"
+	_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound), Message: msg}})
+	if st, _ := status.FromError(err); st.Code() != codes.NotFound || st.Message() != msg {
+		t.Errorf("error status: got %v %q, want NotFound %q", st.Code(), st.Message(), msg)
+	}
+}
+
+func grpcServerStreaming(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
+	t.Helper()
+	sizes := []int32{1, 31415, 0, 1 << 20, 2653}
+	req := &testpb.StreamingOutputCallRequest{}
+	for _, n := range sizes {
+		req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: n})
+	}
+	stream, err := tc.StreamingOutputCall(ctx, req)
+	if err != nil {
+		t.Fatalf("server streaming: %v", err)
+	}
+	for i, n := range sizes {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("server streaming: message %d: %v", i, err)
+		}
+		if len(m.Payload.GetBody()) != int(n) {
+			t.Errorf("server streaming: message %d has %d bytes, want %d", i, len(m.Payload.GetBody()), n)
+		}
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("server streaming: after the last message: %v, want io.EOF (status OK in the trailers)", err)
+	}
+}
+
+func grpcClientStreaming(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
+	t.Helper()
+	stream, err := tc.StreamingInputCall(ctx)
+	if err != nil {
+		t.Fatalf("client streaming: %v", err)
+	}
+	var sum int32
+	for _, n := range []int32{27182, 8, 1828, 45904, 3 << 20} {
+		if err := stream.Send(&testpb.StreamingInputCallRequest{Payload: payload(n)}); err != nil {
+			t.Fatalf("client streaming: send: %v", err)
+		}
+		sum += n
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		t.Fatalf("client streaming: close: %v", err)
+	}
+	if resp.AggregatedPayloadSize != sum {
+		t.Errorf("client streaming: aggregated %d, want %d", resp.AggregatedPayloadSize, sum)
+	}
+}
+
+// grpcBidi plays ping-pong: each answer must arrive before the next request is sent, so the
+// proxy must stream both directions at once.
+func grpcBidi(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
+	t.Helper()
+	stream, err := tc.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatalf("bidi: %v", err)
+	}
+	for i, n := range []int32{31415, 9, 2653, 58979, 1 << 20} {
+		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: n}}, Payload: payload(n)}
+		if err := stream.Send(req); err != nil {
+			t.Fatalf("bidi: send %d: %v", i, err)
+		}
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("bidi: receive %d: %v", i, err)
+		}
+		if len(m.Payload.GetBody()) != int(n) {
+			t.Fatalf("bidi: answer %d has %d bytes, want %d", i, len(m.Payload.GetBody()), n)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("bidi: after close: %v, want io.EOF", err)
+	}
+}
