@@ -10,7 +10,7 @@ import (
 
 // udpSteerEnv names the environment variable that, set to "cpu", steers each datagram to the
 // SO_REUSEPORT socket of the CPU it arrived on (SO_ATTACH_REUSEPORT_CBPF) instead of the kernel's
-// hash of the flow. A lever measured for issue 13 section 2; docs/dns.md ("Speed") has the result.
+// hash of the flow. A measured lever; docs/dns.md ("UDP levers") has the result.
 const udpSteerEnv = "SWITCHYARD_DNS_UDP_STEER"
 
 // steerByCPU attaches a classic BPF program to the reuseport group of conns that returns the

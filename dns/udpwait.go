@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UDPWait says how a UDP worker waits when its socket has no datagram queued. The levers of
-// issue 13 section 2; docs/dns.md ("Speed") has what each measured.
+// UDPWait says how a UDP worker waits when its socket has no datagram queued. The levers
+// docs/dns.md ("UDP levers") describes; what each measured is in docs/measurements/dns.md.
 type UDPWait string
 
 const (

@@ -16,7 +16,7 @@ import (
 // for kernel TLS, so TLS HTTP/1.1 connections were served by the goroutine engine: per request
 // a read that found nothing (EAGAIN) before each of the two real reads, an idle-connection peek,
 // and a goroutine parked and woken on Go's poller twice (futex, nanosleep), 7.7 system calls
-// where the loop makes 4.2 (docs/l7.md, Benchmark). So the TLS connection runs over a tlsWire:
+// where the loop makes 4.2 (docs/measurements/l7.md, "Where the CPU goes"). So the TLS connection runs over a tlsWire:
 // a net.Conn that, while a goroutine serves the connection, is the socket on Go's poller, and
 // once a loop has taken the descriptor over is a pair of memory buffers. The loop reads
 // ciphertext from the socket into the wire and lets crypto/tls decrypt it; what crypto/tls

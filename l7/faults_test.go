@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// Faults found in a soak with injected failures (issue 17), each with a test that failed on the
+// Faults found in a soak with injected failures, each with a test that failed on the
 // code before the request core.
 
 // Descriptor exhaustion must not take healthy backends down. The proxy runs in a subprocess

@@ -15,7 +15,7 @@ import (
 	"github.com/switchyard/switchyard/maps/maglev"
 )
 
-// The Katran peer of BenchmarkXDP (issue 14): Katran's balancer.bpf.c, built at bench time from
+// The Katran peer of BenchmarkXDP: Katran's balancer.bpf.c, built at bench time from
 // KATRAN_DIR with Katran's own flags and wrapped by bench/katran/katran_bench.c (the same wrappers
 // as switchyard's xdp_lb_bench, bpf/include/bench.h). Its maps are set as Katran's user space sets
 // them: one VIP, 16 reals, a ring of 65537 slots, and one LRU per CPU (lru_mapping). Nothing of

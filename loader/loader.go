@@ -26,10 +26,10 @@ import (
 // decap_sc_counters this way, and gave the spare word of struct flow_state a meaning that older
 // programs ignore and that reads as "no candidate" in entries they wrote).
 //
-// v2 (issue 14): the connection table keeps one LRU list per CPU (BPF_F_NO_COMMON_LRU), and the
+// v2: the connection table keeps one LRU list per CPU (BPF_F_NO_COMMON_LRU), and the
 // global counters are one per-CPU struct; maps pinned by a v1 binary are refused.
 //
-// v3 (issue 14): every VIP has a ring of its own size at a slot range of rings16 and
+// v3: every VIP has a ring of its own size at a slot range of rings16 and
 // prev_rings16 (struct vip_meta gained ring_off and ring_size), and the ring maps hold
 // Options.RingSlots slots. Maps pinned by a v2 binary are migrated (migrate.go): the connection
 // tables and every other map are kept, so established flows survive the upgrade.

@@ -120,7 +120,7 @@ func dur(d time.Duration) string {
 	return fmt.Sprintf("%.2fms", float64(d)/1e6)
 }
 
-// lessonBytes is the lesson's table (Content Delivery Networks, edge-measure.sh output).
+// lessonBytes is the lesson's table (Content Delivery Networks, as the lesson measured it).
 var lessonBytes = []struct {
 	request, edge      string
 	body, header, wire int

@@ -19,7 +19,7 @@ func init() {
 	})
 }
 
-// Figures quoted from seed 002 "Layer 4 Balancing" (measure.sh and l4/capacity.mjs output).
+// Figures quoted from seed 002 "Layer 4 Balancing" (the lesson's measured output).
 const (
 	l4EvenRequestSkew     = 1.00
 	l4UnevenConnSkew      = 1.00

@@ -19,7 +19,7 @@ func init() {
 	})
 }
 
-// The lesson's figures (Static Content Hosting, static-measure.sh; Two Names, Two TTLs quoting
+// The lesson's figures (Static Content Hosting, its measured table; Two Names, Two TTLs quoting
 // the Domain Name System Design lesson's failover table).
 const (
 	lessonCombinedRequests = 21
