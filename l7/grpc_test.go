@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -57,6 +59,14 @@ func asked(st *testpb.EchoStatus) error {
 }
 
 func (grpcService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-sleep")) > 0 {
+		d, _ := time.ParseDuration(md.Get("x-sleep")[0])
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if err := echoMetadata(ctx); err != nil {
 		return nil, err
 	}
@@ -288,4 +298,191 @@ func grpcBidi(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) 
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("bidi: after close: %v, want io.EOF", err)
 	}
+}
+
+// TestGRPCProxyFailures: what the proxy itself fails is answered as gRPC clients read it, HTTP
+// 200 with grpc-status in the trailers-only form: no route UNIMPLEMENTED, a shed request
+// RESOURCE_EXHAUSTED, a backend that refuses connections UNAVAILABLE.
+func TestGRPCProxyFailures(t *testing.T) {
+	for _, e := range h2Engines {
+		t.Run(e.name, func(t *testing.T) {
+			backend := startGRPCBackend(t, false)
+			dead, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadAddr := dead.Addr().String()
+			dead.Close()
+			p := e.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes:
+  - {name: unary, pool: one, match: {path: {exact: /grpc.testing.TestService/UnaryCall}}}
+  - {name: dead, pool: dead, match: {path: {exact: /grpc.testing.TestService/StreamingInputCall}}}
+pools:
+  - {name: one, protocol: h2c, max_in_flight: 1, backends: [{address: %q}]}
+  - {name: dead, protocol: h2c, backends: [{address: %q}]}
+`, backend, deadAddr))
+			tc := dialGRPC(t, p)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			want := func(what string, err error, code codes.Code) {
+				t.Helper()
+				if st, _ := status.FromError(err); st.Code() != code || st.Message() == "" {
+					t.Errorf("%s: %v %q, want %v with a message", what, st.Code(), st.Message(), code)
+				}
+			}
+			_, err = tc.EmptyCall(ctx, &testpb.Empty{})
+			want("no route", err, codes.Unimplemented)
+
+			stream, err := tc.StreamingInputCall(ctx)
+			if err == nil {
+				_, err = stream.CloseAndRecv()
+			}
+			want("refused connection", err, codes.Unavailable)
+
+			held := make(chan error, 1)
+			slow := metadata.AppendToOutgoingContext(ctx, "x-sleep", "2s")
+			go func() { _, err := tc.UnaryCall(slow, &testpb.SimpleRequest{}); held <- err }()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				_, err = tc.UnaryCall(ctx, &testpb.SimpleRequest{})
+				if st, _ := status.FromError(err); st.Code() != codes.OK || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // the slow call has not reached the pool yet
+			}
+			want("shed (pool max_in_flight)", err, codes.ResourceExhausted)
+			if err := <-held; err != nil {
+				t.Errorf("the call that held the pool: %v", err)
+			}
+		})
+	}
+}
+
+// grpcRaw sends one gRPC-shaped request with an HTTP/2 client that enforces no deadline of its
+// own, so what bounds the exchange is the proxy.
+func grpcRaw(t *testing.T, base string, hdr ...string) (*http.Response, []byte, error) {
+	t.Helper()
+	req, err := http.NewRequest("POST", base+"/svc/Method", bytes.NewReader([]byte{0, 0, 0, 0, 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := h2Client(base).Do(req)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
+}
+
+// TestGRPCTimeoutBoundsTheExchange: a backend that ignores grpc-timeout is cut by the proxy at
+// the client's deadline, which then answers DEADLINE_EXCEEDED.
+func TestGRPCTimeoutBoundsTheExchange(t *testing.T) {
+	b := startBackend(t, "slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	for _, e := range h2Engines {
+		t.Run(e.name, func(t *testing.T) {
+			p := e.start(t, oneRoute(", protocol: h2c", b.addr))
+			start := time.Now()
+			resp, _, err := grpcRaw(t, p.base(), "Grpc-Timeout", "300m")
+			if took := time.Since(start); err != nil || took > 3*time.Second {
+				t.Fatalf("answered after %v (%v); want the 300 ms grpc-timeout to bound it", took, err)
+			}
+			if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "4" {
+				t.Fatalf("got %d grpc-status %q, want 200 with grpc-status 4 (DEADLINE_EXCEEDED)", resp.StatusCode, resp.Header.Get("Grpc-Status"))
+			}
+		})
+	}
+}
+
+// TestResponseCutMidBody: a backend that resets its stream after part of the body: a gRPC
+// client gets UNAVAILABLE in the trailers, any other client a reset stream, never a clean end.
+func TestResponseCutMidBody(t *testing.T) {
+	b := startBackend(t, "cut", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.Write(bytes.Repeat([]byte{'x'}, 1000))
+		http.NewResponseController(w).Flush()
+		time.Sleep(50 * time.Millisecond)
+		panic(http.ErrAbortHandler)
+	}))
+	for _, e := range h2Engines {
+		t.Run(e.name, func(t *testing.T) {
+			p := e.start(t, oneRoute(", protocol: h2c", b.addr))
+			resp, body, err := grpcRaw(t, p.base())
+			if err != nil || resp.Trailer.Get("Grpc-Status") != "14" {
+				t.Errorf("gRPC: body %d bytes, %v, trailers %v; want the body's end with grpc-status 14", len(body), err, resp.Trailer)
+			}
+			req, _ := http.NewRequest("GET", p.base()+"/file", nil)
+			resp, err = h2Client(p.base()).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				t.Errorf("plain HTTP/2: a body cut after %d bytes ended cleanly; want a stream error", len(body))
+			}
+		})
+	}
+}
+
+// TestClientAbortsDoNotEject: clients that give up on requests to a slow backend (HTTP/2
+// streams reset, HTTP/1.0 connections closed with RST) do not make it an outlier, on the core's
+// HTTP/1.1 pools and on HTTP/2 pools alike.
+func TestClientAbortsDoNotEject(t *testing.T) {
+	for _, pool := range []string{"", ", protocol: h2c"} {
+		for _, e := range h2Engines {
+			t.Run(e.name+pool, func(t *testing.T) {
+				b := startBackend(t, "b1", nil)
+				b.delay.Store(int64(2 * time.Second))
+				p := e.start(t, oneRoute(pool+", outlier: {consecutive_errors: 3, ejection_time: 1m, max_ejected_percent: 100}", b.addr))
+				c := h2Client(p.base())
+				for i := range 9 {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/abort/%d", p.base(), i), nil)
+					if resp, err := c.Do(req); err == nil {
+						resp.Body.Close()
+						t.Fatalf("request %d was answered (%d); want the client to give up first", i, resp.StatusCode)
+					}
+					cancel()
+				}
+				if !e.tls {
+					for range 9 {
+						conn, err := net.Dial("tcp", p.addr)
+						if err != nil {
+							t.Fatal(err)
+						}
+						io.WriteString(conn, "GET /abort HTTP/1.0\r\n\r\n")
+						time.Sleep(50 * time.Millisecond)
+						conn.(*net.TCPConn).SetLinger(0)
+						conn.Close() // RST
+					}
+				}
+				b.delay.Store(0)
+				time.Sleep(100 * time.Millisecond)
+				resp, body := get(t, h2Client(p.base()), "GET", p.base()+"/after", nil)
+				if resp.StatusCode != 200 {
+					t.Fatalf("after the aborts: %d %q; want 200 (a client's abort is not the backend's failure)", resp.StatusCode, body)
+				}
+			})
+		}
+	}
+}
+
+// base is the proxy's URL (https:// on a TLS listener).
+func (p *engineProxy) base() string {
+	if p.tls {
+		return "https://" + p.addr
+	}
+	return "http://" + p.addr
 }
