@@ -18,8 +18,8 @@ import (
 
 	"github.com/switchyard/switchyard/deploy/grafana"
 	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/internal/webui/browser"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
-	"github.com/switchyard/switchyard/testenv/browser"
 	"github.com/switchyard/switchyard/testenv/lab"
 )
 
