@@ -14,8 +14,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/experiment/edge/minicdn"
 )
 
 // cdnAnswer is one answer through the Mini-CDN's router.

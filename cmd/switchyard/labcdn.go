@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/experiment/edge/minicdn"
 )
 
 // cdnFlag makes `lab up` bring up the Mini-CDN topology instead of the XDP lab.
