@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
-	"github.com/switchyard/switchyard/lab/experiment/edge/minicdn"
+	"github.com/switchyard/switchyard/lab/cdn"
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // The Mini-CDN topology (`lab up --cdn`, seed 004): a router (`l7 run`, a consistent-hash pool
 // by path over the edges) in front of three edges (`edge run`: disk tier, TTL, LRU memory) in
-// front of an origin serving files (`lab origin`), the same configurations the mini-cdn
-// experiment runs in one process (package minicdn). It is a topology of its own: one namespace,
+// front of an origin serving files (`lab origin`), the parts of package lab/cdn, which the
+// mini-cdn experiment runs in one process. It is a topology of its own: one namespace,
 // <prefix>-cdn, whose loopback carries every part on an address of its own.
 
 // CDNRole is the role of the CDN namespace in `lab status`.
@@ -101,7 +101,7 @@ func UpCDN(prefix, exe string) (*State, error) {
 	}
 	for i, e := range c.Edges {
 		name := CDNEdgeProc(i + 1)
-		p, err := writeConfig(prefix, name, minicdn.EdgeConfig(e, "http://"+c.Origin, filepath.Join(dir, name), CDNMemoryObjects))
+		p, err := writeConfig(prefix, name, cdn.EdgeConfig(e, "http://"+c.Origin, filepath.Join(dir, name), CDNMemoryObjects))
 		if err != nil {
 			return st, err
 		}
@@ -114,7 +114,7 @@ func UpCDN(prefix, exe string) (*State, error) {
 			return st, fmt.Errorf("lab up --cdn: an edge: %w (see the cdn-*.log in %s)", err, dir)
 		}
 	}
-	router := minicdn.RouterConfig(c.Router, c.Edges, "hash", CDNBudget, CDNHealthInterval) +
+	router := cdn.RouterConfig(c.Router, c.Edges, "hash", CDNBudget, CDNHealthInterval) +
 		fmt.Sprintf("admin: {address: %q}\n", CDNRouterAdmin)
 	p, err := writeConfig(prefix, "cdn-router", router)
 	if err != nil {
@@ -179,6 +179,6 @@ func (c *CDNState) print(w io.Writer) {
 	for i, e := range c.Edges {
 		fmt.Fprintf(w, "  edge%d   %-15s switchyard edge: disk tier, TTL from the origin (600 s), memory %d objects, lru\n", i+1, e, CDNMemoryObjects)
 	}
-	fmt.Fprintf(w, "  origin  %-15s %d files /files/f0.bin.. of %d B (+%s), /slow/... uncacheable (+%s), %s\n", c.Origin, CDNFiles, CDNFileBytes, CDNOriginDelay, CDNSlowDelay, minicdn.OriginStatsPath)
-	fmt.Fprintf(w, "  try: nsenter --net=/run/netns/%s curl -si http://%s%s\n", c.NS, c.Router, minicdn.FilePath(1))
+	fmt.Fprintf(w, "  origin  %-15s %d files /files/f0.bin.. of %d B (+%s), /slow/... uncacheable (+%s), %s\n", c.Origin, CDNFiles, CDNFileBytes, CDNOriginDelay, CDNSlowDelay, cdn.OriginStatsPath)
+	fmt.Fprintf(w, "  try: nsenter --net=/run/netns/%s curl -si http://%s%s\n", c.NS, c.Router, cdn.FilePath(1))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/edge"
+	"github.com/switchyard/switchyard/lab/cdn"
 )
 
 // runDeath kills edge 2 of a warm consistent-hash world. Right after the kill (before the
@@ -43,7 +44,7 @@ func (w *world) runDeath(ctx context.Context) (DeathResult, error) {
 		}
 		if a.failover == "1" {
 			r.Failovers++
-			failedOver = w.router + "/files/" + fileName(all[i])
+			failedOver = w.router + cdn.FilePath(all[i])
 		}
 	}
 	if failedOver != "" {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge"
 	"github.com/switchyard/switchyard/l7"
+	"github.com/switchyard/switchyard/lab/cdn"
 )
 
 // Params sizes a run.
@@ -155,15 +156,13 @@ type origin struct {
 }
 
 func startOrigin(p Params, dir string) (*origin, error) {
-	if err := WriteFiles(dir, p.Files, p.FileBytes); err != nil {
+	if err := cdn.WriteFiles(dir, p.Files, p.FileBytes); err != nil {
 		return nil, err
 	}
 	o := &origin{}
-	o.srv = httptest.NewServer(OriginHandler(dir, p.OriginDelay, p.SlowDelay, &o.requests))
+	o.srv = httptest.NewServer(cdn.OriginHandler(dir, p.OriginDelay, p.SlowDelay, &o.requests))
 	return o, nil
 }
-
-func fileName(i int) string { return "f" + strconv.Itoa(i) + ".bin" }
 
 // world is one origin, three edges and a router.
 type world struct {
@@ -194,7 +193,7 @@ func build(p Params, balance string, budget int) (w *world, err error) {
 		return w, err
 	}
 	for i := 0; i < 3; i++ {
-		cfg, err := edge.ParseConfig([]byte(EdgeConfig("127.0.0.1:0", w.origin.srv.URL, filepath.Join(w.dir, "edge"+strconv.Itoa(i+1)), p.MemoryObjects)))
+		cfg, err := edge.ParseConfig([]byte(cdn.EdgeConfig("127.0.0.1:0", w.origin.srv.URL, filepath.Join(w.dir, "edge"+strconv.Itoa(i+1)), p.MemoryObjects)))
 		if err != nil {
 			return w, fmt.Errorf("edge %d config: %w", i+1, err)
 		}
@@ -221,7 +220,7 @@ func newClient(conns int) *http.Client {
 
 func (w *world) startRouter(balance string, budget int) (string, error) {
 	edges := []string{w.edges[0].Addr(), w.edges[1].Addr(), w.edges[2].Addr()}
-	cfg, err := l7.ParseConfig([]byte(RouterConfig("127.0.0.1:0", edges, balance, budget, w.p.HealthInterval)))
+	cfg, err := l7.ParseConfig([]byte(cdn.RouterConfig("127.0.0.1:0", edges, balance, budget, w.p.HealthInterval)))
 	if err != nil {
 		return "", fmt.Errorf("router config: %w", err)
 	}
@@ -326,7 +325,7 @@ func fanOutThink(ctx context.Context, c *http.Client, workers int, reqs [][2]str
 func (w *world) fileReqs(idx []int) [][2]string {
 	out := make([][2]string, len(idx))
 	for i, f := range idx {
-		out[i] = [2]string{http.MethodGet, w.router + "/files/" + fileName(f)}
+		out[i] = [2]string{http.MethodGet, w.router + cdn.FilePath(f)}
 	}
 	return out
 }

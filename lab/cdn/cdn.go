@@ -1,4 +1,8 @@
-package minicdn
+// Package cdn holds the Mini-CDN's parts (seed 004), described once: the router's and the edges'
+// configuration files and the origin's files and handler. `switchyard lab up --cdn` runs them as
+// real `l7 run`, `edge run` and `lab origin` processes; the mini-cdn experiment
+// (lab/experiment/edge/minicdn) runs the same parts in one process.
+package cdn
 
 import (
 	"fmt"
@@ -11,10 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 )
-
-// The Mini-CDN's parts are described once, here, as the configuration files and the handler
-// the experiment (in this process) and `switchyard lab up --cdn` (real `l7 run` and `edge run`
-// processes, `lab origin`) both run.
 
 // routerConfig is the router: the seed's ROUTER_STRATEGY, HASH_VNODES (l7's ring has 100 points
 // per unit of weight), /healthz probes, one GET/HEAD retry with X-Edge-Failover, MAX_INFLIGHT.
@@ -71,6 +71,9 @@ func WriteFiles(dir string, n, size int) error {
 
 // FilePath is the URL path of file i.
 func FilePath(i int) string { return "/files/" + fileName(i) }
+
+// fileName is the name of file i in the origin's directory.
+func fileName(i int) string { return "f" + strconv.Itoa(i) + ".bin" }
 
 // OriginStatsPath answers the origin's request counter as text.
 const OriginStatsPath = "/origin/requests"
