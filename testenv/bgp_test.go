@@ -14,9 +14,9 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/bird"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/bird"
+	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // bgpLab is a lab whose router (bird2) learns the VIP routes from the balancer daemons over

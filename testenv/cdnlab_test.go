@@ -14,8 +14,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/cdn"
 )
 
 // cdnAnswer is one answer through the Mini-CDN's router.
@@ -68,7 +68,7 @@ func cdnAll(hc *http.Client, n, workers int, url func(int) string) []cdnAnswer {
 
 func originRequests(t *testing.T, hc *http.Client, c *lab.CDNState) int {
 	t.Helper()
-	resp, err := hc.Get("http://" + c.Origin + minicdn.OriginStatsPath)
+	resp, err := hc.Get("http://" + c.Origin + cdn.OriginStatsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestLabCDN(t *testing.T) {
 	hc := lab.CDNClient(c, 10*time.Second)
 	defer hc.CloseIdleConnections()
 	router := "http://" + c.Router
-	file := func(i int) string { return router + minicdn.FilePath(i) }
+	file := func(i int) string { return router + cdn.FilePath(i) }
 
 	for pass, want := range []string{"MISS", "HIT"} {
 		for i, a := range cdnAll(hc, lab.CDNFiles, 8, file) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // TestVIPReachesEveryBackend: HTTP to the VIP over many new connections reaches every backend

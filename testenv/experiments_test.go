@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/experiment"
+	"github.com/switchyard/switchyard/lab/experiment"
 )
 
 // runQuick runs a registered experiment with --quick and returns its report.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/bird"
-	"github.com/switchyard/switchyard/testenv/experiment/l4/fleetexp"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/bird"
+	"github.com/switchyard/switchyard/lab/experiment/l4/fleetexp"
 )
 
 // fleetConns is the test's number of keep-alive connections: 1,000 as in the experiment, or

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/app"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/app"
 )
 
 // TestFullPath: every stop in one request path, as `lab up` runs it: static.lab.test resolved by

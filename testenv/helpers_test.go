@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/app"
-	"github.com/switchyard/switchyard/testenv/fwd"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/app"
+	"github.com/switchyard/switchyard/lab/fwd"
 )
 
 // uniquePrefix names a test's namespaces so that they never collide with a running lab

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // TestDrain: 200 open keep-alive connections to a backend keep working while it is drained; no

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // TestTwoBalancersShareFlowsAndFailOver: two balancer daemons announce the VIPs over BGP to the

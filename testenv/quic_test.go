@@ -25,10 +25,10 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/fwd"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/testenv/fwd"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // QUIC by connection ID in the lab: quic-go servers on the backends issue connection IDs that

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // TestSecondChanceRefused is TestSecondChance with the new pick's (be4's) allow-lists changed:

@@ -13,10 +13,10 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/fwd"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/fwd"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // TestSecondChance: keep-alive connections are established through a balancer while the VIP has

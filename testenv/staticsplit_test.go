@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/experiment/edge/staticsplit"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/experiment/edge/staticsplit"
 )
 
 // TestStaticSplit: the static-split experiment's quick run on the lab's real stops. Combined,

@@ -13,9 +13,9 @@ import (
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // fastHealth is the lab's HTTP check, quicker: a broken backend is down within a second or two.

@@ -8,9 +8,9 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // routedTable is the router's policy-routing table of the routed path (and routedPref its rule's

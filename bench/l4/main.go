@@ -31,10 +31,10 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/fwd"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/testenv/fwd"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 var (

@@ -18,9 +18,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/switchyard/switchyard/testenv/app"
-	"github.com/switchyard/switchyard/testenv/experiment"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/app"
+	"github.com/switchyard/switchyard/lab/experiment"
 )
 
 func init() {
@@ -94,7 +94,7 @@ Examples:
 	})
 }
 
-// labExperimentCmd is `lab experiment`: list and run the experiments (testenv/experiment).
+// labExperimentCmd is `lab experiment`: list and run the experiments (lab/experiment).
 func labExperimentCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "experiment",

@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/switchyard/switchyard/testenv/experiment/edge/minicdn"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/cdn"
 )
 
 // cdnFlag makes `lab up` bring up the Mini-CDN topology instead of the XDP lab.
@@ -57,7 +57,7 @@ func labOriginCommand() *cli.Command {
 			if c.Int("files") < 1 || c.Int("bytes") < 0 {
 				return errors.New("lab origin: --files must be at least 1 and --bytes at least 0")
 			}
-			if err := minicdn.WriteFiles(c.String("dir"), c.Int("files"), c.Int("bytes")); err != nil {
+			if err := cdn.WriteFiles(c.String("dir"), c.Int("files"), c.Int("bytes")); err != nil {
 				return fmt.Errorf("lab origin: %w", err)
 			}
 			ln, err := net.Listen("tcp", c.String("listen"))
@@ -65,7 +65,7 @@ func labOriginCommand() *cli.Command {
 				return fmt.Errorf("lab origin: listen on %s: %w", c.String("listen"), err)
 			}
 			var requests atomic.Int64
-			srv := &http.Server{Handler: minicdn.OriginHandler(c.String("dir"), c.Duration("delay"), c.Duration("slow-delay"), &requests),
+			srv := &http.Server{Handler: cdn.OriginHandler(c.String("dir"), c.Duration("delay"), c.Duration("slow-delay"), &requests),
 				ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/lab"
-	"github.com/switchyard/switchyard/testenv/topo"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // TestLabUpDaemonCLI is the operator's path through a lab run by a binary not named switchyard:

@@ -7,10 +7,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
 )
 
-// `switchyard lab ui`: the lab's web view (testenv/lab/observe.go), which `lab up` and `lab demo`
+// `switchyard lab ui`: the lab's web view (lab/observe.go), which `lab up` and `lab demo`
 // start in the host namespace. It is added to the lab command registered in lab.go (whose init
 // runs first: files initialise in name order).
 func init() {

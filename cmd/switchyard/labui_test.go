@@ -18,9 +18,9 @@ import (
 
 	"github.com/switchyard/switchyard/deploy/grafana"
 	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/internal/webui/browser"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
-	"github.com/switchyard/switchyard/testenv/browser"
-	"github.com/switchyard/switchyard/testenv/lab"
+	"github.com/switchyard/switchyard/lab"
 )
 
 // TestLabUIAndPrometheus brings up the smallest lab with every stop (one client, balancer

@@ -24,9 +24,9 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/testenv/topo"
 )
 
 // runL4CLI runs a switchyard command through the app with captured output.
@@ -163,7 +163,7 @@ func TestL4HelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// l4Lab is the smallest testenv/topo lab (one client, balancer and backend namespace behind the
+// l4Lab is the smallest lab/topo lab (one client, balancer and backend namespace behind the
 // router's bridges): the daemon runs in the balancer's namespace on its eth0 (addr, default
 // route via gw, the router's br-lb), and the router side of that veth (port) can run XDP_PASS
 // so that XDP_TX frames are received. Namespaces are named under /run/netns, so nsenter can

@@ -10,8 +10,8 @@ import (
 	mdns "github.com/miekg/dns"
 
 	sydns "github.com/switchyard/switchyard/dns"
+	"github.com/switchyard/switchyard/internal/webui/browser"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
-	"github.com/switchyard/switchyard/testenv/browser"
 )
 
 // TestStopUI: `dns run --metrics ... --ui ...` serves the live page from the server's own

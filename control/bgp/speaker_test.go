@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/testutil"
-	"github.com/switchyard/switchyard/testenv/bird"
+	"github.com/switchyard/switchyard/lab/bird"
 )
 
 // The test runs the speaker in a namespace of its own: GoBGP dials from whatever thread its

@@ -283,7 +283,10 @@ func TestDocReferencesResolve(t *testing.T) {
 			return err
 		}
 		if e.IsDir() {
-			if name := e.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules") || path == self {
+			// bin/ and bench/out/ hold build and run output (.gitignore), copies of the docs included.
+			rel, _ := filepath.Rel(root, path)
+			if name := e.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules") || path == self ||
+				rel == "bin" || rel == filepath.Join("bench", "out") {
 				return filepath.SkipDir
 			}
 			return nil

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/webui/browser"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
-	"github.com/switchyard/switchyard/testenv/browser"
 )
 
 // TestPageInChromium loads the page in headless Chromium against stop-shaped registries that

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// AppRequestsMetric is the lab's app servers' request counter (testenv/app serves it at
+// AppRequestsMetric is the lab's app servers' request counter (lab/app serves it at
 // /admin/metrics): the page's "requests per app backend".
 const AppRequestsMetric = "switchyard_lab_app_requests_total"
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard/switchyard/testenv/browser"
+	"github.com/switchyard/switchyard/internal/webui/browser"
 )
 
 // Panels are the ids of the page's headline numbers, by stop.

@@ -1,0 +1,99 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/lab/topo"
+)
+
+func TestPlanVIPs(t *testing.T) {
+	l, err := Plan(DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.VIPs) != 4 {
+		t.Fatalf("VIPs %+v", l.VIPs)
+	}
+	web := l.VIP("web")
+	if web.Address != "198.18.100.1" || web.Port != 80 || len(web.Backends) != 3 || web.Backends[2].String() != "198.18.3.13" {
+		t.Errorf("web = %+v", web)
+	}
+	if v := l.VIP("web6"); v.Backends[0].String() != "fd00:5e:3::11" {
+		t.Errorf("web6 = %+v", v)
+	}
+	if v := l.VIP("l7"); len(v.Backends) != 2 || v.Backends[0].String() != "198.18.3.151" {
+		t.Errorf("l7 = %+v", v)
+	}
+	ids := map[uint32]bool{}
+	for _, v := range l.VIPs {
+		if ids[v.ID] {
+			t.Errorf("duplicate VIP id %d", v.ID)
+		}
+		ids[v.ID] = true
+	}
+}
+
+// TestDaemonConfigParses: the configuration the lab writes for `switchyard lb run` is accepted
+// by the daemon's own parser, with the lab's addresses.
+func TestDaemonConfigParses(t *testing.T) {
+	l, err := Plan(DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := l.Balancer()
+	for _, h := range []*config.HealthCheck{DefaultHealth(), nil} {
+		b, err := DaemonConfigFor(l, lb, SocketPath("sy", lb.NS), h).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Parse(b)
+		if err != nil {
+			t.Fatalf("daemon rejects the lab's config: %v\n%s", err, b)
+		}
+		if c.Interface != "eth0" || len(c.VIPs) != 4 || c.NextHop != "198.18.2.1" || c.PinDir != PinDir("sy-lb1", "eth0") {
+			t.Errorf("parsed %+v", c)
+		}
+		if (h != nil) != (c.VIPs[0].Health != nil) {
+			t.Errorf("health %v -> parsed %+v", h, c.VIPs[0].Health)
+		}
+	}
+}
+
+func TestStopConfigs(t *testing.T) {
+	l, err := Plan(DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, _ := l.Topo.Node("dns")
+	for name, body := range map[string]string{
+		"dns":  dnsConfig(l, dns),
+		"edge": edgeConfig(L7VIP),
+		"l7":   l7Config(l.Topo.ByRole(topo.Backend)),
+	} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(body), &v); err != nil {
+			t.Errorf("%s config is not YAML: %v\n%s", name, err, body)
+		}
+	}
+	if c := dnsConfig(l, dns); !strings.Contains(c, `"static 900 A 198.18.4.80"`) || !strings.Contains(c, `name: www, ttl: 30, policy: failover`) || !strings.Contains(c, `"app A 198.18.100.10"`) {
+		t.Errorf("dns config:\n%s", c)
+	}
+	if c := l7Config(l.Topo.ByRole(topo.Backend)); !strings.Contains(c, "{address: 198.18.3.13:80}") {
+		t.Errorf("l7 config:\n%s", c)
+	}
+}
+
+func TestAppArgvBindsEveryVIP(t *testing.T) {
+	l, _ := Plan(DefaultSpec())
+	be, _ := l.Topo.Node("be1")
+	got := strings.Join(appArgv("/bin/switchyard", be), " ")
+	for _, want := range []string{"--name be1", "--udp 198.18.3.11:7", "--udp 198.18.100.1:7", "--udp [fd00:5e:100::1]:7"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("argv %q lacks %q", got, want)
+		}
+	}
+}
