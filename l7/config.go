@@ -208,6 +208,10 @@ type PoolTimeouts struct {
 
 // Health configures active checks.
 type Health struct {
+	// Type is http (GET Path, Expect status) or grpc (the standard grpc.health.v1.Health/Check
+	// of Service: healthy when the backend answers SERVING; h2c and h2 pools only).
+	Type     string        `yaml:"type"`
+	Service  string        `yaml:"service"`
 	Path     string        `yaml:"path"`
 	Interval time.Duration `yaml:"interval"`
 	Timeout  time.Duration `yaml:"timeout"`
@@ -362,7 +366,10 @@ func (p *Pool) defaults() {
 		}
 	}
 	if h := p.Health; h != nil {
-		if h.Path == "" {
+		if h.Type == "" {
+			h.Type = "http"
+		}
+		if h.Path == "" && h.Type == "http" {
 			h.Path = "/health"
 		}
 		if h.Interval == 0 {
@@ -519,7 +526,17 @@ func (c *Config) validatePool(f string, p Pool) error {
 		return c.fieldError(f+".protocol", "unknown %q; use http1, h2c or h2", p.Protocol)
 	}
 	if h := p.Health; h != nil {
-		if !strings.HasPrefix(h.Path, "/") {
+		switch {
+		case h.Type != "http" && h.Type != "grpc":
+			return c.fieldError(f+".health.type", "unknown %q; use http or grpc", h.Type)
+		case h.Type == "grpc" && p.Protocol == "http1":
+			return c.fieldError(f+".health.type", "grpc checks need an HTTP/2 pool: set the pool's protocol to h2c or h2")
+		case h.Type == "grpc" && h.Path != "":
+			return c.fieldError(f+".health.path", "a grpc check calls grpc.health.v1.Health/Check: remove path (name the service with service:)")
+		case h.Type == "http" && h.Service != "":
+			return c.fieldError(f+".health.service", "service names a gRPC service: set type: grpc, or remove it")
+		}
+		if h.Type == "http" && !strings.HasPrefix(h.Path, "/") {
 			return c.fieldError(f+".health.path", "%q does not start with /", h.Path)
 		}
 		if h.Timeout > h.Interval {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,10 +19,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // The gRPC tests run grpc-go's own client and server (the interop suite's TestService) through
@@ -47,18 +53,18 @@ func echoMetadata(ctx context.Context) error {
 	return nil
 }
 
-func payload(n int32) *testpb.Payload {
-	return &testpb.Payload{Body: bytes.Repeat([]byte{'g'}, int(n))}
+func payload(n int32) *testgrpc.Payload {
+	return &testgrpc.Payload{Body: bytes.Repeat([]byte{'g'}, int(n))}
 }
 
-func asked(st *testpb.EchoStatus) error {
+func asked(st *testgrpc.EchoStatus) error {
 	if st == nil || st.Code == 0 {
 		return nil
 	}
 	return status.Error(codes.Code(st.Code), st.Message)
 }
 
-func (grpcService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (grpcService) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-sleep")) > 0 {
 		d, _ := time.ParseDuration(md.Get("x-sleep")[0])
 		select {
@@ -73,12 +79,12 @@ func (grpcService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*te
 	if err := asked(in.ResponseStatus); err != nil {
 		return nil, err
 	}
-	return &testpb.SimpleResponse{Payload: payload(in.ResponseSize)}, nil
+	return &testgrpc.SimpleResponse{Payload: payload(in.ResponseSize)}, nil
 }
 
-func (grpcService) StreamingOutputCall(in *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+func (grpcService) StreamingOutputCall(in *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
 	for _, p := range in.ResponseParameters {
-		if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
+		if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
 			return err
 		}
 	}
@@ -90,7 +96,7 @@ func (grpcService) StreamingInputCall(stream testgrpc.TestService_StreamingInput
 	for {
 		in, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return stream.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: sum})
+			return stream.SendAndClose(&testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: sum})
 		}
 		if err != nil {
 			return err
@@ -115,7 +121,7 @@ func (grpcService) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServ
 			return err
 		}
 		for _, p := range in.ResponseParameters {
-			if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
+			if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: payload(p.Size)}); err != nil {
 				return err
 			}
 		}
@@ -124,6 +130,14 @@ func (grpcService) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServ
 
 // startGRPCBackend serves grpcService on loopback, over TLS (h2) or cleartext (h2c).
 func startGRPCBackend(t *testing.T, withTLS bool) string {
+	t.Helper()
+	addr, _ := startGRPCBackendHealth(t, withTLS)
+	return addr
+}
+
+// startGRPCBackendHealth is startGRPCBackend with grpc-go's standard health service, whose
+// statuses the test sets.
+func startGRPCBackendHealth(t *testing.T, withTLS bool) (string, *grpchealth.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,9 +154,11 @@ func startGRPCBackend(t *testing.T, withTLS bool) string {
 	}
 	srv := grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(srv, grpcService{})
+	hs := grpchealth.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return ln.Addr().String(), hs
 }
 
 // grpcCombos are the listener and pool kinds a gRPC call can take through the proxy.
@@ -200,7 +216,7 @@ func grpcUnary(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient)
 	trailing := string([]byte{0, 1, 2, 0xfe, 0xff})
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-grpc-test-echo-initial", "hello", "x-grpc-test-echo-trailing-bin", trailing)
 	var hdr, trl metadata.MD
-	resp, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: big, Payload: payload(big)}, grpc.Header(&hdr), grpc.Trailer(&trl))
+	resp, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: big, Payload: payload(big)}, grpc.Header(&hdr), grpc.Trailer(&trl))
 	if err != nil {
 		t.Fatalf("unary call (4 MiB each way): %v", err)
 	}
@@ -218,7 +234,7 @@ func grpcUnary(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient)
 func grpcStatus(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
 	t.Helper()
 	msg := "no such thing \t\n (ünïcode, 100% sure)"
-	_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound), Message: msg}})
+	_, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseStatus: &testgrpc.EchoStatus{Code: int32(codes.NotFound), Message: msg}})
 	if st, _ := status.FromError(err); st.Code() != codes.NotFound || st.Message() != msg {
 		t.Errorf("error status: got %v %q, want NotFound %q", st.Code(), st.Message(), msg)
 	}
@@ -227,9 +243,9 @@ func grpcStatus(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient
 func grpcServerStreaming(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) {
 	t.Helper()
 	sizes := []int32{1, 31415, 0, 1 << 20, 2653}
-	req := &testpb.StreamingOutputCallRequest{}
+	req := &testgrpc.StreamingOutputCallRequest{}
 	for _, n := range sizes {
-		req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: n})
+		req.ResponseParameters = append(req.ResponseParameters, &testgrpc.ResponseParameters{Size: n})
 	}
 	stream, err := tc.StreamingOutputCall(ctx, req)
 	if err != nil {
@@ -257,7 +273,7 @@ func grpcClientStreaming(ctx context.Context, t *testing.T, tc testgrpc.TestServ
 	}
 	var sum int32
 	for _, n := range []int32{27182, 8, 1828, 45904, 3 << 20} {
-		if err := stream.Send(&testpb.StreamingInputCallRequest{Payload: payload(n)}); err != nil {
+		if err := stream.Send(&testgrpc.StreamingInputCallRequest{Payload: payload(n)}); err != nil {
 			t.Fatalf("client streaming: send: %v", err)
 		}
 		sum += n
@@ -280,7 +296,7 @@ func grpcBidi(ctx context.Context, t *testing.T, tc testgrpc.TestServiceClient) 
 		t.Fatalf("bidi: %v", err)
 	}
 	for i, n := range []int32{31415, 9, 2653, 58979, 1 << 20} {
-		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: n}}, Payload: payload(n)}
+		req := &testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: n}}, Payload: payload(n)}
 		if err := stream.Send(req); err != nil {
 			t.Fatalf("bidi: send %d: %v", i, err)
 		}
@@ -331,7 +347,7 @@ pools:
 					t.Errorf("%s: %v %q, want %v with a message", what, st.Code(), st.Message(), code)
 				}
 			}
-			_, err = tc.EmptyCall(ctx, &testpb.Empty{})
+			_, err = tc.EmptyCall(ctx, &testgrpc.Empty{})
 			want("no route", err, codes.Unimplemented)
 
 			stream, err := tc.StreamingInputCall(ctx)
@@ -342,10 +358,10 @@ pools:
 
 			held := make(chan error, 1)
 			slow := metadata.AppendToOutgoingContext(ctx, "x-sleep", "2s")
-			go func() { _, err := tc.UnaryCall(slow, &testpb.SimpleRequest{}); held <- err }()
+			go func() { _, err := tc.UnaryCall(slow, &testgrpc.SimpleRequest{}); held <- err }()
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				_, err = tc.UnaryCall(ctx, &testpb.SimpleRequest{})
+				_, err = tc.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 				if st, _ := status.FromError(err); st.Code() != codes.OK || time.Now().After(deadline) {
 					break
 				}
@@ -485,4 +501,93 @@ func (p *engineProxy) base() string {
 		return "https://" + p.addr
 	}
 	return "http://" + p.addr
+}
+
+// TestGRPCHealthCheck: a gRPC pool's active check is the standard grpc.health.v1 Check, over
+// cleartext and TLS: a service that reports NOT_SERVING leaves rotation (calls get
+// UNAVAILABLE), and comes back when it reports SERVING again.
+func TestGRPCHealthCheck(t *testing.T) {
+	for _, c := range []struct {
+		name, pool string
+		tls        bool
+	}{{"h2c", "protocol: h2c", false}, {"h2", "protocol: h2, insecure_skip_verify: true", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			const svc = "grpc.testing.TestService"
+			addr, hs := startGRPCBackendHealth(t, c.tls)
+			hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+			p := engine{name: "h2c"}.start(t, oneRoute(", "+c.pool+
+				", health: {type: grpc, service: "+svc+", interval: 100ms, timeout: 90ms, rise: 1, fall: 1}", addr))
+			tc := dialGRPC(t, p)
+			call := func() codes.Code {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+				return status.Code(err)
+			}
+			testutil.Eventually(t, 5*time.Second, func() bool { return call() == codes.OK }, "calls never succeeded with the service SERVING")
+			hs.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+			testutil.Eventually(t, 5*time.Second, func() bool { return call() == codes.Unavailable },
+				"the backend stayed in rotation with its service NOT_SERVING")
+			hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+			testutil.Eventually(t, 5*time.Second, func() bool { return call() == codes.OK },
+				"the backend did not come back once SERVING again")
+		})
+	}
+}
+
+// TestGRPCHealthConfigErrors: a grpc check needs an HTTP/2 pool and takes no path.
+func TestGRPCHealthConfigErrors(t *testing.T) {
+	for pool, want := range map[string]string{
+		"health: {type: grpc}":                          "set the pool's protocol to h2c or h2",
+		"protocol: h2c, health: {type: grpc, path: /x}": "remove path",
+		"health: {type: tcp}":                           `unknown "tcp"; use http or grpc`,
+		"health: {service: foo}":                        "set type: grpc",
+	} {
+		_, err := ParseConfig([]byte(oneRoute(", "+pool, "127.0.0.1:1")))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", pool, err, want)
+		}
+	}
+}
+
+// TestGRPCPythonClient: a second gRPC implementation, Python's grpcio (Debian's
+// python3-grpcio), through an h2c listener to h2c and h2 pools: unary with binary trailing
+// metadata, an error status, and the three streaming kinds.
+func TestGRPCPythonClient(t *testing.T) {
+	// Debian's python3 first: python3-grpcio installs there, whatever python3 comes first on PATH.
+	py := ""
+	for _, cand := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(cand, "-c", "import grpc").Run() == nil {
+			py = cand
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("needs python3 with grpcio (apt-get install python3-grpcio; `make deps` does)")
+	}
+	for _, c := range grpcCombos[:2] {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.listener.start(t, oneRoute(", "+c.pool, startGRPCBackend(t, c.poolTLS)))
+			out, err := exec.Command(py, "testdata/grpc_client.py", p.addr).CombinedOutput()
+			if err != nil {
+				t.Fatalf("python grpc client: %v\n%s", err, out)
+			}
+			var got struct {
+				UnaryBytes           int     `json:"unary_bytes"`
+				TrailingBin          [][]int `json:"trailing_bin"`
+				Status               string  `json:"status"`
+				StatusDetails        string  `json:"status_details"`
+				ServerStreamMessages int     `json:"server_stream_messages"`
+				Aggregated           int     `json:"aggregated"`
+				DuplexMessages       int     `json:"duplex_messages"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("client output: %v\n%s", err, out)
+			}
+			if got.UnaryBytes < 1<<20 || fmt.Sprint(got.TrailingBin) != "[[0 1 254]]" || got.Status != "NOT_FOUND" ||
+				got.StatusDetails != "nope" || got.ServerStreamMessages != 4 || got.Aggregated != 27182+8+1828+45904 || got.DuplexMessages != 4 {
+				t.Fatalf("python grpc client saw %+v", got)
+			}
+		})
+	}
 }

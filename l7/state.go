@@ -206,7 +206,7 @@ func (s *Server) startHealth(st *state) {
 		if h == nil {
 			continue
 		}
-		c := health.NewChecker(health.Check{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout,
+		c := health.NewChecker(health.Check{Path: h.Path, GRPC: h.Type == "grpc", Service: h.Service, Interval: h.Interval, Timeout: h.Timeout,
 			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme, Local: core.LocalResource},
 			&http.Client{Transport: p.transport},
 			func(b *balance.Backend, healthy bool) {

@@ -16,7 +16,13 @@ import (
 
 // Check configures active health checking.
 type Check struct {
-	Path     string
+	// Path is the HTTP check's path (GET, answered with Expect).
+	Path string
+	// GRPC checks with the standard gRPC health protocol instead: grpc.health.v1.Health/Check
+	// of Service ("" is the whole server) over the pool's HTTP/2 transport; healthy when the
+	// answer is SERVING with grpc-status 0.
+	GRPC     bool
+	Service  string
 	Interval time.Duration
 	Timeout  time.Duration
 	// Rise consecutive successes mark a backend up, Fall consecutive failures mark it down.
@@ -107,6 +113,9 @@ func (c *Checker) emit(b *balance.Backend, healthy bool) {
 func (c *Checker) Probe(ctx context.Context, b *balance.Backend) error {
 	ctx, cancel := context.WithTimeout(ctx, c.check.Timeout)
 	defer cancel()
+	if c.check.GRPC {
+		return c.probeGRPC(ctx, b)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.check.Scheme+"://"+b.Address+c.check.Path, nil)
 	if err != nil {
 		return fmt.Errorf("build health request: %w", err)
