@@ -11,7 +11,9 @@
 //     direction's body bytes are delimited (RequestBody, ResponseBody);
 //   - reuse.go: the upstream pool (Idle) and its reuse rules (Reusable, IdleReadable);
 //   - retry.go: which requests may be retried and on what (RetryPolicy, Attempts);
-//   - resource.go: local resource failures, never counted against a backend (LocalResource).
+//   - resource.go: local resource failures, never counted against a backend (LocalResource);
+//   - grpc.go: what a gRPC client reads instead of an HTTP status (IsGRPC, GRPCStatus,
+//     GRPCMessage) and its deadline (GRPCTimeout).
 //
 // Package l7 (request.go) ties these to its configuration state: which route and pool a
 // matched index means, the answers and metrics of a refused admission, and observation
