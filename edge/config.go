@@ -22,6 +22,9 @@ import (
 type Config struct {
 	// Listen is the address clients connect to, e.g. "127.0.0.1:8080" (":0" picks a port).
 	Listen string `yaml:"listen"`
+	// TLS, when set, serves clients over TLS (and HTTP/3) too, on an address of its own
+	// (edge/frontdoor.go).
+	TLS *TLSConfig `yaml:"tls"`
 	// Origin is the base URL misses are fetched from, e.g. "http://127.0.0.1:8000".
 	Origin string `yaml:"origin"`
 	// Admin configures the authenticated purge/push/stats API.
@@ -279,6 +282,11 @@ func (c *Config) ApplyDefaults() {
 func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return &fieldError{"listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080", c.Listen)}
+	}
+	if c.TLS != nil {
+		if err := c.TLS.validate(); err != nil {
+			return err
+		}
 	}
 	if c.Origin == "" && len(c.Origins) == 0 {
 		return &fieldError{"origin", "missing; set the base URL misses are fetched from, like http://127.0.0.1:8000"}

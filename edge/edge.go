@@ -59,6 +59,7 @@ type Edge struct {
 	servers []*http.Server
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
+	front   *frontDoor  // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
 	conns   *connLimit  // client connections against max_connections, after Start
 
 	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
@@ -191,6 +192,12 @@ func (e *Edge) Start() error {
 	if err := bind(e.cfg.Listen, e, true); err != nil {
 		return err
 	}
+	if e.cfg.TLS != nil {
+		if err := e.startTLS(); err != nil {
+			e.Close()
+			return err
+		}
+	}
 	if e.cfg.Admin.Listen != "" {
 		if err := bind(e.cfg.Admin.Listen, e.AdminHandler(), false); err != nil {
 			e.Close()
@@ -220,6 +227,11 @@ func (e *Edge) Close() error {
 	var errs []error
 	if e.fast != nil {
 		e.fast.close(2 * time.Second)
+	}
+	if e.front != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, e.front.close(ctx))
+		cancel()
 	}
 	for _, s := range e.servers {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

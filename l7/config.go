@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/internal/yamlx"
 
 	"github.com/switchyard/switchyard/l7/balance"
@@ -56,20 +57,9 @@ type Listener struct {
 	// H2C accepts HTTP/2 without TLS (prior knowledge) beside HTTP/1.1.
 	H2C bool `yaml:"h2c"`
 	// TLS terminates TLS with these certificates, chosen by SNI; HTTP/2 is offered by ALPN.
-	TLS *TLS `yaml:"tls"`
+	TLS *tlsconf.Config `yaml:"tls"`
 	// RedirectHTTPS answers every request with 308 to https on this port instead of proxying.
 	RedirectHTTPS int `yaml:"redirect_https"`
-}
-
-// TLS lists certificate files.
-type TLS struct {
-	Certificates []Certificate `yaml:"certificates"`
-}
-
-// Certificate is one PEM certificate chain and its key.
-type Certificate struct {
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
 }
 
 // Admin is the admin endpoint (admin_auth.go): address empty disables it, one without a host
@@ -427,13 +417,8 @@ func (c *Config) Validate() error {
 			return c.fieldError(f+".address", "%q is not host:port; write e.g. 127.0.0.1:8080", l.Address)
 		}
 		if l.TLS != nil {
-			if len(l.TLS.Certificates) == 0 {
-				return c.fieldError(f+".tls.certificates", "empty; list cert and key files")
-			}
-			for j, cert := range l.TLS.Certificates {
-				if cert.Cert == "" || cert.Key == "" {
-					return c.fieldError(fmt.Sprintf("%s.tls.certificates[%d]", f, j), "set both cert and key")
-				}
+			if path, problem, ok := l.TLS.Validate(f + ".tls"); !ok {
+				return c.fieldError(path, "%s", problem)
 			}
 		}
 		if l.RedirectHTTPS < 0 || l.RedirectHTTPS > 65535 {

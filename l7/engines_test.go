@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
 // engine is one way the proxy serves HTTP/1.1 clients. Every rule of the request core must hold
@@ -97,8 +100,8 @@ func (e engine) start(t *testing.T, yamlText string) *engineProxy {
 		t.Fatal(err)
 	}
 	if e.tls {
-		cp, kp, _ := writeCert(t, t.TempDir(), "proxy.test")
-		tc, err := LoadTLS(&TLS{Certificates: []Certificate{{Cert: cp, Key: kp}}})
+		cp, kp, _ := testutil.WriteCert(t, t.TempDir(), "proxy.test")
+		tc, err := tlsconf.Load(&tlsconf.Config{Certificates: []tlsconf.Certificate{{Cert: cp, Key: kp}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -145,7 +145,7 @@ func startGRPCBackendHealth(t *testing.T, withTLS bool) (string, *grpchealth.Ser
 	}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20), grpc.MaxSendMsgSize(8 << 20)}
 	if withTLS {
-		cp, kp, _ := writeCert(t, t.TempDir(), "backend.test")
+		cp, kp, _ := testutil.WriteCert(t, t.TempDir(), "backend.test")
 		cert, err := tls.LoadX509KeyPair(cp, kp)
 		if err != nil {
 			t.Fatal(err)

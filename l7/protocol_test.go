@@ -3,24 +3,19 @@ package l7
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
 func TestH2CDownstreamAndUpstream(t *testing.T) {
@@ -41,40 +36,17 @@ pools: [{name: p, protocol: h2c, backends: [{address: %q}]}]
 	}
 }
 
-// writeCert creates a self-signed certificate for name and returns the cert and key paths.
-func writeCert(t *testing.T, dir, name string) (string, string, *x509.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true,
-		BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	kb, _ := x509.MarshalECPrivateKey(key)
-	cp, kp := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	os.WriteFile(cp, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(kp, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return cp, kp, cert
-}
-
 func TestTLSTerminationWithSNIAndH2(t *testing.T) {
 	dir := t.TempDir()
-	ac, ak, acert := writeCert(t, dir, "a.example")
-	bc, bk, bcert := writeCert(t, dir, "b.example")
+	ac, ak, acert := testutil.WriteCert(t, dir, "a.example")
+	bc, bk, bcert := testutil.WriteCert(t, dir, "b.example")
 	b := startBackend(t, "b", nil)
 	s, _ := startProxy(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0", tls: {certificates: [{cert: %q, key: %q}, {cert: %q, key: %q}]}}]
 routes: [{name: r, pool: p}]
 pools: [{name: p, backends: [{address: %q}]}]
 `, ac, ak, bc, bk, b.addr))
-	tc, err := LoadTLS(s.Config().Listeners[0].TLS)
+	tc, err := tlsconf.Load(s.Config().Listeners[0].TLS)
 	if err != nil {
 		t.Fatal(err)
 	}

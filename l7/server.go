@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/h2"
 )
 
@@ -283,20 +284,6 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	s.serveConn(c, "https", conns)
 }
 
-// LoadTLS reads the listener's certificate files.
-func LoadTLS(t *TLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	for _, c := range t.Certificates {
-		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-		if err != nil {
-			return nil, fmt.Errorf("load certificate %s: %w", c.Cert, err)
-		}
-		// With several certificates crypto/tls picks the one whose names match the client's SNI.
-		tc.Certificates = append(tc.Certificates, cert)
-	}
-	return tc, nil
-}
-
 // redirectHandler answers every request with a permanent redirect to https on port.
 func redirectHandler(port int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +333,7 @@ func (s *Server) Listen() (<-chan error, error) {
 		lns = append(lns, ln)
 		switch {
 		case l.TLS != nil:
-			tc, err := LoadTLS(l.TLS)
+			tc, err := tlsconf.Load(l.TLS)
 			if err != nil {
 				return fail(err)
 			}

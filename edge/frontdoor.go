@@ -1,0 +1,122 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h3"
+	"github.com/switchyard/switchyard/internal/tlsconf"
+)
+
+// The front door: besides its plain HTTP/1.1 listener (with the fast path), the edge serves
+// clients over TLS (tls:) on an address of its own, HTTP/1.1 by ALPN, and HTTP/3 over QUIC on
+// the same port (tls.http3), advertised to TLS clients with Alt-Svc. Every protocol reaches the
+// same Edge.ServeHTTP, so every cache rule, collapse and purge holds on all of them alike.
+
+// TLSConfig is the edge's TLS listener.
+type TLSConfig struct {
+	// Listen is the TLS address, e.g. "0.0.0.0:443" (":0" picks a port).
+	Listen string `yaml:"listen"`
+	// Config holds the certificates, chosen by SNI.
+	tlsconf.Config `yaml:",inline"`
+	// HTTP3 serves HTTP/3 on the same port over UDP and advertises it with Alt-Svc.
+	HTTP3 bool `yaml:"http3"`
+}
+
+// validate checks the TLS listener's fields, naming the fix.
+func (c *TLSConfig) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return &fieldError{"tls.listen", fmt.Sprintf("%q is not host:port; write it like 0.0.0.0:8443", c.Listen)}
+	}
+	if path, problem, ok := c.Config.Validate("tls"); !ok {
+		return &fieldError{path, problem}
+	}
+	return nil
+}
+
+// frontDoor is what startTLS started.
+type frontDoor struct {
+	srv  *http.Server
+	addr net.Addr
+	h3   *h3.Server
+}
+
+// startTLS opens the TLS listener (and the HTTP/3 sockets on its port), counted against the
+// same connection cap as the plain listener.
+func (e *Edge) startTLS() error {
+	c := e.cfg.TLS
+	tc, err := tlsconf.Load(&c.Config, "http/1.1")
+	if err != nil {
+		return fmt.Errorf("start edge: tls: %w", err)
+	}
+	raw, err := e.sockets.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("start edge: listen on %s: %w", c.Listen, err)
+	}
+	fd := &frontDoor{addr: raw.Addr()}
+	var h http.Handler = e
+	if c.HTTP3 {
+		if fd.h3, err = e.startHTTP3(tc, raw.Addr().(*net.TCPAddr)); err != nil {
+			raw.Close()
+			return err
+		}
+		h = fd.h3.Advertise(e)
+	}
+	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
+		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
+		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
+	// The handshake runs on net/http's connection goroutine at the first read, under the
+	// read-header timeout, so a slow handshake is cut like a slow head.
+	ln := tls.NewListener(&limitListener{Listener: raw, lim: e.conns}, tc)
+	go fd.srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
+	e.front = fd
+	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
+	return nil
+}
+
+// startHTTP3 binds (or inherits) the UDP sockets on the TLS listener's port and serves HTTP/3.
+func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) {
+	udp, err := e.sockets.ListenUDP(e.cfg.TLS.Listen, func() ([]*net.UDPConn, error) {
+		uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port})
+		if err != nil {
+			return nil, fmt.Errorf("start edge: listen on udp %s: %w (HTTP/3 needs the TLS port free on UDP too)", net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)), err)
+		}
+		return []*net.UDPConn{uc}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]net.PacketConn, len(udp))
+	for i, c := range udp {
+		conns[i] = c
+	}
+	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: fastMaxHead, IdleTimeout: fastIdle, Log: e.log})
+}
+
+// TLSAddr is the TLS listener's address, or "" without one.
+func (e *Edge) TLSAddr() string {
+	if e.front == nil {
+		return ""
+	}
+	return e.front.addr.String()
+}
+
+// closeFrontDoor shuts the TLS and HTTP/3 listeners, letting requests in flight finish (up to ctx).
+func (fd *frontDoor) close(ctx context.Context) error {
+	var errs []error
+	if err := fd.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fd.srv.Close())
+	}
+	if fd.h3 != nil {
+		errs = append(errs, fd.h3.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}

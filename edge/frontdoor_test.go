@@ -1,0 +1,128 @@
+package edge
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/internal/tlsconf"
+)
+
+// frontDoorEdge is an edge with a TLS listener serving HTTP/3 too, and clients of each protocol
+// that trust its certificate.
+func frontDoorEdge(t *testing.T, origin string) (e *Edge, clients map[string]*http.Client, urls map[string]string) {
+	t.Helper()
+	cp, kp, cert := testutil.WriteCert(t, t.TempDir(), "edge.test")
+	e = newEdge(t, origin, func(c *Config) {
+		c.TLS = &TLSConfig{Listen: "127.0.0.1:0", HTTP3: true}
+		c.TLS.Certificates = append(c.TLS.Certificates, tlsCert(cp, kp))
+	})
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	tc := &tls.Config{RootCAs: pool, ServerName: "edge.test"}
+	h1 := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+	h1.Protocols.SetHTTP1(true)
+	h3 := &http3.Transport{TLSClientConfig: tc}
+	t.Cleanup(func() { h1.CloseIdleConnections(); h3.Close() })
+	clients = map[string]*http.Client{"plain": http.DefaultClient, "tls": {Transport: h1, Timeout: 10 * time.Second},
+		"h3": {Transport: h3, Timeout: 10 * time.Second}}
+	urls = map[string]string{"plain": e.URL(), "tls": "https://" + e.TLSAddr(), "h3": "https://" + e.TLSAddr()}
+	return e, clients, urls
+}
+
+// TestFrontDoorOneObjectEveryProtocol: one object, asked for at once over plain HTTP/1.1,
+// HTTP/1.1 over TLS and HTTP/3, is fetched from the origin once (collapsed across protocols)
+// and then served as a HIT on every one; TLS responses advertise HTTP/3 with Alt-Svc.
+func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond) // long enough for every protocol's request to queue
+		w.Header().Set("Cache-Control", "max-age=300")
+		io.WriteString(w, "one object")
+	})
+	_, clients, urls := frontDoorEdge(t, o.URL)
+	var wg sync.WaitGroup
+	for name, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := getAs(c, urls[name]+"/obj")
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != "one object" {
+				t.Errorf("%s: %d %q", name, resp.StatusCode, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := o.hits("/obj"); n != 1 {
+		t.Fatalf("origin asked %d times; want 1 (collapsed across protocols)", n)
+	}
+	for name, c := range clients {
+		resp, err := getAs(c, urls[name]+"/obj")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Cache"); !strings.HasPrefix(got, "HIT") {
+			t.Errorf("%s (%s): X-Cache %q, want a HIT", name, resp.Proto, got)
+		}
+		if want := map[string]string{"plain": "HTTP/1.1", "tls": "HTTP/1.1", "h3": "HTTP/3.0"}[name]; resp.Proto != want {
+			t.Errorf("%s: served as %s, want %s", name, resp.Proto, want)
+		}
+		alt := resp.Header.Get("Alt-Svc")
+		if name == "tls" && !strings.HasPrefix(alt, `h3=":`) {
+			t.Errorf("TLS response without Alt-Svc for HTTP/3: %q", alt)
+		}
+		if name == "plain" && alt != "" {
+			t.Errorf("plain HTTP response advertises %q (HTTP/3 is for TLS clients)", alt)
+		}
+	}
+}
+
+// getAs asks for url under the one site name every protocol's client uses (the cache key holds
+// the Host, and the listeners' ports differ).
+func getAs(c *http.Client, url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Host = "edge.test"
+	return c.Do(req)
+}
+
+// tlsCert is one certificate entry of a TLS listener.
+func tlsCert(cert, key string) tlsconf.Certificate { return tlsconf.Certificate{Cert: cert, Key: key} }
+
+// TestFrontDoorConfigErrors: a TLS listener without certificates or a usable address is refused
+// with the field and the fix.
+func TestFrontDoorConfigErrors(t *testing.T) {
+	for name, c := range map[string]*TLSConfig{
+		"tls.certificates":    {Listen: "127.0.0.1:0"},
+		"tls.listen":          {Listen: "8443"},
+		"tls.certificates[0]": {Listen: "127.0.0.1:0"},
+	} {
+		if name == "tls.certificates[0]" || name == "tls.listen" {
+			c.Certificates = append(c.Certificates, tlsCert("a.pem", ""))
+			if name == "tls.listen" {
+				c.Certificates[0].Key = "a.key"
+			}
+		}
+		cfg := Config{Listen: "127.0.0.1:0", Origin: "http://127.0.0.1:1", TLS: c}
+		cfg.ApplyDefaults()
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want an error naming %s", name, err, name)
+		}
+	}
+}
