@@ -36,6 +36,7 @@ import (
 type Edge struct {
 	cfg       Config
 	log       *slog.Logger
+	warns     warnLimit         // per-request warnings, at most one line a second each (edge/lograte.go)
 	sockets   *handover.Sockets // listeners inherited from, and kept for, an upgrade
 	store     *store.Store
 	stats     Stats
@@ -434,7 +435,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	out.ContentLength = r.ContentLength
 	resp, err := e.fetchUpstream(out)
 	if err != nil {
-		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
+		e.warn("pass to upstream failed", "url", r.URL.String(), "err", err)
 		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return http.StatusBadGateway
 	}
