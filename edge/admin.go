@@ -1,8 +1,6 @@
 package edge
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/adminauth"
 )
 
 // PurgeRequest selects entries to purge. Soft purges mark entries stale (they may still be served
@@ -271,20 +270,9 @@ func (e *Edge) AdminHandler() http.Handler {
 	return mux
 }
 
-// authed requires "Authorization: Bearer <admin.token>", compared in constant time.
+// authed requires "Authorization: Bearer <admin.token>" (internal/adminauth, as the L7's admin).
 func (e *Edge) authed(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		// Digests first: ConstantTimeCompare returns at once on a length mismatch, which would
-		// tell a guesser the token's length.
-		gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(e.cfg.Admin.Token))
-		if !ok || e.cfg.Admin.Token == "" || subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-edge"`)
-			http.Error(w, "unauthorized: send Authorization: Bearer <admin.token>", http.StatusUnauthorized)
-			return
-		}
-		h(w, r)
-	}
+	return adminauth.Require(func() string { return e.cfg.Admin.Token }, "switchyard-edge", h)
 }
 
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {

@@ -271,3 +271,22 @@ func TestConfigErrorsNameLineAndField(t *testing.T) {
 		t.Fatalf("valid config: %+v %v", cfg, err)
 	}
 }
+
+// The admin API reads the Bearer scheme case-insensitively (RFC 9110 11.1), through the one
+// implementation the L7's admin uses (internal/adminauth).
+func TestAdminBearerSchemeAnyCase(t *testing.T) {
+	t.Parallel()
+	e := newEdge(t, "http://127.0.0.1:1", adminConfig)
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		req, _ := http.NewRequest("GET", "http://"+e.AdminAddr()+"/stats", nil)
+		req.Header.Set("Authorization", scheme+" "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization: %s <token>: %d, want 200", scheme, resp.StatusCode)
+		}
+	}
+}

@@ -72,7 +72,7 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 // cache holds; a miss here would refetch and rewrite what is already stored.
 func (e *Edge) unavailable(w http.ResponseWriter, key string, err error) {
 	e.stats.Unavailable.Add(1)
-	e.log.Warn("stored body unreadable, answering 503", "key", key, "err", err)
+	e.warn("stored body unreadable, answering 503", "key", key, "err", err)
 	h := w.Header()
 	clear(h)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -564,7 +564,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		e.stats.NotModified.Add(1)
 		m := e.refreshed(stored.Meta, resp.Header, reqTime, respTime)
 		if err := e.store.Update(m); err != nil {
-			e.log.Warn("store 304 refresh failed", "key", key, "err", err)
+			e.warn("store 304 refresh failed", "key", key, "err", err)
 		}
 		f.entry, f.label = &store.Entry{Meta: m, Body: stored.Body}, Revalidated
 		f.markReady()
@@ -648,7 +648,7 @@ func (e *Edge) fillFailed(f *fill, r *http.Request, stored *store.Entry, reqCC c
 		return true
 	}
 	if err != nil {
-		e.log.Warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
+		e.warn("fetch from upstream failed", "url", r.URL.String(), "err", err)
 		f.errStatus, f.errMsg = http.StatusBadGateway, msgBadGateway
 		if stored != nil && cachecontrol.NoStale(stored.Meta.Directives) {
 			f.errStatus = http.StatusGatewayTimeout // RFC 9111 5.2.2.2: must-revalidate failure
@@ -668,7 +668,7 @@ func (e *Edge) fillStore(f *fill, r *http.Request, primary, key string, resp *ht
 	var w *store.Writer
 	if reason == "" {
 		if w, err = e.store.NewWriter(); err != nil {
-			e.log.Warn("cannot store response", "key", key, "err", err)
+			e.warn("cannot store response", "key", key, "err", err)
 		}
 	}
 	n, readErr := e.pump(f, resp.Body, w, resp.ContentLength)
@@ -697,7 +697,7 @@ func (e *Edge) fillStore(f *fill, r *http.Request, primary, key string, resp *ht
 			if _, err := w.Commit(m); errors.Is(err, store.ErrTooLarge) {
 				e.pass.Set(primary, struct{}{}) // it will not fit next time either: skip the queue
 			} else if err != nil {
-				e.log.Warn("store response failed", "key", m.Key, "err", err)
+				e.warn("store response failed", "key", m.Key, "err", err)
 			} else if len(vary) > 0 {
 				e.rememberVariant(m)
 			}

@@ -79,7 +79,7 @@ func (c AdminClient) send(ctx context.Context, method, path, contentType string,
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode == http.StatusUnauthorized {
-		return fmt.Errorf("call %s%s: unauthorized; pass the edge's admin.token with --token or SWITCHYARD_EDGE_TOKEN", c.Base, path)
+		return fmt.Errorf("call %s%s: unauthorized; pass the edge's admin.token with --token-file FILE or SWITCHYARD_EDGE_TOKEN", c.Base, path)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("call %s%s: %s: %s", c.Base, path, resp.Status, strings.TrimSpace(string(b)))

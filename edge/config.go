@@ -165,7 +165,7 @@ func ParseByteSize(s string) (int64, error) {
 
 // LoadConfig reads a YAML config file. Errors name the file, the line and the field.
 func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := yamlx.ReadFile(path) // bounded: yamlx.MaxFileBytes
 	if err != nil {
 		return Config{}, fmt.Errorf("read edge config: %w", err)
 	}

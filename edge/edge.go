@@ -29,12 +29,14 @@ import (
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/httppath"
 )
 
 // Edge is one edge cache. Create it with New; it is safe for concurrent use.
 type Edge struct {
 	cfg       Config
 	log       *slog.Logger
+	warns     warnLimit         // per-request warnings, at most one line a second each (edge/lograte.go)
 	sockets   *handover.Sockets // listeners inherited from, and kept for, an upgrade
 	store     *store.Store
 	stats     Stats
@@ -251,6 +253,23 @@ const rttPath = "/.well-known/switchyard-edge/rtt"
 
 // ServeHTTP answers one client request.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		// The edge is its origin's reverse proxy, not a forward proxy: a tunnel to any
+		// host:port the client names would make it an open relay.
+		writeError(w, http.StatusMethodNotAllowed, Bypass, msgConnect)
+		return
+	}
+	// Cache and forward the path the origin resolves: "/a/../admin" is keyed and sent as
+	// "/admin", "//x" as "/x" (as the L7 proxy does), and a path an origin could decode
+	// differently from the edge (an encoded slash, a backslash, NUL) is refused.
+	clean, err := httppath.Normalize(r.URL.Path, r.URL.EscapedPath())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, Bypass, msgBadPath)
+		return
+	}
+	if clean != r.URL.Path {
+		r.URL.Path, r.URL.RawPath = clean, ""
+	}
 	e.checkTierMarker(r) // edge/tierauth.go: only lower tiers holding tiers.token are honoured
 	if r.URL.Path == rttPath {
 		e.serveRTT(w, r)
@@ -428,7 +447,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 	out.ContentLength = r.ContentLength
 	resp, err := e.fetchUpstream(out)
 	if err != nil {
-		e.log.Warn("pass to upstream failed", "url", r.URL.String(), "err", err)
+		e.warn("pass to upstream failed", "url", r.URL.String(), "err", err)
 		writeError(w, http.StatusBadGateway, Bypass, msgBadGateway)
 		return http.StatusBadGateway
 	}
@@ -505,6 +524,8 @@ func copyHeader(dst, src http.Header) {
 const (
 	msgBadGateway  = "bad gateway: the upstream response could not be used; retry later"
 	msgUnavailable = "service unavailable: the cache cannot read its storage; retry later"
+	msgConnect     = "method not allowed: the edge does not tunnel CONNECT; send requests for its origin"
+	msgBadPath     = "bad request: the path holds %2F, %5C, a backslash or NUL, or does not start with /, which an origin may read differently from the cache; send a plain absolute path"
 )
 
 // writeError answers with a short plain-text error, still labelled with X-Cache and Age. msg is
@@ -516,6 +537,9 @@ func writeError(w http.ResponseWriter, status int, label, msg string) {
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	setCacheHeaders(h, label, 0)
+	if status == http.StatusMethodNotAllowed {
+		h.Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS") // RFC 9110 15.5.6: required
+	}
 	w.WriteHeader(status)
 	fmt.Fprintln(w, msg)
 }

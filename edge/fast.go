@@ -77,7 +77,7 @@ func (fs *fastServer) serve() {
 			}
 			// Out of descriptors and the like: back off instead of spinning, like net/http.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			fs.e.log.Warn("edge accept", "err", err, "retry_in", delay)
+			fs.e.warn("edge accept", "err", err, "retry_in", delay)
 			time.Sleep(delay)
 			continue
 		}

@@ -113,7 +113,7 @@ func (e *Edge) forwardPush(ctx context.Context, rawURL string, status int, heade
 			if err != nil {
 				res = PushResult{URL: rawURL, Error: err.Error()}
 				e.stats.PushForwardErrors.Add(1)
-				e.log.Warn("forward pushed object", "url", rawURL, "peer", p.Admin, "err", err)
+				e.warn("forward pushed object", "url", rawURL, "peer", p.Admin, "err", err)
 			} else {
 				e.stats.PushForwarded.Add(1)
 			}

@@ -144,7 +144,7 @@ func (u *upstream) do(req *http.Request) (*http.Response, error) {
 			t.downUntil.Store(time.Now().Add(rt.interval).UnixNano())
 			u.e.stats.TierFallbacks.Add(1)
 			c.Fallbacks.Add(1)
-			u.e.log.Warn("upper tier failed, trying the next tier or the origin", "origin", rt.name, "tier", t.base.String(), "err", err)
+			u.e.warn("upper tier failed, trying the next tier or the origin", "origin", rt.name, "tier", t.base.String(), "err", err)
 		}
 	}
 	c.OriginRequests[role].Add(1)

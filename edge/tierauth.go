@@ -1,8 +1,9 @@
 package edge
 
 import (
-	"crypto/subtle"
 	"net/http"
+
+	"github.com/switchyard/switchyard/internal/adminauth"
 )
 
 // The tier marker (TierHeader) makes an edge act as an upper tier: it fetches a miss from the
@@ -20,10 +21,10 @@ func (e *Edge) tierMarker() string {
 }
 
 // tierAuthentic reports whether a TierHeader value carries this edge's tiers.token, compared
-// in constant time. Without a token configured no marker is honoured.
+// in constant time (its length too). Without a token configured no marker is honoured.
 func (e *Edge) tierAuthentic(v []byte) bool {
 	tok := e.cfg.Tiers.Token
-	return tok != "" && subtle.ConstantTimeCompare(v, []byte(tok)) == 1
+	return tok != "" && adminauth.TokenEqual(string(v), tok)
 }
 
 // checkTierMarker strips a TierHeader that does not authenticate, so only real lower tiers get

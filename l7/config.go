@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -225,7 +224,7 @@ type RetryBudget struct {
 
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path) // bounded: yamlx.MaxFileBytes
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

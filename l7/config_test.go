@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 func TestConfigErrorsNameLineAndField(t *testing.T) {
@@ -80,3 +82,31 @@ type captureWriter struct {
 func (c *captureWriter) Header() http.Header         { return c.header }
 func (c *captureWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (c *captureWriter) WriteHeader(code int)        { c.code = code }
+
+// A configuration file past yamlx.MaxFileBytes is refused before it is read into the running
+// process (a 100 MB file once took it from 36 to 667 MB), and the running configuration stays.
+func TestReloadRefusesOversizeFile(t *testing.T) {
+	a := startBackend(t, "a", nil)
+	path := filepath.Join(t.TempDir(), "l7.yaml")
+	good := fmt.Sprintf("listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: r, pool: p}]\npools: [{name: p, backends: [{address: %q}]}]\n", a.addr)
+	os.WriteFile(path, []byte(good), 0o600)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(cfg, WithConfigPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := good + strings.Repeat("# padding\n", yamlx.MaxFileBytes/10)
+	os.WriteFile(path, []byte(big), 0o600)
+	err = s.ReloadFile()
+	want := fmt.Sprintf("%d bytes, over the limit of %d (16 MiB)", len(big), yamlx.MaxFileBytes)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("reload of a %d-byte file: %v; want %q naming %s", len(big), err, want, path)
+	}
+	if s.Config() != cfg {
+		t.Error("a refused reload replaced the running configuration")
+	}
+}

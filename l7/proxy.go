@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/httppath"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
-	"github.com/switchyard/switchyard/l7/route"
 )
 
 type ctxKey int
@@ -62,7 +62,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 
-	clean, err := route.NormalizePath(r.URL.Path, r.URL.EscapedPath())
+	clean, err := httppath.Normalize(r.URL.Path, r.URL.EscapedPath())
 	if err != nil {
 		s.metrics.refused.WithLabelValues("400").Inc()
 		fail(rec, r, http.StatusBadRequest, "bad request path: "+err.Error(), false)

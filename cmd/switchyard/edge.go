@@ -28,8 +28,8 @@ func init() {
 
    Examples:
      switchyard edge run --config /etc/switchyard/edge.yaml
-     switchyard edge run --listen 127.0.0.1:8080 --origin http://127.0.0.1:8000 --admin-listen 127.0.0.1:9091 --token s3cret
-     switchyard edge purge --admin 127.0.0.1:9091 --token s3cret http://www.example.com/index.html
+     switchyard edge run --listen 127.0.0.1:8080 --origin http://127.0.0.1:8000 --admin-listen 127.0.0.1:9091 --token-file /etc/switchyard/edge/default.token
+     switchyard edge purge --admin 127.0.0.1:9091 --token-file /etc/switchyard/edge/default.token http://www.example.com/index.html
      switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/ --tag shipments --soft
      switchyard edge push --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --file common-objects.txt
      switchyard edge stats --admin 127.0.0.1:9091
@@ -52,13 +52,12 @@ func edgeRunCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "client address (overrides listen)"},
 			&cli.StringFlag{Name: "origin", Usage: "origin base URL (overrides origin)"},
 			&cli.StringFlag{Name: "admin-listen", Usage: "admin API address (overrides admin.listen)"},
-			&cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_EDGE_TOKEN"}, Usage: "admin bearer token (overrides admin.token)"},
 			&cli.StringFlag{Name: "memory", Usage: "memory tier budget, e.g. 256MiB (overrides memory.max_bytes)"},
 			&cli.StringFlag{Name: "disk-dir", Usage: "disk tier directory (overrides disk.dir)"},
 			&cli.StringFlag{Name: "disk-size", Usage: "disk tier budget, e.g. 10GiB (overrides disk.max_bytes)"},
 			&cli.DurationFlag{Name: "grace", Usage: "default stale-while-revalidate/stale-if-error window (overrides grace)"},
 			&cli.StringSliceFlag{Name: "tier", Usage: "upper-tier candidate base URL, repeatable (overrides tiers.candidates)"},
-		}, append(uiFlags(), upgradeFlags("edge")...)...),
+		}, append(append(tokenFlags(edgeTokenEnv, "admin bearer token (overrides admin.token)"), uiFlags()...), upgradeFlags("edge")...)...),
 		Action: func(c *cli.Context) error {
 			gen, err := startGeneration(c, "edge", slog.Default())
 			if err != nil {
@@ -123,8 +122,14 @@ func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
 	set("listen", &cfg.Listen)
 	set("origin", &cfg.Origin)
 	set("admin-listen", &cfg.Admin.Listen)
-	set("token", &cfg.Admin.Token)
 	set("disk-dir", &cfg.Disk.Dir)
+	token, err := adminToken(c, edgeTokenEnv)
+	if err != nil {
+		return cfg, err
+	}
+	if token != "" {
+		cfg.Admin.Token = token
+	}
 	for _, f := range []struct {
 		name string
 		dst  *edge.ByteSize
@@ -155,20 +160,26 @@ func edgeConfigFromFlags(c *cli.Context) (edge.Config, error) {
 
 // adminFlags are shared by purge, push and stats.
 func adminFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "admin", Aliases: []string{"a"}, Required: true, Usage: "admin API address of an edge, repeatable to reach every edge"},
-		&cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_EDGE_TOKEN"}, Usage: "admin bearer token"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "per-edge request timeout"},
-	}
+	}, tokenFlags(edgeTokenEnv, "admin bearer token")...)
 }
 
+// edgeTokenEnv is the environment variable that may hold the edge's admin token.
+const edgeTokenEnv = "SWITCHYARD_EDGE_TOKEN"
+
 func adminClients(c *cli.Context) ([]edge.AdminClient, error) {
-	if c.String("token") == "" {
-		return nil, fmt.Errorf("missing admin token: pass --token or set SWITCHYARD_EDGE_TOKEN")
+	token, err := adminToken(c, edgeTokenEnv)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, fmt.Errorf("missing admin token: pass --token-file FILE or set %s", edgeTokenEnv)
 	}
 	var out []edge.AdminClient
 	for _, a := range c.StringSlice("admin") {
-		out = append(out, edge.AdminClient{Base: a, Token: c.String("token")})
+		out = append(out, edge.AdminClient{Base: a, Token: token})
 	}
 	return out, nil
 }
@@ -182,7 +193,7 @@ func edgePurgeCommand() *cli.Command {
    stale-if-error, revalidated before being served fresh).
 
    Examples:
-     switchyard edge purge --admin 127.0.0.1:9091 --token s3cret http://www.example.com/index.html
+     switchyard edge purge --admin 127.0.0.1:9091 --token-file admin.token http://www.example.com/index.html
      switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/
      switchyard edge purge --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --tag shipments --soft`,
 		Flags: append(adminFlags(),
@@ -305,7 +316,7 @@ func edgeStatsCommand() *cli.Command {
 		Name:  "stats",
 		Usage: "show an edge's counters, hit ratio, storage and tier selection",
 		Description: `Examples:
-     switchyard edge stats --admin 127.0.0.1:9091 --token s3cret
+     switchyard edge stats --admin 127.0.0.1:9091 --token-file admin.token
      switchyard edge stats --admin 127.0.0.1:9091 --json
      switchyard edge stats --admin 127.0.0.1:9091 --tiers`,
 		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON report"},

@@ -55,7 +55,7 @@ func TestEdgeCLIPurgePushStats(t *testing.T) {
 	list := filepath.Join(t.TempDir(), "common.txt")
 	os.WriteFile(list, []byte("# common objects\nhttp://www.example.com/app.js\n\nhttp://www.example.com/style.css\n"), 0o644)
 
-	out, err := runEdgeCLI(t, context.Background(), "edge", "push", "--admin", e.AdminAddr(), "--token", "tok", "--file", list)
+	out, err := runEdgeCLI(t, context.Background(), "edge", "push", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "tok"), "--file", list)
 	if err != nil || strings.Count(out, " 200 MISS") != 2 {
 		t.Fatalf("push: %v\n%s", err, out)
 	}
@@ -69,18 +69,18 @@ func TestEdgeCLIPurgePushStats(t *testing.T) {
 	if resp.Header.Get("X-Cache") != "HIT" {
 		t.Fatalf("pushed object not a hit: %s", resp.Header.Get("X-Cache"))
 	}
-	out, err = runEdgeCLI(t, context.Background(), "edge", "stats", "--admin", e.AdminAddr(), "--token", "tok")
+	out, err = runEdgeCLI(t, context.Background(), "edge", "stats", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "tok"))
 	if err != nil || !strings.Contains(out, "2 objects") || !strings.Contains(out, "hits               1") {
 		t.Fatalf("stats: %v\n%s", err, out)
 	}
-	out, err = runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token", "tok", "--tag", "assets")
+	out, err = runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "tok"), "--tag", "assets")
 	if err != nil || !strings.Contains(out, "purged 2") {
 		t.Fatalf("purge: %v\n%s", err, out)
 	}
-	if _, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token", "wrong", "http://www.example.com/x"); err == nil || !strings.Contains(err.Error(), "unauthorized") {
+	if _, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "wrong"), "http://www.example.com/x"); err == nil || !strings.Contains(err.Error(), "unauthorized") {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if _, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token", "tok"); err == nil || !strings.Contains(err.Error(), "nothing to purge") {
+	if _, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "tok")); err == nil || !strings.Contains(err.Error(), "nothing to purge") {
 		t.Fatalf("empty purge: %v", err)
 	}
 }

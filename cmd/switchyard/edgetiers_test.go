@@ -47,14 +47,14 @@ func TestEdgeCLIStatsTiersAndPushObject(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	out, err := runEdgeCLI(t, context.Background(), "edge", "stats", "--admin", lower.AdminAddr(), "--token", "tok", "--tiers")
+	out, err := runEdgeCLI(t, context.Background(), "edge", "stats", "--admin", lower.AdminAddr(), "--token-file", tokenFile(t, "tok"), "--tiers")
 	if err != nil || !strings.Contains(out, "origin a.test") || !strings.Contains(out, "topology smart, primary "+upper.URL()) ||
 		!strings.Contains(out, "  lower          2         1         0") || !strings.Contains(out, "through upper tiers: 1 requests") {
 		t.Fatalf("stats --tiers: %v\n%s", err, out)
 	}
 	f := filepath.Join(t.TempDir(), "app.js")
 	os.WriteFile(f, []byte("console.log(1)"), 0o644)
-	out, err = runEdgeCLI(t, context.Background(), "edge", "push", "--admin", lower.AdminAddr(), "--token", "tok",
+	out, err = runEdgeCLI(t, context.Background(), "edge", "push", "--admin", lower.AdminAddr(), "--token-file", tokenFile(t, "tok"),
 		"--object", f, "--header", "Content-Type: text/javascript", "--header", "Cache-Control: max-age=60", "http://a.test/app.js")
 	if err != nil || !strings.Contains(out, "200 PUSHED (14 bytes)") {
 		t.Fatalf("push --object: %v\n%s", err, out)
@@ -69,7 +69,7 @@ func TestEdgeCLIStatsTiersAndPushObject(t *testing.T) {
 	if resp.Header.Get("X-Cache") != "HIT" || resp.Header.Get("Content-Type") != "text/javascript" {
 		t.Fatalf("pushed object: %v", resp.Header)
 	}
-	if _, err := runEdgeCLI(t, context.Background(), "edge", "push", "--admin", lower.AdminAddr(), "--token", "tok", "--object", f); err == nil {
+	if _, err := runEdgeCLI(t, context.Background(), "edge", "push", "--admin", lower.AdminAddr(), "--token-file", tokenFile(t, "tok"), "--object", f); err == nil {
 		t.Fatal("push --object without a URL was accepted")
 	}
 }

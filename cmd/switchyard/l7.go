@@ -22,7 +22,6 @@ import (
 
 func init() {
 	adminFlag := &cli.StringFlag{Name: "admin", Usage: "admin endpoint `HOST:PORT` of a running l7 (its admin.address)"}
-	tokenFlag := &cli.StringFlag{Name: "token", EnvVars: []string{"SWITCHYARD_L7_TOKEN"}, Usage: "the running l7's admin.token (drain and reload need it)"}
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "L7 configuration `FILE` (YAML)"}
 	register(&cli.Command{
 		Name:  "l7",
@@ -36,8 +35,8 @@ Examples:
   switchyard l7 routes --config l7.yaml           # validate a file and print its route table
   switchyard l7 routes --admin 127.0.0.1:9901     # the table a running proxy uses
   switchyard l7 backends --admin 127.0.0.1:9901   # health, drain, ejection and in-flight per backend
-  switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001
-  switchyard l7 drain --admin 127.0.0.1:9901 --token "$TOKEN" --pool reads --backend 127.0.0.1:9001 --undo
+  switchyard l7 drain --admin 127.0.0.1:9901 --token-file l7.token --pool reads --backend 127.0.0.1:9001
+  switchyard l7 drain --admin 127.0.0.1:9901 --token-file l7.token --pool reads --backend 127.0.0.1:9001 --undo
   SWITCHYARD_L7_TOKEN=... switchyard l7 reload --admin 127.0.0.1:9901   # drain and reload need admin.token
   switchyard l7 run --config l7.yaml --control /run/switchyard/l7.sock
   switchyard l7 upgrade --control /run/switchyard/l7.sock  # new binary + config, no request dropped`,
@@ -66,18 +65,18 @@ Examples:
 			{
 				Name:      "drain",
 				Usage:     "stop new requests to a backend (in-flight ones finish); --undo puts it back",
-				UsageText: "switchyard l7 drain --admin 127.0.0.1:9901 --token TOKEN --pool POOL --backend HOST:PORT [--undo]",
-				Flags: []cli.Flag{adminFlag, tokenFlag,
+				UsageText: "switchyard l7 drain --admin 127.0.0.1:9901 --token-file FILE --pool POOL --backend HOST:PORT [--undo]",
+				Flags: append([]cli.Flag{adminFlag,
 					&cli.StringFlag{Name: "pool", Required: true, Usage: "pool `NAME`"},
 					&cli.StringFlag{Name: "backend", Required: true, Usage: "backend `HOST:PORT`"},
-					&cli.BoolFlag{Name: "undo", Usage: "undrain: send new requests to the backend again"}},
+					&cli.BoolFlag{Name: "undo", Usage: "undrain: send new requests to the backend again"}}, l7TokenFlags()...),
 				Action: l7Drain,
 			},
 			{
 				Name:      "reload",
 				Usage:     "make a running proxy re-read its configuration file (the old one stays on error)",
-				UsageText: "switchyard l7 reload --admin 127.0.0.1:9901 --token TOKEN",
-				Flags:     []cli.Flag{adminFlag, tokenFlag},
+				UsageText: "switchyard l7 reload --admin 127.0.0.1:9901 --token-file FILE",
+				Flags:     append([]cli.Flag{adminFlag}, l7TokenFlags()...),
 				Action:    l7Reload,
 			},
 			upgradeCommand("l7"),
@@ -226,6 +225,14 @@ func l7Reload(c *cli.Context) error {
 	return nil
 }
 
+// l7TokenEnv is the environment variable that may hold the running l7's admin token.
+const l7TokenEnv = "SWITCHYARD_L7_TOKEN"
+
+// l7TokenFlags give the running l7's admin token to drain and reload.
+func l7TokenFlags() []cli.Flag {
+	return tokenFlags(l7TokenEnv, "the running l7's admin.token (drain and reload need it)")
+}
+
 // adminCall sends one request to the admin endpoint and decodes a JSON answer into out.
 func adminCall(c *cli.Context, method, path string, out any) error {
 	addr := c.String("admin")
@@ -236,7 +243,11 @@ func adminCall(c *cli.Context, method, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("build admin request: %w", err)
 	}
-	if t := c.String("token"); t != "" {
+	t, err := adminToken(c, l7TokenEnv)
+	if err != nil {
+		return err
+	}
+	if t != "" {
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
@@ -249,7 +260,7 @@ func adminCall(c *cli.Context, method, path string, out any) error {
 		return fmt.Errorf("read admin answer: %w", err)
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return fmt.Errorf("admin %s %s: unauthorized: pass the proxy's admin.token with --token or SWITCHYARD_L7_TOKEN", method, path)
+		return fmt.Errorf("admin %s %s: unauthorized: pass the proxy's admin.token with --token-file FILE or %s", method, path, l7TokenEnv)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("admin %s %s: %s", method, path, strings.TrimSpace(string(body)))

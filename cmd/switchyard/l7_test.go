@@ -108,13 +108,13 @@ pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Drain and reload change the running proxy: without the token they are refused.
-	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "app", "--backend", a); err == nil || !strings.Contains(err.Error(), "unauthorized: pass the proxy's admin.token with --token") {
+	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "app", "--backend", a); err == nil || !strings.Contains(err.Error(), "unauthorized: pass the proxy's admin.token with --token-file") {
 		t.Fatalf("drain without the token: %v, want it refused", err)
 	}
 	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin); err == nil || !strings.Contains(err.Error(), "unauthorized") {
 		t.Fatalf("reload without the token: %v, want it refused", err)
 	}
-	out, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token", "t0k3n", "--pool", "app", "--backend", a)
+	out, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token-file", tokenFile(t, "t0k3n"), "--pool", "app", "--backend", a)
 	if err != nil || !strings.Contains(out, "draining") {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
@@ -133,14 +133,14 @@ pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 	if err != nil || !strings.Contains(out, a) || !strings.Contains(out, "draining") {
 		t.Errorf("backends: %v\n%s", err, out)
 	}
-	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token", "t0k3n", "--pool", "nope", "--backend", a); err == nil || !strings.Contains(err.Error(), "unknown pool") {
+	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--token-file", tokenFile(t, "t0k3n"), "--pool", "nope", "--backend", a); err == nil || !strings.Contains(err.Error(), "unknown pool") {
 		t.Errorf("drain of unknown pool: %v", err)
 	}
 	out, err = runL7(t, ctx, "l7", "routes", "--admin", admin)
 	if err != nil || !strings.Contains(out, "all") {
 		t.Errorf("routes --admin: %v\n%s", err, out)
 	}
-	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin, "--token", "t0k3n"); err != nil {
+	if _, err := runL7(t, ctx, "l7", "reload", "--admin", admin, "--token-file", tokenFile(t, "t0k3n")); err != nil {
 		t.Errorf("reload: %v", err)
 	}
 }

@@ -284,6 +284,9 @@ func labUp(c *cli.Context) error {
 }
 
 func upOptions(c *cli.Context) (lab.UpOptions, error) {
+	if err := checkObserveFlags(c); err != nil { // labui.go
+		return lab.UpOptions{}, err
+	}
 	s := lab.DefaultSpec()
 	s.Prefix = c.String("prefix")
 	if c.IsSet("clients") {

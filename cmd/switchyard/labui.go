@@ -33,9 +33,13 @@ Examples:
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "prefix", Value: "sy", Usage: "the lab's name prefix"},
 				&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "`ADDR:PORT` of the page"},
+				uiPublicFlag(),
 			},
 			Action: func(c *cli.Context) error {
 				if err := needRoot("lab ui"); err != nil {
+					return err
+				}
+				if err := checkUIListen(c, "listen", c.String("listen")); err != nil {
 					return err
 				}
 				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -53,7 +57,21 @@ func observeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "ui", Value: lab.Auto, Usage: "`ADDR:PORT` of the live web view (auto: a free loopback port; off: none)"},
 		&cli.StringFlag{Name: "prometheus", Value: lab.Auto, Usage: "`ADDR:PORT` of a Prometheus scraping every stop (auto: a free loopback port when prometheus is installed; off: none)"},
+		uiPublicFlag(),
 	}
+}
+
+// checkObserveFlags refuses a web view or Prometheus address other hosts reach without
+// --ui-public: both show every stop's metrics. It runs before anything is built.
+func checkObserveFlags(c *cli.Context) error {
+	for _, f := range []string{"ui", "prometheus"} {
+		if a := c.String(f); a != lab.Auto && a != "off" {
+			if err := checkUIListen(c, f, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // observeOptions fills the UpOptions of the web view and Prometheus from the flags.

@@ -24,8 +24,25 @@ import (
 func uiFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "ui", Usage: "serve the live web view on `ADDR:PORT` (\":8080\" is loopback), fed from this stop's own /metrics"},
+		uiPublicFlag(),
 		&cli.StringSliceFlag{Name: "ui-target", Usage: "also show another stop on the web view: `STOP:NAME=URL` with STOP dns, edge, l4, l7 or app, e.g. l7:l7a=http://127.0.0.1:9901/metrics (repeatable)"},
 	}
+}
+
+// uiPublicFlag lets the web view listen on an address other hosts reach.
+func uiPublicFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "ui-public", Usage: "let the web view listen on an address other hosts reach: it shows (and relays) metrics otherwise served on loopback only"}
+}
+
+// checkUIListen refuses a web view address other hosts reach (0.0.0.0, a public address) unless
+// --ui-public is given: the page republishes the stops' metrics, which may be listening on
+// loopback only, so serving it widely is a choice to make explicitly. flag names the address's
+// flag in the message.
+func checkUIListen(c *cli.Context, flag, addr string) error {
+	if addr == "" || c.Bool("ui-public") || adminauth.IsLoopback(adminauth.Loopback(addr)) {
+		return nil
+	}
+	return fmt.Errorf("refuse --%s %s: other hosts could reach it, and the web view republishes metrics served on loopback only; listen on 127.0.0.1 (e.g. --%s 127.0.0.1:8080), or add --ui-public to serve it to other hosts", flag, addr, flag)
 }
 
 // startUI serves the web view when --ui is given, until ctx ends. self is this stop's kind and
@@ -44,6 +61,9 @@ func startUIOn(ctx context.Context, c *cli.Context, sk *handover.Sockets, self, 
 			return errors.New("--ui-target needs --ui ADDR:PORT: the address of the web view")
 		}
 		return nil
+	}
+	if err := checkUIListen(c, "ui", addr); err != nil {
+		return err
 	}
 	if metrics == "" {
 		return fmt.Errorf("--ui: the web view reads this stop's own /metrics: give %s", need)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
+	"github.com/urfave/cli/v2"
 
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/internal/webui/browser"
@@ -75,6 +78,61 @@ func TestStopUIFlags(t *testing.T) {
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("dns run %v: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// The web view (a stop's --ui, lab up's --ui and --prometheus, lab ui's --listen) republishes
+// metrics that may be served on loopback only: an address other hosts reach is refused unless
+// --ui-public is given, and the error names the flag.
+func TestUIPublicAddressNeedsFlag(t *testing.T) {
+	path := writeDNSConfig(t, dnsTestConfig)
+	for _, ui := range []string{"0.0.0.0:0", "[::]:0", "192.0.2.1:8080"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _, err := runDNSCLI(t, ctx, "run", "--config", path, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--ui", ui)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "refuse --ui "+ui) || !strings.Contains(err.Error(), "--ui-public") {
+			t.Errorf("dns run --ui %s: %v; want it refused, naming --ui-public", ui, err)
+		}
+	}
+	// The check itself: loopback (and a hostless address, bound to loopback) pass; anything
+	// else passes only with --ui-public.
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--ui", "127.0.0.1:8080"}, true},
+		{[]string{"--ui", ":8080"}, true},
+		{[]string{"--ui", "localhost:8080"}, true},
+		{[]string{"--ui", "0.0.0.0:8080"}, false},
+		{[]string{"--ui", "0.0.0.0:8080", "--ui-public"}, true},
+	} {
+		var err error
+		app := &cli.App{Flags: uiFlags(), Action: func(c *cli.Context) error { err = checkUIListen(c, "ui", c.String("ui")); return nil }}
+		if rerr := app.Run(append([]string{"x"}, c.args...)); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("%v: %v; want ok=%v", c.args, err, c.ok)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Log("lab up and lab ui need root: not run")
+		return
+	}
+	t.Setenv("SWITCHYARD_BIN", "") // were the check missing, lab up could not start a lab
+	for _, args := range [][]string{
+		{"lab", "up", "--prefix", "syuit", "--ui", "0.0.0.0:8080"},
+		{"lab", "up", "--prefix", "syuit", "--ui", "off", "--prometheus", "0.0.0.0:9090"},
+		{"lab", "ui", "--prefix", "syuit", "--listen", "0.0.0.0:8080"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		app := newApp()
+		app.Writer, app.ErrWriter = io.Discard, io.Discard
+		err := app.RunContext(ctx, append([]string{"switchyard"}, args...))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "refuse --") || !strings.Contains(err.Error(), "--ui-public") {
+			t.Errorf("%s: %v; want it refused, naming --ui-public", strings.Join(args, " "), err)
 		}
 	}
 }

@@ -196,7 +196,7 @@ func (e *FieldError) Error() string {
 
 // Load reads and validates a configuration file.
 func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := yamlx.ReadFile(path) // bounded: yamlx.MaxFileBytes
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 // A snapshot is a configuration in a form that decodes ten times faster than its YAML (gob),
@@ -27,7 +29,7 @@ func snapshotPath(path string) string {
 // made from the file's bytes, and writing one after a YAML read (best effort: a directory the
 // daemon cannot write to only costs the speed).
 func LoadSnapshotted(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := yamlx.ReadFile(path) // bounded: yamlx.MaxFileBytes
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

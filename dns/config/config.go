@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -240,7 +239,7 @@ func strict(n *yaml.Node, v any) error {
 
 // Load reads and validates a configuration file.
 func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := yamlx.ReadFile(path) // bounded: yamlx.MaxFileBytes
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

@@ -1,10 +1,12 @@
 // Package adminauth holds the rules every stop's admin listener follows: it binds to loopback
 // unless the address names another host, a mutating endpoint needs a bearer token (compared in
 // constant time), and an admin address reachable from other hosts without a token is refused at
-// start. The L4 daemon's control API is a root-only unix socket instead.
+// start. The L4 daemon's control API is a root-only unix socket instead. The L7 and edge admin
+// APIs both authenticate through Require.
 package adminauth
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"net"
@@ -46,6 +48,26 @@ func Check(addr, token string) error {
 	return nil
 }
 
+// BearerToken returns the token of an Authorization value of the Bearer scheme (RFC 6750 2.1).
+// The scheme name is case-insensitive (RFC 9110 11.1: "bearer" and "BEARER" are Bearer too), and
+// one or more spaces may follow it.
+func BearerToken(authorization string) (string, bool) {
+	scheme, token, ok := strings.Cut(authorization, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
+}
+
+// TokenEqual compares a presented secret with the configured one in constant time, lengths
+// included: subtle.ConstantTimeCompare returns at once when the lengths differ, which would tell
+// a guesser the token's length, so it compares their SHA-256 digests (always 32 bytes).
+func TokenEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
 // Require wraps a mutating handler: it answers 401 unless the request carries
 // "Authorization: Bearer <token>", and 403 when no token is configured (the endpoint then
 // refuses every change: configure one to use it). token is read at each request, so that a
@@ -57,8 +79,8 @@ func Require(token func() string, realm string, h http.HandlerFunc) http.Handler
 			http.Error(w, "forbidden: this admin endpoint changes the running state and admin.token is not set: set admin.token (or admin.token_file) and send Authorization: Bearer <token>", http.StatusForbidden)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		got, ok := BearerToken(r.Header.Get("Authorization"))
+		if !ok || !TokenEqual(got, token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 			http.Error(w, "unauthorized: send Authorization: Bearer <admin.token>", http.StatusUnauthorized)
 			return

@@ -176,7 +176,11 @@ func (p *Process) handOver(c *net.UnixConn, pid int) error {
 // Upgrade asks the process serving the control socket at path to upgrade itself, and returns
 // the new process's id and the old one's (which drains and exits) once the new one serves.
 func Upgrade(stop, path string, timeout time.Duration) (newPID, oldPID int, err error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	c, err := dialControl(path)
+	var untrusted *untrustedError
+	if errors.As(err, &untrusted) {
+		return 0, 0, fmt.Errorf("upgrade %s: %w", stop, err)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("upgrade %s: connect to control socket %s: %w (is `switchyard %s run` running with --control %s, and are you root or its user?)", stop, path, err, stop, path)
 	}

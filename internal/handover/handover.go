@@ -100,7 +100,11 @@ func (p *Process) Upgraded() <-chan struct{} { return p.upgraded }
 
 // takeOver receives the predecessor's sockets.
 func (p *Process) takeOver() error {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: p.opt.From, Net: "unixpacket"})
+	c, err := dialControl(p.opt.From)
+	var untrusted *untrustedError
+	if errors.As(err, &untrusted) {
+		return fmt.Errorf("upgrade from %s: %w", p.opt.From, err)
+	}
 	if err != nil {
 		return fmt.Errorf("upgrade from %s: connect to the running process: %w (is it running with --control %s?)", p.opt.From, err, p.opt.From)
 	}
@@ -252,7 +256,14 @@ func bindControl(stop, path string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create control socket directory: %w", err)
 	}
-	if c, err := net.Dial("unixpacket", path); err == nil {
+	c, err := dialControl(path)
+	var untrusted *untrustedError
+	if errors.As(err, &untrusted) {
+		// Someone else's process holds the path: replacing its file would race with it, and
+		// its directory is not safe for a control socket anyway.
+		return nil, fmt.Errorf("bind %s control socket: %w", stop, err)
+	}
+	if err == nil {
 		c.Close()
 		return nil, fmt.Errorf("control socket %s is served by a running %s: upgrade it with `switchyard %s upgrade --control %s`, or stop it first", path, stop, stop, path)
 	}

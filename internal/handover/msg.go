@@ -94,6 +94,43 @@ func peer(c *net.UnixConn) (*unix.Ucred, error) {
 	return cred, cerr
 }
 
+// dialControl connects to the control socket at path and checks who serves it: only root or
+// this process's own user may. A control socket lives in a directory someone else may have been
+// able to write to first; without the check a local user listening there could fake an
+// "upgraded" answer, block `run --control`, or hand --upgrade-from sockets of its own.
+func dialControl(path string) (*net.UnixConn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	cred, err := peer(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("read the credentials of the process serving control socket %s: %w", path, err)
+	}
+	if !trustedUID(cred.Uid) {
+		c.Close()
+		return nil, &untrustedError{path: path, uid: cred.Uid, pid: cred.Pid}
+	}
+	return c, nil
+}
+
+// trustedUID reports whether a control socket served by uid may be trusted: root, or this
+// process's own user.
+func trustedUID(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
+
+// untrustedError is a control socket served by a process of another, unprivileged user.
+type untrustedError struct {
+	path string
+	uid  uint32
+	pid  int32
+}
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("refuse control socket %s: it is served by uid %d (pid %d), neither root nor this user (uid %d); "+
+		"stop that process, remove the socket and keep its directory writable only by root or the stop's user", e.path, e.uid, e.pid, os.Geteuid())
+}
+
 func dupCloexec(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
 
 // rawFD is f's descriptor. os.File.Fd would switch the socket, shared with the server still

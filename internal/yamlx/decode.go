@@ -38,7 +38,14 @@ func (e *Error) Error() string {
 // write, an unknown field the fields that exist there, a syntax error the line that breaks the
 // indentation (yaml.v3 often names the line of the enclosing block) and a tab in the
 // indentation its line. An empty document returns io.EOF, as yaml.v3 does.
+//
+// A document larger than MaxFileBytes is refused before decoding, and one whose aliases expand
+// past what yaml.v3 accepts (a "billion laughs" alias bomb) with one message at its largest
+// alias, not one per expanded value.
 func Decode(b []byte, v any) error {
+	if len(b) > MaxFileBytes {
+		return tooLarge(int64(len(b)))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(v)
@@ -46,12 +53,25 @@ func Decode(b []byte, v any) error {
 		return err
 	}
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
+	if errors.As(err, &te) || strings.Contains(err.Error(), "excessive aliasing") {
 		var root yaml.Node
 		_ = yaml.Unmarshal(b, &root)
+		if bomb := aliasBomb(&root); bomb != nil {
+			return bomb
+		}
+		if te == nil {
+			return err
+		}
 		var errs []error
+		seen := map[string]bool{}
+		unknown := map[string]int{} // the same unknown key on one line: the next occurrence
 		for _, m := range te.Errors {
-			errs = append(errs, explainType(&root, reflect.TypeOf(v), m))
+			e := explainType(&root, reflect.TypeOf(v), m, unknown)
+			// An alias repeats its value's errors: say each once.
+			if !seen[e.Error()] {
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
 		}
 		return errors.Join(errs...)
 	}
@@ -96,10 +116,14 @@ func isSyntax(msg string) bool {
 }
 
 // explainType turns one yaml.v3 type error message into an Error with the field and the fix.
-func explainType(root *yaml.Node, top reflect.Type, msg string) error {
+// unknown counts the unknown keys explained so far by line and name: yaml.v3 reports them in
+// document order, so the k-th report of a key on a line is its k-th occurrence there.
+func explainType(root *yaml.Node, top reflect.Type, msg string, unknown map[string]int) error {
 	if m := unknownMsg.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		parent := parentPathAtLine(root, n)
+		at := m[1] + " " + m[2]
+		parent := parentPathOfKey(root, n, m[2], unknown[at])
+		unknown[at]++
 		f := m[2]
 		if parent != "" {
 			f = parent + "." + m[2]

@@ -2,6 +2,7 @@ package yamlx
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -110,5 +111,92 @@ func TestMisalignedKeepsValidFiles(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("only %d YAML documents found to check", n)
+	}
+}
+
+// An unknown key inside a flow mapping is named at its own path, not at the key that opens the
+// mapping on the same line.
+func TestDecodeUnknownInFlowMapping(t *testing.T) {
+	head := "interface: eth0\nvips:\n  - name: web\n"
+	for _, c := range []struct{ yaml, want string }{
+		{head + "    health: {type: tcp, intervl: 1s}\n", "line 4: vips[0].health.intervl: unknown field: did you mean `interval`?"},
+		{"vips: [{name: web, backends: [{address: a, wieght: 2}]}]\n", "line 1: vips[0].backends[0].wieght: unknown field: did you mean `weight`?"},
+		{"vips: [{name: a, prot: 1}, {name: b, prot: 2}]\n", "line 1: vips[1].prot: unknown field"},
+	} {
+		var v tConfig
+		if err := Decode([]byte(c.yaml), &v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// An alias bomb ("billion laughs") is refused with one message at its largest alias, whether
+// its values have the type of the fields (yaml.v3 stops decoding it) or not (yaml.v3 reports a
+// type error per expanded value).
+func TestDecodeAliasBomb(t *testing.T) {
+	bomb := func(first string) string {
+		s := first + ": &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\ngroups:\n"
+		for c, prev := 'b', 'a'; c <= 'i'; c, prev = c+1, c {
+			s += fmt.Sprintf("  %c: &%c [%s]\n", c, c, strings.TrimSuffix(strings.Repeat("*"+string(prev)+", ", 9), ", "))
+		}
+		return s
+	}
+	type wrongType struct {
+		Records []string            `yaml:"records"`
+		Groups  map[string][]string `yaml:"groups"`
+	}
+	type rightType struct {
+		Records []string       `yaml:"records"`
+		Groups  map[string]any `yaml:"groups"`
+	}
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"type errors", &wrongType{}}, {"decodable", &rightType{}}} {
+		err := Decode([]byte(bomb("records")), c.v)
+		if err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "line 10: *h: refuse the aliases") || !strings.Contains(err.Error(), "alias bomb") {
+			t.Errorf("%s: %v; want one line naming the alias bomb at line 10", c.name, err)
+		}
+	}
+	// Anchors used a few times are fine, and a type error they repeat is said once.
+	small := "records: &r [a, b]\ngroups:\n  x: *r\n  y: *r\n"
+	var ok struct {
+		Records []string            `yaml:"records"`
+		Groups  map[string][]string `yaml:"groups"`
+	}
+	if err := Decode([]byte(small), &ok); err != nil || len(ok.Groups["y"]) != 2 {
+		t.Errorf("small aliases: %v %+v", err, ok)
+	}
+	var bad struct {
+		Records []string          `yaml:"records"`
+		Groups  map[string]string `yaml:"groups"`
+	}
+	if err := Decode([]byte(small), &bad); err == nil || strings.Count(err.Error(), "is not a single value") != 1 {
+		t.Errorf("a type error repeated by aliases: %v; want it said once", err)
+	}
+}
+
+// A configuration past MaxFileBytes is refused before it is decoded (or, from a file, read),
+// naming its size, the limit and the fix; one at the limit is read.
+func TestSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	b := []byte("interface: eth0\n" + strings.Repeat("# padding\n", MaxFileBytes/10))
+	if err := os.WriteFile(big, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadFile(big)
+	want := fmt.Sprintf("%d bytes, over the limit of %d (16 MiB)", len(b), MaxFileBytes)
+	if err == nil || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), big) {
+		t.Errorf("ReadFile of %d bytes: %v; want %q naming the file", len(b), err, want)
+	}
+	var v tConfig
+	if err := Decode(b, &v); err == nil || !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Decode of %d bytes: %v; want ErrTooLarge", len(b), err)
+	}
+	ok := filepath.Join(dir, "ok.yaml")
+	os.WriteFile(ok, b[:MaxFileBytes], 0o600)
+	if got, err := ReadFile(ok); err != nil || len(got) != MaxFileBytes {
+		t.Errorf("ReadFile at the limit: %d bytes, %v", len(got), err)
 	}
 }

@@ -12,24 +12,62 @@ import (
 
 // pathAtLine is the path (vips[0].port) of the value on line n that match accepts, or "".
 func pathAtLine(root *yaml.Node, n int, match func(*yaml.Node) bool) string {
-	p, _ := find(root, "", n, false, match)
+	p, _ := find(root, "", n, match)
 	return p
 }
 
-// parentPathAtLine is the path of the mapping holding the key on line n ("" at the top).
-func parentPathAtLine(root *yaml.Node, n int) string {
-	p, _ := find(root, "", n, true, nil)
-	return p
+// parentPathOfKey is the path of the mapping holding the skip-th key named key on line n ("" at
+// the top). The key's name matters on a line holding a flow mapping ({type: tcp, intervl: 1s}):
+// its first key belongs to the enclosing mapping, the others to the flow mapping.
+func parentPathOfKey(root *yaml.Node, n int, key string, skip int) string {
+	var out string
+	var walk func(nd *yaml.Node, path string) bool
+	walk = func(nd *yaml.Node, path string) bool {
+		switch nd.Kind {
+		case yaml.DocumentNode:
+			for _, c := range nd.Content {
+				if walk(c, path) {
+					return true
+				}
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(nd.Content); i += 2 {
+				k, v := nd.Content[i], nd.Content[i+1]
+				if k.Line == n && k.Value == key {
+					if skip == 0 {
+						out = path
+						return true
+					}
+					skip--
+				}
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if walk(v, p) {
+					return true
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range nd.Content {
+				if walk(c, path+"["+strconv.Itoa(i)+"]") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	walk(root, "")
+	return out
 }
 
-// find walks the tree for line n: the path of the outermost value there that match accepts,
-// or with parent that of the mapping whose key is there.
-func find(nd *yaml.Node, path string, n int, parent bool, match func(*yaml.Node) bool) (string, bool) {
-	hit := func(v *yaml.Node) bool { return !parent && v.Line == n && (match == nil || match(v)) }
+// find walks the tree for line n: the path of the outermost value there that match accepts.
+func find(nd *yaml.Node, path string, n int, match func(*yaml.Node) bool) (string, bool) {
+	hit := func(v *yaml.Node) bool { return v.Line == n && (match == nil || match(v)) }
 	switch nd.Kind {
 	case yaml.DocumentNode:
 		for _, c := range nd.Content {
-			if p, ok := find(c, path, n, parent, match); ok {
+			if p, ok := find(c, path, n, match); ok {
 				return p, true
 			}
 		}
@@ -40,13 +78,10 @@ func find(nd *yaml.Node, path string, n int, parent bool, match func(*yaml.Node)
 			if path != "" {
 				p = path + "." + k.Value
 			}
-			if k.Line == n && parent {
-				return path, true
-			}
 			if hit(v) {
 				return p, true
 			}
-			if q, ok := find(v, p, n, parent, match); ok {
+			if q, ok := find(v, p, n, match); ok {
 				return q, true
 			}
 		}
@@ -56,7 +91,7 @@ func find(nd *yaml.Node, path string, n int, parent bool, match func(*yaml.Node)
 			if hit(c) {
 				return p, true
 			}
-			if q, ok := find(c, p, n, parent, match); ok {
+			if q, ok := find(c, p, n, match); ok {
 				return q, true
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/httppath"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/route"
 )
@@ -62,7 +63,7 @@ func (m *Matcher) Route(table *route.Table, h *h1.Head, needHeaders bool) (rq Ro
 	rq.Target = target
 	if PlainPath(pathPart) && PlainQuery(query) {
 		p := string(pathPart)
-		c, err := route.NormalizePath(p, p)
+		c, err := httppath.Normalize(p, p)
 		if err != nil {
 			return rq, false
 		}
@@ -75,7 +76,7 @@ func (m *Matcher) Route(table *route.Table, h *h1.Head, needHeaders bool) (rq Ro
 		if err != nil {
 			return rq, false
 		}
-		c, err := route.NormalizePath(u.Path, u.EscapedPath())
+		c, err := httppath.Normalize(u.Path, u.EscapedPath())
 		if err != nil {
 			return rq, false
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/internal/benchcpu"
+	"github.com/switchyard/switchyard/internal/httppath"
 )
 
 // linearMatch is the original matcher, kept as the oracle: every route in order, first match
@@ -118,7 +119,7 @@ func randRequest(rng *rand.Rand) (*http.Request, string) {
 	clean := p
 	if rng.IntN(8) > 0 {
 		var err error
-		if clean, err = NormalizePath(p, p); err != nil {
+		if clean, err = httppath.Normalize(p, p); err != nil {
 			clean = p
 		}
 	}

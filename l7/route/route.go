@@ -6,7 +6,6 @@ package route
 import (
 	"fmt"
 	"net/http"
-	"path"
 	"regexp"
 	"strings"
 )
@@ -158,7 +157,7 @@ func compileConds(kind string, cs []Cond, canon func(string) string) ([]cond, er
 }
 
 // Match returns the first route matching the request whose path was already normalised by
-// NormalizePath, or nil.
+// httppath.Normalize, or nil.
 func (t *Table) Match(r *http.Request, cleanPath string) *Route {
 	host := hostOnly(r.Host)
 	// A non-ASCII host may fold to a route's host in ways the index's keys do not model, so it
@@ -256,28 +255,4 @@ func hostOnly(h string) string {
 		h = h[:i]
 	}
 	return strings.ToLower(strings.TrimSuffix(h, "."))
-}
-
-// NormalizePath returns the path used both for matching and for the upstream request: the
-// percent-decoded path with "." and ".." segments resolved and repeated slashes merged, keeping a
-// trailing slash. Because the backend receives this same path, "/tracking/../admin" is matched
-// and forwarded as "/admin", never as a /tracking request the backend would resolve elsewhere.
-// It refuses paths a backend could decode differently: an encoded slash or backslash, NUL, and
-// anything not starting with "/".
-func NormalizePath(decoded, raw string) (string, error) {
-	if !strings.HasPrefix(decoded, "/") {
-		return "", fmt.Errorf("normalize path %q: does not start with /", decoded)
-	}
-	lower := strings.ToLower(raw)
-	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(decoded, "\\") {
-		return "", fmt.Errorf("normalize path %q: encoded slash or backslash is ambiguous", raw)
-	}
-	if strings.ContainsRune(decoded, 0) {
-		return "", fmt.Errorf("normalize path: contains NUL")
-	}
-	clean := path.Clean(decoded)
-	if strings.HasSuffix(decoded, "/") && clean != "/" {
-		clean += "/"
-	}
-	return clean, nil
 }

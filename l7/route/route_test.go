@@ -3,6 +3,8 @@ package route
 import (
 	"net/http/httptest"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/httppath"
 )
 
 func TestFirstMatchWinsAndConditions(t *testing.T) {
@@ -42,7 +44,7 @@ func TestFirstMatchWinsAndConditions(t *testing.T) {
 		for k, v := range c.hdr {
 			r.Header.Set(k, v)
 		}
-		p, err := NormalizePath(r.URL.Path, r.URL.EscapedPath())
+		p, err := httppath.Normalize(r.URL.Path, r.URL.EscapedPath())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,30 +52,6 @@ func TestFirstMatchWinsAndConditions(t *testing.T) {
 		if got == nil || got.Name != c.want {
 			t.Errorf("%s %s -> %v, want %s", c.method, c.url, got, c.want)
 		}
-	}
-}
-
-func TestNormalizePath(t *testing.T) {
-	for _, c := range []struct{ decoded, raw, want string }{
-		{"/tracking/../admin", "/tracking/../admin", "/admin"},
-		{"/tracking/./a//b/", "/tracking/./a//b/", "/tracking/a/b/"},
-		{"/../../etc/passwd", "/../../etc/passwd", "/etc/passwd"},
-		{"/a/../..", "/a/../..", "/"},
-	} {
-		t.Run(c.decoded, func(t *testing.T) {
-			got, err := NormalizePath(c.decoded, c.raw)
-			if err != nil || got != c.want {
-				t.Errorf("NormalizePath(%q) = %q %v, want %q", c.decoded, got, err, c.want)
-			}
-		})
-	}
-	for _, raw := range []string{"/tracking/..%2fadmin", "/a%5cb"} {
-		if _, err := NormalizePath("/x", raw); err == nil {
-			t.Errorf("%s accepted; an encoded slash is ambiguous", raw)
-		}
-	}
-	if _, err := NormalizePath("/a\\..\\admin", "/a\\..\\admin"); err == nil {
-		t.Error("backslash path accepted")
 	}
 }
 

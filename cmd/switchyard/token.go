@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// tokenFlags are the flags of a command that needs a stop's admin token. The token comes from a
+// file (--token-file) or the environment variable env only: a value on the command line is
+// readable by every local user in ps (/proc/PID/cmdline) for as long as the process runs.
+// --token stays, hidden, only to refuse it with the way to pass the token instead.
+func tokenFlags(env, what string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "token-file", Usage: what + ": read it from `FILE` (or set " + env + " to the token)"},
+		&cli.StringFlag{Name: "token", Hidden: true, Usage: "refused: use --token-file or " + env},
+	}
+}
+
+// adminToken is the admin token given by --token-file or env ("" when neither is), refusing a
+// --token on the command line.
+func adminToken(c *cli.Context, env string) (string, error) {
+	if c.IsSet("token") {
+		return "", fmt.Errorf("refuse --token: a token on the command line is visible to every local user in ps; write it to a file only you can read and pass --token-file FILE, or set %s", env)
+	}
+	path := c.String("token-file")
+	if path == "" {
+		return os.Getenv(env), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w (--token-file names a file holding the token)", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("read admin token: %s is empty; write the token in it", path)
+	}
+	return t, nil
+}
