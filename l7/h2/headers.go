@@ -76,7 +76,16 @@ func (c *Conn) endBlock() error {
 	if bad == "" {
 		bad = st.checkPseudo()
 	}
+	if bad == "" && selfDependent(f) {
+		bad = "stream depends on itself"
+	}
 	return c.start(st, f.StreamEnded(), bad)
+}
+
+// selfDependent reports a HEADERS frame whose priority makes its stream depend on itself: a
+// stream error PROTOCOL_ERROR (RFC 9113 5.3.1), though priorities are otherwise ignored.
+func selfDependent(f *http2.HeadersFrame) bool {
+	return f.HasPriority() && f.Priority.StreamDep == f.StreamID
 }
 
 // trailers takes a header block on a stream that already has its request: trailer fields,
@@ -84,13 +93,14 @@ func (c *Conn) endBlock() error {
 // trailers.
 func (c *Conn) trailers(id uint32, end bool) error {
 	c.mu.Lock()
-	st := c.streams[id]
+	_, state := c.stateLocked(id)
 	c.mu.Unlock()
-	if st == nil {
+	if state == streamClosed {
+		// RFC 9113 5.1: frames after END_STREAM on a closed stream are a connection error.
 		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
 	c.cur, c.curBad = nil, ""
-	_, err := c.dec.Write(c.block)
+	_, err := c.dec.Write(c.block) // decoded whatever the stream's state: HPACK state follows
 	if err == nil {
 		err = c.dec.Close()
 	}
@@ -99,12 +109,24 @@ func (c *Conn) trailers(id uint32, end bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st, state := c.stateLocked(id) // again: the handler may have ended meanwhile
+	switch state {
+	case streamResetByUs:
+		return nil // sent before our RST_STREAM reached the client (RFC 9113 5.1)
+	case streamResetByPeer, streamClosed:
+		return c.rstLocked(id, http2.ErrCodeStreamClosed)
+	case streamHalfClosed:
+		st.resetLocked(http2.ErrCodeStreamClosed, true)
+	case streamOpen:
+		return c.takeTrailers(st, end)
+	}
+	return nil
+}
+
+// takeTrailers ends an open stream's request with the trailer block just decoded (c.mu held).
+func (c *Conn) takeTrailers(st *Stream, end bool) error {
 	switch {
-	case st.recvDone:
-		if !st.reset {
-			st.resetLocked(http2.ErrCodeStreamClosed, true)
-		}
-	case !end || c.curBad != "":
+	case !end || c.curBad != "" || selfDependent(c.blockFrame):
 		st.resetLocked(http2.ErrCodeProtocol, true) // trailers must end the stream
 	default:
 		if st.ContentLength >= 0 && st.received != st.ContentLength {
@@ -137,6 +159,7 @@ func (c *Conn) start(st *Stream, end bool, bad string) error {
 	if refuse != 0 {
 		c.wbuf = appendRST(c.wbuf, st.ID, refuse)
 		c.wcond.Signal()
+		c.rememberReset(st.ID, false)
 		if len(c.free) < int(c.cfg.MaxConcurrentStreams) {
 			c.free = append(c.free, st)
 		}

@@ -1,0 +1,156 @@
+package l7
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// dialH2Short is dialH2Raw with a deadline short enough that a missing answer fails the test
+// quickly.
+func dialH2Short(t *testing.T, addr string) *h2raw {
+	h := dialH2Raw(t, addr)
+	h.c.SetDeadline(time.Now().Add(5 * time.Second))
+	return h
+}
+
+// rstOn waits for RST_STREAM on stream id and returns its code; a GOAWAY or the end of the
+// connection first is an error.
+func (h *h2raw) rstOn(id uint32) (http2.ErrCode, error) {
+	f, err := h.until(func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			return f.StreamID == id
+		case *http2.GoAwayFrame:
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return 0, err
+	}
+	if g, ok := f.(*http2.GoAwayFrame); ok {
+		return 0, &goAwayError{g.ErrCode}
+	}
+	return f.(*http2.RSTStreamFrame).ErrCode, nil
+}
+
+type goAwayError struct{ code http2.ErrCode }
+
+func (e *goAwayError) Error() string { return "connection error: GOAWAY " + e.code.String() }
+
+// stillServes checks that the connection serves a new stream id: no frame before its answer
+// was a GOAWAY or an RST_STREAM (other than on the streams in ok).
+func (h *h2raw) stillServes(t *testing.T, id uint32, ok ...uint32) {
+	t.Helper()
+	h.get(id, "/alive")
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("stream %d after the test frames: %v", id, err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v before stream %d was answered", f.ErrCode, id)
+		case *http2.RSTStreamFrame:
+			expected := false
+			for _, o := range ok {
+				expected = expected || o == f.StreamID
+			}
+			if !expected {
+				t.Fatalf("RST_STREAM %v on stream %d before stream %d was answered", f.ErrCode, f.StreamID, id)
+			}
+		case *http2.DataFrame:
+			if f.StreamID == id && f.StreamEnded() {
+				if !strings.Contains(string(f.Data()), "/alive") {
+					t.Fatalf("stream %d: body %q", id, f.Data())
+				}
+				return
+			}
+		}
+	}
+}
+
+// RFC 9113 5.1: a frame on a stream the client reset, or after the stream closed, is a stream
+// error STREAM_CLOSED; frames the client sent on a stream before our RST_STREAM reached it
+// are ignored (not a connection error). Either way the connection goes on.
+func TestH2FramesOnClosedStreams(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, oneRoute("", b.addr))
+	post := []string{":method", "POST", ":scheme", "http", ":path", "/x", ":authority", "a"}
+
+	t.Run("DATA after the client's RST_STREAM", func(t *testing.T) {
+		h := dialH2Short(t, p.addr)
+		h.headers(1, false, post...)
+		h.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		h.fr.WriteData(1, true, []byte("late"))
+		if code, err := h.rstOn(1); err != nil || code != http2.ErrCodeStreamClosed {
+			t.Fatalf("got RST_STREAM %v (%v), want STREAM_CLOSED", code, err)
+		}
+		h.stillServes(t, 3)
+	})
+	t.Run("HEADERS after the client's RST_STREAM", func(t *testing.T) {
+		h := dialH2Short(t, p.addr)
+		h.headers(1, false, post...)
+		h.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		h.headers(1, true, "x-trailer", "1")
+		if code, err := h.rstOn(1); err != nil || code != http2.ErrCodeStreamClosed {
+			t.Fatalf("got RST_STREAM %v (%v), want STREAM_CLOSED", code, err)
+		}
+		h.stillServes(t, 3)
+	})
+	t.Run("DATA after the stream closed", func(t *testing.T) {
+		h := dialH2Short(t, p.addr)
+		h.get(1, "/x")
+		if status, _, _, err := h.streamEnd(1); err != nil || status != "200" {
+			t.Fatalf("stream 1: %q %v", status, err)
+		}
+		h.fr.WriteData(1, true, []byte("late"))
+		if code, err := h.rstOn(1); err != nil || code != http2.ErrCodeStreamClosed {
+			t.Fatalf("got RST_STREAM %v (%v), want STREAM_CLOSED", code, err)
+		}
+		h.stillServes(t, 3)
+	})
+	t.Run("body and trailers in flight after our RST_STREAM are ignored", func(t *testing.T) {
+		h := dialH2Short(t, p.addr)
+		// Malformed (an uppercase name): refused at once with PROTOCOL_ERROR while the client
+		// still sends the body and its trailers.
+		h.headers(1, false, append(post, "X-Upper", "1")...)
+		h.fr.WriteData(1, false, []byte("body"))
+		h.headers(1, true, "x-trailer", "1")
+		if code, err := h.rstOn(1); err != nil || code != http2.ErrCodeProtocol {
+			t.Fatalf("got RST_STREAM %v (%v), want PROTOCOL_ERROR", code, err)
+		}
+		h.stillServes(t, 3)
+	})
+}
+
+// RFC 9113 5.3.1: a stream that depends on itself is a stream error PROTOCOL_ERROR, in a
+// PRIORITY frame (on any stream, idle included) and in HEADERS (the request never runs).
+func TestH2SelfDependentStreams(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, oneRoute("", b.addr))
+	h := dialH2Short(t, p.addr)
+	h.fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 255})
+	if code, err := h.rstOn(1); err != nil || code != http2.ErrCodeProtocol {
+		t.Fatalf("PRIORITY on itself: RST_STREAM %v (%v), want PROTOCOL_ERROR", code, err)
+	}
+	h.hbuf.Reset()
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/x"}, {":authority", "a"}} {
+		h.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: h.hbuf.Bytes(), EndStream: true,
+		EndHeaders: true, Priority: http2.PriorityParam{StreamDep: 3, Weight: 255}})
+	if code, err := h.rstOn(3); err != nil || code != http2.ErrCodeProtocol {
+		t.Fatalf("HEADERS on itself: RST_STREAM %v (%v), want PROTOCOL_ERROR", code, err)
+	}
+	// A dependency on another stream is fine (and ignored).
+	h.fr.WritePriority(5, http2.PriorityParam{StreamDep: 1, Weight: 10})
+	h.stillServes(t, 7)
+	if n := b.hits.Load(); n != 1 {
+		t.Errorf("the backend got %d requests, want 1 (the self-dependent one never runs)", n)
+	}
+}
