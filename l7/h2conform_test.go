@@ -1,7 +1,13 @@
 package l7
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,4 +159,73 @@ func TestH2SelfDependentStreams(t *testing.T) {
 	if n := b.hits.Load(); n != 1 {
 		t.Errorf("the backend got %d requests, want 1 (the self-dependent one never runs)", n)
 	}
+}
+
+// An invalid connection preface is a connection error (RFC 9113 3.4). On an h2c listener,
+// which also serves HTTP/1.1, a first line that is neither HTTP/1.x nor the HTTP/2 preface
+// closes the connection without an answer (an HTTP/2 client would read an HTTP/1.1 400 as
+// frames); so does a preface that starts right and goes wrong. HTTP/1.x lines still get
+// their 400, and so does anything on a listener without h2c or over TLS.
+func TestH2CInvalidPreface(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	cfg := oneRoute("", b.addr)
+	answer := func(t *testing.T, p *engineProxy, send string) string {
+		t.Helper()
+		c, br := p.dial(t)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, send); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(br)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%q: %v after %q", send, err, got)
+		}
+		return string(got)
+	}
+	const invalid = "INVALID CONNECTION PREFACE\r\n\r\n"
+	for _, e := range []engine{{name: "loops"}, {name: "goroutines", noLoops: true}} {
+		t.Run(e.name, func(t *testing.T) {
+			p := e.start(t, cfg)
+			for _, send := range []string{invalid, "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "\r\nGET /x\r\n\r\n"} {
+				if got := answer(t, p, send); got != "" {
+					t.Errorf("%q: answered %q, want the connection closed", send, got)
+				}
+			}
+			if got := answer(t, p, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 200") {
+				t.Errorf("HTTP/1.1 request: %q", got)
+			}
+			if got := answer(t, p, "GET /x HTTP/1.1\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 400") {
+				t.Errorf("HTTP/1.1 request without Host: %q, want 400", got)
+			}
+		})
+	}
+	t.Run("without h2c", func(t *testing.T) {
+		parsed, err := ParseConfig([]byte(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewServer(parsed, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.serveFast(ln, false, "http")
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			s.Shutdown(ctx)
+		})
+		if got := answer(t, &engineProxy{s: s, addr: ln.Addr().String()}, invalid); !strings.HasPrefix(got, "HTTP/1.1 400") {
+			t.Errorf("%q: %q, want 400", invalid, got)
+		}
+	})
+	t.Run("HTTP/1.1 over TLS", func(t *testing.T) {
+		p := engine{name: "tls", tls: true}.start(t, cfg)
+		if got := answer(t, p, invalid); !strings.HasPrefix(got, "HTTP/1.1 400") {
+			t.Errorf("%q: %q, want 400", invalid, got)
+		}
+	})
 }
