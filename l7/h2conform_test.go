@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -228,4 +229,74 @@ func TestH2CInvalidPreface(t *testing.T) {
 			t.Errorf("%q: %q, want 400", invalid, got)
 		}
 	})
+}
+
+// Trailers from clients are checked like headers (RFC 9113 8.1, 8.2): a field that would be
+// malformed in the headers, a pseudo-header, or a section over max_header_bytes is a stream
+// error PROTOCOL_ERROR (the request is already upstream: the stream is reset) and the
+// connection goes on; valid trailers end the request (and are dropped).
+func TestH2TrailersAreCheckedLikeHeaders(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, `
+limits: {max_header_bytes: 4096}
+`+oneRoute("", b.addr))
+	post := []string{":method", "POST", ":scheme", "http", ":path", "/x", ":authority", "a"}
+	big := strings.Repeat("v", 1500)
+	cases := map[string][]string{
+		"pseudo-header":         {":path", "/y"},
+		"pseudo-header status":  {":status", "200"},
+		"uppercase name":        {"X-Upper", "1"},
+		"space in name":         {"x a", "1"},
+		"empty name":            {"", "1"},
+		"connection":            {"connection", "close"},
+		"transfer-encoding":     {"transfer-encoding", "chunked"},
+		"keep-alive":            {"keep-alive", "5"},
+		"upgrade":               {"upgrade", "h2c"},
+		"te gzip":               {"te", "gzip"},
+		"CRLF in value":         {"x-a", "1\r\nx-injected: 1"},
+		"LF in value":           {"x-a", "1\nGET /smuggled HTTP/1.1"},
+		"NUL in value":          {"x-a", "a\x00b"},
+		"space around value":    {"x-a", "1 "},
+		"over max_header_bytes": {"x-a", big, "x-b", big, "x-c", big},
+	}
+	h := dialH2Short(t, p.addr)
+	id := uint32(1)
+	for name, trailer := range cases {
+		h.headers(id, false, post...)
+		h.fr.WriteData(id, false, []byte("body"))
+		h.headers(id, true, trailer...)
+		status, _, rst, err := h.streamEnd(id)
+		if err != nil {
+			t.Fatalf("%s: connection failed: %v", name, err)
+		}
+		if rst != http2.ErrCodeProtocol {
+			t.Errorf("%s: got status %q rst %v, want RST_STREAM PROTOCOL_ERROR", name, status, rst)
+		}
+		id += 2
+	}
+	// Valid trailers (grpc-status and the like) end the request; the connection went on.
+	h.headers(id, false, post...)
+	h.fr.WriteData(id, false, []byte("body"))
+	h.headers(id, true, "x-checksum", "abc", "grpc-status", "0")
+	if status, body, rst, err := h.streamEnd(id); err != nil || status != "200" || string(body) != "b POST /x body=4" {
+		t.Fatalf("valid trailers: %q %q rst %v err %v", status, body, rst, err)
+	}
+	// A trailer block that never ends is a CONTINUATION flood like a header block that never
+	// ends: the connection is closed (ENHANCE_YOUR_CALM) without decoding it.
+	h = dialH2Short(t, p.addr)
+	h.headers(1, false, post...)
+	h.fr.WriteData(1, false, []byte("body"))
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x40, 1, 'x', 1, 'y'}, EndStream: true})
+	frag := bytes.Repeat([]byte{0x40, 3, 'x', '-', 'a', 10, '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}, 100)
+	var werr error
+	for i := 0; i < 200 && werr == nil; i++ {
+		werr = h.fr.WriteContinuation(1, false, frag)
+	}
+	f, err := h.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	if err != nil {
+		t.Fatalf("no GOAWAY for an endless trailer block (write: %v): %v", werr, err)
+	}
+	if code := f.(*http2.GoAwayFrame).ErrCode; code != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("GOAWAY code %v, want ENHANCE_YOUR_CALM", code)
+	}
 }
