@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -299,4 +300,72 @@ limits: {max_header_bytes: 4096}
 	if code := f.(*http2.GoAwayFrame).ErrCode; code != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("GOAWAY code %v, want ENHANCE_YOUR_CALM", code)
 	}
+}
+
+// The control-frame and empty-frame flood guards: PING and SETTINGS sent faster than the
+// client reads the answers (over 1 MiB of them queued) and endless empty DATA frames close
+// the connection instead of growing the proxy's buffers or costing it a loop per frame.
+// (Rapid reset and CONTINUATION floods: h2proto_test.go.)
+func TestH2ControlAndEmptyFrameFloodsAreCut(t *testing.T) {
+	b := startBackend(t, "b", nil)
+	p := h2Proxy(t, oneRoute("", b.addr))
+	// unread sends n frames on a connection whose client reads nothing (a small receive buffer,
+	// so the answers back up in the proxy, not in the kernel) and returns how many went out
+	// before the proxy closed the connection.
+	unread := func(t *testing.T, n int, send func(*http2.Framer) error) int {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) {
+				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			})
+		}}
+		c, err := d.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, http2.ClientPreface)
+		bw := bufio.NewWriterSize(c, 64<<10) // a write per 64 KiB of frames, not per frame
+		fr := http2.NewFramer(bw, nil)
+		fr.WriteSettings()
+		for i := range n {
+			if err := send(fr); err != nil {
+				return i
+			}
+		}
+		if bw.Flush() != nil {
+			return n - bw.Buffered()/9 // roughly: what the last write did not take
+		}
+		return n
+	}
+	t.Run("PING", func(t *testing.T) {
+		// 17 MB of answers: far more than the proxy may queue (1 MiB, and as much again being
+		// written) plus what the kernel holds (a send buffer of up to 4 MiB).
+		const n = 1_000_000
+		var data [8]byte
+		if sent := unread(t, n, func(fr *http2.Framer) error { return fr.WritePing(false, data) }); sent == n {
+			t.Errorf("the proxy took all %d PINGs from a client that reads none of the answers", n)
+		}
+	})
+	t.Run("SETTINGS", func(t *testing.T) {
+		const n = 2_000_000 // 18 MB of answers
+		if sent := unread(t, n, func(fr *http2.Framer) error { return fr.WriteSettings() }); sent == n {
+			t.Errorf("the proxy took all %d SETTINGS from a client that reads none of the answers", n)
+		}
+	})
+	t.Run("empty DATA", func(t *testing.T) {
+		h := dialH2Short(t, p.addr)
+		h.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/x", ":authority", "a")
+		var werr error
+		for i := 0; i < 2000 && werr == nil; i++ {
+			werr = h.fr.WriteData(1, false, nil)
+		}
+		f, err := h.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+		if err != nil {
+			t.Fatalf("no GOAWAY for endless empty DATA frames (write: %v): %v", werr, err)
+		}
+		if code := f.(*http2.GoAwayFrame).ErrCode; code != http2.ErrCodeEnhanceYourCalm {
+			t.Errorf("GOAWAY code %v, want ENHANCE_YOUR_CALM", code)
+		}
+	})
 }
