@@ -187,9 +187,33 @@ func (gc *goConn) handOff() bool {
 		gc.s.conns.done()
 		return true
 	}
+	if gc.requests.Load() <= 1 && !isHTTP1Line(pre) && gc.s.h2cOn(gc.fallback) {
+		// The first bytes of a connection on an h2c listener that are neither an HTTP/1.x
+		// request line nor the HTTP/2 preface: the client may be an HTTP/2 one with a broken
+		// preface, which must be a connection error (RFC 9113 3.4), and would read an
+		// HTTP/1.1 400 as frames. Closed without an answer, as the h2 engine closes a
+		// connection whose preface is wrong after "PRI * HTTP/2.0".
+		gc.s.onReject(gc.raddr, errNotHTTP)
+		return false
+	}
 	conn := h1.Guard(&h1.PrefixConn{Conn: &countedConn{Conn: gc.c, n: &gc.s.conns}, Pre: pre},
 		gc.s.state.Load().cfg.Limits.MaxHeaderBytes, gc.s.onReject)
 	return gc.fallback.Deliver(conn)
+}
+
+// errNotHTTP counts a connection closed because its first line was not HTTP/1.x (nor h2c).
+var errNotHTTP = &h1.Rejection{Status: 400, Reason: "neither an HTTP/1.x request line nor the HTTP/2 connection preface"}
+
+// isHTTP1Line reports whether the request line at the start of b (after any empty lines) ends
+// in an HTTP/1.x version, whatever else is wrong with it (net/http answers that with a 400).
+func isHTTP1Line(b []byte) bool {
+	b = bytes.TrimLeft(b, "\r\n")
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	sp := bytes.LastIndexByte(b, ' ')
+	return sp > 0 && bytes.HasPrefix(b[sp+1:], []byte("HTTP/1."))
 }
 
 // readRequestHead waits for the next request head: idle timeout until its first byte, then the

@@ -45,7 +45,7 @@ type Server struct {
 	lns      []net.Listener
 	fconns   map[*goConn]struct{}  // connections on the goroutine engine
 	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
-	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
+	noH2C    map[*h1.Handover]bool // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
 	conns    connLimit             // client connections against limits.max_connections
 	shutting atomic.Bool           // stop accepting, close connections at their next request boundary
 	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
@@ -231,6 +231,7 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	conns := h1.NewHandover(ln.Addr())
 	s.mu.Lock()
 	s.lns = append(s.lns, conns, ln)
+	s.noH2C[conns] = true // over TLS HTTP/2 comes by ALPN only, never as a preface on HTTP/1.1
 	s.mu.Unlock()
 	go func() {
 		defer conns.Close()

@@ -100,6 +100,8 @@ type Conn struct {
 	fatal       bool           // close once the buffer is written (a connection error)
 	dead        bool           // the connection failed or was closed
 	active      int            // streams whose handler runs
+	resets      []uint32       // recently closed streams that ended in RST_STREAM (rememberReset)
+	resetsNext  int
 	done        chan struct{}
 }
 

@@ -76,7 +76,16 @@ func (c *Conn) endBlock() error {
 	if bad == "" {
 		bad = st.checkPseudo()
 	}
+	if bad == "" && selfDependent(f) {
+		bad = "stream depends on itself"
+	}
 	return c.start(st, f.StreamEnded(), bad)
+}
+
+// selfDependent reports a HEADERS frame whose priority makes its stream depend on itself: a
+// stream error PROTOCOL_ERROR (RFC 9113 5.3.1), though priorities are otherwise ignored.
+func selfDependent(f *http2.HeadersFrame) bool {
+	return f.HasPriority() && f.Priority.StreamDep == f.StreamID
 }
 
 // trailers takes a header block on a stream that already has its request: trailer fields,
@@ -84,13 +93,14 @@ func (c *Conn) endBlock() error {
 // trailers.
 func (c *Conn) trailers(id uint32, end bool) error {
 	c.mu.Lock()
-	st := c.streams[id]
+	_, state := c.stateLocked(id)
 	c.mu.Unlock()
-	if st == nil {
+	if state == streamClosed {
+		// RFC 9113 5.1: frames after END_STREAM on a closed stream are a connection error.
 		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
-	c.cur, c.curBad = nil, ""
-	_, err := c.dec.Write(c.block)
+	c.cur, c.curSize, c.curBad = nil, 0, ""
+	_, err := c.dec.Write(c.block) // decoded whatever the stream's state: HPACK state follows
 	if err == nil {
 		err = c.dec.Close()
 	}
@@ -99,13 +109,40 @@ func (c *Conn) trailers(id uint32, end bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st, state := c.stateLocked(id) // again: the handler may have ended meanwhile
+	switch state {
+	case streamResetByUs:
+		return nil // sent before our RST_STREAM reached the client (RFC 9113 5.1)
+	case streamResetByPeer, streamClosed:
+		return c.rstLocked(id, http2.ErrCodeStreamClosed)
+	case streamHalfClosed:
+		st.resetLocked(http2.ErrCodeStreamClosed, true)
+	case streamOpen:
+		return c.takeTrailers(st, end)
+	}
+	return nil
+}
+
+// takeTrailers ends an open stream's request with the trailer block just decoded (c.mu held).
+// A trailer section is held to the rules of a header section (RFC 9113 8.1, 8.2): a field that
+// would be malformed in the request's headers, a pseudo-header, a section that does not end
+// the stream, or one over Config.MaxHeaderBytes is a stream error PROTOCOL_ERROR. (Its headers
+// got a 431; the request is already on its way upstream by now, so only a reset can refuse it.)
+func (c *Conn) takeTrailers(st *Stream, end bool) error {
+	bad := c.curBad
 	switch {
-	case st.recvDone:
-		if !st.reset {
-			st.resetLocked(http2.ErrCodeStreamClosed, true)
+	case bad != "":
+	case !end:
+		bad = "trailers that do not end the stream"
+	case selfDependent(c.blockFrame):
+		bad = "stream depends on itself"
+	}
+	switch {
+	case bad != "":
+		st.resetLocked(http2.ErrCodeProtocol, true)
+		if c.cfg.OnMalformed != nil {
+			c.cfg.OnMalformed(bad)
 		}
-	case !end || c.curBad != "":
-		st.resetLocked(http2.ErrCodeProtocol, true) // trailers must end the stream
 	default:
 		if st.ContentLength >= 0 && st.received != st.ContentLength {
 			st.resetLocked(http2.ErrCodeProtocol, true)
@@ -137,6 +174,7 @@ func (c *Conn) start(st *Stream, end bool, bad string) error {
 	if refuse != 0 {
 		c.wbuf = appendRST(c.wbuf, st.ID, refuse)
 		c.wcond.Signal()
+		c.rememberReset(st.ID, false)
 		if len(c.free) < int(c.cfg.MaxConcurrentStreams) {
 			c.free = append(c.free, st)
 		}
@@ -176,7 +214,8 @@ func (c *Conn) work(w chan *Stream) {
 	}
 }
 
-// emit takes one decoded field of the block being decoded (into c.cur; trailers: only checked).
+// emit takes one decoded field of the block being decoded (into c.cur; trailers: only checked,
+// as they are dropped like the HTTP/1.1 path drops chunked trailers).
 // Fields are checked as RFC 9113 8.2 and 8.3 require; the first fault makes the request
 // malformed (c.curBad), and decoding continues only to keep the HPACK state.
 func (c *Conn) emit(hf hpack.HeaderField) {
@@ -184,13 +223,20 @@ func (c *Conn) emit(hf hpack.HeaderField) {
 		return
 	}
 	st := c.cur
-	if st == nil { // trailers
-		if strings.HasPrefix(hf.Name, ":") {
+	c.curSize += int(hf.Size())
+	if st == nil { // trailers: checked like headers, then dropped
+		switch {
+		case c.curSize > c.cfg.MaxHeaderBytes:
+			c.curBad = "trailer section over the header list size limit"
+		case strings.HasPrefix(hf.Name, ":"):
 			c.curBad = "pseudo-header field in trailers"
+		default:
+			if bad := checkField(hf.Name, hf.Value); bad != "" {
+				c.curBad = bad + " in trailers"
+			}
 		}
 		return
 	}
-	c.curSize += int(hf.Size())
 	if c.curSize > c.cfg.MaxHeaderBytes {
 		st.TooLarge = true
 		return

@@ -38,6 +38,7 @@ type Stream struct {
 	sendWindow int64
 	sendDone   bool // END_STREAM sent (or the stream reset)
 	reset      bool // reset by either side
+	peerReset  bool // reset by the client (its RST_STREAM came first)
 	running    bool // the handler runs
 	deadline   time.Time
 	timer      *time.Timer
@@ -308,6 +309,9 @@ func (st *Stream) finish() {
 		st.timer = nil
 	}
 	st.running = false
+	if st.reset {
+		c.rememberReset(st.ID, st.peerReset)
+	}
 	delete(c.streams, st.ID)
 	c.active--
 	if st.doneCh == nil && len(c.free) < int(c.cfg.MaxConcurrentStreams) {
