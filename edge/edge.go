@@ -232,7 +232,7 @@ func (e *Edge) Close() error {
 	}
 	if e.front != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		errs = append(errs, e.front.close(ctx))
+		errs = append(errs, e.front.shutdown(ctx))
 		cancel()
 	}
 	for _, s := range e.servers {

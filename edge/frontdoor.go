@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/h3"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 )
@@ -44,16 +46,21 @@ func (c *TLSConfig) validate() error {
 
 // frontDoor is what startTLS started.
 type frontDoor struct {
-	srv  *http.Server
-	addr net.Addr
-	h3   *h3.Server
+	srv   *http.Server
+	addr  net.Addr
+	ln    net.Listener // the TLS port's TCP listener
+	h1    *h1.Handover // HTTP/1.1 connections, handshaken, for srv
+	h3    *h3.Server
+	mu    sync.Mutex
+	h2    map[*h2.Conn]struct{} // HTTP/2 connections being served
+	close bool
 }
 
 // startTLS opens the TLS listener (and the HTTP/3 sockets on its port), counted against the
 // same connection cap as the plain listener.
 func (e *Edge) startTLS() error {
 	c := e.cfg.TLS
-	tc, err := tlsconf.Load(&c.Config, "http/1.1")
+	tc, err := tlsconf.Load(&c.Config, "h2", "http/1.1")
 	if err != nil {
 		return fmt.Errorf("start edge: tls: %w", err)
 	}
@@ -61,7 +68,7 @@ func (e *Edge) startTLS() error {
 	if err != nil {
 		return fmt.Errorf("start edge: listen on %s: %w", c.Listen, err)
 	}
-	fd := &frontDoor{addr: raw.Addr()}
+	fd := &frontDoor{addr: raw.Addr(), h1: h1.NewHandover(raw.Addr()), h2: map[*h2.Conn]struct{}{}}
 	var h http.Handler = e
 	if c.HTTP3 {
 		if fd.h3, err = e.startHTTP3(tc, raw.Addr().(*net.TCPAddr)); err != nil {
@@ -73,10 +80,9 @@ func (e *Edge) startTLS() error {
 	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
-	// The handshake runs on net/http's connection goroutine at the first read, under the
-	// read-header timeout, so a slow handshake is cut like a slow head.
-	ln := tls.NewListener(&limitListener{Listener: raw, lim: e.conns}, tc)
-	go fd.srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
+	fd.ln = &limitListener{Listener: raw, lim: e.conns}
+	go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: fastMaxHead})
+	go e.acceptTLS(fd, tc, h)
 	e.front = fd
 	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
 	return nil
@@ -101,6 +107,68 @@ func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) 
 	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: fastMaxHead, IdleTimeout: fastIdle, Log: e.log})
 }
 
+// acceptTLS takes the TLS port's connections: each is handshaken on a goroutine of its own
+// (within the read-header timeout, so a slow handshake is cut like a slow head), then served by
+// the HTTP/2 front end (internal/h2, the one L7 runs) when ALPN chose h2, else handed to
+// net/http as HTTP/1.1, its heads screened by internal/h1's guard.
+func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
+	defer fd.h1.Close()
+	for {
+		raw, err := fd.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			e.warn("edge tls accept", "error", err)
+			time.Sleep(10 * time.Millisecond) // out of descriptors and the like: back off
+			continue
+		}
+		go e.serveTLS(fd, tls.Server(raw, tc), h)
+	}
+}
+
+// serveTLS handshakes one connection and serves it by the protocol ALPN chose.
+func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
+	_ = c.SetDeadline(time.Now().Add(fastReadHeader))
+	if err := c.Handshake(); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	st := c.ConnectionState()
+	if st.NegotiatedProtocol != "h2" {
+		if !fd.h1.Deliver(c) {
+			c.Close()
+		}
+		return
+	}
+	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: fastMaxHead, IdleTimeout: fastIdle, PrefaceTimeout: fastReadHeader,
+		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
+		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: c.RemoteAddr().String(), TLS: &st})
+	})
+	if !fd.track(conn, true) {
+		c.Close()
+		return
+	}
+	conn.Serve()
+	fd.track(conn, false)
+}
+
+// track adds or removes a served HTTP/2 connection; false once the front door is closing.
+func (fd *frontDoor) track(c *h2.Conn, on bool) bool {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if !on {
+		delete(fd.h2, c)
+		return true
+	}
+	if fd.close {
+		return false
+	}
+	fd.h2[c] = struct{}{}
+	return true
+}
+
 // TLSAddr is the TLS listener's address, or "" without one.
 func (e *Edge) TLSAddr() string {
 	if e.front == nil {
@@ -109,9 +177,15 @@ func (e *Edge) TLSAddr() string {
 	return e.front.addr.String()
 }
 
-// closeFrontDoor shuts the TLS and HTTP/3 listeners, letting requests in flight finish (up to ctx).
-func (fd *frontDoor) close(ctx context.Context) error {
-	var errs []error
+// shutdown closes the TLS and HTTP/3 listeners, letting requests in flight finish (up to ctx).
+func (fd *frontDoor) shutdown(ctx context.Context) error {
+	errs := []error{fd.ln.Close()}
+	fd.mu.Lock()
+	fd.close = true
+	for c := range fd.h2 {
+		c.Shutdown() // GOAWAY: streams taken finish, the connection closes after them
+	}
+	fd.mu.Unlock()
 	if err := fd.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fd.srv.Close())
 	}

@@ -28,18 +28,21 @@ func frontDoorEdge(t *testing.T, origin string) (e *Edge, clients map[string]*ht
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	tc := &tls.Config{RootCAs: pool, ServerName: "edge.test"}
-	h1 := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+	h1 := &http.Transport{TLSClientConfig: tc.Clone(), Protocols: new(http.Protocols)}
 	h1.Protocols.SetHTTP1(true)
-	h3 := &http3.Transport{TLSClientConfig: tc}
-	t.Cleanup(func() { h1.CloseIdleConnections(); h3.Close() })
+	h2 := &http.Transport{TLSClientConfig: tc.Clone(), Protocols: new(http.Protocols)}
+	h2.Protocols.SetHTTP2(true)
+	h3 := &http3.Transport{TLSClientConfig: tc.Clone()} // each transport sets its own ALPN list
+	t.Cleanup(func() { h1.CloseIdleConnections(); h2.CloseIdleConnections(); h3.Close() })
 	clients = map[string]*http.Client{"plain": http.DefaultClient, "tls": {Transport: h1, Timeout: 10 * time.Second},
-		"h3": {Transport: h3, Timeout: 10 * time.Second}}
-	urls = map[string]string{"plain": e.URL(), "tls": "https://" + e.TLSAddr(), "h3": "https://" + e.TLSAddr()}
+		"h2": {Transport: h2, Timeout: 10 * time.Second}, "h3": {Transport: h3, Timeout: 10 * time.Second}}
+	tlsURL := "https://" + e.TLSAddr()
+	urls = map[string]string{"plain": e.URL(), "tls": tlsURL, "h2": tlsURL, "h3": tlsURL}
 	return e, clients, urls
 }
 
 // TestFrontDoorOneObjectEveryProtocol: one object, asked for at once over plain HTTP/1.1,
-// HTTP/1.1 over TLS and HTTP/3, is fetched from the origin once (collapsed across protocols)
+// HTTP/1.1 over TLS, HTTP/2 and HTTP/3, is fetched from the origin once (collapsed across protocols)
 // and then served as a HIT on every one; TLS responses advertise HTTP/3 with Alt-Svc.
 func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
@@ -78,11 +81,11 @@ func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
 		if got := resp.Header.Get("X-Cache"); !strings.HasPrefix(got, "HIT") {
 			t.Errorf("%s (%s): X-Cache %q, want a HIT", name, resp.Proto, got)
 		}
-		if want := map[string]string{"plain": "HTTP/1.1", "tls": "HTTP/1.1", "h3": "HTTP/3.0"}[name]; resp.Proto != want {
+		if want := map[string]string{"plain": "HTTP/1.1", "tls": "HTTP/1.1", "h2": "HTTP/2.0", "h3": "HTTP/3.0"}[name]; resp.Proto != want {
 			t.Errorf("%s: served as %s, want %s", name, resp.Proto, want)
 		}
 		alt := resp.Header.Get("Alt-Svc")
-		if name == "tls" && !strings.HasPrefix(alt, `h3=":`) {
+		if (name == "tls" || name == "h2") && !strings.HasPrefix(alt, `h3=":`) {
 			t.Errorf("TLS response without Alt-Svc for HTTP/3: %q", alt)
 		}
 		if name == "plain" && alt != "" {

@@ -1,7 +1,6 @@
 package l7
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -11,8 +10,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/l7/core"
-	"github.com/switchyard/switchyard/l7/h2"
 )
 
 // The HTTP/2 engine: package h2 runs the connection (frames, flow control, streams) and
@@ -354,7 +353,7 @@ func (sc *streamConn) head(b []byte) ([]byte, error) {
 	code, _ := strconv.Atoi(string(sc.rh.Line[9:12]))
 	sc.block = h2.AppendStatus(sc.block[:0], code)
 	for _, f := range sc.rh.Fields {
-		if !h2ResponseField(f.Name) {
+		if !h2.ResponseField(f.Name) {
 			continue
 		}
 		sc.block = h2.AppendField(sc.block, f.Name, f.Value)
@@ -406,17 +405,6 @@ func (sc *streamConn) end() {
 	if sc.phase == rStream {
 		_ = sc.st.Data(nil, true)
 	}
-}
-
-// h2ResponseField reports a response field HTTP/2 carries (connection-specific ones are not,
-// RFC 9113 8.2.2; the core already dropped the other hop-by-hop fields).
-func h2ResponseField(name []byte) bool {
-	for _, h := range [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
-		if len(h) == len(name) && bytes.EqualFold(name, []byte(h)) {
-			return false
-		}
-	}
-	return true
 }
 
 // Close is a no-op: the stream ends when its handler returns.

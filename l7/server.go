@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/tlsconf"
-	"github.com/switchyard/switchyard/l7/h2"
 )
 
 // Server is an L7 proxy instance. It is safe for concurrent use; Reload swaps its configuration
