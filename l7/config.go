@@ -57,6 +57,8 @@ type Listener struct {
 	H2C bool `yaml:"h2c"`
 	// TLS terminates TLS with these certificates, chosen by SNI; HTTP/2 is offered by ALPN.
 	TLS *tlsconf.Config `yaml:"tls"`
+	// HTTP3 (with TLS) serves HTTP/3 on the same port over UDP, advertised with Alt-Svc.
+	HTTP3 bool `yaml:"http3"`
 	// RedirectHTTPS answers every request with 308 to https on this port instead of proxying.
 	RedirectHTTPS int `yaml:"redirect_https"`
 }
@@ -419,6 +421,9 @@ func (c *Config) Validate() error {
 			if path, problem, ok := l.TLS.Validate(f + ".tls"); !ok {
 				return c.fieldError(path, "%s", problem)
 			}
+		}
+		if l.HTTP3 && l.TLS == nil {
+			return c.fieldError(f+".http3", "HTTP/3 is TLS only: add tls: {certificates: [...]} to this listener, or remove http3")
 		}
 		if l.RedirectHTTPS < 0 || l.RedirectHTTPS > 65535 {
 			return c.fieldError(f+".redirect_https", "port %d out of range 1-65535", l.RedirectHTTPS)

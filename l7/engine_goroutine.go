@@ -183,7 +183,7 @@ func (gc *goConn) handOff() bool {
 	if bytes.HasPrefix(pre, h2cPreface) && gc.s.h2cOn(gc.fallback) {
 		// h2c with prior knowledge: the h2 engine takes the connection (engine_h2.go).
 		gc.s.track(gc, false)
-		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil)
+		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil, nil)
 		gc.s.conns.done()
 		return true
 	}

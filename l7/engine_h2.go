@@ -32,6 +32,7 @@ type h2Conn struct {
 	raddr  net.Addr
 	tls    *tls.ConnectionState
 	conn   *h2.Conn
+	altSvc []byte // the Alt-Svc line of the listener's HTTP/3, or nil
 
 	mu   sync.Mutex
 	free []*h2Req // per-stream request state, reused
@@ -45,9 +46,9 @@ type h2Req struct {
 
 // serveH2 serves an HTTP/2 connection (after ALPN h2, or the h2c preface) until it ends. The
 // caller counted it against max_connections and releases it afterwards.
-func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState) {
+func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState, altSvc []byte) {
 	cfg := s.state.Load().cfg
-	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts}
+	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts, altSvc: altSvc}
 	hc.conn = h2.NewConn(nc, h2.Config{
 		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		IdleTimeout:    cfg.Timeouts.Idle,
@@ -124,6 +125,7 @@ func (hc *h2Conn) get() *h2Req {
 	hc.mu.Unlock()
 	sc := &streamConn{hc: hc}
 	gc := &goConn{clientConn: newClientConn(hc.s, sc, hc.raddr, hc.scheme, nil), c: sc}
+	gc.altSvc = hc.altSvc
 	gc.proto = "HTTP/2.0"
 	gc.in.Buf = make([]byte, 4<<10)
 	return &h2Req{gc: gc, sc: sc}

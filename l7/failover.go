@@ -28,8 +28,8 @@ func (rt *routeRT) failoverLine() []byte {
 	return []byte(rt.cfg.Retry.FailoverHeader + ": 1\r\n")
 }
 
-// withFailover inserts line (when not nil) before the blank line that ends a response head.
-func withFailover(head, line []byte) []byte {
+// withLine inserts a header line (when not nil) before the blank line that ends a response head.
+func withLine(head, line []byte) []byte {
 	if line == nil || !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
 		return head
 	}

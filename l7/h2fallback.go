@@ -2,6 +2,7 @@ package l7
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/switchyard/switchyard/internal/h2"
 )
@@ -11,6 +12,13 @@ import (
 // the net/http handler (ServeHTTP: ReverseProxy and its transports) on the stream
 // (h2.ServeHandler). inline is the body already taken into the request's buffer.
 func (hc *h2Conn) fallback(st *h2.Stream, inline []byte) {
-	h2.ServeHandler(st, hc.s, h2.HandlerOptions{RemoteAddr: hc.raddr.String(), TLS: hc.tls, Prefix: inline,
+	var h http.Handler = hc.s
+	if hc.altSvc != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Alt-Svc"] = []string{string(hc.altSvc[len("Alt-Svc: ") : len(hc.altSvc)-2])}
+			hc.s.ServeHTTP(w, r)
+		})
+	}
+	h2.ServeHandler(st, h, h2.HandlerOptions{RemoteAddr: hc.raddr.String(), TLS: hc.tls, Prefix: inline,
 		Context: context.WithValue(context.Background(), schemeKey, hc.scheme)})
 }

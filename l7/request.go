@@ -44,6 +44,9 @@ type clientConn struct {
 	// failover is the route's failover header line once the request was retried on another
 	// backend (l7/failover.go), nil otherwise; reset for every request.
 	failover []byte
+	// altSvc is the Alt-Svc header line that advertises HTTP/3 on a TLS listener with http3,
+	// nil elsewhere.
+	altSvc []byte
 
 	head   h1.Head
 	rhead  h1.Head
@@ -62,7 +65,8 @@ type clientConn struct {
 
 // newClientConn makes the per-connection state for a client at raddr.
 func newClientConn(s *Server, w io.Writer, raddr net.Addr, scheme string, fb *h1.Handover) *clientConn {
-	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String(), born: time.Now()}
+	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String(), born: time.Now(),
+		altSvc: s.altSvcOf(fb)}
 	cc.m = core.NewMatcher(cc.remote)
 	cc.clientIP = balance.ClientIP(&cc.m.Req)
 	return cc
@@ -184,7 +188,8 @@ func (cc *clientConn) upstreamHead(rq *routed) []byte {
 // responseHead builds the client's response head into cc.out (cc.tokens holds the response's
 // Connection tokens). A server shutting down closes the connection after this response: say so.
 func (cc *clientConn) responseHead(code int, fr core.Framing) []byte {
-	return withFailover(core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load()), cc.failover)
+	head := core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load())
+	return withLine(withLine(head, cc.failover), cc.altSvc)
 }
 
 // responseTokens collects the response's Connection tokens and reports whether the backend

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
+	"github.com/switchyard/switchyard/internal/h3"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 )
@@ -43,11 +44,13 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	lns      []net.Listener
-	fconns   map[*goConn]struct{}  // connections on the goroutine engine
-	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
-	noH2C    map[*h1.Handover]bool // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
-	conns    connLimit             // client connections against limits.max_connections
-	shutting atomic.Bool           // stop accepting, close connections at their next request boundary
+	fconns   map[*goConn]struct{}    // connections on the goroutine engine
+	h2conns  map[*h2.Conn]struct{}   // HTTP/2 connections (engine_h2.go)
+	noH2C    map[*h1.Handover]bool   // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
+	altSvc   map[*h1.Handover][]byte // TLS listeners with HTTP/3: their Alt-Svc header line
+	h3       []*h3.Server            // the HTTP/3 listeners (l7/http3.go)
+	conns    connLimit               // client connections against limits.max_connections
+	shutting atomic.Bool             // stop accepting, close connections at their next request boundary
 	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
 	// connection accepted while shutting down still gets its request answered: after an upgrade
 	// the old process may accept from the shared listener up to the moment it closes its copy.
@@ -86,7 +89,7 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, h2conns: map[*h2.Conn]struct{}{}, noH2C: map[*h1.Handover]bool{}, loopsDone: make(chan struct{})}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, h2conns: map[*h2.Conn]struct{}{}, noH2C: map[*h1.Handover]bool{}, altSvc: map[*h1.Handover][]byte{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -219,10 +222,17 @@ func (s *Server) serve(ln net.Listener, h http.Handler, h2c bool, scheme string)
 
 // ServeTLS terminates TLS on ln with the given configuration (certificates chosen by SNI) and
 // serves HTTP/2 to clients that negotiate it by ALPN and HTTP/1.1 to the rest.
-func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
+func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error { return s.serveTLS(ln, tc, nil) }
+
+// serveTLS is ServeTLS, advertising the HTTP/3 listener h3s (when not nil) on every response.
+func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error {
 	tc = tc.Clone()
 	tc.NextProtos = []string{"h2", "http/1.1"}
-	srv := s.httpServer(s, false, "https")
+	var h http.Handler = s
+	if h3s != nil {
+		h = h3s.Advertise(s)
+	}
+	srv := s.httpServer(h, false, "https")
 	srv.Protocols.SetHTTP2(true)
 	srv.TLSConfig = tc
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
@@ -232,6 +242,9 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	s.mu.Lock()
 	s.lns = append(s.lns, conns, ln)
 	s.noH2C[conns] = true // over TLS HTTP/2 comes by ALPN only, never as a preface on HTTP/1.1
+	if h3s != nil {
+		s.altSvc[conns] = []byte("Alt-Svc: " + h3s.AltSvc() + "\r\n")
+	}
 	s.mu.Unlock()
 	go func() {
 		defer conns.Close()
@@ -277,7 +290,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	if cs := c.ConnectionState(); cs.NegotiatedProtocol == "h2" {
 		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
-		s.serveH2(c, "https", &cs)
+		s.serveH2(c, "https", &cs, s.altSvcOf(conns))
 		s.conns.done()
 		return
 	}
@@ -338,13 +351,19 @@ func (s *Server) Listen() (<-chan error, error) {
 			if err != nil {
 				return fail(err)
 			}
-			go func() { errc <- s.ServeTLS(ln, tc) }()
+			var h3s *h3.Server
+			if l.HTTP3 {
+				if h3s, err = s.listenHTTP3(l.Address, ln.Addr().(*net.TCPAddr), tc); err != nil {
+					return fail(err)
+				}
+			}
+			go func() { errc <- s.serveTLS(ln, tc, h3s) }()
 		case l.RedirectHTTPS > 0:
 			go func() { errc <- s.serve(ln, redirectHandler(l.RedirectHTTPS), false, "http") }()
 		default:
 			go func() { errc <- s.serveFast(ln, l.H2C, "http") }()
 		}
-		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C)
+		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C, "http3", l.HTTP3)
 	}
 	if cfg.Admin.Address != "" {
 		ln, err := s.sockets.Listen("tcp", cfg.Admin.Address)
@@ -403,6 +422,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			first = fmt.Errorf("shut down: %w", err)
 		}
 	}
+	if err := s.shutdownHTTP3(ctx); err != nil && first == nil {
+		first = fmt.Errorf("shut down: %w", err)
+	}
 	s.hard.Store(true)
 	s.stop()
 	return first
@@ -416,6 +438,9 @@ func (s *Server) Close() error {
 	for _, srv := range servers {
 		srv.Close()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // at once
+	_ = s.shutdownHTTP3(ctx)
 	s.stop()
 	return nil
 }
