@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/udpio"
 	"github.com/switchyard/switchyard/dns/zone"
 	"github.com/switchyard/switchyard/internal/handover"
 )
@@ -39,9 +40,9 @@ type Options struct {
 	// Sockets, when set, is where Start takes the sockets inherited from the process this one
 	// replaces and keeps its own to pass on (internal/handover).
 	Sockets *handover.Sockets
-	// UDPWait is how a UDP worker waits for datagrams (UDPWaitNetpoll, UDPWaitThread,
-	// UDPWaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
-	UDPWait UDPWait
+	// UDPWait is how a UDP worker waits for datagrams (udpio.WaitNetpoll, WaitThread,
+	// WaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
+	UDPWait udpio.Wait
 }
 
 // state is everything a reload replaces at once; queries load it once and use it throughout.
@@ -83,8 +84,8 @@ type Server struct {
 	// coarse is the wall clock in Unix seconds, refreshed by runClock while serving (unixNow).
 	coarse atomic.Int64
 	// udpWait is the checked Options.UDPWait; batches counts each UDP worker's recvmmsg fill.
-	udpWait UDPWait
-	batches []batchStats
+	udpWait udpio.Wait
+	batches []udpio.BatchStats
 	// xdp is the XDP answer path (udp.xdp), nil when off; set in Start before any worker runs.
 	xdp *xdpPath
 
@@ -123,11 +124,11 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
 		return nil, err
 	}
-	if s.udpWait, err = parseUDPWait(opt.UDPWait); err != nil {
+	if s.udpWait, err = udpio.ParseWait(opt.UDPWait); err != nil {
 		return nil, fmt.Errorf("new dns server: %w", err)
 	}
-	s.batches = make([]batchStats, udpWorkers())
-	if err := registerBatchStats(opt.Registry, s.batches); err != nil {
+	s.batches = make([]udpio.BatchStats, udpio.Workers())
+	if err := udpio.RegisterBatchStats(opt.Registry, s.batches); err != nil {
 		return nil, err
 	}
 	st, err := s.build(cfg, nil)
@@ -240,7 +241,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := maybeSteer(conns); err != nil {
+	if err := udpio.SteerFromEnv(conns); err != nil {
 		for _, c := range conns {
 			c.Close()
 		}
@@ -372,6 +373,36 @@ func (s *Server) Close() error {
 		}
 	}
 	return nil
+}
+
+// serveUDP answers datagrams from one socket until it is closed, or, draining (Shutdown), until
+// its batch in hand is sent. A cached answer is written into the batch's own storage (up to
+// cacheWireMax bytes), so the hot path allocates nothing.
+func (s *Server) serveUDP(conn *net.UDPConn, st *udpio.BatchStats) {
+	defer s.wg.Done()
+	defer s.udpLive.Add(-1)
+	udpio.Serve(conn, s.udpWait, st, cacheWireMax, s.answerUDP, s.draining.Load)
+}
+
+// answerUDP applies response-rate limiting, then answers.
+func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
+	st := s.state.Load()
+	if st.rrl != nil {
+		switch st.rrl.allow(src) {
+		case rrlDrop:
+			s.metrics.rateLimited.WithLabelValues("drop").Inc()
+			return nil
+		case rrlSlip:
+			s.metrics.rateLimited.WithLabelValues("slip").Inc()
+			if len(raw) < 12 || raw[2]&0x80 != 0 {
+				return nil
+			}
+			out := headerOnly(raw, 0)
+			out[2] |= 0x02 // TC: come back over TCP, which spoofed sources cannot do
+			return out
+		}
+	}
+	return s.respondTo(dst, raw, src, false)
 }
 
 // tcpIdle bounds how long an idle TCP client may hold a connection (RFC 7766 suggests seconds).
