@@ -21,8 +21,10 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/health"
+	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/udpio"
+	"github.com/switchyard/switchyard/dns/xfr"
 	"github.com/switchyard/switchyard/dns/zone"
 	"github.com/switchyard/switchyard/internal/handover"
 )
@@ -54,11 +56,8 @@ type state struct {
 	health *health.Checker
 	rrl    *limiter
 	cache  *answerCache
-	// xfr is the transfer data of the zones with a transfer block, by origin; keys the TSIG keys
-	// by wire name; xfrChanged the zones whose serial changed in the reload that built this state.
-	xfr        map[string]*xfrZone
-	keys       map[string]tsigKey
-	xfrChanged []*xfrZone
+	// xfr is the transfer data of the zones with a transfer block and the TSIG keys.
+	xfr *xfr.Set
 	// signers are the online DNSSEC signers of the signed zones, by origin.
 	signers map[string]*dnssec.Signer
 	// xdpGen is the XDP answer path's generation of this state (0: it packs nothing; xdp.go).
@@ -72,6 +71,8 @@ type Server struct {
 	state   atomic.Pointer[state]
 	metrics *metrics
 	ops     *opsMetrics
+	// transfers answers transfer queries and sends NOTIFY.
+	transfers *xfr.Server
 	// healthGen counts site health transitions; cached dynamic answers are valid only in the
 	// generation they were decided in.
 	healthGen atomic.Uint64
@@ -121,6 +122,7 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
 		return nil, err
 	}
+	s.transfers = &xfr.Server{Log: s.log, Transfers: s.ops.transfers, Notifies: s.ops.notifies, WriteTimeout: tcpIdle}
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
 		return nil, err
 	}
@@ -184,14 +186,13 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
 		}
 	}
-	var prevXfr map[string]*xfrZone
+	var prevXfr *xfr.Set
 	if prev != nil {
 		prevXfr = prev.xfr
 	}
-	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed, signers: signers}, nil
+		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -275,13 +276,30 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.runClock()
 	s.startHealth(s.state.Load())
-	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
+	s.notifyAll(s.state.Load())
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
 	}()
 	s.log.Info("dns server listening", "udp", udp.LocalAddr().String(), "tcp", tcp.Addr().String())
 	return nil
+}
+
+// notifyAll tells the secondaries of the zones whose serial changed in the reload that built st
+// (xfr.Server.Notify), in the background until the server closes. The caller holds s.mu, so
+// Close cannot be waiting for the workers while one is added.
+func (s *Server) notifyAll(st *state) {
+	if s.serveCtx == nil || s.closed {
+		return // not started (Start notifies) or closed
+	}
+	s.transfers.Notify(s.serveCtx, &s.wg, st.xfr, func() *xfr.Set { return s.state.Load().xfr })
+}
+
+// TransferSummary describes, one line each, the zones served to secondaries and the fallback
+// answers their dynamic names are transferred with (for `switchyard dns check`).
+func (s *Server) TransferSummary() []string {
+	st := s.state.Load()
+	return st.xfr.Summary(st.cfg)
 }
 
 func (s *Server) startHealth(st *state) {
@@ -330,7 +348,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.state.Store(st)
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
-	s.notifyAll(st, st.xfrChanged)
+	s.notifyAll(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
@@ -397,7 +415,7 @@ func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
 			if len(raw) < 12 || raw[2]&0x80 != 0 {
 				return nil
 			}
-			out := headerOnly(raw, 0)
+			out := wire.HeaderOnly(raw, 0)
 			out[2] |= 0x02 // TC: come back over TCP, which spoofed sources cannot do
 			return out
 		}
@@ -485,9 +503,9 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
 		}
-		if isXfrQuery(buf[:n]) {
+		if xfr.IsQuery(buf[:n]) {
 			// A zone transfer answers with a stream of messages, not one.
-			if err := s.serveXfr(c, buf[:n], src); err != nil {
+			if err := s.transfers.ServeTCP(c, buf[:n], src, s.state.Load().xfr); err != nil {
 				return
 			}
 			continue
