@@ -164,7 +164,13 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := policy.Compile(cfg)
+	var specs []policy.Spec
+	for _, z := range cfg.Zones {
+		for i := range z.Names {
+			specs = append(specs, z.Names[i].Spec())
+		}
+	}
+	names := policy.Compile(specs)
 	targets := map[string]config.Check{}
 	for _, z := range cfg.Zones {
 		for _, n := range z.Names {
