@@ -140,8 +140,11 @@ func goldenAnswers(t *testing.T, srv *Server, names []string) map[string]string 
 			}
 		}
 	}
-	rrs, kind := srv.state.Load().xfr["rich.test."].records(false, 0)
-	axfr := []byte(kind)
+	rrs := srv.state.Load().xfr.AXFR("rich.test.")
+	if rrs == nil {
+		t.Fatal("rich.test. is not served to secondaries")
+	}
+	axfr := []byte("AXFR")
 	for _, rr := range rrs {
 		buf := make([]byte, mdns.Len(rr)+64)
 		n, err := mdns.PackRR(rr, buf, 0, nil, false)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/switchyard/switchyard/dns/udpio"
 	"github.com/switchyard/switchyard/internal/handover"
 )
 
@@ -14,12 +15,12 @@ import (
 // send its query; a connection is closed after the answer it is waiting for.
 const tcpDrainIdle = time.Second
 
-// bindKept is bindSockets through sk: the TCP listener and the UDP group inherited from the
+// bindKept is udpio.Bind through sk: the TCP listener and the UDP group inherited from the
 // process this one replaces (under the configured address, so ":0" finds them again), or new
 // ones. Either way they are kept to pass on.
 func bindKept(sk *handover.Sockets, listen string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 	if sk == nil {
-		return bindSockets(listen, n)
+		return udpio.Bind(listen, n)
 	}
 	ap, err := netip.ParseAddrPort(listen)
 	if err != nil {
@@ -33,14 +34,14 @@ func bindKept(sk *handover.Sockets, listen string, n int) ([]*net.UDPConn, *net.
 		}
 		tcp := ln.(*net.TCPListener)
 		bound := tcp.Addr().(*net.TCPAddr).AddrPort()
-		conns, err := sk.ListenUDP(listen, func() ([]*net.UDPConn, error) { return bindUDP(bound, n) })
+		conns, err := sk.ListenUDP(listen, func() ([]*net.UDPConn, error) { return udpio.BindUDP(bound, n) })
 		if err != nil {
 			tcp.Close()
 			return nil, nil, err
 		}
 		return conns, tcp, nil
 	}
-	conns, tcp, err := bindSockets(listen, n)
+	conns, tcp, err := udpio.Bind(listen, n)
 	if err != nil {
 		return nil, nil, err
 	}

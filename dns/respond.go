@@ -7,7 +7,9 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/xfr"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
@@ -161,10 +163,10 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	}
 	st := s.state.Load()
 	req := new(mdns.Msg)
-	if err := req.Unpack(raw); err != nil || countsLie(raw, req) {
+	if err := req.Unpack(raw); err != nil || wire.CountsLie(raw, req) {
 		// Compression loops, oversized labels, truncated sections and header counts larger than
 		// the records present all land here (a header-only FORMERR, as NSD answers).
-		return headerOnly(raw, mdns.RcodeFormatError), &outcome{name: "-", rcode: mdns.RcodeFormatError}
+		return wire.HeaderOnly(raw, mdns.RcodeFormatError), &outcome{name: "-", rcode: mdns.RcodeFormatError}
 	}
 	resp, oc := newReply(req)
 	// failEDE answers rcode with an Extended DNS Error (RFC 8914) when the query has EDNS;
@@ -173,7 +175,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		resp.Rcode = rcode
 		oc.rcode = rcode
 		if ede != 0 {
-			addEDE(resp, ede)
+			wire.AddEDE(resp, ede)
 		}
 		return s.pack(resp, 512, oc), oc
 	}
@@ -185,7 +187,13 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		return fail(mdns.RcodeNotImplemented)
 	}
 	if len(req.Question) == 1 && (req.Question[0].Qtype == mdns.TypeAXFR || req.Question[0].Qtype == mdns.TypeIXFR) {
-		return s.xfrOverUDP(st, req, raw, src, oc) // an IXFR query carries a SOA in its authority section
+		// An IXFR query carries a SOA in its authority section.
+		b, rcode, origin := s.transfers.AnswerUDP(st.xfr, req, raw, src)
+		if origin != "" {
+			oc.name = origin
+		}
+		oc.rcode = rcode
+		return b, oc
 	}
 	if len(req.Question) != 1 || len(req.Answer) != 0 || len(req.Ns) != 0 {
 		return fail(mdns.RcodeFormatError)
@@ -428,12 +436,25 @@ func (s *Server) pack(resp *mdns.Msg, limit int, oc *outcome) []byte {
 	return b
 }
 
-// headerOnly answers a query that could not be parsed: the ID and opcode are echoed, every
-// section is empty.
-func headerOnly(raw []byte, rcode int) []byte {
-	b := make([]byte, 12)
-	copy(b, raw[:2])
-	b[2] = 0x80 | raw[2]&0x78 | raw[2]&0x01 // QR, opcode, RD
-	b[3] = byte(rcode & 0xF)
+// packTSIG verifies the TSIG of an ordinary query and packs the answer signed with the same key;
+// an unknown key or a bad signature gets NOTAUTH (RFC 8945 5.2). Signed answers are unique, so
+// they are never cached.
+func (s *Server) packTSIG(st *state, req *mdns.Msg, raw []byte, t *mdns.TSIG, resp *mdns.Msg, limit int, oc *outcome) []byte {
+	oc.cacheable = false
+	k, refusal := st.xfr.VerifyTSIG(req, raw, t)
+	if refusal != nil {
+		oc.rcode = refusal.Rcode
+		b, _ := refusal.Pack()
+		return b
+	}
+	if resp.Len()+xfr.TSIGRoom > limit {
+		truncate(resp, limit-xfr.TSIGRoom)
+		oc.trunc = resp.Truncated
+	}
+	b, err := k.Sign(resp, t.MAC)
+	if err != nil {
+		s.log.Warn("pack signed dns response", "err", err, "question", resp.Question)
+		return wire.HeaderOnly(raw, mdns.RcodeServerFailure)
+	}
 	return b
 }

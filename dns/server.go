@@ -21,7 +21,10 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/health"
+	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/udpio"
+	"github.com/switchyard/switchyard/dns/xfr"
 	"github.com/switchyard/switchyard/dns/zone"
 	"github.com/switchyard/switchyard/internal/handover"
 )
@@ -39,9 +42,9 @@ type Options struct {
 	// Sockets, when set, is where Start takes the sockets inherited from the process this one
 	// replaces and keeps its own to pass on (internal/handover).
 	Sockets *handover.Sockets
-	// UDPWait is how a UDP worker waits for datagrams (UDPWaitNetpoll, UDPWaitThread,
-	// UDPWaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
-	UDPWait UDPWait
+	// UDPWait is how a UDP worker waits for datagrams (udpio.WaitNetpoll, WaitThread,
+	// WaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
+	UDPWait udpio.Wait
 }
 
 // state is everything a reload replaces at once; queries load it once and use it throughout.
@@ -53,11 +56,8 @@ type state struct {
 	health *health.Checker
 	rrl    *limiter
 	cache  *answerCache
-	// xfr is the transfer data of the zones with a transfer block, by origin; keys the TSIG keys
-	// by wire name; xfrChanged the zones whose serial changed in the reload that built this state.
-	xfr        map[string]*xfrZone
-	keys       map[string]tsigKey
-	xfrChanged []*xfrZone
+	// xfr is the transfer data of the zones with a transfer block and the TSIG keys.
+	xfr *xfr.Set
 	// signers are the online DNSSEC signers of the signed zones, by origin.
 	signers map[string]*dnssec.Signer
 	// xdpGen is the XDP answer path's generation of this state (0: it packs nothing; xdp.go).
@@ -71,6 +71,8 @@ type Server struct {
 	state   atomic.Pointer[state]
 	metrics *metrics
 	ops     *opsMetrics
+	// transfers answers transfer queries and sends NOTIFY.
+	transfers *xfr.Server
 	// healthGen counts site health transitions; cached dynamic answers are valid only in the
 	// generation they were decided in.
 	healthGen atomic.Uint64
@@ -83,8 +85,8 @@ type Server struct {
 	// coarse is the wall clock in Unix seconds, refreshed by runClock while serving (unixNow).
 	coarse atomic.Int64
 	// udpWait is the checked Options.UDPWait; batches counts each UDP worker's recvmmsg fill.
-	udpWait UDPWait
-	batches []batchStats
+	udpWait udpio.Wait
+	batches []udpio.BatchStats
 	// xdp is the XDP answer path (udp.xdp), nil when off; set in Start before any worker runs.
 	xdp *xdpPath
 
@@ -120,14 +122,15 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if s.ops, err = newOpsMetrics(opt.Registry, s); err != nil {
 		return nil, err
 	}
+	s.transfers = &xfr.Server{Log: s.log, Transfers: s.ops.transfers, Notifies: s.ops.notifies, WriteTimeout: tcpIdle}
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
 		return nil, err
 	}
-	if s.udpWait, err = parseUDPWait(opt.UDPWait); err != nil {
+	if s.udpWait, err = udpio.ParseWait(opt.UDPWait); err != nil {
 		return nil, fmt.Errorf("new dns server: %w", err)
 	}
-	s.batches = make([]batchStats, udpWorkers())
-	if err := registerBatchStats(opt.Registry, s.batches); err != nil {
+	s.batches = make([]udpio.BatchStats, udpio.Workers())
+	if err := udpio.RegisterBatchStats(opt.Registry, s.batches); err != nil {
 		return nil, err
 	}
 	st, err := s.build(cfg, nil)
@@ -161,7 +164,13 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := policy.Compile(cfg)
+	var specs []policy.Spec
+	for _, z := range cfg.Zones {
+		for i := range z.Names {
+			specs = append(specs, z.Names[i].Spec())
+		}
+	}
+	names := policy.Compile(specs)
 	targets := map[string]config.Check{}
 	for _, z := range cfg.Zones {
 		for _, n := range z.Names {
@@ -183,14 +192,13 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 			s.metrics.siteUp.WithLabelValues(n.FQDN, site.Name).Set(boolFloat(hc.Up(site.Key)))
 		}
 	}
-	var prevXfr map[string]*xfrZone
+	var prevXfr *xfr.Set
 	if prev != nil {
 		prevXfr = prev.xfr
 	}
-	xfr, changed := buildXfr(cfg, store, prevXfr, s.log)
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr, keys: buildKeys(cfg), xfrChanged: changed, signers: signers}, nil
+		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -240,7 +248,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := maybeSteer(conns); err != nil {
+	if err := udpio.SteerFromEnv(conns); err != nil {
 		for _, c := range conns {
 			c.Close()
 		}
@@ -274,13 +282,30 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.runClock()
 	s.startHealth(s.state.Load())
-	s.notifyAll(s.state.Load(), s.state.Load().xfrChanged)
+	s.notifyAll(s.state.Load())
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
 	}()
 	s.log.Info("dns server listening", "udp", udp.LocalAddr().String(), "tcp", tcp.Addr().String())
 	return nil
+}
+
+// notifyAll tells the secondaries of the zones whose serial changed in the reload that built st
+// (xfr.Server.Notify), in the background until the server closes. The caller holds s.mu, so
+// Close cannot be waiting for the workers while one is added.
+func (s *Server) notifyAll(st *state) {
+	if s.serveCtx == nil || s.closed {
+		return // not started (Start notifies) or closed
+	}
+	s.transfers.Notify(s.serveCtx, &s.wg, st.xfr, func() *xfr.Set { return s.state.Load().xfr })
+}
+
+// TransferSummary describes, one line each, the zones served to secondaries and the fallback
+// answers their dynamic names are transferred with (for `switchyard dns check`).
+func (s *Server) TransferSummary() []string {
+	st := s.state.Load()
+	return st.xfr.Summary(st.cfg)
 }
 
 func (s *Server) startHealth(st *state) {
@@ -329,7 +354,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.state.Store(st)
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
-	s.notifyAll(st, st.xfrChanged)
+	s.notifyAll(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
@@ -372,6 +397,36 @@ func (s *Server) Close() error {
 		}
 	}
 	return nil
+}
+
+// serveUDP answers datagrams from one socket until it is closed, or, draining (Shutdown), until
+// its batch in hand is sent. A cached answer is written into the batch's own storage (up to
+// cacheWireMax bytes), so the hot path allocates nothing.
+func (s *Server) serveUDP(conn *net.UDPConn, st *udpio.BatchStats) {
+	defer s.wg.Done()
+	defer s.udpLive.Add(-1)
+	udpio.Serve(conn, s.udpWait, st, cacheWireMax, s.answerUDP, s.draining.Load)
+}
+
+// answerUDP applies response-rate limiting, then answers.
+func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
+	st := s.state.Load()
+	if st.rrl != nil {
+		switch st.rrl.allow(src) {
+		case rrlDrop:
+			s.metrics.rateLimited.WithLabelValues("drop").Inc()
+			return nil
+		case rrlSlip:
+			s.metrics.rateLimited.WithLabelValues("slip").Inc()
+			if len(raw) < 12 || raw[2]&0x80 != 0 {
+				return nil
+			}
+			out := wire.HeaderOnly(raw, 0)
+			out[2] |= 0x02 // TC: come back over TCP, which spoofed sources cannot do
+			return out
+		}
+	}
+	return s.respondTo(dst, raw, src, false)
 }
 
 // tcpIdle bounds how long an idle TCP client may hold a connection (RFC 7766 suggests seconds).
@@ -454,9 +509,9 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
 		}
-		if isXfrQuery(buf[:n]) {
+		if xfr.IsQuery(buf[:n]) {
 			// A zone transfer answers with a stream of messages, not one.
-			if err := s.serveXfr(c, buf[:n], src); err != nil {
+			if err := s.transfers.ServeTCP(c, buf[:n], src, s.state.Load().xfr); err != nil {
 				return
 			}
 			continue

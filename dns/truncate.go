@@ -1,31 +1,8 @@
 package dns
 
 import (
-	"encoding/binary"
-
 	mdns "github.com/miekg/dns"
 )
-
-// countsLie reports whether the header of raw announces more records than req (its parse)
-// holds: the parser stops at the end of the message and keeps what it found, but a query whose
-// counts lie is malformed (docs/dns.md promises FORMERR, and NSD and Knot answer it).
-func countsLie(raw []byte, req *mdns.Msg) bool {
-	return int(binary.BigEndian.Uint16(raw[4:])) != len(req.Question) ||
-		int(binary.BigEndian.Uint16(raw[6:])) != len(req.Answer) ||
-		int(binary.BigEndian.Uint16(raw[8:])) != len(req.Ns) ||
-		int(binary.BigEndian.Uint16(raw[10:])) != len(req.Extra)
-}
-
-// addEDE attaches an Extended DNS Error (RFC 8914) to the response's OPT; without EDNS in the
-// query there is no OPT and nothing is added.
-func addEDE(resp *mdns.Msg, code uint16) {
-	for _, rr := range resp.Extra {
-		if o, ok := rr.(*mdns.OPT); ok {
-			o.Option = append(o.Option, &mdns.EDNS0_EDE{InfoCode: code})
-			return
-		}
-	}
-}
 
 // truncate fits resp into limit bytes without ever sending part of an RRset. When the answer or
 // authority section does not fit, the response keeps only the question and OPT, with TC=1, as

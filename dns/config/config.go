@@ -17,15 +17,17 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
-// Policy names accepted in a dynamic name's `policy` field.
+// Policy names accepted in a dynamic name's `policy` field (package policy holds the policies
+// and checks their tables: Name.Spec, policy.Spec.Validate).
 const (
-	PolicyGeolocation = "geolocation"
-	PolicyLatency     = "latency"
-	PolicyWeighted    = "weighted"
-	PolicyFailover    = "failover"
+	PolicyGeolocation = policy.Geolocation
+	PolicyLatency     = policy.Latency
+	PolicyWeighted    = policy.Weighted
+	PolicyFailover    = policy.Failover
 )
 
 // All-down behaviours accepted in `all_down`.
@@ -35,7 +37,7 @@ const (
 	AllDownFailClosed = "fail-closed"
 	// AllDownAnswerAll answers with every site when all are down, on the theory that the health
 	// checks may be wrong and some address is better than none.
-	AllDownAnswerAll = "answer-all"
+	AllDownAnswerAll = policy.AllDownAnswerAll
 )
 
 // Config is the whole DNS stop configuration.
@@ -442,89 +444,18 @@ func (c *Config) validateName(z *Zone, n *Name) error {
 		}
 		sites[s.Name] = true
 	}
-	return c.validatePolicy(n, sites)
+	spec := n.Spec()
+	return spec.Validate(c.Groups)
 }
 
-// validatePolicy checks the name's policy and its tables against the name's sites and the
-// configuration's client groups.
-func (c *Config) validatePolicy(n *Name, sites map[string]bool) error {
-	checkSites := func(field string, list []string) error {
-		for _, s := range list {
-			if !sites[s] {
-				return fmt.Errorf("field %s: site %q is not among this name's sites", field, s)
-			}
-		}
-		return nil
+// Spec returns the name as its policy reads it (package policy validates and compiles it).
+func (n *Name) Spec() policy.Spec {
+	s := policy.Spec{FQDN: n.Name, TTL: n.TTL, Policy: n.Policy, AllDown: n.AllDown, Answers: n.Answers,
+		Geo: n.Geo, Latency: n.Latency, Chain: n.Chain}
+	for _, site := range n.Sites {
+		s.Sites = append(s.Sites, policy.SiteSpec{Name: site.Name, Addresses: site.Addresses, Weight: site.Weight})
 	}
-	groupKnown := func(field, g string) error {
-		if g == "default" {
-			return nil
-		}
-		if _, ok := c.Groups[g]; !ok {
-			return fmt.Errorf("field %s: group %q is not defined under the top-level groups:", field, g)
-		}
-		return nil
-	}
-	switch n.Policy {
-	case PolicyGeolocation:
-		if len(n.Geo) == 0 {
-			return errors.New("field geo: the geolocation policy needs a geo table (group -> [sites]) with a default")
-		}
-		if _, ok := n.Geo["default"]; !ok {
-			return errors.New("field geo: no default entry; add `default: [site]` for clients outside every group")
-		}
-		for g, chain := range n.Geo {
-			if err := groupKnown("geo."+g, g); err != nil {
-				return err
-			}
-			if len(chain) == 0 {
-				return fmt.Errorf("field geo.%s: empty chain; list at least one site", g)
-			}
-			if err := checkSites("geo."+g, chain); err != nil {
-				return err
-			}
-		}
-	case PolicyLatency:
-		if len(n.Latency) == 0 {
-			return errors.New("field latency: the latency policy needs a latency table (group -> site -> latency)")
-		}
-		for g, row := range n.Latency {
-			if err := groupKnown("latency."+g, g); err != nil {
-				return err
-			}
-			for s, v := range row {
-				if !sites[s] {
-					return fmt.Errorf("field latency.%s: site %q is not among this name's sites", g, s)
-				}
-				if v < 0 {
-					return fmt.Errorf("field latency.%s.%s: negative latency %v", g, s, v)
-				}
-			}
-		}
-	case PolicyWeighted:
-		total := 0.0
-		for _, s := range n.Sites {
-			if s.Weight < 0 {
-				return fmt.Errorf("field sites.%s.weight: negative weight %v", s.Name, s.Weight)
-			}
-			total += s.Weight
-		}
-		if total == 0 {
-			return errors.New("field weight: every site has weight 0; give the sites positive weights (target shares)")
-		}
-	case PolicyFailover:
-		if len(n.Chain) == 0 {
-			return errors.New("field chain: the failover policy needs a chain [primary, secondary, ...]")
-		}
-		if err := checkSites("chain", n.Chain); err != nil {
-			return err
-		}
-	case "":
-		return errors.New("field policy: missing; use geolocation, latency, weighted or failover")
-	default:
-		return fmt.Errorf("field policy: %q is unknown; use geolocation, latency, weighted or failover", n.Policy)
-	}
-	return nil
+	return s
 }
 
 func validateSite(s *Site) error {

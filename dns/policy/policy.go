@@ -1,7 +1,9 @@
 // Package policy decides which sites a dynamic DNS name resolves to: geolocation (a client group
 // table with fallback chains), latency (the lowest-latency live site for the client's group),
 // weighted (target shares by smooth weighted round robin) and failover (a primary/secondary
-// chain). Decisions only read health state; probing lives in package health.
+// chain). Each name's policy is configured, checked and compiled here (Spec, Spec.Validate,
+// Compile: package config calls Validate), so a policy's rules live in one package. Decisions
+// only read health state; probing lives in package health.
 package policy
 
 import (
@@ -11,9 +13,19 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/switchyard/switchyard/dns/config"
 )
+
+// Policy names accepted in a dynamic name's `policy` field.
+const (
+	Geolocation = "geolocation"
+	Latency     = "latency"
+	Weighted    = "weighted"
+	Failover    = "failover"
+)
+
+// AllDownAnswerAll is the `all_down` behaviour that answers with every site when all are down
+// (config.AllDownAnswerAll); any other answers NODATA.
+const AllDownAnswerAll = "answer-all"
 
 // Groups maps client addresses to configured client groups by longest prefix match.
 type Groups struct {
@@ -87,48 +99,46 @@ type Name struct {
 	current []float64
 }
 
-// Compile builds the dynamic names of every zone, keyed by FQDN.
-func Compile(c *config.Config) map[string]*Name {
+// Compile builds the dynamic names of specs (validated), keyed by FQDN.
+func Compile(specs []Spec) map[string]*Name {
 	out := map[string]*Name{}
-	for _, z := range c.Zones {
-		for _, nc := range z.Names {
-			n := &Name{FQDN: nc.Name, TTL: nc.TTL, Policy: nc.Policy, AllDown: nc.AllDown,
-				Answers: nc.Answers, geo: map[string][]int{}, latency: map[string][]float64{}}
-			idx := map[string]int{}
-			for i, sc := range nc.Sites {
-				s := Site{Name: sc.Name, Key: nc.Name + "/" + sc.Name, Weight: sc.Weight}
-				for _, a := range sc.Addresses {
-					ip := netip.MustParseAddr(a).Unmap()
-					if ip.Is4() {
-						s.V4 = append(s.V4, ip)
-					} else {
-						s.V6 = append(s.V6, ip)
-					}
+	for _, nc := range specs {
+		n := &Name{FQDN: nc.FQDN, TTL: nc.TTL, Policy: nc.Policy, AllDown: nc.AllDown,
+			Answers: nc.Answers, geo: map[string][]int{}, latency: map[string][]float64{}}
+		idx := map[string]int{}
+		for i, sc := range nc.Sites {
+			s := Site{Name: sc.Name, Key: nc.FQDN + "/" + sc.Name, Weight: sc.Weight}
+			for _, a := range sc.Addresses {
+				ip := netip.MustParseAddr(a).Unmap()
+				if ip.Is4() {
+					s.V4 = append(s.V4, ip)
+				} else {
+					s.V6 = append(s.V6, ip)
 				}
-				idx[sc.Name] = i
-				n.Sites = append(n.Sites, s)
 			}
-			indices := func(names []string) []int {
-				out := make([]int, len(names))
-				for i, s := range names {
-					out[i] = idx[s]
-				}
-				return out
-			}
-			for g, chain := range nc.Geo {
-				n.geo[g] = indices(chain)
-			}
-			for g, row := range nc.Latency {
-				v := make([]float64, len(n.Sites))
-				for s, l := range row {
-					v[idx[s]] = l
-				}
-				n.latency[g] = v
-			}
-			n.chain = indices(nc.Chain)
-			n.current = make([]float64, len(n.Sites))
-			out[nc.Name] = n
+			idx[sc.Name] = i
+			n.Sites = append(n.Sites, s)
 		}
+		indices := func(names []string) []int {
+			out := make([]int, len(names))
+			for i, s := range names {
+				out[i] = idx[s]
+			}
+			return out
+		}
+		for g, chain := range nc.Geo {
+			n.geo[g] = indices(chain)
+		}
+		for g, row := range nc.Latency {
+			v := make([]float64, len(n.Sites))
+			for s, l := range row {
+				v[idx[s]] = l
+			}
+			n.latency[g] = v
+		}
+		n.chain = indices(nc.Chain)
+		n.current = make([]float64, len(n.Sites))
+		out[nc.FQDN] = n
 	}
 	return out
 }
@@ -136,7 +146,7 @@ func Compile(c *config.Config) map[string]*Name {
 // ClientDependent reports whether the answer depends on the client's group, which decides the
 // EDNS Client Subnet scope: 0 for policies that answer every client alike.
 func (n *Name) ClientDependent() bool {
-	return n.Policy == config.PolicyGeolocation || n.Policy == config.PolicyLatency
+	return n.Policy == Geolocation || n.Policy == Latency
 }
 
 // Decision is the outcome of a policy for one query.
@@ -159,23 +169,23 @@ func (n *Name) Decide(group string, h Health) Decision {
 	up := func(i int) bool { return h.Up(n.Sites[i].Key) }
 	var d Decision
 	switch n.Policy {
-	case config.PolicyGeolocation:
+	case Geolocation:
 		chain, ok := n.geo[group]
 		if !ok {
 			chain = n.geo["default"]
 		}
 		d = n.fromChain(chain, up)
-	case config.PolicyFailover:
+	case Failover:
 		d = n.fromChain(n.chain, up)
-	case config.PolicyLatency:
+	case Latency:
 		d = n.lowestLatency(group, h, up)
-	case config.PolicyWeighted:
+	case Weighted:
 		d = n.weighted(up)
 	}
 	if len(d.Sites) > 0 {
 		return d
 	}
-	if n.AllDown == config.AllDownAnswerAll {
+	if n.AllDown == AllDownAnswerAll {
 		all := make([]int, len(n.Sites))
 		for i := range all {
 			all[i] = i

@@ -2,10 +2,9 @@ package policy
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/switchyard/switchyard/dns/config"
 )
 
 // fakeHealth is a table of states; the policies only read it, the probing is tested in health.
@@ -16,23 +15,29 @@ type fakeHealth struct {
 
 func (f fakeHealth) Up(k string) bool           { return !f.down[k] }
 func (f fakeHealth) RTT(k string) time.Duration { return f.rtt[k] }
-func site(n string, w float64, a string) config.Site {
-	return config.Site{Name: n, Weight: w, Addresses: []string{a}}
+func site(n string, w float64, a string) SiteSpec {
+	return SiteSpec{Name: n, Weight: w, Addresses: []string{a}}
 }
 
-func compile(t *testing.T, n config.Name, groups map[string][]string) *Name {
+// compile checks n as app.p.test. (with config's defaults for what it leaves out) and compiles it.
+func compile(t *testing.T, n Spec, groups map[string][]string) *Name {
 	t.Helper()
-	c := &config.Config{Groups: groups, Zones: []config.Zone{{Origin: "p.test.", Names: []config.Name{n}}}}
-	c.ApplyDefaults()
-	if err := c.Validate(); err != nil {
+	n.FQDN, n.TTL = "app.p.test.", 60
+	if n.AllDown == "" {
+		n.AllDown = "fail-closed"
+	}
+	if n.Answers == 0 {
+		n.Answers = 1
+	}
+	if err := n.Validate(groups); err != nil {
 		t.Fatal(err)
 	}
-	return Compile(c)["app.p.test."]
+	return Compile([]Spec{n})["app.p.test."]
 }
 
 func TestWeightedSeveralAnswers(t *testing.T) {
-	n := compile(t, config.Name{Name: "app", Policy: "weighted", Answers: 2,
-		Sites: []config.Site{site("a", 5, "192.0.2.1"), site("b", 3, "192.0.2.2"), site("c", 2, "192.0.2.3")}}, nil)
+	n := compile(t, Spec{Policy: "weighted", Answers: 2,
+		Sites: []SiteSpec{site("a", 5, "192.0.2.1"), site("b", 3, "192.0.2.2"), site("c", 2, "192.0.2.3")}}, nil)
 	first := map[int]int{}
 	for i := 0; i < 10; i++ {
 		d := n.Decide("", fakeHealth{})
@@ -54,9 +59,9 @@ func TestWeightedSeveralAnswers(t *testing.T) {
 }
 
 func TestLatencyConfiguredAndMeasured(t *testing.T) {
-	n := compile(t, config.Name{Name: "app", Policy: "latency",
+	n := compile(t, Spec{Policy: "latency",
 		Latency: map[string]map[string]float64{"g1": {"a": 5, "b": 1}},
-		Sites:   []config.Site{site("a", 0, "192.0.2.1"), site("b", 0, "192.0.2.2")}},
+		Sites:   []SiteSpec{site("a", 0, "192.0.2.1"), site("b", 0, "192.0.2.2")}},
 		map[string][]string{"g1": {"10.0.0.0/8"}})
 	h := fakeHealth{rtt: map[string]time.Duration{"app.p.test./a": 2 * time.Millisecond, "app.p.test./b": 7 * time.Millisecond}}
 	if d := n.Decide("g1", h); d.Sites[0] != 1 {
@@ -74,8 +79,8 @@ func TestLatencyConfiguredAndMeasured(t *testing.T) {
 
 func TestChainsAndAllDown(t *testing.T) {
 	mk := func(allDown string) *Name {
-		return compile(t, config.Name{Name: "app", Policy: "failover", AllDown: allDown, Chain: []string{"a", "b"},
-			Sites: []config.Site{site("a", 0, "192.0.2.1"), site("b", 0, "192.0.2.2"), site("c", 0, "192.0.2.3")}}, nil)
+		return compile(t, Spec{Policy: "failover", AllDown: allDown, Chain: []string{"a", "b"},
+			Sites: []SiteSpec{site("a", 0, "192.0.2.1"), site("b", 0, "192.0.2.2"), site("c", 0, "192.0.2.3")}}, nil)
 	}
 	n := mk("fail-closed")
 	down := map[string]bool{}
@@ -107,6 +112,23 @@ func TestGroupsLongestPrefix(t *testing.T) {
 		got, _, _ := g.Match(netip.MustParseAddr(addr))
 		if got != want {
 			t.Errorf("%s -> %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// Validate names the field of a table that refers to a site or a group the name does not have.
+func TestValidateNamesTheField(t *testing.T) {
+	sites := []SiteSpec{site("a", 0, "192.0.2.1")}
+	for _, c := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Policy: Failover, Chain: []string{"a", "y"}, Sites: sites}, `field chain: site "y" is not among this name's sites`},
+		{Spec{Policy: Geolocation, Geo: map[string][]string{"default": {"a"}, "g": {"a"}}, Sites: sites}, `field geo.g: group "g" is not defined`},
+		{Spec{Policy: "random", Sites: sites}, `field policy: "random" is unknown; use geolocation, latency, weighted or failover`},
+	} {
+		if err := c.spec.Validate(nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.spec.Policy, err, c.want)
 		}
 	}
 }

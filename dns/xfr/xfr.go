@@ -1,4 +1,9 @@
-package dns
+// Package xfr serves zones to secondaries: the transfer data of each zone with its IXFR journal
+// (carried over a reload), AXFR and IXFR streams over TCP and the IXFR SOA answer over UDP, the
+// address and TSIG checks (RFC 8945) that guard them, and NOTIFY (RFC 1996) when a serial
+// changes. The DNS server builds a Set with each configuration and hands transfer queries to a
+// Server; the ordinary query path only borrows the TSIG keys to sign answers (VerifyTSIG).
+package xfr
 
 import (
 	"fmt"
@@ -12,8 +17,29 @@ import (
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
-// xfrZone is what a zone transfer serves of one zone: immutable once built, replaced on reload.
-type xfrZone struct {
+// Set is the transfer side of one configuration: the zones served to secondaries by origin, the
+// TSIG keys by wire name, and the zones whose serial changed in the reload that built it (their
+// secondaries get a NOTIFY). Immutable once built; a reload builds the next from the previous.
+type Set struct {
+	zones   map[string]*Zone
+	keys    map[string]Key
+	changed []*Zone
+	store   *zone.Store
+}
+
+// Build prepares the transfer data of every zone of cfg with a transfer block, from the zones of
+// store, carrying each zone's journal over from prev (nil for none), and the TSIG keys.
+func Build(cfg *config.Config, store *zone.Store, prev *Set, log *slog.Logger) *Set {
+	var prevZones map[string]*Zone
+	if prev != nil {
+		prevZones = prev.zones
+	}
+	zones, changed := buildZones(cfg, store, prevZones, log)
+	return &Set{zones: zones, keys: buildKeys(cfg), changed: changed, store: store}
+}
+
+// Zone is what a zone transfer serves of one zone: immutable once built, replaced on reload.
+type Zone struct {
 	origin string
 	// zone is the zone the transfer data was made from: a reload that carries the zone over
 	// (zone.Build) carries its transfer data, journal and serial with it.
@@ -26,46 +52,46 @@ type xfrZone struct {
 	size     int
 	// diffs are the changes from older serials, oldest first, at most journal of them; the last
 	// one ends at soa. A reload appends one when the serial moves forward.
-	diffs   []xfrDiff
+	diffs   []diff
 	journal int
 	allow   []netip.Prefix
 	key     string // wire name of the TSIG key transfers need ("" for none)
 	notify  []string
 }
 
-// xfrDiff is one step of an IXFR (RFC 1995): from one serial's SOA to the next.
-type xfrDiff struct {
+// diff is one step of an IXFR (RFC 1995): from one serial's SOA to the next.
+type diff struct {
 	from, to *mdns.SOA
 	del, add []mdns.RR
 }
 
-// tsigKey is a TSIG secret as miekg/dns takes it.
-type tsigKey struct {
+// Key is a TSIG secret as miekg/dns takes it; VerifyTSIG returns one and Sign signs with it.
+type Key struct {
 	name, algorithm, secret string
 }
 
 // buildKeys returns the configured TSIG keys by wire name.
-func buildKeys(cfg *config.Config) map[string]tsigKey {
-	keys := map[string]tsigKey{}
+func buildKeys(cfg *config.Config) map[string]Key {
+	keys := map[string]Key{}
 	for _, k := range cfg.TSIGKeys {
 		n := config.KeyName(k.Name)
-		keys[n] = tsigKey{name: n, algorithm: mdns.HmacSHA256, secret: k.Secret}
+		keys[n] = Key{name: n, algorithm: mdns.HmacSHA256, secret: k.Secret}
 	}
 	return keys
 }
 
-// buildXfr prepares the transfer data of every zone with a transfer block, carrying the journal
+// buildZones prepares the transfer data of every zone with a transfer block, carrying the journal
 // over from prev. It returns the zones whose serial changed (their secondaries get a NOTIFY).
-func buildXfr(cfg *config.Config, store *zone.Store, prev map[string]*xfrZone, log *slog.Logger) (map[string]*xfrZone, []*xfrZone) {
-	out := map[string]*xfrZone{}
-	var changed []*xfrZone
+func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, log *slog.Logger) (map[string]*Zone, []*Zone) {
+	out := map[string]*Zone{}
+	var changed []*Zone
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
 		if zc.Transfer == nil {
 			continue
 		}
 		z := store.Find(zc.Origin)
-		x := &xfrZone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
+		x := &Zone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
 			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
 		if zc.Transfer.Key != "" {
 			x.key = config.KeyName(zc.Transfer.Key)
@@ -128,11 +154,11 @@ func sameText(a, b []mdns.RR) bool {
 }
 
 // body is every record of a full transfer but the SOA.
-func (x *xfrZone) body() []mdns.RR { return append(x.zone.Records(), x.fallback...) }
+func (x *Zone) body() []mdns.RR { return append(x.zone.Records(), x.fallback...) }
 
 // carryJournal takes old's journal and, when the serial moved forward and the content changed,
 // appends the step from old to x. It reports whether the serial changed.
-func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
+func (x *Zone) carryJournal(old *Zone, log *slog.Logger) bool {
 	// The zones are compared packed (zone.Diff: the change is unpacked, not both zones); the
 	// few fallback answers as records.
 	del, add := zone.Diff(old.zone, x.zone)
@@ -154,8 +180,8 @@ func (x *xfrZone) carryJournal(old *xfrZone, log *slog.Logger) bool {
 			"zone", x.origin, "old", old.soa.Serial, "new", x.soa.Serial)
 		return true
 	}
-	d := xfrDiff{from: old.soa, to: x.soa, del: del, add: add}
-	x.diffs = append(append([]xfrDiff(nil), old.diffs...), d)
+	d := diff{from: old.soa, to: x.soa, del: del, add: add}
+	x.diffs = append(append([]diff(nil), old.diffs...), d)
 	if n := len(x.diffs) - x.journal; n > 0 {
 		x.diffs = x.diffs[n:]
 	}
@@ -208,7 +234,7 @@ func diffRecords(old, new []mdns.RR) (del, add []mdns.RR) {
 // or, for an IXFR from serial since, the journal steps (RFC 1995: SOA, then per step the old SOA,
 // deletions, the new SOA, additions, then the SOA again), or the SOA alone when since is
 // current. kind names what was sent, for the metrics.
-func (x *xfrZone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) {
+func (x *Zone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) {
 	if ixfr {
 		if !serialLess(since, x.soa.Serial) {
 			return []mdns.RR{x.soa}, "IXFR-uptodate"
@@ -237,8 +263,19 @@ func (x *xfrZone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) 
 	return rrs, "AXFR"
 }
 
+// AXFR returns the records a full transfer of the zone origin sends (SOA, body, SOA), or nil
+// when the zone is not served to secondaries.
+func (t *Set) AXFR(origin string) []mdns.RR {
+	x := t.zones[origin]
+	if x == nil {
+		return nil
+	}
+	rrs, _ := x.records(false, 0)
+	return rrs
+}
+
 // allowed reports whether a client at src may transfer the zone (the TSIG check is separate).
-func (x *xfrZone) allowed(src netip.Addr) bool {
+func (x *Zone) allowed(src netip.Addr) bool {
 	if len(x.allow) == 0 {
 		return x.key != "" // validated: no allow list means the key is the only gate
 	}
@@ -250,17 +287,16 @@ func (x *xfrZone) allowed(src netip.Addr) bool {
 	return false
 }
 
-func (x *xfrZone) String() string {
+func (x *Zone) String() string {
 	return fmt.Sprintf("%s serial %d (%d records, %d journal steps)", x.origin, x.soa.Serial, x.size, len(x.diffs))
 }
 
-// TransferSummary describes, one line each, the zones served to secondaries and the fallback
-// answers their dynamic names are transferred with (for `switchyard dns check`).
-func (s *Server) TransferSummary() []string {
-	st := s.state.Load()
+// Summary describes, one line each, the zones of cfg (the configuration t was built from) served
+// to secondaries and the fallback answers their dynamic names are transferred with.
+func (t *Set) Summary(cfg *config.Config) []string {
 	var out []string
-	for _, zc := range st.cfg.Zones {
-		x := st.xfr[zc.Origin]
+	for _, zc := range cfg.Zones {
+		x := t.zones[zc.Origin]
 		if x == nil {
 			continue
 		}

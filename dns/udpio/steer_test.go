@@ -1,4 +1,4 @@
-package dns
+package udpio
 
 import (
 	"net"
@@ -16,7 +16,7 @@ func TestSteerByCPU(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs")
 	}
-	conns, tcp, err := bindSockets("127.0.0.1:0", 2)
+	conns, tcp, err := Bind("127.0.0.1:0", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

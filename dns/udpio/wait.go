@@ -1,4 +1,4 @@
-package dns
+package udpio
 
 import (
 	"fmt"
@@ -12,57 +12,59 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UDPWait says how a UDP worker waits when its socket has no datagram queued. The levers
+// Wait says how a UDP worker waits when its socket has no datagram queued. The levers
 // docs/dns.md ("UDP levers") describes; what each measured is in docs/measurements/dns.md.
-type UDPWait string
+type Wait string
 
 const (
-	// UDPWaitNetpoll parks the worker goroutine in Go's netpoller (epoll) until the socket is
+	// WaitNetpoll parks the worker goroutine in Go's netpoller (epoll) until the socket is
 	// readable: the default.
-	UDPWaitNetpoll UDPWait = "netpoll"
-	// UDPWaitThread locks the worker to its OS thread and waits in poll(2) on its one socket, so
+	WaitNetpoll Wait = "netpoll"
+	// WaitThread locks the worker to its OS thread and waits in poll(2) on its one socket, so
 	// a wake-up goes straight to the thread that reads, without the netpoller and the scheduler.
-	UDPWaitThread UDPWait = "thread"
-	// UDPWaitSpin retries recvmmsg a bounded number of times (udpSpinTries) before parking in the
+	WaitThread Wait = "thread"
+	// WaitSpin retries recvmmsg a bounded number of times (udpSpinTries) before parking in the
 	// netpoller: brief polling before sleeping.
-	UDPWaitSpin UDPWait = "spin"
+	WaitSpin Wait = "spin"
 )
 
-// udpSpinTries is how many empty recvmmsg calls UDPWaitSpin makes before parking (about 0.5 µs
+// udpSpinTries is how many empty recvmmsg calls WaitSpin makes before parking (about 0.5 µs
 // each on loopback, so a few tens of µs of polling).
 const udpSpinTries = 64
 
-// udpPollTimeoutMs bounds one poll(2) of UDPWaitThread, so a closed socket is noticed within it.
+// udpPollTimeoutMs bounds one poll(2) of WaitThread, so a closed socket is noticed within it.
 const udpPollTimeoutMs = 50
 
 // udpWaitEnv names the environment variable that picks the UDP wait mode (for A/B measurement).
 const udpWaitEnv = "SWITCHYARD_DNS_UDP_WAIT"
 
-// parseUDPWait checks a wait mode; empty means the environment's, else netpoll.
-func parseUDPWait(w UDPWait) (UDPWait, error) {
+// ParseWait checks a wait mode; empty means the environment's (SWITCHYARD_DNS_UDP_WAIT), else
+// netpoll.
+func ParseWait(w Wait) (Wait, error) {
 	if w == "" {
-		w = UDPWait(os.Getenv(udpWaitEnv))
+		w = Wait(os.Getenv(udpWaitEnv))
 	}
 	switch w {
-	case "", UDPWaitNetpoll:
-		return UDPWaitNetpoll, nil
-	case UDPWaitThread, UDPWaitSpin:
+	case "", WaitNetpoll:
+		return WaitNetpoll, nil
+	case WaitThread, WaitSpin:
 		return w, nil
 	}
 	return "", fmt.Errorf("udp wait mode %q: unknown; use netpoll, thread or spin (Options.UDPWait or %s)", w, udpWaitEnv)
 }
 
-// batchStats counts one worker's non-empty recvmmsg calls and the datagrams they returned, so the
+// BatchStats counts one worker's non-empty recvmmsg calls and the datagrams they returned, so the
 // batch fill (datagrams per call) can be read from the metrics. Each worker owns one, padded to
 // its own cache line, so counting costs no shared write.
-type batchStats struct {
+type BatchStats struct {
 	calls, datagrams atomic.Uint64
 	_                [48]byte
 }
 
-// registerBatchStats exposes the workers' batch counters as two counters summed at scrape time.
-func registerBatchStats(r *prometheus.Registry, stats []batchStats) error {
-	sum := func(f func(*batchStats) uint64) func() float64 {
+// RegisterBatchStats exposes the workers' batch counters as two counters summed at scrape time
+// (switchyard_dns_udp_recv_batches_total and switchyard_dns_udp_recv_datagrams_total).
+func RegisterBatchStats(r *prometheus.Registry, stats []BatchStats) error {
+	sum := func(f func(*BatchStats) uint64) func() float64 {
 		return func() float64 {
 			var t uint64
 			for i := range stats {
@@ -74,10 +76,10 @@ func registerBatchStats(r *prometheus.Registry, stats []batchStats) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchyard_dns_udp_recv_batches_total",
 			Help: "recvmmsg calls of the UDP workers that returned at least one datagram."},
-			sum(func(b *batchStats) uint64 { return b.calls.Load() })),
+			sum(func(b *BatchStats) uint64 { return b.calls.Load() })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchyard_dns_udp_recv_datagrams_total",
 			Help: "Datagrams the UDP workers received; divided by the batches, the batch fill."},
-			sum(func(b *batchStats) uint64 { return b.datagrams.Load() })),
+			sum(func(b *BatchStats) uint64 { return b.datagrams.Load() })),
 	} {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("register dns batch metrics: %w", err)
@@ -95,8 +97,8 @@ func (r *mmsgRing) recvmmsg(fd uintptr) (int, syscall.Errno) {
 
 // recvWait reads up to len(r.in) datagrams, waiting as mode says while none is queued. The
 // thread mode expects the caller to have locked its OS thread.
-func (r *mmsgRing) recvWait(rc syscall.RawConn, mode UDPWait) (int, error) {
-	if mode == UDPWaitNetpoll {
+func (r *mmsgRing) recvWait(rc syscall.RawConn, mode Wait) (int, error) {
+	if mode == WaitNetpoll {
 		return r.recv(rc)
 	}
 	r.resetIn()
@@ -111,12 +113,12 @@ func (r *mmsgRing) recvWait(rc syscall.RawConn, mode UDPWait) (int, error) {
 				return true
 			}
 			switch mode {
-			case UDPWaitSpin:
+			case WaitSpin:
 				if tries++; tries > udpSpinTries {
 					tries = 0
 					return false // park in the netpoller
 				}
-			case UDPWaitThread:
+			case WaitThread:
 				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 				if k, _ := unix.Poll(pfd, udpPollTimeoutMs); k == 0 {
 					n, errno = 0, unix.EAGAIN // timed out: let the caller see a close
@@ -135,8 +137,8 @@ func (r *mmsgRing) recvWait(rc syscall.RawConn, mode UDPWait) (int, error) {
 }
 
 // lockForWait locks the calling goroutine to its thread when mode needs it.
-func lockForWait(mode UDPWait) {
-	if mode == UDPWaitThread {
+func lockForWait(mode Wait) {
+	if mode == WaitThread {
 		runtime.LockOSThread()
 	}
 }

@@ -1,7 +1,8 @@
-package dns
+package xfr
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -14,39 +15,37 @@ const (
 	notifyRetry = time.Second
 )
 
-// notifyAll tells the secondaries of each zone that it changed (RFC 1996), in the background:
-// each secondary then asks for the SOA and an IXFR. It stops when the server closes. The
-// caller holds s.mu, so Close cannot be waiting for the workers while one is added.
-func (s *Server) notifyAll(st *state, zones []*xfrZone) {
-	if s.serveCtx == nil || s.closed {
-		return // not started (Start notifies) or closed
-	}
-	for _, x := range zones {
+// Notify tells the secondaries of each zone whose serial changed in the reload that built t that
+// it changed (RFC 1996), in the background: each secondary then asks for the SOA and an IXFR.
+// The goroutines count in wg and stop when ctx ends; current returns the set being served, so a
+// retry stops once its zone has moved on. The caller must not be waiting on wg while it adds.
+func (s *Server) Notify(ctx context.Context, wg *sync.WaitGroup, t *Set, current func() *Set) {
+	for _, x := range t.changed {
 		for _, target := range x.notify {
-			s.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer s.wg.Done()
-				s.notifyOne(s.serveCtx, st, x, target)
+				defer wg.Done()
+				s.notifyOne(ctx, t, current, x, target)
 			}()
 		}
 	}
 }
 
 // notifyOne sends one zone's NOTIFY to target until it is answered or notifyTries run out.
-func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target string) {
+func (s *Server) notifyOne(ctx context.Context, t *Set, current func() *Set, x *Zone, target string) {
 	m := new(mdns.Msg)
 	m.SetNotify(x.origin)
 	m.Authoritative = true
 	m.Answer = []mdns.RR{x.soa} // RFC 1996 3.7: the new SOA, a hint for the secondary
 	c := &mdns.Client{Net: "udp", Timeout: 2 * time.Second}
-	k, signed := st.keys[x.key]
+	k, signed := t.keys[x.key]
 	if signed {
 		c.TsigSecret = map[string]string{k.name: k.secret}
 	}
 	wait := notifyRetry
 	var err error
 	for try := 1; try <= notifyTries; try++ {
-		if cur := s.state.Load().xfr[x.origin]; cur == nil || cur.soa.Serial != x.soa.Serial {
+		if cur := current().zones[x.origin]; cur == nil || cur.soa.Serial != x.soa.Serial {
 			return // the zone moved on: the NOTIFY of the newer serial replaces this one
 		}
 		if signed {
@@ -56,8 +55,8 @@ func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target st
 		var resp *mdns.Msg
 		resp, _, err = c.ExchangeContext(ctx, m, target)
 		if err == nil && resp.Rcode == mdns.RcodeSuccess {
-			s.ops.notifies.WithLabelValues(x.origin, target, "ok").Inc()
-			s.log.Info("dns notify sent", "zone", x.origin, "serial", x.soa.Serial, "target", target, "tries", try)
+			s.Notifies.WithLabelValues(x.origin, target, "ok").Inc()
+			s.Log.Info("dns notify sent", "zone", x.origin, "serial", x.soa.Serial, "target", target, "tries", try)
 			return
 		}
 		if err == nil {
@@ -70,11 +69,12 @@ func (s *Server) notifyOne(ctx context.Context, st *state, x *xfrZone, target st
 		}
 		wait *= 2
 	}
-	s.ops.notifies.WithLabelValues(x.origin, target, "error").Inc()
-	s.log.Warn("dns notify failed; the secondary catches up at its next SOA refresh", "zone", x.origin,
+	s.Notifies.WithLabelValues(x.origin, target, "error").Inc()
+	s.Log.Warn("dns notify failed; the secondary catches up at its next SOA refresh", "zone", x.origin,
 		"serial", x.soa.Serial, "target", target, "tries", notifyTries, "err", err)
 }
 
+// errRcode is a NOTIFY answered with an rcode other than NOERROR.
 type errRcode int
 
 func (e errRcode) Error() string { return "answered " + mdns.RcodeToString[int(e)] }

@@ -1,4 +1,4 @@
-package dns
+package udpio
 
 import (
 	"fmt"
@@ -38,8 +38,9 @@ func steerByCPU(conns []*net.UDPConn) error {
 	return nil
 }
 
-// maybeSteer applies the steering the environment asks for; unknown values are an error.
-func maybeSteer(conns []*net.UDPConn) error {
+// SteerFromEnv applies the steering SWITCHYARD_DNS_UDP_STEER asks for to the reuseport group
+// conns: none for "" or "hash", steerByCPU for "cpu"; other values are an error.
+func SteerFromEnv(conns []*net.UDPConn) error {
 	switch v := os.Getenv(udpSteerEnv); v {
 	case "", "hash":
 		return nil

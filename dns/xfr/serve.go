@@ -1,15 +1,32 @@
-package dns
+package xfr
 
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"time"
 
 	mdns "github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/dns/internal/wire"
 )
+
+// Server answers transfer queries and notifies secondaries for a DNS server, with its log and
+// its metrics.
+type Server struct {
+	// Log receives a line per transfer, refusal and NOTIFY.
+	Log *slog.Logger
+	// Transfers counts transfers by zone, type and result (switchyard_dns_transfers_total).
+	Transfers *prometheus.CounterVec
+	// Notifies counts NOTIFY messages by zone, target and result (switchyard_dns_notifies_total).
+	Notifies *prometheus.CounterVec
+	// WriteTimeout bounds the write of one message of a transfer stream.
+	WriteTimeout time.Duration
+}
 
 // xfrMsgSize bounds one message of a transfer stream; TCP allows 65535, smaller messages keep
 // a secondary's buffers and the TSIG work per message modest.
@@ -18,9 +35,9 @@ const xfrMsgSize = 16 << 10
 // tsigFudge is the clock skew allowed on TSIG signatures (RFC 8945 recommends 300 s).
 const tsigFudge = 300
 
-// isXfrQuery reports, from the wire bytes alone and without allocating, whether raw is an AXFR
-// or IXFR query: the TCP loop hands those to serveXfr, which may answer with many messages.
-func isXfrQuery(raw []byte) bool {
+// IsQuery reports, from the wire bytes alone and without allocating, whether raw is an AXFR or
+// IXFR query: the TCP loop hands those to ServeTCP, which may answer with many messages.
+func IsQuery(raw []byte) bool {
 	if len(raw) < 17 || raw[2]&0x80 != 0 || raw[2]&0x78 != 0 || binary.BigEndian.Uint16(raw[4:]) != 1 {
 		return false
 	}
@@ -53,34 +70,34 @@ func xfrReply(req *mdns.Msg) *mdns.Msg {
 // xfrAuthorize finds the zone of a transfer query and checks the address ACL and TSIG. On
 // refusal it returns the response to send (REFUSED with EDE 18 "Prohibited", as NSD answers, or
 // NOTAUTH with a TSIG error, RFC 8945 5.2) and a result label for the metrics.
-func (s *Server) xfrAuthorize(st *state, req *mdns.Msg, raw []byte, src netip.Addr) (*xfrZone, *tsigKey, *mdns.Msg, string) {
+func (s *Server) xfrAuthorize(t *Set, req *mdns.Msg, raw []byte, src netip.Addr) (*Zone, *Key, *mdns.Msg, string) {
 	qname := strings.ToLower(req.Question[0].Name)
-	refuse := func(ede uint16) (*xfrZone, *tsigKey, *mdns.Msg, string) {
+	refuse := func(ede uint16) (*Zone, *Key, *mdns.Msg, string) {
 		m := xfrReply(req)
 		m.Rcode = mdns.RcodeRefused
-		addEDE(m, ede)
+		wire.AddEDE(m, ede)
 		return nil, nil, m, "refused"
 	}
-	x := st.xfr[qname]
+	x := t.zones[qname]
 	if x == nil {
-		if st.store.Find(qname) == nil {
+		if t.store.Find(qname) == nil {
 			return refuse(mdns.ExtendedErrorCodeNotAuthoritative)
 		}
 		return refuse(mdns.ExtendedErrorCodeProhibited) // no transfer block, or not the apex
 	}
-	var key *tsigKey
-	if t := req.IsTsig(); t != nil {
-		k, ok := st.keys[strings.ToLower(t.Hdr.Name)]
+	var key *Key
+	if sig := req.IsTsig(); sig != nil {
+		k, ok := t.keys[strings.ToLower(sig.Hdr.Name)]
 		if !ok {
-			return nil, nil, tsigError(req, t, mdns.RcodeBadKey), "notauth"
+			return nil, nil, tsigError(req, sig, mdns.RcodeBadKey), "notauth"
 		}
 		if err := mdns.TsigVerify(raw, k.secret, "", false); err != nil {
 			code := mdns.RcodeBadSig
 			if err == mdns.ErrTime {
 				code = mdns.RcodeBadTime
 			}
-			s.log.Warn("dns transfer: bad TSIG", "zone", x.origin, "client", src.String(), "key", k.name, "err", err)
-			return nil, nil, tsigError(req, t, code), "notauth"
+			s.Log.Warn("dns transfer: bad TSIG", "zone", x.origin, "client", src.String(), "key", k.name, "err", err)
+			return nil, nil, tsigError(req, sig, code), "notauth"
 		}
 		key = &k
 	}
@@ -108,7 +125,7 @@ func tsigError(req *mdns.Msg, t *mdns.TSIG, code int) *mdns.Msg {
 
 // packSigned packs m, signed with key when it is set (prevMAC chains the messages of a stream;
 // timersOnly for the messages after the first, RFC 8945 5.3.1). It returns the new MAC.
-func packSigned(m *mdns.Msg, key *tsigKey, prevMAC string, timersOnly bool) ([]byte, string, error) {
+func packSigned(m *mdns.Msg, key *Key, prevMAC string, timersOnly bool) ([]byte, string, error) {
 	m.Compress = true
 	if key == nil {
 		b, err := m.Pack()
@@ -119,42 +136,41 @@ func packSigned(m *mdns.Msg, key *tsigKey, prevMAC string, timersOnly bool) ([]b
 }
 
 // requestMAC returns the MAC of a signed request, which the first signed answer covers.
-func requestMAC(req *mdns.Msg, key *tsigKey) string {
+func requestMAC(req *mdns.Msg, key *Key) string {
 	if t := req.IsTsig(); t != nil && key != nil {
 		return t.MAC
 	}
 	return ""
 }
 
-// serveXfr answers one AXFR or IXFR query on a TCP connection with the whole transfer stream.
-// An error means the connection is unusable and must be closed.
-func (s *Server) serveXfr(c net.Conn, raw []byte, src netip.Addr) error {
-	st := s.state.Load()
+// ServeTCP answers one AXFR or IXFR query raw from src on a TCP connection with the whole
+// transfer stream of the zone in t. An error means the connection is unusable and must be closed.
+func (s *Server) ServeTCP(c net.Conn, raw []byte, src netip.Addr, t *Set) error {
 	req := new(mdns.Msg)
-	if err := req.Unpack(raw); err != nil || countsLie(raw, req) {
-		return writeFrame(c, headerOnly(raw, mdns.RcodeFormatError))
+	if err := req.Unpack(raw); err != nil || wire.CountsLie(raw, req) {
+		return s.writeFrame(c, wire.HeaderOnly(raw, mdns.RcodeFormatError))
 	}
 	qtype := req.Question[0].Qtype
-	x, key, refusal, result := s.xfrAuthorize(st, req, raw, src)
+	x, key, refusal, result := s.xfrAuthorize(t, req, raw, src)
 	if refusal != nil {
 		label := "-" // a zone we serve, never the asked name: the label set stays bounded
-		if z := st.store.Find(strings.ToLower(req.Question[0].Name)); z != nil {
+		if z := t.store.Find(strings.ToLower(req.Question[0].Name)); z != nil {
 			label = z.Origin
 		}
-		s.ops.transfers.WithLabelValues(label, mdns.TypeToString[qtype], result).Inc()
-		s.log.Info("dns transfer refused", "zone", req.Question[0].Name, "type", mdns.TypeToString[qtype],
+		s.Transfers.WithLabelValues(label, mdns.TypeToString[qtype], result).Inc()
+		s.Log.Info("dns transfer refused", "zone", req.Question[0].Name, "type", mdns.TypeToString[qtype],
 			"client", src.String(), "rcode", mdns.RcodeToString[refusal.Rcode])
 		b, _, err := packSigned(refusal, nil, "", false)
 		if err != nil {
 			return err
 		}
-		return writeFrame(c, b)
+		return s.writeFrame(c, b)
 	}
 	var since uint32
 	if qtype == mdns.TypeIXFR {
 		soa, ok := ixfrSerial(req)
 		if !ok {
-			return writeFrame(c, headerOnly(raw, mdns.RcodeFormatError))
+			return s.writeFrame(c, wire.HeaderOnly(raw, mdns.RcodeFormatError))
 		}
 		since = soa
 	}
@@ -164,8 +180,8 @@ func (s *Server) serveXfr(c net.Conn, raw []byte, src netip.Addr) error {
 	if err != nil {
 		result = "error"
 	}
-	s.ops.transfers.WithLabelValues(x.origin, kind, result).Inc()
-	s.log.Info("dns zone transfer", "zone", x.origin, "type", kind, "client", src.String(), "serial", x.soa.Serial,
+	s.Transfers.WithLabelValues(x.origin, kind, result).Inc()
+	s.Log.Info("dns zone transfer", "zone", x.origin, "type", kind, "client", src.String(), "serial", x.soa.Serial,
 		"from_serial", since, "records", len(rrs), "messages", msgs, "tsig", key != nil, "err", err)
 	return err
 }
@@ -184,7 +200,7 @@ func ixfrSerial(req *mdns.Msg) (uint32, bool) {
 
 // writeXfr sends rrs as a stream of messages of at most xfrMsgSize bytes, each signed when key is
 // set, and returns how many it sent.
-func (s *Server) writeXfr(c net.Conn, req *mdns.Msg, rrs []mdns.RR, key *tsigKey) (int, error) {
+func (s *Server) writeXfr(c net.Conn, req *mdns.Msg, rrs []mdns.RR, key *Key) (int, error) {
 	mac := requestMAC(req, key)
 	qlen := 12
 	for _, q := range req.Question {
@@ -210,7 +226,7 @@ func (s *Server) writeXfr(c net.Conn, req *mdns.Msg, rrs []mdns.RR, key *tsigKey
 			return sent, fmt.Errorf("pack transfer message: %w", err)
 		}
 		mac = next
-		if err := writeFrame(c, b); err != nil {
+		if err := s.writeFrame(c, b); err != nil {
 			return sent, err
 		}
 		sent++
@@ -219,27 +235,28 @@ func (s *Server) writeXfr(c net.Conn, req *mdns.Msg, rrs []mdns.RR, key *tsigKey
 }
 
 // writeFrame writes one length-prefixed DNS message on a TCP connection.
-func writeFrame(c net.Conn, b []byte) error {
+func (s *Server) writeFrame(c net.Conn, b []byte) error {
 	frame := make([]byte, 2+len(b))
 	binary.BigEndian.PutUint16(frame, uint16(len(b)))
 	copy(frame[2:], b)
-	c.SetWriteDeadline(time.Now().Add(tcpIdle))
+	c.SetWriteDeadline(time.Now().Add(s.WriteTimeout))
 	_, err := c.Write(frame)
 	return err
 }
 
-// xfrOverUDP answers a transfer query that came over UDP (or that the TCP fast check did not
+// AnswerUDP answers a transfer query that came over UDP (or that the TCP fast check did not
 // recognise): AXFR needs TCP (NOTIMP, as NSD and Knot answer); an authorised IXFR gets the current SOA alone,
-// which tells the secondary whether it is current or must come back over TCP (RFC 1995 2).
-func (s *Server) xfrOverUDP(st *state, req *mdns.Msg, raw []byte, src netip.Addr, oc *outcome) ([]byte, *outcome) {
+// which tells the secondary whether it is current or must come back over TCP (RFC 1995 2). It
+// returns the answer, its rcode, and the origin of the zone when the answer is the SOA ("" else).
+func (s *Server) AnswerUDP(t *Set, req *mdns.Msg, raw []byte, src netip.Addr) (b []byte, rcode int, origin string) {
 	q := req.Question[0]
 	m := xfrReply(req)
-	var key *tsigKey
+	var key *Key
 	switch {
 	case q.Qtype == mdns.TypeAXFR:
 		m.Rcode = mdns.RcodeNotImplemented // as NSD and Knot answer: AXFR needs TCP
 	default:
-		x, k, refusal, _ := s.xfrAuthorize(st, req, raw, src)
+		x, k, refusal, _ := s.xfrAuthorize(t, req, raw, src)
 		if refusal != nil {
 			m = refusal
 			break
@@ -251,52 +268,42 @@ func (s *Server) xfrOverUDP(st *state, req *mdns.Msg, raw []byte, src netip.Addr
 		key = k
 		m.Authoritative = true
 		m.Answer = []mdns.RR{x.soa}
-		oc.name = x.origin
-		s.ops.transfers.WithLabelValues(x.origin, "IXFR-udp-soa", "ok").Inc()
+		origin = x.origin
+		s.Transfers.WithLabelValues(x.origin, "IXFR-udp-soa", "ok").Inc()
 	}
-	oc.rcode = m.Rcode
 	b, _, err := packSigned(m, key, requestMAC(req, key), false)
 	if err != nil {
-		return headerOnly(raw, mdns.RcodeServerFailure), oc
+		return wire.HeaderOnly(raw, mdns.RcodeServerFailure), m.Rcode, origin
 	}
-	return b, oc
+	return b, m.Rcode, origin
 }
 
-// tsigRoom is kept free for the TSIG record when a signed answer is truncated to fit.
-const tsigRoom = 128
+// TSIGRoom is kept free for the TSIG record when a signed answer is truncated to fit.
+const TSIGRoom = 128
 
-// packTSIG verifies the TSIG of an ordinary query and packs the answer signed with the same key;
-// an unknown key or a bad signature gets NOTAUTH (RFC 8945 5.2). Signed answers are unique, so
-// they are never cached.
-func (s *Server) packTSIG(st *state, req *mdns.Msg, raw []byte, t *mdns.TSIG, resp *mdns.Msg, limit int, oc *outcome) []byte {
-	oc.cacheable = false
-	k, ok := st.keys[strings.ToLower(t.Hdr.Name)]
+// VerifyTSIG checks the TSIG sig of the ordinary query req (wire raw) against the keys of t. It
+// returns the key to sign the answer with, or, for an unknown key or a bad signature, the NOTAUTH
+// answer to send instead (RFC 8945 5.2). Signed answers are unique: they are never cached.
+func (t *Set) VerifyTSIG(req *mdns.Msg, raw []byte, sig *mdns.TSIG) (*Key, *mdns.Msg) {
+	k, ok := t.keys[strings.ToLower(sig.Hdr.Name)]
 	code := mdns.RcodeBadKey
 	if ok {
 		err := mdns.TsigVerify(raw, k.secret, "", false)
 		switch {
 		case err == nil:
-			code = 0
+			return &k, nil
 		case err == mdns.ErrTime:
 			code = mdns.RcodeBadTime
 		default:
 			code = mdns.RcodeBadSig
 		}
 	}
-	if code != 0 {
-		m := tsigError(req, t, code)
-		oc.rcode = m.Rcode
-		b, _ := m.Pack()
-		return b
-	}
-	if resp.Len()+tsigRoom > limit {
-		truncate(resp, limit-tsigRoom)
-		oc.trunc = resp.Truncated
-	}
-	b, _, err := packSigned(resp, &k, t.MAC, false)
-	if err != nil {
-		s.log.Warn("pack signed dns response", "err", err, "question", resp.Question)
-		return headerOnly(raw, mdns.RcodeServerFailure)
-	}
-	return b
+	return nil, tsigError(req, sig, code)
+}
+
+// Sign packs the answer m signed with k, covering requestMAC, the MAC of the signed query
+// (RFC 8945 5.3).
+func (k *Key) Sign(m *mdns.Msg, requestMAC string) ([]byte, error) {
+	b, _, err := packSigned(m, k, requestMAC, false)
+	return b, err
 }

@@ -1,4 +1,4 @@
-package dns
+package udpio
 
 import (
 	"net"
@@ -11,7 +11,7 @@ import (
 // program on a fixed port fails the bind with an error naming UDP and leaves no TCP listener.
 func TestBindSocketsTCPFirst(t *testing.T) {
 	for i := 0; i < 50; i++ {
-		conns, tcp, err := bindSockets("127.0.0.1:0", 2)
+		conns, tcp, err := Bind("127.0.0.1:0", 2)
 		if err != nil {
 			t.Fatalf("bind %d: %v", i, err)
 		}
@@ -45,7 +45,7 @@ func TestBindSocketsTCPFirst(t *testing.T) {
 	}
 	defer taken.Close()
 	ap := taken.LocalAddr().(*net.UDPAddr).AddrPort()
-	_, _, err := bindSockets(ap.String(), 2)
+	_, _, err := Bind(ap.String(), 2)
 	if err == nil || !strings.Contains(err.Error(), "listen udp") {
 		t.Fatalf("bind on a taken UDP port: %v, want a listen udp error", err)
 	}

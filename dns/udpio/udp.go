@@ -1,4 +1,9 @@
-package dns
+// Package udpio moves the DNS server's UDP datagrams: SO_REUSEPORT sockets bound beside the TCP
+// listener, one worker per socket moving batches with raw recvmmsg/sendmmsg, the wait modes and
+// CPU steering measured as levers (docs/dns.md, "UDP levers"), and the batch-fill metrics. It
+// knows nothing of DNS messages: the server hands it a function that answers one datagram, so the
+// system-call tuning lives apart from the message path.
+package udpio
 
 import (
 	"context"
@@ -19,14 +24,14 @@ const udpBatch = 32
 // udpSocketBuffer is the receive and send buffer asked for each UDP socket.
 const udpSocketBuffer = 4 << 20
 
-// udpWorkers is how many UDP sockets and workers a server runs: one per usable core, at least 2.
-func udpWorkers() int { return max(2, runtime.GOMAXPROCS(0)) }
+// Workers is how many UDP sockets and workers a server runs: one per usable core, at least 2.
+func Workers() int { return max(2, runtime.GOMAXPROCS(0)) }
 
-// bindSockets binds a TCP listener and n UDP sockets with SO_REUSEPORT on its port, so the kernel
+// Bind binds a TCP listener and n UDP sockets with SO_REUSEPORT on its port, so the kernel
 // spreads clients over the workers. TCP is bound first: with port 0 the kernel picks a port free
 // for TCP, and the UDP sockets then join it; a UDP collision on that port (another program's
 // UDP socket) closes everything and retries a few times with a new port.
-func bindSockets(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+func Bind(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 	ap, err := netip.ParseAddrPort(listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse listen address %q: write it as address:port, e.g. 127.0.0.1:5353: %w", listen, err)
@@ -38,7 +43,7 @@ func bindSockets(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error)
 			return nil, nil, fmt.Errorf("listen tcp %s: %w", listen, err)
 		}
 		bound := tcp.Addr().(*net.TCPAddr).AddrPort()
-		conns, err := bindUDP(bound, n)
+		conns, err := BindUDP(bound, n)
 		if err == nil {
 			return conns, tcp, nil
 		}
@@ -49,8 +54,8 @@ func bindSockets(listen string, n int) ([]*net.UDPConn, *net.TCPListener, error)
 	}
 }
 
-// bindUDP binds n UDP sockets with SO_REUSEPORT on ap; on any error none stays open.
-func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
+// BindUDP binds n UDP sockets with SO_REUSEPORT on ap; on any error none stays open.
+func BindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
@@ -79,23 +84,28 @@ func bindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	return conns, nil
 }
 
-// serveUDP answers datagrams from one socket in batches (one recvmmsg and one sendmmsg per
-// batch under load) until it is closed. A cached answer is written into the batch's own
-// storage, so the hot path allocates nothing.
-func (s *Server) serveUDP(conn *net.UDPConn, st *batchStats) {
-	defer s.wg.Done()
-	defer s.udpLive.Add(-1)
+// Answer answers one datagram, query from src: it appends the answer to dst (empty, with room for
+// an answer of the worker's answerCap bytes, which then costs no allocation) and returns it, or
+// returns nothing to send no answer.
+type Answer func(dst, query []byte, src netip.Addr) []byte
+
+// Serve answers datagrams from conn in batches (one recvmmsg and one sendmmsg per batch under
+// load) until conn is closed, or until a read fails while stopping reports true (a drain: the
+// batch before it is sent). Each answer is written into the batch's own storage of answerCap
+// bytes per datagram, so a worker moving answers that fit allocates nothing. st counts the
+// batches; mode says how the worker waits for datagrams.
+func Serve(conn *net.UDPConn, mode Wait, st *BatchStats, answerCap int, answer Answer, stopping func() bool) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return
 	}
-	lockForWait(s.udpWait)
-	r := newMmsgRing(udpBatch)
+	lockForWait(mode)
+	r := newMmsgRing(udpBatch, answerCap)
 	for {
-		n, err := r.recvWait(rc, s.udpWait)
+		n, err := r.recvWait(rc, mode)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || s.draining.Load() {
-				return // closed, or draining (Shutdown): the batch before this one is sent
+			if errors.Is(err, net.ErrClosed) || stopping() {
+				return
 			}
 			continue
 		}
@@ -108,7 +118,7 @@ func (s *Server) serveUDP(conn *net.UDPConn, st *batchStats) {
 				continue
 			}
 			raw := r.bufs[i][:min(int(r.in[i].Len), len(r.bufs[i]))]
-			if resp := s.answerUDP(r.outBuf[out][:0], raw, src); len(resp) > 0 {
+			if resp := answer(r.outBuf[out][:0], raw, src); len(resp) > 0 {
 				r.queue(out, i, resp)
 				out++
 			}
@@ -117,25 +127,4 @@ func (s *Server) serveUDP(conn *net.UDPConn, st *batchStats) {
 			r.send(rc, out)
 		}
 	}
-}
-
-// answerUDP applies response-rate limiting, then answers.
-func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
-	st := s.state.Load()
-	if st.rrl != nil {
-		switch st.rrl.allow(src) {
-		case rrlDrop:
-			s.metrics.rateLimited.WithLabelValues("drop").Inc()
-			return nil
-		case rrlSlip:
-			s.metrics.rateLimited.WithLabelValues("slip").Inc()
-			if len(raw) < 12 || raw[2]&0x80 != 0 {
-				return nil
-			}
-			out := headerOnly(raw, 0)
-			out[2] |= 0x02 // TC: come back over TCP, which spoofed sources cannot do
-			return out
-		}
-	}
-	return s.respondTo(dst, raw, src, false)
 }

@@ -1,4 +1,4 @@
-package dns
+package udpio
 
 import (
 	"net/netip"
@@ -27,14 +27,15 @@ type mmsgRing struct {
 // udpRecvBuf is the largest datagram a worker reads: any UDP payload, so a query is never cut.
 const udpRecvBuf = 65535
 
-func newMmsgRing(n int) *mmsgRing {
+// newMmsgRing builds a ring of n slots whose answer storage holds answerCap bytes per slot.
+func newMmsgRing(n, answerCap int) *mmsgRing {
 	r := &mmsgRing{in: make([]unix.Mmsghdr, n), inIov: make([]unix.Iovec, n),
 		names: make([]unix.RawSockaddrInet6, n), bufs: make([][]byte, n),
 		out: make([]unix.Mmsghdr, n), outIov: make([]unix.Iovec, n),
 		outBuf: make([][]byte, n), keep: make([][]byte, n)}
 	for i := 0; i < n; i++ {
 		r.bufs[i] = make([]byte, udpRecvBuf)
-		r.outBuf[i] = make([]byte, 0, cacheWireMax)
+		r.outBuf[i] = make([]byte, 0, answerCap)
 	}
 	return r
 }

@@ -2,11 +2,12 @@ package dns
 
 import (
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/udpio"
 )
 
 // gatherCounter returns the value of the counter metric name of srv (0 when absent).
@@ -28,7 +29,7 @@ func gatherCounter(t *testing.T, srv *Server, name string) float64 {
 // metrics (datagrams >= queries, batches <= datagrams), and closes within a deadline, also the
 // thread mode, whose workers sit in poll(2) outside the netpoller.
 func TestUDPWaitModes(t *testing.T) {
-	for _, mode := range []UDPWait{UDPWaitNetpoll, UDPWaitThread, UDPWaitSpin} {
+	for _, mode := range []udpio.Wait{udpio.WaitNetpoll, udpio.WaitThread, udpio.WaitSpin} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := startServer(t, testConfig(t), Options{UDPWait: mode})
 			c, err := net.Dial("udp", srv.Addr().String())
@@ -78,15 +79,5 @@ func TestUDPWaitModes(t *testing.T) {
 				t.Fatal("Close did not return within 10 s")
 			}
 		})
-	}
-}
-
-func TestUDPWaitUnknown(t *testing.T) {
-	if _, err := parseUDPWait("busy"); err == nil || !strings.Contains(err.Error(), "netpoll, thread or spin") {
-		t.Fatalf("parse busy: %v, want an error naming the modes", err)
-	}
-	t.Setenv(udpWaitEnv, "thread")
-	if w, err := parseUDPWait(""); err != nil || w != UDPWaitThread {
-		t.Fatalf("from the environment: %v %v", w, err)
 	}
 }
