@@ -219,7 +219,6 @@ func isHTTP1Line(b []byte) bool {
 // readRequestHead waits for the next request head: idle timeout until its first byte, then the
 // read-header timeout for the rest. Empty lines before a request line are skipped (RFC 9112 2.2).
 func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
-	gc.active.Store(false)
 	// Copied so that the wait below does not keep cfg (and a replaced configuration) alive.
 	idle, readHeader, maxHead := cfg.Timeouts.Idle, cfg.Timeouts.ReadHeader, cfg.Limits.MaxHeaderBytes
 	for {
@@ -232,6 +231,9 @@ func (gc *goConn) readRequestHead(cfg *Config) (int, error) {
 		if gc.in.R < gc.in.W {
 			break
 		}
+		// Between requests only while nothing is buffered: a connection handed over with its
+		// request read is busy, and Shutdown's sweep must not close it as idle.
+		gc.active.Store(false)
 		gc.in.SetDeadline(time.Now().Add(idle))
 		if err := gc.in.Fill(maxHead); err != nil {
 			return 0, err

@@ -126,6 +126,10 @@ func (l *evLoop) refuse(c *loopConn, r *h1.Rejection) bool {
 // handOff moves a client connection, with its buffered bytes, to a goroutine: net/http's
 // (toHTTP) or the goroutine engine. The connection stays counted against max_connections.
 func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
+	// Counted while between engines (forgotten by the loop, not yet tracked), so that a
+	// Shutdown does not finish in that window and cut the connection it was about to serve.
+	l.s.pending.Add(1)
+	defer l.s.pending.Add(-1)
 	l.forget(c)
 	f := os.NewFile(uintptr(c.fd), "")
 	nc, err := net.FileConn(f) // a duplicate, on Go's poller
@@ -146,6 +150,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	// pinned: a connection the loop could not serve stays on its goroutine.
 	gc := &goConn{clientConn: c.clientConn, c: nc, pinned: true}
 	gc.w, gc.in.Conn = nc, nc
+	gc.active.Store(true) // its request is read already: busy, not idle, for Shutdown
 	if !l.s.track(gc, true) {
 		nc.Close()
 		l.s.conns.done()
