@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // PebbleVersion is the Pebble (github.com/letsencrypt/pebble/v2, Let's Encrypt's ACME test
@@ -37,7 +39,7 @@ type Pebble struct {
 
 	mgmt string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 }
 
@@ -69,7 +71,7 @@ func StartPebble(t testing.TB, o PebbleOptions) *Pebble {
 		t.Fatal(err)
 	}
 	p := &Pebble{Directory: "https://" + listen + "/dir", CARoot: filepath.Join(mod, "test/certs/pebble.minica.pem"),
-		mgmt: mgmt, out: &syncBuffer{}, done: make(chan struct{})}
+		mgmt: mgmt, out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, "-config", cfgPath, "-dnsserver", dnsAddr)
 	// No random validation sleeps, no rejected nonces: the tests wait on issuance, not on chance.
 	p.cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
@@ -241,20 +243,66 @@ func Port(t testing.TB, addr string) int {
 	return n
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and the test reading it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's output, a logger) and
+// the test reading it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Counter sums the counters named name in g whose labels include the given name-value pairs.
+func Counter(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !hasLabel(m.GetLabel(), labels[i], labels[i+1]) {
+					continue metrics
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func hasLabel(pairs []*dto.LabelPair, name, value string) bool {
+	for _, p := range pairs {
+		if p.GetName() == name && p.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// LeafCert dials addr for the TLS name server, trusting roots, and returns the certificate it
+// served.
+func LeafCert(addr, server string, roots *x509.CertPool) (*x509.Certificate, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{ServerName: server, RootCAs: roots})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0], nil
 }

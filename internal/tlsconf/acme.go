@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
@@ -146,6 +147,7 @@ type Certs struct {
 	log     *slog.Logger
 	metrics *Metrics
 	cancel  context.CancelFunc
+	closed  sync.Once
 }
 
 // ACMETLS1 is the ALPN protocol of TLS-ALPN-01 validation handshakes (RFC 8737); a listener
@@ -273,15 +275,17 @@ func (cs *Certs) Revoke(ctx context.Context, domain string) error {
 	return nil
 }
 
-// Close stops obtaining and renewing.
+// Close stops obtaining and renewing; it may be called more than once.
 func (cs *Certs) Close() {
 	if cs == nil || cs.cache == nil {
 		return
 	}
-	if cs.cancel != nil {
-		cs.cancel()
-	}
-	cs.cache.Stop()
+	cs.closed.Do(func() {
+		if cs.cancel != nil {
+			cs.cancel()
+		}
+		cs.cache.Stop()
+	})
 }
 
 // onEvent counts certmagic's outcomes. certmagic logs them itself (through zapToSlog): a

@@ -71,16 +71,6 @@ func serveACME(t *testing.T, cs *Certs, httpAddr, tlsAddr string) {
 	}
 }
 
-// leaf dials addr for name trusting roots and returns the certificate served.
-func leaf(addr, name string, roots *x509.CertPool) (*x509.Certificate, error) {
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0], nil
-}
-
 // TestACMEObtainAndRevoke: an HTTP-01 order against Pebble ends with the issued certificate
 // served for the name, counted; Revoke revokes it at the CA.
 func TestACMEObtainAndRevoke(t *testing.T) {
@@ -101,7 +91,7 @@ func TestACMEObtainAndRevoke(t *testing.T) {
 	}
 	roots := p.Roots(t)
 	var cert *x509.Certificate
-	tu.Eventually(t, 30*time.Second, func() bool { cert, err = leaf(tlsAddr, "rev.switchyard.test", roots); return err == nil },
+	tu.Eventually(t, 30*time.Second, func() bool { cert, err = tu.LeafCert(tlsAddr, "rev.switchyard.test", roots); return err == nil },
 		"no certificate from pebble served for rev.switchyard.test")
 	if got := testutil.ToFloat64(m.obtained.WithLabelValues("rev.switchyard.test", "obtain")); got != 1 {
 		t.Fatalf("switchyard_tls_acme_obtained_total{op=obtain} = %v, want 1", got)
