@@ -44,21 +44,28 @@ func (c *TLSConfig) validate() error {
 
 // frontDoor is what startTLS started.
 type frontDoor struct {
-	srv  *http.Server
-	addr net.Addr
-	h3   *h3.Server
+	srv   *http.Server
+	addr  net.Addr
+	h3    *h3.Server
+	certs *tlsconf.Certs // with tls.acme: obtained and renewed until close
 }
 
 // startTLS opens the TLS listener (and the HTTP/3 sockets on its port), counted against the
 // same connection cap as the plain listener.
 func (e *Edge) startTLS() error {
 	c := e.cfg.TLS
-	tc, err := tlsconf.Load(&c.Config, "http/1.1")
+	var metrics *tlsconf.Metrics
+	if c.ACME != nil {
+		metrics = tlsconf.NewMetrics(e.registry)
+	}
+	certs, err := tlsconf.Open(&c.Config, tlsconf.Options{Log: e.log, Metrics: metrics}, "http/1.1")
 	if err != nil {
 		return fmt.Errorf("start edge: tls: %w", err)
 	}
+	tc := certs.TLS
 	raw, err := e.sockets.Listen("tcp", c.Listen)
 	if err != nil {
+		certs.Close()
 		return fmt.Errorf("start edge: listen on %s: %w", c.Listen, err)
 	}
 	fd := &frontDoor{addr: raw.Addr()}
@@ -66,6 +73,7 @@ func (e *Edge) startTLS() error {
 	if c.HTTP3 {
 		if fd.h3, err = e.startHTTP3(tc, raw.Addr().(*net.TCPAddr)); err != nil {
 			raw.Close()
+			certs.Close()
 			return err
 		}
 		h = fd.h3.Advertise(e)
@@ -79,8 +87,18 @@ func (e *Edge) startTLS() error {
 	go fd.srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
 	e.front = fd
 	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
+	if c.ACME != nil {
+		fd.certs = certs
+		e.acme.Store(certs)
+		// Challenges are answered from here on: HTTP-01 on the plain listener (started
+		// before), TLS-ALPN-01 on this one.
+		if err := certs.Manage(e.addrs[0].String(), fd.addr.String()); err != nil {
+			return fmt.Errorf("start edge: tls: %w", err)
+		}
+	}
 	return nil
 }
+
 
 // startHTTP3 binds (or inherits) the UDP sockets on the TLS listener's port and serves HTTP/3.
 func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) {
@@ -118,5 +136,6 @@ func (fd *frontDoor) close(ctx context.Context) error {
 	if fd.h3 != nil {
 		errs = append(errs, fd.h3.Shutdown(ctx))
 	}
+	fd.certs.Close()
 	return errors.Join(errs...)
 }
