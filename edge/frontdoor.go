@@ -99,7 +99,6 @@ func (e *Edge) startTLS() error {
 	return nil
 }
 
-
 // startHTTP3 binds (or inherits) the UDP sockets on the TLS listener's port and serves HTTP/3.
 func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) {
 	udp, err := e.sockets.ListenUDP(e.cfg.TLS.Listen, func() ([]*net.UDPConn, error) {
