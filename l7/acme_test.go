@@ -26,10 +26,17 @@ type acmeProxy struct {
 // its certificates in storage.
 func startACMEProxy(t *testing.T, p *tu.Pebble, httpAddr, tlsAddr, storage, name string, challenges ...string) *acmeProxy {
 	t.Helper()
+	return startACMEProxyWith(t, p, "", httpAddr, tlsAddr, storage, name, challenges...)
+}
+
+// startACMEProxyWith is startACMEProxy with more fields for the plain listener (e.g.
+// "redirect_https: 443").
+func startACMEProxyWith(t *testing.T, p *tu.Pebble, plainFields, httpAddr, tlsAddr, storage, name string, challenges ...string) *acmeProxy {
+	t.Helper()
 	b := startBackend(t, "b", nil)
 	plain := ""
 	if httpAddr != "" {
-		plain = fmt.Sprintf("- {address: %q}\n", httpAddr)
+		plain = fmt.Sprintf("- {address: %q, %s}\n", httpAddr, plainFields)
 	}
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
 listeners:
@@ -104,6 +111,18 @@ func TestACMEHTTP01(t *testing.T) {
 	}
 	if n := acmeCounter(t, ap.s, "switchyard_tls_acme_obtained_total", "obtain"); n != 1 {
 		t.Fatalf("switchyard_tls_acme_obtained_total{op=obtain} = %v, want 1", n)
+	}
+}
+
+// HTTP-01 answered on a redirect_https listener before the redirect.
+func TestACMEHTTP01OnRedirectListener(t *testing.T) {
+	httpAddr, tlsAddr := tu.FreeAddr(t), tu.FreeAddr(t)
+	p := tu.StartPebble(t, tu.PebbleOptions{HTTPPort: tu.Port(t, httpAddr), TLSPort: tu.Port(t, tlsAddr)})
+	ap := startACMEProxyWith(t, p, fmt.Sprintf("redirect_https: %d", tu.Port(t, tlsAddr)), httpAddr, tlsAddr, t.TempDir(), "redirect.switchyard.test", tlsconf.HTTP01)
+	ap.waitCert(t, "redirect.switchyard.test", p.Roots(t))
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, _ := get(t, c, "GET", "http://"+httpAddr+"/x", nil); resp.StatusCode != http.StatusPermanentRedirect {
+		t.Fatalf("plain GET = %s, want the redirect", resp.Status)
 	}
 }
 
