@@ -30,6 +30,7 @@ import (
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/httppath"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
 // Edge is one edge cache. Create it with New; it is safe for concurrent use.
@@ -62,7 +63,10 @@ type Edge struct {
 	addrs   []net.Addr
 	fast    *fastServer // the client listener's fast path; nil when disabled or not started
 	front   *frontDoor  // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
-	conns   *connLimit  // client connections against max_connections, after Start
+	// acme is the TLS listener's certificates with tls.acme:, whose HTTP-01 challenges the
+	// plain listener answers; set while that listener already serves, hence atomic.
+	acme  atomic.Pointer[tlsconf.Certs]
+	conns *connLimit // client connections against max_connections, after Start
 
 	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
 	id        string
@@ -253,6 +257,11 @@ const rttPath = "/.well-known/switchyard-edge/rtt"
 
 // ServeHTTP answers one client request.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The CA's HTTP-01 request (edge/frontdoor.go). The fast path has no hit for it (the token
+	// is new with every order and the answer is never cached), so it always arrives here.
+	if e.acme.Load().HandleHTTPChallenge(w, r) {
+		return
+	}
 	if r.Method == http.MethodConnect {
 		// The edge is its origin's reverse proxy, not a forward proxy: a tunnel to any
 		// host:port the client names would make it an open relay.

@@ -51,6 +51,7 @@ type frontDoor struct {
 	ln    net.Listener // the TLS port's TCP listener
 	h1    *h1.Handover // HTTP/1.1 connections, handshaken, for srv
 	h3    *h3.Server
+	certs *tlsconf.Certs // with tls.acme: obtained and renewed until close
 	mu    sync.Mutex
 	h2    map[*h2.Conn]struct{} // HTTP/2 connections being served
 	close bool
@@ -60,12 +61,18 @@ type frontDoor struct {
 // same connection cap as the plain listener.
 func (e *Edge) startTLS() error {
 	c := e.cfg.TLS
-	tc, err := tlsconf.Load(&c.Config, "h2", "http/1.1")
+	var metrics *tlsconf.Metrics
+	if c.ACME != nil {
+		metrics = tlsconf.NewMetrics(e.registry)
+	}
+	certs, err := tlsconf.Open(&c.Config, tlsconf.Options{Log: e.log, Metrics: metrics}, "h2", "http/1.1")
 	if err != nil {
 		return fmt.Errorf("start edge: tls: %w", err)
 	}
+	tc := certs.TLS
 	raw, err := e.sockets.Listen("tcp", c.Listen)
 	if err != nil {
+		certs.Close()
 		return fmt.Errorf("start edge: listen on %s: %w", c.Listen, err)
 	}
 	fd := &frontDoor{addr: raw.Addr(), h1: h1.NewHandover(raw.Addr()), h2: map[*h2.Conn]struct{}{}}
@@ -73,6 +80,7 @@ func (e *Edge) startTLS() error {
 	if c.HTTP3 {
 		if fd.h3, err = e.startHTTP3(tc, raw.Addr().(*net.TCPAddr)); err != nil {
 			raw.Close()
+			certs.Close()
 			return err
 		}
 		h = fd.h3.Advertise(e)
@@ -85,6 +93,15 @@ func (e *Edge) startTLS() error {
 	go e.acceptTLS(fd, tc, h)
 	e.front = fd
 	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
+	if c.ACME != nil {
+		fd.certs = certs
+		e.acme.Store(certs)
+		// Challenges are answered from here on: HTTP-01 on the plain listener (started
+		// before), TLS-ALPN-01 on this one.
+		if err := certs.Manage(e.addrs[0].String(), fd.addr.String()); err != nil {
+			return fmt.Errorf("start edge: tls: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -136,6 +153,10 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	st := c.ConnectionState()
+	if st.NegotiatedProtocol == tlsconf.ACMETLS1 {
+		c.Close() // a TLS-ALPN-01 validation: the CA wanted the certificate and sends no request
+		return
+	}
 	if st.NegotiatedProtocol != "h2" {
 		if !fd.h1.Deliver(c) {
 			c.Close()
@@ -192,5 +213,6 @@ func (fd *frontDoor) shutdown(ctx context.Context) error {
 	if fd.h3 != nil {
 		errs = append(errs, fd.h3.Shutdown(ctx))
 	}
+	fd.certs.Close()
 	return errors.Join(errs...)
 }

@@ -429,6 +429,9 @@ func (c *Config) Validate() error {
 			return c.fieldError(f+".redirect_https", "port %d out of range 1-65535", l.RedirectHTTPS)
 		}
 	}
+	if err := c.validateACME(); err != nil {
+		return err
+	}
 	if err := c.validateRateLimit("rate_limit", c.RateLimit); err != nil {
 		return err
 	}
@@ -563,4 +566,20 @@ func (c *Config) routeSpecs() []route.Spec {
 			Headers: r.Match.Headers, Query: r.Match.Query}
 	}
 	return specs
+}
+
+// validateACME checks that a listener answering HTTP-01 has a plain listener beside it: the CA
+// fetches the challenge over plain HTTP.
+func (c *Config) validateACME() error {
+	plain := false
+	for _, l := range c.Listeners {
+		plain = plain || l.TLS == nil
+	}
+	for i, l := range c.Listeners {
+		if l.TLS != nil && l.TLS.ACME != nil && l.TLS.ACME.Uses(tlsconf.HTTP01) && !plain {
+			return c.fieldError(fmt.Sprintf("listeners[%d].tls.acme.challenges", i),
+				"http-01 is answered on a plain listener and there is none; add one (address: 0.0.0.0:80, redirect_https: 443 will do) or use challenges: [tls-alpn-01]")
+		}
+	}
+	return nil
 }

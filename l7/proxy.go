@@ -42,6 +42,9 @@ var errNoBackend = errors.New("no available backend")
 // ServeHTTP is the proxy's request path: admission, normalisation, routing, rate limiting, pool
 // admission, then the reverse proxy whose transport picks and retries backends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.acme) > 0 && s.answerACME(w, r) {
+		return
+	}
 	start := time.Now()
 	st := s.state.Load()
 	rec := &recorder{ResponseWriter: w, code: http.StatusOK}

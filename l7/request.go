@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 )
@@ -113,6 +115,9 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	}
 	cc.tokens = rq.RI.Tokens
 	cc.clientClose = rq.RI.Close
+	if len(cc.s.acme) > 0 && strings.HasPrefix(rq.Clean, tlsconf.HTTPChallengePath) {
+		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
+	}
 	rq.rt = st.routes[rq.Index]
 	if p := rq.rt.pool; p.up == nil || p.sticky != nil {
 		return rq, false

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +68,10 @@ type Server struct {
 	loopNext     atomic.Uint64 // round robin of accepted connections over the loops
 	path         string        // config file, for Reload from the admin endpoint and SIGHUP
 	sockets      *handover.Sockets
+	// acme is the TLS listeners' certificates that have an acme: block, set by Listen before
+	// anything serves; their HTTP-01 challenges are answered on every plain listener.
+	acme        []*tlsconf.Certs
+	acmeMetrics *tlsconf.Metrics
 }
 
 // Option tunes NewServer.
@@ -96,6 +101,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.conns.max = connCap(cfg.Limits.MaxConnections, raiseNoFile())
 	shedConns := s.metrics.shed.WithLabelValues("connections")
 	s.conns.onShed = shedConns.Inc
+	s.acmeMetrics = tlsconf.NewMetrics(s.metrics.reg)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_l7_client_connections",
 		Help: "Open client connections (counted against limits.max_connections).",
@@ -226,8 +232,13 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error { return s.serv
 
 // serveTLS is ServeTLS, advertising the HTTP/3 listener h3s (when not nil) on every response.
 func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error {
+	// A configuration answering TLS-ALPN-01 (tlsconf.Open) keeps acme-tls/1.
+	acme := slices.Contains(tc.NextProtos, tlsconf.ACMETLS1)
 	tc = tc.Clone()
 	tc.NextProtos = []string{"h2", "http/1.1"}
+	if acme {
+		tc.NextProtos = append(tc.NextProtos, tlsconf.ACMETLS1)
+	}
 	var h http.Handler = s
 	if h3s != nil {
 		h = h3s.Advertise(s)
@@ -287,7 +298,15 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		s.pending.Add(-1)
 		return
 	}
-	if cs := c.ConnectionState(); cs.NegotiatedProtocol == "h2" {
+	cs := c.ConnectionState()
+	if cs.NegotiatedProtocol == tlsconf.ACMETLS1 {
+		// A TLS-ALPN-01 validation: the CA wanted the certificate and sends no request.
+		c.Close()
+		s.conns.done()
+		s.pending.Add(-1)
+		return
+	}
+	if cs.NegotiatedProtocol == "h2" {
 		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
 		s.serveH2(c, "https", &cs, s.altSvcOf(conns))
@@ -296,6 +315,49 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	}
 	// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.
 	s.serveConn(c, "https", conns)
+}
+
+// openCerts opens the TLS listeners' certificates (nil for plain listeners), remembering those
+// obtained by ACME so that the plain listeners answer their HTTP-01 challenges.
+func (s *Server) openCerts(cfg *Config) ([]*tlsconf.Certs, error) {
+	certs := make([]*tlsconf.Certs, len(cfg.Listeners))
+	for i, l := range cfg.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		c, err := tlsconf.Open(l.TLS, tlsconf.Options{Log: s.log, Metrics: s.acmeMetrics})
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: tls: %w", l.Address, err)
+		}
+		certs[i] = c
+		if l.TLS.ACME != nil {
+			s.acme = append(s.acme, c)
+		}
+	}
+	return certs, nil
+}
+
+// acmeFirst answers the CA's HTTP-01 requests before h sees them. The request core hands them
+// to net/http (clientConn.route) so that every engine reaches here or ServeHTTP.
+func (s *Server) acmeFirst(h http.Handler) http.Handler {
+	if len(s.acme) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.answerACME(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// answerACME answers an HTTP-01 challenge request of the listeners' ACME certificates.
+func (s *Server) answerACME(w http.ResponseWriter, r *http.Request) bool {
+	for _, c := range s.acme {
+		if c.HandleHTTPChallenge(w, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // redirectHandler answers every request with a permanent redirect to https on port.
@@ -334,9 +396,17 @@ func (s *Server) Listen() (<-chan error, error) {
 		for _, ln := range lns {
 			ln.Close()
 		}
+		for _, c := range s.acme {
+			c.Close()
+		}
 		return nil, err
 	}
-	for _, l := range cfg.Listeners {
+	certs, err := s.openCerts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var plain string // the first plain listener: where the CA's HTTP-01 requests arrive
+	for i, l := range cfg.Listeners {
 		ln, err := s.sockets.Listen("tcp", l.Address)
 		if errors.Is(err, syscall.EADDRNOTAVAIL) {
 			return fail(fmt.Errorf("listen on %s: %w (a VIP must be on an interface first, e.g. ip addr add VIP/32 dev lo)", l.Address, err))
@@ -347,23 +417,28 @@ func (s *Server) Listen() (<-chan error, error) {
 		lns = append(lns, ln)
 		switch {
 		case l.TLS != nil:
-			tc, err := tlsconf.Load(l.TLS)
-			if err != nil {
-				return fail(err)
-			}
 			var h3s *h3.Server
 			if l.HTTP3 {
-				if h3s, err = s.listenHTTP3(l.Address, ln.Addr().(*net.TCPAddr), tc); err != nil {
+				var err error
+				if h3s, err = s.listenHTTP3(l.Address, ln.Addr().(*net.TCPAddr), certs[i].TLS); err != nil {
 					return fail(err)
 				}
 			}
-			go func() { errc <- s.serveTLS(ln, tc, h3s) }()
+			go func() { errc <- s.serveTLS(ln, certs[i].TLS, h3s) }()
 		case l.RedirectHTTPS > 0:
-			go func() { errc <- s.serve(ln, redirectHandler(l.RedirectHTTPS), false, "http") }()
+			go func() { errc <- s.serve(ln, s.acmeFirst(redirectHandler(l.RedirectHTTPS)), false, "http") }()
 		default:
 			go func() { errc <- s.serveFast(ln, l.H2C, "http") }()
 		}
+		if l.TLS == nil && plain == "" {
+			plain = ln.Addr().String()
+		}
 		s.log.Info("l7 listening", "address", ln.Addr().String(), "tls", l.TLS != nil, "h2c", l.H2C, "http3", l.HTTP3)
+	}
+	for i, l := range cfg.Listeners {
+		if err := certs[i].Manage(plain, lns[i].Addr().String()); l.TLS != nil && err != nil {
+			return fail(err)
+		}
 	}
 	if cfg.Admin.Address != "" {
 		ln, err := s.sockets.Listen("tcp", cfg.Admin.Address)
@@ -460,6 +535,9 @@ func (s *Server) stopAccepting() []*http.Server {
 
 func (s *Server) stop() {
 	s.stopLoops()
+	for _, c := range s.acme {
+		c.Close()
+	}
 	st := s.state.Load()
 	st.cancel()
 	for _, p := range st.pools {
