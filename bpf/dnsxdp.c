@@ -15,19 +15,13 @@
  * dns_pass_reason); answers are counted by the entry's counter slot (answer_counters), which userspace maps to
  * the switchyard_dns_queries_total series of the answer. */
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
-#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "include/parse.h"
 #include "include/csum.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define DNS_ETH_P_IP 0x0800
-#define DNS_ETH_P_IPV6 0x86DD
-#define DNS_PROTO_UDP 17
 #define DNS_HDR 12
 /* The question's bytes after the header: the name, qtype and qclass, an optional plain OPT
  * that may carry one DNS COOKIE option (RFC 7873: an 8-byte client cookie, or 16-40 bytes with
@@ -50,7 +44,7 @@ enum dns_limits {
 /* Why a packet went to the socket (pass_counters). */
 enum dns_pass_reason {
 	DNS_PASS_NONE = 0,    /* unused: the parsers return -reason, so no reason is 0 */
-	DNS_PASS_NOT_IP,      /* not IPv4 or IPv6 over Ethernet (VLAN, ARP, ...) */
+	DNS_PASS_NOT_IP,      /* not IPv4 or IPv6 over Ethernet (VLAN, ARP, ...), or its IP header cut */
 	DNS_PASS_NOT_OURS,    /* not UDP to the listener's address and port (or IPv4 options/fragments, IPv6 extension headers) */
 	DNS_PASS_SHAPE,       /* a header, count, opcode or flag the map does not cover */
 	DNS_PASS_NAME,        /* a compressed, bad or too long qname */
@@ -152,17 +146,14 @@ struct {
 	__type(value, struct dns_scratch);
 } scratch SEC(".maps");
 
-/* What the program keeps of the query's headers to build the answer's. */
+/* What the program keeps of the query's headers to build the answer's: the addresses, ports and
+ * IPv4 TOS as parse.h read them into p, and the MAC addresses. */
 struct dns_hdrs {
-	__u8 dst_mac[6];
-	__u8 src_mac[6];
-	__be32 saddr[4];
-	__be32 daddr[4];
-	__be16 sport;
-	__be16 dport;
-	__u32 l3; /* header bytes before the UDP payload: 14 + 20 + 8 or 14 + 40 + 8 */
+	struct packet p;
+	__u8 dst_mac[ETH_ALEN];
+	__u8 src_mac[ETH_ALEN];
+	__u32 l3; /* header bytes before the UDP payload (untagged, no IP options: 14 + 20 + 8 or 14 + 40 + 8) */
 	__u8 v6;
-	__u8 tos;
 };
 
 static __always_inline int pass(__u32 reason, __u32 len)
@@ -175,66 +166,48 @@ static __always_inline int pass(__u32 reason, __u32 len)
 	return XDP_PASS;
 }
 
-/* parse_l3 checks that the frame is UDP to the listener and fills h; it returns the UDP
- * payload's length, or a negative pass reason. */
+/* to_listener says whether the packet parse.h read into p is addressed to the listener. */
+static __always_inline int to_listener(const struct dns_config *cfg, const struct packet *p)
+{
+	if (p->flow.family == FAMILY_V4)
+		return cfg->has4 && p->flow.dst[0] == cfg->addr4;
+	return cfg->has6 && p->flow.dst[0] == cfg->addr6[0] && p->flow.dst[1] == cfg->addr6[1] &&
+	       p->flow.dst[2] == cfg->addr6[2] && p->flow.dst[3] == cfg->addr6[3];
+}
+
+/* parse_l3 checks, with parse.h, that the frame is UDP to the listener and fills h; it returns the
+ * UDP payload's length, or a negative pass reason: DNS_PASS_NOT_IP for a frame whose IP header
+ * cannot be read here (not IP, VLAN-tagged, cut short), DNS_PASS_NOT_OURS for every other frame
+ * not answered. The answer is built for an untagged frame with a plain IP header, so a tag, IPv4
+ * options, a fragment or an IPv6 extension header leave the query to the socket; so do UDP
+ * lengths other than the IP payload's (the socket would see other bytes than the program read). */
 static __always_inline int parse_l3(struct xdp_md *ctx, struct dns_config *cfg, struct dns_hdrs *h)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	struct packet *p = &h->p;
+	if (parse_eth(data, data_end, p) || p->has_vlan)
 		return -DNS_PASS_NOT_IP;
-	__builtin_memcpy(h->dst_mac, eth->h_dest, 6);
-	__builtin_memcpy(h->src_mac, eth->h_source, 6);
-	struct udphdr *udp;
-	__u32 udp_len;
-	if (eth->h_proto == bpf_htons(DNS_ETH_P_IP)) {
-		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > data_end)
-			return -DNS_PASS_NOT_IP;
-		if (ip->ihl != 5 || ip->version != 4 || ip->protocol != DNS_PROTO_UDP ||
-		    (ip->frag_off & bpf_htons(0x3fff)) || !cfg->has4 || ip->daddr != cfg->addr4)
-			return -DNS_PASS_NOT_OURS;
-		udp = (void *)(ip + 1);
-		if ((void *)(udp + 1) > data_end)
-			return -DNS_PASS_NOT_OURS;
-		udp_len = bpf_ntohs(udp->len);
-		if (bpf_ntohs(ip->tot_len) != 20 + udp_len)
-			return -DNS_PASS_NOT_OURS;
-		h->saddr[0] = ip->saddr;
-		h->daddr[0] = ip->daddr;
-		h->tos = ip->tos;
-		h->v6 = 0;
-		h->l3 = 14 + 20 + 8;
-	} else if (eth->h_proto == bpf_htons(DNS_ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > data_end)
-			return -DNS_PASS_NOT_IP;
-		if (ip6->nexthdr != DNS_PROTO_UDP || !cfg->has6 ||
-		    ip6->daddr.in6_u.u6_addr32[0] != cfg->addr6[0] || ip6->daddr.in6_u.u6_addr32[1] != cfg->addr6[1] ||
-		    ip6->daddr.in6_u.u6_addr32[2] != cfg->addr6[2] || ip6->daddr.in6_u.u6_addr32[3] != cfg->addr6[3])
-			return -DNS_PASS_NOT_OURS;
-		udp = (void *)(ip6 + 1);
-		if ((void *)(udp + 1) > data_end)
-			return -DNS_PASS_NOT_OURS;
-		udp_len = bpf_ntohs(udp->len);
-		if (bpf_ntohs(ip6->payload_len) != udp_len)
-			return -DNS_PASS_NOT_OURS;
-		__builtin_memcpy(h->saddr, ip6->saddr.in6_u.u6_addr32, 16);
-		__builtin_memcpy(h->daddr, ip6->daddr.in6_u.u6_addr32, 16);
-		h->tos = 0;
-		h->v6 = 1;
-		h->l3 = 14 + 40 + 8;
-	} else {
+	struct ethhdr *eth = data; /* in the frame: parse_eth checked */
+	__builtin_memcpy(h->dst_mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(h->src_mac, eth->h_source, ETH_ALEN);
+	int err;
+	if (p->eth_proto == ETH_P_IP)
+		err = parse_ipv4(data, data_end, p);
+	else if (p->eth_proto == ETH_P_IPV6)
+		err = parse_ipv6(data, data_end, p);
+	else
 		return -DNS_PASS_NOT_IP;
-	}
-	if (udp->dest != cfg->port || udp->source == 0)
+	if (err == PARSE_TRUNC)
+		return -DNS_PASS_NOT_IP;
+	if (err || p->ip_opts || p->frag || p->flow.proto != IPPROTO_UDP_ || !to_listener(cfg, p))
 		return -DNS_PASS_NOT_OURS;
-	if (udp_len < 8 || data + h->l3 - 8 + udp_len > data_end)
+	int udp_len = parse_udp(data, data_end, p);
+	if (udp_len < 0 || udp_len != ip_payload(p) || p->flow.dport != cfg->port || p->flow.sport == 0)
 		return -DNS_PASS_NOT_OURS;
-	h->sport = udp->source;
-	h->dport = udp->dest;
-	return udp_len - 8;
+	h->v6 = p->flow.family == FAMILY_V6;
+	h->l3 = p->l4_off + sizeof(struct udphdr);
+	return udp_len - sizeof(struct udphdr);
 }
 
 /* dns_walk_name walks the qname's labels in s->q (tail bytes): lengths up to 63 (no compression
@@ -373,54 +346,54 @@ static __always_inline int write_headers(struct xdp_md *ctx, struct dns_hdrs *h,
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return -1;
-	__builtin_memcpy(eth->h_dest, h->src_mac, 6);
-	__builtin_memcpy(eth->h_source, h->dst_mac, 6);
+	__builtin_memcpy(eth->h_dest, h->src_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, h->dst_mac, ETH_ALEN);
 	__u16 ulen = len + 8;
 	__u64 s = 0;
 	struct udphdr *udp;
 	if (!h->v6) {
-		eth->h_proto = bpf_htons(DNS_ETH_P_IP);
+		eth->h_proto = bpf_htons(ETH_P_IP);
 		struct iphdr *ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > data_end)
 			return -1;
 		ip->version = 4;
 		ip->ihl = 5;
-		ip->tos = h->tos;
+		ip->tos = h->p.tos;
 		ip->tot_len = bpf_htons(20 + ulen);
 		ip->id = 0;
 		ip->frag_off = bpf_htons(0x4000); /* DF */
 		ip->ttl = 64;
-		ip->protocol = DNS_PROTO_UDP;
+		ip->protocol = IPPROTO_UDP_;
 		ip->check = 0;
-		ip->saddr = h->daddr[0];
-		ip->daddr = h->saddr[0];
+		ip->saddr = h->p.flow.dst[0];
+		ip->daddr = h->p.flow.src[0];
 		ip->check = ipv4_csum(ip);
 		udp = (void *)(ip + 1);
-		s += (h->daddr[0] & 0xffff) + (h->daddr[0] >> 16) + (h->saddr[0] & 0xffff) + (h->saddr[0] >> 16);
+		s += (h->p.flow.dst[0] & 0xffff) + (h->p.flow.dst[0] >> 16) + (h->p.flow.src[0] & 0xffff) + (h->p.flow.src[0] >> 16);
 	} else {
-		eth->h_proto = bpf_htons(DNS_ETH_P_IPV6);
+		eth->h_proto = bpf_htons(ETH_P_IPV6);
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
 			return -1;
 		*(__be32 *)ip6 = bpf_htonl(0x60000000);
 		ip6->payload_len = bpf_htons(ulen);
-		ip6->nexthdr = DNS_PROTO_UDP;
+		ip6->nexthdr = IPPROTO_UDP_;
 		ip6->hop_limit = 64;
-		__builtin_memcpy(ip6->saddr.in6_u.u6_addr32, h->daddr, 16);
-		__builtin_memcpy(ip6->daddr.in6_u.u6_addr32, h->saddr, 16);
+		__builtin_memcpy(ip6->saddr.in6_u.u6_addr32, h->p.flow.dst, 16);
+		__builtin_memcpy(ip6->daddr.in6_u.u6_addr32, h->p.flow.src, 16);
 		udp = (void *)(ip6 + 1);
 #pragma unroll
 		for (int i = 0; i < 4; i++)
-			s += (h->daddr[i] & 0xffff) + (h->daddr[i] >> 16) + (h->saddr[i] & 0xffff) + (h->saddr[i] >> 16);
+			s += (h->p.flow.dst[i] & 0xffff) + (h->p.flow.dst[i] >> 16) + (h->p.flow.src[i] & 0xffff) + (h->p.flow.src[i] >> 16);
 	}
 	if ((void *)(udp + 1) > data_end)
 		return -1;
-	udp->source = h->dport;
-	udp->dest = h->sport;
+	udp->source = h->p.flow.dport;
+	udp->dest = h->p.flow.sport;
 	udp->len = bpf_htons(ulen);
 	udp->check = 0;
 	/* pseudo-header: protocol and UDP length; UDP header: ports and length. */
-	s += bpf_htons(DNS_PROTO_UDP) + 2 * (__u64)bpf_htons(ulen) + h->sport + h->dport;
+	s += bpf_htons(IPPROTO_UDP_) + 2 * (__u64)bpf_htons(ulen) + h->p.flow.sport + h->p.flow.dport;
 	*sum = s;
 	return 0;
 }

@@ -568,7 +568,7 @@ static __always_inline int process(struct xdp_md *ctx)
 		return handle_icmp(ctx, &p);
 	if (p.flow.proto != IPPROTO_TCP_ && p.flow.proto != IPPROTO_UDP_)
 		return verdict_pass(len);
-	if (ports == -2) { /* the ports were read: count the drop in their VIP's too */
+	if (ports == PARSE_BAD) { /* the ports were read: count the drop in their VIP's too */
 		struct vip_meta *vip = find_vip(&p.flow);
 		if (vip)
 			return drop_vip(CNT_DROP_MALFORMED, vip->id, p.l3_len);

@@ -439,3 +439,34 @@ func TestXDPKeepsRRLAndQueryLogOnTheSocket(t *testing.T) {
 		})
 	}
 }
+
+// TestXDPPassesBadIPv6Headers: the program reads IPv6 with the forwarder's parser
+// (bpf/include/parse.h): a version other than 6 (which the kernel drops) or a payload length past
+// the frame is not the listener's, a cut header is not IP; the well-formed query is answered.
+func TestXDPPassesBadIPv6Headers(t *testing.T) {
+	client := netip.MustParseAddrPort("[2001:db8::200]:40001")
+	server := netip.MustParseAddrPort("[2001:db8::53]:53")
+	srv, prog := xdpTestServer(t, server, xdpTestZone)
+	www := xdpQuery("www.example.com.", mdns.TypeAAAA, 1, false, false, true)
+	srv.Respond(www, client.Addr(), false)
+	version := frame(client, server, www)
+	version[14] = 0x40
+	long := frame(client, server, www)
+	binary.BigEndian.PutUint16(long[14+4:], uint16(len(long)-14-40+1))
+	cut := frame(client, server, www)[:14+39]
+	for _, c := range []struct {
+		name, reason string
+		frame        []byte
+	}{{"version 4", "not_listener", version}, {"payload past the frame", "not_listener", long}, {"cut header", "not_ip", cut}} {
+		before, _ := prog.PassCounts()
+		if ret, _ := runXDP(t, prog, c.frame); ret != 2 { // XDP_PASS
+			t.Errorf("%s: program returned %d, want XDP_PASS", c.name, ret)
+		}
+		if after, _ := prog.PassCounts(); after[c.reason] != before[c.reason]+1 {
+			t.Errorf("%s: pass reason %s went %d -> %d (all: %v)", c.name, c.reason, before[c.reason], after[c.reason], after)
+		}
+	}
+	if ret, _ := runXDP(t, prog, frame(client, server, www)); ret != 3 {
+		t.Fatalf("www AAAA: program returned %d, want XDP_TX", ret)
+	}
+}

@@ -5,10 +5,11 @@ package loader
 //
 // The build is pinned so that the drift check means the same on every machine: clang of the
 // major version the Makefile names (BPF_CLANG_MAJOR; `make generate` checks it and passes it as
-// BPF2GO_CC), and -nostdinc with only the headers vendored in bpf/include (the kernel UAPI and
-// libbpf headers the programs include, bpf/include/VENDORED.md), none of the host's.
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family -type quic_vip_bits -type quic_counter_index LB ../bpf/lb.c -- -I../bpf/include
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type decap_key -type sc_prefix_key -type decap_counter_index -type decap_sc_counter_index -type decap_sc_refused_index -type sc_prefix -type family Decap ../bpf/decap.c -- -I../bpf/include
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel Pass ../bpf/pass.c -- -I../bpf/include
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -no-global-types -type floor_key Bench ../bpf/bench.c -- -I../bpf/include
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type probe_target -type probe_mark -type probe_counter_index -type family Probe ../bpf/probe.c -- -I../bpf/include
+// BPF2GO_CC), and -nostdinc with only the headers vendored in bpf/include/vendor (the kernel UAPI
+// and libbpf headers the programs include, bpf/include/vendor/VENDORED.md), none of the host's.
+// switchyard's own headers (bpf/include/*.h) are included by relative path.
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family -type quic_vip_bits -type quic_counter_index LB ../bpf/lb.c -- -I../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type decap_key -type sc_prefix_key -type decap_counter_index -type decap_sc_counter_index -type decap_sc_refused_index -type sc_prefix -type family Decap ../bpf/decap.c -- -I../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel Pass ../bpf/pass.c -- -I../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -no-global-types -type floor_key Bench ../bpf/bench.c -- -I../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type probe_target -type probe_mark -type probe_counter_index -type family Probe ../bpf/probe.c -- -I../bpf/include/vendor

@@ -95,7 +95,9 @@ func buildKatran(tb testing.TB, katranDir string) (def, insert string) {
 		}{{&katranBuild.def, nil}, {&katranBuild.insert, []string{katranInsertEverySYN}}} {
 			obj := filepath.Join(dir, fmt.Sprintf("katran%d.o", len(v.extra)))
 			args := append(append([]string{}, katranFlags...), v.extra...)
-			args = append(args, "-I", dir, "-I", inc, "-idirafter", filepath.Join(dir, "stubs"),
+			// inc for bench.h, inc/vendor so that the kernel headers switchyard vendors come
+			// before the host's, as they did when they sat in inc.
+			args = append(args, "-I", dir, "-I", inc, "-I", filepath.Join(inc, "vendor"), "-idirafter", filepath.Join(dir, "stubs"),
 				"-idirafter", "/usr/include/x86_64-linux-gnu", "-c", src, "-o", obj)
 			if out, err := exec.Command("clang", args...).CombinedOutput(); err != nil {
 				katranBuild.err = fmt.Errorf("build katran (clang %v): %w\n%s", args, err, out)

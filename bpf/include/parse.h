@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* parse.h: bounds-checked header parsing. Every access is checked against data_end before it
- * is made; a parser returns a negative value when a header is truncated. */
+/* parse.h: bounds-checked header parsing, the one parser of every program (the forwarder, decap
+ * and the DNS answer path). Every access is checked against data_end before it is made. A parser
+ * returns 0 (parse_udp: the UDP length) or one of two errors, so that a caller can tell a frame it
+ * cannot read from one it read and refuses: PARSE_TRUNC, the header does not fit in the frame (or
+ * is not there: a transport other than TCP or UDP for parse_ports); PARSE_BAD, the header is there
+ * but its version or lengths are wrong. */
 #pragma once
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -37,6 +41,9 @@ struct icmp6hdr {
 	__be32 icmp6_mtu;
 };
 
+#define PARSE_TRUNC (-1)
+#define PARSE_BAD (-2)
+
 /* Offsets kept in struct packet are reloaded from the stack, where the verifier no longer knows
  * their range; every use bounds them again against these limits first. */
 #define MAX_L3_OFF (ETH_HLEN + 4)
@@ -47,7 +54,7 @@ struct vlan_hdr_ {
 	__be16 proto;
 };
 
-/* What the forwarder knows about a frame after parsing. */
+/* What a program knows about a frame after parsing. */
 struct packet {
 	struct flow_key flow;
 	__u32 l3_off;    /* offset of the IP header */
@@ -63,18 +70,19 @@ struct packet {
 	__u8 frag;       /* IPv4 fragment or IPv6 fragment header */
 };
 
-/* parse_eth reads the Ethernet header and at most one 802.1Q/802.1ad tag. */
+/* parse_eth reads the Ethernet header and at most one 802.1Q/802.1ad tag (p->has_vlan: a
+ * program that does not handle tags refuses it there). */
 static __always_inline int parse_eth(void *data, void *data_end, struct packet *p)
 {
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
-		return -1;
+		return PARSE_TRUNC;
 	__u16 proto = bpf_ntohs(eth->h_proto);
 	__u32 off = sizeof(*eth);
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
 		struct vlan_hdr_ *vh = data + off;
 		if ((void *)(vh + 1) > data_end)
-			return -1;
+			return PARSE_TRUNC;
 		p->has_vlan = 1;
 		p->vlan_tci = vh->tci;
 		proto = bpf_ntohs(vh->proto);
@@ -91,18 +99,18 @@ static __always_inline int parse_ipv4(void *data, void *data_end, struct packet 
 {
 	__u32 off = p->l3_off;
 	if (off > MAX_L3_OFF)
-		return -1;
+		return PARSE_TRUNC;
 	struct iphdr *ip = data + off;
 	if ((void *)(ip + 1) > data_end)
-		return -1;
+		return PARSE_TRUNC;
 	if (ip->version != 4 || ip->ihl < 5)
-		return -1;
+		return PARSE_BAD;
 	__u16 tot = bpf_ntohs(ip->tot_len);
 	if (tot < ip->ihl * 4)
-		return -1;
+		return PARSE_BAD;
 	/* The IP length must fit in the frame (trailing Ethernet padding is allowed). */
 	if (data + off + tot > data_end)
-		return -1;
+		return PARSE_BAD;
 	p->ip_opts = ip->ihl != 5;
 	__u16 frag = bpf_ntohs(ip->frag_off);
 	p->frag = (frag & (IP_MF | IP_OFFMASK)) != 0;
@@ -123,15 +131,15 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct packet 
 {
 	__u32 off = p->l3_off;
 	if (off > MAX_L3_OFF)
-		return -1;
+		return PARSE_TRUNC;
 	struct ipv6hdr *ip6 = data + off;
 	if ((void *)(ip6 + 1) > data_end)
-		return -1;
+		return PARSE_TRUNC;
 	if (ip6->version != 6)
-		return -1;
+		return PARSE_BAD;
 	__u16 plen = bpf_ntohs(ip6->payload_len);
 	if (data + off + sizeof(*ip6) + plen > data_end)
-		return -1;
+		return PARSE_BAD;
 	p->flow.family = FAMILY_V6;
 	p->flow.proto = ip6->nexthdr;
 	p->frag = ip6->nexthdr == IPPROTO_FRAGMENT_;
@@ -143,40 +151,58 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct packet 
 	return 0;
 }
 
-/* parse_ports reads the ports (and TCP flags) of a TCP or UDP header. It returns -1 when the
- * header is truncated (no ports), -2 when the ports were read but the header's lengths do not fit
- * the IP payload: a UDP length of 0, shorter than the UDP header or longer than the IP payload, a
- * TCP data offset below 5 words or reaching past the IP payload. Such a packet is never forwarded
- * (a backend would have to drop it; a tunnel must not carry it). */
+/* ip_payload is the length of the IP payload after the header at p->l3_off: the IP length less
+ * the IP header (and, for IPv6, nothing else: extension headers are not walked). */
+static __always_inline __u32 ip_payload(const struct packet *p)
+{
+	return p->l3_len - (p->l4_off - p->l3_off);
+}
+
+/* parse_udp reads a UDP header at p->l4_off: the ports into p->flow. It returns the UDP length,
+ * PARSE_TRUNC when the header is cut, PARSE_BAD when the length is shorter than the header or
+ * longer than the IP payload, which parse_ipv4 and parse_ipv6 checked is in the frame. */
+static __always_inline int parse_udp(void *data, void *data_end, struct packet *p)
+{
+	__u32 off = p->l4_off;
+	if (off > MAX_L4_OFF)
+		return PARSE_TRUNC;
+	__u32 payload = ip_payload(p);
+	struct udphdr *uh = data + off;
+	if ((void *)(uh + 1) > data_end)
+		return PARSE_TRUNC;
+	p->flow.sport = uh->source;
+	p->flow.dport = uh->dest;
+	__u32 len = bpf_ntohs(uh->len);
+	if (len < sizeof(*uh) || len > payload)
+		return PARSE_BAD;
+	return len;
+}
+
+/* parse_ports reads the ports (and TCP flags) of a TCP or UDP header. It returns PARSE_TRUNC
+ * when the header is truncated (no ports), PARSE_BAD when the ports were read but the header's
+ * lengths do not fit the IP payload: a UDP length of 0, shorter than the UDP header or longer than
+ * the IP payload, a TCP data offset below 5 words or reaching past the IP payload. Such a packet is
+ * never forwarded (a backend would have to drop it; a tunnel must not carry it). */
 static __always_inline int parse_ports(void *data, void *data_end, struct packet *p)
 {
 	__u32 off = p->l4_off;
 	if (off > MAX_L4_OFF)
-		return -1;
-	/* The IP payload: the IP length less the IP header (and, for IPv6, nothing else: extension
-	 * headers are not walked). */
-	__u32 payload = p->l3_len - (off - p->l3_off);
+		return PARSE_TRUNC;
+	__u32 payload = ip_payload(p);
 	if (p->flow.proto == IPPROTO_TCP_) {
 		struct tcphdr *th = data + off;
 		if ((void *)(th + 1) > data_end)
-			return -1;
+			return PARSE_TRUNC;
 		p->flow.sport = th->source;
 		p->flow.dport = th->dest;
 		p->tcp_flags = ((__u8 *)th)[13];
 		if (th->doff < 5 || th->doff * 4U > payload)
-			return -2;
+			return PARSE_BAD;
 		return 0;
 	}
 	if (p->flow.proto == IPPROTO_UDP_) {
-		struct udphdr *uh = data + off;
-		if ((void *)(uh + 1) > data_end)
-			return -1;
-		p->flow.sport = uh->source;
-		p->flow.dport = uh->dest;
-		__u32 len = bpf_ntohs(uh->len);
-		if (len < sizeof(*uh) || len > payload)
-			return -2;
-		return 0;
+		int len = parse_udp(data, data_end, p);
+		return len < 0 ? len : 0;
 	}
-	return -1;
+	return PARSE_TRUNC;
 }
