@@ -50,10 +50,11 @@ func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState, al
 	cfg := s.state.Load().cfg
 	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts, altSvc: altSvc}
 	hc.conn = h2.NewConn(nc, h2.Config{
-		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
-		IdleTimeout:    cfg.Timeouts.Idle,
-		PrefaceTimeout: cfg.Timeouts.ReadHeader,
-		WriteTimeout:   cfg.Timeouts.Total,
+		MaxHeaderBytes:  cfg.Limits.MaxHeaderBytes,
+		IdleTimeout:     cfg.Timeouts.Idle,
+		PrefaceTimeout:  cfg.Timeouts.ReadHeader,
+		WriteTimeout:    cfg.Timeouts.Total,
+		ExtendedConnect: true, // WebSocket over HTTP/2 (RFC 8441), to HTTP/1.1 pools by Upgrade
 		OnMalformed: func(reason string) {
 			s.onReject(hc.raddr, &h1.Rejection{Status: 400, Reason: "malformed HTTP/2 request: " + reason})
 		},
@@ -156,6 +157,11 @@ func (hc *h2Conn) serveStream(st *h2.Stream) {
 	switch {
 	case st.TooLarge:
 		gc.refuse(errHeadTooLong)
+		return
+	case st.Method == "CONNECT" && st.Protocol != "":
+		// Extended CONNECT (WebSocket over HTTP/2): net/http's upgrade path, as HTTP/1.1
+		// upgrades take, with the stream as the upgraded connection (h2.ServeHandler).
+		hc.fallback(st, nil)
 		return
 	case st.Method == "CONNECT":
 		gc.writeError(405, "CONNECT is not supported over HTTP/2 here", nil, false)

@@ -45,6 +45,9 @@ type Config struct {
 	ResetsPerSecond int
 	// OnMalformed is told of each malformed request (a stream error PROTOCOL_ERROR).
 	OnMalformed func(reason string)
+	// ExtendedConnect offers extended CONNECT (RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL),
+	// so clients can run WebSocket over a stream; the handler sees Stream.Protocol.
+	ExtendedConnect bool
 }
 
 // Handler serves one request stream, on a goroutine of its own; when it returns the stream
@@ -136,11 +139,15 @@ func (c *Conn) Serve() {
 		return
 	}
 	c.mu.Lock()
-	c.wbuf = appendSettings(c.wbuf,
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(c.cfg.MaxHeaderBytes)},
-		http2.Setting{ID: http2.SettingHeaderTableSize, Val: 4096})
+	settings := []http2.Setting{
+		{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams},
+		{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+		{ID: http2.SettingMaxHeaderListSize, Val: uint32(c.cfg.MaxHeaderBytes)},
+		{ID: http2.SettingHeaderTableSize, Val: 4096}}
+	if c.cfg.ExtendedConnect {
+		settings = append(settings, http2.Setting{ID: http2.SettingEnableConnectProtocol, Val: 1})
+	}
+	c.wbuf = appendSettings(c.wbuf, settings...)
 	c.wbuf = appendWindowUpdate(c.wbuf, 0, connWindow-65535)
 	c.mu.Unlock()
 	go c.writeLoop()

@@ -31,7 +31,7 @@ type HandlerOptions struct {
 // the stream when the handler aborts (panics with http.ErrAbortHandler). Both HTTP stops serve
 // HTTP/2 with it: L7 for what its request core does not take, the edge for every request.
 func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
-	w := &responseWriter{st: st, hdr: http.Header{}}
+	w := &responseWriter{st: st, hdr: http.Header{}, tunnel: st.Protocol != "", raddr: o.RemoteAddr}
 	if st.TooLarge {
 		http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
 		w.finish()
@@ -82,6 +82,10 @@ func request(st *Stream, o HandlerOptions) (*http.Request, bool) {
 	}
 	r := &http.Request{Method: st.Method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2, Header: hdr,
 		Host: host, RemoteAddr: o.RemoteAddr, RequestURI: st.Path, TLS: o.TLS, ContentLength: st.ContentLength}
+	if st.Protocol != "" {
+		upgradeRequest(r, st.Protocol)
+		return r, true
+	}
 	n, whole := st.Received()
 	switch {
 	case whole && n == 0 && len(o.Prefix) == 0:
@@ -116,6 +120,9 @@ func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (whole bool) 
 // and trailers (declared in Trailer, or set with http.TrailerPrefix) end the stream as a
 // trailer block instead of an empty DATA frame.
 type responseWriter struct {
+	tunnel   bool   // an extended CONNECT: the handler may take the stream over (Hijack)
+	hijacked bool   // it did: the tunnel ends the stream
+	raddr    string // for the tunnel's RemoteAddr
 	st       *Stream
 	hdr      http.Header
 	code     int  // the final status, once WriteHeader took it
@@ -219,6 +226,9 @@ func (w *responseWriter) trailerBlock() []byte {
 // finish ends the response: the held head alone when nothing followed it, then the trailers
 // or an empty DATA frame that ends the stream.
 func (w *responseWriter) finish() {
+	if w.hijacked {
+		return
+	}
 	trailers := w.trailerBlock()
 	if !w.sent && trailers == nil {
 		w.sendHead(true)

@@ -20,6 +20,8 @@ type Stream struct {
 	ID uint32
 	// The request pseudo-header fields (RFC 9113 8.3.1).
 	Method, Scheme, Authority, Path string
+	// Protocol is an extended CONNECT's :protocol (RFC 8441), e.g. "websocket"; "" otherwise.
+	Protocol string
 	// Fields are the regular fields in order (cookie fields joined into one, RFC 9113 8.2.3).
 	Fields []Field
 	// ContentLength is the content-length field's value, or -1.

@@ -20,8 +20,13 @@ func (st *Stream) pseudo(name, value string) string {
 		dst = &st.Path
 	case ":authority":
 		dst = &st.Authority
+	case ":protocol":
+		if !st.c.cfg.ExtendedConnect {
+			return "unknown pseudo-header field :protocol (extended CONNECT is off)"
+		}
+		dst = &st.Protocol
 	default:
-		return "unknown pseudo-header field " + name // :protocol too: extended CONNECT is off
+		return "unknown pseudo-header field " + name
 	}
 	if *dst != "" {
 		return "repeated pseudo-header field " + name
@@ -44,7 +49,13 @@ func (st *Stream) checkPseudo() string {
 	if !visible(st.Authority, true) {
 		return "invalid :authority"
 	}
-	if st.Method == "CONNECT" {
+	if st.Protocol != "" {
+		// Extended CONNECT (RFC 8441 4): a protocol to run over the stream, with :scheme and
+		// :path naming the resource like any request.
+		if st.Method != "CONNECT" || !isToken(st.Protocol) {
+			return ":protocol on a request that is not CONNECT, or not a token"
+		}
+	} else if st.Method == "CONNECT" {
 		if st.Scheme != "" || st.Path != "" || st.Authority == "" {
 			return "CONNECT with :scheme or :path, or without :authority"
 		}
