@@ -16,8 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/l7/h2"
@@ -45,7 +44,7 @@ type Server struct {
 	fconns   map[*goConn]struct{}  // connections on the goroutine engine
 	h2conns  map[*h2.Conn]struct{} // HTTP/2 connections (engine_h2.go)
 	noH2C    map[*h1.Handover]bool // plain listeners (by their net/http hand-over) without h2c
-	conns    connLimit             // client connections against limits.max_connections
+	conns    *connlimit.Budget     // client and upstream connections against the descriptor room (conns.go)
 	shutting atomic.Bool           // stop accepting, close connections at their next request boundary
 	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
 	// connection accepted while shutting down still gets its request answered: after an upgrade
@@ -63,6 +62,9 @@ type Server struct {
 	loopNext     atomic.Uint64 // round robin of accepted connections over the loops
 	path         string        // config file, for Reload from the admin endpoint and SIGHUP
 	sockets      *handover.Sockets
+	// fdLimit, when set, is the descriptor limit the budget is cut from instead of the process's
+	// (tests: a small budget without lowering the test binary's own limit).
+	fdLimit uint64
 }
 
 // Option tunes NewServer.
@@ -89,13 +91,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	s.conns.max = connCap(cfg.Limits.MaxConnections, raiseNoFile())
-	shedConns := s.metrics.shed.WithLabelValues("connections")
-	s.conns.onShed = shedConns.Inc
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "switchyard_l7_client_connections",
-		Help: "Open client connections (counted against limits.max_connections).",
-	}, func() float64 { return float64(s.conns.n.Load()) }))
+	s.conns = s.newBudget(cfg.Limits.MaxConnections)
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
 	}
@@ -181,7 +177,7 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 				g.SetActive(cs == http.StateActive)
 			}
 			if _, ok := c.(*tls.Conn); ok && (cs == http.StateClosed || cs == http.StateHijacked) {
-				s.conns.done() // an HTTP/2 connection ServeTLS admitted
+				s.conns.Done() // an HTTP/2 connection ServeTLS admitted
 			}
 		},
 	}
@@ -247,8 +243,8 @@ func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
 				continue
 			}
 			delay = 0
-			if !s.conns.admit() {
-				s.conns.refuse(raw)
+			if !s.conns.Admit() {
+				s.conns.Refuse(raw)
 				continue
 			}
 			s.pending.Add(1) // until tracked: Shutdown waits for it
@@ -268,7 +264,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		s.conns.done()
+		s.conns.Done()
 		s.pending.Add(-1)
 		return
 	}
@@ -276,7 +272,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
 		s.serveH2(c, "https", &cs)
-		s.conns.done()
+		s.conns.Done()
 		return
 	}
 	// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.

@@ -105,7 +105,15 @@ type Budget struct {
 	OnRefuse func()
 	// OnShed, when set, runs for each upstream dial refused past the room.
 	OnShed func()
+	// Reclaim, when set, runs when Take finds the room used up, to close idle upstream
+	// connections (pooled ones hold descriptors too, and one engine's idle pool must not starve
+	// another's dials); Take then tries once more. It runs at most once per ReclaimEvery.
+	Reclaim     func()
+	lastReclaim atomic.Int64 // unix nanoseconds
 }
+
+// ReclaimEvery is how often at most a Budget runs its Reclaim.
+const ReclaimEvery = 50 * time.Millisecond
 
 // Config is what a Budget is cut from.
 type Config struct {
@@ -186,13 +194,26 @@ func (b *Budget) Refuse(c net.Conn) {
 // Take counts a new upstream connection before it is dialled; false means the room is used up
 // (OnShed has run) and the request should be shed, not sent.
 func (b *Budget) Take() bool {
-	if b.take(false) {
+	if b.take(false) || (b.reclaim() && b.take(false)) {
 		return true
 	}
 	if b.OnShed != nil {
 		b.OnShed()
 	}
 	return false
+}
+
+// reclaim runs Reclaim unless it ran less than ReclaimEvery ago, and reports whether it ran.
+func (b *Budget) reclaim() bool {
+	if b.Reclaim == nil {
+		return false
+	}
+	now, last := time.Now().UnixNano(), b.lastReclaim.Load()
+	if now-last < int64(ReclaimEvery) || !b.lastReclaim.CompareAndSwap(last, now) {
+		return false
+	}
+	b.Reclaim()
+	return true
 }
 
 // Give ends an upstream connection Take counted.

@@ -96,3 +96,26 @@ func TestDial(t *testing.T) {
 		t.Fatalf("a failed dial: %v, %d counted", err, b.Upstreams())
 	}
 }
+
+// A Take that finds the room used up runs Reclaim (idle connections given back) and tries once
+// more; Reclaim runs at most once per ReclaimEvery.
+func TestTakeReclaims(t *testing.T) {
+	b := New(Config{Limit: 64 + 1, Upstreams: true}) // room 1
+	idle, runs := 0, 0
+	b.Reclaim = func() {
+		runs++
+		for ; idle > 0; idle-- {
+			b.Give()
+		}
+	}
+	if !b.Take() {
+		t.Fatal("the first upstream connection was refused")
+	}
+	idle = 1 // it is pooled, idle
+	if !b.Take() || runs != 1 {
+		t.Fatalf("a dial past the room with an idle connection to close: reclaim ran %d times", runs)
+	}
+	if b.Take() || runs != 1 {
+		t.Fatalf("reclaim ran %d times within ReclaimEvery, want 1", runs)
+	}
+}
