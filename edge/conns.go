@@ -6,8 +6,8 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
-	"syscall"
-	"time"
+
+	"github.com/switchyard/switchyard/internal/connlimit"
 )
 
 // Client connection limits. Without a cap, an edge at its descriptor limit keeps accepting (the
@@ -15,35 +15,8 @@ import (
 // the descriptors its disk tier and origin fetches need are gone too. So the client listener
 // admits at most max_connections (by default the descriptor limit minus a reserve for origin
 // connections, disk files and listeners); one over the cap gets a 503 and is closed at once. The
-// rule is the L7 tier's (l7/conns.go), rebuilt here because edge/ imports nothing from l7/.
-
-// connLimit counts open client connections against the cap.
-type connLimit struct {
-	max     int64
-	n       atomic.Int64
-	refused *atomic.Int64
-}
-
-// connReserve is how many descriptors stay for everything but client connections: a quarter of
-// the limit, at least 64.
-func connReserve(limit uint64) uint64 { return max(64, limit/4) }
-
-// connCap is the cap for a configured max_connections (0: automatic) under the process's
-// current descriptor limit; a configured value above the room is lowered to it.
-func connCap(configured int) int64 {
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil || rl.Cur == 0 {
-		return int64(configured)
-	}
-	room := int64(1)
-	if r := connReserve(rl.Cur); rl.Cur > r {
-		room = int64(rl.Cur - r)
-	}
-	if configured == 0 || int64(configured) > room {
-		return room
-	}
-	return int64(configured)
-}
+// rule and its counting are the L7 tier's (internal/connlimit); the edge adds the slow-reader
+// reset (cutSlow).
 
 // overloadAnswer is what a connection over the cap gets before it is closed.
 var overloadAnswer = func() []byte {
@@ -52,47 +25,30 @@ var overloadAnswer = func() []byte {
 		"Retry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }()
 
-// limitListener admits accepted connections through a connLimit; the ones over it are answered
-// 503 and closed without reaching the server.
-type limitListener struct {
-	net.Listener
-	lim *connLimit
+// limitClients caps the client listener ln under the process's descriptor limit, counting
+// refusals in refused.
+func limitClients(ln net.Listener, maxConnections int, refused *atomic.Int64) (net.Listener, *connlimit.Budget) {
+	b := connlimit.New(connlimit.Config{Limit: connlimit.NoFile(), MaxConnections: maxConnections, Answer: overloadAnswer})
+	b.OnRefuse = func() { refused.Add(1) }
+	return clientListener(ln, b), b
 }
 
-// Accept returns the next admitted connection.
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.lim.n.Add(1) <= l.lim.max || l.lim.max <= 0 {
-			return &countedConn{Conn: c, lim: l.lim}, nil
-		}
-		l.lim.n.Add(-1)
-		l.lim.refused.Add(1)
-		go refuse(c)
-	}
+// clientListener admits ln's connections through b as client connections (the plain and the
+// TLS listener share one budget).
+func clientListener(ln net.Listener, b *connlimit.Budget) net.Listener {
+	return &connlimit.Listener{Listener: ln, Budget: b, Wrap: func(c *connlimit.Conn) net.Conn { return &clientConn{Conn: c} }}
 }
 
-// refuse answers a connection over the cap and closes it, without waiting on a slow client.
-func refuse(c net.Conn) {
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = c.Write(overloadAnswer)
-	c.Close()
-}
-
-// countedConn gives its place back when closed, whoever serves it (fast path or net/http), and
-// resets a connection whose write timed out (see cutSlow).
-type countedConn struct {
-	net.Conn
-	lim      *connLimit
-	once     atomic.Bool
+// clientConn is an admitted client connection (its place comes back when it closes, whoever
+// serves it: fast path or net/http) that is reset when closed after a write timed out (see
+// cutSlow).
+type clientConn struct {
+	*connlimit.Conn
 	timedOut atomic.Bool
 }
 
 // Write remembers a write that hit its deadline, so Close resets the connection.
-func (c *countedConn) Write(p []byte) (int, error) {
+func (c *clientConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.timedOut.Store(true)
@@ -100,13 +56,10 @@ func (c *countedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the connection and ends its count once.
-func (c *countedConn) Close() error {
-	if c.once.CompareAndSwap(false, true) {
-		c.lim.n.Add(-1)
-	}
+// Close closes the connection (a reset after a timed-out write) and ends its count once.
+func (c *clientConn) Close() error {
 	if c.timedOut.Load() {
-		cutSlow(c.Conn)
+		cutSlow(c.Conn.Conn)
 	}
 	return c.Conn.Close()
 }
@@ -121,19 +74,11 @@ func cutSlow(c net.Conn) {
 	}
 }
 
-// rawConn returns the TCP connection under a countedConn, for writev (net.Buffers writes with one
+// rawConn returns the TCP connection under a clientConn, for writev (net.Buffers writes with one
 // system call only to the net package's own connections).
 func rawConn(c net.Conn) net.Conn {
-	if cc, ok := c.(*countedConn); ok {
-		return cc.Conn
+	if cc, ok := c.(*clientConn); ok {
+		return cc.Conn.Conn
 	}
 	return c
-}
-
-// CloseWrite half-closes a TCP connection (the fast path's linger and net/http use it).
-func (c *countedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
 }

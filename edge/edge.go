@@ -27,6 +27,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/httppath"
@@ -66,7 +67,7 @@ type Edge struct {
 	// acme is the TLS listener's certificates with tls.acme:, whose HTTP-01 challenges the
 	// plain listener answers; set while that listener already serves, hence atomic.
 	acme  atomic.Pointer[tlsconf.Certs]
-	conns *connLimit // client connections against max_connections, after Start
+	conns *connlimit.Budget // client connections against max_connections, after Start
 
 	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
 	id        string
@@ -178,8 +179,7 @@ func (e *Edge) Start() error {
 			// Clients are capped and a slow reader is cut (edge/conns.go); net/http's write
 			// timeout runs from each request's head to the end of its response.
 			srv.WriteTimeout = time.Duration(e.cfg.ClientTimeout)
-			e.conns = &connLimit{max: connCap(e.cfg.MaxConnections), refused: &e.stats.ConnsRefused}
-			ln = &limitListener{Listener: ln, lim: e.conns}
+			ln, e.conns = limitClients(ln, e.cfg.MaxConnections, &e.stats.ConnsRefused)
 		}
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())

@@ -88,7 +88,7 @@ func (e *Edge) startTLS() error {
 	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
-	fd.ln = &limitListener{Listener: raw, lim: e.conns}
+	fd.ln = clientListener(raw, e.conns)
 	go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: fastMaxHead})
 	go e.acceptTLS(fd, tc, h)
 	e.front = fd

@@ -26,7 +26,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 			t.Fatal(err)
 		}
 		defer c.Close()
-		for deadline := time.Now().Add(10 * time.Second); s.conns.n.Load() == 0; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); s.conns.Clients() == 0; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the proxy did not accept the connection")
 			}

@@ -69,8 +69,8 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 			continue
 		}
 		delay = 0
-		if !s.conns.admit() {
-			s.conns.refuse(c)
+		if !s.conns.Admit() {
+			s.conns.Refuse(c)
 			continue
 		}
 		s.pending.Add(1) // until tracked: Shutdown waits for it
@@ -88,7 +88,7 @@ func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	s.pending.Add(-1)
 	if !tracked {
 		c.Close()
-		s.conns.done()
+		s.conns.Done()
 		return
 	}
 	gc.serve()
@@ -131,7 +131,7 @@ func (gc *goConn) serve() {
 		gc.s.track(gc, false)
 		if !handedOff {
 			gc.c.Close()
-			gc.s.conns.done()
+			gc.s.conns.Done()
 		}
 	}()
 	// While shutting down a connection still gets one request answered (with Connection: close).
@@ -184,7 +184,7 @@ func (gc *goConn) handOff() bool {
 		// h2c with prior knowledge: the h2 engine takes the connection (engine_h2.go).
 		gc.s.track(gc, false)
 		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil, nil)
-		gc.s.conns.done()
+		gc.s.conns.Done()
 		return true
 	}
 	if gc.requests.Load() <= 1 && !isHTTP1Line(pre) && gc.s.h2cOn(gc.fallback) {
@@ -196,7 +196,7 @@ func (gc *goConn) handOff() bool {
 		gc.s.onReject(gc.raddr, errNotHTTP)
 		return false
 	}
-	conn := h1.Guard(&h1.PrefixConn{Conn: &countedConn{Conn: gc.c, n: &gc.s.conns}, Pre: pre},
+	conn := h1.Guard(&h1.PrefixConn{Conn: gc.s.conns.Track(gc.c), Pre: pre},
 		gc.s.state.Load().cfg.Limits.MaxHeaderBytes, gc.s.onReject)
 	return gc.fallback.Deliver(conn)
 }
@@ -324,15 +324,16 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 		}
 		if err != nil {
 			gc.s.passive(p, b, false, err)
-			if time.Now().Before(deadline) {
+			// Out of descriptors: another backend would need one too.
+			if time.Now().Before(deadline) && !core.LocalResource(err) {
 				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
 					ex.tried = append(ex.tried, nb)
 					continue
 				}
 			}
-			code, msg := upstreamCode(err)
+			code, msg, extra := upstreamCode(err)
 			gc.s.log.Debug("upstream error", "client", gc.remote, "error", err)
-			if gc.writeError(code, msg, nil, !bodyDone || gc.clientClose) != nil {
+			if gc.writeError(code, msg, extra, !bodyDone || gc.clientClose) != nil {
 				return 499, 0, false
 			}
 			// The unread rest of a body would be taken for the next request: close instead.
@@ -398,8 +399,8 @@ func (gc *goConn) streamUpload(uc *upConn, p *pool, b *balance.Backend, method s
 		if errors.Is(uerr, errClientBody) {
 			return 499, 0, false
 		}
-		code, msg := upstreamCode(err)
-		if gc.writeError(code, msg, nil, true) != nil {
+		code, msg, extra := upstreamCode(err)
+		if gc.writeError(code, msg, extra, true) != nil {
 			return 499, 0, false
 		}
 		return code, 0, false

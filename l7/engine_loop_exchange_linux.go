@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
@@ -136,7 +137,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	f.Close()
 	if err != nil {
 		l.s.log.Warn("l7 hand over connection", "error", err)
-		l.s.conns.done()
+		l.s.conns.Done()
 		return
 	}
 	to := "fast"
@@ -153,7 +154,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 	gc.active.Store(true) // its request is read already: busy, not idle, for Shutdown
 	if !l.s.track(gc, true) {
 		nc.Close()
-		l.s.conns.done()
+		l.s.conns.Done()
 		return
 	}
 	go func() {
@@ -164,7 +165,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 		defer l.s.track(gc, false)
 		if !gc.handOff() {
 			nc.Close()
-			l.s.conns.done()
+			l.s.conns.Done()
 		}
 	}()
 }
@@ -201,24 +202,8 @@ func (l *evLoop) connect(c *loopConn, fresh bool) bool {
 			return true
 		}
 	}
-	sa := l.sockaddr(c.b)
-	family := unix.AF_INET
-	if _, ok := sa.(*unix.SockaddrInet6); ok {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := l.dial(c.b)
 	if err != nil {
-		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
-	}
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	err = unix.Connect(fd, sa)
-	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		unix.Close(fd)
-		return l.upstreamFailed(c, fmt.Errorf("dial %s: %w", c.b.Address, err))
-	}
-	if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindUpstream); err != nil {
-		unix.Close(fd)
 		return l.upstreamFailed(c, err)
 	}
 	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
@@ -231,6 +216,38 @@ func (l *evLoop) connect(c *loopConn, fresh bool) bool {
 	c.phase = phConnect
 	c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
 	return true
+}
+
+// dial opens a non-blocking connection to b on the loop's epoll, counted against the server's
+// descriptor budget until closeUp (a connection whose dial fails gives its place back here).
+func (l *evLoop) dial(b *balance.Backend) (int, error) {
+	if !l.s.conns.Take() {
+		return -1, fmt.Errorf("dial %s: %w", b.Address, connlimit.ErrExhausted)
+	}
+	sa := l.sockaddr(b)
+	family := unix.AF_INET
+	if _, ok := sa.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		l.s.conns.Give()
+		return -1, fmt.Errorf("dial %s: %w", b.Address, err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	err = unix.Connect(fd, sa)
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		err = fmt.Errorf("dial %s: %w", b.Address, err)
+	} else {
+		err = l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindUpstream)
+	}
+	if err != nil {
+		unix.Close(fd)
+		l.s.conns.Give()
+		return -1, err
+	}
+	return fd, nil
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -448,16 +465,14 @@ func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 			return l.connect(c, true)
 		}
 	}
-	if l.retryElsewhere(c, false, err) {
+	// Out of descriptors: another backend would need one too.
+	if !core.LocalResource(err) && l.retryElsewhere(c, false, err) {
 		return true
 	}
 	l.s.passive(c.rq.rt.pool, c.b, false, err)
-	code, msg := http.StatusBadGateway, "upstream error"
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		code, msg = http.StatusGatewayTimeout, "upstream timeout"
-	}
+	code, msg, extra := upstreamCode(err)
 	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
-	c.writeError(code, msg, nil, c.clientClose)
+	c.writeError(code, msg, extra, c.clientClose)
 	l.endRequest(c, code)
 	return l.endExchange(c, true)
 }
@@ -525,4 +540,5 @@ func (l *evLoop) closeUp(u *loopUp) {
 	l.up[u.fd] = nil
 	unix.Close(u.fd)
 	u.fd = -1
+	l.s.conns.Give() // taken by dial
 }

@@ -361,6 +361,17 @@ func (s *Server) closeLoops(all bool) int {
 	return n
 }
 
+// dropIdleLoops has every loop close its idle upstream connections when it next turns (posted,
+// not waited for: it may be called on a loop).
+func (s *Server) dropIdleLoops() {
+	s.mu.Lock()
+	loops := s.loops
+	s.mu.Unlock()
+	for _, l := range loops {
+		l.post(func() { l.idle.Drain(l.closeUp) })
+	}
+}
+
 // stopLoops ends the loops once nothing is left to serve.
 func (s *Server) stopLoops() {
 	s.mu.Lock()
@@ -538,8 +549,8 @@ func (l *evLoop) accept(fd int) {
 			unix.Close(nfd)
 			continue
 		}
-		if !l.s.conns.admit() {
-			_, _ = rawWrite(nfd, overloadAnswer) // over limits.max_connections: 503 and close
+		if !l.s.conns.Admit() {
+			_, _ = rawWrite(nfd, l.s.conns.Answer()) // over max_connections or the budget: 503 and close
 			unix.Close(nfd)
 			continue
 		}
@@ -555,7 +566,7 @@ func (l *evLoop) accept(fd int) {
 			if !to.post(func() { l.s.pending.Add(-1); to.adopt(nfd, sa, ll) }) {
 				l.s.pending.Add(-1)
 				unix.Close(nfd)
-				l.s.conns.done()
+				l.s.conns.Done()
 			}
 		}
 	}
@@ -581,7 +592,7 @@ func (l *evLoop) post(fn func()) bool {
 func (l *evLoop) adopt(nfd int, sa unix.Sockaddr, ll *loopListener) {
 	if l.s.hard.Load() {
 		unix.Close(nfd)
-		l.s.conns.done()
+		l.s.conns.Done()
 		return
 	}
 	c := &loopConn{l: l, fd: nfd, ln: ll, readable: true, writable: true}
@@ -595,7 +606,7 @@ func (l *evLoop) register(c *loopConn) {
 	nfd := c.fd
 	if err := l.ctl(unix.EPOLL_CTL_ADD, nfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, kindClient); err != nil {
 		unix.Close(nfd)
-		l.s.conns.done()
+		l.s.conns.Done()
 		return
 	}
 	for nfd >= len(l.cl) {
@@ -655,7 +666,7 @@ func (l *evLoop) abort(c *loopConn, code int) {
 		c.closeNotify()
 	}
 	unix.Close(c.fd)
-	l.s.conns.done()
+	l.s.conns.Done()
 }
 
 // step runs a connection's state machine as far as its sockets allow.

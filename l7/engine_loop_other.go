@@ -20,6 +20,8 @@ func (s *Server) serveLoop(*net.TCPListener, string, *h1.Handover) error {
 
 func (s *Server) closeLoops(bool) int { return 0 }
 
+func (s *Server) dropIdleLoops() {}
+
 func (s *Server) stopLoops() {}
 
 // newTLSWire is the socket itself: without loops no connection moves.

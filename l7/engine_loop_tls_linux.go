@@ -249,7 +249,7 @@ func (s *Server) tlsToLoop(gc *goConn) bool {
 	if !l.post(func() { s.pending.Add(-1); l.adoptTLS(nfd, gc.clientConn, tc, w) }) {
 		s.pending.Add(-1)
 		unix.Close(nfd) // the loops have stopped: the server is shutting down
-		l.s.conns.done()
+		l.s.conns.Done()
 	}
 	return true
 }
@@ -258,7 +258,7 @@ func (s *Server) tlsToLoop(gc *goConn) bool {
 func (l *evLoop) adoptTLS(nfd int, cc *clientConn, tc *tls.Conn, w *tlsWire) {
 	if l.s.shutting.Load() {
 		unix.Close(nfd)
-		l.s.conns.done()
+		l.s.conns.Done()
 		return
 	}
 	c := &loopConn{clientConn: cc, l: l, fd: nfd, readable: true, writable: true, tls: tc, wire: w}

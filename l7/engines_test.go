@@ -80,8 +80,8 @@ type engineProxy struct {
 }
 
 // start serves the YAML configuration (backend addresses already passed through e.backend) on a
-// loopback port with this engine.
-func (e engine) start(t *testing.T, yamlText string) *engineProxy {
+// loopback port with this engine, with extra options.
+func (e engine) start(t *testing.T, yamlText string, extra ...Option) *engineProxy {
 	t.Helper()
 	cfg, err := ParseConfig([]byte(yamlText))
 	if err != nil {
@@ -91,7 +91,7 @@ func (e engine) start(t *testing.T, yamlText string) *engineProxy {
 	if e.noLoops {
 		opts = append(opts, WithoutEventLoops())
 	}
-	s, err := NewServer(cfg, opts...)
+	s, err := NewServer(cfg, append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

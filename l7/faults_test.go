@@ -324,7 +324,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 		t.Errorf("h2 request served as %s", resp.Proto)
 	}
 	tr.CloseIdleConnections()
-	waitFor(t, "the connection count to return to zero", func() bool { return s.conns.n.Load() == 0 })
+	waitFor(t, "the connection count to return to zero", func() bool { return s.conns.Clients() == 0 })
 }
 
 // A local resource failure (out of descriptors, memory, socket buffers) is the proxy's own,
@@ -351,23 +351,5 @@ pools: [{name: p, backends: [{address: %q}], outlier: {consecutive_errors: 2, ej
 	}
 	if !be.Ejected() {
 		t.Error("refused connections did not eject the backend")
-	}
-}
-
-// The connection cap: an explicit max_connections under the descriptor room is kept, 0 and
-// values above the room become the room (the limit minus its reserve).
-func TestConnectionCap(t *testing.T) {
-	for i, c := range []struct {
-		configured int
-		limit      uint64
-		want       int64
-	}{
-		{0, 20000, 15000}, {100, 20000, 100}, {50000, 20000, 15000}, {0, 128, 64}, {0, 0, 0}, {7, 0, 7},
-	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if got := connCap(c.configured, c.limit); got != c.want {
-				t.Errorf("max_connections %d under limit %d: cap %d, want %d", c.configured, c.limit, got, c.want)
-			}
-		})
 	}
 }

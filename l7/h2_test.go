@@ -95,24 +95,9 @@ func TestH2EngineServesThroughTheCore(t *testing.T) {
 // unchanged against the h2 engine.
 func (p *engineProxy) dialH2(t *testing.T) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	var nc net.Conn
-	var err error
-	scheme := "http"
-	if p.tls {
-		scheme = "https"
-		nc, err = tls.Dial("tcp", p.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test certificate
-	} else {
-		nc, err = net.Dial("tcp", p.addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := (&http2.Transport{}).NewClientConn(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, scheme := dialH2Conn(t, p)
 	mine, theirs := net.Pipe()
-	t.Cleanup(func() { mine.Close(); theirs.Close(); cc.Close() })
+	t.Cleanup(func() { mine.Close(); theirs.Close() })
 	go func() {
 		defer theirs.Close()
 		br := bufio.NewReader(theirs)

@@ -374,5 +374,5 @@ func TestH2IdleConnectionGoesAway(t *testing.T) {
 	if _, err := h.fr.ReadFrame(); err == nil {
 		t.Errorf("connection still open after GOAWAY")
 	}
-	waitFor(t, "client connections counted back", func() bool { return p.s.conns.n.Load() == 0 })
+	waitFor(t, "client connections counted back", func() bool { return p.s.conns.Clients() == 0 })
 }

@@ -263,8 +263,8 @@ func modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// proxyError turns transport errors into statuses: 503 when no backend is available, 504 on a
-// timeout, 502 otherwise.
+// proxyError turns transport errors into statuses: 503 when no backend is available or the
+// proxy is out of descriptors, 504 on a timeout, 502 otherwise.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := http.StatusBadGateway, "upstream error"
 	var ne net.Error
@@ -272,6 +272,11 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errNoBackend):
 		code, msg = http.StatusServiceUnavailable, "no available backend"
 		w.Header().Set("Retry-After", "1")
+	case core.LocalResource(err):
+		w.Header().Set("Retry-After", "1") // shed: the proxy is out of descriptors
+		w.Header().Set("X-Load-Shed", "1")
+		fail(w, r, http.StatusServiceUnavailable, localShedMsg, true)
+		return
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		code, msg = http.StatusGatewayTimeout, "upstream timeout"
 	case errors.Is(err, context.Canceled):
@@ -345,7 +350,8 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 				s.passive(p, b, false, err)
 			}
 			lastErr = fmt.Errorf("forward to %s: %w", b.Address, err)
-			if again && s.spendRetry(p) {
+			// Out of descriptors: another backend would need one too.
+			if again && !core.LocalResource(err) && s.spendRetry(p) {
 				continue
 			}
 			return nil, lastErr

@@ -138,8 +138,9 @@ pools: [{name: p%d, backends: [{address: %q}, {address: "127.0.0.1:%d"}]}]
 		for _, mf := range mfs {
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
-					// scope global and connections are the server's own, not a configuration's
-					serverScope := l.GetValue() == "global" || l.GetValue() == "connections"
+					// scopes global, connections and upstream_connections are the server's own, not a
+					// configuration's
+					serverScope := l.GetValue() == "global" || l.GetValue() == "connections" || l.GetValue() == "upstream_connections"
 					if l.GetName() == "route" || l.GetName() == "pool" || l.GetName() == "scope" && !serverScope {
 						n++
 						names[l.GetValue()] = true

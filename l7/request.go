@@ -205,14 +205,19 @@ func (cc *clientConn) responseTokens() bool {
 	return upClose
 }
 
-// upstreamCode is the status and message for an upstream failure before any response byte:
-// 504 on a timeout, 502 otherwise.
-func upstreamCode(err error) (int, string) {
+// upstreamCode is the status, message and extra header fields for an upstream failure before
+// any response byte, on every engine: 503 with Retry-After when the proxy itself ran out of
+// descriptors (its budget or a real EMFILE: shed, not the backend's fault), 504 on a timeout,
+// 502 otherwise.
+func upstreamCode(err error) (int, string, []byte) {
+	if core.LocalResource(err) {
+		return http.StatusServiceUnavailable, localShedMsg, core.ShedHeaders
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return http.StatusGatewayTimeout, "upstream timeout"
+		return http.StatusGatewayTimeout, "upstream timeout", nil
 	}
-	return http.StatusBadGateway, "upstream error"
+	return http.StatusBadGateway, "upstream error", nil
 }
 
 // observe records metrics and the access log line of a request, with pre-resolved series so

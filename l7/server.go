@@ -17,8 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/h3"
@@ -50,7 +49,7 @@ type Server struct {
 	noH2C    map[*h1.Handover]bool   // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
 	altSvc   map[*h1.Handover][]byte // TLS listeners with HTTP/3: their Alt-Svc header line
 	h3       []*h3.Server            // the HTTP/3 listeners (l7/http3.go)
-	conns    connLimit               // client connections against limits.max_connections
+	conns    *connlimit.Budget       // client and upstream connections against the descriptor room (conns.go)
 	shutting atomic.Bool             // stop accepting, close connections at their next request boundary
 	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
 	// connection accepted while shutting down still gets its request answered: after an upgrade
@@ -72,6 +71,9 @@ type Server struct {
 	// anything serves; their HTTP-01 challenges are answered on every plain listener.
 	acme        []*tlsconf.Certs
 	acmeMetrics *tlsconf.Metrics
+	// fdLimit, when set, is the descriptor limit the budget is cut from instead of the process's
+	// (tests: a small budget without lowering the test binary's own limit).
+	fdLimit uint64
 }
 
 // Option tunes NewServer.
@@ -98,14 +100,8 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	s.conns.max = connCap(cfg.Limits.MaxConnections, raiseNoFile())
-	shedConns := s.metrics.shed.WithLabelValues("connections")
-	s.conns.onShed = shedConns.Inc
+	s.conns = s.newBudget(cfg.Limits.MaxConnections)
 	s.acmeMetrics = tlsconf.NewMetrics(s.metrics.reg)
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "switchyard_l7_client_connections",
-		Help: "Open client connections (counted against limits.max_connections).",
-	}, func() float64 { return float64(s.conns.n.Load()) }))
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
 	}
@@ -191,7 +187,7 @@ func (s *Server) httpServer(h http.Handler, h2c bool, scheme string) *http.Serve
 				g.SetActive(cs == http.StateActive)
 			}
 			if _, ok := c.(*tls.Conn); ok && (cs == http.StateClosed || cs == http.StateHijacked) {
-				s.conns.done() // an HTTP/2 connection ServeTLS admitted
+				s.conns.Done() // an HTTP/2 connection ServeTLS admitted
 			}
 		},
 	}
@@ -273,8 +269,8 @@ func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error
 				continue
 			}
 			delay = 0
-			if !s.conns.admit() {
-				s.conns.refuse(raw)
+			if !s.conns.Admit() {
+				s.conns.Refuse(raw)
 				continue
 			}
 			s.pending.Add(1) // until tracked: Shutdown waits for it
@@ -294,7 +290,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		s.conns.done()
+		s.conns.Done()
 		s.pending.Add(-1)
 		return
 	}
@@ -302,7 +298,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	if cs.NegotiatedProtocol == tlsconf.ACMETLS1 {
 		// A TLS-ALPN-01 validation: the CA wanted the certificate and sends no request.
 		c.Close()
-		s.conns.done()
+		s.conns.Done()
 		s.pending.Add(-1)
 		return
 	}
@@ -310,7 +306,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
 		s.serveH2(c, "https", &cs, s.altSvcOf(conns))
-		s.conns.done()
+		s.conns.Done()
 		return
 	}
 	// HTTP/1.1 over TLS takes the goroutine engine; it hands over to srv like plain HTTP.

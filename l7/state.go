@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/health"
@@ -55,11 +56,13 @@ type pool struct {
 	picker    balance.Picker
 	sticky    *balance.Sticky
 	transport http.RoundTripper
-	closeIdle func() // closes idle upstream connections; the pool is retired
-	scheme    string
-	gate      *limit.Gate
-	budget    *limit.RetryBudget
-	detector  *health.Detector
+	// checkTransport carries the active health checks, outside the descriptor budget.
+	checkTransport http.RoundTripper
+	closeIdle      func() // closes idle upstream connections; the pool is retired
+	scheme         string
+	gate           *limit.Gate
+	budget         *limit.RetryBudget
+	detector       *health.Detector
 	// ipOnly: every backend is given as an IP address, so the event loops can connect to any of
 	// them themselves (they hand requests to host-name pools to the goroutine engine, before
 	// admission, so nothing is counted twice).
@@ -162,15 +165,19 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 		p.sticky = balance.NewSticky(p.picker, p.backends, pc.Sticky.Cookie)
 		p.picker = p.sticky
 	}
-	var closeTransport func()
-	p.transport, closeTransport = newTransport(pc)
+	// Requests dial through the descriptor budget; health checks through a transport of their
+	// own that does not, so that they keep working (on the reserve) when requests fill it.
+	transport, closeForward := newTransport(pc, s.conns.Dial)
+	check, closeCheck := newTransport(pc, nil)
+	p.transport, p.checkTransport = transport, check
+	closeTransport := func() { closeForward(); closeCheck() }
 	p.closeIdle = closeTransport
 	switch pc.Protocol {
 	case "h2":
 		p.scheme = "https"
 	case "h2c":
 	default:
-		p.up = newUpstreams(pc)
+		p.up = newUpstreams(pc, s.conns)
 		// A pool is closed only when its configuration is retired (reload, stop): connections
 		// still busy then are closed when their responses end instead of pooled.
 		p.closeIdle = func() { closeTransport(); p.up.closeIdle(true) }
@@ -208,7 +215,7 @@ func (s *Server) startHealth(st *state) {
 		}
 		c := health.NewChecker(health.Check{Path: h.Path, GRPC: h.Type == "grpc", Service: h.Service, Interval: h.Interval, Timeout: h.Timeout,
 			Rise: h.Rise, Fall: h.Fall, Expect: h.Expect, Scheme: p.scheme, Local: core.LocalResource},
-			&http.Client{Transport: p.transport},
+			&http.Client{Transport: p.checkTransport},
 			func(b *balance.Backend, healthy bool) {
 				s.metrics.healthy.WithLabelValues(p.name, b.Address).Set(boolGauge(healthy))
 				s.log.Info("backend health", "pool", p.name, "backend", b.Address, "healthy", healthy)
@@ -217,11 +224,17 @@ func (s *Server) startHealth(st *state) {
 	}
 }
 
-// newTransport builds a pooled upstream transport for the pool's protocol.
-func newTransport(pc Pool) (http.RoundTripper, func()) {
+// newTransport builds a pooled upstream transport for the pool's protocol. counted, when set,
+// wraps its dialer so that every connection it opens is counted against the descriptor budget
+// until closed (an HTTP/2 client's streams may open many).
+func newTransport(pc Pool, counted func(connlimit.DialFunc) connlimit.DialFunc) (http.RoundTripper, func()) {
 	dialer := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
+	dial := connlimit.DialFunc(dialer.DialContext)
+	if counted != nil {
+		dial = counted(dial)
+	}
 	t := &http.Transport{
-		DialContext:           dialer.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   pc.MaxIdlePerBackend,
 		IdleConnTimeout:       pc.Timeouts.Idle,

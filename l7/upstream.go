@@ -1,11 +1,13 @@
 package l7
 
 import (
+	"context"
 	"net"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
@@ -30,13 +32,14 @@ type upstreams struct {
 	idle    *core.Idle[*balance.Backend, *upConn]
 	maxIdle int
 	idleFor time.Duration
-	dialer  net.Dialer
+	dialer  connlimit.DialFunc // counts each connection against the server's descriptor budget
 	closed  bool
 }
 
-func newUpstreams(pc Pool) *upstreams {
+func newUpstreams(pc Pool, budget *connlimit.Budget) *upstreams {
+	d := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
 	return &upstreams{idle: core.NewIdle[*balance.Backend, *upConn](), maxIdle: pc.MaxIdlePerBackend,
-		idleFor: pc.Timeouts.Idle, dialer: net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}}
+		idleFor: pc.Timeouts.Idle, dialer: budget.Dial(d.DialContext)}
 }
 
 func closeUpConn(uc *upConn) { uc.Conn.Close() }
@@ -62,7 +65,7 @@ func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
 }
 
 func (u *upstreams) dial(b *balance.Backend) (*upConn, error) {
-	c, err := u.dialer.Dial("tcp", b.Address)
+	c, err := u.dialer(context.Background(), "tcp", b.Address)
 	if err != nil {
 		return nil, err
 	}
