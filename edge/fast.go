@@ -299,7 +299,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 		return hr, false
 	}
 	sp := bytes.IndexByte(line, ' ')
-	if sp <= 0 || string(line[sp+1:]) != "HTTP/1.1" || !plainTarget(line[:sp]) {
+	if sp <= 0 || string(line[sp+1:]) != "HTTP/1.1" || !h1.PlainTarget(line[:sp]) {
 		return hr, false
 	}
 	hr.target = line[:sp]
@@ -308,7 +308,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 	}
 	hosts, conns := 0, 0
 	for _, f := range h.Fields {
-		if !validFieldValue(f.Value) {
+		if h1.HasCTL(f.Value) {
 			return hr, false // net/http refuses it: let it answer
 		}
 		n := f.Name
@@ -320,7 +320,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 			hr.fromTier = fc.fs.e.tierAuthentic(f.Value) // a lower tier asks: counted in the upper role
 		case bytes.EqualFold(n, []byte("Connection")):
 			// net/http looks at the first Connection field only; two are left to it.
-			hr.close = hasToken(f.Value, "close")
+			hr.close = h1.HasToken(f.Value, "close")
 			conns++
 		case len(n) > 3 && bytes.EqualFold(n[:3], []byte("If-")),
 			bytes.EqualFold(n, []byte("Range")),
@@ -330,7 +330,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 			return hr, false
 		}
 	}
-	return hr, hosts == 1 && conns <= 1 && plainHost(hr.host)
+	return hr, hosts == 1 && conns <= 1 && h1.PlainHost(hr.host)
 }
 
 // serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
@@ -368,7 +368,7 @@ func (fc *fastConn) answerHit(end int) (keep, ok bool) {
 	if !ok {
 		return false, false
 	}
-	// The same key and checks as Edge.serveCacheable; plainTarget guarantees that the target is
+	// The same key and checks as Edge.serveCacheable; h1.PlainTarget guarantees that the target is
 	// what net/http's URL.RequestURI() gives back for it.
 	primary := primaryKey(string(hr.host), string(hr.target))
 	if path, _, _ := bytes.Cut(hr.target, []byte("?")); string(path) == rttPath {
@@ -541,66 +541,3 @@ func renderHitHead(ent *store.Entry) *hitHead {
 	}
 	return hh
 }
-
-// plainTarget reports an origin-form target whose bytes net/http's URL.RequestURI() gives back
-// unchanged: a path of unreserved characters and the sub-delimiters a path keeps unescaped, and
-// an optional query of visible ASCII. Escapes and anything unusual go to net/http.
-func plainTarget(t []byte) bool {
-	if len(t) == 0 || t[0] != '/' {
-		return false
-	}
-	i := 0
-	for ; i < len(t) && t[i] != '?'; i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			bytes.IndexByte([]byte("-._~/$&+,:;=@"), c) >= 0) {
-			return false
-		}
-	}
-	for ; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c >= 0x7f || c == '#' {
-			return false
-		}
-	}
-	return true
-}
-
-// plainHost accepts host names, IPv4 and bracketed IPv6 addresses with an optional port.
-func plainHost(h []byte) bool {
-	if len(h) == 0 {
-		return false
-	}
-	for _, c := range h {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == ':' || c == '[' || c == ']') {
-			return false
-		}
-	}
-	return true
-}
-
-// validFieldValue rejects control characters other than HTAB, as net/http does.
-func validFieldValue(v []byte) bool {
-	for _, c := range v {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// hasToken reports whether v holds token as a list element, matching the way net/http reads a
-// Connection field: case-insensitive, delimited by spaces, tabs or commas.
-func hasToken(v []byte, token string) bool {
-	for i := 0; i+len(token) <= len(v); i++ {
-		if !bytes.EqualFold(v[i:i+len(token)], []byte(token)) {
-			continue
-		}
-		if (i == 0 || isTokenBoundary(v[i-1])) && (i+len(token) == len(v) || isTokenBoundary(v[i+len(token)])) {
-			return true
-		}
-	}
-	return false
-}
-
-func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }

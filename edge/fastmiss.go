@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // The fast path's own answer to every request it can read but not answer from a fresh memory
@@ -35,7 +37,7 @@ const fastWriteBatch = 64 << 10
 // ownable reports whether the fast path may answer the parsed request (GET or HEAD over HTTP/1.1
 // without a body) through the cache's full path itself. What it refuses (and lendable accepts) is lent to net/http, whose reading of
 // these odd shapes is the reference: a target that is not in origin form (absolute form, "*") or
-// does not parse, no Host or several, a Host value outside plainHost's alphabet, several
+// does not parse, no Host or several, a Host value that is not plain (h1.PlainHost), several
 // Connection fields (net/http reads only the first). Bodies, Expect, Upgrade and HTTP/1.0 are not
 // lendable either: they are handed over for good.
 func (fc *fastConn) ownable() bool {
@@ -57,13 +59,13 @@ func (fc *fastConn) ownable() bool {
 	}
 	hosts, conns := 0, 0
 	for _, f := range fc.head.Fields {
-		if !validFieldValue(f.Value) {
+		if h1.HasCTL(f.Value) {
 			return false
 		}
 		switch {
 		case bytes.EqualFold(f.Name, []byte("Host")):
 			hosts++
-			if !plainHost(f.Value) {
+			if !h1.PlainHost(f.Value) {
 				return false
 			}
 		case bytes.EqualFold(f.Name, []byte("Connection")):
@@ -106,7 +108,7 @@ func (fc *fastConn) request(ctx context.Context) (*http.Request, bool) {
 	r := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Host: host, RequestURI: target, RemoteAddr: fc.c.RemoteAddr().String(),
-		Body: http.NoBody, Close: hasToken([]byte(h.Get("Connection")), "close"),
+		Body: http.NoBody, Close: h1.HasToken([]byte(h.Get("Connection")), "close"),
 	}
 	return r.WithContext(ctx), true
 }
@@ -340,7 +342,7 @@ func (w *fastWriter) sendHead() {
 	if w.chunking {
 		del("Content-Length")
 	}
-	if w.closeAfter && !hasToken([]byte(h.Get("Connection")), "close") {
+	if w.closeAfter && !h1.HasToken([]byte(h.Get("Connection")), "close") {
 		del("Connection")
 		conn = "close"
 	}

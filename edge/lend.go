@@ -12,8 +12,8 @@ import (
 // Lending one request to net/http. Misses, revalidations, stale entries, ranges and the other
 // requests a fresh memory hit does not answer are served on the fast connection itself
 // (edge/fastmiss.go). What is lent is only what net/http's reading is the reference for, without
-// a body: a target not in origin form (absolute form, "*"), a Host missing, repeated or outside
-// plainHost's alphabet, several Connection fields, a target url.ParseRequestURI refuses (the
+// a body: a target not in origin form (absolute form, "*"), a Host missing, repeated or not plain
+// (h1.PlainHost), several Connection fields, a target url.ParseRequestURI refuses (the
 // rules in fastConn.ownable). net/http answers that one request (often a 400) and, when it
 // keeps the connection, it comes back to the fast path. Requests with a body, Expect, Upgrade
 // and HTTP/1.0 are not lent: they are handed over for good (edge/fast.go).
