@@ -45,7 +45,7 @@ type Edge struct {
 	upstream  *upstream
 	heuristic cachecontrol.Heuristic
 
-	// passes are the request fields forwarded as the client sent them (edge/forwarding.go).
+	// passes are the request fields forwarded as the client sent them (edge/requestheaders.go).
 	passes map[string]bool
 
 	// fills are the upstream fetches in flight, by variant key (request collapsing).
@@ -474,7 +474,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 
 // upstreamRequest builds the request sent upstream for client request r: same URI and Host,
 // end-to-end headers only, the forwarding fields set by the edge and the override fields
-// stripped (edge/forwarding.go).
+// stripped (edge/requestheaders.go).
 func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method string, body interface {
 	Read([]byte) (int, error)
 	Close() error
@@ -492,7 +492,7 @@ func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method stri
 		out.Body = body
 	}
 	copyHeader(out.Header, r.Header)
-	e.forwardingFields(out.Header, r) // edge/forwarding.go
+	e.forwardingFields(out.Header, r) // edge/requestheaders.go
 	return out
 }
 
