@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/fastpath"
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
@@ -61,8 +62,8 @@ type Edge struct {
 
 	servers []*http.Server
 	addrs   []net.Addr
-	fast    *fastServer // the client listener's fast path; nil when disabled or not started
-	front   *frontDoor  // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
+	fast    *fastpath.Server // the client listener's fast path; nil when disabled or not started
+	front   *frontDoor       // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
 	// acme is the TLS listener's certificates with tls.acme:, whose HTTP-01 challenges the
 	// plain listener answers; set while that listener already serves, hence atomic.
 	acme  atomic.Pointer[tlsconf.Certs]
@@ -171,7 +172,7 @@ func (e *Edge) Start() error {
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: clientReadHeader, IdleTimeout: clientIdle,
 			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug), ConnState: guardState}
 		fast := client && !e.cfg.DisableFastPath
 		if client {
@@ -185,14 +186,14 @@ func (e *Edge) Start() error {
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
 			// Heads and chunked bodies are screened by internal/h1, as on the fast path's hand-over.
-			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
+			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: clientMaxHead})
 			return nil
 		}
 		// Fresh memory hits are answered on the fast path; it hands every other connection over
-		// to srv (edge/fast.go).
-		e.fast = newFastServer(e, ln)
-		go srv.Serve(e.fast.fallback)
-		go e.fast.serve()
+		// to srv (edge/fastpath).
+		e.fast = e.newFastPath(ln)
+		go srv.Serve(e.fast.Fallback())
+		go e.fast.Serve()
 		return nil
 	}
 	if err := bind(e.cfg.Listen, e, true); err != nil {
@@ -232,7 +233,7 @@ func (e *Edge) AdminAddr() string {
 func (e *Edge) Close() error {
 	var errs []error
 	if e.fast != nil {
-		e.fast.close(2 * time.Second)
+		e.fast.Close(2 * time.Second)
 	}
 	if e.front != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

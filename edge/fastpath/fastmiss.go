@@ -1,4 +1,4 @@
-package edge
+package fastpath
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 // The fast path's own answer to every request it can read but not answer from a fresh memory
 // hit: misses, revalidations, stale entries, ranges, preconditions, request cache directives,
 // disk-only bodies, Vary mismatches, pass-through URLs and the RTT endpoint. Lending such a
-// request to net/http (edge/lend.go) cost a net/http connection state and goroutine per request
+// request to net/http (lend.go) cost a net/http connection state and goroutine per request
 // and several goroutine hops, and a miss took about 4 ms against Varnish's 2.6 ms. Here the
 // connection's own goroutine builds the *http.Request net/http would have built from the head
-// already parsed, runs the one cache path (Edge.ServeHTTP: the fill and collapse machinery, the
+// already parsed, runs the one cache path (Cache.ServeHTTP: the fill and collapse machinery, the
 // RFC 9111 rules, stale-if-error, the forwarding fields, request_headers, tiering) and the
 // response goes straight to the client connection through fastWriter, which frames it exactly as
 // net/http's server does (chunked or with a length, Date, a sniffed Content-Type, Connection:
@@ -113,7 +113,7 @@ func (fc *fastConn) request(ctx context.Context) (*http.Request, bool) {
 	return r.WithContext(ctx), true
 }
 
-// serveOwn answers the request whose head (end bytes) is buffered through Edge.ServeHTTP, writing
+// serveOwn answers the request whose head (end bytes) is buffered through Cache.ServeHTTP, writing
 // the response on the connection, and reports whether the connection may serve another request.
 // It returns ok false, with nothing consumed or written, when net/http is to answer it instead.
 func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
@@ -124,10 +124,10 @@ func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
 		return false, false
 	}
 	fc.in.Consume(end)
-	fc.fs.e.stats.FastMiss.Add(1)
+	fc.fs.cache.ServedOwn()
 	w := fastWriter{fc: fc, req: r, head: r.Method == http.MethodHead, header: make(http.Header), clen: -1,
 		out: fc.out[:0], pend: fc.pend[:0]}
-	if d := time.Duration(fc.fs.e.cfg.ClientTimeout); d > 0 {
+	if d := fc.fs.cfg.ClientTimeout; d > 0 {
 		// net/http's write timeout runs from the request head to the end of its response.
 		fc.wdeadline = time.Now().Add(d)
 		_ = fc.c.SetWriteDeadline(fc.wdeadline)
@@ -137,21 +137,21 @@ func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
 			// A handler that panics aborts the response (http.ErrAbortHandler: a body cut
 			// short); the connection is closed without completing it, as net/http does.
 			if p != http.ErrAbortHandler {
-				fc.fs.e.log.Error("edge: panic serving a request", "panic", p)
+				fc.fs.cfg.Log.Error("edge: panic serving a request", "panic", p)
 			}
 			keep, ok = false, true
 			fc.closing = false
 		}
 		fc.out, fc.pend = w.out[:0], w.pend[:0]
 	}()
-	fc.fs.e.ServeHTTP(&w, r)
+	fc.fs.cache.ServeHTTP(&w, r)
 	keep = w.finish()
 	fc.closing = w.closeAfter && w.err == nil
 	return keep, true
 }
 
 // fastWriter is the http.ResponseWriter of a request the fast path answers through
-// Edge.ServeHTTP. It follows net/http's server (chunkWriter.writeHeader) in every choice a client
+// Cache.ServeHTTP. It follows net/http's server (chunkWriter.writeHeader) in every choice a client
 // can see: the header fields sorted (http.Header.WriteSubset) followed by Date, Content-Length,
 // Content-Type, Connection and Transfer-Encoding when net/http adds them; a Content-Length for a
 // handler that ends within fastChunkingSize bytes without flushing, chunked framing otherwise;
@@ -400,17 +400,17 @@ func (w *fastWriter) flushOut() {
 }
 
 // writeBufs writes bufs (out first) with one writev and empties out; a write that hits the
-// client timeout makes the connection's close a reset (cutSlow).
+// client timeout makes the connection's close a reset (Config.Cut).
 func (w *fastWriter) writeBufs(bufs net.Buffers) {
 	out := w.out
 	var err error
 	if len(bufs) == 1 {
 		_, err = w.fc.c.Write(out)
 	} else {
-		_, err = bufs.WriteTo(rawConn(w.fc.c))
+		_, err = bufs.WriteTo(w.fc.fs.cfg.Raw(w.fc.c))
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		cutSlow(rawConn(w.fc.c))
+		w.fc.fs.cfg.Cut(w.fc.fs.cfg.Raw(w.fc.c))
 	}
 	if err != nil && w.err == nil {
 		w.err = err
