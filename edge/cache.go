@@ -553,7 +553,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	reqCC := cachecontrol.RequestDirectives(r.Header)
 	reqTime := time.Now()
 	e.stats.OriginRequests.Add(1)
-	resp, err := e.fetchUpstream(req) // edge/lenient.go
+	resp, err := e.fetchUpstream(req) // edge/tier.go
 	respTime := time.Now()
 
 	if (err != nil || resp.StatusCode >= 500) && e.fillFailed(f, r, stored, reqCC, resp, err, respTime) {

@@ -49,7 +49,7 @@ type Config struct {
 	// (edge/route.go); requests for other hosts go to Origin.
 	Origins []OriginConfig `yaml:"origins"`
 	// DisableFastPath serves every request through net/http instead of answering fresh memory
-	// hits on the HTTP/1.1 fast path (see edge/fast.go); for comparisons and diagnosis.
+	// hits on the HTTP/1.1 fast path (see edge/fastpath/fast.go); for comparisons and diagnosis.
 	DisableFastPath bool `yaml:"disable_fast_path"`
 	// RulesConfig (edge/rulesconfig.go): targeted cache control, request headers, client limits.
 	RulesConfig `yaml:",inline"`

@@ -29,14 +29,14 @@ func TestCloseAnswersAFreshConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			for deadline := time.Now().Add(10 * time.Second); e.fast.trackedLen() < 1; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(10 * time.Second); e.fast.Open() < 1; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the edge did not accept the connection")
 				}
 			}
 			done := make(chan error, 1)
 			go func() { done <- e.Close() }()
-			for !e.fast.closing.Load() {
+			for !e.fast.Closing() {
 				time.Sleep(time.Millisecond)
 			}
 			time.Sleep(100 * time.Millisecond) // several passes of the idle sweep
@@ -55,11 +55,4 @@ func TestCloseAnswersAFreshConnection(t *testing.T) {
 			}
 		})
 	}
-}
-
-// trackedLen is how many connections the fast path serves (tests).
-func (fs *fastServer) trackedLen() int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return len(fs.conns)
 }

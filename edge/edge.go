@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/fastpath"
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
@@ -46,7 +47,7 @@ type Edge struct {
 	upstream  *upstream
 	heuristic cachecontrol.Heuristic
 
-	// passes are the request fields forwarded as the client sent them (edge/forwarding.go).
+	// passes are the request fields forwarded as the client sent them (edge/requestheaders.go).
 	passes map[string]bool
 
 	// fills are the upstream fetches in flight, by variant key (request collapsing).
@@ -62,8 +63,8 @@ type Edge struct {
 
 	servers []*http.Server
 	addrs   []net.Addr
-	fast    *fastServer // the client listener's fast path; nil when disabled or not started
-	front   *frontDoor  // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
+	fast    *fastpath.Server // the client listener's fast path; nil when disabled or not started
+	front   *frontDoor       // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
 	// acme is the TLS listener's certificates with tls.acme:, whose HTTP-01 challenges the
 	// plain listener answers; set while that listener already serves, hence atomic.
 	acme  atomic.Pointer[tlsconf.Certs]
@@ -172,7 +173,7 @@ func (e *Edge) Start() error {
 		if err != nil {
 			return fmt.Errorf("start edge: listen on %s: %w", addr, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: clientReadHeader, IdleTimeout: clientIdle,
 			ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug), ConnState: guardState}
 		fast := client && !e.cfg.DisableFastPath
 		if client {
@@ -185,14 +186,14 @@ func (e *Edge) Start() error {
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
 			// Heads and chunked bodies are screened by internal/h1, as on the fast path's hand-over.
-			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: fastMaxHead})
+			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: clientMaxHead})
 			return nil
 		}
 		// Fresh memory hits are answered on the fast path; it hands every other connection over
-		// to srv (edge/fast.go).
-		e.fast = newFastServer(e, ln)
-		go srv.Serve(e.fast.fallback)
-		go e.fast.serve()
+		// to srv (edge/fastpath).
+		e.fast = e.newFastPath(ln)
+		go srv.Serve(e.fast.Fallback())
+		go e.fast.Serve()
 		return nil
 	}
 	if err := bind(e.cfg.Listen, e, true); err != nil {
@@ -232,7 +233,7 @@ func (e *Edge) AdminAddr() string {
 func (e *Edge) Close() error {
 	var errs []error
 	if e.fast != nil {
-		e.fast.close(2 * time.Second)
+		e.fast.Close(2 * time.Second)
 	}
 	if e.front != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -474,7 +475,7 @@ func (e *Edge) passThrough(w http.ResponseWriter, r *http.Request) int {
 
 // upstreamRequest builds the request sent upstream for client request r: same URI and Host,
 // end-to-end headers only, the forwarding fields set by the edge and the override fields
-// stripped (edge/forwarding.go).
+// stripped (edge/requestheaders.go).
 func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method string, body interface {
 	Read([]byte) (int, error)
 	Close() error
@@ -492,7 +493,7 @@ func (e *Edge) upstreamRequest(ctx context.Context, r *http.Request, method stri
 		out.Body = body
 	}
 	copyHeader(out.Header, r.Header)
-	e.forwardingFields(out.Header, r) // edge/forwarding.go
+	e.forwardingFields(out.Header, r) // edge/requestheaders.go
 	return out
 }
 

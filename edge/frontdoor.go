@@ -85,11 +85,11 @@ func (e *Edge) startTLS() error {
 		}
 		h = fd.h3.Advertise(e)
 	}
-	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: fastReadHeader, IdleTimeout: fastIdle,
+	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: clientReadHeader, IdleTimeout: clientIdle,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
 	fd.ln = clientListener(raw, e.conns)
-	go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: fastMaxHead})
+	go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: clientMaxHead})
 	go e.acceptTLS(fd, tc, h)
 	e.front = fd
 	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
@@ -121,7 +121,7 @@ func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) 
 	for i, c := range udp {
 		conns[i] = c
 	}
-	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: fastMaxHead, IdleTimeout: fastIdle, Log: e.log})
+	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, Log: e.log})
 }
 
 // acceptTLS takes the TLS port's connections: each is handshaken on a goroutine of its own
@@ -146,7 +146,7 @@ func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
 
 // serveTLS handshakes one connection and serves it by the protocol ALPN chose.
 func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
-	_ = c.SetDeadline(time.Now().Add(fastReadHeader))
+	_ = c.SetDeadline(time.Now().Add(clientReadHeader))
 	if err := c.Handshake(); err != nil {
 		c.Close()
 		return
@@ -163,7 +163,7 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		}
 		return
 	}
-	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: fastMaxHead, IdleTimeout: fastIdle, PrefaceTimeout: fastReadHeader,
+	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
 		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: c.RemoteAddr().String(), TLS: &st})
 	})

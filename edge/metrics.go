@@ -48,7 +48,7 @@ type Stats struct {
 	// Lent counts requests the fast path had net/http answer alone, keeping the connection.
 	Lent atomic.Int64
 	// FastMiss counts requests the fast path answered through the cache's full path on its own
-	// connection (misses, revalidations, stale entries, ranges...; edge/fastmiss.go).
+	// connection (misses, revalidations, stale entries, ranges...; edge/fastpath/fastmiss.go).
 	FastMiss atomic.Int64
 	// StaleMidBody counts stale entries served because the origin's replacement broke off after
 	// its response head (edge/cache.go holdForStale).

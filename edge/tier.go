@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchyard/switchyard/edge/origin"
 )
 
 // TierHeader marks a request a lower-tier edge sends to its upper tier. The upper tier fetches
@@ -51,18 +52,9 @@ type tier struct {
 type rankedTiers = atomic.Pointer[[]*tier]
 
 func newUpstream(e *Edge, cfg Config) (*upstream, error) {
-	dialPlain, dialTLS := teDialers(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
 	u := &upstream{
-		e: e,
-		transport: &http.Transport{
-			Proxy:               nil,       // the origin is addressed directly, never through an environment proxy
-			DialContext:         dialPlain, // edge/tefix.go: transfer codings Go's client refuses
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true, // pass encodings through untouched; Vary handles variants
-			DialTLSContext:      dialTLS,
-		},
+		e:         e,
+		transport: origin.NewTransport(), // transfer codings Go's client refuses: edge/origin
 		stop:      make(chan struct{}),
 		probeDone: make(chan struct{}),
 	}
@@ -153,6 +145,19 @@ func (u *upstream) do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.OriginBytes[role]}
+	return resp, nil
+}
+
+// fetchUpstream sends req upstream and undoes the transfer codings the transport set aside.
+func (e *Edge) fetchUpstream(req *http.Request) (*http.Response, error) {
+	resp, err := e.upstream.do(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := origin.UndoCodings(resp); err != nil {
+		resp.Body.Close()
+		return nil, fmt.Errorf("fetch %s: %w", req.URL.Path, err)
+	}
 	return resp, nil
 }
 

@@ -12,6 +12,9 @@
 //     every chunk re-serialised canonically, anything else refused;
 //   - Guard, a net.Conn that screens a connection for Go's net/http server with the same parser
 //     and decoder;
+//   - the plain shapes a fast path may serve itself (PlainTarget, PlainPath, PlainQuery,
+//     PlainHost, HasCTL) and the two readings of a token list (AppendElements, ReverseProxy's;
+//     HasToken, net/http's server's), one copy for l7/core and the edge;
 //   - Reader, the growable connection read buffer the fast paths parse heads in;
 //   - Handover and PrefixConn, which pass a connection a fast path owns to a net/http server at a
 //     request boundary, with the bytes already read.

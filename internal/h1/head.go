@@ -102,7 +102,7 @@ func ParseHead(head []byte, h *Head) *Rejection {
 		l := head[:i-1]
 		head = head[i+1:]
 		if first {
-			if len(l) == 0 || hasCTL(l) {
+			if len(l) == 0 || HasCTL(l) {
 				return &Rejection{400, "invalid start line"}
 			}
 			h.Line, first = l, false
@@ -176,15 +176,16 @@ func parseField(l []byte) (Field, *Rejection) {
 		}
 	}
 	value := trimOWS(l[colon+1:])
-	if hasCTL(value) {
+	if HasCTL(value) {
 		return Field{}, &Rejection{400, fmt.Sprintf("invalid character in header %q", name)}
 	}
 	return Field{name, value}, nil
 }
 
-// hasCTL reports a control character other than HTAB (NUL, CR, LF, DEL, ...): field values and
-// start lines may hold SP, HTAB, visible ASCII and obs-text only (RFC 9110 5.5).
-func hasCTL(b []byte) bool {
+// HasCTL reports a control character other than HTAB (NUL, CR, LF, DEL, ...): field values and
+// start lines may hold SP, HTAB, visible ASCII and obs-text only (RFC 9110 5.5). net/http
+// refuses a field value that has one.
+func HasCTL(b []byte) bool {
 	for _, ch := range b {
 		if (ch < ' ' && ch != '\t') || ch == 0x7f {
 			return true

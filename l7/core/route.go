@@ -61,7 +61,7 @@ func (m *Matcher) Route(table *route.Table, h *h1.Head, needHeaders bool) (rq Ro
 	// Paths with escapes or characters that need them take the url package's exact decoding;
 	// plain ones (nearly all) are used as they are.
 	rq.Target = target
-	if PlainPath(pathPart) && PlainQuery(query) {
+	if h1.PlainPath(pathPart) && h1.PlainQuery(query) {
 		p := string(pathPart)
 		c, err := httppath.Normalize(p, p)
 		if err != nil {

@@ -18,6 +18,8 @@ var (
 	hXFF        = []byte("X-Forwarded-For")
 	hForwarded  = []byte("Forwarded")
 	hVia        = []byte("Via")
+	hClose      = []byte("close")
+	hTrailers   = []byte("trailers")
 
 	hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
@@ -55,7 +57,7 @@ func ParseRequestLine(line []byte) (method string, target []byte, ok bool) {
 		return "", nil, false
 	}
 	for _, ch := range m {
-		if !isTokenByte(ch) {
+		if !h1.IsTokenChar(ch) {
 			return "", nil, false
 		}
 	}
@@ -83,14 +85,6 @@ func ParseRequestLine(line []byte) (method string, target []byte, ok bool) {
 	return method, target, true
 }
 
-func isTokenByte(ch byte) bool {
-	switch {
-	case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		return true
-	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), ch) >= 0
-}
-
 // StatusCode reads the status of "HTTP/1.x NNN reason".
 func StatusCode(line []byte) (int, bool) {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
@@ -114,55 +108,6 @@ func StatusText(code int) string {
 	return "status code " + strconv.Itoa(code)
 }
 
-// validValue rejects control characters other than HTAB, as net/http does.
-func validValue(v []byte) bool {
-	for _, ch := range v {
-		if (ch < ' ' && ch != '\t') || ch == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHost accepts the plain host[:port] and [v6]:port shapes; others go to net/http to judge.
-func validHost(h []byte) bool {
-	if len(h) == 0 {
-		return false
-	}
-	for _, ch := range h {
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		case ch == '-', ch == '.', ch == ':', ch == '[', ch == ']', ch == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// PlainPath reports a path that needs neither decoding nor escaping.
-func PlainPath(p []byte) bool {
-	for _, ch := range p {
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		case bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/"), ch) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// PlainQuery reports a query of printable ASCII, which net/http forwards verbatim too.
-func PlainQuery(q []byte) bool {
-	for _, ch := range q {
-		if ch <= ' ' || ch >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // AppendTarget appends path?query.
 func AppendTarget(dst []byte, path string, query []byte) []byte {
 	dst = append(dst, path...)
@@ -170,39 +115,6 @@ func AppendTarget(dst []byte, path string, query []byte) []byte {
 		dst = append(append(dst, '?'), query...)
 	}
 	return dst
-}
-
-// connectionTokens adds the comma-separated tokens of a Connection value; close reports a
-// "close" among them (or before).
-func connectionTokens(tokens [][]byte, v []byte, close bool) ([][]byte, bool) {
-	for len(v) > 0 {
-		var tok []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			tok, v = v[:i], v[i+1:]
-		} else {
-			tok, v = v, nil
-		}
-		tok = bytes.TrimSpace(tok)
-		if len(tok) == 0 {
-			continue
-		}
-		if bytes.EqualFold(tok, []byte("close")) {
-			close = true
-		}
-		tokens = append(tokens, tok)
-	}
-	return tokens, close
-}
-
-// containsToken reports whether a comma-separated value lists tok.
-func containsToken(v []byte, tok string) bool {
-	toks, _ := connectionTokens(nil, v, false)
-	for _, t := range toks {
-		if bytes.EqualFold(t, []byte(tok)) {
-			return true
-		}
-	}
-	return false
 }
 
 // ReqInfo is what the core learns from a request head's fields in one scan.
@@ -224,7 +136,7 @@ type ReqInfo struct {
 func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
 	ri := ReqInfo{Tokens: tokens[:0]}
 	for _, f := range h.Fields {
-		if !validValue(f.Value) {
+		if h1.HasCTL(f.Value) {
 			ri.Unsafe = true
 		}
 		switch {
@@ -232,11 +144,13 @@ func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
 			ri.Host = f.Value
 			ri.hosts++
 		case bytes.EqualFold(f.Name, hConnection):
-			ri.Tokens, ri.Close = connectionTokens(ri.Tokens, f.Value, ri.Close)
+			n := len(ri.Tokens)
+			ri.Tokens = h1.AppendElements(ri.Tokens, f.Value)
+			ri.Close = ri.Close || named(ri.Tokens[n:], hClose)
 		case bytes.EqualFold(f.Name, hExpect):
 			ri.Unsafe = true
 		case bytes.EqualFold(f.Name, hTE):
-			ri.teTrailers = ri.teTrailers || containsToken(f.Value, "trailers")
+			ri.teTrailers = ri.teTrailers || named(h1.AppendElements(nil, f.Value), hTrailers)
 		case bytes.EqualFold(f.Name, hXFF):
 			ri.xff++
 		case bytes.EqualFold(f.Name, hForwarded):
@@ -249,7 +163,7 @@ func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
 			}
 		}
 	}
-	if ri.hosts != 1 || !validHost(ri.Host) || h.Upgrade ||
+	if ri.hosts != 1 || !h1.PlainHost(ri.Host) || h.Upgrade ||
 		(h.Chunked && !bytes.EqualFold(h.TransferEncoding, []byte("chunked"))) {
 		ri.Unsafe = true
 	}
@@ -333,7 +247,9 @@ func ResponseTokens(rh *h1.Head, tokens [][]byte) (_ [][]byte, upClose bool) {
 	upClose = !bytes.HasPrefix(rh.Line, []byte("HTTP/1.1 "))
 	for _, f := range rh.Fields {
 		if bytes.EqualFold(f.Name, hConnection) {
-			tokens, upClose = connectionTokens(tokens, f.Value, upClose)
+			n := len(tokens)
+			tokens = h1.AppendElements(tokens, f.Value)
+			upClose = upClose || named(tokens[n:], hClose)
 		}
 	}
 	return tokens, upClose

@@ -1,4 +1,4 @@
-package edge
+package origin
 
 import (
 	"compress/gzip"
@@ -13,26 +13,14 @@ import (
 // any other response outright, so an origin that sends, say, "Transfer-Encoding: gzip" (or a
 // coding nobody knows) would make the edge answer 502 where another cache stores the response.
 // Transfer codings are hop-by-hop (RFC 9112 6.1): the edge removes them before storing or
-// forwarding. teConn (edge/tefix.go) rewrites such a head under Go's client; fetchUpstream then
-// decodes the codings it named (gzip, x-gzip, deflate) and takes a coding it does not know as
-// the identity.
+// forwarding. teConn (tefix.go) rewrites such a head under Go's client; UndoCodings then decodes
+// the codings it named (gzip, x-gzip, deflate) and takes a coding it does not know as the
+// identity.
 
-// fetchUpstream sends req upstream and undoes the transfer codings teConn set aside.
-func (e *Edge) fetchUpstream(req *http.Request) (*http.Response, error) {
-	resp, err := e.upstream.do(req)
-	if err != nil {
-		return nil, err
-	}
-	if err := undoCodings(resp); err != nil {
-		resp.Body.Close()
-		return nil, fmt.Errorf("fetch %s: %w", req.URL.Path, err)
-	}
-	return resp, nil
-}
-
-// undoCodings decodes the transfer codings teConn named in teCodingsHeader (gzip, x-gzip,
-// deflate; a coding it does not know is taken as the identity) and removes the header.
-func undoCodings(resp *http.Response) error {
+// UndoCodings decodes the transfer codings a transport from NewTransport set aside in resp's
+// header (gzip, x-gzip, deflate; a coding it does not know is taken as the identity) and removes
+// that header. Call it on every response before its header or body is used.
+func UndoCodings(resp *http.Response) error {
 	v := resp.Header.Get(teCodingsHeader)
 	if v == "" {
 		return nil

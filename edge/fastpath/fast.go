@@ -1,8 +1,9 @@
-package edge
+package fastpath
 
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -11,47 +12,69 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/h1"
 )
 
-// The HTTP/1.1 fast path for cache hits. net/http's server costs a background read goroutine
-// per connection, a header map and a request object per message, and a bufio copy of every
-// response; on the edge's hottest path (a fresh hit of a small object) that was most of the CPU
-// and left the edge behind Varnish. The fast path owns each accepted connection instead: one
-// goroutine parses every request head once (internal/h1's parser, so heads are read by the same
-// code as the proxy's), and answers a fresh memory hit with the entry's pre-rendered head, the
-// per-request Age (and Date or Connection: close when needed) and the body in one write from a
-// reused buffer.
-//
-// Every other request it can read exactly (GET or HEAD, HTTP/1.1, no body: misses,
-// revalidations, stale entries, ranges, conditional requests, request Cache-Control or Pragma,
-// disk-only bodies, Vary mismatches, the RTT endpoint) is answered on the same connection through
-// Edge.ServeHTTP with the fast path's own response writer (edge/fastmiss.go). A few odd shapes
-// without a body are lent to the unchanged net/http path (http.Server + Edge.ServeHTTP) one
-// request at a time, and the connection comes back after the response (edge/lend.go); methods
-// other than GET and HEAD, HTTP/1.0, request bodies, Expect, and every head the fast path would
-// not read exactly as net/http does are handed over, at a request boundary and with the bytes
-// already read, for the rest of the connection. A hit is byte for byte what the net/http path
-// writes for the same request (fast_test.go); any other answer has net/http's head byte for byte
-// and the same body, only a streamed body's chunk boundaries may differ (fastmiss_test.go).
-
-// Limits and timeouts of fast-path connections; the timeouts are those of the net/http server
-// Start builds.
+// Limits of fast-path connections of its own; the listener's are in Config.
 const (
-	fastMaxHead     = 64 << 10 // a longer head is handed over; net/http applies its own limit
-	fastIdle        = 2 * time.Minute
-	fastReadHeader  = 10 * time.Second
 	fastLinger      = 500 * time.Millisecond // net/http's rstAvoidanceDelay
 	fastCopyBody    = 32 << 10               // larger bodies go out with writev, not copied
 	fastInitialRead = 4 << 10
 )
 
-// fastServer accepts connections for the fast path and hands connections over to the net/http
-// server through fallback.
-type fastServer struct {
-	e        *Edge
+// Cache is what the fast path needs from the edge.
+type Cache interface {
+	// ServeHTTP answers a request through the cache's full path (misses, revalidations, stale
+	// entries, ranges...), on the fast connection's own response writer.
+	http.Handler
+	// FreshHit returns the fresh memory hit, at now, for a GET or HEAD of a plain target and
+	// host, reading the fields a URL varies on from req; ok is false when there is none (a miss,
+	// a body on disk only, a stale entry, a pass-through URL, the RTT endpoint).
+	FreshHit(now time.Time, host, target []byte, req Fields) (ent *store.Entry, age time.Duration, ok bool)
+	// LabelHit sets the fields that mark a stored header as a hit's (X-Cache, Via...); Age is
+	// written per answer by the fast path.
+	LabelHit(h http.Header)
+	// TierAuthentic reports whether a Config.TierHeader value authenticates a lower tier.
+	TierAuthentic(v []byte) bool
+	// ServedHit counts a hit answered here; size is its body length (0 for HEAD).
+	ServedHit(host []byte, fromTier, head bool, size int64)
+	// ServedOwn counts a request answered here through ServeHTTP.
+	ServedOwn()
+	// Lent counts a request net/http answered alone.
+	Lent()
+}
+
+// Fields reads a request's header fields by name (an interface, not a func, so that a hit
+// allocates nothing to pass it).
+type Fields interface {
+	// Fields returns the fields named (canonical names), as a header valid until the next call.
+	Fields(names []string) http.Header
+}
+
+// Config is the listener's limits and the edge's connection and logging hooks.
+type Config struct {
+	// MaxHead bounds a request head; a longer one is handed over (net/http applies its own limit).
+	MaxHead int
+	// Idle is how long a connection may wait for its next request; ReadHeader how long a head
+	// may take once its first byte came; ClientTimeout bounds writing one response.
+	Idle, ReadHeader, ClientTimeout time.Duration
+	// TierHeader is the field a lower tier marks its requests with (Cache.TierAuthentic).
+	TierHeader string
+	// Raw returns the connection writev reaches (under the edge's counting wrapper); Cut makes
+	// the close of a connection whose write timed out a reset.
+	Raw func(net.Conn) net.Conn
+	Cut func(net.Conn)
+	// Warn logs rate-limited warnings (accept errors); Log the rest.
+	Warn func(msg string, args ...any)
+	Log  *slog.Logger
+}
+
+// Server accepts connections for the fast path and hands connections over to the net/http
+// server through its Fallback listener.
+type Server struct {
+	cache    Cache
+	cfg      Config
 	ln       net.Listener
 	fallback *h1.Handover
 	closing  atomic.Bool // stop accepting; close connections between requests
@@ -61,13 +84,26 @@ type fastServer struct {
 	conns map[*fastConn]struct{}
 }
 
-// newFastServer returns a fast path on ln; srv must Serve its fallback listener.
-func newFastServer(e *Edge, ln net.Listener) *fastServer {
-	return &fastServer{e: e, ln: ln, fallback: h1.NewHandover(ln.Addr()), conns: map[*fastConn]struct{}{}}
+// New returns a fast path on ln; a net/http server must Serve its Fallback listener.
+func New(cache Cache, ln net.Listener, cfg Config) *Server {
+	return &Server{cache: cache, cfg: cfg, ln: ln, fallback: h1.NewHandover(ln.Addr()), conns: map[*fastConn]struct{}{}}
 }
 
-// serve accepts connections until ln is closed.
-func (fs *fastServer) serve() {
+// Fallback is the listener of the connections (and single requests) net/http answers.
+func (fs *Server) Fallback() net.Listener { return fs.fallback }
+
+// Open is how many connections the fast path serves.
+func (fs *Server) Open() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.conns)
+}
+
+// Closing reports that Close has begun: no more connections are accepted.
+func (fs *Server) Closing() bool { return fs.closing.Load() }
+
+// Serve accepts connections until the listener is closed.
+func (fs *Server) Serve() {
 	var delay time.Duration
 	for {
 		c, err := fs.ln.Accept()
@@ -77,7 +113,7 @@ func (fs *fastServer) serve() {
 			}
 			// Out of descriptors and the like: back off instead of spinning, like net/http.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			fs.e.warn("edge accept", "err", err, "retry_in", delay)
+			fs.cfg.Warn("edge accept", "err", err, "retry_in", delay)
 			time.Sleep(delay)
 			continue
 		}
@@ -94,7 +130,7 @@ func (fs *fastServer) serve() {
 // track registers (on) or forgets a connection; it refuses new ones once the grace is over (one
 // accepted while closing still gets its request answered: after an upgrade the old process
 // accepts from the listener it shares with the new one until it closes its copy).
-func (fs *fastServer) track(fc *fastConn, on bool) bool {
+func (fs *Server) track(fc *fastConn, on bool) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if !on {
@@ -110,7 +146,7 @@ func (fs *fastServer) track(fc *fastConn, on bool) bool {
 
 // closeConns closes the fast-path connections (all, or only those between requests) and returns
 // how many were still open.
-func (fs *fastServer) closeConns(all bool) int {
+func (fs *Server) closeConns(all bool) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	now := time.Now()
@@ -122,9 +158,9 @@ func (fs *fastServer) closeConns(all bool) int {
 	return len(fs.conns)
 }
 
-// close stops accepting, closes idle connections at once and gives those inside a request up to
+// Close stops accepting, closes idle connections at once and gives those inside a request up to
 // grace to finish their response. Handed-over connections belong to the net/http server.
-func (fs *fastServer) close(grace time.Duration) {
+func (fs *Server) Close(grace time.Duration) {
 	fs.closing.Store(true)
 	fs.ln.Close()
 	deadline := time.Now().Add(grace)
@@ -142,7 +178,7 @@ const fastNewConnGrace = time.Second
 
 // fastConn is one client connection served on the fast path.
 type fastConn struct {
-	fs     *fastServer
+	fs     *Server
 	c      net.Conn
 	active atomic.Bool  // inside a request (close waits for it) rather than idle
 	born   time.Time    // accepted at
@@ -219,8 +255,8 @@ type fastOutcome int
 const (
 	fastKeep    fastOutcome = iota // answered here; the connection reads the next request
 	fastClose                      // answered here; the connection closes
-	fastOwn                        // answered here through Edge.ServeHTTP (edge/fastmiss.go)
-	fastLend                       // net/http answers this request alone (edge/lend.go)
+	fastOwn                        // answered here through Cache.ServeHTTP (fastmiss.go)
+	fastLend                       // net/http answers this request alone (lend.go)
 	fastHandOff                    // net/http takes the connection for good
 )
 
@@ -247,7 +283,7 @@ func (fc *fastConn) linger() {
 func (fc *fastConn) handOff() bool {
 	pre := append([]byte(nil), fc.in.Buffered()...)
 	_ = fc.c.SetReadDeadline(time.Time{})
-	return fc.fs.fallback.Deliver(h1.Guard(&h1.PrefixConn{Conn: fc.c, Pre: pre}, fastMaxHead, nil))
+	return fc.fs.fallback.Deliver(h1.Guard(&h1.PrefixConn{Conn: fc.c, Pre: pre}, fc.fs.cfg.MaxHead, nil))
 }
 
 // readHead waits for the next whole request head at the start of the buffer and returns its
@@ -255,8 +291,8 @@ func (fc *fastConn) handOff() bool {
 func (fc *fastConn) readHead() (int, error) {
 	fc.active.Store(false)
 	if len(fc.in.Buffered()) == 0 {
-		fc.in.SetReadDeadline(time.Now().Add(fastIdle))
-		if err := fc.in.Fill(fastMaxHead); err != nil {
+		fc.in.SetReadDeadline(time.Now().Add(fc.fs.cfg.Idle))
+		if err := fc.in.Fill(fc.fs.cfg.MaxHead); err != nil {
 			return 0, err
 		}
 	}
@@ -265,8 +301,8 @@ func (fc *fastConn) readHead() (int, error) {
 	if end := h1.HeadEnd(fc.in.Buffered(), 0); end >= 0 {
 		return end, nil
 	}
-	fc.in.SetReadDeadline(time.Now().Add(fastReadHeader))
-	end, err := fc.in.ReadHead(fastMaxHead)
+	fc.in.SetReadDeadline(time.Now().Add(fc.fs.cfg.ReadHeader))
+	end, err := fc.in.ReadHead(fc.fs.cfg.MaxHead)
 	if errors.Is(err, h1.ErrHeadTooLarge) {
 		return 0, errFastHeadTooLarge
 	}
@@ -279,7 +315,7 @@ type hitRequest struct {
 	target []byte
 	host   []byte
 	close  bool // Connection: close
-	// fromTier is true when a lower-tier edge asks (TierHeader).
+	// fromTier is true when a lower-tier edge asks (Config.TierHeader).
 	fromTier bool
 }
 
@@ -299,7 +335,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 		return hr, false
 	}
 	sp := bytes.IndexByte(line, ' ')
-	if sp <= 0 || string(line[sp+1:]) != "HTTP/1.1" || !plainTarget(line[:sp]) {
+	if sp <= 0 || string(line[sp+1:]) != "HTTP/1.1" || !h1.PlainTarget(line[:sp]) {
 		return hr, false
 	}
 	hr.target = line[:sp]
@@ -308,7 +344,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 	}
 	hosts, conns := 0, 0
 	for _, f := range h.Fields {
-		if !validFieldValue(f.Value) {
+		if h1.HasCTL(f.Value) {
 			return hr, false // net/http refuses it: let it answer
 		}
 		n := f.Name
@@ -316,11 +352,11 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 		case bytes.EqualFold(n, []byte("Host")):
 			hr.host = f.Value
 			hosts++
-		case bytes.EqualFold(n, []byte(TierHeader)):
-			hr.fromTier = fc.fs.e.tierAuthentic(f.Value) // a lower tier asks: counted in the upper role
+		case bytes.EqualFold(n, []byte(fc.fs.cfg.TierHeader)):
+			hr.fromTier = fc.fs.cache.TierAuthentic(f.Value) // a lower tier asks: counted in the upper role
 		case bytes.EqualFold(n, []byte("Connection")):
 			// net/http looks at the first Connection field only; two are left to it.
-			hr.close = hasToken(f.Value, "close")
+			hr.close = h1.HasToken(f.Value, "close")
 			conns++
 		case len(n) > 3 && bytes.EqualFold(n[:3], []byte("If-")),
 			bytes.EqualFold(n, []byte("Range")),
@@ -330,7 +366,7 @@ func (fc *fastConn) inspect() (hitRequest, bool) {
 			return hr, false
 		}
 	}
-	return hr, hosts == 1 && conns <= 1 && plainHost(hr.host)
+	return hr, hosts == 1 && conns <= 1 && h1.PlainHost(hr.host)
 }
 
 // serveHit answers the request whose head (end bytes) is buffered when it is a fresh memory hit.
@@ -363,40 +399,18 @@ func (fc *fastConn) serveHit(end int) fastOutcome {
 // consumed or written, when net/http must answer it; keep reports that the connection may serve
 // another request.
 func (fc *fastConn) answerHit(end int) (keep, ok bool) {
-	e := fc.fs.e
 	hr, ok := fc.inspect()
 	if !ok {
 		return false, false
 	}
-	// The same key and checks as Edge.serveCacheable; plainTarget guarantees that the target is
-	// what net/http's URL.RequestURI() gives back for it.
-	primary := primaryKey(string(hr.host), string(hr.target))
-	if path, _, _ := bytes.Cut(hr.target, []byte("?")); string(path) == rttPath {
-		return false, false
-	}
-	if _, pass := e.pass.GetIfPresent(primary); pass {
-		return false, false
-	}
-	key := primary
-	e.variantsMu.RLock()
-	vs := e.variants[primary]
-	e.variantsMu.RUnlock()
-	if vs != nil {
-		key = variantKey(primary, vs.names, fc.varyFields(vs.names))
-	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
-		key = variantKey(primary, keyed, fc.varyFields(keyed))
-	}
-	ent, found, err := e.store.Get(key)
-	if err != nil || !found || (ent.Body == nil && ent.Meta.Size > 0) {
-		return false, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
-	}
-	m := ent.Meta
+	// h1.PlainTarget guarantees that the target is what net/http's URL.RequestURI() gives back
+	// for it, so the cache finds the entry its full path would.
 	now := time.Now()
-	age := m.Age(now)
-	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
+	ent, age, ok := fc.fs.cache.FreshHit(now, hr.host, hr.target, fc)
+	if !ok {
 		return false, false
 	}
-	hh := hitHeadOf(ent)
+	hh := fc.fs.hitHeadOf(ent)
 	if hh == nil {
 		return false, false
 	}
@@ -408,12 +422,9 @@ func (fc *fastConn) answerHit(end int) (keep, ok bool) {
 // body, and reports whether the connection may serve another request. It is apart from
 // answerHit because from here the request is ours: nothing after this may hand it to net/http.
 func (fc *fastConn) sendHit(end int, hr *hitRequest, ent *store.Entry, hh *hitHead, age time.Duration, now time.Time) (keep bool) {
-	e := fc.fs.e
 	var err error
 	fc.in.Consume(end)
-	e.stats.count(Hit)
-	e.stats.FastPath.Add(1)
-	e.servedFast(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
+	fc.fs.cache.ServedHit(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
 	out := append(fc.out[:0], hh.pre...)
 	out = append(out, "Age: "...)
 	out = strconv.AppendInt(out, min(int64(age/time.Second), 1<<31), 10)
@@ -437,7 +448,7 @@ func (fc *fastConn) sendHit(end int, hr *hitRequest, ent *store.Entry, hh *hitHe
 	// A client that reads too slowly is cut off after client_timeout, as net/http's is. The
 	// deadline is re-armed only when less than 7/8 of the timeout is left (a slow reader is cut
 	// between 7/8 and all of it): arming a timer on every hit costs measurable time.
-	if timeout := time.Duration(e.cfg.ClientTimeout); fc.wdeadline.Sub(now) < timeout-timeout/8 {
+	if timeout := fc.fs.cfg.ClientTimeout; fc.wdeadline.Sub(now) < timeout-timeout/8 {
 		fc.wdeadline = now.Add(timeout)
 		err = fc.c.SetWriteDeadline(fc.wdeadline)
 	}
@@ -451,18 +462,18 @@ func (fc *fastConn) sendHit(end int, hr *hitRequest, ent *store.Entry, hh *hitHe
 	default:
 		// One writev: the stored body is immutable, so it is sent without a copy.
 		bufs := net.Buffers{out, body}
-		_, err = bufs.WriteTo(rawConn(fc.c))
+		_, err = bufs.WriteTo(fc.fs.cfg.Raw(fc.c))
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		cutSlow(rawConn(fc.c)) // a slow reader: reset on close, drop what the kernel still holds
+		fc.fs.cfg.Cut(fc.fs.cfg.Raw(fc.c)) // a slow reader: reset on close, drop what the kernel still holds
 	}
 	fc.out = out
 	fc.closing = err == nil && hr.close
 	return err == nil && !hr.close
 }
 
-// varyFields returns the request's fields named by a URL's Vary, as the header variantKey reads.
-func (fc *fastConn) varyFields(names []string) http.Header {
+// Fields returns the request's fields named by a URL's Vary, as the header variantKey reads.
+func (fc *fastConn) Fields(names []string) http.Header {
 	if fc.vary == nil {
 		fc.vary = http.Header{}
 	}
@@ -490,11 +501,11 @@ type hitHead struct {
 
 // hitHeadOf returns the entry's hit head, rendering it on first use; nil when the fast path does
 // not serve this entry (bodyless or unusual statuses, a Content-Length that is not the body's).
-func hitHeadOf(ent *store.Entry) *hitHead {
+func (fs *Server) hitHeadOf(ent *store.Entry) *hitHead {
 	if hh, ok := ent.Memo().(*hitHead); ok {
 		return hh
 	}
-	hh := storedHitHead(ent) // hithead.go: kept with the entry in the store's arena
+	hh := fs.storedHitHead(ent) // hithead.go: kept with the entry in the store's arena
 	ent.SetMemo(hh)
 	if hh.pre == nil {
 		return nil
@@ -502,10 +513,11 @@ func hitHeadOf(ent *store.Entry) *hitHead {
 	return hh
 }
 
-func renderHitHead(ent *store.Entry) *hitHead {
+// renderHitHead renders ent's hit head; nil when the fast path does not serve it.
+func (fs *Server) renderHitHead(ent *store.Entry) *hitHead {
 	m := ent.Meta
 	text := http.StatusText(m.Status)
-	if bodyless(m.Status) || text == "" {
+	if !bodyAllowed(m.Status) || text == "" {
 		return nil
 	}
 	if cl := m.Header["Content-Length"]; len(cl) != 1 || cl[0] != strconv.Itoa(len(ent.Body)) {
@@ -526,7 +538,7 @@ func renderHitHead(ent *store.Entry) *hitHead {
 			after[k] = vv
 		}
 	}
-	setCacheHeaders(after, Hit, 0)
+	fs.cache.LabelHit(after)
 	delete(after, "Age")
 	var pre, post bytes.Buffer
 	pre.WriteString("HTTP/1.1 " + strconv.Itoa(m.Status) + " " + text + "\r\n")
@@ -541,66 +553,3 @@ func renderHitHead(ent *store.Entry) *hitHead {
 	}
 	return hh
 }
-
-// plainTarget reports an origin-form target whose bytes net/http's URL.RequestURI() gives back
-// unchanged: a path of unreserved characters and the sub-delimiters a path keeps unescaped, and
-// an optional query of visible ASCII. Escapes and anything unusual go to net/http.
-func plainTarget(t []byte) bool {
-	if len(t) == 0 || t[0] != '/' {
-		return false
-	}
-	i := 0
-	for ; i < len(t) && t[i] != '?'; i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			bytes.IndexByte([]byte("-._~/$&+,:;=@"), c) >= 0) {
-			return false
-		}
-	}
-	for ; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c >= 0x7f || c == '#' {
-			return false
-		}
-	}
-	return true
-}
-
-// plainHost accepts host names, IPv4 and bracketed IPv6 addresses with an optional port.
-func plainHost(h []byte) bool {
-	if len(h) == 0 {
-		return false
-	}
-	for _, c := range h {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == ':' || c == '[' || c == ']') {
-			return false
-		}
-	}
-	return true
-}
-
-// validFieldValue rejects control characters other than HTAB, as net/http does.
-func validFieldValue(v []byte) bool {
-	for _, c := range v {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// hasToken reports whether v holds token as a list element, matching the way net/http reads a
-// Connection field: case-insensitive, delimited by spaces, tabs or commas.
-func hasToken(v []byte, token string) bool {
-	for i := 0; i+len(token) <= len(v); i++ {
-		if !bytes.EqualFold(v[i:i+len(token)], []byte(token)) {
-			continue
-		}
-		if (i == 0 || isTokenBoundary(v[i-1])) && (i+len(token) == len(v) || isTokenBoundary(v[i+len(token)])) {
-			return true
-		}
-	}
-	return false
-}
-
-func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }

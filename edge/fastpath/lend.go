@@ -1,4 +1,4 @@
-package edge
+package fastpath
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 
 // Lending one request to net/http. Misses, revalidations, stale entries, ranges and the other
 // requests a fresh memory hit does not answer are served on the fast connection itself
-// (edge/fastmiss.go). What is lent is only what net/http's reading is the reference for, without
-// a body: a target not in origin form (absolute form, "*"), a Host missing, repeated or outside
-// plainHost's alphabet, several Connection fields, a target url.ParseRequestURI refuses (the
+// (fastmiss.go). What is lent is only what net/http's reading is the reference for, without
+// a body: a target not in origin form (absolute form, "*"), a Host missing, repeated or not plain
+// (h1.PlainHost), several Connection fields, a target url.ParseRequestURI refuses (the
 // rules in fastConn.ownable). net/http answers that one request (often a 400) and, when it
 // keeps the connection, it comes back to the fast path. Requests with a body, Expect, Upgrade
-// and HTTP/1.0 are not lent: they are handed over for good (edge/fast.go).
+// and HTTP/1.0 are not lent: they are handed over for good (fast.go).
 //
 // The net/http server is given a lentConn that reads back exactly the request's head and then
 // ends the connection: net/http parses the head, runs the handler (its background read blocks
@@ -149,7 +149,7 @@ func (fc *fastConn) lendable() bool {
 func (fc *fastConn) lend(end int) bool {
 	head := append([]byte(nil), fc.in.Buffered()[:end]...)
 	fc.in.Consume(end)
-	fc.fs.e.stats.Lent.Add(1)
+	fc.fs.cache.Lent()
 	l := newLentConn(fc.c, head)
 	if !fc.fs.fallback.Deliver(l) {
 		return false

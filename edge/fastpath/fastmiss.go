@@ -1,4 +1,4 @@
-package edge
+package fastpath
 
 import (
 	"bytes"
@@ -10,15 +10,17 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // The fast path's own answer to every request it can read but not answer from a fresh memory
 // hit: misses, revalidations, stale entries, ranges, preconditions, request cache directives,
 // disk-only bodies, Vary mismatches, pass-through URLs and the RTT endpoint. Lending such a
-// request to net/http (edge/lend.go) cost a net/http connection state and goroutine per request
+// request to net/http (lend.go) cost a net/http connection state and goroutine per request
 // and several goroutine hops, and a miss took about 4 ms against Varnish's 2.6 ms. Here the
 // connection's own goroutine builds the *http.Request net/http would have built from the head
-// already parsed, runs the one cache path (Edge.ServeHTTP: the fill and collapse machinery, the
+// already parsed, runs the one cache path (Cache.ServeHTTP: the fill and collapse machinery, the
 // RFC 9111 rules, stale-if-error, the forwarding fields, request_headers, tiering) and the
 // response goes straight to the client connection through fastWriter, which frames it exactly as
 // net/http's server does (chunked or with a length, Date, a sniffed Content-Type, Connection:
@@ -35,7 +37,7 @@ const fastWriteBatch = 64 << 10
 // ownable reports whether the fast path may answer the parsed request (GET or HEAD over HTTP/1.1
 // without a body) through the cache's full path itself. What it refuses (and lendable accepts) is lent to net/http, whose reading of
 // these odd shapes is the reference: a target that is not in origin form (absolute form, "*") or
-// does not parse, no Host or several, a Host value outside plainHost's alphabet, several
+// does not parse, no Host or several, a Host value that is not plain (h1.PlainHost), several
 // Connection fields (net/http reads only the first). Bodies, Expect, Upgrade and HTTP/1.0 are not
 // lendable either: they are handed over for good.
 func (fc *fastConn) ownable() bool {
@@ -57,13 +59,13 @@ func (fc *fastConn) ownable() bool {
 	}
 	hosts, conns := 0, 0
 	for _, f := range fc.head.Fields {
-		if !validFieldValue(f.Value) {
+		if h1.HasCTL(f.Value) {
 			return false
 		}
 		switch {
 		case bytes.EqualFold(f.Name, []byte("Host")):
 			hosts++
-			if !plainHost(f.Value) {
+			if !h1.PlainHost(f.Value) {
 				return false
 			}
 		case bytes.EqualFold(f.Name, []byte("Connection")):
@@ -106,12 +108,12 @@ func (fc *fastConn) request(ctx context.Context) (*http.Request, bool) {
 	r := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Host: host, RequestURI: target, RemoteAddr: fc.c.RemoteAddr().String(),
-		Body: http.NoBody, Close: hasToken([]byte(h.Get("Connection")), "close"),
+		Body: http.NoBody, Close: h1.HasToken([]byte(h.Get("Connection")), "close"),
 	}
 	return r.WithContext(ctx), true
 }
 
-// serveOwn answers the request whose head (end bytes) is buffered through Edge.ServeHTTP, writing
+// serveOwn answers the request whose head (end bytes) is buffered through Cache.ServeHTTP, writing
 // the response on the connection, and reports whether the connection may serve another request.
 // It returns ok false, with nothing consumed or written, when net/http is to answer it instead.
 func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
@@ -122,10 +124,10 @@ func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
 		return false, false
 	}
 	fc.in.Consume(end)
-	fc.fs.e.stats.FastMiss.Add(1)
+	fc.fs.cache.ServedOwn()
 	w := fastWriter{fc: fc, req: r, head: r.Method == http.MethodHead, header: make(http.Header), clen: -1,
 		out: fc.out[:0], pend: fc.pend[:0]}
-	if d := time.Duration(fc.fs.e.cfg.ClientTimeout); d > 0 {
+	if d := fc.fs.cfg.ClientTimeout; d > 0 {
 		// net/http's write timeout runs from the request head to the end of its response.
 		fc.wdeadline = time.Now().Add(d)
 		_ = fc.c.SetWriteDeadline(fc.wdeadline)
@@ -135,21 +137,21 @@ func (fc *fastConn) serveOwn(end int) (keep, ok bool) {
 			// A handler that panics aborts the response (http.ErrAbortHandler: a body cut
 			// short); the connection is closed without completing it, as net/http does.
 			if p != http.ErrAbortHandler {
-				fc.fs.e.log.Error("edge: panic serving a request", "panic", p)
+				fc.fs.cfg.Log.Error("edge: panic serving a request", "panic", p)
 			}
 			keep, ok = false, true
 			fc.closing = false
 		}
 		fc.out, fc.pend = w.out[:0], w.pend[:0]
 	}()
-	fc.fs.e.ServeHTTP(&w, r)
+	fc.fs.cache.ServeHTTP(&w, r)
 	keep = w.finish()
 	fc.closing = w.closeAfter && w.err == nil
 	return keep, true
 }
 
 // fastWriter is the http.ResponseWriter of a request the fast path answers through
-// Edge.ServeHTTP. It follows net/http's server (chunkWriter.writeHeader) in every choice a client
+// Cache.ServeHTTP. It follows net/http's server (chunkWriter.writeHeader) in every choice a client
 // can see: the header fields sorted (http.Header.WriteSubset) followed by Date, Content-Length,
 // Content-Type, Connection and Transfer-Encoding when net/http adds them; a Content-Length for a
 // handler that ends within fastChunkingSize bytes without flushing, chunked framing otherwise;
@@ -340,7 +342,7 @@ func (w *fastWriter) sendHead() {
 	if w.chunking {
 		del("Content-Length")
 	}
-	if w.closeAfter && !hasToken([]byte(h.Get("Connection")), "close") {
+	if w.closeAfter && !h1.HasToken([]byte(h.Get("Connection")), "close") {
 		del("Connection")
 		conn = "close"
 	}
@@ -398,17 +400,17 @@ func (w *fastWriter) flushOut() {
 }
 
 // writeBufs writes bufs (out first) with one writev and empties out; a write that hits the
-// client timeout makes the connection's close a reset (cutSlow).
+// client timeout makes the connection's close a reset (Config.Cut).
 func (w *fastWriter) writeBufs(bufs net.Buffers) {
 	out := w.out
 	var err error
 	if len(bufs) == 1 {
 		_, err = w.fc.c.Write(out)
 	} else {
-		_, err = bufs.WriteTo(rawConn(w.fc.c))
+		_, err = bufs.WriteTo(w.fc.fs.cfg.Raw(w.fc.c))
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		cutSlow(rawConn(w.fc.c))
+		w.fc.fs.cfg.Cut(w.fc.fs.cfg.Raw(w.fc.c))
 	}
 	if err != nil && w.err == nil {
 		w.err = err

@@ -1,4 +1,4 @@
-package edge
+package fastpath
 
 import (
 	"encoding/binary"
@@ -22,13 +22,13 @@ const (
 
 // storedHitHead returns ent's hit head from its stored form, or renders and stores it; an entry
 // the fast path does not serve gets an empty head (pre nil), remembered the same way.
-func storedHitHead(ent *store.Entry) *hitHead {
+func (fs *Server) storedHitHead(ent *store.Entry) *hitHead {
 	if b := ent.Head(); b != nil {
 		if hh, ok := decodeHitHead(b); ok {
 			return hh
 		}
 	}
-	hh := renderHitHead(ent)
+	hh := fs.renderHitHead(ent)
 	if hh == nil {
 		hh = &hitHead{} // remembered as "not served here"
 	}

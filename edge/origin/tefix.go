@@ -1,4 +1,4 @@
-package edge
+package origin
 
 import (
 	"bytes"
@@ -19,12 +19,15 @@ import (
 // Content-Length it overrides, RFC 9112 6.3) is removed, "Transfer-Encoding: chunked" is put back
 // when chunked is the final coding, otherwise the body runs until the origin closes (the
 // connection is then used for nothing else), and the other codings are named in
-// teCodingsHeader for the edge to undo (fetchUpstream). Anything it cannot follow exactly makes it
+// teCodingsHeader for UndoCodings to undo. Anything it cannot follow exactly makes it
 // step aside and pass bytes unchanged for the rest of the connection. Only the response is read
 // here; the fetch is never repeated, so the origin sees each request once.
 
-// teCodingsHeader carries the transfer codings teConn removed, to fetchUpstream.
+// teCodingsHeader carries the transfer codings teConn removed, to UndoCodings.
 const teCodingsHeader = "X-Switchyard-Transfer-Codings"
+
+// maxHead bounds a response head teConn gathers; a longer one is passed to Go as it is.
+const maxHead = 64 << 10
 
 var httpVersion = []byte("HTTP/1.")
 
@@ -139,7 +142,7 @@ func (c *teConn) feed(data []byte) {
 			}
 			end := h1.HeadEnd(c.head, from)
 			if end < 0 {
-				if len(c.head) > fastMaxHead {
+				if len(c.head) > maxHead {
 					c.stepAside(nil)
 				}
 				return
@@ -243,7 +246,7 @@ func headFraming(head []byte) (status int, te []string, cl int64, ok bool) {
 }
 
 // rewriteTE drops the Transfer-Encoding and Content-Length lines of head, adds back
-// "Transfer-Encoding: chunked" when chunked, and names the other codings for fetchUpstream.
+// "Transfer-Encoding: chunked" when chunked, and names the other codings for UndoCodings.
 func rewriteTE(head []byte, codings []string, chunked bool) []byte {
 	lines := strings.Split(strings.TrimRight(string(head), "\r\n"), "\r\n")
 	var b strings.Builder

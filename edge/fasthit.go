@@ -1,0 +1,88 @@
+package edge
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/switchyard/switchyard/edge/cachecontrol"
+	"github.com/switchyard/switchyard/edge/fastpath"
+	"github.com/switchyard/switchyard/edge/store"
+)
+
+// Limits and timeouts of client connections, on the fast path and on the net/http, HTTP/2 and
+// HTTP/3 servers alike.
+const (
+	clientMaxHead    = 64 << 10 // a longer head is handed over by the fast path; net/http applies its own limit
+	clientIdle       = 2 * time.Minute
+	clientReadHeader = 10 * time.Second
+)
+
+// fastCache is the edge as its HTTP/1.1 fast path (edge/fastpath) sees it.
+type fastCache struct{ e *Edge }
+
+var _ fastpath.Cache = fastCache{}
+
+// ServeHTTP answers through the full path.
+func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.e.ServeHTTP(w, r) }
+
+// FreshHit looks a plain GET or HEAD up as Edge.serveCacheable does: the same key, the same
+// pass-through and freshness checks, a memory body only.
+func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fields) (*store.Entry, time.Duration, bool) {
+	e := c.e
+	primary := primaryKey(string(host), string(target))
+	if path, _, _ := bytes.Cut(target, []byte("?")); string(path) == rttPath {
+		return nil, 0, false
+	}
+	if _, pass := e.pass.GetIfPresent(primary); pass {
+		return nil, 0, false
+	}
+	key := primary
+	e.variantsMu.RLock()
+	vs := e.variants[primary]
+	e.variantsMu.RUnlock()
+	if vs != nil {
+		key = variantKey(primary, vs.names, req.Fields(vs.names))
+	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
+		key = variantKey(primary, keyed, req.Fields(keyed))
+	}
+	ent, found, err := e.store.Get(key)
+	if err != nil || !found || (ent.Body == nil && ent.Meta.Size > 0) {
+		return nil, 0, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
+	}
+	m := ent.Meta
+	age := m.Age(now)
+	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
+		return nil, 0, false
+	}
+	return ent, age, true
+}
+
+// newFastPath returns the fast path on the client listener ln; srv is to serve its Fallback.
+func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
+	return fastpath.New(fastCache{e}, ln, fastpath.Config{
+		MaxHead: clientMaxHead, Idle: clientIdle, ReadHeader: clientReadHeader,
+		ClientTimeout: time.Duration(e.cfg.ClientTimeout), TierHeader: TierHeader,
+		Raw: rawConn, Cut: cutSlow, Warn: e.warn, Log: e.log,
+	})
+}
+
+// LabelHit sets a hit's X-Cache and Via.
+func (c fastCache) LabelHit(h http.Header) { setCacheHeaders(h, Hit, 0) }
+
+// TierAuthentic checks a lower tier's TierHeader.
+func (c fastCache) TierAuthentic(v []byte) bool { return c.e.tierAuthentic(v) }
+
+// ServedHit counts a fast-path hit in the stats and its origin's analytics.
+func (c fastCache) ServedHit(host []byte, fromTier, head bool, size int64) {
+	c.e.stats.count(Hit)
+	c.e.stats.FastPath.Add(1)
+	c.e.servedFast(host, fromTier, head, size)
+}
+
+// ServedOwn counts a request the fast path answered through ServeHTTP.
+func (c fastCache) ServedOwn() { c.e.stats.FastMiss.Add(1) }
+
+// Lent counts a request the fast path had net/http answer.
+func (c fastCache) Lent() { c.e.stats.Lent.Add(1) }
