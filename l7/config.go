@@ -1,9 +1,3 @@
-// Package l7 is switchyard's layer-7 proxy tier: it terminates HTTP/1.1, HTTP/2 (TLS and h2c)
-// and upgrades, routes every request by host, path, method, header and query to an application
-// pool, balances it over the pool's backends, and guards the pools with health checks, outlier
-// ejection, retry budgets, in-flight limits and per-client rate limits.
-//
-// Embed it with NewServer(cfg) and Serve(listener); run it as a process with ListenAndServe.
 package l7
 
 import (

@@ -36,48 +36,6 @@ type goConn struct {
 	pinned bool
 }
 
-// serveFast accepts connections on ln and serves them on the event loops (a plain TCP
-// listener, unless turned off) or the goroutine engine; connections the core cannot serve go to
-// an http.Server (HTTP/1.1 with the guard, and h2c when allowed) on the same handler.
-func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
-	fb := h1.NewHandover(ln.Addr())
-	srv := s.httpServer(s, h2c, scheme)
-	s.mu.Lock()
-	s.lns = append(s.lns, ln, fb)
-	s.noH2C[fb] = !h2c
-	s.mu.Unlock()
-	go srv.Serve(fb)
-	defer fb.Close()
-	if tl, ok := ln.(*net.TCPListener); ok && !s.noLoops && s.startLoops() {
-		err := s.serveLoop(tl, scheme, fb)
-		if err == nil {
-			return nil
-		}
-		s.log.Warn("l7 event loops refused the listener; serving a goroutine per connection", "error", err)
-	}
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
-				return nil
-			}
-			// Out of descriptors and the like: back off instead of spinning, like net/http.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("l7 accept", "error", err, "retry_in", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		if !s.conns.Admit() {
-			s.conns.Refuse(c)
-			continue
-		}
-		s.pending.Add(1) // until tracked: Shutdown waits for it
-		go s.serveConn(c, scheme, fb)
-	}
-}
-
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
 // engine, handing it to fb's http.Server when the core cannot serve it. The connection was
 // admitted (s.conns) and counted in s.pending by the caller.
