@@ -27,6 +27,9 @@ type Config struct {
 	TLS *TLSConfig `yaml:"tls"`
 	// Origin is the base URL misses are fetched from, e.g. "http://127.0.0.1:8000".
 	Origin string `yaml:"origin"`
+	// OriginCAFile is a PEM bundle of the authorities an https:// Origin is verified against,
+	// instead of the system's roots.
+	OriginCAFile string `yaml:"origin_ca_file"`
 	// Admin configures the authenticated purge/push/stats API.
 	Admin AdminConfig `yaml:"admin"`
 	// Memory sizes the memory tier.
@@ -112,7 +115,14 @@ type TierConfig struct {
 	ProbeSamples int `yaml:"probe_samples"`
 	// Token (top-level tiers.token only) is the edge-wide secret shared by every tier: a lower
 	// tier sends it in X-Switchyard-Tier, and an upper tier honours the marker only with it.
+	// It travels only to https:// tiers unless PlaintextToken is set (edge/origintls.go).
 	Token string `yaml:"token"`
+	// PlaintextToken (top level only) lets the token travel to http:// tiers: for a network
+	// nobody else can read (a lab, a private link); anyone who reads it can pose as a tier.
+	PlaintextToken bool `yaml:"plaintext_token"`
+	// CAFile is a PEM bundle of the authorities this section's https:// tiers are verified
+	// against, instead of the system's roots.
+	CAFile string `yaml:"ca_file"`
 }
 
 // Duration is a time.Duration that reads from YAML as "250ms", "10s", "1h".
@@ -326,6 +336,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Heuristic.Fraction < 0 || c.Heuristic.Fraction > 1 {
 		return &fieldError{"heuristic.fraction", fmt.Sprintf("%v is outside 0..1; RFC 9111 suggests 0.1", c.Heuristic.Fraction)}
+	}
+	if err := c.checkTierToken(); err != nil {
+		return err
 	}
 	if err := c.Tiers.validate("tiers"); err != nil {
 		return err

@@ -49,7 +49,8 @@ func (o *testOrigin) last() *http.Request {
 
 func newEdge(t *testing.T, origin string, mutate func(*Config)) *Edge {
 	t.Helper()
-	cfg := Config{Listen: "127.0.0.1:0", Origin: origin, Tiers: TierConfig{Token: testTierToken}}
+	// Tiers on loopback: the token may travel over plain HTTP (edge/origintls.go).
+	cfg := Config{Listen: "127.0.0.1:0", Origin: origin, Tiers: TierConfig{Token: testTierToken, PlaintextToken: true}}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -19,6 +19,9 @@ type OriginConfig struct {
 	URL string `yaml:"url"`
 	// Tiers is this origin's tiered-cache topology.
 	Tiers TierConfig `yaml:"tiers"`
+	// CAFile is a PEM bundle of the authorities an https:// URL is verified against, instead of
+	// the system's roots.
+	CAFile string `yaml:"ca_file"`
 }
 
 // Topologies (TierConfig.Topology).
@@ -41,6 +44,9 @@ const (
 func (t *TierConfig) validate(at string) error {
 	if t.Token != "" && at != "tiers" {
 		return &fieldError{at + ".token", "the tier token is edge-wide; set it once as the top-level tiers.token"}
+	}
+	if t.PlaintextToken && at != "tiers" {
+		return &fieldError{at + ".plaintext_token", "the tier token is edge-wide; set plaintext_token once beside the top-level tiers.token"}
 	}
 	for i, c := range t.Candidates {
 		if err := checkBaseURL(c); err != nil {

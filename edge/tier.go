@@ -52,13 +52,16 @@ type tier struct {
 type rankedTiers = atomic.Pointer[[]*tier]
 
 func newUpstream(e *Edge, cfg Config) (*upstream, error) {
+	trust, err := trustOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	u := &upstream{
 		e:         e,
-		transport: origin.NewTransport(), // transfer codings Go's client refuses: edge/origin
+		transport: origin.NewTransport(trust), // transfer codings Go's client refuses: edge/origin
 		stop:      make(chan struct{}),
 		probeDone: make(chan struct{}),
 	}
-	var err error
 	if u.def, u.byHost, u.routes, err = buildRoutes(cfg); err != nil {
 		return nil, err
 	}

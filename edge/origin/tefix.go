@@ -272,7 +272,7 @@ func rewriteTE(head []byte, codings []string, chunked bool) []byte {
 
 // teDialers returns the transport's dial functions with teConn under plain connections and under
 // TLS (Go then speaks HTTP/1.1 over it, as it already did with a custom dialer).
-func teDialers(d *net.Dialer) (plain, withTLS func(ctx context.Context, network, addr string) (net.Conn, error)) {
+func teDialers(d *net.Dialer, trust Trust) (plain, withTLS func(ctx context.Context, network, addr string) (net.Conn, error)) {
 	plain = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
@@ -281,7 +281,8 @@ func teDialers(d *net.Dialer) (plain, withTLS func(ctx context.Context, network,
 		return &teConn{Conn: c}, nil
 	}
 	withTLS = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		td := &tls.Dialer{NetDialer: d, Config: &tls.Config{NextProtos: []string{"http/1.1"}}}
+		// RootCAs nil: the system's roots; the server name is addr's host (tls.Dialer).
+		td := &tls.Dialer{NetDialer: d, Config: &tls.Config{NextProtos: []string{"http/1.1"}, RootCAs: trust[addr]}}
 		c, err := td.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err

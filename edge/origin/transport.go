@@ -7,17 +7,24 @@
 package origin
 
 import (
+	"crypto/x509"
 	"net"
 	"net/http"
 	"time"
 )
 
+// Trust names the certificate authorities the edge verifies an HTTPS origin or upper tier
+// against, by its "host:port"; one not listed is verified against the system's roots. Nothing
+// is ever fetched unverified.
+type Trust map[string]*x509.CertPool
+
 // NewTransport returns the transport the edge sends its fetches and tier probes through: origins
 // addressed directly (never through an environment proxy), encodings passed through untouched
-// (Vary keys the variants), pooled keep-alive connections, HTTP/1.1 over TLS, and every
-// connection read through teConn. Responses it returns must go through UndoCodings.
-func NewTransport() *http.Transport {
-	dialPlain, dialTLS := teDialers(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
+// (Vary keys the variants), pooled keep-alive connections, HTTP/1.1 over TLS verified against
+// trust, and every connection read through teConn. Responses it returns must go through
+// UndoCodings.
+func NewTransport(trust Trust) *http.Transport {
+	dialPlain, dialTLS := teDialers(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, trust)
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         dialPlain,

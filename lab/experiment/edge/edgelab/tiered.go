@@ -175,6 +175,7 @@ func (w *tieredWorld) close() {
 func startQuietEdge(cfg edge.Config) (*edge.Edge, error) {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Tiers.Token = tierToken
+	cfg.Tiers.PlaintextToken = true // tiers on loopback in the lab: nobody else reads it
 	e, err := edge.New(cfg, edge.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
