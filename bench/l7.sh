@@ -7,7 +7,13 @@
 #   tls    wrk over persistent TLS 1.3 HTTP/1.1 connections;
 #   tlscps full TLS 1.3 handshakes per second (bench/tlsload: a new connection per request, no
 #          session cache; every handshake counted and checked not resumed);
-#   h2tls  h2load over TLS 1.3 with ALPN h2.
+#   h2tls  h2load over TLS 1.3 with ALPN h2;
+#   grpc   unary gRPC calls per second (bench/grpcload on grpc-go: 16 connections x 10 calls in
+#          flight, 64-byte requests, 512-byte answers; every call must end with status OK and the
+#          full payload) through each proxy's h2c listener (switchyard: an h2c pool; HAProxy:
+#          proto h2 both sides; nginx: grpc_pass) to one grpc-go backend (bench/grpcbackend, the
+#          interop TestService), plus each proxy's CPU per call. switchyard's gRPC listener is a
+#          second `l7 run` process (GOMAXPROCS=2) so the other cells' proxy is unchanged.
 # HTTP/1.1 upstream everywhere; each proxy keeps a pool of upstream keep-alive connections and
 # writes no access log. Each proxy gets the same CPU budget (2 workers/threads/GOMAXPROCS). TLS:
 # one ECDSA P-256 certificate made at run time with openssl, TLS 1.2-1.3 offered, the TLS 1.3
@@ -16,12 +22,13 @@
 # Every round is checked (bench/lib.sh): a non-2xx answer, a socket error, a timeout or a peer
 # that did not start fails the run, and then no JSON is written.
 # Prints tables and writes a flat JSON object to bench/out/l7.json. Tunables (environment):
-# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all five: "h1 h2c tls
-# tlscps h2tls"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
+# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all six: "h1 h2c tls
+# tlscps h2tls grpc"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
 # 1 s per cell. Profiling (h1 and tls cells): SYSCALLS=1 counts each proxy's system calls per
 # request by kind (perf stat on the syscall tracepoints) and prints them after each round;
 # PERF_DIR=dir records a CPU profile of each proxy per round (perf record -g) into dir. Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
-# BENCH_L7_BACKEND_STATUS (200) is the status the backend answers: a way to see the checks fail.
+# BENCH_L7_BACKEND_STATUS (200) is the status the backend answers, BENCH_L7_GRPC_CODE (0: OK) the
+# gRPC status the gRPC backend answers: ways to see the checks fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=l7
@@ -31,15 +38,20 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
-CELLS=${CELLS:-h1 h2c tls tlscps h2tls}
+CELLS=${CELLS:-h1 h2c tls tlscps h2tls grpc}
 if is_smoke; then ROUNDS=1 DURATION=1; fi
 BACKEND_STATUS=${BENCH_L7_BACKEND_STATUS:-200}
+GRPC_CODE=${BENCH_L7_GRPC_CODE:-0}
+# grpcload's connections x calls in flight, and the payloads (request, answer) in bytes.
+GRPC_CONNS=16 GRPC_STREAMS=10 GRPC_REQ=64 GRPC_RESP=512
 BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 SW_TLS_PORT=18184
 NGINX_H2_PORT=18185 HAPROXY_H2_PORT=18186 NGINX_TLS_PORT=18187 HAPROXY_TLS_PORT=18188
+GRPC_BACKEND_PORT=18210 SW_GRPC_PORT=18211 NGINX_GRPC_PORT=18212 HAPROXY_GRPC_PORT=18213
 
 ensure_packages wrk nginx haproxy nghttp2-client curl openssl procps
 [ -x bin/switchyard ] || go build -o bin/switchyard ./cmd/switchyard
-ports_free $BACKEND_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT
+ports_free $BACKEND_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT \
+  $GRPC_BACKEND_PORT $SW_GRPC_PORT $NGINX_GRPC_PORT $HAPROXY_GRPC_PORT
 
 work=$(mktemp -d /tmp/switchyard-bench-l7.XXXXXX)
 pids=()
@@ -51,6 +63,8 @@ cleanup() {
 trap cleanup EXIT
 LOGS="$work/*.log $work/*.err"
 go build -o "$work/tlsload" ./bench/tlsload
+go build -o "$work/grpcbackend" ./bench/grpcbackend
+go build -o "$work/grpcload" ./bench/grpcload
 
 # One ECDSA P-256 certificate for all three proxies, made for this run.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=bench.test \
@@ -119,6 +133,13 @@ http {
       proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
     }
   }
+  # gRPC: h2c from the client, HTTP/2 to the gRPC backend (one upstream connection per call in
+  # flight, kept alive).
+  upstream grpcapp { server 127.0.0.1:$GRPC_BACKEND_PORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGINX_GRPC_PORT http2;
+    location / { grpc_pass grpc://grpcapp; }
+  }
 }
 CONF
 
@@ -147,6 +168,11 @@ frontend fe_tls
   default_backend be
 backend be
   server app 127.0.0.1:$BACKEND_PORT maxconn 2000
+frontend fe_grpc
+  bind 127.0.0.1:$HAPROXY_GRPC_PORT proto h2
+  default_backend be_grpc
+backend be_grpc
+  server grpc 127.0.0.1:$GRPC_BACKEND_PORT proto h2 maxconn 2000
 CONF
 
 cat >"$work/l7.yaml" <<CONF
@@ -158,27 +184,44 @@ limits: {max_in_flight: 20000}
 routes: [{name: all, pool: app}]
 pools: [{name: app, balance: round_robin, backends: [{address: "127.0.0.1:$BACKEND_PORT"}]}]
 CONF
+# switchyard's gRPC proxy: an h2c listener to an h2c pool, in a process of its own.
+cat >"$work/l7-grpc.yaml" <<CONF
+listeners:
+  - {address: "127.0.0.1:$SW_GRPC_PORT", h2c: true}
+access_log: "off"
+limits: {max_in_flight: 20000}
+routes: [{name: grpc, pool: grpc}]
+pools: [{name: grpc, protocol: h2c, balance: round_robin, backends: [{address: "127.0.0.1:$GRPC_BACKEND_PORT"}]}]
+CONF
 
 # Same CPU budget for each proxy: nginx 2 workers, HAProxy 2 threads, switchyard GOMAXPROCS=2.
 nginx -c "$work/backend.conf" & pids+=($!)
 nginx -c "$work/nginx.conf" & pids+=($!); nginx_pid=$!
 haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 & pids+=($!); haproxy_pid=$!
 GOMAXPROCS=2 ./bin/switchyard l7 run --config "$work/l7.yaml" --log-level warn 2>"$work/l7.log" & pids+=($!); sw_pid=$!
+# The gRPC backend (grpc-go, GOMAXPROCS at its default) and switchyard's gRPC proxy.
+"$work/grpcbackend" -listen 127.0.0.1:$GRPC_BACKEND_PORT -code "$GRPC_CODE" 2>"$work/grpcbackend.log" & pids+=($!)
+GOMAXPROCS=2 ./bin/switchyard l7 run --config "$work/l7-grpc.yaml" --log-level warn 2>"$work/l7-grpc.log" & pids+=($!); sw_grpc_pid=$!
 
 names=(switchyard nginx haproxy)
 declare -A port=([switchyard]=$SW_PORT [nginx]=$NGINX_PORT [haproxy]=$HAPROXY_PORT)
 declare -A h2port=([switchyard]=$SW_PORT [nginx]=$NGINX_H2_PORT [haproxy]=$HAPROXY_H2_PORT)
 declare -A tlsport=([switchyard]=$SW_TLS_PORT [nginx]=$NGINX_TLS_PORT [haproxy]=$HAPROXY_TLS_PORT)
+declare -A grpcport=([switchyard]=$SW_GRPC_PORT [nginx]=$NGINX_GRPC_PORT [haproxy]=$HAPROXY_GRPC_PORT)
 
 # Every peer answers 200 on every listener the rounds use before they start.
 http_ready "the nginx backend" "http://127.0.0.1:$BACKEND_PORT/tracking"
 h2c_200() { local s; s=$(curl -s --http2-prior-knowledge -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
 h2tls_200() { local s; s=$(curl -sk --http2 -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
+# grpc_ok ADDR succeeds when one unary call through ADDR ends OK with the whole payload.
+grpc_ok() { "$work/grpcload" -addr "$1" -c 1 -m 1 -n 1 -d 2s -timeout 2s -req "$GRPC_REQ" -resp "$GRPC_RESP" 2>&1; }
+ready "the gRPC backend" 10 grpc_ok "127.0.0.1:$GRPC_BACKEND_PORT"
 for n in "${names[@]}"; do
   http_ready "$n (HTTP/1.1)" "http://127.0.0.1:${port[$n]}/tracking"
   ready "$n (h2c)" 10 h2c_200 "http://127.0.0.1:${h2port[$n]}/tracking"
   http_ready "$n (TLS, HTTP/1.1)" "https://127.0.0.1:${tlsport[$n]}/tracking"
   ready "$n (TLS, h2)" 10 h2tls_200 "https://127.0.0.1:${tlsport[$n]}/tracking"
+  ready "$n (gRPC)" 10 grpc_ok "127.0.0.1:${grpcport[$n]}"
 done
 
 # The handshake cell's "none resumed" means something only if the servers would resume: with a
@@ -198,11 +241,11 @@ last() { awk '{print $NF}' <<<"$1"; }
 # load generator, the proxy and the backend share the CPUs, so the proxy's req/s is bounded by
 # the sum of the three processes' CPU per request, not by the proxy's alone (docs/l7.md).
 declare -A procs=([switchyard]="$sw_pid" [nginx]="$(pgrep -P "$nginx_pid" | tr '\n' ' ')" [haproxy]="$haproxy_pid")
+# The gRPC cell's proxies: switchyard's second process; nginx and HAProxy serve it in the same ones.
+declare -A grpcprocs=([switchyard]="$sw_grpc_pid" [nginx]="${procs[nginx]}" [haproxy]="$haproxy_pid")
 backend_procs="$(pgrep -P "${pids[0]}" | tr '\n' ' ')"
 tick=$(getconf CLK_TCK)
-# cpu_ticks PID... sums utime + stime of the processes (/proc/PID/stat counts every thread, also
-# those that have exited; per-task files would miss those).
-cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat 2>/dev/null || echo 0))); done; echo "$t"; }
+# cpu_ticks PID... (bench/lib.sh) sums utime + stime of the processes.
 # Profiling hooks around one round (SYSCALLS, PERF_DIR; see the header).
 SYSCALL_EVENTS=read,write,readv,writev,recvfrom,sendto,recvmsg,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,accept4,close,getsockopt,setsockopt,nanosleep,sched_yield,getpid,tgkill,rt_sigreturn
 prof_pids=()
@@ -318,10 +361,23 @@ measure() {
     printf "  round %d %-6s %-10s %10.0f handshakes/s  %s (%s, none resumed)  proxy cpu %s us/handshake\n" "$r" "$cell" "$n" "$v" \
       "$(grep -o 'handshakes=[0-9]*' <<<"$out")" "${tlsparams[$cell/$n]}" "$(last "${cpu[$cell/$n]}")"
     prof_stop "$cell-$n-$r" "$v" "${procs[$n]}" ;;
+  grpc)
+    t0=$(cpu_ticks ${grpcprocs[$n]})
+    out=$("$work/grpcload" -addr "127.0.0.1:${grpcport[$n]}" -c "$GRPC_CONNS" -m "$GRPC_STREAMS" -d "${DURATION}s" \
+      -req "$GRPC_REQ" -resp "$GRPC_RESP" 2>&1) || bench_fail "$what: $out"
+    t1=$(cpu_ticks ${grpcprocs[$n]})
+    check_loadgen "$what" "$out"
+    v=$(kv rps "$out")
+    rps[$cell/$n]="${rps[$cell/$n]:-} $v"
+    p50[$cell/$n]="${p50[$cell/$n]:-} $(kv p50_ms "$out")"
+    p99[$cell/$n]="${p99[$cell/$n]:-} $(kv p99_ms "$out")"
+    cpu[$cell/$n]="${cpu[$cell/$n]:-} $(us_per $((t1 - t0)) "$(kv ok "$out")")"
+    printf "  round %d %-6s %-10s %10.0f calls/s  p50 %7s ms  p99 %7s ms  proxy cpu %s us/call (%s calls, all OK)\n" "$r" "$cell" "$n" "$v" \
+      "$(last "${p50[$cell/$n]}")" "$(last "${p99[$cell/$n]}")" "$(last "${cpu[$cell/$n]}")" "$(kv ok "$out")" ;;
   esac
 }
 
-echo "L7 benchmark: wrk -t$THREADS -c$CONNS -d${DURATION}s; h2load -c16 -m10 -t$THREADS -D$DURATION; tlsload -c16; $ROUNDS rounds alternating; same nginx backend, loopback, $(nproc) cores$(is_smoke && echo ' (smoke)')"
+echo "L7 benchmark: wrk -t$THREADS -c$CONNS -d${DURATION}s; h2load -c16 -m10 -t$THREADS -D$DURATION; tlsload -c16; grpcload -c$GRPC_CONNS -m$GRPC_STREAMS; $ROUNDS rounds alternating; same nginx backend (grpc-go backend for grpc), loopback, $(nproc) cores$(is_smoke && echo ' (smoke)')"
 for cell in $CELLS; do
   for r in $(seq "$ROUNDS"); do
     # Rotate the order every round so no proxy always runs first or last.
@@ -355,6 +411,9 @@ for n in "${names[@]}"; do
   done
   for k in h2c h2tls; do ran "$k" && M[mean/$k/$n]=$(median "${mean[$k/$n]}"); done
   ran tlscps && M[cpu/tlscps/$n]=$(median "${cpu[tlscps/$n]}")
+  if ran grpc; then
+    M[p50/grpc/$n]=$(median "${p50[grpc/$n]}"); M[p99/grpc/$n]=$(median "${p99[grpc/$n]}"); M[cpu/grpc/$n]=$(median "${cpu[grpc/$n]}")
+  fi
 done
 
 echo
@@ -385,7 +444,15 @@ if ran tlscps; then
   done
   echo "TLS for every proxy: ${tlsparams[tlscps/switchyard]}${tlsparams[h2tls/switchyard]:+ (h2load: ${tlsparams[h2tls/switchyard]})}"
 fi
-for k in h1 h2c tls tlscps h2tls; do
+if ran grpc; then
+  printf "%-7s %-12s %12s %8s %8s %14s %16s %14s\n" cell proxy "calls/s" "p50 ms" "p99 ms" "vs nginx" "vs haproxy" "cpu us/call"
+  for n in "${names[@]}"; do
+    printf "%-7s %-12s %12.0f %8s %8s %14s %16s %14s\n" grpc "$n" "${M[rps/grpc/$n]}" "${M[p50/grpc/$n]}" "${M[p99/grpc/$n]}" \
+      "$(ratio "${M[rps/grpc/$n]}" "${M[rps/grpc/nginx]}")" "$(ratio "${M[rps/grpc/$n]}" "${M[rps/grpc/haproxy]}")" "${M[cpu/grpc/$n]}"
+  done
+  echo "grpc: unary TestService/UnaryCall, ${GRPC_REQ} B request, ${GRPC_RESP} B answer, every call status OK with the whole payload"
+fi
+for k in h1 h2c tls tlscps h2tls grpc; do
   ran "$k" || { echo "CELLS=\"$CELLS\" is not every cell: no JSON written"; exit 0; }
 done
 
@@ -402,7 +469,13 @@ for n in "${names[@]}"; do
   add "${n}_tls_wrk_cpu_us_per_req" "${M[wcpu/tls/$n]}"; add "${n}_tls_box_busy" "${M[busy/tls/$n]}"
   add "${n}_tls_cps" "${M[rps/tlscps/$n]}"; add "${n}_tls_cpu_us_per_handshake" "${M[cpu/tlscps/$n]}"
   add "${n}_h2tls_rps" "${M[rps/h2tls/$n]}"; add "${n}_h2tls_mean_ms" "${M[mean/h2tls/$n]}"
+  add "grpc_${n}_rps" "${M[rps/grpc/$n]}"; add "grpc_${n}_p50_ms" "${M[p50/grpc/$n]}"; add "grpc_${n}_p99_ms" "${M[p99/grpc/$n]}"
+  add "grpc_${n}_cpu_us_per_call" "${M[cpu/grpc/$n]}"
 done
+add grpc_rps "${M[rps/grpc/switchyard]}"
+add grpc_rps_ratio_haproxy "$(ratio "${M[rps/grpc/switchyard]}" "${M[rps/grpc/haproxy]}")"
+add grpc_rps_ratio_nginx "$(ratio "${M[rps/grpc/switchyard]}" "${M[rps/grpc/nginx]}")"
+add grpc_rps_ratio_best "$(ratio "${M[rps/grpc/switchyard]}" "$(awk -v a="${M[rps/grpc/haproxy]}" -v b="${M[rps/grpc/nginx]}" 'BEGIN { print (a > b ? a : b) }')")"
 add ratio_vs_nginx "$(ratio "${M[rps/h1/switchyard]}" "${M[rps/h1/nginx]}")"
 add ratio_vs_haproxy "$(ratio "${M[rps/h1/switchyard]}" "${M[rps/h1/haproxy]}")"
 add p99_ratio_vs_nginx "$(ratio "${M[p99/h1/switchyard]}" "${M[p99/h1/nginx]}")"

@@ -3,8 +3,9 @@
 # The rules every bench follows, so that no figure it prints or writes comes from a broken run:
 #   - every host port the run will bind is free before it starts (ports_free names the holder);
 #   - every peer answers before the rounds start (ready, http_ready: a probe with a deadline);
-#   - every round is checked (check_wrk, check_h2load, check_dnsperf): one non-2xx answer, socket
-#     error, timeout, lost query or unexpected RCODE fails the whole run;
+#   - every round is checked (check_wrk, check_h2load, check_dnsperf, check_loadgen; the body
+#     sizes with check_wrk_body, check_h2load_body): one non-2xx answer, non-OK gRPC status,
+#     socket error, timeout, lost query, unexpected RCODE or wrong object fails the whole run;
 #   - the JSON is written (write_json: temp file + rename) only after every round passed, so a
 #     failed run writes nothing and leaves no half-written file.
 # BENCH_SMOKE=1 is the short mode: one round of about a second per cell, the same checks, and
@@ -118,6 +119,49 @@ check_h2load() {
 	fi
 }
 
+# check_h2load_body WHAT OUTPUT LEN INFLIGHT fails the run unless h2load's body bytes (the DATA
+# payload of its "traffic:" line) fit LEN bytes for each succeeded request: at least succeeded x
+# LEN, at most (succeeded + INFLIGHT) x LEN (the requests still in flight when the run stopped,
+# clients x streams, may have read part of their body). A short, long or wrong object fails it.
+check_h2load_body() {
+	local what=$1 out=$2 len=$3 inflight=$4 ok data
+	ok=$(awk '/^requests:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^succeeded/) print $i }' <<<"$out")
+	data=$(awk '/^traffic:/ { n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^\([0-9]+\)$/) { n++; v = $i; gsub(/[()]/, "", v); if (n == 3) print v } }' <<<"$out")
+	[ -n "$ok" ] && [ -n "$data" ] || bench_fail "$what: h2load gave no traffic figures: $(grep -E '^(requests|traffic):' <<<"$out")"
+	awk -v d="$data" -v n="$ok" -v l="$len" -v f="$inflight" 'BEGIN { exit !(d >= n * l && d <= (n + f) * l) }' ||
+		bench_fail "$what: $data body bytes for $ok requests: not $len bytes each (the object is not the one asked for)"
+}
+
+# check_wrk_body WHAT OUTPUT LEN CONNS fails the run unless the bytes wrk read fit LEN-byte bodies
+# plus at most 1 KiB of status line and fields per request: at least requests x LEN, at most
+# (requests + CONNS) x (LEN + 1024) (a request in flight on each connection at the end may have
+# been read in part). The figures come from bench/wrk-bytes.lua's done(), a line "wrk-bytes
+# BYTES REQUESTS"; wrk reads no body itself, and checking each in Lua would slow it down.
+check_wrk_body() {
+	local what=$1 out=$2 len=$3 conns=$4 line
+	line=$(grep '^wrk-bytes ' <<<"$out") || bench_fail "$what: no wrk-bytes line (run wrk with -s bench/wrk-bytes.lua)"
+	awk -v l="$len" -v c="$conns" '{ exit !($3 > 0 && $2 >= $3 * l && $2 <= ($3 + c) * (l + 1024)) }' <<<"$line" ||
+		bench_fail "$what: wrk read $(awk '{print $2}' <<<"$line") bytes in $(awk '{print $3}' <<<"$line") answers: not $len-byte bodies"
+}
+
+# check_loadgen WHAT OUTPUT fails the run unless the key=value line of a Go load generator
+# (bench/h3load, bench/grpcload: bench/loadstat) shows at least one good request and no bad
+# answer, error or timeout. The generators exit 1 on those too; this is the second look.
+check_loadgen() {
+	local what=$1 out=$2 line k v said
+	line=$(grep -E '^requests=[0-9]+ ok=' <<<"$out" | tail -1) || bench_fail "$what: the load generator gave no result: $out"
+	said=$(grep -v '^requests=' <<<"$out" | head -3 | tr '\n' ' ' || true)
+	for k in bad errors timeouts; do
+		v=$(grep -o " $k=[0-9]*" <<<"$line" | cut -d= -f2)
+		[ "${v:-x}" = 0 ] || bench_fail "$what: $k=${v:-missing}: $line${said:+ ($said)}"
+	done
+	v=$(grep -o ' ok=[0-9]*' <<<"$line" | cut -d= -f2)
+	[ "${v:-0}" -gt 0 ] || bench_fail "$what: no request succeeded: $line"
+}
+
+# kv KEY LINE prints the value of KEY in a line of key=value pairs.
+kv() { grep -o "\(^\| \)$1=[^ ]*" <<<"$2" | head -1 | cut -d= -f2-; }
+
 # check_dnsperf WHAT OUTPUT RCODES fails the run when dnsperf's OUTPUT shows a lost query, no
 # completed query, or a response code outside RCODES (e.g. "NOERROR NXDOMAIN").
 check_dnsperf() {
@@ -131,6 +175,23 @@ check_dnsperf() {
 		[[ "$allowed" == *" $code "* ]] || bench_fail "$what: unexpected response code $code: $(grep 'Response codes' <<<"$out")"
 	done
 }
+
+# proc_tree PID... prints the PIDs and every descendant of each (e.g. nginx's master and its
+# workers, varnishd's manager and its cache process).
+proc_tree() {
+	local p c
+	for p in "$@"; do
+		echo "$p"
+		for c in $(pgrep -P "$p" || true); do proc_tree "$c"; done
+	done
+}
+
+# cpu_ticks PID... sums utime + stime of the processes (/proc/PID/stat counts every thread, also
+# those that have exited; per-task files would miss those).
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat 2>/dev/null || echo 0))); done; echo "$t"; }
+
+# us_per TICKS N prints the CPU microseconds per unit (request, handshake) of TICKS spent on N.
+us_per() { awk -v d="$1" -v t="$(getconf CLK_TCK)" -v n="$2" 'BEGIN { printf "%.1f", (n > 0 ? d / t / n * 1e6 : 0) }'; }
 
 # write_json PATH writes its standard input to PATH atomically (a temp file in the same directory,
 # then a rename) after checking that no figure in it is empty; call it only when every round passed.

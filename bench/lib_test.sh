@@ -68,6 +68,44 @@ refuses "h2load failed/errored" check_h2load t "$h2_failed" h2c
 refuses "h2load 5xx" check_h2load t "$h2_5xx" h2
 refuses "h2load fell back to http/1.1" check_h2load t "${h2_clean/h2$'\n'/http/1.1$'\n'}" h2
 
+# Body sizes: h2load's DATA bytes (the third figure of "traffic:") and wrk-bytes.lua's line.
+h2_body='requests: 1000 total, 1000 started, 1000 done, 1000 succeeded, 0 failed, 0 errored, 0 timeout
+traffic: 654.30KB (670000) total, 166.02KB (170000) headers (space savings 35.12%), 468.75KB (480000) data'
+h2_body_partial='requests: 1000 total, 1010 started, 1000 done, 1000 succeeded, 0 failed, 0 errored, 0 timeout
+traffic: 659.00KB (674800) total, 166.02KB (170000) headers (space savings 35.12%), 473.44KB (484800) data'
+h2_body_short='requests: 1000 total, 1000 started, 1000 done, 1000 succeeded, 0 failed, 0 errored, 0 timeout
+traffic: 283.20KB (290000) total, 166.02KB (170000) headers (space savings 35.12%), 117.19KB (120000) data'
+accepts "h2load body sizes exact" check_h2load_body t "$h2_body" 480 160
+accepts "h2load body sizes with streams cut at the end" check_h2load_body t "$h2_body_partial" 480 160
+refuses "h2load bodies too short" check_h2load_body t "$h2_body_short" 480 160
+refuses "h2load bodies of the 480 B object where 100 KB was asked" check_h2load_body t "$h2_body" 102400 160
+refuses "h2load without a traffic line" check_h2load_body t "$h2_clean" 480 160
+accepts "wrk body sizes" check_wrk_body t "$wrk_clean"$'\n''wrk-bytes 25600000 32000' 480 64
+refuses "wrk bodies too short (a 404 page)" check_wrk_body t "$wrk_clean"$'\n''wrk-bytes 3200000 32000' 480 64
+refuses "wrk bodies too long (100 KB where 480 B was asked)" check_wrk_body t "$wrk_clean"$'\n''wrk-bytes 3300000000 32000' 480 64
+refuses "wrk without wrk-bytes.lua" check_wrk_body t "$wrk_clean" 480 64
+
+# The Go load generators' line (bench/loadstat), as bench/h3load and bench/grpcload print it.
+lg_clean='requests=51234 ok=51234 bad=0 errors=0 timeouts=0 rps=10246.8 p50_ms=1.234 p99_ms=4.567 elapsed=5.01s proto=HTTP/3.0'
+accepts "loadgen clean" check_loadgen t "$lg_clean"
+refuses "loadgen bad answers (non-OK gRPC status)" check_loadgen t "${lg_clean/bad=0/bad=3}"$'\n''grpcload: 3 of 51237 requests failed; first: status Unavailable: no healthy upstream'
+refuses "loadgen errors" check_loadgen t "${lg_clean/errors=0/errors=1}"
+refuses "loadgen timeouts" check_loadgen t "${lg_clean/timeouts=0/timeouts=2}"
+refuses "loadgen no request" check_loadgen t 'requests=0 ok=0 bad=0 errors=0 timeouts=0 rps=0.0 p50_ms=0.000 p99_ms=0.000 elapsed=0.00s'
+refuses "loadgen no line" check_loadgen t 'h3load: bounded runs only: -c 0: want 1..256 connections'
+if [ "$(kv p99_ms "$lg_clean")" = 4.567 ] && [ "$(kv ok "$lg_clean")" = 51234 ] && [ "$(kv proto "$lg_clean")" = HTTP/3.0 ]; then
+	echo "ok   kv reads key=value lines"
+else
+	echo "FAIL kv: p99_ms=$(kv p99_ms "$lg_clean") ok=$(kv ok "$lg_clean")" >&2
+	failures=$((failures + 1))
+fi
+if [ "$(us_per "$(getconf CLK_TCK)" 1000)" = 1000.0 ] && [ "$(proc_tree $$ | head -1)" = $$ ]; then
+	echo "ok   us_per and proc_tree"
+else
+	echo "FAIL us_per $(us_per "$(getconf CLK_TCK)" 1000), proc_tree $(proc_tree $$ | head -1)" >&2
+	failures=$((failures + 1))
+fi
+
 dns_clean='  Queries sent:         89144
   Queries completed:    89144 (100.00%)
   Queries lost:         0 (0.00%)

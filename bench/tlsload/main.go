@@ -53,6 +53,9 @@ type options struct {
 	// resume keeps a client session cache, so that handshakes after the first may resume: only
 	// to see the resumption check fail.
 	resume bool
+	// closeNotify ends each connection with a TLS close_notify alert before the socket closes,
+	// as a polite client does (bench/edge.sh: hitch logs every connection closed without one).
+	closeNotify bool
 }
 
 func main() {
@@ -64,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.dur, "d", 5*time.Second, "duration")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Second, "deadline of one connection (dial to close)")
 	flag.BoolVar(&o.resume, "resume", false, "keep a session cache (handshakes may resume; the run then fails): to check the check")
+	flag.BoolVar(&o.closeNotify, "close-notify", false, "send a TLS close_notify before closing each connection")
 	flag.Parse()
 	if o.conns < 1 || o.conns > 1024 || o.dur <= 0 || o.dur > time.Minute {
 		fmt.Fprintln(os.Stderr, "tlsload: bounded runs only: -c 1..1024, -d up to 1m")
@@ -105,7 +109,7 @@ func load(o options) (*counts, time.Duration) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if one(c, o.addr, cfg, req, o.timeout) && ctx.Err() == nil {
+				if one(c, o.addr, cfg, req, o.timeout, o.closeNotify) && ctx.Err() == nil {
 					c.inWindow.Add(1)
 				}
 			}
@@ -116,7 +120,7 @@ func load(o options) (*counts, time.Duration) {
 }
 
 // one makes one connection, one handshake and one request; true when it all went well.
-func one(c *counts, addr string, cfg *tls.Config, req string, timeout time.Duration) bool {
+func one(c *counts, addr string, cfg *tls.Config, req string, timeout time.Duration, closeNotify bool) bool {
 	deadline := time.Now().Add(timeout)
 	raw, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
@@ -126,6 +130,9 @@ func one(c *counts, addr string, cfg *tls.Config, req string, timeout time.Durat
 	defer raw.Close()
 	raw.SetDeadline(deadline)
 	tc := tls.Client(raw, cfg)
+	if closeNotify {
+		defer tc.Close() // the alert (once the handshake is done), then the socket
+	}
 	if err := tc.Handshake(); err != nil {
 		c.fail("handshake", err)
 		return false

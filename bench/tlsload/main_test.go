@@ -92,3 +92,11 @@ func TestConnectErrorsFail(t *testing.T) {
 		t.Fatalf("verdict %v, want a failure naming the connect error", err)
 	}
 }
+
+// With -close-notify every connection still makes one full handshake and a good request.
+func TestCloseNotify(t *testing.T) {
+	c, _ := load(options{addr: server(t, http.StatusOK), path: "/", host: "bench.test", conns: 2, dur: 200 * time.Millisecond, timeout: 10 * time.Second, closeNotify: true})
+	if err := c.verdict(); err != nil {
+		t.Fatal(err)
+	}
+}
