@@ -392,7 +392,7 @@ func (fc *fastConn) answerHit(end int) (keep, ok bool) {
 	}
 	m := ent.Meta
 	now := time.Now()
-	age := m.Age(now)
+	age := m.Age(e.now()) // the cache's clock; now stays the wall clock for Date and deadlines
 	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
 		return false, false
 	}
