@@ -360,7 +360,7 @@ func (c *Config) ApplyDefaults() {
 		c.AllBackendsDown = AllDownKeep
 	}
 	if c.BGP != nil {
-		c.BGP.bgpDefaults()
+		c.BGP.applyDefaults()
 	}
 }
 
@@ -370,8 +370,8 @@ func DefaultPinDir(iface string) string { return "/sys/fs/bpf/switchyard/" + ifa
 // DefaultSocket is the control socket of an interface.
 func DefaultSocket(iface string) string { return "/run/switchyard/" + iface + ".sock" }
 
-// VIPDefaults fills a VIP's unset fields (name, protocol, hash, weights, health defaults).
-func (v *VIP) VIPDefaults() {
+// ApplyDefaults fills a VIP's unset fields (name, protocol, hash, weights, health defaults).
+func (v *VIP) ApplyDefaults() {
 	if v.Protocol == "" {
 		v.Protocol = "tcp"
 	}

@@ -320,6 +320,6 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("ring_size"), "%v (or leave it out to size the ring from the backends)", err)
 		}
 	}
-	v.VIPDefaults()
+	v.ApplyDefaults()
 	return nil
 }

@@ -118,7 +118,7 @@ func findBackend(c *config.Config, vip, addr string) (*config.VIP, *config.Backe
 func (d *Daemon) VIPAdd(v config.VIP) (api.ChangeResult, error) {
 	return d.change(func(c *config.Config) (string, error) {
 		c.VIPs = append(c.VIPs, v)
-		v.VIPDefaults()
+		v.ApplyDefaults()
 		return fmt.Sprintf("vip %s (%s) added with %d backends", v.Name, v.Key(), len(v.Backends)), nil
 	})
 }

@@ -132,7 +132,7 @@ func web(backends ...string) config.VIP {
 	for _, b := range backends {
 		v.Backends = append(v.Backends, config.Backend{Address: b, Weight: 1})
 	}
-	v.VIPDefaults()
+	v.ApplyDefaults()
 	return v
 }
 
