@@ -17,8 +17,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 
 	"github.com/switchyard/switchyard/internal/yamlx"
 )

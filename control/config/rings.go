@@ -1,8 +1,8 @@
 package config
 
 import (
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // Ring sizing modes (ring_sizing).

@@ -3,8 +3,8 @@ package config
 import (
 	"fmt"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // validateSizes refuses the map sizes the loader would refuse, so that `lb config check`

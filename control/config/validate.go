@@ -8,8 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // locator finds the line of a field path in the parsed document.

@@ -11,8 +11,8 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // ops maps every API operation to its handler.
