@@ -41,7 +41,7 @@ go test -c -o "$bin/loader.test" ./loader/ || bench_fail "go test -c ./loader/ f
 (cd loader && taskset -c "$XDP_CPU" "$bin/loader.test" -test.run '^$' -test.bench 'BenchmarkXDP' \
   -test.benchtime "${REPEATS}x" -test.count "$ROUNDS") >>"$raw" 2>&1 ||
   { cat "$raw" >&2; bench_fail "BenchmarkXDP failed (a pass took another path, or the programs did not load)"; }
-go test ./maps/maglev/ -run '^$' -bench 'BenchmarkBuild1000' -benchtime "${BUILDS}x" -count "$ROUNDS" >>"$raw" 2>&1 ||
+go test ./internal/maglev/ -run '^$' -bench 'BenchmarkBuild1000' -benchtime "${BUILDS}x" -count "$ROUNDS" >>"$raw" 2>&1 ||
   { cat "$raw" >&2; bench_fail "go test -bench BenchmarkBuild1000 failed"; }
 if grep -E -- '--- (SKIP|FAIL)' "$raw" >&2; then bench_fail "a benchmark skipped or failed (above)"; fi
 # Every case must have given a figure in every round.

@@ -70,16 +70,16 @@ func TestLBUnitCapabilities(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill() }) // a failed wait leaves no daemon behind
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		var st api.Status
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testutil.Eventually(t, 30*time.Second, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := api.NewClient(sock).Call(ctx, api.OpStatus, api.Empty{}, &st)
 			cancel()
 			if err == nil {
-				break
+				return true
 			}
 			select {
 			case err := <-done:
@@ -87,13 +87,8 @@ func TestLBUnitCapabilities(t *testing.T) {
 				t.Fatalf("round %d: the daemon exited with the unit's capabilities (%s): %v\n%s", round, set, err, b)
 			default:
 			}
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(logf)
-				cmd.Process.Kill()
-				t.Fatalf("round %d: no answer on %s in 30s:\n%s", round, sock, b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return false
+		}, "round %d: no answer on %s:\n%s", round, sock, func() any { b, _ := os.ReadFile(logf); return b })
 		var vs []api.VIPInfo
 		if err := api.NewClient(sock).Call(context.Background(), api.OpVIPList, api.Empty{}, &vs); err != nil || len(vs) != 1 || vs[0].InRing != 1 {
 			t.Errorf("round %d: vip list: %v %+v", round, err, vs)

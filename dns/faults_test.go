@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // helperEnv makes the test binary run one of the helper processes below instead of the tests:
@@ -138,13 +139,8 @@ func TestStartRaisesDescriptorLimit(t *testing.T) {
 	}
 	// The log reaches stderr before the limits reach stdout, but the two pipes are copied
 	// separately: wait for it.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(stderr.String(), "raised descriptor limit") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line for the raised limit:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return strings.Contains(stderr.String(), "raised descriptor limit") },
+		"no log line for the raised limit:\n%s", func() any { return stderr.String() })
 }
 
 // cpuTicks returns the user+system CPU time of pid in clock ticks (1/100 s).

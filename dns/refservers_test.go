@@ -16,6 +16,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // The reference servers (Debian's nsd and knot) run as subprocesses on fixed loopback ports of
@@ -103,17 +104,12 @@ func runRef(t *testing.T, name, bin, dir string, port int, origin string, wait b
 		out.Close()
 	})
 	if wait {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			m, _, err := Query(context.Background(), r.addr, origin, mdns.TypeSOA, QueryOptions{Timeout: 300 * time.Millisecond})
-			if err == nil && m.Rcode == mdns.RcodeSuccess && len(m.Answer) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not answer SOA %s on %s: %v\n%s", name, origin, r.addr, err, r.log())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var err error
+		testutil.Eventually(t, 20*time.Second, func() bool {
+			var m *mdns.Msg
+			m, _, err = Query(context.Background(), r.addr, origin, mdns.TypeSOA, QueryOptions{Timeout: 300 * time.Millisecond})
+			return err == nil && m.Rcode == mdns.RcodeSuccess && len(m.Answer) == 1
+		}, "%s does not answer SOA %s on %s: %v\n%s", name, origin, r.addr, func() any { return err }, func() any { return r.log() })
 	}
 	return r
 }

@@ -285,15 +285,9 @@ func (f *flipListener) start(addr string) {
 	defer f.mu.Unlock()
 	var ln net.Listener
 	var err error
-	for i := 0; i < 50; i++ { // the port may linger briefly after a stop
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		f.t.Fatalf("listen %s: %v", addr, err)
-	}
+	// The port may linger briefly after a stop.
+	testutil.Eventually(f.t, time.Second, func() bool { ln, err = net.Listen("tcp", addr); return err == nil },
+		"listen %s: %v", addr, func() any { return err })
 	f.ln, f.addr = ln, ln.Addr().String()
 	go func() {
 		for {
@@ -330,17 +324,14 @@ func answerOf(t *testing.T, srv *Server) string {
 	return strings.Join(out, ",")
 }
 
+// waitAnswer waits until srv answers want and returns how long that took.
 func waitAnswer(t *testing.T, srv *Server, want string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for time.Since(start) < within {
-		if answerOf(t, srv) == want {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("answer still %q after %s, want %q", answerOf(t, srv), within, want)
-	return 0
+	var got string
+	testutil.Eventually(t, within, func() bool { got = answerOf(t, srv); return got == want },
+		"answer still %q, want %q", func() any { return got }, want)
+	return time.Since(start)
 }
 
 func healthServer(t *testing.T, checkType, allDown string, primary, secondary *flipListener) *Server {

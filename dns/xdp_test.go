@@ -407,7 +407,7 @@ func TestXDPReloadStopsOldAnswers(t *testing.T) {
 	if !bytes.Equal(got, want) || !bytes.Contains(got, []byte{192, 0, 2, 99}) {
 		t.Fatalf("after reload the xdp answer is not the new one\n xdp:    % x\n socket: % x", got, want)
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return prog.Len() == 1 }, "stale answers not purged: %d in the map", prog.Len)
+	testutil.Eventually(t, 10*time.Second, func() bool { return prog.Len() == 1 }, "stale answers not purged: %d in the map", func() any { return prog.Len() })
 }
 
 // TestXDPKeepsRRLAndQueryLogOnTheSocket: with rate_limit the program answers nothing (every

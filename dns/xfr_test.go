@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // xfrSecret is the TSIG key of the transfer tests (base64 of 32 bytes).
@@ -145,22 +146,6 @@ func sameAnswers(primary, secondary string) error {
 	return nil
 }
 
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s within %v: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func soaSerial(addr string) (uint32, error) {
 	m, _, err := Query(context.Background(), addr, "example.com.", mdns.TypeSOA, QueryOptions{Timeout: 500 * time.Millisecond})
 	if err != nil {
@@ -200,13 +185,19 @@ func testSecondary(t *testing.T, bin, pkg string, start secondaryStarter) {
 	srv, reload := xfrPrimary(t, fmt.Sprintf("127.0.0.1:%d", port))
 	primary := srv.Addr().String()
 	sec := start(t, port, srv.Addr())
-	waitFor(t, 30*time.Second, sec.name+" loads the zone by AXFR", func() error {
-		s, err := soaSerial(sec.addr)
-		if err == nil && s != 1 {
-			err = fmt.Errorf("serial %d", s)
+	var last error // the last poll's, for the failure message
+	hasSerial := func(want uint32) func() bool {
+		return func() bool {
+			s, err := soaSerial(sec.addr)
+			if err == nil && s != want {
+				err = fmt.Errorf("serial %d", s)
+			}
+			last = err
+			return err == nil
 		}
-		return err
-	})
+	}
+	lastErr := func() any { return last }
+	testutil.Eventually(t, 30*time.Second, hasSerial(1), "%s did not load the zone by AXFR: %v", sec.name, lastErr)
 	if err := sameAnswers(primary, sec.addr); err != nil {
 		t.Fatalf("after AXFR: %v\n%s", err, sec.log())
 	}
@@ -214,13 +205,7 @@ func testSecondary(t *testing.T, bin, pkg string, start secondaryStarter) {
 		t.Fatal(err)
 	}
 	reload(2)
-	waitFor(t, 30*time.Second, sec.name+" follows serial 2 after NOTIFY", func() error {
-		s, err := soaSerial(sec.addr)
-		if err == nil && s != 2 {
-			err = fmt.Errorf("serial %d", s)
-		}
-		return err
-	})
+	testutil.Eventually(t, 30*time.Second, hasSerial(2), "%s did not follow serial 2 after NOTIFY: %v", sec.name, lastErr)
 	if err := sameAnswers(primary, sec.addr); err != nil {
 		t.Fatalf("after IXFR: %v\n%s", err, sec.log())
 	}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -301,5 +300,5 @@ func (e *Edge) Fresh(raw string) bool {
 	if !ok {
 		return false
 	}
-	return cachecontrol.Decide(nil, ent.Meta.Directives, ent.Meta.Age(time.Now()), lifetime(ent.Meta), 0) == cachecontrol.Fresh
+	return cachecontrol.Decide(nil, ent.Meta.Directives, ent.Meta.Age(e.now()), lifetime(ent.Meta), 0) == cachecontrol.Fresh
 }

@@ -36,7 +36,7 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		m := ent.Meta
-		age := m.Age(time.Now())
+		age := m.Age(e.now())
 		// serveEntry fails only when a disk body vanished (evicted or purged) since the lookup;
 		// then the request is served as a miss.
 		switch cachecontrol.Decide(reqCC, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) {
@@ -320,7 +320,7 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 		e.stats.count(Miss)
 		writeError(w, f.errStatus, Miss, f.errMsg)
 	case f.entry != nil:
-		if !e.serveEntry(w, r, f.entry, f.label, f.entry.Meta.Age(time.Now())) {
+		if !e.serveEntry(w, r, f.entry, f.label, f.entry.Meta.Age(e.now())) {
 			e.passThrough(w, r) // its disk body was purged meanwhile
 		}
 	case !f.shared && leader:
@@ -356,7 +356,7 @@ func (e *Edge) holdForStale(r *http.Request, f *fill, stored *store.Entry) bool 
 	if err != nil || n < 0 || n > staleHoldMax {
 		return false
 	}
-	return e.staleUsable(cachecontrol.RequestDirectives(r.Header), stored, time.Now())
+	return e.staleUsable(cachecontrol.RequestDirectives(r.Header), stored, e.now())
 }
 
 // serveWholeOrStale waits for the fill's whole body, then sends it; when the body broke off it
@@ -373,7 +373,7 @@ func (e *Edge) serveWholeOrStale(w http.ResponseWriter, r *http.Request, f *fill
 		return
 	}
 	e.stats.StaleMidBody.Add(1)
-	if !e.serveEntry(w, r, stored, Stale, stored.Meta.Age(time.Now())) {
+	if !e.serveEntry(w, r, stored, Stale, stored.Meta.Age(e.now())) {
 		e.stats.count(Miss) // the stored body vanished meanwhile (evicted or purged)
 		writeError(w, http.StatusBadGateway, Miss, msgBadGateway)
 	}
@@ -551,10 +551,10 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 
 	req := e.fillRequest(ctx, r, stored)
 	reqCC := cachecontrol.RequestDirectives(r.Header)
-	reqTime := time.Now()
+	reqTime := e.now()
 	e.stats.OriginRequests.Add(1)
 	resp, err := e.fetchUpstream(req) // edge/tier.go
-	respTime := time.Now()
+	respTime := e.now()
 
 	if (err != nil || resp.StatusCode >= 500) && e.fillFailed(f, r, stored, reqCC, resp, err, respTime) {
 		return

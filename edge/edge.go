@@ -46,6 +46,7 @@ type Edge struct {
 	registry  *prometheus.Registry
 	upstream  *upstream
 	heuristic cachecontrol.Heuristic
+	clock     func() time.Time // the cache's clock (edge/clock.go); nil is the wall clock
 
 	// passes are the request fields forwarded as the client sent them (edge/requestheaders.go).
 	passes map[string]bool

@@ -52,7 +52,7 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 		return nil, 0, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
 	}
 	m := ent.Meta
-	age := m.Age(now)
+	age := m.Age(e.now()) // the cache's clock; now stays the wall clock for Date and deadlines
 	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
 		return nil, 0, false
 	}

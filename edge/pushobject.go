@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
@@ -52,7 +51,7 @@ func (e *Edge) StoreObject(rawURL string, status int, header http.Header, body [
 	if !bodyless(status) {
 		stored["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
-	now := time.Now()
+	now := e.now()
 	e.invalidate(primary) // the pushed copy replaces every variant, and wins over fetches in flight
 	w, err := e.store.NewWriter()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -14,7 +15,36 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
+
+// testClock is the wall clock plus an offset the test moves forward: an edge built with its now
+// (WithClock) sees stored entries age without the test sleeping. The origins of the tests that
+// use it send no Date header, so the offset does not make a fresh response look old too
+// (apparent age, RFC 9111 4.2.3).
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// newClockedEdge is newEdge with the cache's clock set to c.
+func newClockedEdge(t *testing.T, origin string, c *testClock, mutate func(*Config)) *Edge {
+	t.Helper()
+	cfg := Config{Listen: "127.0.0.1:0", Origin: origin, Tiers: TierConfig{Token: testTierToken}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
 
 // TestAgeParsing: an Age of 2^31 or more is capped at 2147483648 (RFC 9111 1.2.2), not dropped,
 // and a list-based Age uses its first member (RFC 9111 5.1); either makes the response stale.
@@ -160,14 +190,15 @@ func TestStaleOnOriginConnectionFailure(t *testing.T) {
 				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nCache-Control: %s\r\nContent-Length: 2\r\n\r\nv1", c.cc)
 				return true
 			})
-			e := newEdge(t, o.URL(), func(cfg *Config) { cfg.Grace = Duration(c.grace) })
+			var clock testClock
+			e := newClockedEdge(t, o.URL(), &clock, func(cfg *Config) { cfg.Grace = Duration(c.grace) })
 			expect(t, get(t, e.URL()+"/x"), 200, Miss, "v1")
 			failing.Store(true)
-			time.Sleep(1100 * time.Millisecond) // max-age=1 must pass: the entry is stale by its own clock
+			clock.advance(1100 * time.Millisecond) // max-age=1 passes: the entry is stale by its own clock
 			r := get(t, e.URL()+"/x")
 			expect(t, r, 200, Stale, "v1")
 			// With grace the revalidation runs in the background: wait for it.
-			waitFor(t, 5*time.Second, "the stale entry's revalidation reaching the origin", func() bool { return o.requests.Load() >= 2 })
+			testutil.Eventually(t, 5*time.Second, func() bool { return o.requests.Load() >= 2 }, "the stale entry's revalidation never reached the origin")
 		})
 	}
 }
@@ -200,11 +231,12 @@ func TestStaleOnFailureMidBody(t *testing.T) {
 				}
 				return true
 			})
-			e := newEdge(t, o.URL(), nil)
+			var clock testClock
+			e := newClockedEdge(t, o.URL(), &clock, nil)
 			expect(t, get(t, e.URL()+"/x"), 200, Miss, "v1")
 			settle(t, e)
 			mode.Store(1)
-			time.Sleep(1100 * time.Millisecond) // stale by its own clock
+			clock.advance(1100 * time.Millisecond) // stale by its own clock
 			expect(t, get(t, e.URL()+"/x"), 200, Stale, "v1")
 			if n := e.stats.StaleMidBody.Load(); n != 1 {
 				t.Fatalf("stale_mid_body %d, want 1", n)
@@ -277,8 +309,9 @@ func TestUnreachableStaleLimits(t *testing.T) {
 		return true
 	})
 	off := Duration(0)
-	e := newEdge(t, o.URL(), nil)
-	eOff := newEdge(t, o.URL(), func(c *Config) { c.StaleIfUnreachable = &off })
+	var clock testClock
+	e := newClockedEdge(t, o.URL(), &clock, nil)
+	eOff := newClockedEdge(t, o.URL(), &clock, func(c *Config) { c.StaleIfUnreachable = &off })
 	for _, p := range []string{"/mr", "/pr", "/sm", "/nc"} {
 		expect(t, get(t, e.URL()+p), 200, Miss, "stored")
 	}
@@ -286,7 +319,7 @@ func TestUnreachableStaleLimits(t *testing.T) {
 	settle(t, e)
 	settle(t, eOff)
 	failing.Store(true)
-	time.Sleep(1100 * time.Millisecond) // max-age=1 must pass
+	clock.advance(1100 * time.Millisecond) // max-age=1 passes
 	for _, p := range []string{"/mr", "/pr", "/sm", "/nc"} {
 		if r := get(t, e.URL()+p); r.status == 200 || r.body == "stored" {
 			t.Errorf("%s: %d %s %q while the origin is unreachable; stale use is forbidden", p, r.status, r.cache(), r.body)

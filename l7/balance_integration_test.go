@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 func TestStickyAndHashThroughProxy(t *testing.T) {
@@ -70,7 +73,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 		}
 		close(done)
 	}()
-	waitFor(t, "first request in flight", func() bool { return backendInfo(s, slow.addr).InFlight == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return backendInfo(s, slow.addr).InFlight == 1 }, "the first request never reached the slow backend")
 	resp, _ := get(t, http.DefaultClient, "GET", base+"/x", nil)
 	if resp.StatusCode != 503 || resp.Header.Get("X-Load-Shed") != "1" {
 		t.Errorf("second request = %d %v, want 503 shed by the global limit", resp.StatusCode, resp.Header)

@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"golang.org/x/net/http2"
 )
 
@@ -100,12 +102,12 @@ pools:
 	codes := make(chan *http.Response, n)
 	slowRequests(t, p, e, n, codes)
 	var shed []*http.Response
-	waitFor(t, "every slow request to hold an upstream connection or be answered", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		for len(codes) > 0 {
 			shed = append(shed, <-codes)
 		}
 		return int(slow.slow.Load())+len(shed) == n
-	})
+	}, "not every slow request holds an upstream connection or was answered")
 	if len(shed) == 0 {
 		t.Fatalf("%d slow requests, each holding an upstream connection, fit in a room of 16 with %d clients: the upstream connections are not counted", n, p.s.conns.Clients())
 	}
@@ -126,7 +128,7 @@ pools:
 	}
 	// (b) Health checks need a new socket each and still get one, from the reserve.
 	before := slow.checks.Load()
-	waitFor(t, "health checks during the exhaustion", func() bool { return slow.checks.Load() >= before+3 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return slow.checks.Load() >= before+3 }, "no health checks during the exhaustion")
 	// (c) No refusal counted against a backend.
 	st := p.s.state.Load()
 	for _, name := range []string{"p", "q"} {
@@ -141,7 +143,7 @@ pools:
 			t.Errorf("a slow request that held an upstream connection: %d", r.StatusCode)
 		}
 	}
-	waitFor(t, "the keep-alive client served after the slow requests", func() bool { return ask("/ok").StatusCode == 200 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return ask("/ok").StatusCode == 200 }, "the keep-alive client was not served after the slow requests")
 	if r := ask("/q"); r.StatusCode != 200 {
 		t.Errorf("h2c pool after the slow requests: %d", r.StatusCode)
 	}

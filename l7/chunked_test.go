@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1/h1test"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // chunkVariant is a way a chunked body is forwarded: by the request core as such, by the core
@@ -251,16 +252,8 @@ func TestChunkedStreamedMalformedIsRefused(t *testing.T) {
 		c := dialChunkProxy(t, base)
 		defer c.Close()
 		io.WriteString(c, chunkHead+"5\r\nhello\r\n")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if raw, _ := o.Received(); bytes.Contains(raw, []byte("hello")) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the first chunk never reached the origin")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(t, 10*time.Second, func() bool { raw, _ := o.Received(); return bytes.Contains(raw, []byte("hello")) },
+			"the first chunk never reached the origin")
 		io.WriteString(c, "5\nworld\r\n0\r\n\r\n")
 		got, closed := readAnswer(c, 5*time.Second)
 		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !closed {

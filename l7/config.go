@@ -320,13 +320,13 @@ func (c *Config) ApplyDefaults() {
 		c.AccessLog = "off"
 	}
 	for i := range c.Pools {
-		c.Pools[i].defaults()
+		c.Pools[i].applyDefaults()
 	}
 }
 
-// defaults fills a pool's unset fields: balance, protocol, timeouts, weights, and the health,
+// applyDefaults fills a pool's unset fields: balance, protocol, timeouts, weights, and the health,
 // outlier, retry and sticky settings it has.
-func (p *Pool) defaults() {
+func (p *Pool) applyDefaults() {
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}

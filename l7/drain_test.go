@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // A connection accepted before (or during) a graceful shutdown that has not sent its request yet
@@ -26,11 +28,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 			t.Fatal(err)
 		}
 		defer c.Close()
-		for deadline := time.Now().Add(10 * time.Second); s.conns.Clients() == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the proxy did not accept the connection")
-			}
-		}
+		testutil.Eventually(t, 10*time.Second, func() bool { return s.conns.Clients() > 0 }, "the proxy did not accept the connection")
 		done := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

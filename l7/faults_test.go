@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // Faults found in a soak with injected failures, each with a test that failed on the
@@ -206,7 +208,7 @@ func TestLoopFloodReleasesMemory(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	waitFor(t, "the loops to close the flood", func() bool { return loopConns(s) <= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return loopConns(s) <= 1 }, "the loops did not close the flood (%d connections left)", func() any { return loopConns(s) })
 	after := heap()
 	t.Logf("live heap %d KiB before, %d KiB after %d connections closed", before>>10, after>>10, n)
 	if after > before+4<<20 {
@@ -324,7 +326,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 		t.Errorf("h2 request served as %s", resp.Proto)
 	}
 	tr.CloseIdleConnections()
-	waitFor(t, "the connection count to return to zero", func() bool { return s.conns.Clients() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.conns.Clients() == 0 }, "the connection count did not return to zero")
 }
 
 // A local resource failure (out of descriptors, memory, socket buffers) is the proxy's own,

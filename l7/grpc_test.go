@@ -359,14 +359,11 @@ pools:
 			held := make(chan error, 1)
 			slow := metadata.AppendToOutgoingContext(ctx, "x-sleep", "2s")
 			go func() { _, err := tc.UnaryCall(slow, &testgrpc.SimpleRequest{}); held <- err }()
-			deadline := time.Now().Add(5 * time.Second)
-			for {
+			// Calls pass until the slow call reaches the pool.
+			testutil.Eventually(t, 5*time.Second, func() bool {
 				_, err = tc.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-				if st, _ := status.FromError(err); st.Code() != codes.OK || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond) // the slow call has not reached the pool yet
-			}
+				return status.Code(err) != codes.OK
+			}, "calls still pass with the slow call holding the pool")
 			want("shed (pool max_in_flight)", err, codes.ResourceExhausted)
 			if err := <-held; err != nil {
 				t.Errorf("the call that held the pool: %v", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -283,9 +284,9 @@ func TestH2ClientThatNeverOpensItsWindow(t *testing.T) {
 	if !small {
 		t.Errorf("the other stream was not answered while the first was stuck")
 	}
-	waitFor(t, "the upstream request released", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return gaugeValue(p.s.metrics.inFlight) == 0
-	})
+	}, "the upstream request was not released")
 }
 
 // Graceful shutdown: GOAWAY names the last stream taken; streams in flight finish with their
@@ -298,7 +299,7 @@ func TestH2GracefulShutdownFinishesInFlightStreams(t *testing.T) {
 	for id := uint32(1); id <= 9; id += 2 {
 		h.get(id, fmt.Sprintf("/s%d", id))
 	}
-	waitFor(t, "requests at the backend", func() bool { return b.hits.Load() == 5 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return b.hits.Load() == 5 }, "the 5 requests did not reach the backend")
 	done := make(chan error, 1)
 	go func() { done <- p.s.Shutdown(t.Context()) }()
 	var away *http2.GoAwayFrame
@@ -374,5 +375,5 @@ func TestH2IdleConnectionGoesAway(t *testing.T) {
 	if _, err := h.fr.ReadFrame(); err == nil {
 		t.Errorf("connection still open after GOAWAY")
 	}
-	waitFor(t, "client connections counted back", func() bool { return p.s.conns.Clients() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return p.s.conns.Clients() == 0 }, "client connections were not counted back")
 }

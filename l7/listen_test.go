@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // ListenAndServe opens the configured listeners, here on 127.0.0.2 (a loopback address other
@@ -42,15 +44,8 @@ pools: [{name: p, backends: [{address: %q}]}]
 	done := make(chan error, 1)
 	go func() { done <- s.ListenAndServe(ctx) }()
 	var resp *http.Response
-	for i := 0; i < 100; i++ {
-		if resp, err = http.Get("http://" + addr + "/hello"); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Eventually(t, 2*time.Second, func() bool { resp, err = http.Get("http://" + addr + "/hello"); return err == nil },
+		"GET /hello: %v", func() any { return err })
 	resp.Body.Close()
 	cancel()
 	if err := <-done; err != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // Keep-alive clients are dealt out over every loop and served there, not handed over.
@@ -161,7 +163,7 @@ func TestLoopShutdownLetsInFlightFinish(t *testing.T) {
 	readResponse(t, idleBr, "GET")
 	busy, busyBr := dialProxy(t, base)
 	fmt.Fprint(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-	waitFor(t, "request in flight", func() bool { return backendInfo(s, b.addr).InFlight == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return backendInfo(s, b.addr).InFlight == 1 }, "the request never reached the backend")
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

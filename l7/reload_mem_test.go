@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // manyRoutes is a configuration with n routes (prefix routes over 50 hosts, then a catch-all to
@@ -75,10 +77,7 @@ func TestReloadReleasesOldConfig(t *testing.T) {
 			}
 			slow.CloseIdleConnections()
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for a.hits.Load() < 2 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testutil.Eventually(t, 5*time.Second, func() bool { return a.hits.Load() >= 2 }, "the two slow requests never reached the backend")
 		for i := 0; i < 20; i++ {
 			last := "a"
 			if i%2 == 0 || i == 19 {
@@ -100,17 +99,11 @@ func TestReloadReleasesOldConfig(t *testing.T) {
 		}
 		// Well under the old 5 s retention: release must follow the last request, not a timer.
 		var now uint64
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if now = heapInuse(); float64(now) <= 1.2*float64(first) {
-				break
-			}
-		}
+		testutil.Eventually(t, 3*time.Second, func() bool { now = heapInuse(); return float64(now) <= 1.2*float64(first) },
+			"heap in use %.1f MiB after 20 reloads, want within 1.2x of the first load's %.1f MiB",
+			func() any { return float64(now) / (1 << 20) }, float64(first)/(1<<20))
 		t.Logf("heap in use: first load %.1f MiB, after 20 reloads %.1f MiB; RSS %.0f MiB then %.0f MiB",
 			float64(first)/(1<<20), float64(now)/(1<<20), firstRSS, rssMiB())
-		if float64(now) > 1.2*float64(first) {
-			t.Errorf("heap in use %.1f MiB after 20 reloads, want within 1.2x of the first load's %.1f MiB",
-				float64(now)/(1<<20), float64(first)/(1<<20))
-		}
 	})
 }
 
@@ -174,14 +167,10 @@ pools: [{name: p%d, backends: [{address: %q}, {address: "127.0.0.1:%d"}]}]
 		}
 		return out
 	}
-	n, names := series()
-	for deadline := time.Now().Add(10 * time.Second); len(stale(names)) > 0 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		n, names = series()
-	}
-	if old := stale(names); len(old) > 0 {
-		t.Errorf("series of replaced configurations still exported: %v", old)
-	}
+	var n int
+	var names map[string]bool
+	testutil.Eventually(t, 10*time.Second, func() bool { n, names = series(); return len(stale(names)) == 0 },
+		"series of replaced configurations still exported: %v", func() any { return stale(names) })
 	if n > 12 {
 		t.Errorf("%d route/pool series after 20 reloads, want only the current configuration's", n)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // closedAddr returns a loopback address nothing listens on, for connect errors.
@@ -173,7 +175,7 @@ pools:
 	mu.Lock()
 	sick = true
 	mu.Unlock()
-	waitFor(t, "flaky marked down", func() bool { return !backendInfo(s, flaky.addr).Healthy })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !backendInfo(s, flaky.addr).Healthy }, "flaky was not marked down")
 	for i := 0; i < 6; i++ {
 		if resp, _ := get(t, http.DefaultClient, "GET", base+"/x", nil); resp.Header.Get("X-Backend") != "steady" {
 			t.Fatalf("request went to %q while flaky is down", resp.Header.Get("X-Backend"))
@@ -182,7 +184,7 @@ pools:
 	mu.Lock()
 	sick = false
 	mu.Unlock()
-	waitFor(t, "flaky back up", func() bool { return backendInfo(s, flaky.addr).Healthy })
+	testutil.Eventually(t, 5*time.Second, func() bool { return backendInfo(s, flaky.addr).Healthy }, "flaky did not come back up")
 }
 
 func TestOutlierEjectionWithCap(t *testing.T) { onEveryEngine(t, testOutlierEjectionWithCap) }
@@ -232,7 +234,7 @@ pools: [{name: p, backends: [{address: %q}, {address: %q}]}]
 		resp.Body.Close()
 		done <- fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("X-Backend"))
 	}()
-	waitFor(t, "request in flight on a", func() bool { return backendInfo(s, a.addr).InFlight == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return backendInfo(s, a.addr).InFlight == 1 }, "the request never reached a")
 	if err := s.Drain("p", a.addr, true); err != nil {
 		t.Fatal(err)
 	}
@@ -257,15 +259,4 @@ func backendInfo(s *Server, addr string) BackendInfo {
 		}
 	}
 	return BackendInfo{}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

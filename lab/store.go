@@ -118,7 +118,7 @@ func startStore(st *State, members int, h *config.HealthCheck, start func(name, 
 	defer cancel()
 	var vips []config.VIP
 	for _, v := range DaemonConfigFor(st.Lab(), st.Lab().Balancer(), "", h).VIPs {
-		v.VIPDefaults()
+		v.ApplyDefaults()
 		vips = append(vips, v)
 	}
 	for {

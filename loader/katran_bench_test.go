@@ -12,7 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/maglev"
 )
 
 // The Katran peer of BenchmarkXDP: Katran's balancer.bpf.c, built at bench time from

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/switchyard/switchyard/internal/layout"
 )
 
 // LayoutVersion names the layout of the pinned maps. A change of any shared struct or map shape
@@ -102,10 +103,10 @@ func (o *Options) defaults() error {
 const RingWordSlots = len(LBRingWord{}.Id)
 
 // MaxBackendIDs bounds Options.MaxBackends: ring slots hold 16-bit ids (1..65535).
-const MaxBackendIDs = 1 << 16
+const MaxBackendIDs = layout.MaxBackendIDs
 
 // MaxRingSlots bounds max VIPs x ring size: a slot's index is a __u32 in the program.
-const MaxRingSlots = 1 << 31
+const MaxRingSlots = layout.MaxRingSlots
 
 // RingWords is the number of values of a ring map holding maxVIPs rings of ringSize slots.
 func RingWords(maxVIPs, ringSize uint32) uint32 {

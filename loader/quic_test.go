@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // QUIC routing by connection ID (bpf/include/quic.h): packet tests through BPF_PROG_TEST_RUN.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // The second-chance option, as docs/xdp.md ("Second chance") specifies it.

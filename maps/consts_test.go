@@ -6,6 +6,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/switchyard/switchyard/internal/layout"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -91,6 +92,9 @@ func TestConstsMatchObject(t *testing.T) {
 		{"vip_filter_size", "VIP_FILTER_SLOTS", uint64(vipFilterSlots)},
 		{"family", "FAMILY_V4", uint64(familyV4)},
 		{"family", "FAMILY_V6", uint64(familyV6)},
+		// The limits control/config checks against without the loader (internal/layout).
+		{"quic_vip_bits", "QUIC_LB_SID_MAX", uint64(layout.QUICLBMaxServerIDLen)},
+		{"quic_vip_bits", "VIP_QUIC_CR_MASK", uint64(layout.QUICLBMaxConfigID + 1)},
 	} {
 		t.Run(c.enum, func(t *testing.T) {
 			if c.goValue != enumValue(t, spec, c.enum, c.name) {

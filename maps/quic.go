@@ -6,6 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/internal/layout"
 	"github.com/switchyard/switchyard/loader"
 )
 
@@ -22,7 +23,7 @@ const (
 	QUICLBMaxServerIDLen = int(loader.LBQuicVipBitsQUIC_LB_SID_MAX)
 	// QUICKatranMaxServerID is the largest server ID of Katran's scheme (version 3: 32 bits;
 	// 0 means none). Version 1 holds IDs below 1<<16, version 2 below 1<<24.
-	QUICKatranMaxServerID = 1<<32 - 1
+	QUICKatranMaxServerID = layout.QUICKatranMaxServerID
 
 	quicSIDLenShift = loader.LBQuicVipBitsVIP_QUIC_SID_LEN_SHIFT
 	quicSIDLenMask  = loader.LBQuicVipBitsVIP_QUIC_SID_LEN_MASK
@@ -36,8 +37,8 @@ func QUICLBFlags(sidLen, configID int) (VIPFlags, error) {
 	if sidLen < 1 || sidLen > QUICLBMaxServerIDLen {
 		return 0, fmt.Errorf("quic-lb server_id_len %d: use 1 to %d bytes", sidLen, QUICLBMaxServerIDLen)
 	}
-	if configID < 0 || configID > 6 {
-		return 0, fmt.Errorf("quic-lb config_id %d: use 0 to 6 (7 marks unroutable connection IDs)", configID)
+	if configID < 0 || configID > layout.QUICLBMaxConfigID {
+		return 0, fmt.Errorf("quic-lb config_id %d: use 0 to %d (7 marks unroutable connection IDs)", configID, layout.QUICLBMaxConfigID)
 	}
 	return QUICLB | VIPFlags(sidLen)<<quicSIDLenShift | VIPFlags(configID)<<quicCRShift, nil
 }

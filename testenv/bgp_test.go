@@ -177,11 +177,11 @@ func TestBGPAnnouncesOnlyWithAHealthyBackend(t *testing.T) {
 	// web6 is alone on its address: its /128 goes. web shares 198.18.100.1 with the UDP echo
 	// VIP, which has no health check (always healthy): the /32 stays, for echo.
 	start := time.Now()
-	eventually(t, 20*time.Second, "web6's route withdrawn with no healthy backend", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		return len(b.routeVia(t, netip.PrefixFrom(lab.WebVIP6, 128))) == 0
-	})
+	}, "web6's route not withdrawn with no healthy backend")
 	t.Logf("every backend down: web6's route withdrawn %s after the apps stopped", time.Since(start).Round(100*time.Millisecond))
-	eventually(t, 10*time.Second, "web withdrawn in lb status", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		if err := b.call(t, lb, api.OpStatus, api.Empty{}, &st); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestBGPAnnouncesOnlyWithAHealthyBackend(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "web not withdrawn in lb status")
 	for _, v := range st.BGP.VIPs {
 		switch v.VIP {
 		case "web", "web6":
@@ -226,22 +226,22 @@ func TestBGPAnnouncesOnlyWithAHealthyBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	eventually(t, 5*time.Second, "routes withdrawn after SIGTERM", func() bool { return len(b.routeVia(t, webPrefix4)) == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(b.routeVia(t, webPrefix4)) == 0 }, "routes not withdrawn after SIGTERM")
 	withdrawn := time.Since(start)
 	if !xdpAttached(t, lb) {
 		t.Error("the program went before the grace period ended")
 	}
-	eventually(t, lab.BGPDrainGrace+10*time.Second, "the program detached after the grace period", func() bool { return !xdpAttached(t, lb) })
+	testutil.Eventually(t, lab.BGPDrainGrace+10*time.Second, func() bool { return !xdpAttached(t, lb) }, "the program still attached after the grace period")
 	t.Logf("SIGTERM: routes withdrawn in %s, program detached after %s (grace %s)", withdrawn.Round(time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond), lab.BGPDrainGrace)
 	if time.Since(start) < lab.BGPDrainGrace {
 		t.Errorf("detached after %s, before the grace period of %s", time.Since(start), lab.BGPDrainGrace)
 	}
 	// The link goes first (the program detaches), then the pin directory.
-	eventually(t, 5*time.Second, "the pins removed after the drain", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		_, err := os.Stat(lab.PinDir(lb.NS, lb.Iface))
 		return os.IsNotExist(err)
-	})
+	}, "the pins left after the drain")
 }
 
 // TestDrainNodeWithdrawsFirstAndBreaksNothing: `lb drain-node` on one of two balancers
@@ -260,10 +260,10 @@ func TestDrainNodeWithdrawsFirstAndBreaksNothing(t *testing.T) {
 	if len(res.Withdrawn) != 2 || res.Grace != grace {
 		t.Errorf("drain result %+v", res)
 	}
-	eventually(t, 5*time.Second, "the router's route through lb2 only", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		via := b.routeVia(t, webPrefix4)
 		return len(via) == 1 && via[0] == lb2.Addr4
-	})
+	}, "the router's route not through lb2 only")
 	t.Logf("drain-node: lb1 withdrawn from the router in %s", time.Since(start).Round(time.Millisecond))
 	var broken, moved int
 	rounds := 0
@@ -274,9 +274,9 @@ func TestDrainNodeWithdrawsFirstAndBreaksNothing(t *testing.T) {
 			t.Fatal("lb1's program went during the grace period")
 		}
 	}
-	eventually(t, grace+15*time.Second, "lb1 detached and its daemon gone", func() bool {
+	testutil.Eventually(t, grace+15*time.Second, func() bool {
 		return !xdpAttached(t, lb1) && b.call(t, lb1, api.OpStatus, api.Empty{}, nil) != nil
-	})
+	}, "lb1 still attached or its daemon still running")
 	t.Logf("lb1 detached %s after drain-node (grace %s)", time.Since(start).Round(100*time.Millisecond), grace)
 	bk, mv := requestAll(t, ka, first, "after")
 	broken, moved = broken+bk, moved+mv
@@ -293,10 +293,10 @@ func TestDrainNodeWithdrawsFirstAndBreaksNothing(t *testing.T) {
 	if _, err := c.do("/new"); err != nil {
 		t.Fatalf("new connection after the drain: %v", err)
 	}
-	eventually(t, 5*time.Second, "lb1's pins removed after the drain", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		_, err := os.Stat(lab.PinDir(lb1.NS, lb1.Iface))
 		return os.IsNotExist(err)
-	})
+	}, "lb1's pins left after the drain")
 }
 
 // TestBGPPeerDownNeverBlocksForwarding: a balancer daemon that starts while its router's BGP
@@ -318,21 +318,21 @@ func TestBGPPeerDownNeverBlocksForwarding(t *testing.T) {
 	if err := lab.StopProcess(b.Prefix, "bird", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "bird's routes gone with bird", func() bool { return len(b.routeVia(t, webPrefix4)) == 0 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return len(b.routeVia(t, webPrefix4)) == 0 }, "bird's routes not gone with bird")
 	// The daemon restarts with nobody to talk BGP to (SIGKILL keeps the program attached; the
 	// new daemon adopts it).
 	if err := syscall.Kill(lbProc.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "lb1's daemon gone", func() bool { return b.call(t, lb, api.OpStatus, api.Empty{}, nil) != nil })
+	testutil.Eventually(t, 5*time.Second, func() bool { return b.call(t, lb, api.OpStatus, api.Empty{}, nil) != nil }, "lb1's daemon still answering")
 	start := time.Now()
 	if _, err := lab.StartProcess(b.Prefix, lbProc.Name, lbProc.NS, lbProc.Argv...); err != nil {
 		t.Fatal(err)
 	}
 	var st api.Status
-	eventually(t, 15*time.Second, "the daemon serving with its BGP peer down", func() bool {
+	testutil.Eventually(t, 15*time.Second, func() bool {
 		return b.call(t, lb, api.OpStatus, api.Empty{}, &st) == nil && st.BGP != nil && st.BGP.Ready
-	})
+	}, "the daemon not serving with its BGP peer down")
 	t.Logf("daemon ready %s after its start, its router down", time.Since(start).Round(100*time.Millisecond))
 	if len(st.BGP.Sessions) != 1 || st.BGP.Sessions[0].Established {
 		t.Fatalf("sessions with bird down: %+v", st.BGP.Sessions)
@@ -342,10 +342,10 @@ func TestBGPPeerDownNeverBlocksForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := lab.HTTPClient(b.l.Client(1), false, 5*time.Second)
-	eventually(t, 20*time.Second, "a request through the daemon with its BGP session down", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		code, _, _, err := get(c, "http://"+lab.WebVIP4.String()+"/peer-down")
 		return err == nil && code == 200
-	})
+	}, "no request through the daemon with its BGP session down")
 	if err := topo.DelRoute(b.Topo.RouterNS, webPrefix4); err != nil {
 		t.Fatal(err)
 	}

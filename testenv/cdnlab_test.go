@@ -91,10 +91,10 @@ func killEdge(t *testing.T, st *lab.State, i int) {
 		if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill %s (pid %d): %v", p.Name, p.PID, err)
 		}
-		eventually(t, 10*time.Second, p.Name+" to exit", func() bool {
+		testutil.Eventually(t, 10*time.Second, func() bool {
 			_, err := os.Stat("/proc/" + strconv.Itoa(p.PID))
 			return os.IsNotExist(err)
-		})
+		}, "%s did not exit", p.Name)
 		return
 	}
 	t.Fatalf("no process %s in the lab's state", lab.CDNEdgeProc(i))
@@ -206,10 +206,10 @@ func TestLabCDN(t *testing.T) {
 	if postErrors == 0 || failedOver < 0 {
 		t.Fatalf("after the kill: %d of 30 POSTs failed, last failover file %d; want some POSTs to fail and some GETs to fail over", postErrors, failedOver)
 	}
-	eventually(t, 15*time.Second, "the ring to drop the dead edge", func() bool {
+	testutil.Eventually(t, 15*time.Second, func() bool {
 		a := cdnDo(hc, http.MethodGet, file(failedOver))
 		return a.err == nil && a.code == 200 && a.failover == ""
-	})
+	}, "the ring did not drop the dead edge")
 	moved := originRequests(t, hc, c) - before
 	if moved == 0 || moved > lab.CDNFiles/2 {
 		t.Errorf("%d files refetched after the kill, want only the dead edge's (about a third of %d)", moved, lab.CDNFiles)

@@ -92,7 +92,7 @@ func newDaemonLabHealth(t *testing.T, backends int, h *config.HealthCheck) *daem
 	d := &daemonLab{State: st, bin: bin, sock: st.Sockets[st.Lab().Balancer().NS]}
 	d.c1 = lab.HTTPClient(st.Lab().Client(1), false, 10*time.Second)
 	// Wait until every backend is healthy: the daemon's checks need rise x interval.
-	eventually(t, 20*time.Second, "every backend healthy", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		bes, err := d.backends("web")
 		if err != nil || len(bes) != backends {
 			return false
@@ -103,7 +103,7 @@ func newDaemonLabHealth(t *testing.T, backends int, h *config.HealthCheck) *daem
 			}
 		}
 		return true
-	})
+	}, "not every backend healthy")
 	return d
 }
 

@@ -46,7 +46,7 @@ func TestFullPath(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: lab.DialViaDNS(c, dns.Addr4), DisableKeepAlives: true}}
 	var resp *http.Response
 	// The processes start in the background: retry until the whole path answers.
-	eventually(t, 30*time.Second, "static.lab.test answering through every stop", func() bool {
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		r, err := hc.Get("http://" + lab.StaticName + "/static/logo.png")
 		if err != nil {
 			return false
@@ -54,7 +54,7 @@ func TestFullPath(t *testing.T) {
 		r.Body.Close()
 		resp = r
 		return r.StatusCode == 200
-	})
+	}, "static.lab.test not answering through every stop")
 	if resp.Header.Get(app.Header) == "" || resp.Header.Get("Via") == "" {
 		t.Errorf("answer lacks the app's X-Backend or the edge's Via: %v", resp.Header)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
@@ -84,12 +83,6 @@ func get(c *http.Client, url string) (int, string, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get(app.Header), string(b), err
-}
-
-// eventually waits for cond with testutil.Eventually, naming what it waits for.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, timeout, cond, "timed out waiting for %s", what)
 }
 
 // fmtSscanf is fmt.Sscanf after squeezing runs of spaces, so that table columns parse.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
 )
@@ -47,9 +48,9 @@ func TestDrain(t *testing.T) {
 	if len(held) < 200 {
 		t.Fatalf("only %d connections reached %s", len(held), be1.Name)
 	}
-	eventually(t, 10*time.Second, "200 active flows on be1", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return d.backend(t, "web", be1.Addr4.String()).ActiveFlows >= 200
-	})
+	}, "no 200 active flows on be1")
 	if _, err := d.cli("backend", "drain", "web", be1.Addr4.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -77,17 +78,17 @@ func TestDrain(t *testing.T) {
 	for _, k := range held[:100] {
 		k.c.Close()
 	}
-	eventually(t, 15*time.Second, "be1 active flows <= 100 after closing 100", func() bool {
+	testutil.Eventually(t, 15*time.Second, func() bool {
 		return d.backend(t, "web", be1.Addr4.String()).ActiveFlows <= 100
-	})
+	}, "be1 active flows still over 100 after closing 100")
 	mid := d.backend(t, "web", be1.Addr4.String()).ActiveFlows
 	for _, k := range held[100:] {
 		k.c.Close()
 	}
 	held = nil
-	eventually(t, 15*time.Second, "be1 active flows 0 after closing all", func() bool {
+	testutil.Eventually(t, 15*time.Second, func() bool {
 		return d.backend(t, "web", be1.Addr4.String()).ActiveFlows == 0
-	})
+	}, "be1 active flows not 0 after closing all")
 	t.Logf("active flows on drained be1: 200+ -> %d -> 0", mid)
 }
 
@@ -99,9 +100,9 @@ func TestHealth(t *testing.T) {
 	vip := fmt.Sprintf("http://%s/h", lab.WebVIP4)
 	d.admin(t, be1, "fail?on=1")
 	failed := time.Now()
-	eventually(t, 10*time.Second, "be1 unhealthy", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return d.backend(t, "web", be1.Addr4.String()).Health == "unhealthy"
-	})
+	}, "be1 not marked unhealthy")
 	took := time.Since(failed)
 	t.Logf("be1 marked unhealthy %.1fs after it started failing (fall 3 x interval 1s)", took.Seconds())
 	// fall x interval = 3 s, plus one check timeout (0.5 s) and slack for a loaded machine and
@@ -119,9 +120,9 @@ func TestHealth(t *testing.T) {
 		}
 	}
 	d.admin(t, be1, "fail?on=0")
-	eventually(t, 10*time.Second, "be1 healthy again", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return d.backend(t, "web", be1.Addr4.String()).Health == "healthy"
-	})
+	}, "be1 not healthy again")
 	back := 0
 	for i := 0; i < 60; i++ {
 		_, name, _, err := get(d.c1, fmt.Sprintf("%s/back/%d", vip, i))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
@@ -63,7 +64,7 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 	}
 	start := time.Now()
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	eventually(t, lab.BGPHoldTime+5*time.Second, "the router's VIP routes through lb2 only", func() bool {
+	testutil.Eventually(t, lab.BGPHoldTime+5*time.Second, func() bool {
 		for _, p := range b.l.VIPPrefixes() {
 			via := b.routeVia(t, p)
 			if len(via) != 1 || (via[0] != lb2.Addr4 && via[0] != lb2.Addr6) {
@@ -71,7 +72,7 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "the router's VIP routes not through lb2 only")
 	failover := time.Since(start)
 	t.Logf("lb1 silent: the router withdrew its routes after %s (hold time %s)", failover.Round(10*time.Millisecond), lab.BGPHoldTime)
 	if failover > lab.BGPHoldTime+2*time.Second {
@@ -84,7 +85,7 @@ func TestTwoBalancersShareFlowsAndFailOver(t *testing.T) {
 	if err := loader.Detach(lab.PinDir(lb1.NS, lb1.Iface)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "lb1's program gone", func() bool { return !xdpAttached(t, lb1) })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !xdpAttached(t, lb1) }, "lb1's program still attached")
 
 	missBefore := b.nonSynMissesOf(t, lb2)
 	if broken, moved := requestAll(t, ka, first, "after"); broken+moved > 0 {

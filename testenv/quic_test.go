@@ -25,6 +25,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/fwd"
 	"github.com/switchyard/switchyard/lab/topo"
@@ -390,7 +391,7 @@ func quicMigration(t *testing.T, flags maps.VIPFlags, gen func(sid uint16) quic.
 	}
 	for i, c := range clients {
 		s := servers[c.backend]
-		eventually(t, 5*time.Second, "the server's view of the moved client", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for _, r := range s.remotes {
@@ -399,7 +400,7 @@ func quicMigration(t *testing.T, flags maps.VIPFlags, gen func(sid uint16) quic.
 				}
 			}
 			return false
-		})
+		}, "the server did not see the client move")
 	}
 	cs, err := fw.Maps.Counters()
 	if err != nil {

@@ -93,11 +93,11 @@ func (f *fleetLab) waitConverged(what, vip, not string, timeout time.Duration) (
 	f.t.Helper()
 	start := time.Now()
 	var d string
-	eventually(f.t, timeout, what, func() bool {
+	testutil.Eventually(f.t, timeout, func() bool {
 		var ok bool
 		d, ok = f.converged(vip)
 		return ok && d != not
-	})
+	}, "no %s", what)
 	return d, time.Since(start)
 }
 
@@ -127,10 +127,10 @@ func (f *fleetLab) backendWeight(i int, vip, addr string) uint32 {
 
 func (f *fleetLab) waitStore(i int, connected bool, timeout time.Duration) {
 	f.t.Helper()
-	eventually(f.t, timeout, fmt.Sprintf("lb%d's store connected=%v", i+1, connected), func() bool {
+	testutil.Eventually(f.t, timeout, func() bool {
 		st := f.status(i).Store
 		return st != nil && st.Connected == connected
-	})
+	}, "lb%d's store connected is not %v", i+1, connected)
 }
 
 // writeDirect changes a backend's weight in the store itself (as an operator with etcdctl, or
@@ -142,10 +142,10 @@ func (f *fleetLab) writeDirect(vip, addr string, w uint32) int64 {
 		f.t.Fatal(err)
 	}
 	defer s.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var rev int64
+	testutil.Eventually(f.t, 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		rev, err := func() (int64, error) {
+		rev, err = func() (int64, error) {
 			sn, err := s.List(ctx)
 			if err != nil {
 				return 0, err
@@ -168,14 +168,9 @@ func (f *fleetLab) writeDirect(vip, addr string, w uint32) int64 {
 			return s.Commit(ctx, sn, ch)
 		}()
 		cancel()
-		if err == nil {
-			return rev
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("write to the store: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil
+	}, "write to the store: %v", func() any { return err })
+	return rev
 }
 
 // restartDaemon stops balancer i's daemon (SIGTERM: program and maps stay) and starts it again
@@ -195,11 +190,11 @@ func (f *fleetLab) restartDaemon(i int) {
 	if _, err := lab.StartProcess(f.Prefix, n.Name, n.NS, argv...); err != nil {
 		f.t.Fatal(err)
 	}
-	eventually(f.t, 30*time.Second, n.Name+" answering after its restart", func() bool {
+	testutil.Eventually(f.t, 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return api.NewClient(f.socks[i]).Call(ctx, api.OpStatus, api.Empty{}, nil) == nil
-	})
+	}, "%s not answering after its restart", n.Name)
 }
 
 // cutStore drops balancer i's traffic to and from etcd (its watch is cut, its process runs).
@@ -218,7 +213,7 @@ func TestFleetStoreConverges(t *testing.T) {
 	f := newFleetLab(t, 1, 2, false)
 	be1, be2, be3 := f.Lab().Topo.ByRole(topo.Backend)[0], f.Lab().Topo.ByRole(topo.Backend)[1], f.Lab().Topo.ByRole(topo.Backend)[2]
 	d0, _ := f.waitConverged("equal digests at start", "web", "", 20*time.Second)
-	eventually(t, 20*time.Second, "every backend healthy on every node", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		for i := range f.socks {
 			for _, r := range f.status(i).Rings {
 				if r.VIP == "web" && r.InRing != 3 {
@@ -227,7 +222,7 @@ func TestFleetStoreConverges(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "not every backend healthy on every node")
 
 	// 1. A change through the CLI of lb1 reaches lb2 through the store.
 	out, err := f.cli(0, "backend", "weight", "web", be1.Addr4.String(), "3")
@@ -260,7 +255,7 @@ func TestFleetStoreConverges(t *testing.T) {
 	}
 	start := time.Now()
 	d2, _ := f.waitConverged("equal digests after be2 failed", "web", d1, 30*time.Second)
-	eventually(t, 20*time.Second, "be2 out of every node's ring", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		for i := range f.socks {
 			for _, r := range f.status(i).Rings {
 				if r.VIP == "web" && r.InRing != 2 {
@@ -270,7 +265,7 @@ func TestFleetStoreConverges(t *testing.T) {
 		}
 		d, ok := f.converged("web")
 		return ok && d == d2
-	})
+	}, "be2 not out of every node's ring")
 	t.Logf("backend failure: every node's web digest %s after %s", d2, time.Since(start).Round(time.Millisecond))
 
 	// 3. etcd killed: both nodes keep forwarding with the last state and say disconnected.
@@ -306,9 +301,9 @@ func TestFleetStoreConverges(t *testing.T) {
 		t.Fatalf("lb2 restarted with etcd down: store %+v adopted %v VIPs %d, want disconnected at revision %d, adopted, 3 VIPs", st.Store, st.Adopted, st.VIPs, revBefore)
 	}
 	restarted := time.Now()
-	eventually(t, 20*time.Second, "lb2's table equal to lb1's after its restart with etcd down", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		return f.digest(1, "web") == d2
-	})
+	}, "lb2's table not equal to lb1's after its restart with etcd down")
 	t.Logf("lb2 restarted with etcd down: from its cached revision %d, table equal again after %s (its probes)", revBefore, time.Since(restarted).Round(time.Millisecond))
 
 	// 4. etcd back with its data dir; a change written straight into the store before the
@@ -393,10 +388,10 @@ func TestFleetStoreThreeMembersLoseOne(t *testing.T) {
 	}
 	var out string
 	var err error
-	eventually(t, 20*time.Second, "a change accepted with one member down", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		out, err = f.cli(1, "backend", "weight", "web", be1.Addr4.String(), "4")
 		return err == nil
-	})
+	}, "no change accepted with one member down")
 	d1, took := f.waitConverged("equal digests after the change", "web", d0, 15*time.Second)
 	t.Logf("one member down: change applied on every node after %s (%s)", took.Round(time.Millisecond), strings.TrimSpace(out))
 	for i := range f.socks {

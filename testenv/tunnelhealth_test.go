@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
@@ -59,13 +60,7 @@ func (d *daemonLab) waitChecks(t *testing.T, mode string, want map[string]bool) 
 		}
 		return true
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("checks did not reach %v in mode %s: %+v", want, mode, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, ok, "checks did not reach %v in mode %s: %+v", want, mode, func() any { return last })
 }
 
 // directProbe is what a direct check from the balancer says of a backend: a TCP connect to its own

@@ -92,6 +92,7 @@ func TestDnsCheck(t *testing.T) {
 
 func TestDnsRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a wait that fails stops the server too
 	var out, logs syncBuffer
 	done := make(chan error, 1)
 	path := writeDNSConfig(t, dnsTestConfig)
@@ -102,15 +103,12 @@ func TestDnsRunServesAndStops(t *testing.T) {
 	}()
 	re := regexp.MustCompile(`serving on (\S+)`)
 	var addr string
-	for start := time.Now(); addr == "" && time.Since(start) < 5*time.Second; time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			addr = m[1]
 		}
-	}
-	if addr == "" {
-		cancel()
-		t.Fatalf("server did not start: %s", out.String())
-	}
+		return addr != ""
+	}, "server did not start: %s", func() any { return out.String() })
 	resp, _, err := sydns.Query(context.Background(), addr, "app.example.com", mdns.TypeA, sydns.QueryOptions{Subnet: "10.1.2.0/24"})
 	if err != nil || len(resp.Answer) != 1 || resp.Answer[0].(*mdns.A).A.String() != "198.51.100.34" {
 		t.Errorf("query: %v %v", resp, err)
@@ -125,11 +123,9 @@ func TestDnsRunServesAndStops(t *testing.T) {
 	}
 	os.WriteFile(path, []byte(strings.Replace(dnsTestConfig, "192.0.2.1", "192.0.2.77", 1)), 0o644)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	for start := time.Now(); wwwAnswer(t, addr) != "192.0.2.77"; time.Sleep(20 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("SIGHUP did not reload: www = %q", wwwAnswer(t, addr))
-		}
-	}
+	var www string
+	testutil.Eventually(t, 5*time.Second, func() bool { www = wwwAnswer(t, addr); return www == "192.0.2.77" },
+		"SIGHUP did not reload: www = %q", func() any { return www })
 	cancel()
 	select {
 	case err := <-done:

@@ -75,7 +75,7 @@ func TestDNSXDPUpgrade(t *testing.T) {
 			t.Fatalf("before the upgrade: www A = %q, want 192.0.2.1", got)
 		}
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return xdpAnswers() >= 2 }, "the program answered %d queries, want 2 of 3", xdpAnswers)
+	testutil.Eventually(t, 10*time.Second, func() bool { return xdpAnswers() >= 2 }, "the program answered %d queries, want 2 of 3", func() any { return xdpAnswers() })
 	os.WriteFile(path, []byte(strings.Replace(cfg, "www A 192.0.2.1", "www A 192.0.2.77", 1)), 0o600)
 	pid, _, err := upgradeStop(t, wrapper, "dns", p.ctl)
 	if err != nil {
@@ -99,7 +99,7 @@ func TestDNSXDPUpgrade(t *testing.T) {
 	if !attached() {
 		t.Fatal("no XDP program on lo once the old process exited: the successor lost the attachment")
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return xdpAnswers() >= 2 }, "the successor's program answered %d queries, want most of 8", xdpAnswers)
+	testutil.Eventually(t, 10*time.Second, func() bool { return xdpAnswers() >= 2 }, "the successor's program answered %d queries, want most of 8", func() any { return xdpAnswers() })
 	stopPID(pid)
 	if attached() {
 		t.Fatal("an XDP program is still on lo after the server exited")

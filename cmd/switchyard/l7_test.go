@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // runL7 runs one switchyard command and returns its output.
@@ -96,17 +98,13 @@ pools: [{name: app, backends: [{address: %q}, {address: %q}]}]
 			t.Errorf("l7 run ended with %v", err)
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", listen); err == nil {
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("l7 run did not listen")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	}, "l7 run did not listen")
 	// Drain and reload change the running proxy: without the token they are refused.
 	if _, err := runL7(t, ctx, "l7", "drain", "--admin", admin, "--pool", "app", "--backend", a); err == nil || !strings.Contains(err.Error(), "unauthorized: pass the proxy's admin.token with --token-file") {
 		t.Fatalf("drain without the token: %v, want it refused", err)

@@ -244,11 +244,10 @@ func startL4Daemon(t *testing.T, l *l4Lab, sock string, args ...string) *l4Daemo
 	}
 	go func() { d.done <- cmd.Wait() }()
 	t.Cleanup(func() { d.stop(t) })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.Eventually(t, 15*time.Second, func() bool {
 		var st api.Status
 		if err := api.NewClient(sock).Call(context.Background(), api.OpStatus, api.Empty{}, &st); err == nil {
-			return d
+			return true
 		}
 		select {
 		case err := <-d.done:
@@ -256,11 +255,9 @@ func startL4Daemon(t *testing.T, l *l4Lab, sock string, args ...string) *l4Daemo
 			t.Fatalf("daemon exited: %v\n%s", err, d.log)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not ready after 15s:\n%s", d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, "daemon not ready:\n%s", d.log)
+	return d
 }
 
 // stop sends SIGTERM and waits; idempotent.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestUpgrade builds the binary once for every upgrade test; each runs its own copy, as
@@ -88,26 +89,21 @@ func startStopProc(t *testing.T, bin, dir, stop string, args ...string) *stopPro
 func (p *stopProc) waitLog(t *testing.T, re string) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(p.log)
-		if m := rx.FindSubmatch(b); m != nil {
-			return string(m[len(m)-1])
-		}
+	var m [][]byte
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		exited := false
 		select {
 		case <-p.done:
-			err := p.err
-			b, _ = os.ReadFile(p.log) // the line may be its last
-			if m := rx.FindSubmatch(b); m != nil {
-				return string(m[len(m)-1])
-			}
-			t.Fatalf("process exited (%v) before logging %q:\n%s", err, re, b)
-		case <-time.After(20 * time.Millisecond):
+			exited = true // read the log once more: the line may be its last
+		default:
 		}
-	}
-	b, _ := os.ReadFile(p.log)
-	t.Fatalf("no %q in the log within 30s:\n%s", re, b)
-	return ""
+		b, _ := os.ReadFile(p.log)
+		if m = rx.FindSubmatch(b); m == nil && exited {
+			t.Fatalf("process exited (%v) before logging %q:\n%s", p.err, re, b)
+		}
+		return m != nil
+	}, "no %q in the log:\n%s", re, func() any { b, _ := os.ReadFile(p.log); return b })
+	return string(m[len(m)-1])
 }
 
 var upgradedRe = regexp.MustCompile(`upgraded: pid (\d+) serves; pid (\d+) finishes`)

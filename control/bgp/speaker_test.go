@@ -144,19 +144,6 @@ func kernelVia(t *testing.T, ns string, p netip.Prefix) []string {
 	return via
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < d {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
-	return 0
-}
-
 func speakerChild(t *testing.T, a childArgs) {
 	s, err := Start(Options{ASN: 65001, RouterID: nodeAddr4, NextHop4: nodeAddr4, NextHop6: nodeAddr6,
 		Communities: []uint32{65001<<16 | 100},
@@ -178,15 +165,16 @@ func speakerChild(t *testing.T, a childArgs) {
 	if err := s.Flush(); err != nil {
 		t.Fatalf("announce with no session up: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the session with bird established", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		ps, err := bird.Protocols(a.BirdDir)
 		return err == nil && len(ps) > 0 && anyEstablished(ps)
-	})
-	d := waitFor(t, 10*time.Second, "both VIP routes in the router's kernel table", func() bool {
+	}, "no session with bird established")
+	up := time.Now()
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return fmt.Sprint(kernelVia(t, a.RouterNS, vip4)) == "["+nodeAddr4.String()+"]" &&
 			fmt.Sprint(kernelVia(t, a.RouterNS, vip6)) == "["+nodeAddr6.String()+"]"
-	})
-	t.Logf("routes installed %s after the session came up", d)
+	}, "the VIP routes are not both in the router's kernel table")
+	t.Logf("routes installed %s after the session came up", time.Since(up))
 	ss, err := s.Sessions(t.Context())
 	if err != nil || len(ss) != 2 {
 		t.Fatalf("sessions: %v %+v", err, ss)
@@ -210,8 +198,9 @@ func speakerChild(t *testing.T, a childArgs) {
 	}
 
 	s.Set([]netip.Prefix{vip6})
-	d = waitFor(t, 10*time.Second, "the IPv4 VIP withdrawn", func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 0 })
-	t.Logf("withdrawal reached the router's kernel in %s", d)
+	withdrawn := time.Now()
+	testutil.Eventually(t, 10*time.Second, func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 0 }, "the IPv4 VIP was not withdrawn")
+	t.Logf("withdrawal reached the router's kernel in %s", time.Since(withdrawn))
 	if len(kernelVia(t, a.RouterNS, vip6)) != 1 {
 		t.Error("the IPv6 VIP went with the IPv4 one")
 	}
@@ -219,14 +208,14 @@ func speakerChild(t *testing.T, a childArgs) {
 		t.Errorf("counts %+v", c)
 	}
 	s.Set([]netip.Prefix{vip4, vip6})
-	waitFor(t, 10*time.Second, "the IPv4 VIP back", func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 1 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 1 }, "the IPv4 VIP did not come back")
 
 	start := time.Now()
 	s.Stop()
 	stopped = true
-	waitFor(t, 5*time.Second, "every route gone after stop", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return len(kernelVia(t, a.RouterNS, vip4)) == 0 && len(kernelVia(t, a.RouterNS, vip6)) == 0
-	})
+	}, "routes left after stop")
 	t.Logf("stop to routes gone: %s", time.Since(start).Round(time.Millisecond))
 }
 

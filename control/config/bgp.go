@@ -50,8 +50,8 @@ const (
 	DefaultBGPDrainGrace = 30 * time.Second
 )
 
-// bgpDefaults fills the section's unset fields.
-func (b *BGP) bgpDefaults() {
+// applyDefaults fills the section's unset fields.
+func (b *BGP) applyDefaults() {
 	if b.DrainGrace == 0 {
 		b.DrainGrace = Duration(DefaultBGPDrainGrace)
 	}

@@ -17,8 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/maglev"
 
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
@@ -32,7 +31,7 @@ const (
 	AllDownDrop = "drop"
 )
 
-// Hash options of a VIP, mapped to maps.VIPFlags.
+// Hash options of a VIP (control/reconcile turns them into the forwarder's VIP flags).
 const (
 	HashFiveTuple    = "five-tuple"
 	HashSourceOnly   = "source-only"
@@ -360,7 +359,7 @@ func (c *Config) ApplyDefaults() {
 		c.AllBackendsDown = AllDownKeep
 	}
 	if c.BGP != nil {
-		c.BGP.bgpDefaults()
+		c.BGP.applyDefaults()
 	}
 }
 
@@ -370,8 +369,8 @@ func DefaultPinDir(iface string) string { return "/sys/fs/bpf/switchyard/" + ifa
 // DefaultSocket is the control socket of an interface.
 func DefaultSocket(iface string) string { return "/run/switchyard/" + iface + ".sock" }
 
-// VIPDefaults fills a VIP's unset fields (name, protocol, hash, weights, health defaults).
-func (v *VIP) VIPDefaults() {
+// ApplyDefaults fills a VIP's unset fields (name, protocol, hash, weights, health defaults).
+func (v *VIP) ApplyDefaults() {
 	if v.Protocol == "" {
 		v.Protocol = "tcp"
 	}
@@ -418,41 +417,46 @@ func (v *VIP) VIPDefaults() {
 	}
 }
 
-// Key is the VIP's map key; the VIP must be valid.
-func (v *VIP) Key() maps.VIPKey {
-	p, _ := maps.ParseProto(v.Protocol)
-	return maps.VIPKey{Addr: v.Addr(), Port: v.Port, Proto: p}
-}
-
-// Flags are the VIP's hash flags; the VIP must be valid.
-func (v *VIP) Flags() maps.VIPFlags {
-	f, _ := ParseHash(v.Hash)
-	return f | v.QUIC.flags()
-}
-
-// ParseHash reads a hash option.
-func ParseHash(s string) (maps.VIPFlags, error) {
+// checkHash checks a hash option.
+func checkHash(s string) error {
 	switch s {
-	case "", HashFiveTuple:
-		return 0, nil
-	case HashSourceOnly:
-		return maps.HashSrcOnly, nil
-	case HashNoSourcePort:
-		return maps.NoSrcPort, nil
+	case "", HashFiveTuple, HashSourceOnly, HashNoSourcePort:
+		return nil
 	}
-	return 0, fmt.Errorf("unknown hash %q: use five-tuple, source-only or no-source-port", s)
+	return fmt.Errorf("unknown hash %q: use five-tuple, source-only or no-source-port", s)
 }
 
-// HashName is the inverse of ParseHash.
-func HashName(f maps.VIPFlags) string {
-	switch {
-	case f&maps.HashSrcOnly != 0:
-		return HashSourceOnly
-	case f&maps.NoSrcPort != 0:
-		return HashNoSourcePort
+// Protocols of a VIP.
+const (
+	ProtocolTCP = "tcp"
+	ProtocolUDP = "udp"
+)
+
+// Proto is the VIP's protocol, tcp or udp, in lower case as the forwarder's maps spell it ("" when
+// it is neither: the VIP is not valid).
+func (v *VIP) Proto() string { return protocol(v.Protocol) }
+
+// protocol is p's canonical spelling, or "" when p names no protocol.
+func protocol(p string) string {
+	switch p {
+	case "tcp", "TCP":
+		return ProtocolTCP
+	case "udp", "UDP":
+		return ProtocolUDP
 	}
-	return HashFiveTuple
+	return ""
 }
+
+// vipKey is what tells VIPs apart in the forwarder: address, port and protocol.
+type vipKey struct {
+	ap    netip.AddrPort
+	proto string
+}
+
+func (k vipKey) String() string { return k.ap.String() + "/" + k.proto }
+
+// key is the VIP's vipKey; the VIP must be valid.
+func (v *VIP) key() vipKey { return vipKey{netip.AddrPortFrom(v.Addr(), v.Port), v.Proto()} }
 
 // FindVIP finds a VIP by name or by "address:port/protocol" (or "address:port", tcp assumed).
 func (c *Config) FindVIP(ref string) (int, error) {
@@ -461,9 +465,9 @@ func (c *Config) FindVIP(ref string) (int, error) {
 			return i, nil
 		}
 	}
-	if k, err := ParseVIPRef(ref); err == nil {
+	if k, err := parseVIPRef(ref); err == nil {
 		for i := range c.VIPs {
-			if c.VIPs[i].Key() == k {
+			if c.VIPs[i].key() == k {
 				return i, nil
 			}
 		}
@@ -478,21 +482,20 @@ func (c *Config) FindVIP(ref string) (int, error) {
 	return -1, fmt.Errorf("unknown vip %q: give a name or address:port/protocol (configured: %s; see `switchyard vip list`)", ref, strings.Join(names, ", "))
 }
 
-// ParseVIPRef reads "address[:port][/protocol]"; a bare IPv6 address needs no brackets.
-func ParseVIPRef(s string) (maps.VIPKey, error) {
-	proto := maps.TCP
+// parseVIPRef reads "address[:port][/protocol]"; a bare IPv6 address needs no brackets.
+func parseVIPRef(s string) (vipKey, error) {
+	proto := ProtocolTCP
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		p, err := maps.ParseProto(s[i+1:])
-		if err != nil {
-			return maps.VIPKey{}, err
+		if proto = protocol(s[i+1:]); proto == "" {
+			return vipKey{}, fmt.Errorf("parse protocol %q: use tcp or udp", s[i+1:])
 		}
-		proto, s = p, s[:i]
+		s = s[:i]
 	}
 	a, port, err := ParseAddrPort(s)
 	if err != nil {
-		return maps.VIPKey{}, err
+		return vipKey{}, err
 	}
-	return maps.VIPKey{Addr: a, Port: port, Proto: proto}, nil
+	return vipKey{netip.AddrPortFrom(a, port), proto}, nil
 }
 
 // ParseAddrPort reads "a.b.c.d:port", "[v6]:port" or a bare address (port 0).

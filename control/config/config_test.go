@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/switchyard/switchyard/maps"
 )
 
 const sample = `interface: eth0
@@ -67,11 +65,8 @@ func TestParseSample(t *testing.T) {
 	if v6.Name != "[fd00:5e:100::1]:0/udp" {
 		t.Errorf("default name %q", v6.Name)
 	}
-	if k := v6.Key(); k.Proto != maps.UDP || k.Port != 0 || !k.Addr.Is6() {
+	if k := v6.key(); k.proto != ProtocolUDP || k.ap.Port() != 0 || !k.ap.Addr().Is6() {
 		t.Errorf("key %v", k)
-	}
-	if v6.Flags() != maps.HashSrcOnly {
-		t.Errorf("flags %v", v6.Flags())
 	}
 }
 

@@ -3,7 +3,7 @@ package config
 import (
 	"net/netip"
 
-	"github.com/switchyard/switchyard/maps"
+	"github.com/switchyard/switchyard/internal/layout"
 )
 
 // QUIC schemes: how a backend writes its server ID into the connection IDs it issues.
@@ -33,20 +33,27 @@ type QUIC struct {
 	ConfigID int `yaml:"config_id,omitempty"`
 }
 
-// flags are the VIP flags of the QUIC settings; q must be valid.
-func (q QUIC) flags() maps.VIPFlags {
-	if !q.Enabled {
+// IDLen is the QUIC-LB server ID length in bytes, ServerIDLen or its default (0 for the other
+// schemes and without QUIC).
+func (q QUIC) IDLen() int {
+	switch {
+	case !q.Enabled || q.Scheme == QUICSchemeKatran:
 		return 0
+	case q.ServerIDLen == 0:
+		return DefaultQUICServerIDLen
 	}
-	if q.Scheme == QUICSchemeKatran {
-		return maps.QUICKatran
+	return q.ServerIDLen
+}
+
+// MaxServerID is the largest server ID the settings carry (0 without QUIC); q must be valid.
+func (q QUIC) MaxServerID() uint64 {
+	switch {
+	case !q.Enabled:
+		return 0
+	case q.Scheme == QUICSchemeKatran:
+		return layout.QUICKatranMaxServerID
 	}
-	n := q.ServerIDLen
-	if n == 0 {
-		n = DefaultQUICServerIDLen
-	}
-	f, _ := maps.QUICLBFlags(n, q.ConfigID)
-	return f
+	return 1<<(8*q.IDLen()) - 1
 }
 
 // validateQUIC checks a VIP's quic block and its backends' server_id.
@@ -64,20 +71,16 @@ func (v *VIP) validateQUIC(l locator, i int) error {
 		}
 		return nil
 	}
-	if p, _ := maps.ParseProto(v.Protocol); p != maps.UDP {
+	if v.Proto() != ProtocolUDP {
 		return l.errf(at("quic", "enabled"), "QUIC runs over UDP: set `protocol: udp` on the VIP")
 	}
 	switch q.Scheme {
 	case "", QUICSchemeLB:
-		n := q.ServerIDLen
-		if n == 0 {
-			n = DefaultQUICServerIDLen
+		if n := q.IDLen(); n < 1 || n > layout.QUICLBMaxServerIDLen {
+			return l.errf(at("quic", "server_id_len"), "%d out of range: use 1..%d bytes", q.ServerIDLen, layout.QUICLBMaxServerIDLen)
 		}
-		if _, err := maps.QUICLBFlags(n, 0); err != nil {
-			return l.errf(at("quic", "server_id_len"), "%d out of range: use 1..%d bytes", q.ServerIDLen, maps.QUICLBMaxServerIDLen)
-		}
-		if _, err := maps.QUICLBFlags(n, q.ConfigID); err != nil {
-			return l.errf(at("quic", "config_id"), "%d out of range: use 0..6 (7 marks unroutable connection IDs)", q.ConfigID)
+		if q.ConfigID < 0 || q.ConfigID > layout.QUICLBMaxConfigID {
+			return l.errf(at("quic", "config_id"), "%d out of range: use 0..%d (7 marks unroutable connection IDs)", q.ConfigID, layout.QUICLBMaxConfigID)
 		}
 	case QUICSchemeKatran:
 		if q.ServerIDLen != 0 || q.ConfigID != 0 {
@@ -86,11 +89,11 @@ func (v *VIP) validateQUIC(l locator, i int) error {
 	default:
 		return l.errf(at("quic", "scheme"), "unknown scheme %q: use quic-lb or katran", q.Scheme)
 	}
-	max := q.flags().QUICMaxServerID()
+	max := q.MaxServerID()
 	set := 0
 	for j, b := range v.Backends {
 		if uint64(b.ServerID) > max {
-			return l.errf(at("backends", j, "server_id"), "%d does not fit the VIP's %d-byte server IDs (at most %d): use a smaller id or raise quic.server_id_len", b.ServerID, q.flags().QUICServerIDLen(), max)
+			return l.errf(at("backends", j, "server_id"), "%d does not fit the VIP's %d-byte server IDs (at most %d): use a smaller id or raise quic.server_id_len", b.ServerID, q.IDLen(), max)
 		}
 		if b.ServerID != 0 {
 			set++

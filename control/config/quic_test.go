@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/switchyard/switchyard/maps"
 )
 
 const quicSample = `interface: eth0
@@ -27,18 +25,18 @@ vips:
       - {address: 198.18.3.1, server_id: 513}
 `
 
-// TestQUICConfig: the quic block becomes the VIP flags the forwarder reads.
+// TestQUICConfig: the quic block is read with its defaults (control/reconcile tests the VIP flags
+// it becomes).
 func TestQUICConfig(t *testing.T) {
 	c, err := Parse([]byte(quicSample))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := c.VIPs[0].Flags()
-	if !f.QUIC() || f&maps.QUICLB == 0 || f.QUICServerIDLen() != 2 || f.QUICConfigID() != 1 || f.QUICMaxServerID() != 0xffff {
-		t.Fatalf("quic-lb flags %#x", uint32(f))
+	if q := c.VIPs[0].QUIC; q.IDLen() != 2 || q.ConfigID != 1 || q.MaxServerID() != 0xffff {
+		t.Fatalf("quic-lb settings %+v: id length %d, max server id %d", q, q.IDLen(), q.MaxServerID())
 	}
-	if f := c.VIPs[1].Flags(); f != maps.QUICKatran {
-		t.Fatalf("katran flags %#x", uint32(f))
+	if q := c.VIPs[1].QUIC; q.IDLen() != 0 || q.MaxServerID() != 1<<32-1 {
+		t.Fatalf("katran settings %+v: id length %d, max server id %d", q, q.IDLen(), q.MaxServerID())
 	}
 	if c.VIPs[0].Backends[0].ServerID != 513 {
 		t.Fatal("server_id not read")
@@ -47,7 +45,7 @@ func TestQUICConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := d.VIPs[0].Flags().QUICServerIDLen(); n != DefaultQUICServerIDLen {
+	if n := d.VIPs[0].QUIC.IDLen(); n != DefaultQUICServerIDLen {
 		t.Fatalf("default server_id_len %d", n)
 	}
 	plain := c.VIPs[0]

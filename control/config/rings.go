@@ -1,8 +1,8 @@
 package config
 
 import (
-	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/layout"
+	"github.com/switchyard/switchyard/internal/maglev"
 )
 
 // Ring sizing modes (ring_sizing).
@@ -53,9 +53,9 @@ func (c *Config) RingSlotsFor(pinned uint32) uint32 {
 	}
 	maxVIPs := uint64(orDefault(c.MaxVIPs, DefaultMaxVIPs))
 	if c.RingSizing == RingSizingFixed {
-		return uint32(min(maxVIPs*uint64(orDefault(c.RingSize, DefaultRingSize)), loader.MaxRingSlots))
+		return uint32(min(maxVIPs*uint64(orDefault(c.RingSize, DefaultRingSize)), layout.MaxRingSlots))
 	}
-	return uint32(min(max(2*need, maxVIPs*DefaultSlotsPerVIP), loader.MaxRingSlots))
+	return uint32(min(max(2*need, maxVIPs*DefaultSlotsPerVIP), layout.MaxRingSlots))
 }
 
 // validateRingFields checks ring_sizing and ring_slots.
@@ -65,8 +65,8 @@ func (c *Config) validateRingFields(l locator) error {
 	default:
 		return l.errf([]any{"ring_sizing"}, "unknown mode %q: use auto (each VIP's ring sized from its backends) or fixed (every ring ring_size)", c.RingSizing)
 	}
-	if uint64(c.RingSlots) > loader.MaxRingSlots {
-		return l.errf([]any{"ring_slots"}, "%d above %d: lower ring_slots", c.RingSlots, uint64(loader.MaxRingSlots))
+	if uint64(c.RingSlots) > layout.MaxRingSlots {
+		return l.errf([]any{"ring_slots"}, "%d above %d: lower ring_slots", c.RingSlots, uint64(layout.MaxRingSlots))
 	}
 	if c.RingSlots != 0 {
 		if need := c.RingSlotsNeeded(); need > uint64(c.RingSlots) {

@@ -3,19 +3,19 @@ package config
 import (
 	"fmt"
 
-	"github.com/switchyard/switchyard/loader"
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/layout"
+	"github.com/switchyard/switchyard/internal/maglev"
 )
 
 // validateSizes refuses the map sizes the loader would refuse, so that `lb config check`
 // accepts only what the daemon can load.
 func (c *Config) validateSizes(l locator) error {
 	ring, maxVIPs := uint64(orDefault(c.RingSize, DefaultRingSize)), uint64(orDefault(c.MaxVIPs, DefaultMaxVIPs))
-	if c.MaxBackends > loader.MaxBackendIDs {
-		return l.errf([]any{"max_backends"}, "%d above %d: ring slots hold 16-bit backend ids; lower max_backends", c.MaxBackends, loader.MaxBackendIDs)
+	if c.MaxBackends > layout.MaxBackendIDs {
+		return l.errf([]any{"max_backends"}, "%d above %d: ring slots hold 16-bit backend ids; lower max_backends", c.MaxBackends, layout.MaxBackendIDs)
 	}
-	if c.RingSizing == RingSizingFixed && c.RingSlots == 0 && ring*maxVIPs > loader.MaxRingSlots {
-		return l.errf([]any{"max_vips"}, "max_vips %d x ring_size %d is %d ring slots, more than %d: lower either, or use ring_sizing: auto", maxVIPs, ring, ring*maxVIPs, uint64(loader.MaxRingSlots))
+	if c.RingSizing == RingSizingFixed && c.RingSlots == 0 && ring*maxVIPs > layout.MaxRingSlots {
+		return l.errf([]any{"max_vips"}, "max_vips %d x ring_size %d is %d ring slots, more than %d: lower either, or use ring_sizing: auto", maxVIPs, ring, ring*maxVIPs, uint64(layout.MaxRingSlots))
 	}
 	return nil
 }

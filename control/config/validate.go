@@ -8,8 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/maglev"
 )
 
 // locator finds the line of a field path in the parsed document.
@@ -182,7 +181,7 @@ func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddr
 		nb += len(c.VIPs[i].Backends)
 	}
 	names := make(map[string]int, len(c.VIPs))
-	keys := make(map[maps.VIPKey]int, len(c.VIPs))
+	keys := make(map[vipKey]int, len(c.VIPs))
 	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
@@ -196,10 +195,10 @@ func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddr
 			return l.errf(at("vips", i, "name"), "name %q already used by vips[%d]: give each VIP its own name", v.Name, j)
 		}
 		names[v.Name] = i
-		if j, dup := keys[v.Key()]; dup {
-			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.Key(), j)
+		if j, dup := keys[v.key()]; dup {
+			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.key(), j)
 		}
-		keys[v.Key()] = i
+		keys[v.key()] = i
 	}
 	if err := c.validateServerIDs(l); err != nil {
 		return err
@@ -251,10 +250,10 @@ func (v *VIP) validate(l locator, i int) error {
 		return l.errf(at("address"), "%s cannot be a VIP: use a unicast address", a)
 	}
 	v.addr.set(v.Address, a)
-	if _, err := maps.ParseProto(v.Protocol); v.Protocol != "" && err != nil {
+	if v.Protocol != "" && protocol(v.Protocol) == "" {
 		return l.errf(at("protocol"), "unknown protocol %q: use tcp or udp", v.Protocol)
 	}
-	if _, err := ParseHash(v.Hash); err != nil {
+	if err := checkHash(v.Hash); err != nil {
 		return l.errf(at("hash"), "%v", err)
 	}
 	if v.Name != "" && strings.ContainsAny(v.Name, " \t\n") {
@@ -320,6 +319,6 @@ func (v *VIP) validate(l locator, i int) error {
 			return l.errf(at("ring_size"), "%v (or leave it out to size the ring from the backends)", err)
 		}
 	}
-	v.VIPDefaults()
+	v.ApplyDefaults()
 	return nil
 }

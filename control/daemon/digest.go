@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/control/reconcile"
 )
 
 // digestBits keeps the digest exact as a float64 metric value.
@@ -94,7 +95,7 @@ func (d *Daemon) ringDigestsLocked() []api.RingDigest {
 		d.digests = map[uint32]cachedDigest{}
 	}
 	for _, v := range d.cfg.VIPs {
-		id, ok := d.rec.VIPID(v.Key())
+		id, ok := d.rec.VIPID(reconcile.KeyOf(&v))
 		if !ok {
 			continue
 		}

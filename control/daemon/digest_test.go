@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/control/config"
-	"github.com/switchyard/switchyard/maps/maglev"
+	"github.com/switchyard/switchyard/internal/maglev"
 )
 
 // TestRingDigestByAddress: two nodes that gave the same backends other ids (a different

@@ -11,8 +11,9 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/control/reconcile"
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // ops maps every API operation to its handler.
@@ -118,8 +119,8 @@ func findBackend(c *config.Config, vip, addr string) (*config.VIP, *config.Backe
 func (d *Daemon) VIPAdd(v config.VIP) (api.ChangeResult, error) {
 	return d.change(func(c *config.Config) (string, error) {
 		c.VIPs = append(c.VIPs, v)
-		v.VIPDefaults()
-		return fmt.Sprintf("vip %s (%s) added with %d backends", v.Name, v.Key(), len(v.Backends)), nil
+		v.ApplyDefaults()
+		return fmt.Sprintf("vip %s (%s) added with %d backends", v.Name, reconcile.KeyOf(&v), len(v.Backends)), nil
 	})
 }
 
@@ -243,7 +244,7 @@ func (d *Daemon) VIPList() ([]api.VIPInfo, error) {
 		digests[r.VIP] = r.Digest
 	}
 	for _, v := range d.cfg.VIPs {
-		id, _ := d.rec.VIPID(v.Key())
+		id, _ := d.rec.VIPID(reconcile.KeyOf(&v))
 		in := 0
 		for _, b := range v.Backends {
 			if states[health.Key{VIP: v.Name, Backend: b.Addr()}].inRing {
@@ -276,7 +277,7 @@ func (d *Daemon) BackendList(ref string) ([]api.BackendInfo, error) {
 		if only != "" && v.Name != only {
 			continue
 		}
-		vid, _ := d.rec.VIPID(v.Key())
+		vid, _ := d.rec.VIPID(reconcile.KeyOf(&v))
 		ring, _ := d.rec.Ring(vid)
 		shares := maglev.Shares(ring)
 		for _, b := range v.Backends {
@@ -363,7 +364,7 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	defer d.mu.Unlock()
 	byKey := map[maps.VIPKey]string{}
 	for i := range d.cfg.VIPs {
-		byKey[d.cfg.VIPs[i].Key()] = d.cfg.VIPs[i].Name
+		byKey[reconcile.KeyOf(&d.cfg.VIPs[i])] = d.cfg.VIPs[i].Name
 	}
 	name, ok := vipOfFlow(byKey, f)
 	if !ok {
@@ -371,12 +372,12 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	}
 	vi, _ := d.cfg.FindVIP(name)
 	v := d.cfg.VIPs[vi]
-	id, _ := d.rec.VIPID(v.Key())
+	id, _ := d.rec.VIPID(reconcile.KeyOf(&v))
 	ring, err := d.rec.Ring(id)
 	if err != nil {
 		return api.FlowInfo{}, err
 	}
-	info := api.FlowInfo{Flow: f.String(), VIP: name, Slot: maps.Slot(f, v.Flags(), uint32(len(ring)))}
+	info := api.FlowInfo{Flow: f.String(), VIP: name, Slot: maps.Slot(f, reconcile.FlagsOf(&v), uint32(len(ring)))}
 	ringID := ring[info.Slot]
 	if a, ok := d.rec.BackendAddr(ringID); ok && ringID != 0 {
 		info.RingBackend = a.String()
@@ -407,7 +408,7 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	if tracked {
 		info.Note = "a connection-table entry exists but no longer applies (backend removed or UDP timeout): the next packet re-hashes"
 	}
-	if v.Flags().QUIC() {
+	if reconcile.FlagsOf(&v).QUIC() {
 		info.Note = joinNote(info.Note, quicFlowNote)
 	}
 	return info, nil

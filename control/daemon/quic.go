@@ -7,6 +7,7 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/control/health"
+	"github.com/switchyard/switchyard/control/reconcile"
 )
 
 // QUIC routing by connection ID (docs/xdp.md): every backend of a VIP with `quic: {enabled:
@@ -31,7 +32,7 @@ func (d *Daemon) quicServers(cfg *config.Config, states map[health.Key]backendSt
 	owner := map[uint32]netip.Addr{}
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		f := v.Flags()
+		f := reconcile.FlagsOf(v)
 		if !f.QUIC() {
 			continue
 		}
@@ -86,7 +87,7 @@ const quicFlowNote = "QUIC VIP: a packet whose connection ID carries a known ser
 
 // quicServerID is the server ID shown in `backend list` (0: the VIP does not route QUIC).
 func (d *Daemon) quicServerID(v *config.VIP, b config.Backend, id uint32) uint32 {
-	if !v.Flags().QUIC() || id == 0 {
+	if !reconcile.FlagsOf(v).QUIC() || id == 0 {
 		return 0
 	}
 	return serverID(b, id)

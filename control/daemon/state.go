@@ -51,7 +51,7 @@ func desiredVIP(cfg *config.Config, v *config.VIP, healthy func(health.Key) bool
 		anyUp = anyUp || (up[j] && !b.Drained)
 	}
 	keepAll := !anyUp && policy != config.AllDownDrop
-	rv := reconcile.VIP{Key: v.Key(), Flags: v.Flags(), RingSize: cfg.VIPRingSize(v), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
+	rv := reconcile.VIP{Key: reconcile.KeyOf(v), Flags: reconcile.FlagsOf(v), RingSize: cfg.VIPRingSize(v), Backends: make([]reconcile.Backend, 0, len(v.Backends))}
 	sts := make([]backendState, len(v.Backends))
 	for j, b := range v.Backends {
 		k, h := keys[j], up[j]
@@ -292,7 +292,7 @@ func (d *Daemon) expireDrains(now time.Time) {
 		if err != nil {
 			continue // the VIP went away meanwhile; its flows went with it
 		}
-		vipID, okV := d.rec.VIPID(d.cfg.VIPs[i].Key())
+		vipID, okV := d.rec.VIPID(reconcile.KeyOf(&d.cfg.VIPs[i]))
 		id, okB := d.rec.BackendID(k.Backend)
 		if !okV || !okB {
 			continue
@@ -319,7 +319,7 @@ func (d *Daemon) flowCounts(cfg *config.Config) (map[string]map[uint32]int, int)
 	flows, _ := d.set.Flows()
 	byID := map[uint32]string{}
 	for i := range cfg.VIPs {
-		if id, ok := d.rec.VIPID(cfg.VIPs[i].Key()); ok {
+		if id, ok := d.rec.VIPID(reconcile.KeyOf(&cfg.VIPs[i])); ok {
 			byID[id] = cfg.VIPs[i].Name
 		}
 	}

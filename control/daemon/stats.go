@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/health"
 	"github.com/switchyard/switchyard/control/metrics"
+	"github.com/switchyard/switchyard/control/reconcile"
 	"github.com/switchyard/switchyard/maps"
 )
 
@@ -28,7 +29,7 @@ func (d *Daemon) idsSnapshot() idSet {
 	defer d.mu.Unlock()
 	var s idSet
 	for _, v := range d.cfg.VIPs {
-		if id, ok := d.rec.VIPID(v.Key()); ok {
+		if id, ok := d.rec.VIPID(reconcile.KeyOf(&v)); ok {
 			s.vips = append(s.vips, id)
 		}
 		for _, b := range v.Backends {
@@ -123,7 +124,7 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	}
 	seen := map[uint32]bool{}
 	for _, v := range cfg.VIPs {
-		id, ok := d.rec.VIPID(v.Key())
+		id, ok := d.rec.VIPID(reconcile.KeyOf(&v))
 		if !ok {
 			continue
 		}

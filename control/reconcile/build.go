@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/internal/splitmix"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // buildJob is one VIP whose table must be built and written.

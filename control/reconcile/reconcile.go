@@ -21,8 +21,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // VIP is the desired state of one VIP.

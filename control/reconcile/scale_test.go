@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // scaleVIPs is n VIPs of per backends each from a pool of pool addresses (VIP i takes pool

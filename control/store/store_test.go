@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 func TestParseURL(t *testing.T) {
@@ -89,16 +90,13 @@ func (e *etcd) start(t *testing.T) {
 	}
 	// 60 s: a restart on the old data directory replays its WAL, which took over 20 s on a
 	// loaded machine (load 14).
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 60*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(e.client, "http://"), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("etcd did not listen within 60s")
+		return err == nil
+	}, "etcd did not listen")
 }
 
 func (e *etcd) stop() {
@@ -134,24 +132,29 @@ func web(backends ...string) config.VIP {
 	for _, b := range backends {
 		v.Backends = append(v.Backends, config.Backend{Address: b, Weight: 1})
 	}
-	v.VIPDefaults()
+	v.ApplyDefaults()
 	return v
 }
 
-// waitFor reads updates until one satisfies ok, or fails after the timeout.
-func waitFor(t *testing.T, f *Follower, what string, ok func(Snapshot) bool) Snapshot {
+// nextSnapshot reads f's updates until one satisfies ok and returns it, failing the test when
+// none does within 15 s.
+func nextSnapshot(t *testing.T, f *Follower, what string, ok func(Snapshot) bool) Snapshot {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case sn := <-f.Updates():
-			if ok(sn) {
-				return sn
+	var got Snapshot
+	testutil.Eventually(t, 15*time.Second, func() bool {
+		for {
+			select {
+			case sn := <-f.Updates():
+				if ok(sn) {
+					got = sn
+					return true
+				}
+			default: // nothing queued: poll again later
+				return false
 			}
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s (state %+v)", what, f.State())
 		}
-	}
+	}, "no update with %s (state %+v)", what, func() any { return f.State() })
+	return got
 }
 
 func TestRoundTripWatchAndConflict(t *testing.T) {
@@ -190,7 +193,7 @@ func TestRoundTripWatchAndConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := waitFor(t, f, "the added backend", func(u Snapshot) bool { return u.Revision >= rev })
+	got := nextSnapshot(t, f, "the added backend", func(u Snapshot) bool { return u.Revision >= rev })
 	if b := got.VIPs()[0].Backends; len(b) != 3 || b[2].Address != "198.18.3.3" {
 		t.Fatalf("watched %+v", b)
 	}
@@ -212,7 +215,7 @@ func TestRoundTripWatchAndConflict(t *testing.T) {
 	if _, err := s.Client().Put(ctx, s.VIPKey("bad"), "address: [not yaml"); err != nil {
 		t.Fatal(err)
 	}
-	bad := waitFor(t, f, "the bad key", func(u Snapshot) bool { return u.Err() != nil })
+	bad := nextSnapshot(t, f, "the bad key", func(u Snapshot) bool { return u.Err() != nil })
 	if !strings.Contains(bad.Err().Error(), "/sy/test/vips/bad") || len(bad.VIPs()) != 2 {
 		t.Fatalf("bad entry: %v, vips %d", bad.Err(), len(bad.VIPs()))
 	}
@@ -221,7 +224,7 @@ func TestRoundTripWatchAndConflict(t *testing.T) {
 	if _, err := s.Commit(ctx, cur, []Change{{Name: "api"}, {Name: "bad"}}); err != nil {
 		t.Fatal(err)
 	}
-	after := waitFor(t, f, "the deletes", func(u Snapshot) bool { return len(u.Entries) == 1 })
+	after := nextSnapshot(t, f, "the deletes", func(u Snapshot) bool { return len(u.Entries) == 1 })
 	if after.Err() != nil || after.VIPs()[0].Name != "web" {
 		t.Fatalf("after deletes: %+v", after)
 	}
@@ -255,7 +258,7 @@ func TestFollowerResumesFromLastRevision(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.Run(fctx, 200*time.Millisecond); close(done) }()
 	defer func() { cancel(); <-done }()
-	sn := waitFor(t, f, "the changes since the old snapshot", func(u Snapshot) bool { return u.Revision >= cur.Revision })
+	sn := nextSnapshot(t, f, "the changes since the old snapshot", func(u Snapshot) bool { return u.Revision >= cur.Revision })
 	if len(sn.VIPs()[0].Backends) != 3 {
 		t.Fatalf("resumed to %+v", sn.VIPs())
 	}
@@ -292,7 +295,7 @@ func TestFollowerRelistsAfterCompaction(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.Run(fctx, 200*time.Millisecond); close(done) }()
 	defer func() { cancel(); <-done }()
-	sn := waitFor(t, f, "the re-list", func(u Snapshot) bool { return u.Revision > rev })
+	sn := nextSnapshot(t, f, "the re-list", func(u Snapshot) bool { return u.Revision > rev })
 	if sn.VIPs()[0].Backends[0].Weight != 5 {
 		t.Fatalf("re-listed %+v", sn.VIPs())
 	}
@@ -318,13 +321,7 @@ func TestFollowerAcrossRestart(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	e.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.State().Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("still connected 10s after etcd was killed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return !f.State().Connected }, "still connected after etcd was killed")
 	select {
 	case sn := <-f.Updates():
 		t.Fatalf("a snapshot delivered while etcd is down: %+v", sn)
@@ -346,17 +343,11 @@ func TestFollowerAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn := waitFor(t, f, "the change made after the restart", func(u Snapshot) bool { return u.Revision >= rev })
+	sn := nextSnapshot(t, f, "the change made after the restart", func(u Snapshot) bool { return u.Revision >= rev })
 	if len(sn.VIPs()[0].Backends) != 2 {
 		t.Fatalf("after restart %+v", sn.VIPs())
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for !f.State().Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("not connected again 10s after etcd came back")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return f.State().Connected }, "not connected again after etcd came back")
 }
 
 // TestCacheRoundTrip: the snapshot a node applied survives in its cache file, with the mod

@@ -1,5 +1,5 @@
 // Package splitmix holds splitmix64's finaliser, shared by the hashes that place keys on a
-// Maglev table (maps/maglev) and on the L7 consistent-hash ring (l7/balance).
+// Maglev table (internal/maglev) and on the L7 consistent-hash ring (l7/balance).
 package splitmix
 
 // Finalize avalanches the bits of x: every input bit flips each output bit with probability about

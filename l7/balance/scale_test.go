@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/benchcpu"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // nginxRR is the original smooth weighted round robin (a scan of every backend per pick), the
@@ -133,20 +134,18 @@ func TestPickersSkipUnavailable(t *testing.T) {
 		drained.SetDraining(false)
 		for name, p := range pickers {
 			back := map[*Backend]bool{}
-			deadline := time.Now().Add(10 * time.Second)
-			for i := 0; len(back) < 3 && time.Now().Before(deadline); i++ {
-				r := keyReq(fmt.Sprint("user", i))
-				r.AddCookie(&http.Cookie{Name: "sid", Value: ID(bs[i%3])})
-				if b := p.Pick(r, nil); b == down || b == drained || b == ejected {
-					back[b] = true
+			i := 0
+			// A thousand picks a poll: the ejection may take a while to expire on a slow machine.
+			testutil.Eventually(t, 10*time.Second, func() bool {
+				for end := i + 1000; i < end; i++ {
+					r := keyReq(fmt.Sprint("user", i))
+					r.AddCookie(&http.Cookie{Name: "sid", Value: ID(bs[i%3])})
+					if b := p.Pick(r, nil); b == down || b == drained || b == ejected {
+						back[b] = true
+					}
 				}
-				if i%1000 == 999 {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			if len(back) < 3 {
-				t.Errorf("%s over %d: restored and expired backends not picked again (%d of 3 seen)", name, size, len(back))
-			}
+				return len(back) == 3
+			}, "%s over %d: restored and expired backends not picked again (%d of 3 seen)", name, size, func() any { return len(back) })
 		}
 		ejected.Eject(time.Time{})
 	}

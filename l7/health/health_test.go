@@ -45,14 +45,14 @@ func TestCheckerRiseAndFall(t *testing.T) {
 		t.Fatal("healthy backend marked down")
 	}
 	status.Store(503)
-	wait(t, func() bool { return !b.Healthy() })
+	testutil.Eventually(t, 3*time.Second, func() bool { return !b.Healthy() }, "the backend was not marked down")
 	// Count failed probes, not time: a late tick makes the next one early, so fall 3 can take
 	// less than two intervals of wall time (38.8 ms seen on a loaded CI run).
 	if n := failed.Load(); n < 3 {
 		t.Errorf("marked down after %d failed probes; fall 3 needs 3", n)
 	}
 	status.Store(200)
-	wait(t, func() bool { return b.Healthy() })
+	testutil.Eventually(t, 3*time.Second, func() bool { return b.Healthy() }, "the backend did not come back up")
 	if transitions.Load() != 2 {
 		t.Errorf("%d transitions, want 2", transitions.Load())
 	}
@@ -60,17 +60,6 @@ func TestCheckerRiseAndFall(t *testing.T) {
 	dead := balance.NewBackend("127.0.0.1:1", 1)
 	if err := c.Probe(context.Background(), dead); err == nil {
 		t.Error("probe of a closed port succeeded")
-	}
-}
-
-func wait(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package fwd drives switchyard's XDP forwarder directly through loader and maps, without the
 // control-plane daemon: it loads and attaches the program in a balancer namespace, writes the
-// configuration, and puts VIPs with their backends (Maglev rings built by maps/maglev). The lab
+// configuration, and puts VIPs with their backends (Maglev rings built by internal/maglev). The lab
 // uses it for tests and experiments that need a forwarder but not the daemon's health checks or
 // API, and to measure the data plane alone.
 package fwd
@@ -15,11 +15,11 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
 	"github.com/switchyard/switchyard/maps"
-	"github.com/switchyard/switchyard/maps/maglev"
 )
 
 // Options place and size the forwarder.
