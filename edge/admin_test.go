@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/edge/relay"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 const testToken = "s3cret"
@@ -189,13 +190,8 @@ func TestMemoryEviction(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		get(t, fmt.Sprintf("%s/e%d", e.URL(), i))
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for e.Stats().MemoryEvictions.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if e.Stats().MemoryEvictions.Load() == 0 {
-		t.Fatal("1 MB through a 100 KB memory tier evicted nothing")
-	}
+	testutil.Eventually(t, 2*time.Second, func() bool { return e.Stats().MemoryEvictions.Load() > 0 },
+		"1 MB through a 100 KB memory tier evicted nothing")
 	if m, _ := e.store.Bytes(); m > 100<<10 {
 		t.Fatalf("memory tier holds %d bytes over its 100 KiB budget", m)
 	}

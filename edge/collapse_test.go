@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestCollapsing sends N concurrent misses for one key: the origin sees one request and every
@@ -40,10 +42,8 @@ func TestCollapsing(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Stats().Collapsed.Load() < n-1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.Stats().Collapsed.Load() >= n-1 },
+		"%v of %d requests collapsed", e.Stats().Collapsed.Load, n-1)
 	// One more waiter reads the first half while the origin still holds back the second: the
 	// body is streamed to waiters, not handed over when complete.
 	resp, err := http.Get(e.URL() + "/c")
@@ -247,13 +247,10 @@ func TestPurgeWhileInFlight(t *testing.T) {
 		e := newEdge(t, o.URL, nil)
 		done := make(chan result)
 		go func() { done <- get(t, e.URL()+"/f", "Host", "www.example.com", "X-Hold", "1") }()
-		deadline := time.Now().Add(3 * time.Second)
-		for e.Stats().OriginRequests.Load() == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(t, 3*time.Second, func() bool { return e.Stats().OriginRequests.Load() > 0 }, "the fill never reached the origin")
 		// Wait for the headers (and so the tags) of the fill in flight: a purge by tag before
 		// them would not know the fill is tagged.
-		waitFor(t, 5*time.Second, "the fill's tags", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			e.fillsMu.Lock()
 			defer e.fillsMu.Unlock()
 			for _, f := range e.fills {
@@ -265,7 +262,7 @@ func TestPurgeWhileInFlight(t *testing.T) {
 				}
 			}
 			return false
-		})
+		}, "the fill in flight never had its tags")
 		if _, err := e.Purge(PurgeRequest{Tags: []string{"k"}, Soft: soft}); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestMaxConnections: over max_connections a new client gets 503 and a close; a connection
@@ -56,10 +58,10 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("refused counter %d", e.Stats().ConnsRefused.Load())
 	}
 	a.Close() // its place comes back once the edge sees the close
-	waitFor(t, 10*time.Second, "a freed place", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		resp, err := ask(dial())
 		return err == nil && resp.StatusCode == 200
-	})
+	}, "the closed connection's place never came back")
 }
 
 // TestSlowReaderIsCut: a client that reads its response too slowly is cut off after

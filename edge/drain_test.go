@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // A connection accepted before Close that has not sent its request yet is not cut: its request
@@ -29,11 +31,7 @@ func TestCloseAnswersAFreshConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			for deadline := time.Now().Add(10 * time.Second); e.fast.Open() < 1; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the edge did not accept the connection")
-				}
-			}
+			testutil.Eventually(t, 10*time.Second, func() bool { return e.fast.Open() >= 1 }, "the edge did not accept the connection")
 			done := make(chan error, 1)
 			go func() { done <- e.Close() }()
 			for !e.fast.Closing() {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // bodyFiles counts the committed body files of a disk tier.
@@ -174,13 +176,8 @@ func TestDiskCapCountsAllocatedBlocks(t *testing.T) {
 		return n
 	}
 	// 200 entries take 200 x (4 KiB + 4 KiB) on a 4 KiB-block file system: over 6x the cap.
-	deadline := time.Now().Add(5 * time.Second)
-	for used() > capBytes && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if u := used(); u > capBytes {
-		t.Fatalf("disk tier holds %d allocated bytes, over the %d cap", u, capBytes)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return used() <= capBytes },
+		"disk tier holds %v allocated bytes, over the %d cap", func() any { return used() }, capBytes)
 	if _, disk := e.store.Bytes(); disk > capBytes || disk < capBytes/4 {
 		t.Fatalf("disk weight %d, want near and under the cap %d", disk, capBytes)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 func TestMissThenHitWithAge(t *testing.T) {
@@ -239,18 +241,10 @@ func TestStaleWhileRevalidate(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		expect(t, get(t, e.URL()+"/w"), 200, Stale, "v1")
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		r := get(t, e.URL()+"/w")
-		if r.cache() == Hit {
-			expect(t, r, 200, Hit, "v2")
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("background revalidation never stored v2: %s %s", r.cache(), r.body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var r result
+	testutil.Eventually(t, 3*time.Second, func() bool { r = get(t, e.URL()+"/w"); return r.cache() == Hit },
+		"background revalidation never stored v2: %v", func() any { return r.cache() + " " + r.body })
+	expect(t, r, 200, Hit, "v2")
 	if got := o.hits("/w"); got != 2 {
 		t.Fatalf("origin saw %d requests, want 2 (one background refresh)", got)
 	}

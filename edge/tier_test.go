@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/edge/relay"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // tierLab is two origins (a.test, b.test), three upper-tier edges at different emulated
@@ -380,13 +381,8 @@ func TestSmartTopologyReprobes(t *testing.T) {
 	})
 	waitFor := func(what string, ok func(OriginStats) bool) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !ok(originStats(t, lo, "a.test")) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 15 s: %+v", what, originStats(t, lo, "a.test"))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.Eventually(t, 15*time.Second, func() bool { return ok(originStats(t, lo, "a.test")) },
+			"%s: %+v", what, func() any { return originStats(t, lo, "a.test") })
 	}
 	waitFor("first probe", func(o OriginStats) bool { return o.Primary == urls[0] && o.Secondary == urls[1] })
 	l.uppers[0].Close()
