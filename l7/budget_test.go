@@ -58,7 +58,7 @@ func startBudgetBackend(t *testing.T, name string) *budgetBackend {
 // finish answers the slow requests waiting and those to come.
 func (bb *budgetBackend) finish() { bb.once.Do(func() { close(bb.release) }) }
 
-// TestUpstreamsShareTheDescriptorBudget is issue 23's fault "upstream descriptors are not
+// TestUpstreamsShareTheDescriptorBudget is the fault "upstream descriptors are not
 // bounded" on every engine: slow requests holding upstream connections fill a small budget. (a)
 // requests past it are shed with 503 and Retry-After, never 502, on the core and on net/http (an
 // h2c pool), and succeed as soon as the slow ones finish; (b) health checks keep probing on the

@@ -29,7 +29,7 @@ func fleetConns(t *testing.T) int {
 	return n
 }
 
-// TestFleet runs issue 11's fleet scenarios through the real daemons (bird2 with ECMP, etcd,
+// TestFleet runs the fleet scenarios through the real daemons (bird2 with ECMP, etcd,
 // `lb run` with BGP and the store on four balancers, XDP, real TCP) and asserts their figures:
 //  1. 3 balancers, lb3 killed (SIGKILL, program detached): the router withdraws it within the
 //     hold time, >= 99.9% of the established connections complete their next request, and the

@@ -1,4 +1,4 @@
-// Package fleetexp measures a fleet of L4 balancers through the real daemons (issue 11): bird2
+// Package fleetexp measures a fleet of L4 balancers through the real daemons: bird2
 // as the router with ECMP, etcd as the shared store, `switchyard lb run` on every balancer
 // (XDP, BGP, second chance), app servers behind them and real TCP keep-alive connections. It
 // is `switchyard lab experiment run fleet`, and the end-to-end test asserts its figures.
