@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,6 +91,9 @@ func startObserve(o UpOptions, st *State, old *State, start func(name, ns string
 		return nil
 	}
 	addr, err := pickAddr(o.Prometheus, old, func(s *State) string { return strings.TrimSuffix(strings.TrimPrefix(s.Prometheus, "http://"), "/") })
+	for err == nil && addr == ui && o.Prometheus == Auto { // the web view may not have bound its port yet
+		addr, err = freeLoopbackAddr()
+	}
 	if err != nil {
 		return err
 	}
@@ -117,7 +122,31 @@ func pickAddr(want string, old *State, was func(*State) string) (string, error) 
 			return a, nil
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return freeLoopbackAddr()
+}
+
+// freeLoopbackAddr is a loopback address whose port is free now, chosen below the kernel's
+// ephemeral range: the web view and Prometheus bind it a moment later in another process, and a
+// port from the ephemeral range can be taken meanwhile as the local end of any outgoing
+// connection (with many tests running, that happened).
+func freeLoopbackAddr() (string, error) {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 20000 {
+				lo = n
+			}
+		}
+	}
+	const first = 20000
+	for range 200 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(first+rand.IntN(lo-first)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr, nil
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // the range below is full: take the kernel's pick
 	if err != nil {
 		return "", fmt.Errorf("pick a free port: %w", err)
 	}
