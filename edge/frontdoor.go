@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -107,19 +106,9 @@ func (e *Edge) startTLS() error {
 
 // startHTTP3 binds (or inherits) the UDP sockets on the TLS listener's port and serves HTTP/3.
 func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) {
-	udp, err := e.sockets.ListenUDP(e.cfg.TLS.Listen, func() ([]*net.UDPConn, error) {
-		uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port})
-		if err != nil {
-			return nil, fmt.Errorf("start edge: listen on udp %s: %w (HTTP/3 needs the TLS port free on UDP too)", net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)), err)
-		}
-		return []*net.UDPConn{uc}, nil
-	})
+	conns, err := h3.ListenUDP(e.sockets, e.cfg.TLS.Listen, tcp)
 	if err != nil {
-		return nil, err
-	}
-	conns := make([]net.PacketConn, len(udp))
-	for i, c := range udp {
-		conns[i] = c
+		return nil, fmt.Errorf("start edge: %w", err)
 	}
 	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, Log: e.log})
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
-	"strconv"
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h3"
@@ -19,19 +17,9 @@ import (
 
 // listenHTTP3 binds (or inherits) the UDP sockets on tcp's port and serves HTTP/3 there.
 func (s *Server) listenHTTP3(address string, tcp *net.TCPAddr, tc *tls.Config) (*h3.Server, error) {
-	udp, err := s.sockets.ListenUDP(address, func() ([]*net.UDPConn, error) {
-		uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port})
-		if err != nil {
-			return nil, fmt.Errorf("listen on udp %s: %w (HTTP/3 needs the TLS port free on UDP too)", net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)), err)
-		}
-		return []*net.UDPConn{uc}, nil
-	})
+	conns, err := h3.ListenUDP(s.sockets, address, tcp)
 	if err != nil {
 		return nil, err
-	}
-	conns := make([]net.PacketConn, len(udp))
-	for i, c := range udp {
-		conns[i] = c
 	}
 	cfg := s.state.Load().cfg
 	h3s, err := h3.Serve(conns, tc, s, h3.Options{MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, IdleTimeout: cfg.Timeouts.Idle, Log: s.log})

@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/switchyard/switchyard/internal/handover"
 )
 
 // Options tune a Server.
@@ -106,4 +108,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	return err
+}
+
+// ListenUDP binds (or, in a hitless upgrade, inherits through sk) the UDP socket of a TLS
+// listener's HTTP/3: the same address as its TCP listener tcp, configured as address (the name
+// the socket passes to the next process under).
+func ListenUDP(sk *handover.Sockets, address string, tcp *net.TCPAddr) ([]net.PacketConn, error) {
+	udp, err := sk.ListenUDP(address, func() ([]*net.UDPConn, error) {
+		uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port})
+		if err != nil {
+			return nil, fmt.Errorf("listen on udp %s: %w (HTTP/3 needs the TLS port free on UDP too)", net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)), err)
+		}
+		return []*net.UDPConn{uc}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]net.PacketConn, len(udp))
+	for i, c := range udp {
+		conns[i] = c
+	}
+	return conns, nil
 }
