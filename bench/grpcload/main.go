@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,40 +72,7 @@ func load(o options) (*loadstat.Run, error) {
 		clients[i] = testgrpc.NewTestServiceClient(cc)
 	}
 	in := &testgrpc.SimpleRequest{ResponseSize: int32(o.resp), Payload: &testgrpc.Payload{Body: make([]byte, o.req)}}
-	// The connections: one checked call on each, before the window.
-	var h loadstat.Hist
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.Take() {
-				out, what := call(c, o, in)
-				r.Done(&h, out, 0, what)
-			}
-		}()
-	}
-	wg.Wait()
-	if r.Verdict() != nil {
-		return r, nil
-	}
-	r.Start()
-	for _, c := range clients {
-		for range o.Concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var h loadstat.Hist
-				for r.Open() {
-					t0 := time.Now()
-					out, what := call(c, o, in)
-					r.Done(&h, out, time.Since(t0), what)
-				}
-				r.Merge(&h)
-			}()
-		}
-	}
-	wg.Wait()
+	r.Drive(len(clients), func(i int) (loadstat.Outcome, string) { return call(clients[i], o, in) })
 	return r, nil
 }
 

@@ -85,40 +85,7 @@ func load(o options) (*loadstat.Run, *state) {
 		defer tr.Close()
 		clients[i] = &http.Client{Transport: tr}
 	}
-	// The handshakes: one checked request per connection, before the window.
-	var h loadstat.Hist
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.Take() {
-				out, what := get(c, o, st)
-				r.Done(&h, out, 0, what)
-			}
-		}()
-	}
-	wg.Wait()
-	if r.Verdict() != nil {
-		return r, st
-	}
-	r.Start()
-	for _, c := range clients {
-		for range o.Concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var h loadstat.Hist
-				for r.Open() {
-					t0 := time.Now()
-					out, what := get(c, o, st)
-					r.Done(&h, out, time.Since(t0), what)
-				}
-				r.Merge(&h)
-			}()
-		}
-	}
-	wg.Wait()
+	r.Drive(len(clients), func(i int) (loadstat.Outcome, string) { return get(clients[i], o, st) })
 	return r, st
 }
 

@@ -240,3 +240,43 @@ func (r *Run) Exit(name string, extra ...string) {
 	}
 	os.Exit(0)
 }
+
+// Drive runs the load over conns connections: first one checked request on each, before the
+// window opens (handshakes are not timed), then, unless one failed, Concurrency loops per
+// connection making requests until the window or the count ends. do(i) makes one request on
+// connection i and says how it went.
+func (r *Run) Drive(conns int, do func(conn int) (Outcome, string)) {
+	var h Hist
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.Take() {
+				out, what := do(i)
+				r.Done(&h, out, 0, what)
+			}
+		}()
+	}
+	wg.Wait()
+	if r.Verdict() != nil {
+		return
+	}
+	r.Start()
+	for i := range conns {
+		for range r.opts.Concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var h Hist
+				for r.Open() {
+					t0 := time.Now()
+					out, what := do(i)
+					r.Done(&h, out, time.Since(t0), what)
+				}
+				r.Merge(&h)
+			}()
+		}
+	}
+	wg.Wait()
+}
