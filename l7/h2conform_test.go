@@ -2,7 +2,6 @@ package l7
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -288,18 +287,7 @@ limits: {max_header_bytes: 4096}
 	h.headers(1, false, post...)
 	h.fr.WriteData(1, false, []byte("body"))
 	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x40, 1, 'x', 1, 'y'}, EndStream: true})
-	frag := bytes.Repeat([]byte{0x40, 3, 'x', '-', 'a', 10, '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}, 100)
-	var werr error
-	for i := 0; i < 200 && werr == nil; i++ {
-		werr = h.fr.WriteContinuation(1, false, frag)
-	}
-	f, err := h.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
-	if err != nil {
-		t.Fatalf("no GOAWAY for an endless trailer block (write: %v): %v", werr, err)
-	}
-	if code := f.(*http2.GoAwayFrame).ErrCode; code != http2.ErrCodeEnhanceYourCalm {
-		t.Errorf("GOAWAY code %v, want ENHANCE_YOUR_CALM", code)
-	}
+	h.continuationFlood(t, 100, 200, "an endless trailer block")
 }
 
 // The control-frame and empty-frame flood guards: PING and SETTINGS sent faster than the

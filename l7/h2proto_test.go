@@ -220,14 +220,22 @@ func TestH2ContinuationFloodIsCut(t *testing.T) {
 	h.hbuf.Reset()
 	h.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
 	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes()})
-	frag := bytes.Repeat([]byte{0x40, 3, 'x', '-', 'a', 10, '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}, 500)
+	h.continuationFlood(t, 500, 2000, "an endless header block")
+}
+
+// continuationFlood sends up to frames CONTINUATION frames of fields x-a: 0123456789 (each
+// fragment holds per of them) on stream 1, whose block never ends, and wants the connection
+// closed with GOAWAY ENHANCE_YOUR_CALM.
+func (h *h2raw) continuationFlood(t *testing.T, per, frames int, what string) {
+	t.Helper()
+	frag := bytes.Repeat([]byte{0x40, 3, 'x', '-', 'a', 10, '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}, per)
 	var werr error
-	for i := 0; i < 2000 && werr == nil; i++ {
+	for i := 0; i < frames && werr == nil; i++ {
 		werr = h.fr.WriteContinuation(1, false, frag)
 	}
 	f, err := h.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
 	if err != nil {
-		t.Fatalf("no GOAWAY for an endless header block (write: %v): %v", werr, err)
+		t.Fatalf("no GOAWAY for %s (write: %v): %v", what, werr, err)
 	}
 	if code := f.(*http2.GoAwayFrame).ErrCode; code != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("GOAWAY code %v, want ENHANCE_YOUR_CALM", code)

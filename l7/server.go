@@ -233,12 +233,20 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 		}
 		s.log.Warn("l7 event loops refused the listener; serving a goroutine per connection", "error", err)
 	}
+	s.acceptLoop(ln, func(c net.Conn) { s.serveConn(c, scheme, fb) })
+	return nil
+}
+
+// acceptLoop accepts ln's connections until it closes or the server shuts down, admits each
+// through the connection budget (one over it is answered 503 and closed) and serves it on a
+// goroutine of its own, counted in s.pending until serve tracks it.
+func (s *Server) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
-				return nil
+				return
 			}
 			// Out of descriptors and the like: back off instead of spinning, like net/http.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -252,7 +260,7 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 			continue
 		}
 		s.pending.Add(1) // until tracked: Shutdown waits for it
-		go s.serveConn(c, scheme, fb)
+		go serve(c)
 	}
 }
 
@@ -297,27 +305,7 @@ func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error
 	s.mu.Unlock()
 	go func() {
 		defer conns.Close()
-		var delay time.Duration
-		for {
-			raw, err := ln.Accept()
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
-					return
-				}
-				// Out of descriptors and the like: back off instead of ending the listener.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.log.Warn("l7 accept", "error", err, "retry_in", delay)
-				time.Sleep(delay)
-				continue
-			}
-			delay = 0
-			if !s.conns.Admit() {
-				s.conns.Refuse(raw)
-				continue
-			}
-			s.pending.Add(1) // until tracked: Shutdown waits for it
-			go s.handshake(raw, tc, srv.ReadHeaderTimeout, conns)
-		}
+		s.acceptLoop(ln, func(raw net.Conn) { s.handshake(raw, tc, srv.ReadHeaderTimeout, conns) })
 	}()
 	err := srv.Serve(conns)
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
