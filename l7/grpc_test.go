@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,8 +65,13 @@ func asked(st *testgrpc.EchoStatus) error {
 	return status.Error(codes.Code(st.Code), st.Message)
 }
 
+// sleepingCalls counts the calls asked to sleep (x-sleep) that are sleeping in a backend now.
+var sleepingCalls atomic.Int32
+
 func (grpcService) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-sleep")) > 0 {
+		sleepingCalls.Add(1)
+		defer sleepingCalls.Add(-1)
 		d, _ := time.ParseDuration(md.Get("x-sleep")[0])
 		select {
 		case <-time.After(d):
@@ -359,11 +365,11 @@ pools:
 			held := make(chan error, 1)
 			slow := metadata.AppendToOutgoingContext(ctx, "x-sleep", "2s")
 			go func() { _, err := tc.UnaryCall(slow, &testgrpc.SimpleRequest{}); held <- err }()
-			// Calls pass until the slow call reaches the pool.
-			testutil.Eventually(t, 5*time.Second, func() bool {
-				_, err = tc.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-				return status.Code(err) != codes.OK
-			}, "calls still pass with the slow call holding the pool")
+			// Only once the slow call holds the pool's one place (it sleeps in the backend) does a
+			// second call come: probing earlier could take the place from the slow call itself.
+			testutil.Eventually(t, 5*time.Second, func() bool { return sleepingCalls.Load() > 0 },
+				"the slow call never reached the backend")
+			_, err = tc.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 			want("shed (pool max_in_flight)", err, codes.ResourceExhausted)
 			if err := <-held; err != nil {
 				t.Errorf("the call that held the pool: %v", err)
