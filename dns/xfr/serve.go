@@ -116,8 +116,10 @@ func tsigError(req *mdns.Msg, t *mdns.TSIG, code int) *mdns.Msg {
 	m := xfrReply(req)
 	m.Rcode = mdns.RcodeNotAuth
 	m.Extra = append(m.Extra, &mdns.TSIG{
-		Hdr:       mdns.RR_Header{Name: t.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
-		Algorithm: t.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: tsigFudge,
+		Hdr: mdns.RR_Header{Name: t.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+		// A TSIG with empty RDATA unpacks to an empty algorithm, which would pack to no
+		// name at all and leave the answer unparsable: echo it as the root name.
+		Algorithm: mdns.Fqdn(t.Algorithm), TimeSigned: uint64(time.Now().Unix()), Fudge: tsigFudge,
 		OrigId: req.Id, Error: uint16(code),
 	})
 	return m
