@@ -228,7 +228,7 @@ func TestXDPNativeVeth(t *testing.T) {
 		{"ip", "-n", cliNS, "addr", "add", "fd00:213::2/64", "dev", vc, "nodad"},
 		{"ip", "-n", srvNS, "link", "set", vs, "up"},
 		{"ip", "-n", cliNS, "link", "set", vc, "up"},
-		{"ip", "-n", cliNS, "link", "set", "dev", vc, "xdpdrv", "obj", "../loader/pass_bpfel.o", "sec", "xdp"},
+		{"ip", "-n", cliNS, "link", "set", "dev", vc, "xdpdrv", "obj", "../loader/third_party/bpfobj/pass_bpfel.o", "sec", "xdp"},
 	} {
 		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", cmd, err, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/lab/fwd"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 	"github.com/switchyard/switchyard/maps"
 )
 
@@ -190,8 +191,8 @@ func attachDecap(n topo.Node, peers []netip.Prefix) error {
 }
 
 // DecapCounters reads the decap counters of a backend.
-func DecapCounters(n topo.Node) (map[string]loader.LBCounter, error) {
-	var out map[string]loader.LBCounter
+func DecapCounters(n topo.Node) (map[string]bpfobj.LBCounter, error) {
+	var out map[string]bpfobj.LBCounter
 	err := namednetns.DoNamed(n.NS, func() error {
 		d, err := loader.OpenDecap(PinDir(n.NS, n.Iface))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/cilium/ebpf"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // LoadBenchFor loads the bench object (bpf/bench.c: the forwarder's BPF_PROG_TEST_RUN wrappers
@@ -12,8 +13,8 @@ import (
 // object is built from the forwarder's source and so declares the forwarder's maps; they are
 // replaced by f's own, so that what a benchmark writes through f's maps is what the wrappers
 // read. Only benchmarks and tests load it; production never does.
-func LoadBenchFor(f *Forwarder) (*BenchObjects, error) {
-	spec, err := LoadBench()
+func LoadBenchFor(f *Forwarder) (*bpfobj.BenchObjects, error) {
+	spec, err := bpfobj.LoadBench()
 	if err != nil {
 		return nil, fmt.Errorf("load bench spec: %w", err)
 	}
@@ -24,14 +25,14 @@ func LoadBenchFor(f *Forwarder) (*BenchObjects, error) {
 			repl[name] = m
 		}
 	}
-	var objs BenchObjects
+	var objs bpfobj.BenchObjects
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, fmt.Errorf("load bench objects: %w", explainLoadError(err))
 	}
 	return &objs, nil
 }
 
-// mapsByTag lists the maps of a bpf2go maps struct (such as *LBMaps) by their `ebpf` tag, the
+// mapsByTag lists the maps of a bpf2go maps struct (such as *bpfobj.LBMaps) by their `ebpf` tag, the
 // map's name in the object.
 func mapsByTag(v any) map[string]*ebpf.Map {
 	out := map[string]*ebpf.Map{}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 	"github.com/switchyard/switchyard/maps"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkXDP(b *testing.B) {
 
 	minimal := objs
 	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
-	var fk loader.BenchFloorKey
+	var fk bpfobj.BenchFloorKey
 	for i := range fk.W {
 		fk.W[i] = binary.LittleEndian.Uint32(ack[14+4*i:])
 	}
@@ -226,7 +227,7 @@ func pinThread(b *testing.B, cpu int) {
 
 // benchObjects loads the bench object (bpf/bench.c: the forwarder's wrappers on f's maps, and the
 // reference programs).
-func benchObjects(b *testing.B, f *loader.Forwarder) *loader.BenchObjects {
+func benchObjects(b *testing.B, f *loader.Forwarder) *bpfobj.BenchObjects {
 	objs, err := loader.LoadBenchFor(f)
 	if err != nil {
 		b.Fatal(err)

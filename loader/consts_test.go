@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // enumValue reads one constant of a C enum from the BTF of a compiled object (not from the Go that
@@ -49,14 +50,14 @@ func checkNames(t *testing.T, spec *ebpf.CollectionSpec, enum, max, mapName stri
 // TestDecapCounterNamesCoverEnums checks the decap counter names against the enums of the
 // compiled decap object (maps.TestCounterNamesCoverEnums does the forwarder's).
 func TestDecapCounterNamesCoverEnums(t *testing.T) {
-	spec, err := LoadDecap()
+	spec, err := bpfobj.LoadDecap()
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNames(t, spec, "decap_counter_index", "DCNT_MAX", DecapMapDecapCounters, DecapCounterNames[:])
-	checkNames(t, spec, "decap_sc_counter_index", "DSC_MAX", DecapMapDecapScCounters, DecapSecondChanceNames[:])
-	checkNames(t, spec, "decap_sc_refused_index", "DSCR_MAX", DecapMapDecapScRefused, DecapRefusedNames[:])
-	for _, m := range []string{DecapMapDecapScPeers, DecapMapDecapScSources} {
+	checkNames(t, spec, "decap_counter_index", "DCNT_MAX", bpfobj.DecapMapDecapCounters, DecapCounterNames[:])
+	checkNames(t, spec, "decap_sc_counter_index", "DSC_MAX", bpfobj.DecapMapDecapScCounters, DecapSecondChanceNames[:])
+	checkNames(t, spec, "decap_sc_refused_index", "DSCR_MAX", bpfobj.DecapMapDecapScRefused, DecapRefusedNames[:])
+	for _, m := range []string{bpfobj.DecapMapDecapScPeers, bpfobj.DecapMapDecapScSources} {
 		if got := spec.Maps[m].MaxEntries; int(got) != SecondChancePrefixMax {
 			t.Errorf("map %s holds %d prefixes, SecondChancePrefixMax is %d", m, got, SecondChancePrefixMax)
 		}
@@ -66,7 +67,7 @@ func TestDecapCounterNamesCoverEnums(t *testing.T) {
 // TestDefaultsSizeTheObject checks that Options' defaults are the sizes the object declares, so
 // that a forwarder loaded with no options has the maps the C describes.
 func TestDefaultsSizeTheObject(t *testing.T) {
-	spec, err := LoadLB()
+	spec, err := bpfobj.LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,17 +76,17 @@ func TestDefaultsSizeTheObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]uint32{
-		LBMapVips: o.MaxVIPs, LBMapVipStats: o.MaxVIPs, LBMapVipAddrs: o.MaxVIPs, LBMapVipGens: o.MaxVIPs,
-		LBMapBackends: o.MaxBackends, LBMapBackendStats: o.MaxBackends,
-		LBMapConntrack4: o.ConnTableSize, LBMapConntrack: o.ConnTable6Size,
-		LBMapRings16: RingWords(o.MaxVIPs, o.RingSize), LBMapPrevRings16: RingWords(o.MaxVIPs, o.RingSize),
+		bpfobj.LBMapVips: o.MaxVIPs, bpfobj.LBMapVipStats: o.MaxVIPs, bpfobj.LBMapVipAddrs: o.MaxVIPs, bpfobj.LBMapVipGens: o.MaxVIPs,
+		bpfobj.LBMapBackends: o.MaxBackends, bpfobj.LBMapBackendStats: o.MaxBackends,
+		bpfobj.LBMapConntrack4: o.ConnTableSize, bpfobj.LBMapConntrack: o.ConnTable6Size,
+		bpfobj.LBMapRings16: RingWords(o.MaxVIPs, o.RingSize), bpfobj.LBMapPrevRings16: RingWords(o.MaxVIPs, o.RingSize),
 	} {
 		if got := spec.Maps[name].MaxEntries; got != want {
 			t.Errorf("map %s: object declares %d entries, Options defaults give %d", name, got, want)
 		}
 	}
 	// maps/mapped.go reads a ring value as RingWordSlots 16-bit ids.
-	if got := spec.Maps[LBMapRings16].ValueSize; got != 2*uint32(RingWordSlots) {
+	if got := spec.Maps[bpfobj.LBMapRings16].ValueSize; got != 2*uint32(RingWordSlots) {
 		t.Errorf("rings16 values are %d bytes, RingWordSlots %d 16-bit ids are %d", got, RingWordSlots, 2*RingWordSlots)
 	}
 }
@@ -95,22 +96,22 @@ func TestDefaultsSizeTheObject(t *testing.T) {
 // loader hands it in place of its own (a struct lb_config changed in one object only would be
 // refused at load, on a running balancer; here it fails first).
 func TestProbeObjectMatches(t *testing.T) {
-	spec, err := LoadProbe()
+	spec, err := bpfobj.LoadProbe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNames(t, spec, "probe_counter_index", "PCNT_MAX", ProbeMapProbeCounters, ProbeCounterNames[:])
-	if got := spec.Maps[ProbeMapProbeTargets].MaxEntries; got != ProbeMaxTargets {
+	checkNames(t, spec, "probe_counter_index", "PCNT_MAX", bpfobj.ProbeMapProbeCounters, ProbeCounterNames[:])
+	if got := spec.Maps[bpfobj.ProbeMapProbeTargets].MaxEntries; got != ProbeMaxTargets {
 		t.Errorf("probe_targets holds %d entries in the object, ProbeMaxTargets is %d", got, ProbeMaxTargets)
 	}
 	if max := ProbeMaxTargets - 1; uint32(max)&ProbeMarkMask != 0 {
 		t.Errorf("target index %d does not fit the index bits of the mark (mask %#x)", max, ProbeMarkMask)
 	}
-	lb, err := LoadLB()
+	lb, err := bpfobj.LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, f := spec.Maps[ProbeMapConfig], lb.Maps[LBMapConfig]
+	p, f := spec.Maps[bpfobj.ProbeMapConfig], lb.Maps[bpfobj.LBMapConfig]
 	if p.Type != f.Type || p.KeySize != f.KeySize || p.ValueSize != f.ValueSize || p.MaxEntries != f.MaxEntries || p.Flags != f.Flags {
 		t.Errorf("probe config map %+v differs from the forwarder's %+v", p, f)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TestDecapPinsOfOlderBinary: pins made before the allow-lists existed (no decap_sc_peers,
@@ -28,7 +29,7 @@ func TestDecapPinsOfOlderBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	for _, m := range []string{loader.DecapMapDecapScPeers, loader.DecapMapDecapScSources, loader.DecapMapDecapScRefused} {
+	for _, m := range []string{bpfobj.DecapMapDecapScPeers, bpfobj.DecapMapDecapScSources, bpfobj.DecapMapDecapScRefused} {
 		if err := os.Remove(filepath.Join(loader.DecapMapsDir(pin), m)); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func TestDecapPinsOfOlderBinary(t *testing.T) {
 }
 
 // decapKeyOf is the decap_addrs key of an IPv4 address (bytes in network order in memory).
-func decapKeyOf(s string) loader.DecapDecapKey {
+func decapKeyOf(s string) bpfobj.DecapDecapKey {
 	b := netip.MustParseAddr(s).As4()
-	return loader.DecapDecapKey{Addr: [4]uint32{uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24}, Family: 4}
+	return bpfobj.DecapDecapKey{Addr: [4]uint32{uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24}, Family: 4}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TestLoadAll loads every program through the kernel verifier.
@@ -23,13 +24,13 @@ func TestLoadAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	var p PassObjects
-	if err := LoadPassObjects(&p, nil); err != nil {
+	var p bpfobj.PassObjects
+	if err := bpfobj.LoadPassObjects(&p, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.Close()
-	var b BenchObjects
-	if err := LoadBenchObjects(&b, nil); err != nil {
+	var b bpfobj.BenchObjects
+	if err := bpfobj.LoadBenchObjects(&b, nil); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
@@ -41,30 +42,30 @@ var mapTypes = map[string]struct {
 	key, value   any
 	cKey, cValue string
 }{
-	LBMapVips:               {LBVipKey{}, LBVipMeta{}, "vip_key", "vip_meta"},
-	LBMapVipAddrs:           {LBVipKey{}, uint32(0), "vip_key", "__u32"},
-	LBMapVipFilter:          {uint32(0), uint32(0), "__u32", "__u32"},
-	LBMapVipGens:            {uint32(0), uint32(0), "__u32", "__u32"},
-	LBMapVipStats:           {uint32(0), LBCounter{}, "__u32", "counter"},
-	LBMapVipDrops:           {uint32(0), LBCounter{}, "__u32", "counter"},
-	LBMapBackends:           {uint32(0), LBBackend{}, "__u32", "backend"},
-	LBMapBackendStats:       {uint32(0), LBCounter{}, "__u32", "counter"},
-	LBMapRings16:            {uint32(0), LBRingWord{}, "__u32", "ring_word"},
-	LBMapPrevRings16:        {uint32(0), LBRingWord{}, "__u32", "ring_word"},
-	LBMapConntrack:          {LBFlowKey{}, LBFlowState{}, "flow_key", "flow_state"},
-	LBMapConntrack4:         {LBFlowKey4{}, LBFlowState{}, "flow_key4", "flow_state"},
-	LBMapConfig:             {uint32(0), LBLbConfig{}, "__u32", "lb_config"},
-	LBMapCounters:           {uint32(0), LBLbPercpu{}, "__u32", "lb_percpu"},
-	LBMapScCounters:         {uint32(0), LBCounter{}, "__u32", "counter"},
-	LBMapQuicServers:        {uint32(0), uint32(0), "__u32", "__u32"},
-	LBMapQuicCounters:       {uint32(0), LBCounter{}, "__u32", "counter"},
-	DecapMapDecapAddrs:      {DecapDecapKey{}, uint32(0), "decap_key", "__u32"},
-	DecapMapDecapCounters:   {uint32(0), LBCounter{}, "__u32", "counter"},
-	DecapMapDecapScCounters: {uint32(0), LBCounter{}, "__u32", "counter"},
-	DecapMapDecapScRefused:  {uint32(0), LBCounter{}, "__u32", "counter"},
-	DecapMapDecapScPeers:    {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
-	DecapMapDecapScSources:  {DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
-	BenchMapFloorTable:      {BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
+	bpfobj.LBMapVips:               {bpfobj.LBVipKey{}, bpfobj.LBVipMeta{}, "vip_key", "vip_meta"},
+	bpfobj.LBMapVipAddrs:           {bpfobj.LBVipKey{}, uint32(0), "vip_key", "__u32"},
+	bpfobj.LBMapVipFilter:          {uint32(0), uint32(0), "__u32", "__u32"},
+	bpfobj.LBMapVipGens:            {uint32(0), uint32(0), "__u32", "__u32"},
+	bpfobj.LBMapVipStats:           {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.LBMapVipDrops:           {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.LBMapBackends:           {uint32(0), bpfobj.LBBackend{}, "__u32", "backend"},
+	bpfobj.LBMapBackendStats:       {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.LBMapRings16:            {uint32(0), bpfobj.LBRingWord{}, "__u32", "ring_word"},
+	bpfobj.LBMapPrevRings16:        {uint32(0), bpfobj.LBRingWord{}, "__u32", "ring_word"},
+	bpfobj.LBMapConntrack:          {bpfobj.LBFlowKey{}, bpfobj.LBFlowState{}, "flow_key", "flow_state"},
+	bpfobj.LBMapConntrack4:         {bpfobj.LBFlowKey4{}, bpfobj.LBFlowState{}, "flow_key4", "flow_state"},
+	bpfobj.LBMapConfig:             {uint32(0), bpfobj.LBLbConfig{}, "__u32", "lb_config"},
+	bpfobj.LBMapCounters:           {uint32(0), bpfobj.LBLbPercpu{}, "__u32", "lb_percpu"},
+	bpfobj.LBMapScCounters:         {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.LBMapQuicServers:        {uint32(0), uint32(0), "__u32", "__u32"},
+	bpfobj.LBMapQuicCounters:       {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.DecapMapDecapAddrs:      {bpfobj.DecapDecapKey{}, uint32(0), "decap_key", "__u32"},
+	bpfobj.DecapMapDecapCounters:   {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.DecapMapDecapScCounters: {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.DecapMapDecapScRefused:  {uint32(0), bpfobj.LBCounter{}, "__u32", "counter"},
+	bpfobj.DecapMapDecapScPeers:    {bpfobj.DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
+	bpfobj.DecapMapDecapScSources:  {bpfobj.DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
+	bpfobj.BenchMapFloorTable:      {bpfobj.BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
 }
 
 // TestMapTypesMatchGo checks every map of the four objects against the Go types the code uses
@@ -72,7 +73,7 @@ var mapTypes = map[string]struct {
 // size is caught too) and its key and value sizes. A map missing from mapTypes fails, so a new map
 // gets its Go types named.
 func TestMapTypesMatchGo(t *testing.T) {
-	for _, load := range []func() (*ebpf.CollectionSpec, error){LoadLB, LoadDecap, LoadPass, LoadBench} {
+	for _, load := range []func() (*ebpf.CollectionSpec, error){bpfobj.LoadLB, bpfobj.LoadDecap, bpfobj.LoadPass, bpfobj.LoadBench} {
 		spec, err := load()
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +98,7 @@ func TestMapTypesMatchGo(t *testing.T) {
 // pins of a running balancer were made with: a change here needs a new layout version (docs/xdp.md,
 // "Maps and pins"), not just a rebuild.
 func TestPinnedLayout(t *testing.T) {
-	spec, err := LoadLB()
+	spec, err := bpfobj.LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}

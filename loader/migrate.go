@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // migratesFrom is the layout whose pins this binary takes over (LayoutVersion's history).
@@ -17,7 +18,7 @@ const migratesFrom = "v2"
 // freshInMigration are the maps whose shape changed from v2 to v3: made new in a migration.
 // Every other map, the connection tables first, is taken over as it is, so that established
 // flows keep their backend across the upgrade.
-var freshInMigration = map[string]bool{LBMapVips: true, LBMapRings16: true, LBMapPrevRings16: true}
+var freshInMigration = map[string]bool{bpfobj.LBMapVips: true, bpfobj.LBMapRings16: true, bpfobj.LBMapPrevRings16: true}
 
 // stagingDir is where a migration pins the new layout's maps before it renames the directory
 // into place: a migration stopped half way leaves no MapsDir that looks complete.
@@ -45,7 +46,7 @@ func migrateIfOld(spec *ebpf.CollectionSpec, opts Options) (*Forwarder, error) {
 	}
 	cur := MapsDir(opts.PinDir)
 	if _, err := os.Stat(cur); err == nil {
-		live, err := attachedUses(opts.PinDir, filepath.Join(cur, LBMapVips))
+		live, err := attachedUses(opts.PinDir, filepath.Join(cur, bpfobj.LBMapVips))
 		if err != nil {
 			return nil, fmt.Errorf("migrate pins of layout %s: %w", migratesFrom, err)
 		}
@@ -98,7 +99,7 @@ func migrate(spec *ebpf.CollectionSpec, opts Options, old string) (*Forwarder, e
 		_ = os.RemoveAll(stage)
 		return nil, fmt.Errorf("migrate pins of layout %s: %w", migratesFrom, err)
 	}
-	if err := copyVIPs(filepath.Join(old, LBMapVips), f.Objs.Vips); err != nil {
+	if err := copyVIPs(filepath.Join(old, bpfobj.LBMapVips), f.Objs.Vips); err != nil {
 		return fail(err)
 	}
 	if err := os.MkdirAll(stage, 0o700); err != nil {
@@ -127,12 +128,12 @@ func copyVIPs(oldPath string, to *ebpf.Map) error {
 	}
 	defer from.Close()
 	var (
-		k LBVipKey
+		k bpfobj.LBVipKey
 		v vipMetaV2
 	)
 	it := from.Iterate()
 	for it.Next(&k, &v) {
-		if err := to.Put(k, LBVipMeta{Id: v.ID, Flags: v.Flags}); err != nil {
+		if err := to.Put(k, bpfobj.LBVipMeta{Id: v.ID, Flags: v.Flags}); err != nil {
 			return fmt.Errorf("copy vip %d: %w", v.ID, err)
 		}
 	}
@@ -143,7 +144,7 @@ func copyVIPs(oldPath string, to *ebpf.Map) error {
 }
 
 // pinMaps pins every map of m in dir under its name.
-func pinMaps(m *LBMaps, dir string) error {
+func pinMaps(m *bpfobj.LBMaps, dir string) error {
 	v := reflect.ValueOf(m).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Tag.Get("ebpf")
@@ -204,7 +205,7 @@ func PinnedRingSlots(pinDir string) uint32 {
 	if pinDir == "" {
 		return 0
 	}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(MapsDir(pinDir), LBMapRings16), nil)
+	m, err := ebpf.LoadPinnedMap(filepath.Join(MapsDir(pinDir), bpfobj.LBMapRings16), nil)
 	if err != nil {
 		return 0
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 	"github.com/switchyard/switchyard/maps"
 )
 
@@ -51,26 +52,26 @@ func v2Pins(t *testing.T, pin string, opts loader.Options) *ebpf.Collection {
 
 // v2VIP writes a VIP of id 0 into v2 maps as a v2 binary did: its 8-byte vips entry, its address
 // in vip_addrs and every vip_filter bit, and its ring (slots 0..ring-1) all backend be.
-func v2VIP(t *testing.T, m *loader.LBMaps, k maps.VIPKey, ring uint32, be uint16) {
+func v2VIP(t *testing.T, m *bpfobj.LBMaps, k maps.VIPKey, ring uint32, be uint16) {
 	t.Helper()
-	var key loader.LBVipKey
+	var key bpfobj.LBVipKey
 	b := k.Addr.As4()
 	key.Addr[0] = uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-	key.Port, key.Proto, key.Family = k.Port<<8|k.Port>>8, uint8(k.Proto), uint8(loader.LBFamilyFAMILY_V4)
+	key.Port, key.Proto, key.Family = k.Port<<8|k.Port>>8, uint8(k.Proto), uint8(bpfobj.LBFamilyFAMILY_V4)
 	if err := m.Vips.Put(key, [2]uint32{0, 0}); err != nil {
 		t.Fatal(err)
 	}
-	addrKey := loader.LBVipKey{Addr: key.Addr, Family: key.Family}
+	addrKey := bpfobj.LBVipKey{Addr: key.Addr, Family: key.Family}
 	if err := m.VipAddrs.Put(addrKey, uint32(1)); err != nil {
 		t.Fatal(err)
 	}
-	for i := uint32(0); i < uint32(loader.LBVipFilterSizeVIP_FILTER_SLOTS); i++ {
+	for i := uint32(0); i < uint32(bpfobj.LBVipFilterSizeVIP_FILTER_SLOTS); i++ {
 		if err := m.VipFilter.Put(i, uint32(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for w := uint32(0); w < loader.RingWords(1, ring); w++ {
-		if err := m.Rings16.Put(w, loader.LBRingWord{Id: [4]uint16{be, be, be, be}}); err != nil {
+		if err := m.Rings16.Put(w, bpfobj.LBRingWord{Id: [4]uint16{be, be, be, be}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,9 +211,9 @@ func TestMigratesV2Pins(t *testing.T) {
 
 // setOver is a maps.Set over the maps of a collection (of any layout with the same map names),
 // which it takes from the collection.
-func setOver(t *testing.T, c *ebpf.Collection) (*maps.Set, *loader.LBMaps) {
+func setOver(t *testing.T, c *ebpf.Collection) (*maps.Set, *bpfobj.LBMaps) {
 	t.Helper()
-	var m loader.LBMaps
+	var m bpfobj.LBMaps
 	if err := c.Assign(&m); err != nil {
 		t.Fatal(err)
 	}

@@ -8,32 +8,33 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // Probe marks (enum probe_mark of bpf/probe.c): a socket marked ProbeMarkBase|n sends its packets
 // through the tunnel to target n.
 const (
-	ProbeMarkBase = uint32(ProbeProbeMarkPROBE_MARK_BASE)
-	ProbeMarkMask = uint32(ProbeProbeMarkPROBE_MARK_MASK)
+	ProbeMarkBase = uint32(bpfobj.ProbeProbeMarkPROBE_MARK_BASE)
+	ProbeMarkMask = uint32(bpfobj.ProbeProbeMarkPROBE_MARK_MASK)
 	// ProbeMaxTargets is how many backends can be probed through the tunnel at once (the size of
 	// probe_targets, and well inside the index bits of a mark).
 	ProbeMaxTargets = 4096
 )
 
 // ProbeCounterNames names the counters of enum probe_counter_index.
-var ProbeCounterNames = [ProbeProbeCounterIndexPCNT_MAX]string{
-	ProbeProbeCounterIndexPCNT_ENCAP_IPIP: "probe_ipip",
-	ProbeProbeCounterIndexPCNT_ENCAP_4IN6: "probe_4in6",
-	ProbeProbeCounterIndexPCNT_ENCAP_6IN6: "probe_ip6ip6",
-	ProbeProbeCounterIndexPCNT_ENCAP_6IN4: "probe_6in4",
-	ProbeProbeCounterIndexPCNT_NO_TARGET:  "probe_no_target",
-	ProbeProbeCounterIndexPCNT_ERROR:      "probe_error",
+var ProbeCounterNames = [bpfobj.ProbeProbeCounterIndexPCNT_MAX]string{
+	bpfobj.ProbeProbeCounterIndexPCNT_ENCAP_IPIP: "probe_ipip",
+	bpfobj.ProbeProbeCounterIndexPCNT_ENCAP_4IN6: "probe_4in6",
+	bpfobj.ProbeProbeCounterIndexPCNT_ENCAP_6IN6: "probe_ip6ip6",
+	bpfobj.ProbeProbeCounterIndexPCNT_ENCAP_6IN4: "probe_6in4",
+	bpfobj.ProbeProbeCounterIndexPCNT_NO_TARGET:  "probe_no_target",
+	bpfobj.ProbeProbeCounterIndexPCNT_ERROR:      "probe_error",
 }
 
 // ProbeEncap is the loaded TC program that encapsulates health probes (bpf/probe.c). It shares
 // the forwarder's frame config, so probes carry the MACs and outer sources real traffic does.
 type ProbeEncap struct {
-	Objs ProbeObjects
+	Objs bpfobj.ProbeObjects
 }
 
 // OpenProbeEncap loads the probe program with cfg, the forwarder's "config" map (Forwarder's
@@ -43,13 +44,13 @@ func OpenProbeEncap(cfg *ebpf.Map) (*ProbeEncap, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("load probe encap: remove memlock limit: %w", err)
 	}
-	spec, err := LoadProbe()
+	spec, err := bpfobj.LoadProbe()
 	if err != nil {
 		return nil, fmt.Errorf("load probe encap spec: %w", err)
 	}
-	spec.Maps[ProbeMapProbeTargets].MaxEntries = ProbeMaxTargets
+	spec.Maps[bpfobj.ProbeMapProbeTargets].MaxEntries = ProbeMaxTargets
 	var p ProbeEncap
-	co := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{ProbeMapConfig: cfg}}
+	co := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpfobj.ProbeMapConfig: cfg}}
 	if err := spec.LoadAndAssign(&p.Objs, co); err != nil {
 		return nil, fmt.Errorf("load probe encap: %w", explainLoadError(err))
 	}
@@ -73,7 +74,7 @@ func (p *ProbeEncap) Attach(ifname string) (link.Link, error) {
 // SetTargets makes probe_targets exactly want: mark -> backend tunnel address.
 func (p *ProbeEncap) SetTargets(want map[uint32]netip.Addr) error {
 	var k uint32
-	var v ProbeProbeTarget
+	var v bpfobj.ProbeProbeTarget
 	var stale []uint32
 	it := p.Objs.ProbeTargets.Iterate()
 	for it.Next(&k, &v) {
@@ -100,20 +101,20 @@ func (p *ProbeEncap) SetTargets(want map[uint32]netip.Addr) error {
 	return nil
 }
 
-func probeTarget(a netip.Addr) ProbeProbeTarget {
+func probeTarget(a netip.Addr) bpfobj.ProbeProbeTarget {
 	k := decapKey(a)
-	return ProbeProbeTarget{Addr: k.Addr, Family: k.Family}
+	return bpfobj.ProbeProbeTarget{Addr: k.Addr, Family: k.Family}
 }
 
 // Counters reads the probe counters, summed over CPUs, by name.
-func (p *ProbeEncap) Counters() (map[string]LBCounter, error) {
-	out := make(map[string]LBCounter, len(ProbeCounterNames))
+func (p *ProbeEncap) Counters() (map[string]bpfobj.LBCounter, error) {
+	out := make(map[string]bpfobj.LBCounter, len(ProbeCounterNames))
 	for i, name := range ProbeCounterNames {
-		var per []ProbeCounter
+		var per []bpfobj.ProbeCounter
 		if err := p.Objs.ProbeCounters.Lookup(uint32(i), &per); err != nil {
 			return nil, fmt.Errorf("read probe counter %s: %w", name, err)
 		}
-		var c LBCounter
+		var c bpfobj.LBCounter
 		for _, x := range per {
 			c.Packets += x.Packets
 			c.Bytes += x.Bytes

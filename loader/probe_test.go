@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TC verdicts.
@@ -53,7 +54,7 @@ func (r *probeRig) run(frame []byte, mark uint32) (uint32, []byte) {
 	return ret, opts.DataOut
 }
 
-func (r *probeRig) counters() map[string]loader.LBCounter {
+func (r *probeRig) counters() map[string]bpfobj.LBCounter {
 	c, err := r.p.Counters()
 	if err != nil {
 		r.t.Fatal(err)

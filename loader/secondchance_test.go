@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/internal/maglev"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 	"github.com/switchyard/switchyard/maps"
 )
 
@@ -417,7 +418,7 @@ func runDecap(t *testing.T, d *loader.Decap, frame []byte) (uint32, []byte) {
 	return v, opts.DataOut
 }
 
-func decapCounters(t *testing.T, d *loader.Decap) map[string]loader.LBCounter {
+func decapCounters(t *testing.T, d *loader.Decap) map[string]bpfobj.LBCounter {
 	t.Helper()
 	c, err := d.Counters()
 	if err != nil {

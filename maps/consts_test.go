@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/switchyard/switchyard/internal/layout"
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // enumValue reads one constant of a C enum from the BTF of the compiled forwarder (not from the Go
@@ -47,7 +47,7 @@ func checkNames(t *testing.T, enum string, n uint64, names []string) {
 // TestCounterNamesCoverEnums checks the forwarder's counter names against enum counter_index
 // and enum sc_counter_index of the compiled object, and the structs and maps that hold them.
 func TestCounterNamesCoverEnums(t *testing.T) {
-	spec, err := loader.LoadLB()
+	spec, err := bpfobj.LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +62,12 @@ func TestCounterNamesCoverEnums(t *testing.T) {
 	}
 	n = enumValue(t, spec, "sc_counter_index", "SC_CNT_MAX")
 	checkNames(t, "sc_counter_index", n, SecondChanceCounterNames[:])
-	if got := spec.Maps[loader.LBMapScCounters].MaxEntries; uint64(got) != n {
+	if got := spec.Maps[bpfobj.LBMapScCounters].MaxEntries; uint64(got) != n {
 		t.Errorf("map sc_counters holds %d entries, SC_CNT_MAX is %d", got, n)
 	}
 	n = enumValue(t, spec, "quic_counter_index", "QUIC_CNT_MAX")
 	checkNames(t, "quic_counter_index", n, QUICCounterNames[:])
-	if got := spec.Maps[loader.LBMapQuicCounters].MaxEntries; uint64(got) != n {
+	if got := spec.Maps[bpfobj.LBMapQuicCounters].MaxEntries; uint64(got) != n {
 		t.Errorf("map quic_counters holds %d entries, QUIC_CNT_MAX is %d", got, n)
 	}
 }
@@ -75,7 +75,7 @@ func TestCounterNamesCoverEnums(t *testing.T) {
 // TestConstsMatchObject checks the flags and sizes the map code uses against the compiled
 // forwarder: the enums' values, and the VIP filter's size.
 func TestConstsMatchObject(t *testing.T) {
-	spec, err := loader.LoadLB()
+	spec, err := bpfobj.LoadLB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestConstsMatchObject(t *testing.T) {
 		{"vip_flags", "VIP_NO_SRC_PORT", uint64(NoSrcPort)},
 		{"cfg_flags", "CFG_ICMP_TOOBIG", uint64(cfgICMPTooBig)},
 		{"cfg_flags", "CFG_SECOND_CHANCE", uint64(cfgSecondChance)},
-		{"flow_flags", "FLOW_CLOSING", uint64(loader.LBFlowFlagsFLOW_CLOSING)},
+		{"flow_flags", "FLOW_CLOSING", uint64(bpfobj.LBFlowFlagsFLOW_CLOSING)},
 		{"flow_hash", "FLOW_HASH_SEED", uint64(flowHashSeed)},
 		{"vip_filter_size", "VIP_FILTER_SLOTS", uint64(vipFilterSlots)},
 		{"family", "FAMILY_V4", uint64(familyV4)},
@@ -102,7 +102,7 @@ func TestConstsMatchObject(t *testing.T) {
 			}
 		})
 	}
-	if got := spec.Maps[loader.LBMapVipFilter].MaxEntries; got != vipFilterSlots {
+	if got := spec.Maps[bpfobj.LBMapVipFilter].MaxEntries; got != vipFilterSlots {
 		t.Errorf("map vip_filter holds %d slots, vipFilterSlots is %d", got, vipFilterSlots)
 	}
 }

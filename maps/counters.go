@@ -5,41 +5,40 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // CounterNames names the forwarder's global counters, indexed by enum counter_index of
-// bpf/include/consts.h (generated into loader by bpf2go): the array is CNT_MAX long, so a counter
+// bpf/include/consts.h (generated into package bpfobj by bpf2go): the array is CNT_MAX long, so a counter
 // added in C and left unnamed here is an empty name, which TestCounterNamesCoverEnums reports.
 // TX, PASS and DROP count verdicts; the others count events (a frame answered with ICMP too-big
 // counts drop_mtu and icmp_toobig_sent, and its verdict is TX).
-var CounterNames = [loader.LBCounterIndexCNT_MAX]string{
-	loader.LBCounterIndexCNT_TX:                "tx",
-	loader.LBCounterIndexCNT_PASS:              "pass",
-	loader.LBCounterIndexCNT_DROP:              "drop",
-	loader.LBCounterIndexCNT_CT_HIT:            "conntrack_hit",
-	loader.LBCounterIndexCNT_CT_MISS_SYN:       "conntrack_miss_syn",
-	loader.LBCounterIndexCNT_CT_MISS_NONSYN:    "conntrack_miss_nonsyn",
-	loader.LBCounterIndexCNT_ICMP_FWD:          "icmp_forwarded",
-	loader.LBCounterIndexCNT_ICMP_ECHO:         "icmp_echo_replied",
-	loader.LBCounterIndexCNT_ICMP_TOOBIG_TX:    "icmp_toobig_sent",
-	loader.LBCounterIndexCNT_DROP_IP_OPTS:      "drop_ip_options",
-	loader.LBCounterIndexCNT_DROP_FRAG:         "drop_fragment",
-	loader.LBCounterIndexCNT_DROP_MTU:          "drop_mtu",
-	loader.LBCounterIndexCNT_DROP_NO_BACKEND:   "drop_no_backend",
-	loader.LBCounterIndexCNT_DROP_MALFORMED:    "drop_malformed",
-	loader.LBCounterIndexCNT_DROP_UNSUPPORTED:  "drop_unsupported",
-	loader.LBCounterIndexCNT_DROP_ENCAP:        "drop_encap",
-	loader.LBCounterIndexCNT_CT_INSERT_SKIPPED: "conntrack_insert_skipped",
+var CounterNames = [bpfobj.LBCounterIndexCNT_MAX]string{
+	bpfobj.LBCounterIndexCNT_TX:                "tx",
+	bpfobj.LBCounterIndexCNT_PASS:              "pass",
+	bpfobj.LBCounterIndexCNT_DROP:              "drop",
+	bpfobj.LBCounterIndexCNT_CT_HIT:            "conntrack_hit",
+	bpfobj.LBCounterIndexCNT_CT_MISS_SYN:       "conntrack_miss_syn",
+	bpfobj.LBCounterIndexCNT_CT_MISS_NONSYN:    "conntrack_miss_nonsyn",
+	bpfobj.LBCounterIndexCNT_ICMP_FWD:          "icmp_forwarded",
+	bpfobj.LBCounterIndexCNT_ICMP_ECHO:         "icmp_echo_replied",
+	bpfobj.LBCounterIndexCNT_ICMP_TOOBIG_TX:    "icmp_toobig_sent",
+	bpfobj.LBCounterIndexCNT_DROP_IP_OPTS:      "drop_ip_options",
+	bpfobj.LBCounterIndexCNT_DROP_FRAG:         "drop_fragment",
+	bpfobj.LBCounterIndexCNT_DROP_MTU:          "drop_mtu",
+	bpfobj.LBCounterIndexCNT_DROP_NO_BACKEND:   "drop_no_backend",
+	bpfobj.LBCounterIndexCNT_DROP_MALFORMED:    "drop_malformed",
+	bpfobj.LBCounterIndexCNT_DROP_UNSUPPORTED:  "drop_unsupported",
+	bpfobj.LBCounterIndexCNT_DROP_ENCAP:        "drop_encap",
+	bpfobj.LBCounterIndexCNT_CT_INSERT_SKIPPED: "conntrack_insert_skipped",
 }
 
 // SecondChanceCounterNames names the forwarder's second-chance counters (the map sc_counters),
 // indexed by enum sc_counter_index. Counters returns them with the others.
-var SecondChanceCounterNames = [loader.LBScCounterIndexSC_CNT_MAX]string{
-	loader.LBScCounterIndexSC_CNT_SENT:    "second_chance_sent",
-	loader.LBScCounterIndexSC_CNT_FLOWS:   "second_chance_flows",
-	loader.LBScCounterIndexSC_CNT_TOO_BIG: "second_chance_too_big",
+var SecondChanceCounterNames = [bpfobj.LBScCounterIndexSC_CNT_MAX]string{
+	bpfobj.LBScCounterIndexSC_CNT_SENT:    "second_chance_sent",
+	bpfobj.LBScCounterIndexSC_CNT_FLOWS:   "second_chance_flows",
+	bpfobj.LBScCounterIndexSC_CNT_TOO_BIG: "second_chance_too_big",
 }
 
 // Counter is a packet and byte count, summed over CPUs.
@@ -50,7 +49,7 @@ type Counter struct {
 
 // sumPerCPU reads one per-CPU slot and sums it over every possible CPU.
 func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
-	var per []loader.LBCounter
+	var per []bpfobj.LBCounter
 	if err := m.Lookup(idx, &per); err != nil {
 		return Counter{}, err
 	}
@@ -66,7 +65,7 @@ func sumPerCPU(m *ebpf.Map, idx uint32) (Counter, error) {
 func (s *Set) Counters() (map[string]Counter, error) {
 	out := make(map[string]Counter, len(CounterNames)+len(SecondChanceCounterNames))
 	// The global counters are one per-CPU struct (layout v2): one read for all of them.
-	var per []loader.LBLbPercpu
+	var per []bpfobj.LBLbPercpu
 	if err := s.m.Counters.Lookup(uint32(0), &per); err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
@@ -138,7 +137,7 @@ func (s *Set) ResetCounters() error {
 	if err != nil {
 		return fmt.Errorf("count cpus: %w", err)
 	}
-	if err := s.m.Counters.Put(uint32(0), make([]loader.LBLbPercpu, n)); err != nil {
+	if err := s.m.Counters.Put(uint32(0), make([]bpfobj.LBLbPercpu, n)); err != nil {
 		return fmt.Errorf("reset counters: %w", err)
 	}
 	for i := range SecondChanceCounterNames {
@@ -154,7 +153,7 @@ func zeroPerCPU(m *ebpf.Map, idx uint32) error {
 	if err != nil {
 		return fmt.Errorf("count cpus: %w", err)
 	}
-	if err := m.Put(idx, make([]loader.LBCounter, n)); err != nil {
+	if err := m.Put(idx, make([]bpfobj.LBCounter, n)); err != nil {
 		return fmt.Errorf("reset stats slot %d: %w", idx, err)
 	}
 	return nil
@@ -178,7 +177,7 @@ func sumAllPerCPU(m *ebpf.Map, what string) ([]Counter, error) {
 	n := int(m.MaxEntries())
 	const chunk = 4096
 	keys := make([]uint32, chunk)
-	vals := make([]loader.LBCounter, chunk*ncpu)
+	vals := make([]bpfobj.LBCounter, chunk*ncpu)
 	out := make([]Counter, n)
 	var cursor ebpf.MapBatchCursor
 	for got := 0; got < n; {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TestAllStatsBatch: the batch reads give, slot for slot, what one lookup per id gives, across
@@ -24,9 +25,9 @@ func TestAllStatsBatch(t *testing.T) {
 	}
 	ncpu, _ := ebpf.PossibleCPU()
 	for _, id := range []uint32{1, 77, 4095, 4096, 9999} {
-		per := make([]loader.LBCounter, ncpu)
+		per := make([]bpfobj.LBCounter, ncpu)
 		for c := range per {
-			per[c] = loader.LBCounter{Packets: uint64(id) + uint64(c), Bytes: uint64(id) * 100}
+			per[c] = bpfobj.LBCounter{Packets: uint64(id) + uint64(c), Bytes: uint64(id) * 100}
 		}
 		if err := f.Objs.BackendStats.Put(id, per); err != nil {
 			t.Fatal(err)

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // Flow is a client-to-VIP 5-tuple.
@@ -38,19 +37,19 @@ type FlowEntry struct {
 
 // FlowKey builds the key of a flow in the IPv6 connection table, conntrack (IPv4 flows are keyed
 // in conntrack4 by the 16-byte flow_key4, layout v2); it is also the input of the flow hash.
-func FlowKey(f Flow) loader.LBFlowKey {
+func FlowKey(f Flow) bpfobj.LBFlowKey {
 	s, fam := addrWords(f.Src.Addr())
 	d, _ := addrWords(f.Dst.Addr())
-	return loader.LBFlowKey{Src: s, Dst: d, Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto), Family: fam}
+	return bpfobj.LBFlowKey{Src: s, Dst: d, Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto), Family: fam}
 }
 
 // flowKey4 builds the key of an IPv4 flow in the IPv4 connection table (layout v2).
-func flowKey4(f Flow) loader.LBFlowKey4 {
+func flowKey4(f Flow) bpfobj.LBFlowKey4 {
 	s, d := f.Src.Addr().Unmap().As4(), f.Dst.Addr().Unmap().As4()
-	return loader.LBFlowKey4{Src: nativeWord(s[:]), Dst: nativeWord(d[:]), Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto)}
+	return bpfobj.LBFlowKey4{Src: nativeWord(s[:]), Dst: nativeWord(d[:]), Sport: netPort(f.Src.Port()), Dport: netPort(f.Dst.Port()), Proto: uint8(f.Proto)}
 }
 
-func key4Flow(k loader.LBFlowKey4) Flow {
+func key4Flow(k bpfobj.LBFlowKey4) Flow {
 	return Flow{
 		Src:   netip.AddrPortFrom(wordsAddr([4]uint32{k.Src}, 4), netPort(k.Sport)),
 		Dst:   netip.AddrPortFrom(wordsAddr([4]uint32{k.Dst}, 4), netPort(k.Dport)),
@@ -67,7 +66,7 @@ func (s *Set) table(f Flow) (*ebpf.Map, any) {
 	return s.m.Conntrack, FlowKey(f)
 }
 
-func keyFlow(k loader.LBFlowKey) Flow {
+func keyFlow(k bpfobj.LBFlowKey) Flow {
 	return Flow{
 		Src:   netip.AddrPortFrom(wordsAddr(k.Src, k.Family), netPort(k.Sport)),
 		Dst:   netip.AddrPortFrom(wordsAddr(k.Dst, k.Family), netPort(k.Dport)),
@@ -75,18 +74,18 @@ func keyFlow(k loader.LBFlowKey) Flow {
 	}
 }
 
-func entry(f Flow, v loader.LBFlowState, now time.Duration) FlowEntry {
+func entry(f Flow, v bpfobj.LBFlowState, now time.Duration) FlowEntry {
 	idle := now - time.Duration(v.LastSeen)
 	if idle < 0 {
 		idle = 0
 	}
-	return FlowEntry{Flow: f, Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&uint32(loader.LBFlowFlagsFLOW_CLOSING) != 0, Idle: idle,
+	return FlowEntry{Flow: f, Backend: v.Backend, VIPID: uint32(v.VipId), Closing: v.Flags&uint32(bpfobj.LBFlowFlagsFLOW_CLOSING) != 0, Idle: idle,
 		SecondChance: v.Backend2}
 }
 
 // LookupFlow reads a flow's connection-table entry.
 func (s *Set) LookupFlow(f Flow) (FlowEntry, bool, error) {
-	var v loader.LBFlowState
+	var v bpfobj.LBFlowState
 	m, k := s.table(f)
 	err := m.Lookup(k, &v)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -102,9 +101,9 @@ func (s *Set) LookupFlow(f Flow) (FlowEntry, bool, error) {
 // entries may be missed or seen twice, which is fine for the counts it serves.
 func (s *Set) Flows() ([]FlowEntry, error) {
 	var (
-		k4  loader.LBFlowKey4
-		k   loader.LBFlowKey
-		v   loader.LBFlowState
+		k4  bpfobj.LBFlowKey4
+		k   bpfobj.LBFlowKey
+		v   bpfobj.LBFlowState
 		out []FlowEntry
 	)
 	now := monotonicNow()
@@ -186,7 +185,7 @@ func (s *Set) PutFlow(f Flow, backendID, vipID uint32) error {
 	if err := s.m.VipGens.Lookup(vipID, &g); err != nil {
 		return fmt.Errorf("put flow %s: vip id %d: %w", f, vipID, err)
 	}
-	v := loader.LBFlowState{Backend: backendID, VipId: uint16(vipID), VipGen: uint16(g), LastSeen: uint64(monotonicNow())}
+	v := bpfobj.LBFlowState{Backend: backendID, VipId: uint16(vipID), VipGen: uint16(g), LastSeen: uint64(monotonicNow())}
 	m, k := s.table(f)
 	if err := m.Put(k, v); err != nil {
 		return fmt.Errorf("put flow %s: %w", f, err)

@@ -3,11 +3,11 @@ package maps
 import (
 	"math/bits"
 
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // flowHashSeed is FLOW_HASH_SEED of bpf/include/consts.h, generated into loader.
-const flowHashSeed = uint32(loader.LBFlowHashFLOW_HASH_SEED)
+const flowHashSeed = uint32(bpfobj.LBFlowHashFLOW_HASH_SEED)
 
 func mm3Mix(h, k uint32) uint32 {
 	k *= 0xcc9e2d51
@@ -55,7 +55,7 @@ func Slot(f Flow, flags VIPFlags, ringSize uint32) uint32 {
 }
 
 // vipFilterSlots is VIP_FILTER_SLOTS of bpf/include/consts.h, generated into loader.
-const vipFilterSlots = uint32(loader.LBVipFilterSizeVIP_FILTER_SLOTS)
+const vipFilterSlots = uint32(bpfobj.LBVipFilterSizeVIP_FILTER_SLOTS)
 
 // vipAddrSlot is vip_slot_xor in bpf/include/hash.h (of the XOR of the address words).
 func vipAddrSlot(w [4]uint32) uint32 {

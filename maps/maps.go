@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // Proto is an IP protocol number that a VIP balances.
@@ -55,9 +56,9 @@ type VIPFlags uint32
 const (
 	// HashSrcOnly hashes the client address only: every connection of a client goes to the
 	// same backend.
-	HashSrcOnly = VIPFlags(loader.LBVipFlagsVIP_HASH_SRC_ONLY)
+	HashSrcOnly = VIPFlags(bpfobj.LBVipFlagsVIP_HASH_SRC_ONLY)
 	// NoSrcPort leaves the source port out of the hash.
-	NoSrcPort = VIPFlags(loader.LBVipFlagsVIP_NO_SRC_PORT)
+	NoSrcPort = VIPFlags(bpfobj.LBVipFlagsVIP_NO_SRC_PORT)
 )
 
 // VIPKey identifies a VIP. Port 0 means every port of the address.
@@ -100,7 +101,7 @@ type Backend struct {
 
 // Set is the forwarder's maps, with the sizes they were loaded with.
 type Set struct {
-	m           *loader.LBMaps
+	m           *bpfobj.LBMaps
 	rings       mappedRing // the rings16 map, memory-mapped
 	prevRings   mappedRing // the prev_rings16 map, memory-mapped
 	filter      mappedU32  // the vip_filter map, memory-mapped
@@ -120,7 +121,7 @@ type Set struct {
 
 // New wraps loaded maps. ringSize is the size of the rings placed at VIP id x ringSize (PutVIP
 // without a range); rings of other sizes are placed by the caller (VIP.Ring).
-func New(m *loader.LBMaps, ringSize uint32) (*Set, error) {
+func New(m *bpfobj.LBMaps, ringSize uint32) (*Set, error) {
 	if m == nil || m.Vips == nil {
 		return nil, errors.New("open maps: no maps given")
 	}
@@ -181,8 +182,8 @@ func (s *Set) MaxBackends() uint32 { return s.maxBackends }
 // The address families of the BPF structs: enum family of bpf/include/consts.h, generated into
 // loader.
 const (
-	familyV4 = uint8(loader.LBFamilyFAMILY_V4)
-	familyV6 = uint8(loader.LBFamilyFAMILY_V6)
+	familyV4 = uint8(bpfobj.LBFamilyFAMILY_V4)
+	familyV6 = uint8(bpfobj.LBFamilyFAMILY_V6)
 )
 
 // addrWords puts an address in the BPF layout: network byte order, IPv4 in the first word.
@@ -225,14 +226,14 @@ func putNativeWord(b []byte, w uint32) {
 // netPort converts a port to the network-order value the BPF program sees in a __u16.
 func netPort(p uint16) uint16 { return p<<8 | p>>8 }
 
-func vipKey(k VIPKey) loader.LBVipKey {
+func vipKey(k VIPKey) bpfobj.LBVipKey {
 	w, fam := addrWords(k.Addr)
-	return loader.LBVipKey{Addr: w, Port: netPort(k.Port), Proto: uint8(k.Proto), Family: fam}
+	return bpfobj.LBVipKey{Addr: w, Port: netPort(k.Port), Proto: uint8(k.Proto), Family: fam}
 }
 
-func addrOnlyKey(a netip.Addr) loader.LBVipKey {
+func addrOnlyKey(a netip.Addr) bpfobj.LBVipKey {
 	w, fam := addrWords(a)
-	return loader.LBVipKey{Addr: w, Family: fam}
+	return bpfobj.LBVipKey{Addr: w, Family: fam}
 }
 
 // PutVIP adds or updates a VIP. A VIP whose entry changes ring switches to the new range in
@@ -254,7 +255,7 @@ func (s *Set) PutVIP(v VIP) error {
 		return fmt.Errorf("put vip %s: ring slots %d..%d beyond the %d the ring maps hold: raise ring_slots (needs `lb detach`)", v.Key, v.Ring.Off, v.Ring.End(), s.slots)
 	}
 	k := vipKey(v.Key)
-	var old loader.LBVipMeta
+	var old bpfobj.LBVipMeta
 	exists := s.m.Vips.Lookup(k, &old) == nil
 	keep := exists && old.Id == v.ID
 	if !keep {
@@ -264,7 +265,7 @@ func (s *Set) PutVIP(v VIP) error {
 			return fmt.Errorf("put vip %s: %w", v.Key, err)
 		}
 	}
-	if err := s.m.Vips.Put(k, loader.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags), RingOff: v.Ring.Off, RingSize: v.Ring.Size}); err != nil {
+	if err := s.m.Vips.Put(k, bpfobj.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags), RingOff: v.Ring.Off, RingSize: v.Ring.Size}); err != nil {
 		return fmt.Errorf("put vip %s: %w", v.Key, err)
 	}
 	s.ranges[v.ID] = v.Ring
@@ -289,7 +290,7 @@ func (s *Set) bumpGen(id uint32) error {
 // DeleteVIP removes a VIP; its established flows stop at once (their entries are invalidated).
 // Its ring is left as it is; the caller rewrites it when the id is reused.
 func (s *Set) DeleteVIP(k VIPKey) error {
-	var old loader.LBVipMeta
+	var old bpfobj.LBVipMeta
 	if err := s.m.Vips.Lookup(vipKey(k), &old); err != nil {
 		return nil // not there: nothing to do
 	}
@@ -309,7 +310,7 @@ func (s *Set) loadAddrs() error {
 		return nil
 	}
 	addrs, use := map[netip.Addr]uint32{}, make([]uint32, vipFilterSlots)
-	var k loader.LBVipKey
+	var k bpfobj.LBVipKey
 	var n uint32
 	it := s.m.VipAddrs.Iterate()
 	for it.Next(&k, &n) {
@@ -367,8 +368,8 @@ func (s *Set) writeFilter(slot, v uint32) error {
 // VIPs lists the VIPs in the map, sorted by id.
 func (s *Set) VIPs() ([]VIP, error) {
 	var (
-		k   loader.LBVipKey
-		v   loader.LBVipMeta
+		k   bpfobj.LBVipKey
+		v   bpfobj.LBVipMeta
 		out []VIP
 	)
 	ranges := map[uint32]RingRange{}
@@ -399,7 +400,7 @@ func (s *Set) PutBackend(b Backend) error {
 		return fmt.Errorf("put backend %d: no address", b.ID)
 	}
 	w, fam := addrWords(b.Addr)
-	if err := s.m.Backends.Put(b.ID, loader.LBBackend{Addr: w, Family: fam}); err != nil {
+	if err := s.m.Backends.Put(b.ID, bpfobj.LBBackend{Addr: w, Family: fam}); err != nil {
 		return fmt.Errorf("put backend %s: %w", b.Addr, err)
 	}
 	return nil
@@ -410,7 +411,7 @@ func (s *Set) DeleteBackend(id uint32) error {
 	if id == 0 || id >= s.maxBackends {
 		return fmt.Errorf("delete backend: id %d out of range", id)
 	}
-	if err := s.m.Backends.Put(id, loader.LBBackend{}); err != nil {
+	if err := s.m.Backends.Put(id, bpfobj.LBBackend{}); err != nil {
 		return fmt.Errorf("delete backend %d: %w", id, err)
 	}
 	return nil
@@ -419,7 +420,7 @@ func (s *Set) DeleteBackend(id uint32) error {
 // Backends lists the occupied backend slots, by id.
 func (s *Set) Backends() ([]Backend, error) {
 	var out []Backend
-	err := readAll(s.m.Backends, func(k uint32, v loader.LBBackend) {
+	err := readAll(s.m.Backends, func(k uint32, v bpfobj.LBBackend) {
 		if v.Family != 0 {
 			out = append(out, Backend{ID: k, Addr: wordsAddr(v.Addr, v.Family)})
 		}
@@ -651,8 +652,8 @@ type Config struct {
 
 // Config flags: enum cfg_flags of bpf/include/consts.h, generated into loader.
 const (
-	cfgICMPTooBig   = uint32(loader.LBCfgFlagsCFG_ICMP_TOOBIG)
-	cfgSecondChance = uint32(loader.LBCfgFlagsCFG_SECOND_CHANCE)
+	cfgICMPTooBig   = uint32(bpfobj.LBCfgFlagsCFG_ICMP_TOOBIG)
+	cfgSecondChance = uint32(bpfobj.LBCfgFlagsCFG_SECOND_CHANCE)
 )
 
 // SetConfig writes the configuration.
@@ -666,7 +667,7 @@ func (s *Set) SetConfig(c Config) error {
 	if c.Src4HashBits < 0 || c.Src4HashBits > 24 {
 		return fmt.Errorf("set config: src4 hash bits %d out of range 0..24", c.Src4HashBits)
 	}
-	var lc loader.LBLbConfig
+	var lc bpfobj.LBLbConfig
 	copy(lc.IfMac[:], c.IfMAC)
 	copy(lc.NexthopMac[:], c.NextHopMAC)
 	lc.Mtu = c.MTU
@@ -695,7 +696,7 @@ func (s *Set) SetConfig(c Config) error {
 
 // Config reads the configuration back.
 func (s *Set) Config() (Config, error) {
-	var lc loader.LBLbConfig
+	var lc bpfobj.LBLbConfig
 	if err := s.m.Config.Lookup(uint32(0), &lc); err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/switchyard/switchyard/internal/layout"
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // QUIC routing by connection ID (bpf/include/quic.h, docs/xdp.md "QUIC by connection ID"): the
@@ -16,19 +16,19 @@ import (
 const (
 	// QUICKatran routes by a server ID in Katran's connection-ID scheme (version bits, then a
 	// 16-, 24- or 32-bit ID).
-	QUICKatran = VIPFlags(loader.LBQuicVipBitsVIP_QUIC_KATRAN)
+	QUICKatran = VIPFlags(bpfobj.LBQuicVipBitsVIP_QUIC_KATRAN)
 	// QUICLB routes by a QUIC-LB plaintext server ID (config rotation bits, then the ID).
-	QUICLB = VIPFlags(loader.LBQuicVipBitsVIP_QUIC_LB)
+	QUICLB = VIPFlags(bpfobj.LBQuicVipBitsVIP_QUIC_LB)
 	// QUICLBMaxServerIDLen is the longest QUIC-LB server ID the forwarder reads, in bytes.
-	QUICLBMaxServerIDLen = int(loader.LBQuicVipBitsQUIC_LB_SID_MAX)
+	QUICLBMaxServerIDLen = int(bpfobj.LBQuicVipBitsQUIC_LB_SID_MAX)
 	// QUICKatranMaxServerID is the largest server ID of Katran's scheme (version 3: 32 bits;
 	// 0 means none). Version 1 holds IDs below 1<<16, version 2 below 1<<24.
 	QUICKatranMaxServerID = layout.QUICKatranMaxServerID
 
-	quicSIDLenShift = loader.LBQuicVipBitsVIP_QUIC_SID_LEN_SHIFT
-	quicSIDLenMask  = loader.LBQuicVipBitsVIP_QUIC_SID_LEN_MASK
-	quicCRShift     = loader.LBQuicVipBitsVIP_QUIC_CR_SHIFT
-	quicCRMask      = loader.LBQuicVipBitsVIP_QUIC_CR_MASK
+	quicSIDLenShift = bpfobj.LBQuicVipBitsVIP_QUIC_SID_LEN_SHIFT
+	quicSIDLenMask  = bpfobj.LBQuicVipBitsVIP_QUIC_SID_LEN_MASK
+	quicCRShift     = bpfobj.LBQuicVipBitsVIP_QUIC_CR_SHIFT
+	quicCRMask      = bpfobj.LBQuicVipBitsVIP_QUIC_CR_MASK
 )
 
 // QUICLBFlags are the VIP flags of a QUIC-LB VIP: server IDs of sidLen bytes (1..4) under config
@@ -70,11 +70,11 @@ func (f VIPFlags) QUICMaxServerID() uint64 {
 
 // QUICCounterNames names the QUIC routing counters (the map quic_counters), indexed by enum
 // quic_counter_index. Counters returns them with the others.
-var QUICCounterNames = [loader.LBQuicCounterIndexQUIC_CNT_MAX]string{
-	loader.LBQuicCounterIndexQUIC_CNT_ROUTED:  "quic_cid_routed",
-	loader.LBQuicCounterIndexQUIC_CNT_INITIAL: "quic_initial_fallback",
-	loader.LBQuicCounterIndexQUIC_CNT_UNKNOWN: "quic_cid_unknown_fallback",
-	loader.LBQuicCounterIndexQUIC_CNT_NO_ID:   "quic_no_server_id_fallback",
+var QUICCounterNames = [bpfobj.LBQuicCounterIndexQUIC_CNT_MAX]string{
+	bpfobj.LBQuicCounterIndexQUIC_CNT_ROUTED:  "quic_cid_routed",
+	bpfobj.LBQuicCounterIndexQUIC_CNT_INITIAL: "quic_initial_fallback",
+	bpfobj.LBQuicCounterIndexQUIC_CNT_UNKNOWN: "quic_cid_unknown_fallback",
+	bpfobj.LBQuicCounterIndexQUIC_CNT_NO_ID:   "quic_no_server_id_fallback",
 }
 
 // QUICServers reads the server ID -> backend id map.

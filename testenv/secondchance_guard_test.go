@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TestSecondChanceRefused is TestSecondChance with the new pick's (be4's) allow-lists changed:
@@ -102,7 +103,7 @@ func setDecapLists(t *testing.T, n topo.Node, peers, sources []netip.Prefix) {
 	}
 }
 
-func decapSnapshot(t *testing.T, n topo.Node) map[string]loader.LBCounter {
+func decapSnapshot(t *testing.T, n topo.Node) map[string]bpfobj.LBCounter {
 	t.Helper()
 	c, err := lab.DecapCounters(n)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/lab/fwd"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // TestSecondChance: keep-alive connections are established through a balancer while the VIP has
@@ -146,7 +147,7 @@ func TestSecondChanceDaemon(t *testing.T) {
 	be4 := l.Topo.ByRole(topo.Backend)[3].Addr4.String()
 	// The connection tables: IPv4 flows (the VIP's) in conntrack4, IPv6 flows in conntrack.
 	var cts []*ebpf.Map
-	for _, name := range []string{loader.LBMapConntrack4, loader.LBMapConntrack} {
+	for _, name := range []string{bpfobj.LBMapConntrack4, bpfobj.LBMapConntrack} {
 		ct, err := ebpf.LoadPinnedMap(filepath.Join(loader.MapsDir(lab.PinDir(lb.NS, lb.Iface)), name), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // routedTable is the router's policy-routing table of the routed path (and routedPref its rule's
@@ -94,7 +95,7 @@ func (b *bench) setupFloor() error {
 	b.pass = pass
 	// Only the one program: the bench object also holds the forwarder's wrappers and maps
 	// (it is built from lb.c), which the floor has no use for.
-	spec, err := loader.LoadBench()
+	spec, err := bpfobj.LoadBench()
 	if err != nil {
 		return fmt.Errorf("load bench spec: %w", err)
 	}

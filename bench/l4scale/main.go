@@ -30,6 +30,7 @@ import (
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 type opts struct {
@@ -257,7 +258,7 @@ func (d *daemon) rssAnon() (float64, error) {
 // ringBytes is the kernel memory of the ring maps (rings16 and prev_rings16), from fdinfo.
 func (l *lab) ringBytes() (float64, error) {
 	total := 0.0
-	for _, name := range []string{loader.LBMapRings16, loader.LBMapPrevRings16} {
+	for _, name := range []string{bpfobj.LBMapRings16, bpfobj.LBMapPrevRings16} {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(loader.MapsDir(l.pinDir()), name), nil)
 		if err != nil {
 			return 0, err

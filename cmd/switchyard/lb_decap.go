@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // l4DecapCmd is `switchyard lb decap`: the backend side of the balancer (docs/xdp.md).
@@ -171,7 +172,7 @@ type decapStats struct {
 	PinDir            string                      `json:"pin_dir"`
 	SecondChancePeers []string                    `json:"second_chance_peers"`
 	TunnelSources     []string                    `json:"tunnel_sources"`
-	Counters          map[string]loader.LBCounter `json:"counters"`
+	Counters          map[string]bpfobj.LBCounter `json:"counters"`
 }
 
 func l4DecapStatsCmd() *cli.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
 // version and commit are set at link time by `make build` (-ldflags -X main.version=...
@@ -25,7 +25,7 @@ type buildInfo struct {
 }
 
 func currentBuild() buildInfo {
-	b := buildInfo{Version: version, Commit: commit, Go: runtime.Version(), BPF: loader.ObjectsDigest()}
+	b := buildInfo{Version: version, Commit: commit, Go: runtime.Version(), BPF: bpfobj.ObjectsDigest()}
 	if b.Commit == "" {
 		b.Commit = "unknown"
 		if bi, ok := debug.ReadBuildInfo(); ok {

@@ -16,18 +16,19 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 	"golang.org/x/sys/unix"
 )
 
 // Limits of the program (enum dns_limits of bpf/dnsxdp.c).
 const (
 	// WireMax is the largest answer the program sends; larger ones stay on the socket path.
-	WireMax = int(DnsxdpDnsLimitsDNS_WIRE_MAX)
+	WireMax = int(bpfobj.DnsxdpDnsLimitsDNS_WIRE_MAX)
 	// Counters is how many answer counter slots there are.
-	Counters = int(DnsxdpDnsLimitsDNS_COUNTERS)
+	Counters = int(bpfobj.DnsxdpDnsLimitsDNS_COUNTERS)
 	// MaxAnswers is the size of the answers LRU map.
-	MaxAnswers = int(DnsxdpDnsLimitsDNS_ANSWERS_MAX)
-	nameMax    = int(DnsxdpDnsLimitsDNS_NAME_MAX)
+	MaxAnswers = int(bpfobj.DnsxdpDnsLimitsDNS_ANSWERS_MAX)
+	nameMax    = int(bpfobj.DnsxdpDnsLimitsDNS_NAME_MAX)
 	optLen     = 11
 	cookieOpt  = 10 // EDNS option code of DNS COOKIE (RFC 7873)
 	cookieMax  = 40 // a client cookie (8) plus the largest server cookie (32)
@@ -35,17 +36,17 @@ const (
 
 // PassNames names the pass reasons of enum dns_pass_reason, for metrics and stats (index 0 is
 // no reason).
-var PassNames = [DnsxdpDnsPassReasonDNS_PASS_MAX]string{
-	DnsxdpDnsPassReasonDNS_PASS_NOT_IP:   "not_ip",
-	DnsxdpDnsPassReasonDNS_PASS_NOT_OURS: "not_listener",
-	DnsxdpDnsPassReasonDNS_PASS_SHAPE:    "shape",
-	DnsxdpDnsPassReasonDNS_PASS_NAME:     "name",
-	DnsxdpDnsPassReasonDNS_PASS_CLASS:    "class",
-	DnsxdpDnsPassReasonDNS_PASS_EDNS:     "edns",
-	DnsxdpDnsPassReasonDNS_PASS_MISS:     "miss",
-	DnsxdpDnsPassReasonDNS_PASS_STALE:    "stale",
-	DnsxdpDnsPassReasonDNS_PASS_ROOM:     "room",
-	DnsxdpDnsPassReasonDNS_PASS_OFF:      "off",
+var PassNames = [bpfobj.DnsxdpDnsPassReasonDNS_PASS_MAX]string{
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_NOT_IP:   "not_ip",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_NOT_OURS: "not_listener",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_SHAPE:    "shape",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_NAME:     "name",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_CLASS:    "class",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_EDNS:     "edns",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_MISS:     "miss",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_STALE:    "stale",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_ROOM:     "room",
+	bpfobj.DnsxdpDnsPassReasonDNS_PASS_OFF:      "off",
 }
 
 // Mode is how the program is attached: Generic (any interface, lo included), Native (the
@@ -63,11 +64,11 @@ const (
 const inherited Mode = "inherited"
 
 // Key is the map key of a query: what fully determines a static answer.
-type Key = DnsxdpDnsKey
+type Key = bpfobj.DnsxdpDnsKey
 
 // Program is the loaded program and its maps, and the links that attach it.
 type Program struct {
-	objs  DnsxdpObjects
+	objs  bpfobj.DnsxdpObjects
 	links []attached
 }
 
@@ -82,7 +83,7 @@ func Load() (*Program, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("load dns xdp: remove memlock limit: %w", err)
 	}
-	spec, err := LoadDnsxdp()
+	spec, err := bpfobj.LoadDnsxdp()
 	if err != nil {
 		return nil, fmt.Errorf("load dns xdp spec: %w", err)
 	}
@@ -163,7 +164,7 @@ func (p *Program) Links() []Link {
 // SetListener sets the address and port the program answers for and the generation; gen 0
 // stops every answer at once.
 func (p *Program) SetListener(ap netip.AddrPort, gen uint32) error {
-	var c DnsxdpDnsConfig
+	var c bpfobj.DnsxdpDnsConfig
 	c.Gen = gen
 	var pb [2]byte
 	binary.BigEndian.PutUint16(pb[:], ap.Port())
@@ -187,7 +188,7 @@ func (p *Program) SetListener(ap netip.AddrPort, gen uint32) error {
 }
 
 // Put stores the packed answer to the query whose key is k.
-func (p *Program) Put(k *Key, a *DnsxdpDnsAnswer) error {
+func (p *Program) Put(k *Key, a *bpfobj.DnsxdpDnsAnswer) error {
 	if err := p.objs.Answers.Put(k, a); err != nil {
 		return fmt.Errorf("put dns xdp answer: %w", err)
 	}
@@ -197,7 +198,7 @@ func (p *Program) Put(k *Key, a *DnsxdpDnsAnswer) error {
 // Purge deletes every answer not of generation gen and returns how many it deleted.
 func (p *Program) Purge(gen uint32) (int, error) {
 	var k Key
-	var a DnsxdpDnsAnswer
+	var a bpfobj.DnsxdpDnsAnswer
 	var stale []Key
 	it := p.objs.Answers.Iterate()
 	for it.Next(&k, &a) {
@@ -222,7 +223,7 @@ func (p *Program) Purge(gen uint32) (int, error) {
 // Len counts the answers in the map (tests).
 func (p *Program) Len() int {
 	var k Key
-	var a DnsxdpDnsAnswer
+	var a bpfobj.DnsxdpDnsAnswer
 	n := 0
 	it := p.objs.Answers.Iterate()
 	for it.Next(&k, &a) {
@@ -235,7 +236,7 @@ func (p *Program) Len() int {
 func (p *Program) AnswerCounts(slots int) ([]uint64, error) {
 	out := make([]uint64, slots)
 	for i := range out {
-		var per []DnsxdpDnsCounter
+		var per []bpfobj.DnsxdpDnsCounter
 		if err := p.objs.AnswerCounters.Lookup(uint32(i), &per); err != nil {
 			return nil, fmt.Errorf("read dns xdp answer counter %d: %w", i, err)
 		}
@@ -253,7 +254,7 @@ func (p *Program) PassCounts() (map[string]uint64, error) {
 		if name == "" {
 			continue
 		}
-		var per []DnsxdpDnsCounter
+		var per []bpfobj.DnsxdpDnsCounter
 		if err := p.objs.PassCounters.Lookup(uint32(i), &per); err != nil {
 			return nil, fmt.Errorf("read dns xdp pass counter %s: %w", name, err)
 		}

@@ -1,6 +1,10 @@
 package dnsxdp
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
+)
 
 // QueryKey builds the map key of the UDP DNS payload raw exactly as bpf/dnsxdp.c does, and
 // returns the qname's wire length; ok is false for a query the program passes to the socket
@@ -65,7 +69,7 @@ func QueryKey(raw []byte) (k Key, nlen int, ok bool) {
 		if clen != 0 && (o[9] != 0 || int(o[10]) != clen+4 || o[11] != 0 || o[12] != cookieOpt || o[13] != 0 || int(o[14]) != clen) {
 			return k, 0, false
 		}
-		k.Shape = uint8(DnsxdpDnsShapeDNS_SHAPE_OPT)
+		k.Shape = uint8(bpfobj.DnsxdpDnsShapeDNS_SHAPE_OPT)
 	}
 	return k, nlen, true
 }
@@ -74,11 +78,11 @@ func QueryKey(raw []byte) (k Key, nlen int, ok bool) {
 // length nlen: the ID zeroed, RD and CD cleared and the qname lower-cased (the program patches
 // the query's back in), with the checksum's partial sum. ok is false when resp does not fit the
 // program (WireMax) or does not carry the query's question.
-func Pack(resp []byte, k *Key, nlen int, gen, counter uint32) (*DnsxdpDnsAnswer, bool) {
+func Pack(resp []byte, k *Key, nlen int, gen, counter uint32) (*bpfobj.DnsxdpDnsAnswer, bool) {
 	if len(resp) > WireMax || len(resp) < 12+nlen+4 {
 		return nil, false
 	}
-	a := &DnsxdpDnsAnswer{Gen: gen, Counter: counter, Len: uint16(len(resp))}
+	a := &bpfobj.DnsxdpDnsAnswer{Gen: gen, Counter: counter, Len: uint16(len(resp))}
 	w := a.Wire[:len(resp)]
 	copy(w, resp)
 	w[0], w[1] = 0, 0
