@@ -27,7 +27,8 @@ build: check-go
 # generate rebuilds the BPF objects and their Go bindings with bpf2go (needs clang; `make deps`).
 # The outputs are committed so that `go build` needs no clang; CI regenerates and fails on drift.
 # It builds with $(BPF_CLANG), which must be clang $(BPF_CLANG_MAJOR) (check-clang), and with -nostdinc
-# on the headers vendored in bpf/include/vendor only (loader/gen.go).
+# on the headers vendored in bpf/include/vendor only. The go:generate lines are in
+# loader/third_party/bpfobj/gen.go, and the outputs land there (package bpfobj).
 generate: check-go check-clang
 	$(GOENV) BPF2GO_CC=$(BPF_CLANG) $(GO) generate ./loader/...
 

@@ -16,8 +16,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* The enums Go takes its constants from (consts.h): a pointer to this struct in a section that
- * nothing loads puts them in the object's BTF for bpf2go -type (loader/gen.go). */
+/* The enums Go takes its constants from (consts.h), for bpf2go -type (loader/third_party/bpfobj):
+ * a pointer to this struct in a section that nothing loads puts them in the object's BTF. */
 struct go_types {
 	enum counter_index counter_index;
 	enum sc_counter_index sc_counter_index;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* consts.h: constants shared by the switchyard XDP programs. Values that Go must know are enums,
- * not macros: BTF carries enums, and bpf2go -type turns them into Go constants (loader/gen.go,
- * loader/lb_bpfel.go, loader/decap_bpfel.go), so the two sides agree by construction. An enum
+ * not macros: BTF carries enums, and bpf2go -type turns them into Go constants (lb_bpfel.go and
+ * decap_bpfel.go in loader/third_party/bpfobj), so the two sides agree by construction. An enum
  * reaches BTF only if a type in the object refers to it: lb.c and decap.c list theirs in a
  * struct go_types (section ".go_types", which nothing loads). loader/consts_test.go and
  * maps/consts_test.go check the Go names and defaults against the compiled objects. */

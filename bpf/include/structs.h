@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* structs.h: structs shared with Go. bpf2go generates their Go twins (loader/lb_bpfel.go);
+/* structs.h: structs shared with Go. bpf2go generates their Go twins (loader/third_party/bpfobj/lb_bpfel.go);
  * loader/load_test.go checks that each map's key and value are the Go types the code uses. Addresses are in network byte order; an IPv4 address
  * sits in addr[0] with addr[1..3] zero. Ports are in network byte order. */
 #pragma once
