@@ -104,10 +104,10 @@ func TestACMEHTTP01(t *testing.T) {
 		t.Fatalf("no http-01 challenge in the log:\n%s", ap.log)
 	}
 	httpsGet(t, tlsAddr, "l7.switchyard.test", roots)
-	before := ap.s.fastServed.Load()
+	before := ap.s.served.core()
 	resp, _ := get(t, testClient, "GET", "http://"+httpAddr+"/x", nil)
-	if resp.StatusCode != 200 || ap.s.fastServed.Load() == before {
-		t.Fatalf("plain GET = %s, fast path served %d", resp.Status, ap.s.fastServed.Load()-before)
+	if resp.StatusCode != 200 || ap.s.served.core() == before {
+		t.Fatalf("plain GET = %s, fast path served %d", resp.Status, ap.s.served.core()-before)
 	}
 	if n := acmeCounter(t, ap.s, "switchyard_tls_acme_obtained_total", "obtain"); n != 1 {
 		t.Fatalf("switchyard_tls_acme_obtained_total{op=obtain} = %v, want 1", n)

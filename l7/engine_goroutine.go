@@ -34,13 +34,14 @@ type goConn struct {
 	active atomic.Bool // inside a request (Shutdown waits) rather than idle between requests
 	// pinned: an event loop handed this connection over; it is not moved back (tlsToLoop).
 	pinned bool
+	engine engineKind // engineGoroutine, or engineH2 for an HTTP/2 stream's request
 }
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
 // engine, handing it to fb's http.Server when the core cannot serve it. The connection was
 // admitted (s.conns) and counted in s.pending by the caller.
 func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
-	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c}
+	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c, engine: engineGoroutine}
 	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
 	tracked := s.track(gc, true)
 	s.pending.Add(-1)
@@ -214,7 +215,7 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 		return false, true
 	}
 	// From here the request is ours.
-	gc.s.fastServed.Add(1) // before any response byte, so a client that got one sees the count
+	gc.s.served.add(gc.engine) // before any response byte, so a client that got one sees the count
 	gc.in.Consume(end)
 	deadline := rq.start.Add(rq.rt.timeout)
 	gc.in.SetDeadline(deadline)

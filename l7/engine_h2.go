@@ -125,7 +125,7 @@ func (hc *h2Conn) get() *h2Req {
 	}
 	hc.mu.Unlock()
 	sc := &streamConn{hc: hc}
-	gc := &goConn{clientConn: newClientConn(hc.s, sc, hc.raddr, hc.scheme, nil), c: sc}
+	gc := &goConn{clientConn: newClientConn(hc.s, sc, hc.raddr, hc.scheme, nil), c: sc, engine: engineH2}
 	gc.altSvc = hc.altSvc
 	gc.proto = "HTTP/2.0"
 	gc.in.Buf = make([]byte, 4<<10)

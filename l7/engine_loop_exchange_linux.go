@@ -103,8 +103,7 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		c.in.Consume(end)
 		return l.endExchange(c, keep)
 	}
-	l.s.fastServed.Add(1)
-	l.s.loopServed.Add(1)
+	l.s.served.add(engineLoop)
 	c.rq, c.b = rq, bk
 	c.tried = append(c.tried[:0], bk)
 	c.replayable = rq.retry.Replayable(rq.Method, int64(n), true)
@@ -149,7 +148,7 @@ func (l *evLoop) handOff(c *loopConn, toHTTP bool) {
 		nc = c.tlsToGoroutine(nc)
 	}
 	// pinned: a connection the loop could not serve stays on its goroutine.
-	gc := &goConn{clientConn: c.clientConn, c: nc, pinned: true}
+	gc := &goConn{clientConn: c.clientConn, c: nc, pinned: true, engine: engineGoroutine}
 	gc.w, gc.in.Conn = nc, nc
 	gc.active.Store(true) // its request is read already: busy, not idle, for Shutdown
 	if !l.s.track(gc, true) {

@@ -45,6 +45,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.acme) > 0 && s.answerACME(w, r) {
 		return
 	}
+	s.served.add(engineNetHTTP)
 	start := time.Now()
 	st := s.state.Load()
 	rec := &recorder{ResponseWriter: w, code: http.StatusOK}

@@ -30,6 +30,9 @@ type engine struct {
 	// h2: clients speak HTTP/2 (h2c on a plain listener, ALPN h2 with tls); dial then returns
 	// a connection that carries each HTTP/1.1 request written to it as a stream (h2adapt).
 	h2 bool
+	// matrix: run by forEachEngine or forEachEngineAndH2, whose requests must be served by
+	// this engine itself (checkServed).
+	matrix bool
 }
 
 // engines are the serving paths: the event loops with IP backends, a goroutine per connection,
@@ -46,6 +49,7 @@ var engines = []engine{
 // forEachEngine runs test as a subtest per engine.
 func forEachEngine(t *testing.T, test func(t *testing.T, e engine)) {
 	for _, e := range engines {
+		e.matrix = true
 		t.Run(e.name, func(t *testing.T) { test(t, e) })
 	}
 }
@@ -58,6 +62,7 @@ var withH2 = append(append([]engine{}, engines...), engine{name: "h2c", h2: true
 // forEachEngineAndH2 is forEachEngine over withH2.
 func forEachEngineAndH2(t *testing.T, test func(t *testing.T, e engine)) {
 	for _, e := range withH2 {
+		e.matrix = true
 		t.Run(e.name, func(t *testing.T) { test(t, e) })
 	}
 }
@@ -77,6 +82,8 @@ type engineProxy struct {
 	addr string
 	tls  bool
 	h2   bool
+	// viaNetHTTP: the test's requests are ones net/http serves on purpose (checkServed is off).
+	viaNetHTTP bool
 }
 
 // start serves the YAML configuration (backend addresses already passed through e.backend) on a
@@ -109,12 +116,51 @@ func (e engine) start(t *testing.T, yamlText string, extra ...Option) *enginePro
 	} else {
 		go s.Serve(ln)
 	}
+	p := &engineProxy{s: s, addr: ln.Addr().String(), tls: e.tls, h2: e.h2}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
+		if !p.viaNetHTTP {
+			e.checkServed(t, s)
+		}
 	})
-	return &engineProxy{s: s, addr: ln.Addr().String(), tls: e.tls, h2: e.h2}
+	return p
+}
+
+// serves are the engines that must serve the requests of a matrix test on engine e.
+func (e engine) serves() []engineKind {
+	switch {
+	case !e.matrix:
+		return nil
+	case e.h2:
+		return []engineKind{engineH2}
+	case e.tls && !e.noLoops:
+		// A TLS connection's first request is served on the goroutine engine, the rest on a loop.
+		return []engineKind{engineGoroutine, engineLoop}
+	case e.noLoops || e.hostNames:
+		return []engineKind{engineGoroutine}
+	}
+	return []engineKind{engineLoop}
+}
+
+// checkServed fails t when s served requests and none of them on the engines e serves: a change
+// that handed an engine's requests to net/http would otherwise pass every test of the matrix.
+func (e engine) checkServed(t *testing.T, s *Server) {
+	if len(e.serves()) == 0 {
+		return
+	}
+	var mine, all int64
+	for k := range numEngines {
+		all += s.served.of(k)
+	}
+	for _, k := range e.serves() {
+		mine += s.served.of(k)
+	}
+	if all > 0 && mine == 0 {
+		t.Errorf("engine %s served none of the %d requests (net/http served %d): they must not leave this engine",
+			e.name, all, s.served.of(engineNetHTTP))
+	}
 }
 
 // dial opens a raw HTTP/1.1 client connection (over TLS on the TLS engine) with a deadline.

@@ -103,7 +103,7 @@ func testFastPathFraming(t *testing.T) {
 	}))
 	s, base := proxyFor(t, b.addr, "")
 	c, br := dialProxy(t, base)
-	before := s.fastServed.Load()
+	before := s.served.core()
 
 	fmt.Fprint(c, "POST /cl HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
 	resp, body := readResponse(t, br, "POST")
@@ -132,7 +132,7 @@ func testFastPathFraming(t *testing.T) {
 	if resp, body = readResponse(t, br, "GET"); body != "       GET" || resp.Header.Get("Via") != "1.1 switchyard" {
 		t.Errorf("last: %q via %q", body, resp.Header.Get("Via"))
 	}
-	if got := s.fastServed.Load() - before; got != 6 {
+	if got := s.served.core() - before; got != 6 {
 		t.Errorf("fast path served %d requests, want 6", got)
 	}
 }
@@ -282,7 +282,7 @@ func testFastPathLargeBodies(t *testing.T) {
 	up := bytes.Repeat([]byte("switchyard"), 600_000)
 	sum := fmt.Sprintf("%x", sha256.Sum256(up))
 	want := fmt.Sprintf("%x", sha256.Sum256(bytes.Repeat([]byte("0123456789abcdef"), 4096*64)))
-	before := s.fastServed.Load()
+	before := s.served.core()
 	for _, q := range []string{"", "?chunked=1"} {
 		// bytes.Reader gives a Content-Length; the pipe reader forces a chunked upload.
 		var body io.Reader = bytes.NewReader(up)
@@ -305,7 +305,7 @@ func testFastPathLargeBodies(t *testing.T) {
 			t.Errorf("%s download: %d bytes, wrong content", q, len(got))
 		}
 	}
-	if s.fastServed.Load()-before != 2 {
+	if s.served.core()-before != 2 {
 		t.Errorf("large bodies did not take the fast path")
 	}
 }
@@ -328,13 +328,13 @@ pools: [{name: p, backends: [{address: %q}]}]
 		{"GET /nowhere HTTP/1.1\r\nHost: a\r\n\r\n", "404"},
 		{"GET /ok HTTP/1.1\r\n\r\n", "400"}, // no Host
 	}
-	before := s.fastServed.Load()
+	before := s.served.core()
 	for _, c := range cases {
 		if line := rawExchange(t, base, c.raw); !strings.Contains(line, " "+c.want+" ") {
 			t.Errorf("%q: got %q, want %s", c.raw, line, c.want)
 		}
 	}
-	if s.fastServed.Load() != before {
+	if s.served.core() != before {
 		t.Errorf("the fast path answered requests it should have handed over")
 	}
 }
@@ -347,7 +347,7 @@ func testFastPathRefusalMatchesGuard(t *testing.T) {
 	b := startBackend(t, "g", nil)
 	s, base := proxyFor(t, b.addr, "")
 	c, br := dialProxy(t, base)
-	before := s.fastServed.Load()
+	before := s.served.core()
 	fmt.Fprint(c, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n"+
 		"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
 	if _, body := readResponse(t, br, "GET"); body != "g GET /ok body=0" {
@@ -359,7 +359,7 @@ func testFastPathRefusalMatchesGuard(t *testing.T) {
 	if string(rest) != want.String() {
 		t.Errorf("refusal:\n%q\nwant the guard's:\n%q", rest, want.String())
 	}
-	if b.hits.Load() != 1 || s.fastServed.Load()-before != 1 {
-		t.Errorf("backend saw %d requests, fast path served %d; want 1 and 1", b.hits.Load(), s.fastServed.Load()-before)
+	if b.hits.Load() != 1 || s.served.core()-before != 1 {
+		t.Errorf("backend saw %d requests, fast path served %d; want 1 and 1", b.hits.Load(), s.served.core()-before)
 	}
 }

@@ -268,15 +268,15 @@ pools: [{name: p, backends: [{address: %q}, {address: %q}]}]
 	}
 	round("before")
 	reload(conf(", retry: {attempts: 1, on_status: [503]}"))
-	loop := s.loopServed.Load()
+	loop := s.served.of(engineLoop)
 	round("retries")
-	if got := s.loopServed.Load() - loop; got != conns {
+	if got := s.served.of(engineLoop) - loop; got != conns {
 		t.Errorf("with retries the loops served %d of %d requests", got, conns)
 	}
 	reload(conf(""))
-	loop = s.loopServed.Load()
+	loop = s.served.of(engineLoop)
 	round("after")
-	if got := s.loopServed.Load() - loop; got != conns {
+	if got := s.served.of(engineLoop) - loop; got != conns {
 		t.Errorf("after the retries were removed the loops served %d of %d requests", got, conns)
 	}
 	rec := httptest.NewRecorder()

@@ -174,10 +174,10 @@ var grpcCombos = []struct {
 	pool     string // the pool's protocol settings
 	poolTLS  bool
 }{
-	{"h2c-to-h2c", engine{name: "h2c"}, "protocol: h2c", false},
-	{"h2c-to-h2", engine{name: "h2c"}, "protocol: h2, insecure_skip_verify: true", true},
-	{"tls-to-h2c", engine{name: "h2tls", tls: true}, "protocol: h2c", false},
-	{"tls-to-h2", engine{name: "h2tls", tls: true}, "protocol: h2, insecure_skip_verify: true", true},
+	{"h2c-to-h2c", engine{name: "h2c", h2: true}, "protocol: h2c", false},
+	{"h2c-to-h2", engine{name: "h2c", h2: true}, "protocol: h2, insecure_skip_verify: true", true},
+	{"tls-to-h2c", engine{name: "h2tls", h2: true, tls: true}, "protocol: h2c", false},
+	{"tls-to-h2", engine{name: "h2tls", h2: true, tls: true}, "protocol: h2, insecure_skip_verify: true", true},
 }
 
 // dialGRPC is a grpc-go client of the proxy p (TLS without verification on a TLS listener).
@@ -518,7 +518,7 @@ func TestGRPCHealthCheck(t *testing.T) {
 			const svc = "grpc.testing.TestService"
 			addr, hs := startGRPCBackendHealth(t, c.tls)
 			hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-			p := engine{name: "h2c"}.start(t, oneRoute(", "+c.pool+
+			p := engine{name: "h2c", h2: true}.start(t, oneRoute(", "+c.pool+
 				", health: {type: grpc, service: "+svc+", interval: 100ms, timeout: 90ms, rise: 1, fall: 1}", addr))
 			tc := dialGRPC(t, p)
 			call := func() codes.Code {

@@ -35,7 +35,7 @@ func h2Client(base string) *http.Client {
 
 // h2Engines are the two ways HTTP/2 reaches the h2 engine: h2c on a plain listener (through
 // the event loops' hand-over) and ALPN h2 on a TLS listener.
-var h2Engines = []engine{{name: "h2c"}, {name: "h2tls", tls: true}}
+var h2Engines = []engine{{name: "h2c", h2: true}, {name: "h2tls", h2: true, tls: true}}
 
 func TestH2EngineServesThroughTheCore(t *testing.T) {
 	for _, e := range h2Engines {
@@ -47,7 +47,7 @@ func TestH2EngineServesThroughTheCore(t *testing.T) {
 				base = "https://" + p.addr
 			}
 			c := h2Client(base)
-			before := p.s.fastServed.Load()
+			before := p.s.served.core()
 			var wg sync.WaitGroup
 			errs := make(chan error, 200)
 			for i := range 200 {
@@ -82,7 +82,7 @@ func TestH2EngineServesThroughTheCore(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
-			if n := p.s.fastServed.Load() - before; n != 200 {
+			if n := p.s.served.core() - before; n != 200 {
 				t.Errorf("the request core served %d of 200 HTTP/2 requests", n)
 			}
 		})
@@ -201,7 +201,7 @@ func TestH2WithH2load(t *testing.T) {
 		!strings.Contains(string(out), "status codes: 4000 2xx") || !strings.Contains(string(out), "Application protocol: h2c") {
 		t.Fatalf("h2load did not get 4000 2xx answers over h2c:\n%s", out)
 	}
-	if n := p.s.fastServed.Load(); n != 4000 {
+	if n := p.s.served.core(); n != 4000 {
 		t.Errorf("the request core served %d of 4000", n)
 	}
 }
@@ -233,7 +233,7 @@ pools: [{name: p, balance: sticky, backends: [{address: %q}]}]
 	if resp.StatusCode != 200 || string(body) != "st POST /app/x body=5" || resp.Header.Get("Set-Cookie") == "" {
 		t.Errorf("sticky pool: %d %q cookie %q", resp.StatusCode, body, resp.Header.Get("Set-Cookie"))
 	}
-	if n := p.s.fastServed.Load(); n != 0 {
+	if n := p.s.served.core(); n != 0 {
 		t.Errorf("the core counted %d requests that net/http served", n)
 	}
 }

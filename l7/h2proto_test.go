@@ -107,7 +107,7 @@ func (h *h2raw) streamEnd(id uint32) (status string, body []byte, rst http2.ErrC
 
 func h2Proxy(t *testing.T, yamlText string) *engineProxy {
 	t.Helper()
-	return engine{name: "h2c"}.start(t, yamlText)
+	return engine{name: "h2c", h2: true}.start(t, yamlText)
 }
 
 // Malformed requests (RFC 9113 8.1.1, 8.2, 8.3) are stream errors PROTOCOL_ERROR and never

@@ -26,7 +26,7 @@ func TestLoopServesAndSpreadsConnections(t *testing.T) {
 	b := startBackend(t, "lp", nil)
 	s, base := proxyFor(t, b.addr, "")
 	const conns, each = 16, 20
-	before := s.loopServed.Load()
+	before := s.served.of(engineLoop)
 	var open, wg sync.WaitGroup
 	open.Add(conns)
 	release := make(chan struct{})
@@ -69,7 +69,7 @@ func TestLoopServesAndSpreadsConnections(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := s.loopServed.Load() - before; got != conns*each {
+	if got := s.served.of(engineLoop) - before; got != conns*each {
 		t.Errorf("loops served %d requests, want %d", got, conns*each)
 	}
 }
@@ -80,12 +80,12 @@ func TestLoopHandsOverWhatItDoesNotServe(t *testing.T) {
 	b := startBackend(t, "ho", nil)
 	_, port, _ := net.SplitHostPort(b.addr)
 	s, base := proxyFor(t, "localhost:"+port, "")
-	loop, fast := s.loopServed.Load(), s.fastServed.Load()
+	loop, fast := s.served.of(engineLoop), s.served.core()
 	if resp, body := get(t, http.DefaultClient, "GET", base+"/named", nil); resp.StatusCode != 200 || body != "ho GET /named body=0" {
 		t.Errorf("host-name backend: %d %q", resp.StatusCode, body)
 	}
 	s2, base2 := proxyFor(t, b.addr, "")
-	loop2, fast2 := s2.loopServed.Load(), s2.fastServed.Load()
+	loop2, fast2 := s2.served.of(engineLoop), s2.served.core()
 	c, br := dialProxy(t, base2)
 	fmt.Fprint(c, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n"+strings.Repeat("u", 1000))
 	time.Sleep(20 * time.Millisecond) // the loop sees the head with a partial body
@@ -98,11 +98,11 @@ func TestLoopHandsOverWhatItDoesNotServe(t *testing.T) {
 	if _, body := readResponse(t, br, "GET"); body != "ho GET /next body=0" {
 		t.Errorf("after the upload: %q", body)
 	}
-	if s.loopServed.Load() != loop || s.fastServed.Load() != fast+1 {
-		t.Errorf("host-name backend: loop served %d, fast path %d; want 0 and 1", s.loopServed.Load()-loop, s.fastServed.Load()-fast)
+	if s.served.of(engineLoop) != loop || s.served.core() != fast+1 {
+		t.Errorf("host-name backend: loop served %d, fast path %d; want 0 and 1", s.served.of(engineLoop)-loop, s.served.core()-fast)
 	}
-	if s2.loopServed.Load() != loop2 || s2.fastServed.Load() != fast2+2 {
-		t.Errorf("upload: loop served %d, fast path %d; want 0 and 2", s2.loopServed.Load()-loop2, s2.fastServed.Load()-fast2)
+	if s2.served.of(engineLoop) != loop2 || s2.served.core() != fast2+2 {
+		t.Errorf("upload: loop served %d, fast path %d; want 0 and 2", s2.served.of(engineLoop)-loop2, s2.served.core()-fast2)
 	}
 	rec := httptest.NewRecorder()
 	s2.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

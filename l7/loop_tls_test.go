@@ -16,7 +16,7 @@ import (
 
 // TLS HTTP/1.1 connections are served by the event loops once handshaken
 // (engine_loop_tls_linux.go). On the code before, every one of these requests was served by
-// the goroutine engine (loopServed stayed 0).
+// the goroutine engine (the loops served none).
 
 // tlsLoopProxy starts a TLS proxy (loops on) in front of one backend.
 func tlsLoopProxy(t *testing.T, h http.Handler) (*engineProxy, *backend) {
@@ -48,7 +48,7 @@ func readResponses(t *testing.T, r *bufio.Reader, n int) []string {
 func TestTLSKeepAliveOnLoops(t *testing.T) {
 	p, _ := tlsLoopProxy(t, nil)
 	c, r := p.dial(t)
-	before := p.s.loopServed.Load()
+	before := p.s.served.of(engineLoop)
 	for i := range 10 {
 		fmt.Fprintf(c, "GET /k%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
 		if got := readResponses(t, r, 1)[0]; got != fmt.Sprintf("b1 GET /k%d body=0", i) {
@@ -56,7 +56,7 @@ func TestTLSKeepAliveOnLoops(t *testing.T) {
 		}
 	}
 	// The first request is the goroutine engine's (engine_loop_tls_linux.go).
-	if got := p.s.loopServed.Load() - before; got != 9 {
+	if got := p.s.served.of(engineLoop) - before; got != 9 {
 		t.Fatalf("the event loops served %d of 10 TLS keep-alive requests, want 9", got)
 	}
 }
@@ -104,11 +104,11 @@ func TestTLSHandOffFromLoops(t *testing.T) {
 	p, b := tlsLoopProxy(t, nil)
 	onLoop := func(c io.Writer, r *bufio.Reader) {
 		t.Helper()
-		before := p.s.loopServed.Load()
+		before := p.s.served.of(engineLoop)
 		fmt.Fprintf(c, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n") // the goroutine engine's
 		fmt.Fprintf(c, "GET /second HTTP/1.1\r\nHost: x\r\n\r\n")
 		readResponses(t, r, 2)
-		if got := p.s.loopServed.Load() - before; got != 1 {
+		if got := p.s.served.of(engineLoop) - before; got != 1 {
 			t.Fatalf("the loops served %d requests, want 1 (the second)", got)
 		}
 	}

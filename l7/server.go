@@ -36,10 +36,8 @@ type Server struct {
 	closer  io.Closer // access log file
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
-	// fastServed counts requests answered by the request core on any engine (tests check it is taken);
-	// loopServed those of them the event loops served.
-	fastServed atomic.Int64
-	loopServed atomic.Int64
+	// served counts requests by the engine that served them (engines.go).
+	served servedCounts
 
 	mu       sync.Mutex
 	servers  []*http.Server
@@ -102,6 +100,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.conns = s.newBudget(cfg.Limits.MaxConnections)
 	s.acmeMetrics = tlsconf.NewMetrics(s.metrics.reg)
+	s.metrics.reg.MustRegister(s.served.collectors()...)
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
 	}

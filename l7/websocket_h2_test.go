@@ -35,6 +35,7 @@ func TestWebSocketOverHTTP2(t *testing.T) {
 	for _, e := range h2Engines {
 		t.Run(e.name, func(t *testing.T) {
 			p := e.start(t, oneRoute("", echo.Listener.Addr().String()))
+			p.viaNetHTTP = true // extended CONNECT takes net/http's upgrade path (docs/l7.md)
 			args := []string{"testdata/ws_h2_client.py", p.addr}
 			if e.tls {
 				args = append(args, "tls")
