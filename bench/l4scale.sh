@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-l4scale: the L4 control plane's growth with the number of VIPs (issue 14, section 5). At
+# bench-l4scale: the L4 control plane's growth with the number of VIPs (docs/xdp.md, "Control-plane scale"). At
 # 16, 256 and 4,096 VIPs of 16 backends (rings sized from the backends, at most 65537) the driver (bench/l4scale) starts the real
 # daemon on a veth in a namespace pair of its own: cold (no pins), then again over its pins
 # (adopt: it must write no ring slot), and times backend drains and undrains and `vip add` through

@@ -7,7 +7,7 @@
 # The run fails, and writes no JSON, when a benchmark fails (a pass that took another path than
 # the measured one fails it: verdict and counters are checked), skips (not root, no BPF) or gives
 # fewer rounds than asked for a case. BENCH_SMOKE=1: one round of 1e5 repeats.
-# KATRAN_DIR (Katran's BPF sources, issue 14) is handed to the benchmarks for the Katran rows
+# KATRAN_DIR (Katran's BPF sources, never copied into this tree) is handed to the benchmarks for the Katran rows
 # (built there at bench time with Katran's flags, loader/katran_bench_test.go); unset, they are
 # skipped with a message. Every BenchmarkXDP case named katran_* becomes a <case>_ns key, and the
 # same-run ratios switchyard/Katran are written with the range of their per-round values.

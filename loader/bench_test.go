@@ -17,7 +17,7 @@ import (
 // BenchmarkXDP measures ns/packet through BPF_PROG_TEST_RUN. Encapsulating cases run the
 // xdp_lb_bench wrapper, which undoes the encapsulation after each pass (with repeat, the kernel
 // keeps the changed frame); after the run the per-CPU counters prove that every one of the b.N
-// passes took the expected path. Run with -benchtime=1000000x for the 1e6 repeats.
+// passes took the expected path. Run with -benchtime=1000000x for the 1e6 repeats bench/xdp.sh uses.
 //
 // With KATRAN_DIR set (Katran's BPF sources, see katran_bench_test.go), the katran_* cases time
 // Katran on the same frames through the same wrapper, case by case beside switchyard's, so every

@@ -247,7 +247,7 @@ func upgradeOrigin(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// The test: 2,000 requests at 100/s through each stop (L7 HTTP, edge HTTP, DNS over UDP
+// The hitless-upgrade promise under load: 2,000 requests at 100/s through each stop (L7 HTTP, edge HTTP, DNS over UDP
 // and over TCP, all four at once) across a binary upgrade of every stop: none fails, the old
 // processes exit on their own, and the new ones run the binary now installed.
 func testUpgradeDropsNoRequest(t *testing.T, built string) {
