@@ -160,10 +160,10 @@ func TestChunkedBodyIsReframed(t *testing.T) {
 	}{
 		{"extensions and trailers",
 			"5;a=b;c=\"d \\\"e\\\"\" ; f\r\nhello\r\n000A\r\n0123456789\r\n0;last\r\nX-T: v\r\nX-U:w\r\n\r\n",
-			"5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n", false},
+			"5\r\nhello\r\na\r\n0123456789\r\n0\r\nX-T: v\r\nX-U: w\r\n\r\n", false},
 		{"many tiny chunks", tiny.String(), tinyWant.String(), false},
 		{"byte by byte", "1F\r\n" + strings.Repeat("x", 31) + "\r\n1;e=1\r\ny\r\n0\r\nT: 1\r\n\r\n",
-			"1f\r\n" + strings.Repeat("x", 31) + "\r\n1\r\ny\r\n0\r\n\r\n", true},
+			"1f\r\n" + strings.Repeat("x", 31) + "\r\n1\r\ny\r\n0\r\nT: 1\r\n\r\n", true},
 	}
 	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		for _, tc := range cases {
@@ -208,8 +208,8 @@ func TestChunkedBodyIsReframed(t *testing.T) {
 	})
 }
 
-// Chunked responses reach the client re-framed canonically; malformed ones never pass as they
-// are.
+// Chunked responses reach the client re-framed canonically (trailer fields included);
+// malformed ones never pass as they are.
 func TestChunkedResponseIsReframed(t *testing.T) {
 	chunkEngines(t, func(t *testing.T, v chunkVariant) {
 		o := h1test.StartLenientOrigin(t, func(target string) string {
@@ -230,7 +230,7 @@ func TestChunkedResponseIsReframed(t *testing.T) {
 			switch {
 			case target == "/good" && (!ok || data != "abc0123456789a"):
 				t.Errorf("%s: client got %q, want canonical chunks of abc0123456789a", target, got)
-			case target == "/good" && v.core && body != "3\r\nabc\r\nb\r\n0123456789a\r\n0\r\n\r\n":
+			case target == "/good" && v.core && body != "3\r\nabc\r\nb\r\n0123456789a\r\n0\r\nT: v\r\n\r\n":
 				t.Errorf("%s: client got body framing %q", target, body)
 			case target == "/bad" && (strings.Contains(got, "3\nabc") || strings.Contains(got, "hidden")):
 				t.Errorf("%s: the malformed response reached the client: %q", target, got)

@@ -459,9 +459,9 @@ func (gc *goConn) awaitResponse(uc *upConn) error {
 			return nil
 		}
 		gc.responseTokens()
-		head := gc.responseHead(code, core.NoBody)
+		err = gc.sendInterim(code)
 		uc.Consume(end)
-		if _, err := gc.c.Write(head); err != nil {
+		if err != nil {
 			return errors.Join(errClientGone, err)
 		}
 	}
@@ -483,10 +483,9 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	code, _ = core.StatusCode(gc.rhead.Line)
 	fr := core.ResponseFraming(method, code, &gc.rhead)
 	upClose := gc.responseTokens()
-	head := gc.responseHead(code, fr)
 	uc.Consume(end)
 	body := &gc.body
-	body.Reset(fr, gc.rhead.ContentLength)
+	body.Reset(fr, gc.rhead.ContentLength, gc.stream != nil)
 	// take consumes the buffered body bytes and returns what goes to the client for them.
 	take := func() []byte {
 		k, out, terr := body.Next(uc.Buffered())
@@ -502,14 +501,15 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 			Leftover: len(uc.Buffered()), Err: err})
 	}
 	// The first write carries the head and whatever body bytes arrived with it.
+	var first []byte
 	if !body.Done() && len(uc.Buffered()) > 0 {
-		head = append(head, take()...)
+		first = take()
 	}
-	gc.out = head
+	gc.startResponse(code, fr, first)
 	if body.Done() {
 		release(reusable())
 	}
-	if _, werr := gc.c.Write(head); werr != nil {
+	if werr := gc.sendStart(); werr != nil {
 		return code, n, errors.Join(errClientGone, werr)
 	}
 	if !body.Done() {
@@ -521,7 +521,7 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 			if errors.Is(rerr, io.EOF) {
 				if last, ok := body.End(); ok {
 					release(false)
-					if _, werr := gc.c.Write(last); werr != nil {
+					if werr := gc.sendBody(last); werr != nil {
 						return code, n, errors.Join(errClientGone, werr)
 					}
 					return code, n, nil
@@ -539,9 +539,70 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 			data = gc.out
 			release(reusable())
 		}
-		if _, werr := gc.c.Write(data); werr != nil {
+		if werr := gc.sendBody(data); werr != nil {
 			return code, n, errors.Join(errClientGone, werr)
 		}
 	}
 	return code, n, err
+}
+
+// The client side of an exchange: HTTP/1.1 bytes on the connection (the core's heads and
+// framing), or, for an HTTP/2 stream's request, HEADERS, DATA and trailer frames.
+
+// sendInterim forwards the interim (1xx) response whose head is in gc.rhead.
+func (gc *goConn) sendInterim(code int) error {
+	if gc.stream != nil {
+		return gc.stream.Respond(gc.h2ResponseHead(code), nil, false)
+	}
+	_, err := gc.c.Write(gc.responseHead(code, core.NoBody))
+	return err
+}
+
+// startResponse puts the final response's head (from gc.rhead) and the body bytes that came
+// with it into gc.out (and gc.block on HTTP/2), copied out of the upstream connection's buffer,
+// which a released connection no longer owns; sendStart sends them.
+func (gc *goConn) startResponse(code int, fr core.Framing, first []byte) {
+	if gc.stream != nil {
+		gc.h2ResponseHead(code)
+		gc.out = append(gc.out[:0], first...)
+		return
+	}
+	gc.out = append(gc.responseHead(code, fr), first...)
+}
+
+// sendStart sends what startResponse prepared.
+func (gc *goConn) sendStart() error {
+	if gc.stream != nil {
+		return gc.h2Send(gc.block, gc.out)
+	}
+	_, err := gc.c.Write(gc.out)
+	return err
+}
+
+// sendBody sends response body bytes (framed by gc.body for HTTP/1.1).
+func (gc *goConn) sendBody(data []byte) error {
+	if gc.stream != nil {
+		return gc.h2Send(nil, data)
+	}
+	_, err := gc.c.Write(data)
+	return err
+}
+
+// h2Send sends the response head (block, when not nil) or body bytes on the stream; once
+// gc.body is done the stream ends, with the body's trailers when it has any.
+func (gc *goConn) h2Send(block, data []byte) error {
+	done := gc.body.Done()
+	trailers := gc.body.Trailers()
+	end := done && len(trailers) == 0
+	var err error
+	switch {
+	case block != nil:
+		err = gc.stream.Respond(block, data, end)
+	case len(data) > 0 || end:
+		err = gc.stream.Data(data, end)
+	}
+	if err != nil || !done || end {
+		return err
+	}
+	return gc.stream.Trailers(gc.h2Trailers(trailers))
 }

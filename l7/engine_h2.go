@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -133,7 +134,7 @@ func (hc *h2Conn) get() *h2Req {
 }
 
 func (hc *h2Conn) put(r *h2Req) {
-	r.sc.st = nil
+	r.sc.st, r.gc.stream = nil, nil
 	hc.mu.Lock()
 	if len(hc.free) < 64 {
 		hc.free = append(hc.free, r)
@@ -151,6 +152,7 @@ func (hc *h2Conn) serveStream(st *h2.Stream) {
 	defer hc.put(r)
 	gc, sc := r.gc, r.sc
 	sc.reset(st)
+	gc.stream = st
 	gc.in = h1.Reader{Conn: sc, Buf: gc.in.Buf}
 	gc.clientClose = false
 	state := hc.s.state.Load()
@@ -181,9 +183,7 @@ func (hc *h2Conn) serveStream(st *h2.Stream) {
 	}
 	if _, fallback := gc.handle(state, end); fallback {
 		hc.fallback(st, gc.in.Buffered()[end:])
-		return
 	}
-	sc.end()
 }
 
 // streamConn is the virtual HTTP/1.1 connection of one stream: Read gives the request body
@@ -197,29 +197,10 @@ type streamConn struct {
 	pendR   int
 	eof     bool
 	tmp     []byte
-
-	phase     int
-	hbuf      []byte // a response head split over writes
-	rest      []byte
-	rh        h1.Head
-	remaining int64
-	ck        canonChunks
-	data      []byte
-	block     []byte
 }
-
-// The phases of the response a streamConn is taking.
-const (
-	rHead    = iota // before the final head
-	rLength         // a Content-Length body
-	rChunked        // a chunked body (the core's canonical framing)
-	rStream         // a body without length, ending with the exchange
-	rDone
-)
 
 func (sc *streamConn) reset(st *h2.Stream) {
 	sc.st, sc.chunked, sc.pending, sc.pendR, sc.eof = st, false, sc.pending[:0], 0, false
-	sc.phase, sc.hbuf, sc.remaining, sc.ck = rHead, sc.hbuf[:0], 0, canonChunks{}
 }
 
 // requestHead writes the stream's request as an HTTP/1.1 head into buf: the request line from
@@ -302,117 +283,10 @@ func (sc *streamConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write takes response bytes from the core.
-func (sc *streamConn) Write(b []byte) (int, error) {
-	n := len(b)
-	for len(b) > 0 {
-		var err error
-		switch sc.phase {
-		case rHead:
-			b, err = sc.head(b)
-		case rLength:
-			k := int(min(int64(len(b)), sc.remaining))
-			sc.remaining -= int64(k)
-			if sc.remaining == 0 {
-				sc.phase = rDone
-			}
-			err = sc.st.Data(b[:k], sc.remaining == 0)
-			b = b[k:]
-		case rChunked:
-			b, err = sc.chunk(b)
-		case rStream:
-			err, b = sc.st.Data(b, false), nil
-		default:
-			return 0, errors.Join(errClientGone, errors.New("response bytes after the response"))
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-// head takes (part of) a response head and sends it as HEADERS, with the body bytes that came
-// along; it returns the bytes after what it used.
-func (sc *streamConn) head(b []byte) ([]byte, error) {
-	data := b
-	if len(sc.hbuf) > 0 {
-		sc.hbuf = append(sc.hbuf, b...)
-		data = sc.hbuf
-	}
-	end := h1.HeadEnd(data, 0)
-	if end < 0 {
-		if len(sc.hbuf) == 0 {
-			sc.hbuf = append(sc.hbuf, b...)
-		}
-		if len(sc.hbuf) > 64<<10 {
-			return nil, errors.New("response head too large")
-		}
-		return nil, nil
-	}
-	if rej := h1.ParseHead(data[:end], &sc.rh); rej != nil {
-		return nil, rej
-	}
-	rest := data[end:]
-	if len(sc.hbuf) > 0 {
-		sc.rest = append(sc.rest[:0], rest...)
-		rest, sc.hbuf = sc.rest, sc.hbuf[:0]
-	}
-	code, _ := strconv.Atoi(string(sc.rh.Line[9:12]))
-	sc.block = h2.AppendStatus(sc.block[:0], code)
-	for _, f := range sc.rh.Fields {
-		if !h2.ResponseField(f.Name) {
-			continue
-		}
-		sc.block = h2.AppendField(sc.block, f.Name, f.Value)
-	}
-	switch {
-	case code < 200:
-		return rest, sc.st.Respond(sc.block, nil, false)
-	case sc.st.Method == "HEAD" || code == 204 || code == 304:
-		sc.phase = rDone
-		return rest, sc.st.Respond(sc.block, nil, true)
-	case sc.rh.Chunked:
-		sc.phase = rChunked
-		n, out, done, err := sc.ck.decode(sc.data[:0], rest)
-		sc.data = out
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			sc.phase = rDone
-		}
-		return rest[n:], sc.st.Respond(sc.block, out, done)
-	case sc.rh.ContentLength >= 0:
-		k := int(min(int64(len(rest)), sc.rh.ContentLength))
-		sc.remaining = sc.rh.ContentLength - int64(k)
-		sc.phase = rLength
-		if sc.remaining == 0 {
-			sc.phase = rDone
-		}
-		return rest[k:], sc.st.Respond(sc.block, rest[:k], sc.remaining == 0)
-	}
-	sc.phase = rStream
-	return nil, sc.st.Respond(sc.block, rest, false)
-}
-
-func (sc *streamConn) chunk(b []byte) ([]byte, error) {
-	n, out, done, err := sc.ck.decode(sc.data[:0], b)
-	sc.data = out
-	if err != nil {
-		return nil, err
-	}
-	if done {
-		sc.phase = rDone
-	}
-	return b[n:], sc.st.Data(out, done)
-}
-
-// end ends a response whose length was the exchange's.
-func (sc *streamConn) end() {
-	if sc.phase == rStream {
-		_ = sc.st.Data(nil, true)
-	}
+// Write refuses bytes: a stream's response goes out as frames (clientConn.h2ResponseHead,
+// goConn.sendStart and sendBody), never as HTTP/1.1 text.
+func (sc *streamConn) Write([]byte) (int, error) {
+	return 0, errors.New("write HTTP/1.1 bytes to an HTTP/2 stream: send frames")
 }
 
 // Close is a no-op: the stream ends when its handler returns.
@@ -433,72 +307,71 @@ func (sc *streamConn) SetReadDeadline(t time.Time) error { sc.st.SetDeadline(t);
 // SetWriteDeadline is SetDeadline (a stream has one deadline).
 func (sc *streamConn) SetWriteDeadline(t time.Time) error { sc.st.SetDeadline(t); return nil }
 
-// canonChunks decodes the canonical chunked framing the core writes (core.ResponseBody:
-// lowercase hex size, CRLF, data, CRLF; "0" CRLF CRLF at the end) back to the body bytes.
-type canonChunks struct {
-	state int // 0 size, 1 LF after size, 2 data, 3 CR after data, 4 LF after data, 5 CR at end, 6 LF at end
-	size  int64
-	n     int // digits of the size
-}
-
-var errChunkFraming = errors.Join(core.ErrUpstream, errors.New("bad chunked framing"))
-
-// decode consumes src up to the end of the body and appends its data to dst.
-func (d *canonChunks) decode(dst, src []byte) (n int, out []byte, done bool, err error) {
-	for n < len(src) {
-		ch := src[n]
-		switch d.state {
-		case 0:
-			v, ok := hexDigit(ch)
-			switch {
-			case ok && d.n < 15:
-				d.size, d.n = d.size<<4|int64(v), d.n+1
-			case ch == '\r' && d.n > 0:
-				d.state = 1
-			default:
-				return n, dst, false, errChunkFraming
-			}
-		case 1, 4, 6:
-			if ch != '\n' {
-				return n, dst, false, errChunkFraming
-			}
-			switch {
-			case d.state == 6:
-				*d = canonChunks{}
-				return n + 1, dst, true, nil
-			case d.state == 4:
-				d.state, d.size, d.n = 0, 0, 0
-			case d.size > 0:
-				d.state = 2
-			default:
-				d.state = 5 // the last chunk
-			}
-		case 2:
-			k := int(min(int64(len(src)-n), d.size))
-			dst = append(dst, src[n:n+k]...)
-			d.size -= int64(k)
-			n += k
-			if d.size == 0 {
-				d.state = 3
-			}
-			continue
-		case 3, 5:
-			if ch != '\r' {
-				return n, dst, false, errChunkFraming
-			}
-			d.state++
+// h2ResponseHead builds in cc.block the header block of the response whose head is in
+// cc.rhead: its fields minus hop-by-hop and connection-specific ones, then Via, and the
+// failover and Alt-Svc fields, as core.ResponseHead builds them for HTTP/1.1.
+func (cc *clientConn) h2ResponseHead(code int) []byte {
+	b := h2.AppendStatus(cc.block[:0], code)
+	for _, f := range cc.rhead.Fields {
+		if core.ForwardResponseField(f.Name, cc.tokens) && h2.ResponseField(f.Name) {
+			b = h2.AppendField(b, f.Name, f.Value)
 		}
-		n++
 	}
-	return n, dst, false, nil
+	if len(cc.rhead.Line) > 7 {
+		via := append(append(cc.out[:0], "1."...), cc.rhead.Line[7])
+		b = h2.AppendField(b, hVia, append(via, " switchyard"...))
+	}
+	b = appendLines(appendLines(b, cc.failover), cc.altSvc)
+	cc.block = b
+	return b
 }
 
-func hexDigit(ch byte) (byte, bool) {
-	switch {
-	case '0' <= ch && ch <= '9':
-		return ch - '0', true
-	case 'a' <= ch && ch <= 'f':
-		return ch - 'a' + 10, true
-	}
-	return 0, false
+// h2Error answers the stream's request with a proxy-made plain-text response, what
+// core.ErrorResponse writes on HTTP/1.1; extra holds header lines, each ending in CRLF.
+func (cc *clientConn) h2Error(code int, msg string, extra []byte) error {
+	b := h2.AppendStatus(cc.block[:0], code)
+	b = h2.AppendField(b, hContentType, textPlain)
+	b = h2.AppendField(b, hNoSniff, nosniff)
+	b = appendLines(b, extra)
+	b = h2.AppendField(b, hContentLength, strconv.AppendInt(cc.out[:0], int64(len(msg)+1), 10))
+	cc.block = b
+	cc.out = append(append(cc.out[:0], msg...), '\n')
+	return cc.stream.Respond(b, cc.out, true)
 }
+
+// h2Trailers builds in cc.block the trailer block of fields (an HTTP/1.1 upstream's chunked
+// trailers, already screened by h1.Chunked.Trailers).
+func (cc *clientConn) h2Trailers(fields []h1.Field) []byte {
+	b := cc.block[:0]
+	for _, f := range fields {
+		b = h2.AppendField(b, f.Name, f.Value)
+	}
+	cc.block = b
+	return b
+}
+
+// appendLines appends header lines ("Name: value" CRLF each, as the core builds them) to an
+// HTTP/2 header block.
+func appendLines(b, lines []byte) []byte {
+	for len(lines) > 0 {
+		i := bytes.Index(lines, []byte("\r\n"))
+		if i < 0 {
+			break
+		}
+		line := lines[:i]
+		lines = lines[i+2:]
+		if c := bytes.IndexByte(line, ':'); c > 0 {
+			b = h2.AppendField(b, line[:c], bytes.TrimLeft(line[c+1:], " "))
+		}
+	}
+	return b
+}
+
+var (
+	hVia           = []byte("via")
+	hContentType   = []byte("content-type")
+	hNoSniff       = []byte("x-content-type-options")
+	hContentLength = []byte("content-length")
+	textPlain      = []byte("text/plain; charset=utf-8")
+	nosniff        = []byte("nosniff")
+)

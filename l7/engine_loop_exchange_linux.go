@@ -336,7 +336,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	fr := core.ResponseFraming(c.rq.Method, code, &c.rhead)
 	head := c.responseHead(code, fr)
 	u.in.Consume(end)
-	c.body.Reset(fr, c.rhead.ContentLength)
+	c.body.Reset(fr, c.rhead.ContentLength, false)
 	c.respErr = nil
 	if !c.body.Done() && len(u.in.Buffered()) > 0 {
 		head = append(head, c.take()...)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
@@ -49,6 +50,10 @@ type clientConn struct {
 	// altSvc is the Alt-Svc header line that advertises HTTP/3 on a TLS listener with http3,
 	// nil elsewhere.
 	altSvc []byte
+	// stream is the HTTP/2 stream the request came on (engine_h2.go), nil on HTTP/1.1: the
+	// response then goes out as HEADERS, DATA and trailers, never as HTTP/1.1 text.
+	stream *h2.Stream
+	block  []byte // the HTTP/2 header block being built
 
 	head   h1.Head
 	rhead  h1.Head
@@ -91,6 +96,10 @@ var errHeadTooLong = &h1.Rejection{Status: 431, Reason: "request header fields t
 // refuse answers a refused head the way the guard does, and counts it.
 func (cc *clientConn) refuse(r *h1.Rejection) {
 	cc.s.onReject(cc.raddr, r)
+	if cc.stream != nil {
+		_ = cc.h2Error(r.Status, r.Reason, nil)
+		return
+	}
 	_ = h1.WriteRejection(cc.w, r)
 }
 
@@ -260,6 +269,9 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 
 // writeError writes what http.Error would: a plain-text body with the message.
 func (cc *clientConn) writeError(code int, msg string, extra []byte, closeConn bool) error {
+	if cc.stream != nil {
+		return cc.h2Error(code, msg, extra)
+	}
 	_, err := cc.w.Write(core.ErrorResponse(make([]byte, 0, 256), code, msg, extra, closeConn))
 	return err
 }

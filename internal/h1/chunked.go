@@ -1,5 +1,7 @@
 package h1
 
+import "bytes"
+
 // The chunked rule (RFC 9112 section 7.1), the same for requests and responses, on every engine:
 //
 //	chunked-body = *chunk last-chunk trailer-section CRLF
@@ -13,8 +15,9 @@ package h1
 // CRLF, extensions and trailer fields checked against their grammar. Whatever passes is written
 // out canonically: lowercase hex size without leading zeros, CRLF, the data, CRLF; the last
 // chunk as "0\r\n"; chunk extensions dropped (nothing here gives them a meaning); trailer fields
-// validated like header fields and dropped (RFC 9110 6.5.1 lets an intermediary discard them;
-// re-serialising them is where parsers disagree), so the body always ends "0\r\n\r\n". Anything
+// validated like header fields, then dropped (the body ends "0\r\n\r\n") or, with KeepTrailers,
+// kept for the caller, which re-serialises them (Trailers) and ends the body itself. With
+// Payload the output is the data alone, for a receiver that frames it itself (HTTP/2). Anything
 // else is a Rejection (400): the engines answer it and close, and no byte after the error is
 // forwarded.
 
@@ -60,6 +63,14 @@ const (
 // The zero value is ready for a body; after a body ends it is ready for the next one. A
 // refusal is sticky.
 type Chunked struct {
+	// Payload: the output is the chunk data alone, without framing.
+	Payload bool
+	// KeepTrailers: the trailer section is kept (Trailers) and the body's final CRLF is not
+	// written: the caller writes the trailer fields it forwards and then the CRLF.
+	KeepTrailers bool
+
+	trailer   []byte // the trailer section's field lines as received (KeepTrailers)
+	started   bool   // a body is under way (its trailer section replaces the last one's)
 	st        chunkState
 	digits    uint8
 	size      int64 // the chunk size being read, then the data left in the chunk
@@ -122,7 +133,7 @@ func (d *Chunked) run(dst, src []byte, discard bool) (nDst, nSrc int, done bool,
 			}
 		}
 		if d.st == csDone {
-			*d = Chunked{}
+			*d = Chunked{Payload: d.Payload, KeepTrailers: d.KeepTrailers, trailer: d.trailer}
 			return nDst, nSrc, true, nil
 		}
 		if nSrc == len(src) {
@@ -166,6 +177,9 @@ var (
 
 // step advances the grammar by one framing byte.
 func (d *Chunked) step(ch byte) *Rejection {
+	if !d.started {
+		d.started, d.trailer = true, d.trailer[:0]
+	}
 	if d.st <= csSizeLF {
 		if d.line++; d.line > maxChunkLine {
 			return errChunkLine
@@ -325,8 +339,12 @@ func (d *Chunked) afterValue(ch byte, ws bool) (chunkState, bool) {
 	return d.st, false
 }
 
-// trailerByte reads the trailer section: field lines checked like header fields, then dropped.
+// trailerByte reads the trailer section: field lines checked like header fields, then kept
+// (KeepTrailers) or dropped.
 func (d *Chunked) trailerByte(ch byte) *Rejection {
+	if d.KeepTrailers && d.st != csEndLF && (d.st != csTrailer || ch != '\r') {
+		d.trailer = append(d.trailer, ch)
+	}
 	switch d.st {
 	case csTrailer:
 		switch {
@@ -360,7 +378,9 @@ func (d *Chunked) trailerByte(ch byte) *Rejection {
 		if ch != '\n' {
 			return errTrailer
 		}
-		d.emit("\r\n")
+		if !d.KeepTrailers {
+			d.emit("\r\n")
+		}
 		d.st = csDone
 	default:
 		return errChunkSize
@@ -370,6 +390,9 @@ func (d *Chunked) trailerByte(ch byte) *Rejection {
 
 // emitSize queues the canonical size line: lowercase hex without leading zeros, CRLF.
 func (d *Chunked) emitSize() {
+	if d.Payload {
+		return
+	}
 	const hex = "0123456789abcdef"
 	var tmp [maxSizeDigits]byte
 	i := len(tmp)
@@ -387,6 +410,9 @@ func (d *Chunked) emitSize() {
 
 // emit queues fixed framing bytes (the pending buffer is empty whenever a byte is stepped).
 func (d *Chunked) emit(s string) {
+	if d.Payload {
+		return
+	}
 	d.pendFrom, d.pendTo = 0, uint8(copy(d.pend[:], s))
 }
 
@@ -401,4 +427,43 @@ func hexValue(ch byte) (byte, bool) {
 		return ch - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// Trailers appends to dst the trailer fields of the body that just ended (KeepTrailers) that
+// may be forwarded, in order; their slices point into the decoder's buffer and stay valid until
+// the next body starts. Fields that must not travel in a trailer (framing, routing,
+// authentication and the other controls RFC 9110 6.5.1 names) are left out: a recipient may
+// discard any trailer field, and these would change how the message is read.
+func (d *Chunked) Trailers(dst []Field) []Field {
+	for rest := d.trailer; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		line := rest[:i-1] // the grammar put CRLF there
+		rest = rest[i+1:]
+		colon := bytes.IndexByte(line, ':')
+		name, value := line[:colon], bytes.Trim(line[colon+1:], " \t")
+		if !forbiddenTrailer(name) {
+			dst = append(dst, Field{Name: name, Value: value})
+		}
+	}
+	return dst
+}
+
+// forbiddenTrailers are the fields never forwarded as trailers (the list Go's HTTP/2 and most
+// proxies use: RFC 9110 6.5.1's framing, routing, request modifiers, authentication and
+// response controls).
+var forbiddenTrailers = []string{"cache-control", "connection", "content-encoding", "content-length",
+	"content-range", "content-type", "expect", "host", "keep-alive", "max-forwards", "pragma",
+	"proxy-authenticate", "proxy-authorization", "proxy-connection", "range", "realm", "te", "trailer",
+	"transfer-encoding", "www-authenticate", "authorization", "set-cookie", "cookie"}
+
+func forbiddenTrailer(name []byte) bool {
+	for _, f := range forbiddenTrailers {
+		if bytes.EqualFold(name, []byte(f)) {
+			return true
+		}
+	}
+	return false
 }

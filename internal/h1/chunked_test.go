@@ -189,3 +189,40 @@ func TestChunkedReader(t *testing.T) {
 		t.Errorf("zero-length read = %d, %v", n, err)
 	}
 }
+
+// With Payload the output is the data alone; with KeepTrailers the trailer fields are kept
+// (those that may travel in a trailer) and the final CRLF is the caller's. Fed byte by byte,
+// and twice through one decoder, so a second body's trailers replace the first's.
+func TestChunkedPayloadAndTrailers(t *testing.T) {
+	in := "5;x=y\r\nhello\r\n3\r\nabc\r\n0\r\nX-Sum:  42 \r\nContent-Length: 9\r\nGrpc-Status: 0\r\n\r\nNEXT"
+	for _, payload := range []bool{true, false} {
+		d := Chunked{Payload: payload, KeepTrailers: true}
+		for round := range 2 {
+			var out []byte
+			n := 0
+			for done := false; !done; {
+				var k int
+				var rej *Rejection
+				out, k, done, rej = d.Append(out, []byte(in[n:n+1]))
+				if rej != nil {
+					t.Fatalf("round %d: %v", round, rej)
+				}
+				n += k
+			}
+			want := "5\r\nhello\r\n3\r\nabc\r\n0\r\n"
+			if payload {
+				want = "helloabc"
+			}
+			if string(out) != want || in[n:] != "NEXT" {
+				t.Errorf("payload %v round %d: out %q, rest %q; want %q and NEXT", payload, round, out, in[n:], want)
+			}
+			var got []string
+			for _, f := range d.Trailers(nil) {
+				got = append(got, string(f.Name)+"="+string(f.Value))
+			}
+			if strings.Join(got, ",") != "X-Sum=42,Grpc-Status=0" {
+				t.Errorf("payload %v round %d: trailers %q, want X-Sum=42,Grpc-Status=0 (Content-Length dropped)", payload, round, got)
+			}
+		}
+	}
+}

@@ -67,27 +67,27 @@ func TestResponseFraming(t *testing.T) {
 
 func TestBodiesStopAtTheirEnd(t *testing.T) {
 	var rb ResponseBody
-	rb.Reset(LengthBody, 5)
+	rb.Reset(LengthBody, 5, false)
 	if n, out, _ := rb.Next([]byte("helloHTTP/1.1 200")); n != 5 || string(out) != "hello" || !rb.Done() {
 		t.Errorf("length body took %d %q, done %v", n, out, rb.Done())
 	}
-	rb.Reset(ChunkedBody, -1)
+	rb.Reset(ChunkedBody, -1, false)
 	data := "3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK"
 	if n, _, err := rb.Next([]byte(data)); err != nil || n != strings.Index(data, "HTTP") || !rb.Done() {
 		t.Errorf("chunked body took %d (%v), done %v", n, err, rb.Done())
 	}
-	rb.Reset(ChunkedBody, -1)
+	rb.Reset(ChunkedBody, -1, false)
 	if _, _, err := rb.Next([]byte("zz\r\n")); !errors.Is(err, ErrUpstream) {
 		t.Errorf("bad chunk size: %v, want ErrUpstream", err)
 	}
-	rb.Reset(CloseBody, -1)
+	rb.Reset(CloseBody, -1, false)
 	if _, out, _ := rb.Next([]byte("abc")); string(out) != "3\r\nabc\r\n" {
 		t.Errorf("close-delimited bytes re-framed as %q", out)
 	}
 	if out, ok := rb.End(); !ok || string(out) != "0\r\n\r\n" || !rb.Done() {
 		t.Error("a close-delimited body does not end at EOF")
 	}
-	rb.Reset(LengthBody, 10)
+	rb.Reset(LengthBody, 10, false)
 	rb.Next([]byte("abc"))
 	if _, ok := rb.End(); ok {
 		t.Error("a truncated Content-Length body was taken as complete at EOF")
@@ -175,19 +175,20 @@ func TestUpstreamHeadStripsHopByHop(t *testing.T) {
 	rh := parse(t, "HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n")
 	tokens, upClose := ResponseTokens(rh, nil)
 	resp := string(ResponseHead(nil, rh, tokens, 200, ChunkedBody, true))
-	if upClose || strings.Contains(resp, "X-Secret") || strings.Contains(resp, "Trailer") ||
+	// Trailer stays: the chunked body's trailer fields are forwarded.
+	if upClose || strings.Contains(resp, "X-Secret") || !strings.Contains(resp, "Trailer: X-T\r\n") ||
 		!strings.Contains(resp, "Connection: close\r\n") || strings.Count(resp, "Transfer-Encoding") != 1 {
 		t.Errorf("response head:\n%s", resp)
 	}
 }
 
-// Both body directions re-frame chunked bodies canonically (h1.Chunked), in pieces of any
-// size, and refuse malformed framing.
+// Both body directions re-frame chunked bodies canonically (h1.Chunked), trailer fields
+// included, in pieces of any size, and refuse malformed framing.
 func TestChunkedBodiesAreReframed(t *testing.T) {
-	in := "00A;ext=1\r\n0123456789\r\n3\r\nabc\r\n0\r\nX-T: v\r\n\r\n"
-	want := "a\r\n0123456789\r\n3\r\nabc\r\n0\r\n\r\n"
+	in := "00A;ext=1\r\n0123456789\r\n3\r\nabc\r\n0\r\nX-T:v\r\nHost: x\r\n\r\n"
+	want := "a\r\n0123456789\r\n3\r\nabc\r\n0\r\nX-T: v\r\n\r\n"
 	var rb ResponseBody
-	rb.Reset(ChunkedBody, -1)
+	rb.Reset(ChunkedBody, -1, false)
 	var got []byte
 	for i := 0; i < len(in); i++ { // byte by byte: the decoder keeps its place
 		n, out, err := rb.Next([]byte(in[i : i+1]))
@@ -208,7 +209,7 @@ func TestChunkedBodiesAreReframed(t *testing.T) {
 	if _, _, rej := req.Next([]byte("3\r\nabc\n0\r\n\r\n")); rej == nil || rej.Status != 400 {
 		t.Errorf("chunk data without CRLF: %v, want a 400 refusal", rej)
 	}
-	rb.Reset(ChunkedBody, -1)
+	rb.Reset(ChunkedBody, -1, false)
 	if _, _, err := rb.Next([]byte("3\nabc\r\n0\r\n\r\n")); !errors.Is(err, ErrUpstream) {
 		t.Errorf("bare LF in a response chunk size line: %v, want ErrUpstream", err)
 	}

@@ -43,19 +43,29 @@ var ErrUpstream = errors.New("upstream response")
 // out.
 type ResponseBody struct {
 	Framing   Framing
+	decode    bool // out is the body's data alone (the client's protocol frames it)
 	remaining int64
 	chunk     h1.Chunked
 	done      bool
-	buf       []byte // re-framed output, reused
+	buf       []byte     // re-framed output, reused
+	trailers  []h1.Field // a chunked body's forwarded trailer fields, once it is done
 }
 
-// Reset starts a body of framing fr; contentLength is the head's (for LengthBody).
-func (b *ResponseBody) Reset(fr Framing, contentLength int64) {
-	*b = ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody, buf: b.buf[:0]}
+// Reset starts a body of framing fr; contentLength is the head's (for LengthBody). With decode
+// the output is the body's data alone, for a client protocol that frames it itself (HTTP/2),
+// and the trailers are the caller's to send (Trailers); otherwise it is HTTP/1.1 framing,
+// trailers included.
+func (b *ResponseBody) Reset(fr Framing, contentLength int64, decode bool) {
+	*b = ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody, decode: decode,
+		buf: b.buf[:0], trailers: b.trailers[:0], chunk: h1.Chunked{Payload: decode, KeepTrailers: true}}
 }
 
 // Done reports that the whole body has been taken.
 func (b *ResponseBody) Done() bool { return b.done }
+
+// Trailers are the trailer fields of a chunked body that is done, without those that must not
+// be forwarded (h1.Chunked.Trailers); they point into the body's buffers until the next Reset.
+func (b *ResponseBody) Trailers() []h1.Field { return b.trailers }
 
 // Next consumes the bytes at the start of data that belong to the body (n) and returns what to
 // send the client for them (out: data[:n] itself, or re-framed bytes valid until the next
@@ -81,15 +91,30 @@ func (b *ResponseBody) Next(data []byte) (n int, out []byte, err error) {
 		if rej != nil {
 			return k, b.buf, errors.Join(ErrUpstream, rej)
 		}
+		if d {
+			b.trailers = b.chunk.Trailers(b.trailers[:0])
+			if !b.decode {
+				b.buf = endChunked(b.buf, b.trailers)
+			}
+		}
 		return k, b.buf, nil
 	case CloseBody:
-		if len(data) == 0 {
-			return 0, nil, nil
+		if len(data) == 0 || b.decode {
+			return len(data), data, nil
 		}
 		b.buf = AppendChunk(b.buf[:0], data)
 		return len(data), b.buf, nil
 	}
 	return 0, nil, nil
+}
+
+// endChunked appends the end of a chunked body after its last chunk: the trailer fields, then
+// the CRLF that ends the trailer section.
+func endChunked(dst []byte, trailers []h1.Field) []byte {
+	for _, f := range trailers {
+		dst = append(append(append(append(dst, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	return append(dst, "\r\n"...)
 }
 
 // End is told that the upstream closed. complete reports whether that ends the body (a
@@ -98,6 +123,9 @@ func (b *ResponseBody) Next(data []byte) (n int, out []byte, err error) {
 func (b *ResponseBody) End() (out []byte, complete bool) {
 	if b.Framing == CloseBody {
 		b.done = true
+		if b.decode {
+			return nil, true
+		}
 		return lastChunk, true
 	}
 	return nil, b.done
@@ -115,7 +143,7 @@ type RequestBody struct {
 
 // NewRequestBody starts the body of a request head h.
 func NewRequestBody(h *h1.Head) RequestBody {
-	rb := RequestBody{chunked: h.Chunked, remaining: max(h.ContentLength, 0)}
+	rb := RequestBody{chunked: h.Chunked, remaining: max(h.ContentLength, 0), chunk: h1.Chunked{KeepTrailers: true}}
 	rb.done = !h.Chunked && rb.remaining == 0
 	return rb
 }
@@ -135,6 +163,9 @@ func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
 		var d bool
 		b.buf, k, d, rej = b.chunk.Append(b.buf[:0], data)
 		b.done = d
+		if d && rej == nil {
+			b.buf = endChunked(b.buf, b.chunk.Trailers(nil))
+		}
 		return k, b.buf, rej
 	}
 	k := min(int64(len(data)), b.remaining)

@@ -25,9 +25,9 @@ var (
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 	rewrittenRequest = []string{"Host", "Content-Length", "X-Forwarded-For", "X-Forwarded-Host",
 		"X-Forwarded-Proto", "Forwarded", "Via"}
-	// The response drops Trailer too: the re-framed chunked body carries no trailer fields
-	// (h1.Chunked validates and discards them).
-	responseHop = hopByHop
+	// The response keeps Trailer: a chunked body's trailer fields are forwarded (h1.Chunked).
+	responseHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Transfer-Encoding", "Upgrade"}
 )
 
 // oneOf reports whether name is in list, ignoring case.
@@ -269,10 +269,9 @@ func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing
 	}
 	out = append(out, "\r\n"...)
 	for _, f := range rh.Fields {
-		if oneOf(f.Name, responseHop) || named(tokens, f.Name) {
-			continue
+		if ForwardResponseField(f.Name, tokens) {
+			out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
 		}
-		out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
 	}
 	out = append(append(append(out, "Via: 1."...), line[7]), " switchyard\r\n"...)
 	if fr == ChunkedBody || fr == CloseBody {
@@ -282,6 +281,12 @@ func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing
 		out = append(out, "Connection: close\r\n"...)
 	}
 	return append(out, "\r\n"...)
+}
+
+// ForwardResponseField reports whether a response field named name reaches the client: not a
+// hop-by-hop one, nor one the response's Connection tokens name.
+func ForwardResponseField(name []byte, tokens [][]byte) bool {
+	return !oneOf(name, responseHop) && !named(tokens, name)
 }
 
 // ErrorResponse appends what http.Error would write: a plain-text body with the message, the
