@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
@@ -36,9 +35,6 @@ type exchange struct {
 	broken error
 }
 
-// errNoBackend means every backend of the pool is unhealthy, ejected, drained or already tried.
-var errNoBackend = errors.New("no available backend")
-
 // ServeHTTP is the proxy's request path: admission, normalisation, routing, rate limiting, pool
 // admission, then the reverse proxy whose transport picks and retries backends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,15 +53,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 
-	if !st.global.TryAcquire() {
-		s.metrics.shed.WithLabelValues("global").Inc()
-		shed(rec, r, "proxy")
-		return
-	}
-	defer st.global.Release()
-	s.metrics.inFlight.Inc()
-	defer s.metrics.inFlight.Dec()
-
 	clean, err := httppath.Normalize(r.URL.Path, r.URL.EscapedPath())
 	if err != nil {
 		s.metrics.refused.WithLabelValues("400").Inc()
@@ -79,20 +66,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := st.routes[m.Index]
 	ex.route = rt
-	if rt.limiter != nil && !rt.limiter.Allow(rt.keyOf(r)) {
-		s.metrics.limited.WithLabelValues(rt.cfg.Name).Inc()
-		rec.Header().Set("Retry-After", strconv.Itoa(int(rt.limiter.RetryAfter().Seconds()+0.999)))
-		fail(rec, r, http.StatusTooManyRequests, "rate limit exceeded; slow down", true)
+	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
+	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).
+	b, v := rt.admission.Admit(r)
+	if v != core.Admitted {
+		ref := s.refusal(rt, v)
+		if v == core.ShedGlobal {
+			ex.route = nil
+		}
+		for _, f := range ref.fields() {
+			rec.Header().Set(f[0], f[1])
+		}
+		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
 	}
-	p := rt.pool
-	if !p.gate.TryAcquire() {
-		s.metrics.shed.WithLabelValues(p.name).Inc()
-		shed(rec, r, "pool "+p.name)
-		return
-	}
-	defer p.gate.Release()
-	p.budget.Request()
+	ex.backend = b
+	s.metrics.inFlight.Inc()
+	s.decisions.Add(1)
+	defer func() {
+		rt.admission.Release(ex.backend)
+		s.metrics.inFlight.Dec()
+	}()
 
 	// An upgraded connection (WebSocket) lives as long as its peers keep it open; the total
 	// timeout would cut it, so only requests with a response body of their own get it.
@@ -126,13 +120,6 @@ func (s *Server) brokenResponse(rec *recorder, r *http.Request, err error) {
 		return
 	}
 	panic(http.ErrAbortHandler)
-}
-
-// shed answers 503 with the headers that tell a client this was deliberate load shedding.
-func shed(w http.ResponseWriter, r *http.Request, scope string) {
-	w.Header().Set("Retry-After", "1")
-	w.Header().Set("X-Load-Shed", "1")
-	fail(w, r, http.StatusServiceUnavailable, "overloaded ("+scope+" in-flight limit); retry later", true)
 }
 
 // fail answers a request the proxy itself fails: the HTTP status with its reason as text, or,
@@ -264,26 +251,15 @@ func modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// proxyError turns transport errors into statuses: 503 when no backend is available or the
-// proxy is out of descriptors, 504 on a timeout, 502 otherwise.
+// proxyError answers a request whose exchange failed before a response head, with the
+// status every engine gives that failure (upstreamCode).
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	code, msg := http.StatusBadGateway, "upstream error"
-	var ne net.Error
-	switch {
-	case errors.Is(err, errNoBackend):
-		code, msg = http.StatusServiceUnavailable, "no available backend"
-		w.Header().Set("Retry-After", "1")
-	case core.LocalResource(err):
-		w.Header().Set("Retry-After", "1") // shed: the proxy is out of descriptors
-		w.Header().Set("X-Load-Shed", "1")
-		fail(w, r, http.StatusServiceUnavailable, localShedMsg, true)
-		return
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		code, msg = http.StatusGatewayTimeout, "upstream timeout"
-	case errors.Is(err, context.Canceled):
-		code, msg = 499, "client closed request"
+	code, msg, extra := upstreamCode(err)
+	ref := refusal{code: code, msg: msg, extra: extra, shed: core.LocalResource(err)}
+	for _, f := range ref.fields() {
+		w.Header().Set(f[0], f[1])
 	}
-	fail(w, r, code, msg, false)
+	fail(w, r, ref.code, ref.msg, ref.shed)
 }
 
 // grpcBound is the total timeout of a request: the route's, or a gRPC client's shorter
@@ -297,40 +273,29 @@ func grpcBound(r *http.Request, route time.Duration) time.Duration {
 	return route
 }
 
-// RoundTrip picks a backend for the request, forwards it, and retries on connect errors and the
-// route's retry statuses, to a different backend each time, within the pool's retry budget.
+// RoundTrip forwards the request to the backend admission picked, and moves it to another one
+// on connect errors and the route's retry statuses, as the core's retry policy and budget allow
+// (core.RetryPolicy, core.Admission.Retry: the same decisions as every engine's).
 func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := req.Context().Value(exchangeKey).(*exchange)
 	p, rt := ex.route.pool, ex.route
-	tried := make([]*balance.Backend, 0, 2)
-	exclude := func(b *balance.Backend) bool {
-		for _, t := range tried {
-			if t == b {
-				return true
-			}
+	tried := []*balance.Backend{ex.backend}
+	maxAttempts := rt.retry.MaxAttempts(s.retryable(rt, req) && req.GetBody != nil)
+	retry := func() bool {
+		if len(tried) >= maxAttempts || req.Context().Err() != nil {
+			return false
 		}
-		return false
-	}
-	maxAttempts := 1
-	if s.retryable(rt, req) && req.GetBody != nil {
-		maxAttempts += rt.cfg.Retry.Attempts
-	}
-	var lastErr error
-	for {
-		var notTried balance.Exclude // nil on the first try: a round robin counts only first tries
-		if len(tried) > 0 {
-			notTried = exclude
+		nb := rt.admission.Retry(req, ex.backend, tried, nil, func(ok bool) { s.countRetry(p, ok) })
+		if nb == nil {
+			return false
 		}
-		b := p.picker.Pick(req, notTried)
-		if b == nil {
-			if lastErr == nil || len(tried) == 0 {
-				return nil, errNoBackend
-			}
-			return nil, lastErr
-		}
-		tried = append(tried, b)
-		ex.attempts++
 		s.decisions.Add(1)
+		ex.backend, tried = nb, append(tried, nb)
+		return true
+	}
+	for {
+		b := ex.backend
+		ex.attempts++
 		out := req
 		if ex.attempts > 1 {
 			body, err := req.GetBody()
@@ -341,86 +306,50 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = body
 		}
 		out.URL.Scheme, out.URL.Host = p.scheme, b.Address
-		b.Acquire()
 		resp, err := p.transport.RoundTrip(out)
-		again := ex.attempts < maxAttempts && req.Context().Err() == nil
 		if err != nil {
-			b.Release()
 			if !errors.Is(req.Context().Err(), context.Canceled) {
 				// Only what the backend did counts against it: the client's own abort does not.
 				s.passive(p, b, false, err)
 			}
-			lastErr = fmt.Errorf("forward to %s: %w", b.Address, err)
 			// Out of descriptors: another backend would need one too.
-			if again && !core.LocalResource(err) && s.spendRetry(p) {
+			if !core.LocalResource(err) && retry() {
 				continue
 			}
-			return nil, lastErr
+			return nil, fmt.Errorf("forward to %s: %w", b.Address, err)
 		}
 		s.passive(p, b, resp.StatusCode < 500, nil)
-		if again && rt.retry.RetryStatus(resp.StatusCode) && s.spendRetry(p) {
+		if rt.retry.RetryStatus(resp.StatusCode) && retry() {
 			// Drain a little so the connection can be reused, then drop this response.
 			io.CopyN(io.Discard, resp.Body, 4<<10)
 			resp.Body.Close()
-			b.Release()
 			continue
 		}
-		ex.backend = b
 		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.attempts > 1 {
 			resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
 		}
-		resp.Body = releaseOnClose(resp.Body, b, ex)
+		resp.Body = watchBody(resp.Body, ex)
 		return resp, nil
 	}
 }
 
-func (s *Server) spendRetry(p *pool) bool {
-	ok := p.budget.TryRetry()
-	s.countRetry(p, ok)
-	return ok
-}
-
-// countRetry records a retry the budget allowed (sent) or refused (budget_exhausted).
-func (s *Server) countRetry(p *pool, ok bool) {
-	if !ok {
-		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
-		return
-	}
-	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
-}
-
-// passive feeds outlier detection: connect errors and 5xx count as failures; err (when not
-// ok) is why, and a local resource failure (core.LocalResource) counts neither way.
-func (s *Server) passive(p *pool, b *balance.Backend, ok bool, err error) {
-	if p.detector == nil || (!ok && err != nil && core.LocalResource(err)) {
-		return
-	}
-	if ok {
-		p.detector.Success(b)
-	} else {
-		p.detector.Failure(b)
-	}
-}
-
-// releaseOnClose ends the backend's in-flight count when the response body is closed. An
-// upgraded (101) body is also a writer and stays one, because ReverseProxy needs it to be.
-func releaseOnClose(body io.ReadCloser, b *balance.Backend, ex *exchange) io.ReadCloser {
-	rb := &releaseBody{ReadCloser: body, b: b, ex: ex}
+// watchBody notes an error that cuts the response body short (ex.broken), for ServeHTTP to end
+// the response as broken. An upgraded (101) body is also a writer and stays one, because
+// ReverseProxy needs it to be.
+func watchBody(body io.ReadCloser, ex *exchange) io.ReadCloser {
+	wb := &watchedBody{ReadCloser: body, ex: ex}
 	if rw, ok := body.(io.ReadWriteCloser); ok {
-		return &releaseRWBody{releaseBody: rb, w: rw}
+		return &watchedRWBody{watchedBody: wb, w: rw}
 	}
-	return rb
+	return wb
 }
 
-type releaseBody struct {
+type watchedBody struct {
 	io.ReadCloser
-	b    *balance.Backend
-	ex   *exchange
-	done bool
+	ex *exchange
 }
 
-// Read notes an error that cut the body short, for ServeHTTP to end the response as broken.
-func (r *releaseBody) Read(p []byte) (int, error) {
+func (r *watchedBody) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err != nil && err != io.EOF && r.ex.broken == nil {
 		r.ex.broken = err
@@ -428,20 +357,12 @@ func (r *releaseBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (r *releaseBody) Close() error {
-	if !r.done {
-		r.done = true
-		r.b.Release()
-	}
-	return r.ReadCloser.Close()
-}
-
-type releaseRWBody struct {
-	*releaseBody
+type watchedRWBody struct {
+	*watchedBody
 	w io.Writer
 }
 
-func (r *releaseRWBody) Write(p []byte) (int, error) { return r.w.Write(p) }
+func (r *watchedRWBody) Write(p []byte) (int, error) { return r.w.Write(p) }
 
 // recorder captures the status and size of a response for the log and metrics. It unwraps for
 // http.ResponseController, so flushing and hijacking (upgrades) reach the real writer.

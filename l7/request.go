@@ -138,37 +138,62 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 }
 
 // admit lets the core admit a routed request and pick its backend. When it is refused, the
-// client is answered here (503 or 429) and nil returned; keep then says whether the connection
+// client is answered here (s.refusal) and nil returned; keep then says whether the connection
 // can serve another request.
 func (cc *clientConn) admit(rq *routed) (b *balance.Backend, keep bool) {
 	s, rt := cc.s, rq.rt
 	b, v := rt.admission.Admit(&cc.m.Req)
-	closeConn := rq.HasBody || rq.RI.Close
-	switch v {
-	case core.Admitted:
+	if v == core.Admitted {
 		s.metrics.inFlight.Inc()
 		s.decisions.Add(1)
 		return b, true
+	}
+	closeConn := rq.HasBody || rq.RI.Close
+	ref := s.refusal(rt, v)
+	cc.writeError(ref.code, ref.msg, ref.extra, closeConn)
+	if v == core.ShedGlobal {
+		rt = nil // the proxy's limit, before any route's
+	}
+	cc.observe(rt, nil, ref.code, 0, rq.start, 0, rq.Clean)
+	return nil, !closeConn
+}
+
+// refusal is the answer to a request admission refused: the status, the message, extra
+// header lines (each ending in CRLF), and whether it was deliberate (shed or rate-limited).
+type refusal struct {
+	code  int
+	msg   string
+	extra []byte
+	shed  bool
+}
+
+// refusal counts admission's verdict v on route rt and returns the answer every engine gives.
+func (s *Server) refusal(rt *routeRT, v core.Verdict) refusal {
+	switch v {
 	case core.ShedGlobal:
 		s.metrics.shedGlobal.Inc()
-		cc.writeError(http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, closeConn)
-		cc.observe(nil, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+		return refusal{http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, true}
 	case core.RateLimited:
 		rt.limitedCount.Inc()
-		cc.out = append(cc.out[:0], "Retry-After: "...)
-		cc.out = strconv.AppendInt(cc.out, int64(rt.limiter.RetryAfter().Seconds()+0.999), 10)
-		cc.out = append(cc.out, "\r\n"...)
-		cc.writeError(http.StatusTooManyRequests, "rate limit exceeded; slow down", cc.out, closeConn)
-		cc.observe(rt, nil, http.StatusTooManyRequests, 0, rq.start, 0, rq.Clean)
+		wait := int64(rt.limiter.RetryAfter().Seconds() + 0.999)
+		extra := strconv.AppendInt([]byte("Retry-After: "), wait, 10)
+		return refusal{http.StatusTooManyRequests, "rate limit exceeded; slow down", append(extra, "\r\n"...), true}
 	case core.ShedPool:
 		rt.pool.shedCount.Inc()
-		cc.writeError(http.StatusServiceUnavailable, "overloaded (pool "+rt.pool.name+" in-flight limit); retry later", core.ShedHeaders, closeConn)
-		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
-	case core.NoBackend:
-		cc.writeError(http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), closeConn)
-		cc.observe(rt, nil, http.StatusServiceUnavailable, 0, rq.start, 0, rq.Clean)
+		return refusal{http.StatusServiceUnavailable, "overloaded (pool " + rt.pool.name + " in-flight limit); retry later", core.ShedHeaders, true}
 	}
-	return nil, !closeConn
+	return refusal{http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), false}
+}
+
+// fields are the extra header lines as name-value pairs (for an http.ResponseWriter).
+func (r refusal) fields() [][2]string {
+	var out [][2]string
+	for _, line := range strings.Split(strings.TrimSuffix(string(r.extra), "\r\n"), "\r\n") {
+		if name, value, ok := strings.Cut(line, ": "); ok {
+			out = append(out, [2]string{name, value})
+		}
+	}
+	return out
 }
 
 // release gives back what admit took for a request that ended on backend b.
@@ -214,16 +239,40 @@ func (cc *clientConn) responseTokens() bool {
 	return upClose
 }
 
-// upstreamCode is the status, message and extra header fields for an upstream failure before
-// any response byte, on every engine: 503 with Retry-After when the proxy itself ran out of
-// descriptors (its budget or a real EMFILE: shed, not the backend's fault), 504 on a timeout,
-// 502 otherwise.
-func upstreamCode(err error) (int, string, []byte) {
-	if core.LocalResource(err) {
-		return http.StatusServiceUnavailable, localShedMsg, core.ShedHeaders
+// countRetry records a retry the budget allowed (sent) or refused (budget_exhausted).
+func (s *Server) countRetry(p *pool, ok bool) {
+	if !ok {
+		s.metrics.retries.WithLabelValues(p.name, "budget_exhausted").Inc()
+		return
 	}
+	s.metrics.retries.WithLabelValues(p.name, "sent").Inc()
+}
+
+// passive feeds outlier detection: connect errors and 5xx count as failures; err (when not
+// ok) is why, and a local resource failure (core.LocalResource) counts neither way.
+func (s *Server) passive(p *pool, b *balance.Backend, ok bool, err error) {
+	if p.detector == nil || (!ok && err != nil && core.LocalResource(err)) {
+		return
+	}
+	if ok {
+		p.detector.Success(b)
+	} else {
+		p.detector.Failure(b)
+	}
+}
+
+// upstreamCode is the status, message and extra header fields for an exchange that failed
+// before any response byte, on every engine: 503 with Retry-After when the proxy itself ran out
+// of descriptors (its budget or a real EMFILE: shed, not the backend's fault), 499 when the
+// client went away (a status for the log only), 504 on a timeout, 502 otherwise.
+func upstreamCode(err error) (int, string, []byte) {
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch {
+	case core.LocalResource(err):
+		return http.StatusServiceUnavailable, localShedMsg, core.ShedHeaders
+	case errors.Is(err, context.Canceled):
+		return 499, "client closed request", nil
+	case errors.As(err, &ne) && ne.Timeout():
 		return http.StatusGatewayTimeout, "upstream timeout", nil
 	}
 	return http.StatusBadGateway, "upstream error", nil
