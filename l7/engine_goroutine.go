@@ -267,7 +267,7 @@ func (gc *goConn) bufferBody(rb *core.RequestBody) (bodyLen int, done bool, rej 
 func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
 	p := rq.rt.pool
 	gc.reqBuf = gc.upstreamHead(rq)
-	rb := core.NewRequestBody(&gc.head)
+	rb := gc.requestBody()
 	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
 	if rej != nil {
 		gc.s.onReject(gc.raddr, rej)
@@ -312,6 +312,15 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 		}
 		return gc.respond(uc, p, b, rq.Method, deadline, nil)
 	}
+}
+
+// requestBody starts the request body of gc.head: framed as the client framed it, or, for an
+// HTTP/2 stream without a length (whose DATA carries no framing), chunked by the core.
+func (gc *goConn) requestBody() core.RequestBody {
+	if gc.stream != nil && gc.head.Chunked {
+		return core.NewStreamBody()
+	}
+	return core.NewRequestBody(&gc.head)
 }
 
 // exchange writes the request (gc.reqBuf) to a connection to b and, when the body is all there,
@@ -421,6 +430,12 @@ func (gc *goConn) copyRequestBody(uc *upConn, rb *core.RequestBody) error {
 	for {
 		if len(gc.in.Buffered()) == 0 {
 			if err := gc.in.Fill(size); err != nil {
+				if last, ok := rb.End(); ok && errors.Is(err, io.EOF) {
+					if werr == nil {
+						_, werr = uc.Conn.Write(last)
+					}
+					return werr
+				}
 				uc.Conn.Close() // the backend must not take a truncated body as complete
 				return errClientBody
 			}

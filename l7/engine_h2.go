@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -17,14 +16,14 @@ import (
 
 // The HTTP/2 engine: package h2 runs the connection (frames, flow control, streams) and
 // hands each request stream to serveStream here, on a goroutine of its own. A stream is served
-// by the goroutine engine's own request path (goConn.handle: route, admit, pick, rewrite,
-// forward, release, observe, retries, timeouts) over a virtual HTTP/1.1 connection, streamConn:
-// the stream's request is written into the connection's read buffer as the HTTP/1.1 head the
-// core reads (with the body already received, when it is all there), and the HTTP/1.1 response
-// the core writes is turned back into HEADERS and DATA frames. So every rule of the core holds
-// on HTTP/2 by construction, on the same pooled upstream connections; what the core hands to
-// net/http (no route, sticky or h2/h2c pools, odd requests) goes to the same net/http handler
-// with an http.ResponseWriter on the stream (h2fallback.go).
+// by the goroutine engine's own exchange (goConn.handle: route, admit, pick, rewrite, forward,
+// release, observe, retries, timeouts), so every rule of the core holds on HTTP/2 by
+// construction, on the same pooled upstream connections. No HTTP/1.1 text stands between: the
+// request head is filled from the stream's fields (streamConn.request), its body read from DATA
+// (chunked by the core when it has no length), and the response goes out as HEADERS, DATA and
+// trailer frames built from the upstream's parsed head (goConn.sendStart, sendBody). What the
+// core hands to net/http (no route, sticky or h2/h2c pools, extended CONNECT, odd requests)
+// goes to the same net/http handler with an http.ResponseWriter on the stream (h2fallback.go).
 
 // h2Conn is one client HTTP/2 connection.
 type h2Conn struct {
@@ -169,77 +168,75 @@ func (hc *h2Conn) serveStream(st *h2.Stream) {
 		gc.writeError(405, "CONNECT is not supported over HTTP/2 here", nil, false)
 		return
 	}
-	gc.in.Buf = sc.requestHead(gc.in.Buf[:0])
-	gc.in.W = len(gc.in.Buf)
+	gc.in.Buf = sc.request(&gc.head, gc.in.Buf[:0])
+	gc.in.R, gc.in.W = 0, len(gc.in.Buf)
 	gc.in.Buf = gc.in.Buf[:cap(gc.in.Buf)]
-	end := h1.HeadEnd(gc.in.Buffered(), 0)
-	if rej := h1.ParseHead(gc.in.Buffered()[:end], &gc.head); rej != nil {
-		gc.refuse(rej)
-		return
-	}
-	if end > state.cfg.Limits.MaxHeaderBytes {
-		gc.refuse(errHeadTooLong)
-		return
-	}
-	if _, fallback := gc.handle(state, end); fallback {
-		hc.fallback(st, gc.in.Buffered()[end:])
+	if _, fallback := gc.handle(state, 0); fallback {
+		hc.fallback(st, gc.in.Buffered())
 	}
 }
 
-// streamConn is the virtual HTTP/1.1 connection of one stream: Read gives the request body
-// (raw when its length is known, else in chunked framing the core re-frames), Write takes the
-// HTTP/1.1 response the core produces and sends it as HEADERS and DATA.
+// streamConn is one stream as the goroutine engine's connection: Read gives the request body
+// (DATA as it arrives), deadlines bound the stream; the response goes out as frames.
 type streamConn struct {
-	hc      *h2Conn
-	st      *h2.Stream
-	chunked bool   // the body is read in chunked framing
-	pending []byte // chunked framing not yet read
-	pendR   int
-	eof     bool
-	tmp     []byte
+	hc    *h2Conn
+	st    *h2.Stream
+	head  []byte   // the bytes the request head's slices point into
+	spans [][3]int // where each field's name and value are in head
 }
 
-func (sc *streamConn) reset(st *h2.Stream) {
-	sc.st, sc.chunked, sc.pending, sc.pendR, sc.eof = st, false, sc.pending[:0], 0, false
-}
+func (sc *streamConn) reset(st *h2.Stream) { sc.st = st }
 
-// requestHead writes the stream's request as an HTTP/1.1 head into buf: the request line from
-// :method and :path, Host from :authority, the fields (their names and values were checked by
-// package h2, so no CR, LF or connection-specific field reaches here), and the framing: the
-// length of a body received whole (then the body itself, up to inlineBody), content-length,
-// or chunked for a body still arriving without one.
-func (sc *streamConn) requestHead(buf []byte) []byte {
+// request fills h with the stream's request as the core reads a request head, with no
+// HTTP/1.1 text in between: the request line from :method and :path, Host from :authority,
+// the fields (checked by package h2: no CR, LF or connection-specific field reaches here), and
+// the framing of the body: the length of a body received whole, the content-length, or
+// chunked for a body still arriving without one (goConn.requestBody frames it). A body
+// received whole of at most inlineBody bytes is appended to body, so the core sends head and
+// body in one write and may replay them on a retry; it returns body.
+func (sc *streamConn) request(h *h1.Head, body []byte) []byte {
 	st := sc.st
-	b := append(append(append(buf, st.Method...), ' '), st.Path...)
-	b = append(b, " HTTP/1.1\r\n"...)
+	b := append(append(append(sc.head[:0], st.Method...), ' '), st.Path...)
+	b = append(b, " HTTP/1.1"...)
+	line := len(b)
+	spans := sc.spans[:0]
+	field := func(name, value string) {
+		n := len(b)
+		b = append(b, name...)
+		spans = append(spans, [3]int{n, len(b), len(b) + len(value)})
+		b = append(b, value...)
+	}
 	if st.Authority != "" {
-		b = append(append(append(b, "Host: "...), st.Authority...), "\r\n"...)
+		field("host", st.Authority)
 	}
 	for _, f := range st.Fields {
-		if f.Name == "content-length" || (f.Name == "host" && st.Authority != "") {
-			continue
+		if f.Name != "content-length" && (f.Name != "host" || st.Authority == "") {
+			field(f.Name, f.Value)
 		}
-		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
 	}
+	h.Line, h.Fields = b[:line], h.Fields[:0]
+	for _, sp := range spans {
+		h.Fields = append(h.Fields, h1.Field{Name: b[sp[0]:sp[1]], Value: b[sp[1]:sp[2]]})
+	}
+	sc.head, sc.spans = b, spans
+	h.ContentLength, h.Chunked, h.TransferEncoding, h.Upgrade = -1, false, nil, false
 	n, whole := st.Received()
 	switch {
 	case whole && (n > 0 || st.ContentLength >= 0):
-		b = strconv.AppendInt(append(b, "Content-Length: "...), int64(n), 10)
-		b = append(b, "\r\n"...)
+		h.ContentLength = int64(n)
 	case whole:
 	case st.ContentLength >= 0:
-		b = strconv.AppendInt(append(b, "Content-Length: "...), st.ContentLength, 10)
-		b = append(b, "\r\n"...)
+		h.ContentLength = st.ContentLength
 	default:
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-		sc.chunked = true
+		h.Chunked, h.TransferEncoding = true, chunkedCoding
 	}
-	b = append(b, "\r\n"...)
 	if whole && n > 0 && n <= inlineBody {
-		b = readFull(st, b, n)
+		body = readFull(st, body, n)
 	}
-	return b
+	return body
 }
+
+var chunkedCoding = []byte("chunked")
 
 // readFull appends n buffered body bytes of st to b.
 func readFull(st *h2.Stream, b []byte, n int) []byte {
@@ -256,32 +253,7 @@ func readFull(st *h2.Stream, b []byte, n int) []byte {
 }
 
 // Read gives the core the request body.
-func (sc *streamConn) Read(p []byte) (int, error) {
-	if !sc.chunked {
-		return sc.st.Read(p)
-	}
-	if sc.pendR == len(sc.pending) {
-		if sc.eof {
-			return 0, errors.New("read request body: past its end")
-		}
-		if sc.tmp == nil {
-			sc.tmp = make([]byte, 16<<10)
-		}
-		n, err := sc.st.Read(sc.tmp)
-		switch {
-		case n > 0:
-			sc.pending = core.AppendChunk(sc.pending[:0], sc.tmp[:n])
-		case errors.Is(err, io.EOF):
-			sc.pending, sc.eof = append(sc.pending[:0], "0\r\n\r\n"...), true
-		default:
-			return 0, err
-		}
-		sc.pendR = 0
-	}
-	n := copy(p, sc.pending[sc.pendR:])
-	sc.pendR += n
-	return n, nil
-}
+func (sc *streamConn) Read(p []byte) (int, error) { return sc.st.Read(p) }
 
 // Write refuses bytes: a stream's response goes out as frames (clientConn.h2ResponseHead,
 // goConn.sendStart and sendBody), never as HTTP/1.1 text.

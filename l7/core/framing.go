@@ -135,6 +135,7 @@ func (b *ResponseBody) End() (out []byte, complete bool) {
 // send the upstream for them: the one place the request direction's body framing is followed.
 type RequestBody struct {
 	chunked   bool
+	frame     bool // the source is the body's data alone (NewStreamBody)
 	remaining int64
 	chunk     h1.Chunked
 	done      bool
@@ -148,14 +149,36 @@ func NewRequestBody(h *h1.Head) RequestBody {
 	return rb
 }
 
+// NewStreamBody starts the body of a request whose data arrives without framing (an HTTP/2
+// stream's DATA) and whose length is unknown: it goes to the upstream chunked, and End ends it
+// when the stream does.
+func NewStreamBody() RequestBody { return RequestBody{frame: true} }
+
 // Done reports that the whole body has been taken.
 func (b *RequestBody) Done() bool { return b.done }
+
+// End is told that the client's side of the body ended (EOF). complete reports whether that
+// ends the body (a stream's, whose last chunk is out) rather than truncating it.
+func (b *RequestBody) End() (out []byte, complete bool) {
+	if b.frame && !b.done {
+		b.done = true
+		return lastChunk, true
+	}
+	return nil, b.done
+}
 
 // Next consumes the bytes at the start of data that belong to the body (n) and returns what to
 // send the upstream for them (out, valid until the next call; a chunked body re-framed
 // canonically by h1.Chunked); malformed chunked framing is refused with h1's rejection (400),
 // and no byte of out from that call may be forwarded.
 func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
+	if b.frame {
+		if len(data) == 0 {
+			return 0, nil, nil
+		}
+		b.buf = AppendChunk(b.buf[:0], data)
+		return len(data), b.buf, nil
+	}
 	if b.chunked {
 		// Re-framed canonically, as responses are: the upstream reads the framing the core
 		// parsed, so no two parsers can disagree on where the body ends.
