@@ -60,6 +60,9 @@ func (s *Server) dropIdleUpstreams() {
 		if p.up != nil {
 			p.up.closeIdle(false)
 		}
+		if p.h2up != nil {
+			p.h2up.closeIdle(false)
+		}
 		if t, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 			t.CloseIdleConnections()
 		}

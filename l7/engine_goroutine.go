@@ -35,6 +35,11 @@ type goConn struct {
 	// pinned: an event loop handed this connection over; it is not moved back (tlsToLoop).
 	pinned bool
 	engine engineKind // engineGoroutine, or engineH2 for an HTTP/2 stream's request
+	// an HTTP/2 upstream's response (forward_h2.go): its body's read buffer, and the bytes and
+	// spans its head (rhead) points into
+	relay    []byte
+	rheadBuf []byte
+	rspans   [][3]int
 }
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
@@ -224,7 +229,13 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 		return keep, false
 	}
 	ex := attempt{tried: []*balance.Backend{b}}
-	code, n, keep := gc.forward(&rq, &ex, deadline)
+	var code int
+	var n int64
+	if rq.rt.pool.h2up != nil {
+		code, n, keep = gc.forwardH2(&rq, &ex, deadline)
+	} else {
+		code, n, keep = gc.forward(&rq, &ex, deadline)
+	}
 	gc.release(&rq, ex.backend())
 	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.Clean)
 	return keep && !rq.RI.Close, false
@@ -267,7 +278,7 @@ func (gc *goConn) bufferBody(rb *core.RequestBody) (bodyLen int, done bool, rej 
 func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
 	p := rq.rt.pool
 	gc.reqBuf = gc.upstreamHead(rq)
-	rb := gc.requestBody()
+	rb := gc.requestBody(false)
 	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
 	if rej != nil {
 		gc.s.onReject(gc.raddr, rej)
@@ -314,11 +325,16 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 	}
 }
 
-// requestBody starts the request body of gc.head: framed as the client framed it, or, for an
-// HTTP/2 stream without a length (whose DATA carries no framing), chunked by the core.
-func (gc *goConn) requestBody() core.RequestBody {
-	if gc.stream != nil && gc.head.Chunked {
-		return core.NewStreamBody()
+// requestBody starts the request body of gc.head for an upstream that reads HTTP/1.1 framing
+// (framed as the client framed it, or, for an HTTP/2 stream without a length, whose DATA
+// carries no framing, chunked by the core), or, with payload, for one that frames the data
+// itself (HTTP/2).
+func (gc *goConn) requestBody(payload bool) core.RequestBody {
+	switch {
+	case gc.stream != nil && gc.head.Chunked:
+		return core.NewStreamBody(payload)
+	case payload:
+		return core.NewRequestPayload(&gc.head)
 	}
 	return core.NewRequestBody(&gc.head)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -299,8 +300,19 @@ func (cc *clientConn) h2ResponseHead(code int) []byte {
 }
 
 // h2Error answers the stream's request with a proxy-made plain-text response, what
-// core.ErrorResponse writes on HTTP/1.1; extra holds header lines, each ending in CRLF.
+// core.ErrorResponse writes on HTTP/1.1; extra holds header lines, each ending in CRLF. A gRPC
+// call gets gRPC's trailers-only form instead: HTTP 200 with the grpc-status that stands for
+// the failure (core.GRPCStatus), which is all a gRPC client reads.
 func (cc *clientConn) h2Error(code int, msg string, extra []byte) error {
+	if cc.grpc {
+		shed := code == http.StatusTooManyRequests || bytes.Contains(extra, []byte("X-Load-Shed"))
+		b := h2.AppendStatus(cc.block[:0], http.StatusOK)
+		b = h2.AppendField(b, hContentType, grpcType)
+		b = h2.AppendField(b, hGRPCStatus, strconv.AppendInt(cc.out[:0], int64(core.GRPCStatus(code, shed)), 10))
+		b = h2.AppendField(b, hGRPCMessage, []byte(core.GRPCMessage(msg)))
+		cc.block = b
+		return cc.stream.Respond(b, nil, true)
+	}
 	b := h2.AppendStatus(cc.block[:0], code)
 	b = h2.AppendField(b, hContentType, textPlain)
 	b = h2.AppendField(b, hNoSniff, nosniff)
@@ -345,5 +357,8 @@ var (
 	hNoSniff       = []byte("x-content-type-options")
 	hContentLength = []byte("content-length")
 	textPlain      = []byte("text/plain; charset=utf-8")
+	grpcType       = []byte("application/grpc")
+	hGRPCStatus    = []byte("grpc-status")
+	hGRPCMessage   = []byte("grpc-message")
 	nosniff        = []byte("nosniff")
 )

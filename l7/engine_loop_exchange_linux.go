@@ -92,9 +92,10 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	n, body, rej := rb.Next(c.in.Buffered()[end:])
 	// A malformed chunk is judged by the goroutine engine, which answers it.
 	whole := rb.Done() && rej == nil
-	if !whole || !rq.rt.pool.ipOnly {
+	if !whole || !rq.rt.pool.ipOnly || rq.rt.pool.up == nil {
 		// A body still arriving streams on the goroutine engine, whose dialer also resolves
-		// host names. Handed over before admission, so the request is admitted once.
+		// host names, and which holds the HTTP/2 pools' connections (forward_h2.go). Handed
+		// over before admission, so the request is admitted once.
 		l.handOff(c, false)
 		return false
 	}

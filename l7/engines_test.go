@@ -141,7 +141,8 @@ func (e engine) serves() []engineKind {
 	case e.noLoops || e.hostNames:
 		return []engineKind{engineGoroutine}
 	}
-	return []engineKind{engineLoop}
+	// The loops hand streamed uploads and HTTP/2 pools to the goroutine engine.
+	return []engineKind{engineLoop, engineGoroutine}
 }
 
 // checkServed fails t when s served requests and none of them on the engines e serves: a change

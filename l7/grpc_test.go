@@ -198,7 +198,8 @@ func dialGRPC(t *testing.T, p *engineProxy) testgrpc.TestServiceClient {
 
 // TestGRPCThroughEveryCombination: unary (4 MiB each way), metadata and binary trailers,
 // an error status with its message, server-, client- and bidirectional streaming, through every
-// listener kind to every HTTP/2 pool kind.
+// listener kind to every HTTP/2 pool kind, every call on the request core's own HTTP/2
+// connections (forward_h2.go), none through net/http.
 func TestGRPCThroughEveryCombination(t *testing.T) {
 	for _, c := range grpcCombos {
 		t.Run(c.name, func(t *testing.T) {
@@ -212,6 +213,9 @@ func TestGRPCThroughEveryCombination(t *testing.T) {
 			grpcServerStreaming(ctx, t, tc)
 			grpcClientStreaming(ctx, t, tc)
 			grpcBidi(ctx, t, tc)
+			if core, nh := p.s.served.of(engineH2), p.s.served.of(engineNetHTTP); core == 0 || nh != 0 {
+				t.Errorf("the h2 engine served %d calls and net/http %d: every call belongs to the core", core, nh)
+			}
 		})
 	}
 }

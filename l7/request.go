@@ -54,6 +54,9 @@ type clientConn struct {
 	// response then goes out as HEADERS, DATA and trailers, never as HTTP/1.1 text.
 	stream *h2.Stream
 	block  []byte // the HTTP/2 header block being built
+	// grpc: the request is a gRPC call (on an HTTP/2 stream): the proxy's own answers take
+	// gRPC's trailers-only form (h2Error).
+	grpc bool
 
 	head   h1.Head
 	rhead  h1.Head
@@ -117,7 +120,7 @@ type routed struct {
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
 	cc.requests.Add(1)
-	cc.failover = nil
+	cc.failover, cc.grpc = nil, false
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
@@ -128,9 +131,10 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
 	rq.rt = st.routes[rq.Index]
-	if p := rq.rt.pool; p.up == nil || p.sticky != nil {
+	if p := rq.rt.pool; (p.up == nil && p.h2up == nil) || p.sticky != nil {
 		return rq, false
 	}
+	cc.grpc = rq.RI.GRPC && cc.stream != nil
 	if rq.rt.retry.Covers(rq.Method) {
 		rq.retry = rq.rt.retry
 	}

@@ -26,6 +26,9 @@ func (s *Server) retire(old, cur *state) {
 		if p.up != nil {
 			p.up.closeIdle(true)
 		}
+		if p.h2up != nil {
+			p.h2up.closeIdle(true)
+		}
 		pools = append(pools, p)
 	}
 	limit := old.cfg.Timeouts.Total + time.Second // no request outlives its total timeout

@@ -68,7 +68,9 @@ type pool struct {
 	// admission, so nothing is counted twice).
 	ipOnly bool
 	// up is the goroutine engine's connection pool (HTTP/1.1 pools only; nil for h2c and h2).
-	up        *upstreams
+	up *upstreams
+	// h2up is the request core's HTTP/2 connection pool (h2 and h2c pools; nil otherwise).
+	h2up      *h2Upstreams
 	shedCount prometheus.Counter
 }
 
@@ -173,9 +175,12 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 	closeTransport := func() { closeForward(); closeCheck() }
 	p.closeIdle = closeTransport
 	switch pc.Protocol {
-	case "h2":
-		p.scheme = "https"
-	case "h2c":
+	case "h2", "h2c":
+		if pc.Protocol == "h2" {
+			p.scheme = "https"
+		}
+		p.h2up = newH2Upstreams(transport.(*http.Transport), p.scheme)
+		p.closeIdle = func() { closeTransport(); p.h2up.closeIdle(true) }
 	default:
 		p.up = newUpstreams(pc, s.conns)
 		// A pool is closed only when its configuration is retired (reload, stop): connections

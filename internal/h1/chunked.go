@@ -444,7 +444,7 @@ func (d *Chunked) Trailers(dst []Field) []Field {
 		rest = rest[i+1:]
 		colon := bytes.IndexByte(line, ':')
 		name, value := line[:colon], bytes.Trim(line[colon+1:], " \t")
-		if !forbiddenTrailer(name) {
+		if TrailerAllowed(name) {
 			dst = append(dst, Field{Name: name, Value: value})
 		}
 	}
@@ -459,11 +459,13 @@ var forbiddenTrailers = []string{"cache-control", "connection", "content-encodin
 	"proxy-authenticate", "proxy-authorization", "proxy-connection", "range", "realm", "te", "trailer",
 	"transfer-encoding", "www-authenticate", "authorization", "set-cookie", "cookie"}
 
-func forbiddenTrailer(name []byte) bool {
+// TrailerAllowed reports whether a trailer field named name may be forwarded (not one of
+// forbiddenTrailers); every protocol's trailers are screened by it.
+func TrailerAllowed(name []byte) bool {
 	for _, f := range forbiddenTrailers {
 		if bytes.EqualFold(name, []byte(f)) {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }

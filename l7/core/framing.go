@@ -56,8 +56,9 @@ type ResponseBody struct {
 // and the trailers are the caller's to send (Trailers); otherwise it is HTTP/1.1 framing,
 // trailers included.
 func (b *ResponseBody) Reset(fr Framing, contentLength int64, decode bool) {
-	*b = ResponseBody{Framing: fr, remaining: contentLength, done: fr == NoBody, decode: decode,
-		buf: b.buf[:0], trailers: b.trailers[:0], chunk: h1.Chunked{Payload: decode, KeepTrailers: true}}
+	*b = ResponseBody{Framing: fr, remaining: contentLength, decode: decode,
+		done: fr == NoBody || (fr == LengthBody && contentLength == 0),
+		buf:  b.buf[:0], trailers: b.trailers[:0], chunk: h1.Chunked{Payload: decode, KeepTrailers: true}}
 }
 
 // Done reports that the whole body has been taken.
@@ -117,6 +118,24 @@ func endChunked(dst []byte, trailers []h1.Field) []byte {
 	return append(dst, "\r\n"...)
 }
 
+// Finish ends a close-delimited body (one whose end the upstream's protocol marks, as HTTP/2's
+// END_STREAM) with the upstream's trailer fields, screened by h1.TrailerAllowed, and returns
+// what to send for the end: the last chunk and the trailers in HTTP/1.1 framing; nothing when
+// decoding (the caller sends Trailers its own way).
+func (b *ResponseBody) Finish(trailers []h1.Field) []byte {
+	b.done = true
+	b.trailers = b.trailers[:0]
+	for _, f := range trailers {
+		if h1.TrailerAllowed(f.Name) {
+			b.trailers = append(b.trailers, f)
+		}
+	}
+	if b.decode || b.Framing != CloseBody {
+		return nil
+	}
+	return endChunked(append(b.buf[:0], "0\r\n"...), b.trailers)
+}
+
 // End is told that the upstream closed. complete reports whether that ends the body (a
 // close-delimited one, which is then done, and out is its last chunk) rather than truncating
 // it.
@@ -136,6 +155,7 @@ func (b *ResponseBody) End() (out []byte, complete bool) {
 type RequestBody struct {
 	chunked   bool
 	frame     bool // the source is the body's data alone (NewStreamBody)
+	payload   bool // the output is the data alone (NewRequestPayload)
 	remaining int64
 	chunk     h1.Chunked
 	done      bool
@@ -149,10 +169,20 @@ func NewRequestBody(h *h1.Head) RequestBody {
 	return rb
 }
 
+// NewRequestPayload starts the body of a request head h for an upstream whose protocol frames
+// the data itself (HTTP/2): the output is the body's data alone, a chunked body decoded (its
+// trailer fields dropped).
+func NewRequestPayload(h *h1.Head) RequestBody {
+	rb := NewRequestBody(h)
+	rb.chunk = h1.Chunked{Payload: true}
+	rb.payload = true
+	return rb
+}
+
 // NewStreamBody starts the body of a request whose data arrives without framing (an HTTP/2
-// stream's DATA) and whose length is unknown: it goes to the upstream chunked, and End ends it
-// when the stream does.
-func NewStreamBody() RequestBody { return RequestBody{frame: true} }
+// stream's DATA) and whose length is unknown: it goes to the upstream chunked (as it is, with
+// payload, for an upstream that frames it itself), and End ends it when the stream does.
+func NewStreamBody(payload bool) RequestBody { return RequestBody{frame: true, payload: payload} }
 
 // Done reports that the whole body has been taken.
 func (b *RequestBody) Done() bool { return b.done }
@@ -162,6 +192,9 @@ func (b *RequestBody) Done() bool { return b.done }
 func (b *RequestBody) End() (out []byte, complete bool) {
 	if b.frame && !b.done {
 		b.done = true
+		if b.payload {
+			return nil, true
+		}
 		return lastChunk, true
 	}
 	return nil, b.done
@@ -173,8 +206,8 @@ func (b *RequestBody) End() (out []byte, complete bool) {
 // and no byte of out from that call may be forwarded.
 func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
 	if b.frame {
-		if len(data) == 0 {
-			return 0, nil, nil
+		if len(data) == 0 || b.payload {
+			return len(data), data, nil
 		}
 		b.buf = AppendChunk(b.buf[:0], data)
 		return len(data), b.buf, nil
@@ -186,7 +219,7 @@ func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
 		var d bool
 		b.buf, k, d, rej = b.chunk.Append(b.buf[:0], data)
 		b.done = d
-		if d && rej == nil {
+		if d && rej == nil && !b.payload {
 			b.buf = endChunked(b.buf, b.chunk.Trailers(nil))
 		}
 		return k, b.buf, rej

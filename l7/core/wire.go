@@ -11,15 +11,16 @@ import (
 // Header names the core looks at, and the fields it never copies as they are: hop-by-hop ones
 // (RFC 9110 7.6.1, the same list as httputil.ReverseProxy) and those it rewrites itself.
 var (
-	hHost       = []byte("Host")
-	hConnection = []byte("Connection")
-	hExpect     = []byte("Expect")
-	hTE         = []byte("Te")
-	hXFF        = []byte("X-Forwarded-For")
-	hForwarded  = []byte("Forwarded")
-	hVia        = []byte("Via")
-	hClose      = []byte("close")
-	hTrailers   = []byte("trailers")
+	hHost        = []byte("Host")
+	hConnection  = []byte("Connection")
+	hExpect      = []byte("Expect")
+	hTE          = []byte("Te")
+	hXFF         = []byte("X-Forwarded-For")
+	hForwarded   = []byte("Forwarded")
+	hVia         = []byte("Via")
+	hContentType = []byte("Content-Type")
+	hClose       = []byte("close")
+	hTrailers    = []byte("trailers")
 
 	hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
@@ -130,6 +131,8 @@ type ReqInfo struct {
 	Unsafe bool
 	// Tokens are the Connection header's tokens (fields named there are hop-by-hop).
 	Tokens [][]byte
+	// GRPC: the Content-Type is gRPC's (IsGRPC); failures are answered in gRPC's terms.
+	GRPC bool
 }
 
 // Inspect scans the request's fields once; tokens is reused for ReqInfo.Tokens.
@@ -153,6 +156,8 @@ func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
 			ri.teTrailers = ri.teTrailers || named(h1.AppendElements(nil, f.Value), hTrailers)
 		case bytes.EqualFold(f.Name, hXFF):
 			ri.xff++
+		case len(f.Name) == len(hContentType) && bytes.EqualFold(f.Name, hContentType):
+			ri.GRPC = IsGRPC(string(f.Value))
 		case bytes.EqualFold(f.Name, hForwarded):
 			if ri.forwarded == nil {
 				ri.forwarded = f.Value
@@ -186,50 +191,16 @@ type Client struct {
 	Scheme string // http or https
 }
 
-// UpstreamHead appends the request head for the backend to dst: the cleaned target, the
-// client's fields minus hop-by-hop ones, and the forwarding fields of the net/http path's
-// rewrite (X-Forwarded-For appended like nginx's $proxy_add_x_forwarded_for, X-Forwarded-Host
-// and -Proto, an RFC 7239 Forwarded element and Via), then the request's own framing.
+// UpstreamHead appends the HTTP/1.1 request head for the backend to dst: the request line
+// with the cleaned target, Host, the fields UpstreamFields gives, then the request's own
+// framing.
 func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []byte, cl Client) []byte {
 	out := append(dst, method...)
 	out = append(append(append(out, ' '), target...), " HTTP/1.1\r\nHost: "...)
 	out = append(append(out, ri.Host...), "\r\n"...)
-	for _, f := range h.Fields {
-		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) {
-			continue
-		}
-		out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
-	}
-	if ri.teTrailers {
-		out = append(out, "Te: trailers\r\n"...)
-	}
-	out = append(out, "X-Forwarded-For: "...)
-	if ri.xff > 0 {
-		for _, f := range h.Fields {
-			if bytes.EqualFold(f.Name, hXFF) {
-				out = append(append(out, f.Value...), ", "...)
-			}
-		}
-	}
-	out = append(append(out, cl.IP...), "\r\nX-Forwarded-Host: "...)
-	out = append(append(out, ri.Host...), "\r\nX-Forwarded-Proto: "...)
-	out = append(append(out, cl.Scheme...), "\r\nForwarded: "...)
-	if ri.forwarded != nil {
-		out = append(append(out, ri.forwarded...), ", "...)
-	}
-	out = append(out, "for="...)
-	if bytes.IndexByte([]byte(cl.IP), ':') >= 0 {
-		out = append(append(append(out, `"[`...), cl.IP...), `]"`...)
-	} else {
-		out = append(out, cl.IP...)
-	}
-	out = append(append(out, ";proto="...), cl.Scheme...)
-	out = strconv.AppendQuote(append(out, ";host="...), string(ri.Host))
-	out = append(out, "\r\nVia: "...)
-	if ri.via != nil {
-		out = append(append(out, ri.via...), ", "...)
-	}
-	out = append(out, "1.1 switchyard\r\n"...)
+	out = UpstreamFields(out, h, ri, cl, func(out, name, value []byte) []byte {
+		return append(append(append(append(out, name...), ": "...), value...), "\r\n"...)
+	})
 	switch {
 	case h.Chunked:
 		out = append(out, "Transfer-Encoding: chunked\r\n"...)
@@ -239,6 +210,60 @@ func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []b
 	}
 	return append(out, "\r\n"...)
 }
+
+// UpstreamFields passes the request's fields for the backend to field, which appends each to
+// out (text for HTTP/1.1, a header map for HTTP/2): the client's fields minus hop-by-hop ones,
+// TE: trailers when the client sent it, and the forwarding fields of the net/http path's
+// rewrite (X-Forwarded-For appended like nginx's $proxy_add_x_forwarded_for, X-Forwarded-Host
+// and -Proto, an RFC 7239 Forwarded element and Via). Host and the framing are the caller's:
+// each protocol carries them its own way. The values built here are in out's spare capacity or
+// in buffers of their own, passed only for the call.
+func UpstreamFields(out []byte, h *h1.Head, ri *ReqInfo, cl Client, field func(out, name, value []byte) []byte) []byte {
+	for _, f := range h.Fields {
+		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) {
+			continue
+		}
+		out = field(out, f.Name, f.Value)
+	}
+	if ri.teTrailers {
+		out = field(out, hTE, hTrailers)
+	}
+	var buf [256]byte
+	v := buf[:0]
+	if ri.xff > 0 {
+		for _, f := range h.Fields {
+			if bytes.EqualFold(f.Name, hXFF) {
+				v = append(append(v, f.Value...), ", "...)
+			}
+		}
+	}
+	out = field(out, hXFF, append(v, cl.IP...))
+	out = field(out, hXFH, ri.Host)
+	out = field(out, hXFP, []byte(cl.Scheme))
+	v = buf[:0]
+	if ri.forwarded != nil {
+		v = append(append(v, ri.forwarded...), ", "...)
+	}
+	v = append(v, "for="...)
+	if bytes.IndexByte([]byte(cl.IP), ':') >= 0 {
+		v = append(append(append(v, `"[`...), cl.IP...), `]"`...)
+	} else {
+		v = append(v, cl.IP...)
+	}
+	v = append(append(v, ";proto="...), cl.Scheme...)
+	v = strconv.AppendQuote(append(v, ";host="...), string(ri.Host))
+	out = field(out, hForwarded, v)
+	v = buf[:0]
+	if ri.via != nil {
+		v = append(append(v, ri.via...), ", "...)
+	}
+	return field(out, hVia, append(v, "1.1 switchyard"...))
+}
+
+var (
+	hXFH = []byte("X-Forwarded-Host")
+	hXFP = []byte("X-Forwarded-Proto")
+)
 
 // ResponseTokens collects the response's Connection tokens into tokens and reports whether
 // the backend will close the connection after it (HTTP/1.0, or Connection: close).

@@ -1,0 +1,345 @@
+package l7
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// forwardH2 is forward for h2 and h2c pools: the request goes out as an HTTP/2 stream on the
+// core's own connections (h2Upstreams), moving to another backend when the route retries, and
+// the response streams back with its trailers, whatever the client speaks. The decisions are
+// forward's: the retry policy and budget, the error-to-status map (upstreamCode), passive
+// health that counts only what the backend did, and for gRPC requests the answers a gRPC
+// client reads (clientConn.h2Error) and its grpc-timeout.
+func (gc *goConn) forwardH2(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
+	p := rq.rt.pool
+	if d, ok := gc.grpcTimeout(rq); ok && rq.start.Add(d).Before(deadline) {
+		deadline = rq.start.Add(d)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if gc.stream != nil {
+		// A stream the client resets ends its upstream stream too.
+		go func(done <-chan struct{}) {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}(gc.stream.Done())
+	}
+	rb := gc.requestBody(true)
+	gc.reqBuf = gc.reqBuf[:0]
+	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
+	if rej != nil {
+		return gc.refuseBody(rej)
+	}
+	var upload *clientBody // the rest of a body still arriving, read by the transport
+	if !bodyDone {
+		upload = &clientBody{gc: gc, rb: &rb}
+		defer upload.detach()
+	}
+	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
+	for {
+		b := ex.backend()
+		resp, done, err := gc.roundTripH2(ctx, rq, b, upload)
+		if err != nil {
+			switch {
+			case errors.As(err, &rej):
+				return gc.refuseBody(rej) // malformed chunked framing from the client
+			case ctx.Err() == context.Canceled || errors.Is(err, errClientBody):
+				return 499, 0, false // the client went away: nothing the backend did
+			}
+			gc.s.passive(p, b, false, err)
+			if replayable && time.Now().Before(deadline) && !core.LocalResource(err) {
+				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
+					ex.tried = append(ex.tried, nb)
+					continue
+				}
+			}
+			code, msg, extra := upstreamCode(err)
+			if gc.writeError(code, msg, extra, !bodyDone || gc.clientClose) != nil {
+				return 499, 0, false
+			}
+			return code, 0, bodyDone
+		}
+		if rq.retry.RetryStatus(resp.StatusCode) && replayable {
+			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
+				gc.s.passive(p, b, resp.StatusCode < 500, nil)
+				resp.Body.Close()
+				done()
+				ex.tried = append(ex.tried, nb)
+				continue
+			}
+		}
+		gc.s.passive(p, b, resp.StatusCode < 500, nil)
+		code, n, keep := gc.relayH2(resp, rq.Method, rq.RI.GRPC)
+		done()
+		// A body the upstream did not read to its end leaves the client's connection out of step.
+		return code, n, keep && (upload == nil || upload.detach())
+	}
+}
+
+// refuseBody answers a request whose body framing was malformed (the client's fault: the
+// backend is not blamed) with 400 and a close.
+func (gc *goConn) refuseBody(rej *h1.Rejection) (int, int64, bool) {
+	gc.s.onReject(gc.raddr, rej)
+	gc.writeError(rej.Status, rej.Reason, nil, true)
+	return rej.Status, 0, false
+}
+
+// errHeaderTimeout is a response head that did not come within the pool's header timeout.
+var errHeaderTimeout = fmt.Errorf("await response head: %w", os.ErrDeadlineExceeded)
+
+// roundTripH2 sends the request to b on a pooled HTTP/2 connection and returns the response
+// head, and done, which ends the attempt once its response has been relayed. A body held whole
+// (gc.reqBuf) is sent again on each try; one still arriving follows what came with the head
+// from upload. The head must come within the pool's header timeout.
+func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backend, upload *clientBody) (*http.Response, func(), error) {
+	p := rq.rt.pool
+	cc, err := p.h2up.get(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &http.Request{Method: rq.Method, Proto: "HTTP/2.0", ProtoMajor: 2,
+		URL:  &url.URL{Scheme: p.scheme, Host: b.Address, Opaque: string(rq.Target)},
+		Host: string(rq.RI.Host), Header: make(http.Header, len(gc.head.Fields)+5)}
+	core.UpstreamFields(nil, &gc.head, &rq.RI, core.Client{IP: gc.clientIP, Scheme: gc.scheme},
+		func(out, name, value []byte) []byte {
+			k := http.CanonicalHeaderKey(string(name))
+			req.Header[k] = append(req.Header[k], string(value))
+			return out
+		})
+	req.ContentLength = int64(len(gc.reqBuf))
+	if len(gc.reqBuf) > 0 {
+		req.Body = io.NopCloser(&byteReader{b: gc.reqBuf})
+	}
+	if upload != nil {
+		req.ContentLength = gc.head.ContentLength
+		req.Body = io.NopCloser(io.MultiReader(&byteReader{b: gc.reqBuf}, upload))
+	}
+	actx, cancel := context.WithCancel(ctx)
+	late := time.AfterFunc(p.cfg.Timeouts.Header, cancel)
+	resp, err := cc.RoundTrip(req.WithContext(actx))
+	fired := !late.Stop()
+	switch {
+	case err == nil && !fired:
+		return resp, cancel, nil
+	case err == nil: // the head came just as the timeout cancelled the stream
+		resp.Body.Close()
+		err = errHeaderTimeout
+	case fired && ctx.Err() == nil:
+		err = errHeaderTimeout
+	case ctx.Err() == context.DeadlineExceeded:
+		err = context.DeadlineExceeded
+	}
+	cancel()
+	return nil, nil, err
+}
+
+// byteReader reads a held body (bytes.Reader without its allocation per try).
+type byteReader struct {
+	b []byte
+	i int
+}
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if r.i == len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+// clientBody is the rest of a request body as it arrives from the client, its data alone (rb
+// decodes the client's framing), for an HTTP/2 upstream's transport to read; the client's
+// failure is errClientBody. detach takes it back from the transport before the connection (or
+// stream) serves anything else.
+type clientBody struct {
+	gc *goConn
+	rb *core.RequestBody
+
+	mu      sync.Mutex
+	idle    sync.Cond
+	reading bool
+	stopped bool
+}
+
+func (cb *clientBody) Read(p []byte) (int, error) {
+	cb.mu.Lock()
+	if cb.stopped {
+		cb.mu.Unlock()
+		return 0, errClientBody
+	}
+	cb.reading = true
+	cb.mu.Unlock()
+	n, err := cb.read(p)
+	cb.mu.Lock()
+	cb.reading = false
+	if cb.idle.L != nil {
+		cb.idle.Broadcast()
+	}
+	cb.mu.Unlock()
+	return n, err
+}
+
+func (cb *clientBody) read(p []byte) (int, error) {
+	in := &cb.gc.in
+	for {
+		if cb.rb.Done() {
+			return 0, io.EOF
+		}
+		if len(in.Buffered()) == 0 {
+			if err := in.Fill(len(in.Buf)); err != nil {
+				if _, ok := cb.rb.End(); ok && errors.Is(err, io.EOF) {
+					return 0, io.EOF
+				}
+				return 0, errClientBody
+			}
+		}
+		// At most len(p) bytes in: the data out is never longer, so it is copied whole before
+		// the buffer it may point into is refilled.
+		data := in.Buffered()
+		n, out, rej := cb.rb.Next(data[:min(len(data), len(p))])
+		if rej != nil {
+			return 0, rej
+		}
+		k := copy(p, out)
+		in.Consume(n)
+		if k > 0 {
+			return k, nil
+		}
+	}
+}
+
+// detach stops the transport reading the body: a read under way is woken (a deadline in the
+// past) and waited for, later ones fail. It reports whether the body had been read whole.
+func (cb *clientBody) detach() bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if !cb.stopped {
+		cb.stopped = true
+		cb.idle.L = &cb.mu
+		for cb.reading {
+			_ = cb.gc.c.SetReadDeadline(time.Unix(1, 0))
+			cb.idle.Wait()
+		}
+	}
+	return cb.rb.Done()
+}
+
+// relayH2 streams an HTTP/2 upstream's response to the client: the head, the body, and the
+// trailers (a trailer frame to an HTTP/2 client, a chunked trailer section to an HTTP/1.1 one;
+// a body of known length ends without them). A body cut short by the upstream ends a gRPC
+// call with UNAVAILABLE in its trailers, anything else by resetting the stream or closing the
+// connection, never as if it were whole.
+func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, int64, bool) {
+	defer resp.Body.Close()
+	code := resp.StatusCode
+	gc.headOf(resp)
+	gc.tokens = gc.tokens[:0]
+	fr := core.ResponseFraming(method, code, &gc.rhead)
+	body := &gc.body
+	body.Reset(fr, resp.ContentLength, gc.stream != nil)
+	gc.startResponse(code, fr, nil)
+	if err := gc.sendStart(); err != nil {
+		return 499, 0, false
+	}
+	if gc.relay == nil {
+		gc.relay = make([]byte, 16<<10)
+	}
+	var n int64
+	for !body.Done() {
+		k, rerr := resp.Body.Read(gc.relay)
+		if k > 0 {
+			_, out, _ := body.Next(gc.relay[:k])
+			n += int64(k)
+			if err := gc.sendBody(out); err != nil {
+				return 499, n, false
+			}
+		}
+		switch {
+		case rerr == io.EOF && fr == core.CloseBody:
+			if err := gc.sendBody(body.Finish(trailerFields(resp.Trailer))); err != nil {
+				return 499, n, false
+			}
+			return code, n, true
+		case rerr != nil && !body.Done():
+			if grpc && gc.stream != nil {
+				_ = gc.stream.Trailers(gc.h2Trailers(grpcFields(core.GRPCUnavailable, "upstream failed mid-response: "+rerr.Error())))
+			}
+			return code, n, false
+		}
+	}
+	return code, n, true
+}
+
+// headOf fills gc.rhead with the response head of resp, as an HTTP/1.1 upstream's would be
+// parsed, so that one set of rules builds the client's head (core.ResponseHead,
+// clientConn.h2ResponseHead).
+func (gc *goConn) headOf(resp *http.Response) {
+	b := append(gc.rheadBuf[:0], "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(resp.StatusCode), 10)
+	b = append(append(b, ' '), core.StatusText(resp.StatusCode)...)
+	line := len(b)
+	spans := gc.rspans[:0]
+	for name, values := range resp.Header {
+		for _, v := range values {
+			n := len(b)
+			b = append(b, name...)
+			spans = append(spans, [3]int{n, len(b), len(b) + len(v)})
+			b = append(b, v...)
+		}
+	}
+	h := &gc.rhead
+	h.Line, h.Fields = b[:line], h.Fields[:0]
+	for _, sp := range spans {
+		h.Fields = append(h.Fields, h1.Field{Name: b[sp[0]:sp[1]], Value: b[sp[1]:sp[2]]})
+	}
+	h.ContentLength, h.Chunked, h.TransferEncoding, h.Upgrade = resp.ContentLength, false, nil, false
+	gc.rheadBuf, gc.rspans = b, spans
+}
+
+// trailerFields are an HTTP/2 response's trailers as fields (body.Finish screens them).
+func trailerFields(tr http.Header) []h1.Field {
+	var out []h1.Field
+	for name, values := range tr {
+		for _, v := range values {
+			out = append(out, h1.Field{Name: []byte(name), Value: []byte(v)})
+		}
+	}
+	return out
+}
+
+// grpcFields are the trailer fields of a gRPC status the proxy gives.
+func grpcFields(status int, msg string) []h1.Field {
+	return []h1.Field{{Name: []byte("grpc-status"), Value: strconv.AppendInt(nil, int64(status), 10)},
+		{Name: []byte("grpc-message"), Value: []byte(core.GRPCMessage(msg))}}
+}
+
+// grpcTimeout is a gRPC request's grpc-timeout: the deadline its client gives the whole call.
+func (gc *goConn) grpcTimeout(rq *routed) (time.Duration, bool) {
+	if !rq.RI.GRPC {
+		return 0, false
+	}
+	for _, f := range gc.head.Fields {
+		if bytes.EqualFold(f.Name, []byte("grpc-timeout")) {
+			return core.GRPCTimeout(string(f.Value))
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,116 @@
+package l7
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Every client protocol on every engine reaches an h2c pool through the request core's own
+// HTTP/2 connections: a body of known length and one without (chunked from an HTTP/1.1
+// client, a length-less stream from an HTTP/2 one), the backend seeing HTTP/2, and the
+// response's trailers reaching the client.
+func TestH2PoolFromEveryClient(t *testing.T) {
+	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Upstream-Proto", r.Proto)
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "echo:")
+		w.Write(body)
+		w.Header().Set("X-Sum", strconv.Itoa(len(body)))
+	}))
+	up := bytes.Repeat([]byte("0123456789abcdef"), 100<<10/16)
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		p := e.start(t, oneRoute(", protocol: h2c", e.backend(b.addr)))
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test certificate
+		if e.h2 {
+			client = h2Client(p.base())
+		}
+		for _, sized := range []bool{true, false} {
+			var body io.Reader = bytes.NewReader(up)
+			if !sized {
+				body = io.MultiReader(body) // no length: chunked (HTTP/1.1) or a plain stream (HTTP/2)
+			}
+			resp, err := client.Post(p.base()+"/up", "application/octet-stream", body)
+			if err != nil {
+				t.Fatalf("sized %v: %v", sized, err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, append([]byte("echo:"), up...)) {
+				t.Fatalf("sized %v: %s, %d bytes (%v), want 200 and the echo of %d", sized, resp.Status, len(got), err, len(up))
+			}
+			if v := resp.Header.Get("X-Upstream-Proto"); v != "HTTP/2.0" {
+				t.Errorf("sized %v: the backend saw %q, want HTTP/2.0", sized, v)
+			}
+			if v := resp.Trailer.Get("X-Sum"); v != strconv.Itoa(len(up)) {
+				t.Errorf("sized %v: trailer X-Sum = %q, want %d (trailers %v)", sized, v, len(up), resp.Trailer)
+			}
+		}
+		if n := p.s.served.of(engineNetHTTP); n != 0 {
+			t.Errorf("net/http served %d requests: every one belongs to the core", n)
+		}
+	})
+}
+
+// An h2c pool's requests are retried on the route's retry statuses (to the other backend, with
+// the failover header) and bounded by the pool's header timeout (504), through the core.
+func TestH2PoolRetriesAndHeaderTimeout(t *testing.T) {
+	bad := startBackend(t, "bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	good := startBackend(t, "good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "good")
+	}))
+	slow := startBackend(t, "slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	p := engine{name: "h2c", h2: true}.start(t, `
+listeners: [{address: "127.0.0.1:0"}]
+routes:
+  - {name: slow, match: {path: {prefix: /slow}}, pool: s}
+  - {name: r, pool: p, retry: {attempts: 1, on_status: [503], failover_header: X-Failover}}
+pools:
+  - {name: p, protocol: h2c, balance: round_robin, backends: [{address: "`+bad.addr+`"}, {address: "`+good.addr+`"}]}
+  - {name: s, protocol: h2c, timeouts: {header: 200ms}, backends: [{address: "`+slow.addr+`"}]}
+`)
+	c := h2Client(p.base())
+	failovers := 0
+	for i := range 4 {
+		resp, err := c.Get(p.base() + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "good" {
+			t.Fatalf("request %d: %s %q, want 200 good (the 503 retried)", i, resp.Status, body)
+		}
+		if resp.Header.Get("X-Failover") == "1" {
+			failovers++
+		}
+	}
+	if failovers == 0 {
+		t.Error("no answer carried the failover header: none was retried")
+	}
+	start := time.Now()
+	resp, err := c.Get(p.base() + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || time.Since(start) > 3*time.Second {
+		t.Errorf("slow backend: %s after %v, want 504 after the 200ms header timeout", resp.Status, time.Since(start))
+	}
+	if n := p.s.served.of(engineNetHTTP); n != 0 {
+		t.Errorf("net/http served %d requests: every one belongs to the core", n)
+	}
+}
