@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/internal/yamlx"
 
 	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/route"
 )
 
@@ -132,6 +133,9 @@ type Retry struct {
 	Attempts int `yaml:"attempts"`
 	// OnStatus lists upstream statuses that are retried (connect errors always are).
 	OnStatus []int `yaml:"on_status"`
+	// GRPCStatus lists gRPC statuses (names, e.g. UNAVAILABLE) retried when a backend answers a
+	// gRPC call with one in trailers-only form (nothing of the response streamed yet).
+	GRPCStatus []string `yaml:"grpc_status"`
 	// NonIdempotent opts the route in to retrying POST, PATCH and other non-idempotent methods.
 	NonIdempotent bool `yaml:"non_idempotent"`
 	// BufferBody buffers request bodies up to this many bytes so they can be replayed; a larger
@@ -462,6 +466,11 @@ func (c *Config) Validate() error {
 			for _, s := range rt.OnStatus {
 				if s < 100 || s > 599 {
 					return c.fieldError(f+".retry.on_status", "%d is not an HTTP status", s)
+				}
+			}
+			for _, s := range rt.GRPCStatus {
+				if code, ok := core.GRPCCodes[s]; !ok || code == 0 {
+					return c.fieldError(f+".retry.grpc_status", "%q is not a gRPC error status; use a name such as UNAVAILABLE or RESOURCE_EXHAUSTED", s)
 				}
 			}
 			if err := checkFailoverHeader(rt.FailoverHeader); err != nil {

@@ -21,6 +21,7 @@ func TestConfigErrorsNameLineAndField(t *testing.T) {
 		{"listeners: [{address: 127.0.0.1:1}]\nroutes:\n  - {name: r, pool: p, match: {path: {regex: '('}}}\npools: [{name: p, backends: [{address: a:1}]}]\n", "missing closing )"},
 		{"pools: []\n", "no listeners"},
 		{"listeners: [{address: 127.0.0.1:1}]\nlimits:\n  max_connections: -5\n", "line 3: limits.max_connections"},
+		{"listeners: [{address: 127.0.0.1:1}]\nroutes:\n  - {name: r, pool: p, retry: {attempts: 1, grpc_status: [UNAVAILABEL]}}\npools: [{name: p, backends: [{address: a:1}]}]\n", "line 3: routes[0].retry.grpc_status: \"UNAVAILABEL\" is not a gRPC error status; use a name such as UNAVAILABLE"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml))

@@ -76,7 +76,9 @@ func (gc *goConn) forwardH2(rq *routed, ex *attempt, deadline time.Time) (int, i
 			}
 			return code, 0, bodyDone
 		}
-		if rq.retry.RetryStatus(resp.StatusCode) && replayable {
+		// A gRPC status in the response head is a trailers-only answer: nothing streamed yet.
+		retryGRPC := rq.RI.GRPC && rq.retry.RetryGRPCStatus(resp.Header.Get("Grpc-Status"))
+		if (rq.retry.RetryStatus(resp.StatusCode) || retryGRPC) && replayable {
 			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
 				gc.s.passive(p, b, resp.StatusCode < 500, nil)
 				resp.Body.Close()

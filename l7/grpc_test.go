@@ -598,3 +598,59 @@ func TestGRPCPythonClient(t *testing.T) {
 		})
 	}
 }
+
+// unavailableService answers every unary call UNAVAILABLE (trailers-only) and counts them.
+type unavailableService struct {
+	testgrpc.UnimplementedTestServiceServer
+	calls *atomic.Int32
+}
+
+func (s unavailableService) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.calls.Add(1)
+	return nil, status.Error(codes.Unavailable, "draining")
+}
+
+// A route's retry.grpc_status retries a call a backend answered with one of those statuses in
+// trailers-only form, on another backend; without it the client sees the backend's status.
+func TestGRPCRetryOnStatus(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	srv := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(srv, unavailableService{calls: &calls})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	good := startGRPCBackend(t, false)
+	for _, retry := range []string{"", ", retry: {attempts: 1, non_idempotent: true, buffer_body: 4096, grpc_status: [UNAVAILABLE]}"} {
+		p := engine{name: "h2c", h2: true}.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p%s}]
+pools: [{name: p, protocol: h2c, balance: round_robin, backends: [{address: %q}, {address: %q}]}]
+`, retry, ln.Addr().String(), good))
+		tc := dialGRPC(t, p)
+		unavailable := 0
+		for range 6 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 10})
+			cancel()
+			switch status.Code(err) {
+			case codes.OK:
+			case codes.Unavailable:
+				unavailable++
+			default:
+				t.Fatalf("retry %q: %v", retry, err)
+			}
+		}
+		if retry == "" && unavailable == 0 {
+			t.Error("without grpc_status every call succeeded: the failing backend was never picked")
+		}
+		if retry != "" && unavailable != 0 {
+			t.Errorf("with grpc_status %d of 6 calls ended UNAVAILABLE, want 0 (each retried on the other backend)", unavailable)
+		}
+	}
+	if calls.Load() == 0 {
+		t.Error("the failing backend was never called")
+	}
+}

@@ -115,6 +115,10 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			for _, code := range rc.Retry.OnStatus {
 				rt.retry.OnStatus[code] = true
 			}
+			rt.retry.OnGRPCStatus = map[int]bool{}
+			for _, name := range rc.Retry.GRPCStatus {
+				rt.retry.OnGRPCStatus[core.GRPCCodes[name]] = true
+			}
 		}
 		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
 			Budget: rt.pool.budget, Picker: rt.pool.picker}

@@ -20,6 +20,12 @@ const (
 	GRPCUnauthenticated   = 16
 )
 
+// GRPCCodes are gRPC's status codes by name (google.golang.org/grpc/codes), for configuration.
+var GRPCCodes = map[string]int{"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3,
+	"DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7,
+	"RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "ABORTED": 10, "OUT_OF_RANGE": 11,
+	"UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+
 // IsGRPC reports whether a request's Content-Type is gRPC's ("application/grpc", alone or with
 // a "+proto"-style suffix or parameters): a gRPC client reads failures from grpc-status, never
 // from an HTTP status or an HTML body.

@@ -1,12 +1,16 @@
 package core
 
-import "net/http"
+import (
+	"net/http"
+	"strconv"
+)
 
 // RetryPolicy is a route's retry rule: which requests may be sent again, to another backend,
 // and on which answers. Every engine asks it the same questions.
 type RetryPolicy struct {
 	Attempts      int // retries after the first try
 	OnStatus      map[int]bool
+	OnGRPCStatus  map[int]bool // gRPC statuses retried, in a trailers-only answer (nothing streamed yet)
 	NonIdempotent bool
 	BufferBody    int64 // a body up to this size can be replayed
 }
@@ -45,3 +49,12 @@ func (p *RetryPolicy) MaxAttempts(replayable bool) int {
 
 // RetryStatus reports a response status the policy retries.
 func (p *RetryPolicy) RetryStatus(code int) bool { return p != nil && p.OnStatus[code] }
+
+// RetryGRPCStatus reports a gRPC status (a grpc-status value) the policy retries.
+func (p *RetryPolicy) RetryGRPCStatus(v string) bool {
+	if p == nil || v == "" {
+		return false
+	}
+	code, err := strconv.Atoi(v)
+	return err == nil && p.OnGRPCStatus[code]
+}
