@@ -41,26 +41,13 @@ func oneOf(name []byte, list []string) bool {
 	return false
 }
 
-// ParseRequestLine splits "METHOD SP origin-form SP HTTP/1.1"; anything else (HTTP/1.0, other
-// target forms, CONNECT, the HTTP/2 preface) is not for the core (ok false).
+// ParseRequestLine reads a request line (h1.ParseRequestLine) the core serves: origin form and
+// HTTP/1.1; anything else (HTTP/1.0, other target forms, CONNECT, the HTTP/2 preface) is not
+// for the core (ok false).
 func ParseRequestLine(line []byte) (method string, target []byte, ok bool) {
-	sp := bytes.IndexByte(line, ' ')
-	if sp <= 0 {
+	m, target, version, ok := h1.ParseRequestLine(line)
+	if !ok || string(version) != "HTTP/1.1" || target[0] != '/' {
 		return "", nil, false
-	}
-	m, rest := line[:sp], line[sp+1:]
-	sp = bytes.IndexByte(rest, ' ')
-	if sp <= 0 || string(rest[sp+1:]) != "HTTP/1.1" {
-		return "", nil, false
-	}
-	target = rest[:sp]
-	if target[0] != '/' {
-		return "", nil, false
-	}
-	for _, ch := range m {
-		if !h1.IsTokenChar(ch) {
-			return "", nil, false
-		}
 	}
 	// Common methods without an allocation (the compiler does not copy for a switch).
 	switch string(m) {
