@@ -3,6 +3,9 @@
 # three in front of the same nginx backend on loopback, in one run, several rounds alternating.
 # Cells, each measured in its own alternating rounds:
 #   h1     wrk over persistent HTTP/1.1 connections (plus each proxy's CPU per request, from /proc);
+#   h1pin  the same with each proxy pinned to CPU 0 (taskset, all its threads) and wrk and the
+#          backend to the other CPUs, so the figure is the proxy's own cost, not the share of the
+#          loopback's two cores it won;
 #   h2c    h2load over h2c (prior knowledge);
 #   tls    wrk over persistent TLS 1.3 HTTP/1.1 connections;
 #   tlscps full TLS 1.3 handshakes per second (bench/tlsload: a new connection per request, no
@@ -22,8 +25,8 @@
 # Every round is checked (bench/lib.sh): a non-2xx answer, a socket error, a timeout or a peer
 # that did not start fails the run, and then no JSON is written.
 # Prints tables and writes a flat JSON object to bench/out/l7.json. Tunables (environment):
-# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all six: "h1 h2c tls
-# tlscps h2tls grpc"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
+# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all seven: "h1 h1pin
+# h2c tls tlscps h2tls grpc"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
 # 1 s per cell. Profiling (h1 and tls cells): SYSCALLS=1 counts each proxy's system calls per
 # request by kind (perf stat on the syscall tracepoints) and prints them after each round;
 # PERF_DIR=dir records a CPU profile of each proxy per round (perf record -g) into dir. Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
@@ -38,7 +41,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
-CELLS=${CELLS:-h1 h2c tls tlscps h2tls grpc}
+CELLS=${CELLS:-h1 h1pin h2c tls tlscps h2tls grpc}
 if is_smoke; then ROUNDS=1 DURATION=1; fi
 BACKEND_STATUS=${BENCH_L7_BACKEND_STATUS:-200}
 GRPC_CODE=${BENCH_L7_GRPC_CODE:-0}
@@ -48,7 +51,10 @@ BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 SW_TLS_PORT
 NGINX_H2_PORT=18185 HAPROXY_H2_PORT=18186 NGINX_TLS_PORT=18187 HAPROXY_TLS_PORT=18188
 GRPC_BACKEND_PORT=18210 SW_GRPC_PORT=18211 NGINX_GRPC_PORT=18212 HAPROXY_GRPC_PORT=18213
 
-ensure_packages wrk nginx haproxy nghttp2-client curl openssl procps
+ensure_packages wrk nginx haproxy nghttp2-client curl openssl procps util-linux
+if [[ " $CELLS " == *" h1pin "* ]] && [ "$(nproc)" -lt 2 ]; then
+  bench_fail "the h1pin cell pins the proxy and the load to different CPUs and this machine has one: leave h1pin out of CELLS"
+fi
 [ -x bin/switchyard ] || go build -o bin/switchyard ./cmd/switchyard
 ports_free $BACKEND_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT \
   $GRPC_BACKEND_PORT $SW_GRPC_PORT $NGINX_GRPC_PORT $HAPROXY_GRPC_PORT
@@ -305,21 +311,35 @@ for n in "${names[@]}"; do
   check_wrk "warm-up $n" "$out"
 done
 
+# pin CPUS PID... sets the CPU affinity of every thread of the processes.
+pin() {
+  local cpus=$1 p
+  shift
+  for p in "$@"; do taskset -a -p -c "$cpus" "$p" >/dev/null || bench_fail "taskset -a -p -c $cpus $p failed"; done
+}
+all_cpus="0-$(( $(nproc) - 1 ))" rest_cpus="1-$(( $(nproc) - 1 ))"
+
 # Figures, one list per cell and proxy: "<cell>/<proxy>" -> space-separated values, one a round.
 declare -A rps p50 p99 cpu bcpu wcpu busy mean tlsparams
 # measure CELL ROUND NAME runs one round of CELL against proxy NAME, checks it and records it.
 measure() {
   local cell=$1 r=$2 n=$3 what="round $2 $1 $3" out t0 t1 v
   case $cell in
-  h1|tls)
-    local url="http://127.0.0.1:${port[$n]}/tracking?no=1"
+  h1|h1pin|tls)
+    local url="http://127.0.0.1:${port[$n]}/tracking?no=1" wrkcpus=$all_cpus
     [ "$cell" = tls ] && url="https://127.0.0.1:${tlsport[$n]}/tracking?no=1"
     local b0 b1 bx0 bx1 w
+    if [ "$cell" = h1pin ]; then
+      pin 0 ${procs[$n]}
+      pin "$rest_cpus" $backend_procs
+      wrkcpus=$rest_cpus
+    fi
     prof_start "$cell-$n-$r" "${procs[$n]}"
     t0=$(cpu_ticks ${procs[$n]}) b0=$(cpu_ticks $backend_procs) bx0=$(box_ticks)
     # wrk's own CPU: the subshell's reaped-children ticks (cutime + cstime) once wrk has exited.
-    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1 || echo "WRK FAILED"
+    out=$(taskset -c "$wrkcpus" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1 || echo "WRK FAILED"
       awk '{ print "wrk-ticks", $16 + $17 }' /proc/$BASHPID/stat)
+    [ "$cell" != h1pin ] || pin "$all_cpus" ${procs[$n]} $backend_procs
     t1=$(cpu_ticks ${procs[$n]}) b1=$(cpu_ticks $backend_procs) bx1=$(box_ticks)
     ! grep -q '^WRK FAILED' <<<"$out" || bench_fail "$what: wrk failed: $out"
     check_wrk "$what" "$out"
@@ -404,7 +424,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
 declare -A M
 for n in "${names[@]}"; do
   for k in $CELLS; do M[rps/$k/$n]=$(median "${rps[$k/$n]}"); done
-  for k in h1 tls; do
+  for k in h1 h1pin tls; do
     ran "$k" || continue
     M[p50/$k/$n]=$(median "${p50[$k/$n]}"); M[p99/$k/$n]=$(median "${p99[$k/$n]}"); M[cpu/$k/$n]=$(median "${cpu[$k/$n]}")
     M[bcpu/$k/$n]=$(median "${bcpu[$k/$n]}"); M[wcpu/$k/$n]=$(median "${wcpu[$k/$n]}"); M[busy/$k/$n]=$(median "${busy[$k/$n]}")
@@ -419,7 +439,7 @@ done
 echo
 echo "median of $ROUNDS rounds (cpu: CPU us per request of the proxy, the backend and wrk; busy: the machine's busy share)"
 printf "%-7s %-12s %10s %8s %8s %8s %8s %8s %8s %8s %6s\n" cell proxy "req/s" "p50 ms" "p99 ms" "vs nginx" "vs hapr" "cpu" "backend" "wrk" busy
-for k in h1 tls; do
+for k in h1 h1pin tls; do
   ran "$k" || continue
   for n in "${names[@]}"; do
     printf "%-7s %-12s %10.0f %8s %8s %8s %8s %8s %8s %8s %6s\n" "$k" "$n" "${M[rps/$k/$n]}" "${M[p50/$k/$n]}" "${M[p99/$k/$n]}" \
@@ -452,7 +472,7 @@ if ran grpc; then
   done
   echo "grpc: unary TestService/UnaryCall, ${GRPC_REQ} B request, ${GRPC_RESP} B answer, every call status OK with the whole payload"
 fi
-for k in h1 h2c tls tlscps h2tls grpc; do
+for k in h1 h1pin h2c tls tlscps h2tls grpc; do
   ran "$k" || { echo "CELLS=\"$CELLS\" is not every cell: no JSON written"; exit 0; }
 done
 
@@ -471,7 +491,11 @@ for n in "${names[@]}"; do
   add "${n}_h2tls_rps" "${M[rps/h2tls/$n]}"; add "${n}_h2tls_mean_ms" "${M[mean/h2tls/$n]}"
   add "grpc_${n}_rps" "${M[rps/grpc/$n]}"; add "grpc_${n}_p50_ms" "${M[p50/grpc/$n]}"; add "grpc_${n}_p99_ms" "${M[p99/grpc/$n]}"
   add "grpc_${n}_cpu_us_per_call" "${M[cpu/grpc/$n]}"
+  add "h1pin_${n}_rps" "${M[rps/h1pin/$n]}"; add "h1pin_${n}_p99_ms" "${M[p99/h1pin/$n]}"
+  add "h1pin_${n}_cpu_us_per_req" "${M[cpu/h1pin/$n]}"
 done
+add h1pin_ratio_vs_nginx "$(ratio "${M[rps/h1pin/switchyard]}" "${M[rps/h1pin/nginx]}")"
+add h1pin_ratio_vs_haproxy "$(ratio "${M[rps/h1pin/switchyard]}" "${M[rps/h1pin/haproxy]}")"
 add grpc_rps "${M[rps/grpc/switchyard]}"
 add grpc_rps_ratio_haproxy "$(ratio "${M[rps/grpc/switchyard]}" "${M[rps/grpc/haproxy]}")"
 add grpc_rps_ratio_nginx "$(ratio "${M[rps/grpc/switchyard]}" "${M[rps/grpc/nginx]}")"

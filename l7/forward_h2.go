@@ -33,13 +33,8 @@ func (gc *goConn) forwardH2(rq *routed, ex *attempt, deadline time.Time) (int, i
 	defer cancel()
 	if gc.stream != nil {
 		// A stream the client resets ends its upstream stream too.
-		go func(done <-chan struct{}) {
-			select {
-			case <-done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}(gc.stream.Done())
+		gc.stream.OnReset(cancel)
+		defer gc.stream.OnReset(nil)
 	}
 	rb := gc.requestBody(true)
 	gc.reqBuf = gc.reqBuf[:0]

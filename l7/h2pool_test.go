@@ -2,6 +2,7 @@ package l7
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -112,5 +113,30 @@ pools:
 	}
 	if n := p.s.served.of(engineNetHTTP); n != 0 {
 		t.Errorf("net/http served %d requests: every one belongs to the core", n)
+	}
+}
+
+// A client that resets its stream cancels the upstream stream at once (the backend's request
+// context ends), before any response head came back.
+func TestH2PoolClientResetCancelsUpstream(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	p := engine{name: "h2c", h2: true}.start(t, oneRoute(", protocol: h2c", b.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.base()+"/wait", nil)
+	if _, err := h2Client(p.base()).Do(req); err == nil {
+		t.Fatal("the request succeeded; want the client's own timeout")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the backend's request went on after the client reset its stream")
 	}
 }

@@ -45,6 +45,7 @@ type Stream struct {
 	deadline   time.Time
 	timer      *time.Timer
 	doneCh     chan struct{} // closed on reset or when the connection dies (Done)
+	onReset    func()        // run once on reset or when the connection dies (OnReset)
 }
 
 // Done is closed when the stream is reset or the connection ends before the stream did.
@@ -60,9 +61,27 @@ func (st *Stream) Done() <-chan struct{} {
 	return st.doneCh
 }
 
+// OnReset arranges for f to run (on a goroutine of its own) once the stream is reset or the
+// connection dies before the stream ended, at once when that already happened; nil forgets an
+// earlier f. Unlike Done it costs no channel, so the stream stays reusable.
+func (st *Stream) OnReset(f func()) {
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	st.onReset = f
+	if f != nil && (st.reset || st.c.dead) {
+		st.onReset = nil
+		go f()
+	}
+}
+
 // wake tells a waiting handler something changed (c.mu held).
 func (st *Stream) wake() {
 	st.cond.Broadcast()
+	if (st.reset || st.c.dead) && st.onReset != nil {
+		f := st.onReset
+		st.onReset = nil
+		go f()
+	}
 	if (st.reset || st.c.dead) && st.doneCh != nil {
 		select {
 		case <-st.doneCh:
