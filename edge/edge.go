@@ -66,6 +66,7 @@ type Edge struct {
 	addrs   []net.Addr
 	fast    *fastpath.Server // the client listener's fast path; nil when disabled or not started
 	front   *frontDoor       // the TLS and HTTP/3 listeners (edge/frontdoor.go); nil without tls:
+	h2      h2Conns          // the HTTP/2 connections served, TLS and h2c
 	// acme is the TLS listener's certificates with tls.acme:, whose HTTP-01 challenges the
 	// plain listener answers; set while that listener already serves, hence atomic.
 	acme  atomic.Pointer[tlsconf.Certs]
@@ -186,8 +187,15 @@ func (e *Edge) Start() error {
 		e.servers = append(e.servers, srv)
 		e.addrs = append(e.addrs, ln.Addr())
 		if !fast {
-			// Heads and chunked bodies are screened by internal/h1, as on the fast path's hand-over.
-			go srv.Serve(&h1.GuardListener{Listener: ln, MaxHeaderBytes: clientMaxHead})
+			// Heads and chunked bodies are screened by internal/h1, as on the fast path's
+			// hand-over; a client connection that opens with the HTTP/2 preface is h2c.
+			var l net.Listener = ln
+			if client {
+				hand := h1.NewHandover(ln.Addr())
+				go e.sniffH2C(ln, hand)
+				l = hand
+			}
+			go srv.Serve(&h1.GuardListener{Listener: l, MaxHeaderBytes: clientMaxHead})
 			return nil
 		}
 		// Fresh memory hits are answered on the fast path; it hands every other connection over
@@ -233,6 +241,7 @@ func (e *Edge) AdminAddr() string {
 // Close stops the listeners, the tier prober and idle upstream connections.
 func (e *Edge) Close() error {
 	var errs []error
+	e.h2.shutdown()
 	if e.fast != nil {
 		e.fast.Close(2 * time.Second)
 	}

@@ -65,6 +65,7 @@ func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
 		MaxHead: clientMaxHead, Idle: clientIdle, ReadHeader: clientReadHeader,
 		ClientTimeout: time.Duration(e.cfg.ClientTimeout), TierHeader: TierHeader,
 		Raw: rawConn, Cut: cutSlow, Warn: e.warn, Log: e.log,
+		H2C: func(c net.Conn) { e.serveH2(c, nil, e) },
 	})
 }
 

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,10 +18,11 @@ import (
 	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
-// The front door: besides its plain HTTP/1.1 listener (with the fast path), the edge serves
-// clients over TLS (tls:) on an address of its own, HTTP/1.1 by ALPN, and HTTP/3 over QUIC on
-// the same port (tls.http3), advertised to TLS clients with Alt-Svc. Every protocol reaches the
-// same Edge.ServeHTTP, so every cache rule, collapse and purge holds on all of them alike.
+// The front door: besides its plain listener (HTTP/1.1 with the fast path, and h2c with prior
+// knowledge), the edge serves clients over TLS (tls:) on an address of its own, HTTP/2 or
+// HTTP/1.1 by ALPN, and HTTP/3 over QUIC on the same port (tls.http3), advertised to TLS clients
+// with Alt-Svc. Every protocol reaches the same Edge.ServeHTTP, so every cache rule, collapse
+// and purge holds on all of them alike; HTTP/2 is internal/h2's, the one L7 runs.
 
 // TLSConfig is the edge's TLS listener.
 type TLSConfig struct {
@@ -51,9 +53,42 @@ type frontDoor struct {
 	h1    *h1.Handover // HTTP/1.1 connections, handshaken, for srv
 	h3    *h3.Server
 	certs *tlsconf.Certs // with tls.acme: obtained and renewed until close
-	mu    sync.Mutex
-	h2    map[*h2.Conn]struct{} // HTTP/2 connections being served
-	close bool
+}
+
+// h2Conns are the HTTP/2 connections the edge serves (TLS and h2c), for a graceful shutdown.
+type h2Conns struct {
+	mu     sync.Mutex
+	conns  map[*h2.Conn]struct{}
+	closed bool
+}
+
+// track adds or removes a served HTTP/2 connection; false once the edge is closing.
+func (s *h2Conns) track(c *h2.Conn, on bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !on {
+		delete(s.conns, c)
+		return true
+	}
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[*h2.Conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// shutdown sends every connection GOAWAY (the streams taken finish, the connection closes
+// after them) and refuses new ones.
+func (s *h2Conns) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		c.Shutdown()
+	}
 }
 
 // startTLS opens the TLS listener (and the HTTP/3 sockets on its port), counted against the
@@ -74,7 +109,7 @@ func (e *Edge) startTLS() error {
 		certs.Close()
 		return fmt.Errorf("start edge: listen on %s: %w", c.Listen, err)
 	}
-	fd := &frontDoor{addr: raw.Addr(), h1: h1.NewHandover(raw.Addr()), h2: map[*h2.Conn]struct{}{}}
+	fd := &frontDoor{addr: raw.Addr(), h1: h1.NewHandover(raw.Addr())}
 	var h http.Handler = e
 	if c.HTTP3 {
 		if fd.h3, err = e.startHTTP3(tc, raw.Addr().(*net.TCPAddr)); err != nil {
@@ -152,31 +187,22 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		}
 		return
 	}
+	e.serveH2(c, &st, h)
+}
+
+// serveH2 serves an HTTP/2 connection (ALPN h2 with its TLS state, or h2c with prior knowledge
+// on the plain listener) until it ends, each stream through h.
+func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler) {
 	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
-		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: c.RemoteAddr().String(), TLS: &st})
+		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: c.RemoteAddr().String(), TLS: st})
 	})
-	if !fd.track(conn, true) {
+	if !e.h2.track(conn, true) {
 		c.Close()
 		return
 	}
 	conn.Serve()
-	fd.track(conn, false)
-}
-
-// track adds or removes a served HTTP/2 connection; false once the front door is closing.
-func (fd *frontDoor) track(c *h2.Conn, on bool) bool {
-	fd.mu.Lock()
-	defer fd.mu.Unlock()
-	if !on {
-		delete(fd.h2, c)
-		return true
-	}
-	if fd.close {
-		return false
-	}
-	fd.h2[c] = struct{}{}
-	return true
+	e.h2.track(conn, false)
 }
 
 // TLSAddr is the TLS listener's address, or "" without one.
@@ -190,12 +216,6 @@ func (e *Edge) TLSAddr() string {
 // shutdown closes the TLS and HTTP/3 listeners, letting requests in flight finish (up to ctx).
 func (fd *frontDoor) shutdown(ctx context.Context) error {
 	errs := []error{fd.ln.Close()}
-	fd.mu.Lock()
-	fd.close = true
-	for c := range fd.h2 {
-		c.Shutdown() // GOAWAY: streams taken finish, the connection closes after them
-	}
-	fd.mu.Unlock()
 	if err := fd.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fd.srv.Close())
 	}
@@ -204,4 +224,49 @@ func (fd *frontDoor) shutdown(ctx context.Context) error {
 	}
 	fd.certs.Close()
 	return errors.Join(errs...)
+}
+
+// sniffH2C takes the plain listener's connections when the fast path is off: each one whose
+// first bytes are the HTTP/2 preface is served as h2c, every other one goes to net/http through
+// hand (with the bytes read), as the fast path hands them over.
+func (e *Edge) sniffH2C(ln net.Listener, hand *h1.Handover) {
+	defer hand.Close()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			e.warn("edge accept", "error", err)
+			time.Sleep(10 * time.Millisecond) // out of descriptors and the like: back off
+			continue
+		}
+		go func() {
+			pre, h2c := readPrefaceLine(c)
+			pc := &h1.PrefixConn{Conn: c, Pre: pre}
+			switch {
+			case h2c:
+				e.serveH2(pc, nil, e)
+			case !hand.Deliver(pc):
+				c.Close()
+			}
+		}()
+	}
+}
+
+// readPrefaceLine reads a new connection's first bytes (within the read-header timeout) until
+// they are the HTTP/2 preface's first line, or cannot be; it returns them.
+func readPrefaceLine(c net.Conn) (pre []byte, h2c bool) {
+	_ = c.SetReadDeadline(time.Now().Add(clientReadHeader))
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, len(h2.PrefaceLine))
+	n := 0
+	for n < len(buf) {
+		k, err := c.Read(buf[n:])
+		n += k
+		if err != nil || !bytes.HasPrefix(h2.PrefaceLine, buf[:n]) {
+			break
+		}
+	}
+	return buf[:n], bytes.Equal(buf[:n], h2.PrefaceLine)
 }

@@ -33,16 +33,18 @@ func frontDoorEdge(t *testing.T, origin string) (e *Edge, clients map[string]*ht
 	h2 := &http.Transport{TLSClientConfig: tc.Clone(), Protocols: new(http.Protocols)}
 	h2.Protocols.SetHTTP2(true)
 	h3 := &http3.Transport{TLSClientConfig: tc.Clone()} // each transport sets its own ALPN list
-	t.Cleanup(func() { h1.CloseIdleConnections(); h2.CloseIdleConnections(); h3.Close() })
+	h2c := h2cTransport()
+	t.Cleanup(func() { h1.CloseIdleConnections(); h2.CloseIdleConnections(); h3.Close(); h2c.CloseIdleConnections() })
 	clients = map[string]*http.Client{"plain": http.DefaultClient, "tls": {Transport: h1, Timeout: 10 * time.Second},
-		"h2": {Transport: h2, Timeout: 10 * time.Second}, "h3": {Transport: h3, Timeout: 10 * time.Second}}
+		"h2": {Transport: h2, Timeout: 10 * time.Second}, "h3": {Transport: h3, Timeout: 10 * time.Second},
+		"h2c": {Transport: h2c, Timeout: 10 * time.Second}}
 	tlsURL := "https://" + e.TLSAddr()
-	urls = map[string]string{"plain": e.URL(), "tls": tlsURL, "h2": tlsURL, "h3": tlsURL}
+	urls = map[string]string{"plain": e.URL(), "tls": tlsURL, "h2": tlsURL, "h3": tlsURL, "h2c": e.URL()}
 	return e, clients, urls
 }
 
 // TestFrontDoorOneObjectEveryProtocol: one object, asked for at once over plain HTTP/1.1,
-// HTTP/1.1 over TLS, HTTP/2 and HTTP/3, is fetched from the origin once (collapsed across protocols)
+// h2c on the plain listener, HTTP/1.1 over TLS, HTTP/2 and HTTP/3, is fetched from the origin once (collapsed across protocols)
 // and then served as a HIT on every one; TLS responses advertise HTTP/3 with Alt-Svc.
 func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
@@ -81,16 +83,53 @@ func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
 		if got := resp.Header.Get("X-Cache"); !strings.HasPrefix(got, "HIT") {
 			t.Errorf("%s (%s): X-Cache %q, want a HIT", name, resp.Proto, got)
 		}
-		if want := map[string]string{"plain": "HTTP/1.1", "tls": "HTTP/1.1", "h2": "HTTP/2.0", "h3": "HTTP/3.0"}[name]; resp.Proto != want {
+		if want := map[string]string{"plain": "HTTP/1.1", "tls": "HTTP/1.1", "h2": "HTTP/2.0", "h3": "HTTP/3.0", "h2c": "HTTP/2.0"}[name]; resp.Proto != want {
 			t.Errorf("%s: served as %s, want %s", name, resp.Proto, want)
 		}
 		alt := resp.Header.Get("Alt-Svc")
 		if (name == "tls" || name == "h2") && !strings.HasPrefix(alt, `h3=":`) {
 			t.Errorf("TLS response without Alt-Svc for HTTP/3: %q", alt)
 		}
-		if name == "plain" && alt != "" {
+		if (name == "plain" || name == "h2c") && alt != "" {
 			t.Errorf("plain HTTP response advertises %q (HTTP/3 is for TLS clients)", alt)
 		}
+	}
+}
+
+// h2cTransport speaks HTTP/2 with prior knowledge over plain TCP (h2c).
+func h2cTransport() *http.Transport {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return tr
+}
+
+// With the fast path off the plain listener still serves h2c clients (prior knowledge) beside
+// HTTP/1.1 ones, through the same cache: the second h2c request is a HIT.
+func TestH2CWithoutTheFastPath(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=300")
+		io.WriteString(w, "object")
+	})
+	e := newEdge(t, o.URL, func(c *Config) { c.DisableFastPath = true })
+	c := &http.Client{Transport: h2cTransport(), Timeout: 10 * time.Second}
+	for i, want := range []string{"MISS", "HIT"} {
+		resp, err := c.Get(e.URL() + "/o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Proto != "HTTP/2.0" || string(body) != "object" || !strings.HasPrefix(resp.Header.Get("X-Cache"), want) {
+			t.Errorf("request %d: %s %q X-Cache %q, want HTTP/2.0 and %s", i, resp.Proto, body, resp.Header.Get("X-Cache"), want)
+		}
+	}
+	resp, err := http.Get(e.URL() + "/o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Proto != "HTTP/1.1" || !strings.HasPrefix(resp.Header.Get("X-Cache"), "HIT") {
+		t.Errorf("HTTP/1.1 beside h2c: %s X-Cache %q", resp.Proto, resp.Header.Get("X-Cache"))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 )
@@ -144,7 +145,7 @@ func (gc *goConn) refuse(r *h1.Rejection) {
 func (gc *goConn) handOff() bool {
 	pre := append([]byte(nil), gc.in.Buffered()...)
 	_ = gc.c.SetDeadline(time.Time{})
-	if bytes.HasPrefix(pre, h2cPreface) && gc.s.h2cOn(gc.fallback) {
+	if bytes.HasPrefix(pre, h2.PrefaceLine) && gc.s.h2cOn(gc.fallback) {
 		// h2c with prior knowledge: the h2 engine takes the connection (engine_h2.go).
 		gc.s.track(gc, false)
 		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil, nil)

@@ -93,10 +93,6 @@ func (s *Server) closeH2(all bool) int {
 	return len(list)
 }
 
-// h2cPreface is the start of the HTTP/2 client preface, which the HTTP/1.1 engines read as
-// a request line they do not serve.
-var h2cPreface = []byte("PRI * HTTP/2.0\r\n")
-
 // h2cOn reports whether the listener behind fb serves h2c.
 func (s *Server) h2cOn(fb *h1.Handover) bool {
 	s.mu.Lock()

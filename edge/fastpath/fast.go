@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/h2"
 )
 
 // Limits of fast-path connections of its own; the listener's are in Config.
@@ -68,6 +69,9 @@ type Config struct {
 	// Warn logs rate-limited warnings (accept errors); Log the rest.
 	Warn func(msg string, args ...any)
 	Log  *slog.Logger
+	// H2C serves a connection whose first bytes are the HTTP/2 client preface (h2c with prior
+	// knowledge), given with the bytes already read; nil leaves it to net/http (a 505).
+	H2C func(net.Conn)
 }
 
 // Server accepts connections for the fast path and hands connections over to the net/http
@@ -212,6 +216,13 @@ func (fc *fastConn) serve() {
 	// While closing a connection still gets one request answered.
 	for first := true; first || !fc.fs.closing.Load(); first = false {
 		end, err := fc.readHead()
+		if first && err == nil && fc.fs.cfg.H2C != nil && bytes.HasPrefix(fc.in.Buffered(), h2.PrefaceLine) {
+			handedOff = true
+			fc.fs.track(fc, false) // the HTTP/2 connection shuts down on its own (GOAWAY)
+			_ = fc.c.SetReadDeadline(time.Time{})
+			fc.fs.cfg.H2C(&h1.PrefixConn{Conn: fc.c, Pre: append([]byte(nil), fc.in.Buffered()...)})
+			return
+		}
 		if errors.Is(err, errFastHeadTooLarge) {
 			handedOff = fc.handOff() // net/http answers it with its own limit
 			return

@@ -108,6 +108,10 @@ type Conn struct {
 	done        chan struct{}
 }
 
+// PrefaceLine is the first line of the HTTP/2 client preface: what an HTTP/1.1 listener that
+// also serves h2c with prior knowledge reads as a request line it does not serve.
+var PrefaceLine = []byte("PRI * HTTP/2.0\r\n")
+
 // NewConn makes a server connection over nc (its first bytes must be the client preface).
 func NewConn(nc net.Conn, cfg Config, h Handler) *Conn {
 	if cfg.MaxConcurrentStreams == 0 {
