@@ -32,21 +32,24 @@ import (
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
 	"github.com/switchyard/switchyard/internal/httppath"
+	"github.com/switchyard/switchyard/internal/lograte"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
 // Edge is one edge cache. Create it with New; it is safe for concurrent use.
 type Edge struct {
-	cfg       Config
-	log       *slog.Logger
-	warns     warnLimit         // per-request warnings, at most one line a second each (edge/lograte.go)
-	sockets   *handover.Sockets // listeners inherited from, and kept for, an upgrade
-	store     *store.Store
-	stats     Stats
-	registry  *prometheus.Registry
-	upstream  *upstream
-	heuristic cachecontrol.Heuristic
-	clock     func() time.Time // the cache's clock (edge/clock.go); nil is the wall clock
+	cfg   Config
+	log   *slog.Logger
+	warns lograte.Limiter // per-request warnings, at most one line a second each
+	// handshakes runs the TLS listener's handshakes, failures counted and logged
+	handshakes *tlsconf.Handshakes
+	sockets    *handover.Sockets // listeners inherited from, and kept for, an upgrade
+	store      *store.Store
+	stats      Stats
+	registry   *prometheus.Registry
+	upstream   *upstream
+	heuristic  cachecontrol.Heuristic
+	clock      func() time.Time // the cache's clock (edge/clock.go); nil is the wall clock
 
 	// passes are the request fields forwarded as the client sent them (edge/requestheaders.go).
 	passes map[string]bool
@@ -152,6 +155,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		return nil, fmt.Errorf("create edge: %w", err)
 	}
 	e.registry = newRegistry(e)
+	e.handshakes = tlsconf.NewHandshakes(e.registry, e.log)
 	return e, nil
 }
 

@@ -170,12 +170,10 @@ func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
 
 // serveTLS handshakes one connection and serves it by the protocol ALPN chose.
 func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
-	_ = c.SetDeadline(time.Now().Add(clientReadHeader))
-	if err := c.Handshake(); err != nil {
+	if err := e.handshakes.Run(c, clientReadHeader); err != nil {
 		c.Close()
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
 	st := c.ConnectionState()
 	if st.NegotiatedProtocol == tlsconf.ACMETLS1 {
 		c.Close() // a TLS-ALPN-01 validation: the CA wanted the certificate and sends no request

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -167,4 +168,47 @@ func TestFrontDoorConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, name)
 		}
 	}
+}
+
+// A flood of TLS connections that never finish their handshake does not hold up a real HTTPS
+// client; plain HTTP sent to the TLS port is refused and counted
+// (switchyard_tls_handshake_failures_total{reason="not_tls"}).
+func TestFrontDoorHandshakeFloodAndGarbage(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	e, clients, urls := frontDoorEdge(t, o.URL)
+	for range 100 {
+		c, err := net.Dial("tcp", e.TLSAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	start := time.Now()
+	resp, err := getAs(clients["tls"], urls["tls"]+"/during-flood")
+	if err != nil {
+		t.Fatalf("a real client during the flood: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || time.Since(start) > 2*time.Second {
+		t.Fatalf("a real client during the flood: %s after %v", resp.Status, time.Since(start))
+	}
+	c, err := net.Dial("tcp", e.TLSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: edge.test\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+	testutil.Eventually(t, 3*time.Second, func() bool {
+		mfs, _ := e.Registry().Gather()
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == "switchyard_tls_handshake_failures_total" && m.GetLabel()[0].GetValue() == "not_tls" {
+					return m.GetCounter().GetValue() == 1
+				}
+			}
+		}
+		return false
+	}, "plain HTTP to the TLS port not counted as not_tls")
 }

@@ -45,7 +45,7 @@ func TestEdgeRateLimitsFailureWarnings(t *testing.T) {
 	}
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)
-	e.warns.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e.warns.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}

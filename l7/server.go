@@ -69,6 +69,7 @@ type Server struct {
 	// anything serves; their HTTP-01 challenges are answered on every plain listener.
 	acme        []*tlsconf.Certs
 	acmeMetrics *tlsconf.Metrics
+	handshakes  *tlsconf.Handshakes // TLS listeners' handshakes, failures counted and logged
 	// fdLimit, when set, is the descriptor limit the budget is cut from instead of the process's
 	// (tests: a small budget without lowering the test binary's own limit).
 	fdLimit uint64
@@ -100,6 +101,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.conns = s.newBudget(cfg.Limits.MaxConnections)
 	s.acmeMetrics = tlsconf.NewMetrics(s.metrics.reg)
+	s.handshakes = tlsconf.NewHandshakes(s.metrics.reg, s.log)
 	s.metrics.reg.MustRegister(s.served.collectors()...)
 	if err := s.openAccessLog(cfg.AccessLog); err != nil {
 		return nil, err
@@ -315,9 +317,7 @@ func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error
 
 func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, conns *h1.Handover) {
 	c := tls.Server(newTLSWire(raw), tc) // the wire lets an event loop take the connection over
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := c.HandshakeContext(ctx); err != nil {
+	if err := s.handshakes.Run(c, timeout); err != nil {
 		raw.Close()
 		s.conns.Done()
 		s.pending.Add(-1)
