@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -30,6 +31,11 @@ type Options struct {
 	AltSvcMaxAge time.Duration
 	// Log takes quic-go's own log lines; nil discards them.
 	Log *slog.Logger
+	// ValidateAbove is how many new connection attempts a second are taken on the client's
+	// word; past it each must first prove its address with a Retry (RFC 9000 8.1.2), which
+	// costs one round trip and stops a spoofed flood from making the server work. 0: 1,000;
+	// negative: always (tests).
+	ValidateAbove int
 }
 
 // Server serves one http.Handler over HTTP/3 on one or more UDP sockets (a SO_REUSEPORT group)
@@ -37,8 +43,10 @@ type Options struct {
 type Server struct {
 	srv    *http3.Server
 	conns  []net.PacketConn
+	trs    []*quic.Transport
 	altSvc string
 	errc   chan error
+	load   attempts
 }
 
 // Serve starts serving h on conns with tc's certificates (its ALPN list is replaced by h3) and
@@ -57,21 +65,33 @@ func Serve(conns []net.PacketConn, tc *tls.Config, h http.Handler, o Options) (*
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.ValidateAbove == 0 {
+		o.ValidateAbove = 1000
+	}
 	s := &Server{
 		srv: &http3.Server{
 			Handler: h, TLSConfig: http3.ConfigureTLSConfig(tc.Clone()), MaxHeaderBytes: o.MaxHeaderBytes,
 			IdleTimeout: o.IdleTimeout, Logger: o.Log,
-			// Address validation (a Retry) only for a client whose address is unproven and only
-			// under load is quic-go's default; 0-RTT stays off, so no request can be replayed.
+			// 0-RTT stays off (Allow0RTT false), so no request can be replayed.
 			QUICConfig: &quic.Config{MaxIdleTimeout: o.IdleTimeout},
 		},
 		conns:  conns,
 		altSvc: fmt.Sprintf(`h3=":%d"; ma=%d`, port, int(o.AltSvcMaxAge.Seconds())),
 		errc:   make(chan error, len(conns)),
+		load:   attempts{limit: o.ValidateAbove},
 	}
 	for _, c := range conns {
+		// quic-go asks for address validation only when told to (VerifySourceAddress); under
+		// load is when a spoofed flood would otherwise cost handshakes.
+		tr := &quic.Transport{Conn: c, VerifySourceAddress: func(net.Addr) bool { return s.load.over(time.Now()) }}
+		ln, err := tr.ListenEarly(s.srv.TLSConfig, s.srv.QUICConfig)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("serve http/3 on %s: %w", c.LocalAddr(), err)
+		}
+		s.trs = append(s.trs, tr)
 		go func() {
-			err := s.srv.Serve(c)
+			err := s.srv.ServeListener(ln)
 			if errors.Is(err, http.ErrServerClosed) || errors.Is(err, quic.ErrServerClosed) {
 				err = nil
 			}
@@ -79,6 +99,29 @@ func Serve(conns []net.PacketConn, tc *tls.Config, h http.Handler, o Options) (*
 		}()
 	}
 	return s, nil
+}
+
+// attempts counts new connection attempts per second, to ask for address validation past a
+// limit.
+type attempts struct {
+	limit  int
+	mu     sync.Mutex
+	second int64
+	n      int
+}
+
+// over counts an attempt at now and reports whether this second's are past the limit.
+func (a *attempts) over(now time.Time) bool {
+	if a.limit < 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sec := now.Unix(); sec != a.second {
+		a.second, a.n = sec, 0
+	}
+	a.n++
+	return a.n > a.limit
 }
 
 // Addr is the UDP address served.
@@ -104,10 +147,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		err = errors.Join(err, s.srv.Close())
 	}
+	return errors.Join(err, s.close())
+}
+
+// close closes the transports and their sockets.
+func (s *Server) close() error {
+	var errs []error
+	for _, tr := range s.trs {
+		errs = append(errs, tr.Close())
+	}
 	for _, c := range s.conns {
 		c.Close()
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // ListenUDP binds (or, in a hitless upgrade, inherits through sk) the UDP socket of a TLS
