@@ -98,6 +98,14 @@ func setCacheHeaders(h http.Header, label string, age time.Duration) {
 	} else {
 		h["X-Cache"] = []string{label}
 	}
+	// Cache-Status (RFC 9211): the caches nearer the origin come first, this one last.
+	if member, ok := cacheStatus[label]; ok {
+		if up := h["Cache-Status"]; len(up) > 0 {
+			h["Cache-Status"] = []string{strings.Join(up, ", ") + ", " + member[0]}
+		} else {
+			h["Cache-Status"] = member
+		}
+	}
 	secs := min(int64(age/time.Second), 1<<31) // delta-seconds never exceed 2^31 (RFC 9111 1.2.2)
 	if secs >= 0 && secs < int64(len(ageValues)) {
 		h["Age"] = ageValues[secs]
@@ -109,7 +117,13 @@ func setCacheHeaders(h http.Header, label string, age time.Duration) {
 // labelValues and ageValues are the shared header values setCacheHeaders uses.
 var (
 	labelValues = map[string][]string{Hit: {Hit}, Miss: {Miss}, Stale: {Stale}, Revalidated: {Revalidated}, Bypass: {Bypass}}
-	ageValues   = func() [][]string {
+	// cacheStatus is each label's Cache-Status member (RFC 9211 2): a fresh hit; forwarded on a
+	// miss; a stale response served (forwarded because stale, or not at all); a stale one
+	// confirmed by a 304; the cache bypassed.
+	cacheStatus = map[string][]string{Hit: {"switchyard-edge; hit"}, Miss: {"switchyard-edge; fwd=miss"},
+		Stale: {"switchyard-edge; hit; fwd=stale"}, Revalidated: {"switchyard-edge; fwd=stale; fwd-status=304"},
+		Bypass: {"switchyard-edge; fwd=bypass"}}
+	ageValues = func() [][]string {
 		v := make([][]string, 3600)
 		for i := range v {
 			v[i] = []string{strconv.Itoa(i)}

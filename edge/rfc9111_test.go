@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -437,4 +438,43 @@ func TestVaryValueNormalised(t *testing.T) {
 	get(t, e.URL()+"/n", "Accept-Encoding", "gzip, br")
 	expect(t, get(t, e.URL()+"/n", "Accept-Encoding", "GZIP,br"), 200, Hit, "enc")
 	expect(t, get(t, e.URL()+"/n", "Accept-Encoding", "br"), 200, Miss, "enc")
+}
+
+// Every answer carries Cache-Status (RFC 9211) beside X-Cache: this edge's member last, after
+// those of the caches nearer the origin, on the fast path and off it.
+func TestCacheStatus(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=300")
+		if r.URL.Path == "/behind" {
+			w.Header().Set("Cache-Status", "origin-cache; hit")
+		}
+		io.WriteString(w, "x")
+	})
+	for _, fast := range []bool{true, false} {
+		e := newEdge(t, o.URL, func(c *Config) { c.DisableFastPath = !fast })
+		for _, c := range []struct{ path, want string }{
+			{"/a", "switchyard-edge; fwd=miss"},
+			{"/a", "switchyard-edge; hit"},
+			{"/behind", "origin-cache; hit, switchyard-edge; fwd=miss"},
+			{"/behind", "origin-cache; hit, switchyard-edge; hit"},
+		} {
+			resp, err := http.Get(e.URL() + c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := strings.Join(resp.Header.Values("Cache-Status"), ", "); got != c.want {
+				t.Errorf("fast path %v, %s: Cache-Status %q, want %q", fast, c.path, got, c.want)
+			}
+		}
+		req, _ := http.NewRequest("DELETE", e.URL()+"/a", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Status"); got != "switchyard-edge; fwd=bypass" {
+			t.Errorf("fast path %v, DELETE: Cache-Status %q, want a bypass", fast, got)
+		}
+	}
 }
