@@ -60,8 +60,8 @@ func (bb *budgetBackend) finish() { bb.once.Do(func() { close(bb.release) }) }
 
 // TestUpstreamsShareTheDescriptorBudget is the fault "upstream descriptors are not
 // bounded" on every engine: slow requests holding upstream connections fill a small budget. (a)
-// requests past it are shed with 503 and Retry-After, never 502, on the core and on net/http (an
-// h2c pool), and succeed as soon as the slow ones finish; (b) health checks keep probing on the
+// requests past it are shed with 503 and Retry-After, never 502, by the core to HTTP/1.1 and h2c
+// pools alike, and succeed as soon as the slow ones finish; (b) health checks keep probing on the
 // reserve and the backend stays healthy; (c) the local refusals are not counted by outlier
 // detection (consecutive_errors: 1 would eject at the first).
 func TestUpstreamsShareTheDescriptorBudget(t *testing.T) {
@@ -119,12 +119,12 @@ pools:
 	}
 
 	// (a) The keep-alive client is served from an idle upstream connection or shed, never 502;
-	// the h2c pool (net/http) has no connection yet, so it is shed.
+	// the h2c pool has no connection yet, so it is shed.
 	if r := ask("/ok"); r.StatusCode != 200 && (r.StatusCode != 503 || r.Header.Get("Retry-After") == "") {
 		t.Errorf("keep-alive client during the exhaustion: %d (Retry-After %q), want 200 or 503 with Retry-After", r.StatusCode, r.Header.Get("Retry-After"))
 	}
 	if r := ask("/q"); r.StatusCode != 503 || r.Header.Get("Retry-After") == "" {
-		t.Errorf("h2c pool (net/http) during the exhaustion: %d (Retry-After %q), want 503 with Retry-After", r.StatusCode, r.Header.Get("Retry-After"))
+		t.Errorf("h2c pool during the exhaustion: %d (Retry-After %q), want 503 with Retry-After", r.StatusCode, r.Header.Get("Retry-After"))
 	}
 	// (b) Health checks need a new socket each and still get one, from the reserve.
 	before := slow.checks.Load()

@@ -11,11 +11,11 @@
 //   - engine_loop*_linux.go: the epoll event loops (plain HTTP/1.1, and TLS after the first
 //     request);
 //   - engine_goroutine.go: a goroutine per connection (TLS handshakes and first requests,
-//     streamed uploads, host-name pools);
+//     streamed uploads, host-name pools, h2c and h2 pools through forward_h2.go);
 //   - engine_h2.go and h2fallback.go: HTTP/2 streams from internal/h2, through the goroutine
 //     engine's request path, or the net/http engine for what the core does not take;
 //   - engine_nethttp.go: the net/http engine (ReverseProxy) for upgrades, extended CONNECT,
-//     h2c/h2 and sticky pools, gRPC, HTTP/3 (http3.go) and the odd shapes docs/l7.md lists.
+//     sticky pools, HTTP/3 (http3.go) and the odd shapes docs/l7.md lists.
 //
 // server.go starts the listeners and picks the engine for each; state.go builds a
 // configuration's runtime (pools, transports, health checks) and retire.go frees replaced ones.

@@ -17,16 +17,18 @@ import (
 
 // The goroutine engine: one goroutine per client connection over a net.Conn, for TLS
 // listeners (crypto/tls needs a net.Conn), `event_loops: -1`, and what the event loops hand
-// over (streamed uploads, host-name backends). It is a thin I/O layer over the request core
-// (request.go and package core): it reads a head into the connection's buffer, lets the core
-// parse, route and admit it, writes the core's upstream head with the buffered body in one
-// write, and streams the response back with the core's framing. A body still arriving streams
-// up on a second goroutine while the response streams down (full duplex).
+// over (streamed uploads, host-name backends, h2c and h2 pools). It is a thin I/O layer over
+// the request core (request.go and package core): it reads a head into the connection's
+// buffer, lets the core parse, route and admit it, writes the core's upstream head with the
+// buffered body in one write, and streams the response back with the core's framing. A body
+// still arriving streams up on a second goroutine while the response streams down (full
+// duplex).
 //
 // Whatever the core does not serve goes, at a request boundary and with the bytes already read,
-// to net/http (guard + http.Server + ReverseProxy) for the rest of the connection: h2c,
-// HTTP/1.0, upgrades, Expect: 100-continue, absolute-form targets, anything net/http would
-// refuse or answer itself (bad paths, no route), sticky pools (cookies) and h2/h2c pools.
+// to net/http (guard + http.Server + ReverseProxy) for the rest of the connection: HTTP/1.0,
+// upgrades, Expect: 100-continue, absolute-form targets, anything net/http would refuse or
+// answer itself (bad paths, no route) and sticky pools (cookies); a connection that starts with
+// the h2c preface goes to the HTTP/2 engine instead (handOff, engine_h2.go).
 
 // goConn is one client connection on the goroutine engine.
 type goConn struct {

@@ -23,7 +23,7 @@ import (
 // request head is filled from the stream's fields (streamConn.request), its body read from DATA
 // (chunked by the core when it has no length), and the response goes out as HEADERS, DATA and
 // trailer frames built from the upstream's parsed head (goConn.sendStart, sendBody). What the
-// core hands to net/http (no route, sticky or h2/h2c pools, extended CONNECT, odd requests)
+// core hands to net/http (no route, sticky pools, extended CONNECT, odd requests)
 // goes to the same net/http handler with an http.ResponseWriter on the stream (h2fallback.go).
 
 // h2Conn is one client HTTP/2 connection.

@@ -39,8 +39,9 @@ import (
 // connections may be reused; the loop only moves bytes between non-blocking sockets. It serves
 // a request whose head and whole body are buffered, sent to a backend given as an IP address.
 // Anything else is handed over, at the request boundary and with the bytes read so far, to a
-// goroutine: streamed uploads and host-name backends to the goroutine engine
-// (engine_goroutine.go), everything the core does not serve (h2c, upgrades, ...) to net/http.
+// goroutine: streamed uploads, host-name backends and h2c/h2 pools to the goroutine engine
+// (engine_goroutine.go), an h2c preface to the HTTP/2 engine, and everything else the core does
+// not serve (upgrades, ...) to net/http.
 // Responses of any size and framing stream through the loop, with backpressure: it reads the
 // backend only once the client took what came before.
 

@@ -8,7 +8,7 @@ import (
 )
 
 // What the core does not serve on an HTTP/2 stream (no route, paths that fail normalisation,
-// sticky pools, h2/h2c upstream pools, Expect and the other shapes docs/l7.md lists) goes to
+// sticky pools, extended CONNECT, Expect and the other shapes docs/l7.md lists) goes to
 // the net/http handler (ServeHTTP: ReverseProxy and its transports) on the stream
 // (h2.ServeHandler). inline is the body already taken into the request's buffer.
 func (hc *h2Conn) fallback(st *h2.Stream, inline []byte) {

@@ -115,8 +115,7 @@ type routed struct {
 }
 
 // route lets the core read and match the request head. ok is false when net/http must take the
-// request (the list in docs/l7.md), including routes to pools only net/http serves (sticky,
-// h2c/h2 upstreams).
+// request (the list in docs/l7.md), including routes to pools only net/http serves (sticky).
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
 	cc.requests.Add(1)
