@@ -104,7 +104,7 @@ var errHeaderTimeout = fmt.Errorf("await response head: %w", os.ErrDeadlineExcee
 // roundTripH2 sends the request to b on a pooled HTTP/2 connection and returns the response
 // head, and done, which ends the attempt once its response has been relayed. A body held whole
 // (gc.reqBuf) is sent again on each try; one still arriving follows what came with the head
-// from upload. The head must come within the pool's header timeout.
+// from upload. The head of a request sent whole must come within the pool's header timeout.
 func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backend, upload *clientBody) (*http.Response, func(), error) {
 	p := rq.rt.pool
 	cc, err := p.h2up.get(ctx, b)
@@ -129,9 +129,14 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 		req.Body = io.NopCloser(io.MultiReader(&byteReader{b: gc.reqBuf}, upload))
 	}
 	actx, cancel := context.WithCancel(ctx)
+	// The header timeout runs from a body sent whole; a streamed upload is bounded by the total
+	// timeout only (the backend may answer only once it has all of it), as on HTTP/1.1 pools.
 	late := time.AfterFunc(p.cfg.Timeouts.Header, cancel)
+	if upload != nil {
+		late.Stop()
+	}
 	resp, err := cc.RoundTrip(req.WithContext(actx))
-	fired := !late.Stop()
+	fired := upload == nil && !late.Stop()
 	switch {
 	case err == nil && !fired:
 		return resp, cancel, nil

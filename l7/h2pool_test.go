@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -138,5 +139,33 @@ func TestH2PoolClientResetCancelsUpstream(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(3 * time.Second):
 		t.Fatal("the backend's request went on after the client reset its stream")
+	}
+}
+
+// A streamed upload to an h2c pool is bounded by the total timeout, not the pool's header
+// timeout: a backend that answers once it has the whole body is not cut while the body still
+// arrives (as on HTTP/1.1 pools).
+func TestH2PoolSlowUploadNotCutByHeaderTimeout(t *testing.T) {
+	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d", n)
+	}))
+	p := engine{name: "h2c", h2: true}.start(t, oneRoute(", protocol: h2c, timeouts: {header: 200ms}", b.addr))
+	pr, pw := io.Pipe()
+	go func() {
+		for range 6 {
+			pw.Write(bytes.Repeat([]byte("u"), 1000))
+			time.Sleep(100 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	resp, err := h2Client(p.base()).Post(p.base()+"/up", "application/octet-stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "6000" {
+		t.Fatalf("slow upload: %s %q, want 200 and 6000 bytes received", resp.Status, body)
 	}
 }

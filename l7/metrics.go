@@ -70,7 +70,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_l7_loop_handoffs_total",
-			Help: "Connections an event loop handed to a goroutine, by where they went: fast (the goroutine engine: a streamed upload, a host-name pool) or http (what net/http serves: h2c, upgrades, sticky pools...).",
+			Help: "Connections an event loop handed to a goroutine, by where they went: fast (the goroutine engine: a streamed upload, a host-name pool, an h2 or h2c pool) or http (what net/http serves: upgrades, sticky pools..., and a connection opening with the h2c preface, which the HTTP/2 engine then takes).",
 		}, []string{"to"}),
 	}
 	m.shedGlobal = m.shed.WithLabelValues("global")
