@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +51,7 @@ func (gc *goConn) forwardH2(rq *routed, ex *attempt, deadline time.Time) (int, i
 	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
 	for {
 		b := ex.backend()
-		resp, done, err := gc.roundTripH2(ctx, rq, b, upload)
+		resp, done, err := gc.roundTripH2(ctx, rq, b, &rb, upload)
 		if err != nil {
 			switch {
 			case errors.As(err, &rej):
@@ -105,7 +106,7 @@ var errHeaderTimeout = fmt.Errorf("await response head: %w", os.ErrDeadlineExcee
 // head, and done, which ends the attempt once its response has been relayed. A body held whole
 // (gc.reqBuf) is sent again on each try; one still arriving follows what came with the head
 // from upload. The head of a request sent whole must come within the pool's header timeout.
-func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backend, upload *clientBody) (*http.Response, func(), error) {
+func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backend, rb *core.RequestBody, upload *clientBody) (*http.Response, func(), error) {
 	p := rq.rt.pool
 	cc, err := p.h2up.get(ctx, b)
 	if err != nil {
@@ -127,6 +128,29 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 	if upload != nil {
 		req.ContentLength = gc.head.ContentLength
 		req.Body = io.NopCloser(io.MultiReader(&byteReader{b: gc.reqBuf}, upload))
+	}
+	if gc.head.Chunked && gc.stream == nil {
+		// An HTTP/1.1 client's chunked trailers follow the body: those of a body held whole now,
+		// a streamed one's filled in by upload at its end (the transport sends what the map
+		// holds once the body is read).
+		req.Trailer = http.Header{}
+		// The names the client announced (its Trailer field) are announced upstream too: an
+		// HTTP/2 server may keep only announced trailer fields.
+		for _, f := range gc.head.Fields {
+			if bytes.EqualFold(f.Name, []byte("Trailer")) {
+				for _, name := range strings.Split(string(f.Value), ",") {
+					if name = strings.TrimSpace(name); name != "" && h1.TrailerAllowed([]byte(name)) {
+						req.Trailer[http.CanonicalHeaderKey(name)] = nil
+					}
+				}
+			}
+		}
+		for _, f := range rb.Trailers(nil) {
+			req.Trailer.Add(string(f.Name), string(f.Value))
+		}
+		if upload != nil {
+			upload.trailer = req.Trailer
+		}
 	}
 	actx, cancel := context.WithCancel(ctx)
 	// The header timeout runs from a body sent whole; a streamed upload is bounded by the total
@@ -172,8 +196,9 @@ func (r *byteReader) Read(p []byte) (int, error) {
 // failure is errClientBody. detach takes it back from the transport before the connection (or
 // stream) serves anything else.
 type clientBody struct {
-	gc *goConn
-	rb *core.RequestBody
+	gc      *goConn
+	rb      *core.RequestBody
+	trailer http.Header // where the body's trailer fields go once it ends (nil: dropped)
 
 	mu      sync.Mutex
 	idle    sync.Cond
@@ -203,6 +228,12 @@ func (cb *clientBody) read(p []byte) (int, error) {
 	in := &cb.gc.in
 	for {
 		if cb.rb.Done() {
+			if cb.trailer != nil {
+				for _, f := range cb.rb.Trailers(nil) {
+					cb.trailer.Add(string(f.Name), string(f.Value))
+				}
+				cb.trailer = nil
+			}
 			return 0, io.EOF
 		}
 		if len(in.Buffered()) == 0 {

@@ -169,3 +169,36 @@ func TestH2PoolSlowUploadNotCutByHeaderTimeout(t *testing.T) {
 		t.Fatalf("slow upload: %s %q, want 200 and 6000 bytes received", resp.Status, body)
 	}
 }
+
+// An HTTP/1.1 client's chunked request trailers reach an h2c backend as HTTP/2 trailers.
+func TestH2PoolRequestTrailers(t *testing.T) {
+	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %s", n, r.Trailer.Get("X-Sum"))
+	}))
+	p := engine{name: "goroutines", noLoops: true}.start(t, oneRoute(", protocol: h2c", b.addr))
+	req, _ := http.NewRequest("POST", p.base()+"/up", io.MultiReader(bytes.NewReader([]byte("abcdef"))))
+	req.Trailer = http.Header{"X-Sum": nil}
+	req.ContentLength = -1 // chunked, so the trailer can follow
+	body := req.Body
+	req.Body = io.NopCloser(readerFunc(func(p []byte) (int, error) {
+		n, err := body.Read(p)
+		if err == io.EOF {
+			req.Trailer.Set("X-Sum", "6")
+		}
+		return n, err
+	}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != "6 6" {
+		t.Fatalf("the backend read %q, want 6 bytes and the trailer X-Sum: 6", got)
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

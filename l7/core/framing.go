@@ -171,10 +171,10 @@ func NewRequestBody(h *h1.Head) RequestBody {
 
 // NewRequestPayload starts the body of a request head h for an upstream whose protocol frames
 // the data itself (HTTP/2): the output is the body's data alone, a chunked body decoded (its
-// trailer fields dropped).
+// trailer fields kept for Trailers).
 func NewRequestPayload(h *h1.Head) RequestBody {
 	rb := NewRequestBody(h)
-	rb.chunk = h1.Chunked{Payload: true}
+	rb.chunk = h1.Chunked{Payload: true, KeepTrailers: true}
 	rb.payload = true
 	return rb
 }
@@ -186,6 +186,15 @@ func NewStreamBody(payload bool) RequestBody { return RequestBody{frame: true, p
 
 // Done reports that the whole body has been taken.
 func (b *RequestBody) Done() bool { return b.done }
+
+// Trailers appends the forwardable trailer fields of a chunked body that is done (decoded for
+// an HTTP/2 upstream: NewRequestPayload) to dst.
+func (b *RequestBody) Trailers(dst []h1.Field) []h1.Field {
+	if !b.done || !b.chunked {
+		return dst
+	}
+	return b.chunk.Trailers(dst)
+}
 
 // End is told that the client's side of the body ended (EOF). complete reports whether that
 // ends the body (a stream's, whose last chunk is out) rather than truncating it.
