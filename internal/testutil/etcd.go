@@ -2,7 +2,9 @@ package testutil
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -99,29 +101,34 @@ func (e *Etcd) run() error {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	e.cmd, e.done = cmd, done
-	// 60 s: a restart on an old data directory replays its WAL, which took over 20 s on a
-	// loaded machine (load 14).
+	// Ready is healthy, not listening: a member killed (Stop) before it has elected itself and
+	// committed the cluster's first entries comes back unable to elect a leader. 60 s: a restart
+	// on an old data directory replays its WAL, which took over 20 s on a loaded machine (load 14).
 	exited := false
-	listening := poll(60*time.Second, func() bool {
+	hc := &http.Client{Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	healthy := poll(60*time.Second, func() bool {
 		select {
 		case <-done:
 			exited = true
 			return true
 		default:
 		}
-		c, err := net.DialTimeout("tcp", e.Endpoint, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
+		resp, err := hc.Get(e.client + "/health")
+		if err != nil {
+			return false
 		}
-		return err == nil
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
 	})
 	switch {
 	case exited:
 		e.cmd = nil
 		return fmt.Errorf("start etcd on %s: it exited: %s", e.Endpoint, lastLines(e.out.String(), 5))
-	case !listening:
+	case !healthy:
 		e.Stop()
-		return fmt.Errorf("start etcd: not listening on %s within 60s: %s", e.Endpoint, lastLines(e.out.String(), 5))
+		return fmt.Errorf("start etcd: not healthy on %s within 60s: %s", e.Endpoint, lastLines(e.out.String(), 5))
 	}
 	return nil
 }
