@@ -47,6 +47,10 @@ import (
 	"github.com/switchyard/switchyard/control/store"
 )
 
+// ErrDecrypt is what reading a value fails with when it does not open with this storage's key:
+// the key file differs from the one it was written with (or the value was changed in etcd).
+var ErrDecrypt = errors.New("message authentication failed")
+
 // Options tune a Storage; the zero value is what production runs.
 type Options struct {
 	// LockTTL is the lease of a held lock: a node that dies holding one (no Unlock, no
@@ -210,6 +214,22 @@ func (s *Storage) get(ctx context.Context, key string) ([]byte, time.Time, error
 	return s.open(key, resp.Kvs[0].Value)
 }
 
+// Check reports whether etcd answers and the key opens what it holds (one value, if any).
+func (s *Storage) Check(ctx context.Context) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.data, clientv3.WithPrefix(), clientv3.WithLimit(1))
+	if err != nil {
+		return fmt.Errorf("read acme storage %s: %w", s, err)
+	}
+	for _, kv := range resp.Kvs {
+		if _, _, err := s.open(strings.TrimPrefix(string(kv.Key), s.data), kv.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Delete removes key and, as with a directory, every key under it; a missing key is no error.
 func (s *Storage) Delete(ctx context.Context, key string) error {
 	key = clean(key)
@@ -335,7 +355,7 @@ func (s *Storage) open(key string, sealed []byte) ([]byte, time.Time, error) {
 	header, nonce, ct := sealed[:headerLen], sealed[headerLen:headerLen+nonceLen], sealed[headerLen+nonceLen:]
 	v, err := s.aead.Open(nil, nonce, ct, s.additional(header, key))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("decrypt acme key %s: %w: the storage_key_file is not the key it was written with (give every node of the fleet the same key file)", key, err)
+		return nil, time.Time{}, fmt.Errorf("decrypt acme key %s: %w: the storage_key_file is not the key it was written with (give every node of the fleet the same key file)", key, ErrDecrypt)
 	}
 	return v, time.Unix(0, int64(binary.BigEndian.Uint64(header[1:]))), nil
 }

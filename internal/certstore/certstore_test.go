@@ -209,14 +209,23 @@ func TestEncryptedAtRest(t *testing.T) {
 	if _, err := s.Load(ctx, "a/site.key"); err == nil || !strings.Contains(err.Error(), "decrypt acme key a/site.key") {
 		t.Fatalf("a value moved to another key opened: %v", err)
 	}
+	if _, err := s.Client().Put(ctx, "/sy/enc/acme/data/a/site.key", string(a)); err != nil {
+		t.Fatal(err)
+	}
 
 	other := open(t, e, "/sy/enc", randomKey(t), Options{})
 	_, err := other.Load(ctx, "b/site.key")
 	if err == nil || !strings.Contains(err.Error(), "storage_key_file is not the key it was written with") {
 		t.Fatalf("load with the wrong key: %v, want an error naming the key file", err)
 	}
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Fatal("a wrong key reads as a missing value: certmagic would order anew")
+	if !errors.Is(err, ErrDecrypt) || errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("load with the wrong key: %v, want ErrDecrypt (not fs.ErrNotExist: certmagic would order anew)", err)
+	}
+	if err := other.Check(ctx); !errors.Is(err, ErrDecrypt) {
+		t.Fatalf("check with the wrong key: %v, want ErrDecrypt", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("check with the right key: %v", err)
 	}
 
 	if _, err := s.Client().Put(ctx, "/sy/enc/acme/data/c", "hand-written"); err != nil {
