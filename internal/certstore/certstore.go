@@ -6,10 +6,10 @@
 //
 // Key layout (PREFIX is the path of the store URL, e.g. /switchyard/prod):
 //
-//	PREFIX/acme/data/<key>          a certmagic key ("certificates/<issuer>/<name>/<name>.crt", ...),
-//	                                its value sealed with AES-256-GCM
-//	PREFIX/acme/locks/<name>/<lease> a certmagic lock (etcd's concurrency.Mutex), held while its
-//	                                lease is kept alive
+//	PREFIX/acme/data/<key>            a certmagic key ("certificates/<issuer>/<name>/<name>.crt",
+//	                                  ...), its value sealed with AES-256-GCM
+//	PREFIX/acme/locks/<name>/<lease>  a certmagic lock (etcd's concurrency.Mutex), the name
+//	                                  path-escaped, held while its lease is kept alive
 //
 // Values are encrypted because they hold private keys (the certificates' and the ACME
 // account's) and etcd is readable by whoever may read the fleet's configuration. The 32-byte key
