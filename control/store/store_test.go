@@ -3,12 +3,7 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,84 +31,14 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// etcd is one real etcd server (Debian's etcd-server) on loopback ports of this task's range.
-type etcd struct {
-	dir        string
-	client     string
-	peer       string
-	cmd        *exec.Cmd
-	clientPort int
+// etcdURL is the store URL of prefix on e.
+func etcdURL(e *testutil.Etcd, prefix string) URL {
+	return URL{Endpoints: []string{e.Endpoint}, Prefix: prefix}
 }
 
-// freePort finds a free loopback port in 21300-21399 (the range reserved for these tests).
-func freePort(t *testing.T, not ...int) int {
+func open(t *testing.T, e *testutil.Etcd, prefix string) *Store {
 	t.Helper()
-next:
-	for p := 21300 + os.Getpid()%50; p < 21400; p++ {
-		for _, n := range not {
-			if n == p {
-				continue next
-			}
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			ln.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port in 21300-21399")
-	return 0
-}
-
-func startEtcd(t *testing.T) *etcd {
-	t.Helper()
-	if _, err := exec.LookPath("etcd"); err != nil {
-		t.Skip("etcd not installed: apt-get install etcd-server (make deps)")
-	}
-	cp := freePort(t)
-	pp := freePort(t, cp)
-	e := &etcd{dir: t.TempDir(), client: fmt.Sprintf("http://127.0.0.1:%d", cp), peer: fmt.Sprintf("http://127.0.0.1:%d", pp), clientPort: cp}
-	e.start(t)
-	t.Cleanup(e.stop)
-	return e
-}
-
-func (e *etcd) start(t *testing.T) {
-	t.Helper()
-	e.cmd = exec.Command("etcd", "--name", "m1", "--data-dir", e.dir,
-		"--listen-client-urls", e.client, "--advertise-client-urls", e.client,
-		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "m1="+e.peer, "--initial-cluster-state", "new")
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// 60 s: a restart on the old data directory replays its WAL, which took over 20 s on a
-	// loaded machine (load 14).
-	testutil.Eventually(t, 60*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(e.client, "http://"), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, "etcd did not listen")
-}
-
-func (e *etcd) stop() {
-	if e.cmd != nil && e.cmd.Process != nil {
-		e.cmd.Process.Kill()
-		e.cmd.Wait()
-		e.cmd = nil
-	}
-}
-
-func (e *etcd) url(prefix string) URL {
-	return URL{Endpoints: []string{strings.TrimPrefix(e.client, "http://")}, Prefix: prefix}
-}
-
-func open(t *testing.T, e *etcd, prefix string) *Store {
-	t.Helper()
-	s, err := Open(e.url(prefix), Options{})
+	s, err := Open(etcdURL(e, prefix), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +83,7 @@ func nextSnapshot(t *testing.T, f *Follower, what string, ok func(Snapshot) bool
 }
 
 func TestRoundTripWatchAndConflict(t *testing.T) {
-	e := startEtcd(t)
+	e := testutil.StartEtcd(t)
 	s := open(t, e, "/sy/test")
 	ctx := ctxT(t)
 	added, err := s.Seed(ctx, []config.VIP{web("198.18.3.1", "198.18.3.2")})
@@ -236,7 +161,7 @@ func TestRoundTripWatchAndConflict(t *testing.T) {
 // TestFollowerResumesFromLastRevision: a follower started from an old snapshot gets every
 // change made since, from the watch (no re-list).
 func TestFollowerResumesFromLastRevision(t *testing.T) {
-	e := startEtcd(t)
+	e := testutil.StartEtcd(t)
 	s := open(t, e, "/sy/resume")
 	ctx := ctxT(t)
 	if _, err := s.Seed(ctx, []config.VIP{web("198.18.3.1")}); err != nil {
@@ -270,7 +195,7 @@ func TestFollowerResumesFromLastRevision(t *testing.T) {
 // TestFollowerRelistsAfterCompaction: when the revision to resume from is compacted away, the
 // follower lists the prefix again and delivers the current state.
 func TestFollowerRelistsAfterCompaction(t *testing.T) {
-	e := startEtcd(t)
+	e := testutil.StartEtcd(t)
 	s := open(t, e, "/sy/compact")
 	ctx := ctxT(t)
 	if _, err := s.Seed(ctx, []config.VIP{web("198.18.3.1")}); err != nil {
@@ -307,7 +232,7 @@ func TestFollowerRelistsAfterCompaction(t *testing.T) {
 // TestFollowerAcrossRestart: etcd killed, the follower says disconnected and delivers nothing;
 // etcd back with its data dir, a change written then arrives.
 func TestFollowerAcrossRestart(t *testing.T) {
-	e := startEtcd(t)
+	e := testutil.StartEtcd(t)
 	s := open(t, e, "/sy/restart")
 	ctx := ctxT(t)
 	if _, err := s.Seed(ctx, []config.VIP{web("198.18.3.1")}); err != nil {
@@ -320,7 +245,7 @@ func TestFollowerAcrossRestart(t *testing.T) {
 	go func() { f.Run(fctx, 200*time.Millisecond); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	e.stop()
+	e.Stop()
 	testutil.Eventually(t, 10*time.Second, func() bool { return !f.State().Connected }, "still connected after etcd was killed")
 	select {
 	case sn := <-f.Updates():
@@ -330,7 +255,7 @@ func TestFollowerAcrossRestart(t *testing.T) {
 	if vs := f.Snapshot().VIPs(); len(vs) != 1 {
 		t.Fatalf("state lost while disconnected: %+v", vs)
 	}
-	e.start(t)
+	e.Start(t)
 	w := open(t, e, "/sy/restart")
 	cur, err := w.List(ctxT(t))
 	if err != nil {

@@ -14,16 +14,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
 	"github.com/mholt/acmez/v3/acme"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/control/store"
+	"github.com/switchyard/switchyard/internal/certstore"
 )
 
 // Certificates by ACME (RFC 8555). The protocol is not written here: caddyserver/certmagic
 // (the library Caddy runs, v0.25.6) places the orders, answers the challenges through the
-// stops' own listeners, keeps certificates and account keys in a storage directory, renews them
+// stops' own listeners, keeps certificates and account keys in a storage directory (or, for a
+// fleet, in etcd: internal/certstore, where its locks let one node order a name), renews them
 // before expiry (by ACME Renewal Info, RFC 9773, where the CA offers it, else at a third of the
 // lifetime left), staples OCSP where the certificate names a responder, and swaps renewed
 // certificates into the listener's GetCertificate without a restart. A failed renewal leaves the
@@ -49,9 +54,13 @@ type ACME struct {
 	// CARoot is a PEM file of roots to trust for the directory's own HTTPS (a test or private
 	// CA); the system roots otherwise.
 	CARoot string `yaml:"ca_root"`
-	// Storage is the directory holding certificates, keys and the ACME account, kept across
-	// restarts.
+	// Storage holds certificates, keys and the ACME account across restarts: a directory, or
+	// an etcd store, etcd://HOST:PORT[,HOST:PORT...]/PREFIX (keys under PREFIX/acme/), that a
+	// fleet shares so that one node orders each name and every node serves the certificate.
 	Storage string `yaml:"storage"`
+	// StorageKeyFile is the file of the 32-byte key (raw, or 64 hex characters) that encrypts
+	// what an etcd storage holds; required with one, the same file on every node.
+	StorageKeyFile string `yaml:"storage_key_file"`
 }
 
 // The challenge types ACME.Challenges accepts.
@@ -79,8 +88,18 @@ func (a *ACME) validate(field string) (path, problem string, ok bool) {
 	case len(a.Domains) == 0:
 		return field + ".domains", "empty; list the names to obtain certificates for, e.g. [www.example.com]", false
 	case a.Storage == "":
-		return field + ".storage", "empty; set a directory kept across restarts (e.g. /var/lib/switchyard/acme): without it every start would order anew and hit the CA's rate limits", false
-	case a.Email != "" && !strings.Contains(a.Email, "@"):
+		return field + ".storage", "empty; set a directory kept across restarts (e.g. /var/lib/switchyard/acme), or a fleet's etcd://HOST:PORT/PREFIX: without it every start would order anew and hit the CA's rate limits", false
+	case certstore.IsURL(a.Storage):
+		if _, err := store.ParseURL(a.Storage); err != nil {
+			return field + ".storage", err.Error(), false
+		}
+		if a.StorageKeyFile == "" {
+			return field + ".storage_key_file", "empty; an etcd storage holds private keys, encrypted with the key in this file: make one with `head -c 32 /dev/urandom > /etc/switchyard/acme.key` and give every node the same copy", false
+		}
+	case a.StorageKeyFile != "":
+		return field + ".storage_key_file", "set with a directory storage, which is not encrypted; leave it out, or set storage to an etcd:// URL", false
+	}
+	if a.Email != "" && !strings.Contains(a.Email, "@") {
 		return field + ".email", fmt.Sprintf("%q is not an email address; write e.g. ops@example.com or leave it out", a.Email), false
 	}
 	for i, d := range a.Domains {
@@ -133,6 +152,10 @@ type Options struct {
 // default); tests shorten it to see renewals of short-lived certificates.
 var MaintenanceInterval = certmagic.DefaultRenewCheckInterval
 
+// EtcdOptions tune an etcd storage (certstore's defaults: locks on 30 s leases, 10 s per read
+// or write); tests shorten them.
+var EtcdOptions certstore.Options
+
 // Certs is a TLS listener's certificates: the files, and with acme: those certmagic obtains and
 // renews. Its TLS configuration serves both, chosen by SNI.
 type Certs struct {
@@ -146,6 +169,7 @@ type Certs struct {
 	names   map[string]bool // the ACME domains, lower case
 	log     *slog.Logger
 	metrics *Metrics
+	etcd    *certstore.Storage // an etcd storage's client, closed with the Certs; nil for a directory
 	cancel  context.CancelFunc
 	closed  sync.Once
 }
@@ -193,8 +217,18 @@ func (cs *Certs) newMagic() error {
 			return fmt.Errorf("read acme ca_root %s: no PEM certificate in it (give the CA's root certificate in PEM)", a.CARoot)
 		}
 	}
-	if err := os.MkdirAll(a.Storage, 0o700); err != nil {
-		return fmt.Errorf("create acme storage: %w (give a directory switchyard may write)", err)
+	var storage certmagic.Storage
+	if certstore.IsURL(a.Storage) {
+		st, err := certstore.Open(a.Storage, a.StorageKeyFile, EtcdOptions)
+		if err != nil {
+			return fmt.Errorf("open acme storage: %w", err)
+		}
+		cs.etcd, storage = st, st
+	} else {
+		if err := os.MkdirAll(a.Storage, 0o700); err != nil {
+			return fmt.Errorf("create acme storage: %w (give a directory switchyard may write)", err)
+		}
+		storage = &certmagic.FileStorage{Path: a.Storage}
 	}
 	zl := zapToSlog(cs.log.With("acme", a.Directory))
 	cs.cache = certmagic.NewCache(certmagic.CacheOptions{
@@ -203,7 +237,7 @@ func (cs *Certs) newMagic() error {
 		Logger:             zl,
 	})
 	cs.magic = certmagic.New(cs.cache, certmagic.Config{
-		Storage: &certmagic.FileStorage{Path: a.Storage},
+		Storage: storage,
 		Logger:  zl,
 		OnEvent: cs.onEvent,
 	})
@@ -220,7 +254,8 @@ func (cs *Certs) newMagic() error {
 // in the background, answering the challenges on the stop's listeners: httpAddr, its plain
 // HTTP listener (http-01; "" without one), and tlsAddr, this TLS listener (tls-alpn-01). A CA
 // that cannot be reached does not fail it: the failure is logged and counted and the order
-// retried, while every other name and listener serves.
+// retried, while every other name and listener serves. Nor does an etcd storage that cannot be
+// reached: its names are managed once it answers.
 func (cs *Certs) Manage(httpAddr, tlsAddr string) error {
 	if cs == nil || cs.magic == nil {
 		return nil
@@ -237,12 +272,45 @@ func (cs *Certs) Manage(httpAddr, tlsAddr string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cs.cancel = cancel
+	if cs.etcd != nil {
+		go cs.manageOnceReachable(ctx)
+		return nil
+	}
 	if err := cs.magic.ManageAsync(ctx, cs.acme.Domains); err != nil {
 		cancel()
 		return fmt.Errorf("manage acme certificates: %w (check acme.storage)", err)
 	}
 	cs.log.Info("tls acme managing certificates", "domains", cs.acme.Domains, "directory", cs.acme.Directory)
 	return nil
+}
+
+// manageOnceReachable is Manage's ManageAsync on an etcd storage, once etcd answers and the key
+// file opens what it holds (checked every 1 s, doubling to 1 min, until the Certs close).
+// certmagic loads each stored certificate once, in the background, and a name whose load fails
+// (etcd down at start) it only logs and never tries again: the name would go unserved until a
+// restart. A wrong key file would fail every load the same way.
+func (cs *Certs) manageOnceReachable(ctx context.Context) {
+	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+		err := cs.etcd.Check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			break
+		}
+		cs.log.Error("tls acme storage failed, will retry", "error", err, "retrying_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	// ManageAsync fails only on a configuration certmagic refuses, which Open's checks keep out.
+	if err := cs.magic.ManageAsync(ctx, cs.acme.Domains); err != nil {
+		cs.log.Error("tls acme manage failed", "error", err)
+		return
+	}
+	cs.log.Info("tls acme managing certificates", "domains", cs.acme.Domains, "directory", cs.acme.Directory, "storage", cs.etcd.String())
 }
 
 // getCertificate serves the ACME names (and TLS-ALPN-01 validation handshakes) from certmagic
@@ -275,7 +343,8 @@ func (cs *Certs) Revoke(ctx context.Context, domain string) error {
 	return nil
 }
 
-// Close stops obtaining and renewing; it may be called more than once.
+// Close stops obtaining and renewing and closes an etcd storage's client; it may be called more
+// than once.
 func (cs *Certs) Close() {
 	if cs == nil || cs.cache == nil {
 		return
@@ -285,6 +354,10 @@ func (cs *Certs) Close() {
 			cs.cancel()
 		}
 		cs.cache.Stop()
+		if cs.etcd != nil {
+			// A lock an ending job still holds is released by its lease (certstore.Options.LockTTL).
+			cs.etcd.Close()
+		}
 	})
 }
 

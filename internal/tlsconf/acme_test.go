@@ -2,17 +2,27 @@ package tlsconf
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+	"github.com/mholt/acmez/v3/acme"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchyard/switchyard/internal/certstore"
 	tu "github.com/switchyard/switchyard/internal/testutil"
 )
 
@@ -34,6 +44,12 @@ func TestValidateACME(t *testing.T) {
 		{"unknown challenge", "tls.acme.challenges[1]", `unknown challenge "dns-01"; use http-01 or tls-alpn-01`, func(a *ACME) { a.Challenges = []string{"http-01", "dns-01"} }},
 		{"no storage", "tls.acme.storage", "kept across restarts", func(a *ACME) { a.Storage = "" }},
 		{"bad email", "tls.acme.email", "not an email", func(a *ACME) { a.Email = "ops" }},
+		{"etcd", "", "", func(a *ACME) {
+			a.Storage, a.StorageKeyFile = "etcd://10.0.0.1:2379/sy/prod", "/etc/switchyard/acme.key"
+		}},
+		{"etcd without key", "tls.acme.storage_key_file", "head -c 32 /dev/urandom", func(a *ACME) { a.Storage = "etcd://10.0.0.1:2379/sy/prod" }},
+		{"etcd without prefix", "tls.acme.storage", "etcd://HOST:PORT", func(a *ACME) { a.Storage, a.StorageKeyFile = "etcd://10.0.0.1:2379", "/k" }},
+		{"key with directory", "tls.acme.storage_key_file", "not encrypted", func(a *ACME) { a.StorageKeyFile = "/k" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := good()
@@ -105,4 +121,144 @@ func TestACMEObtainAndRevoke(t *testing.T) {
 	if st := p.Status(t, cert.SerialNumber); st != "Revoked" {
 		t.Fatalf("pebble says %q after Revoke, want Revoked", st)
 	}
+}
+
+// TestACMEEtcdStorageKey: an etcd storage with a key file that is no key fails Open, naming the
+// fix.
+func TestACMEEtcdStorageKey(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "acme.key")
+	if err := os.WriteFile(bad, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{ACME: &ACME{Directory: "https://127.0.0.1:1/dir", Domains: []string{"www.switchyard.test"},
+		Storage: "etcd://127.0.0.1:1/sy/x", StorageKeyFile: bad}}
+	if _, err := Open(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "head -c 32 /dev/urandom") {
+		t.Fatalf("open with a bad key file: %v", err)
+	}
+}
+
+// fleetNode is one stop of a fleet: its own Certs, metrics and listeners.
+type fleetNode struct {
+	cs                *Certs
+	reg               *prometheus.Registry
+	httpAddr, tlsAddr string
+}
+
+// TestACMEFleetOrdersOnce: two nodes sharing one etcd storage, started together for the same
+// name, get ONE certificate from the CA: one orders it under the storage's lock, the other
+// waits, finds it stored and serves it too. A challenge one node started is answered by another
+// from the storage alone.
+func TestACMEFleetOrdersOnce(t *testing.T) {
+	e := tu.StartEtcd(t)
+	key := make([]byte, 32)
+	rand.Read(key)
+	keyFile := filepath.Join(t.TempDir(), "acme.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const name = "fleet.switchyard.test"
+	nodes := make([]*fleetNode, 2)
+	for i := range nodes {
+		nodes[i] = &fleetNode{reg: prometheus.NewRegistry(), httpAddr: tu.FreeAddr(t), tlsAddr: tu.FreeAddr(t)}
+	}
+	// Pebble validates on one HTTP port, node 0's: as behind a load balancer, the node asked
+	// need not be the node that ordered.
+	p := tu.StartPebble(t, tu.PebbleOptions{HTTPPort: tu.Port(t, nodes[0].httpAddr), TLSPort: tu.Port(t, nodes[0].tlsAddr)})
+	for i, n := range nodes {
+		cfg := &Config{ACME: &ACME{Directory: p.Directory, CARoot: p.CARoot, Domains: []string{name}, Challenges: []string{HTTP01},
+			Storage: "etcd://" + e.Endpoint + "/sy/fleet", StorageKeyFile: keyFile}}
+		cs, err := Open(cfg, Options{Metrics: NewMetrics(n.reg), Log: slog.Default().With("node", i)}, "http/1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cs.Close)
+		n.cs = cs
+		serveACME(t, cs, n.httpAddr, n.tlsAddr)
+	}
+	for _, n := range nodes {
+		if err := n.cs.Manage(n.httpAddr, n.tlsAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots := p.Roots(t)
+	serials := make([]string, len(nodes))
+	for i, n := range nodes {
+		var cert *x509.Certificate
+		var err error
+		tu.Eventually(t, 60*time.Second, func() bool { cert, err = tu.LeafCert(n.tlsAddr, name, roots); return err == nil },
+			"node %d serves no certificate from pebble for %s: %v", i, name, func() any { return err })
+		serials[i] = cert.SerialNumber.Text(16)
+	}
+	if serials[0] != serials[1] {
+		t.Fatalf("the nodes serve different certificates: serials %s and %s (each ordered its own)", serials[0], serials[1])
+	}
+	var obtained float64
+	for _, n := range nodes {
+		obtained += tu.Counter(t, n.reg, "switchyard_tls_acme_obtained_total", "domain", name)
+	}
+	if obtained != 1 {
+		t.Fatalf("switchyard_tls_acme_obtained_total summed over the fleet = %v, want 1 order for %s", obtained, name)
+	}
+
+	// certmagic keeps the challenges this process started in memory, which both nodes of this
+	// test share; a challenge written to the storage only (as another process would) must be
+	// answered from etcd.
+	chal := acme.Challenge{Type: acme.ChallengeTypeHTTP01, Token: "dGVzdHRva2Vu", KeyAuthorization: "dGVzdHRva2Vu.thumbprint",
+		Identifier: acme.Identifier{Type: "dns", Value: "other.switchyard.test"}}
+	b, _ := json.Marshal(chal)
+	tokenKey := path.Join("acme", certmagic.StorageKeys.Safe(nodes[1].cs.issuer.IssuerKey()), "challenge_tokens", "other.switchyard.test.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nodes[1].cs.magic.Storage.Store(ctx, tokenKey, b); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+nodes[0].httpAddr+chal.HTTP01ResourcePath(), nil)
+	req.Host = "other.switchyard.test"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != chal.KeyAuthorization {
+		t.Fatalf("node 0 answered a challenge in the storage with %s %q, want 200 %q", resp.Status, body, chal.KeyAuthorization)
+	}
+}
+
+// TestACMEEtcdDownAtStart: an etcd storage that does not answer does not fail or hold up
+// Manage (the stop starts and serves); the certificate is obtained once etcd is back, though it
+// stayed down longer than a storage read waits (certmagic gives up on a name whose first load
+// fails).
+func TestACMEEtcdDownAtStart(t *testing.T) {
+	defer func(o certstore.Options) { EtcdOptions = o }(EtcdOptions)
+	EtcdOptions.OpTimeout = 500 * time.Millisecond
+	e := tu.StartEtcd(t)
+	e.Stop()
+	keyFile := filepath.Join(t.TempDir(), "acme.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, tlsAddr := tu.FreeAddr(t), tu.FreeAddr(t)
+	p := tu.StartPebble(t, tu.PebbleOptions{HTTPPort: tu.Port(t, httpAddr), TLSPort: tu.Port(t, tlsAddr)})
+	const name = "late.switchyard.test"
+	cfg := &Config{ACME: &ACME{Directory: p.Directory, CARoot: p.CARoot, Domains: []string{name}, Challenges: []string{HTTP01},
+		Storage: "etcd://" + e.Endpoint + "/sy/late", StorageKeyFile: keyFile}}
+	cs, err := Open(cfg, Options{}, "http/1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cs.Close)
+	serveACME(t, cs, httpAddr, tlsAddr)
+	start := time.Now()
+	if err := cs.Manage(httpAddr, tlsAddr); err != nil {
+		t.Fatalf("manage with etcd down: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("manage with etcd down took %v: the start waits on the store", d)
+	}
+	time.Sleep(2 * time.Second) // down for several read timeouts
+	e.Start(t)
+	roots := p.Roots(t)
+	tu.Eventually(t, 90*time.Second, func() bool { _, err = tu.LeafCert(tlsAddr, name, roots); return err == nil },
+		"no certificate for %s after etcd came back: %v", name, func() any { return err })
 }
