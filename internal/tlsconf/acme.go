@@ -170,6 +170,7 @@ type Certs struct {
 	log     *slog.Logger
 	metrics *Metrics
 	etcd    *certstore.Storage // an etcd storage's client, closed with the Certs; nil for a directory
+	tickets *tls.Config        // holds the fleet's session-ticket keys (tickets.go); nil without etcd
 	cancel  context.CancelFunc
 	closed  sync.Once
 }
@@ -200,6 +201,9 @@ func Open(c *Config, o Options, alpn ...string) (*Certs, error) {
 		tc.NextProtos = append(tc.NextProtos, ACMETLS1)
 	}
 	tc.GetCertificate = cs.getCertificate
+	if cs.etcd != nil {
+		cs.shareTicketsOn(tc)
+	}
 	return cs, nil
 }
 
@@ -274,6 +278,7 @@ func (cs *Certs) Manage(httpAddr, tlsAddr string) error {
 	cs.cancel = cancel
 	if cs.etcd != nil {
 		go cs.manageOnceReachable(ctx)
+		go cs.shareTickets(ctx) // tickets.go
 		return nil
 	}
 	if err := cs.magic.ManageAsync(ctx, cs.acme.Domains); err != nil {

@@ -149,6 +149,8 @@ type fleetNode struct {
 // waits, finds it stored and serves it too. A challenge one node started is answered by another
 // from the storage alone.
 func TestACMEFleetOrdersOnce(t *testing.T) {
+	defer func(r time.Duration) { TicketRefresh = r }(TicketRefresh)
+	TicketRefresh = 100 * time.Millisecond
 	e := tu.StartEtcd(t)
 	key := make([]byte, 32)
 	rand.Read(key)
@@ -199,6 +201,23 @@ func TestACMEFleetOrdersOnce(t *testing.T) {
 	if obtained != 1 {
 		t.Fatalf("switchyard_tls_acme_obtained_total summed over the fleet = %v, want 1 order for %s", obtained, name)
 	}
+
+	// The fleet shares its session-ticket keys: a session from node 0 resumes on node 1.
+	cache := tls.NewLRUClientSessionCache(8)
+	tc := &tls.Config{ServerName: name, RootCAs: roots, ClientSessionCache: cache, NextProtos: []string{"http/1.1"}}
+	visit := func(addr string) bool {
+		c, err := tls.Dial("tcp", addr, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+name+"\r\n\r\n") // the answer brings the ticket along
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		c.Read(make([]byte, 512))
+		return c.ConnectionState().DidResume
+	}
+	tu.Eventually(t, 10*time.Second, func() bool { visit(nodes[0].tlsAddr); return visit(nodes[1].tlsAddr) },
+		"a session from node 0 never resumed on node 1 (session-ticket keys not shared)")
 
 	// certmagic keeps the challenges this process started in memory, which both nodes of this
 	// test share; a challenge written to the storage only (as another process would) must be
