@@ -154,17 +154,23 @@ func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) 
 // net/http as HTTP/1.1, its heads screened by internal/h1's guard.
 func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
 	defer fd.h1.Close()
+	e.acceptLoop(fd.ln, "edge tls accept", func(raw net.Conn) { e.serveTLS(fd, tls.Server(raw, tc), h) })
+}
+
+// acceptLoop serves each connection ln accepts on a goroutine of its own until ln closes; an
+// accept error (out of descriptors and the like) is logged, rate-limited, and backed off from.
+func (e *Edge) acceptLoop(ln net.Listener, what string, serve func(net.Conn)) {
 	for {
-		raw, err := fd.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			e.warn("edge tls accept", "error", err)
-			time.Sleep(10 * time.Millisecond) // out of descriptors and the like: back off
+			e.warn(what, "error", err)
+			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go e.serveTLS(fd, tls.Server(raw, tc), h)
+		go serve(c)
 	}
 }
 
@@ -229,27 +235,16 @@ func (fd *frontDoor) shutdown(ctx context.Context) error {
 // hand (with the bytes read), as the fast path hands them over.
 func (e *Edge) sniffH2C(ln net.Listener, hand *h1.Handover) {
 	defer hand.Close()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			e.warn("edge accept", "error", err)
-			time.Sleep(10 * time.Millisecond) // out of descriptors and the like: back off
-			continue
+	e.acceptLoop(ln, "edge accept", func(c net.Conn) {
+		pre, h2c := readPrefaceLine(c)
+		pc := &h1.PrefixConn{Conn: c, Pre: pre}
+		switch {
+		case h2c:
+			e.serveH2(pc, nil, e)
+		case !hand.Deliver(pc):
+			c.Close()
 		}
-		go func() {
-			pre, h2c := readPrefaceLine(c)
-			pc := &h1.PrefixConn{Conn: c, Pre: pre}
-			switch {
-			case h2c:
-				e.serveH2(pc, nil, e)
-			case !hand.Deliver(pc):
-				c.Close()
-			}
-		}()
-	}
+	})
 }
 
 // readPrefaceLine reads a new connection's first bytes (within the read-header timeout) until

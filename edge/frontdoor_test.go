@@ -201,14 +201,6 @@ func TestFrontDoorHandshakeFloodAndGarbage(t *testing.T) {
 	io.Copy(io.Discard, c)
 	c.Close()
 	testutil.Eventually(t, 3*time.Second, func() bool {
-		mfs, _ := e.Registry().Gather()
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				if mf.GetName() == "switchyard_tls_handshake_failures_total" && m.GetLabel()[0].GetValue() == "not_tls" {
-					return m.GetCounter().GetValue() == 1
-				}
-			}
-		}
-		return false
+		return testutil.Counter(t, e.Registry(), "switchyard_tls_handshake_failures_total", "reason", "not_tls") == 1
 	}, "plain HTTP to the TLS port not counted as not_tls")
 }

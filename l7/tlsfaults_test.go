@@ -72,26 +72,9 @@ pools: [{name: p, backends: [{address: %q}]}]
 	io.Copy(io.Discard, c)
 	c.Close()
 	testutil.Eventually(t, 3*time.Second, func() bool {
-		return handshakeFailures(t, s, "timeout") >= flood && handshakeFailures(t, s, "not_tls") == 1
+		failures := func(reason string) float64 {
+			return testutil.Counter(t, s.metrics.reg, "switchyard_tls_handshake_failures_total", "reason", reason)
+		}
+		return failures("timeout") >= flood && failures("not_tls") == 1
 	}, "handshake failures not counted by reason")
-}
-
-// handshakeFailures reads switchyard_tls_handshake_failures_total{reason} from s's registry.
-func handshakeFailures(t *testing.T, s *Server, reason string) float64 {
-	t.Helper()
-	mfs, err := s.metrics.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "switchyard_tls_handshake_failures_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return -1
 }
