@@ -27,6 +27,10 @@ func TestRuleUnsolicitedUpstreamBytesNeverReachAClient(t *testing.T) {
 	forEachEngineAndH2(t, testUnsolicitedUpstreamBytes)
 }
 
+// unsolicitedAfter is how long the backend of testUnsolicitedUpstreamBytes waits, quiet, before
+// its unsolicited response: longer than any round of the test takes.
+const unsolicitedAfter = 300 * time.Millisecond
+
 func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 	var extras, pending atomic.Int64
 	addr, _ := rawBackend(t, func(c net.Conn) {
@@ -42,9 +46,9 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 			// before the response is written, so a client that has its answer sees it counted.
 			pending.Add(1)
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Id: %s\r\n\r\n%s", len(id), id, id)
-			// Quiet for 50 ms after the response (the connection is idle in the proxy's pool):
-			// send a response nobody asked for.
-			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			// Quiet for unsolicitedAfter after the response (the connection is idle in the
+			// proxy's pool): send a response nobody asked for.
+			c.SetReadDeadline(time.Now().Add(unsolicitedAfter))
 			if _, err := br.Peek(1); errors.Is(err, os.ErrDeadlineExceeded) {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nX-Id: /unsolicited\r\n\r\n/unsolicited")
 				extras.Add(1)
@@ -57,7 +61,11 @@ func testUnsolicitedUpstreamBytes(t *testing.T, e engine) {
 	// Rounds in lockstep: every client sends at once (so the proxy holds many upstream
 	// connections), then all wait 150 ms, while every pooled connection gets its unsolicited
 	// response. Nothing is sent while an unsolicited response is on its way, so any answer that
-	// carries another identity is the proxy's doing, not a race with the backend.
+	// carries another identity is the proxy's doing, not a race with the backend: a round's
+	// requests all land well within unsolicitedAfter of each other. (With 50 ms a round on a
+	// loaded machine could outlast it, and a request could reach a connection in the instant its
+	// backend wrote the unsolicited response: a race no proxy can see, since HTTP/1.1 has no
+	// request ids.)
 	const clients, rounds = 30, 4
 	type client struct {
 		c  net.Conn
