@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -39,6 +40,13 @@ func Routes(cfg *Config) []RouteInfo {
 	for i, r := range cfg.Routes {
 		ri := RouteInfo{Order: i + 1, Name: r.Name, Host: r.Match.Host, Methods: r.Match.Methods,
 			Headers: len(r.Match.Headers), Query: len(r.Match.Query), Pool: r.Pool}
+		if len(r.Pools) > 0 {
+			parts := make([]string, len(r.Pools))
+			for i, sp := range r.Pools {
+				parts[i] = fmt.Sprintf("%s=%d", sp.Pool, sp.Weight)
+			}
+			ri.Pool = strings.Join(parts, " ") // the weighted split, e.g. "stable=90 canary=10"
+		}
 		switch p := r.Match.Path; {
 		case p.Exact != "":
 			ri.Path = "= " + p.Exact

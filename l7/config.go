@@ -103,12 +103,30 @@ type RateLimit struct {
 
 // Route sends matching requests to a pool.
 type Route struct {
-	Name      string        `yaml:"name"`
-	Match     Match         `yaml:"match"`
+	Name  string `yaml:"name"`
+	Match Match  `yaml:"match"`
+	// Pool is where the route sends; Pools instead splits its requests over several pools by
+	// weight (a canary, a migration), in the Gateway API's backendRefs sense.
 	Pool      string        `yaml:"pool"`
+	Pools     []Split       `yaml:"pools"`
 	Retry     *Retry        `yaml:"retry"`
 	Timeout   time.Duration `yaml:"timeout"`
 	RateLimit *RateLimit    `yaml:"rate_limit"`
+}
+
+// Split is one pool of a route's weighted split: it gets Weight parts of the route's requests
+// (0: none, e.g. a canary switched off).
+type Split struct {
+	Pool   string `yaml:"pool"`
+	Weight int    `yaml:"weight"`
+}
+
+// Splits are the pools a route sends to with their weights: Pools, or Pool with weight 1.
+func (r Route) Splits() []Split {
+	if len(r.Pools) > 0 {
+		return r.Pools
+	}
+	return []Split{{Pool: r.Pool, Weight: 1}}
 }
 
 // Match holds a route's conditions; all set ones must hold.
@@ -456,8 +474,8 @@ func (c *Config) Validate() error {
 	}
 	for i, r := range c.Routes {
 		f := fmt.Sprintf("routes[%d]", i)
-		if !pools[r.Pool] {
-			return c.fieldError(f+".pool", "route %q sends to unknown pool %q; define it under pools", r.Name, r.Pool)
+		if err := c.validateSplits(f, r, pools); err != nil {
+			return err
 		}
 		if rt := r.Retry; rt != nil {
 			if rt.Attempts < 0 || rt.Attempts > 10 {
@@ -569,6 +587,31 @@ func (c *Config) routeSpecs() []route.Spec {
 			Headers: r.Match.Headers, Query: r.Match.Query}
 	}
 	return specs
+}
+
+// validateSplits checks where route r (at field f) sends: one pool, or weighted pools that all
+// exist, with weights of at least 0 and a total above 0.
+func (c *Config) validateSplits(f string, r Route, pools map[string]bool) error {
+	switch {
+	case r.Pool != "" && len(r.Pools) > 0:
+		return c.fieldError(f+".pools", "route %q sets both pool and pools; keep pool for one pool, pools for a weighted split", r.Name)
+	case len(r.Pools) == 0 && !pools[r.Pool]:
+		return c.fieldError(f+".pool", "route %q sends to unknown pool %q; define it under pools", r.Name, r.Pool)
+	}
+	total := 0
+	for i, sp := range r.Pools {
+		switch {
+		case !pools[sp.Pool]:
+			return c.fieldError(fmt.Sprintf("%s.pools[%d].pool", f, i), "route %q splits to unknown pool %q; define it under pools", r.Name, sp.Pool)
+		case sp.Weight < 0:
+			return c.fieldError(fmt.Sprintf("%s.pools[%d].weight", f, i), "%d is negative; give 0 (no requests) or more", sp.Weight)
+		}
+		total += sp.Weight
+	}
+	if len(r.Pools) > 0 && total == 0 {
+		return c.fieldError(f+".pools", "route %q: the weights add up to 0, so it could send nowhere; give at least one pool a weight above 0", r.Name)
+	}
+	return nil
 }
 
 // validateACME checks that a listener answering HTTP-01 has a plain listener beside it: the CA

@@ -64,7 +64,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, http.StatusNotFound, "no route matches "+r.Method+" "+clean, false)
 		return
 	}
-	rt := st.routes[m.Index]
+	rt := st.routes[m.Index].pick()
 	ex.route = rt
 	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
 	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).

@@ -129,7 +129,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	if len(cc.s.acme) > 0 && strings.HasPrefix(rq.Clean, tlsconf.HTTPChallengePath) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
-	rq.rt = st.routes[rq.Index]
+	rq.rt = st.routes[rq.Index].pick()
 	if p := rq.rt.pool; (p.up == nil && p.h2up == nil) || p.sticky != nil {
 		return rq, false
 	}

@@ -91,19 +91,24 @@ func (s *Server) forgetSeries(old, cur *state) func() {
 		}
 		gone = append(gone, series{vec, l})
 	}
-	routePool := map[string]string{}
+	routePools := map[string]map[string]bool{} // the pools each current route sends to
 	for _, r := range cur.cfg.Routes {
-		routePool[r.Name] = r.Pool
+		routePools[r.Name] = map[string]bool{}
+		for _, sp := range r.Splits() {
+			routePools[r.Name][sp.Pool] = true
+		}
 	}
 	for _, r := range old.cfg.Routes {
-		pool, kept := routePool[r.Name]
+		pools, kept := routePools[r.Name]
 		if !kept {
 			drop(m.limited.MetricVec, "route", r.Name)
 			drop(m.requests.MetricVec, "route", r.Name)
 		}
-		if !kept || pool != r.Pool {
-			drop(m.duration.MetricVec, "route", r.Name, "pool", r.Pool)
-			drop(m.requests.MetricVec, "route", r.Name, "pool", r.Pool)
+		for _, sp := range r.Splits() {
+			if !pools[sp.Pool] {
+				drop(m.duration.MetricVec, "route", r.Name, "pool", sp.Pool)
+				drop(m.requests.MetricVec, "route", r.Name, "pool", sp.Pool)
+			}
 		}
 	}
 	for name, op := range old.pools {

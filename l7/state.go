@@ -46,6 +46,10 @@ type routeRT struct {
 	// series resolved once per configuration, so the request path does no label lookup
 	limitedCount prometheus.Counter
 	durationObs  prometheus.Observer
+	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
+	// nil for a route to one pool.
+	split   *balance.Weighted
+	members []*routeRT
 }
 
 // pool is a pool's runtime.
@@ -74,6 +78,41 @@ type pool struct {
 	shedCount prometheus.Counter
 }
 
+// splitRoute completes base (the route's settings, shared by its pools) for each pool the route
+// sends to: one routeRT per pool, each with its pool's admission; with several, the first
+// carries the weighted split that picks among them (routeRT.pick).
+func (s *Server) splitRoute(st *state, base *routeRT) *routeRT {
+	splits := base.cfg.Splits()
+	members := make([]*routeRT, 0, len(splits))
+	weights := make([]int, 0, len(splits))
+	for _, sp := range splits {
+		rt := *base
+		rt.pool = st.pools[sp.Pool]
+		rt.durationObs = s.metrics.duration.WithLabelValues(base.cfg.Name, sp.Pool)
+		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
+			Budget: rt.pool.budget, Picker: rt.pool.picker}
+		if rt.limiter != nil {
+			rt.admission.Limiter = rt.limiter // one rate limit for the route, whichever pool
+		}
+		members = append(members, &rt)
+		weights = append(weights, sp.Weight)
+	}
+	if len(members) > 1 {
+		members[0].split = balance.NewWeighted(weights)
+		members[0].members = members
+	}
+	return members[0]
+}
+
+// pick is the routeRT of the pool this request goes to: rt itself, or for a weighted split the
+// next pool by smooth weighted round robin (exact shares over every sum of the weights).
+func (rt *routeRT) pick() *routeRT {
+	if rt.split == nil {
+		return rt
+	}
+	return rt.members[rt.split.Next()]
+}
+
 // buildState compiles cfg. Backends present in prev (same pool, same address) are reused so
 // health, drain and ejection state survive a reload.
 func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
@@ -89,9 +128,8 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 		}
 	}
 	for _, rc := range cfg.Routes {
-		rt := &routeRT{cfg: rc, pool: st.pools[rc.Pool], timeout: cfg.Timeouts.Total,
-			limitedCount: s.metrics.limited.WithLabelValues(rc.Name),
-			durationObs:  s.metrics.duration.WithLabelValues(rc.Name, rc.Pool)}
+		rt := &routeRT{cfg: rc, timeout: cfg.Timeouts.Total,
+			limitedCount: s.metrics.limited.WithLabelValues(rc.Name)}
 		st.needHeaders = st.needHeaders || len(rc.Match.Headers) > 0
 		if rc.Timeout > 0 {
 			rt.timeout = rc.Timeout
@@ -120,11 +158,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 				rt.retry.OnGRPCStatus[core.GRPCCodes[name]] = true
 			}
 		}
-		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
-			Budget: rt.pool.budget, Picker: rt.pool.picker}
-		if rt.limiter != nil {
-			rt.admission.Limiter = rt.limiter
-		}
+		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)
 	}
 	return st, nil
