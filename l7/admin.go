@@ -47,6 +47,9 @@ func Routes(cfg *Config) []RouteInfo {
 			}
 			ri.Pool = strings.Join(parts, " ") // the weighted split, e.g. "stable=90 canary=10"
 		}
+		if r.Filters != nil && r.Filters.Redirect != nil {
+			ri.Pool = fmt.Sprintf("(redirect %d)", r.Filters.Redirect.code())
+		}
 		switch p := r.Match.Path; {
 		case p.Exact != "":
 			ri.Path = "= " + p.Exact

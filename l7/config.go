@@ -109,6 +109,7 @@ type Route struct {
 	// weight (a canary, a migration), in the Gateway API's backendRefs sense.
 	Pool      string        `yaml:"pool"`
 	Pools     []Split       `yaml:"pools"`
+	Filters   *Filters      `yaml:"filters"`
 	Retry     *Retry        `yaml:"retry"`
 	Timeout   time.Duration `yaml:"timeout"`
 	RateLimit *RateLimit    `yaml:"rate_limit"`
@@ -477,6 +478,9 @@ func (c *Config) Validate() error {
 		if err := c.validateSplits(f, r, pools); err != nil {
 			return err
 		}
+		if err := c.validateFilters(f+".filters", r.Filters); err != nil {
+			return err
+		}
 		if rt := r.Retry; rt != nil {
 			if rt.Attempts < 0 || rt.Attempts > 10 {
 				return c.fieldError(f+".retry.attempts", "%d outside 0-10", rt.Attempts)
@@ -589,12 +593,35 @@ func (c *Config) routeSpecs() []route.Spec {
 	return specs
 }
 
+// validateFilters checks a route's filters at field f.
+func (c *Config) validateFilters(f string, fl *Filters) error {
+	if fl == nil {
+		return nil
+	}
+	if m := fl.RequestHeaders; m != nil {
+		if err := m.validate(c, f+".request_headers"); err != nil {
+			return err
+		}
+	}
+	if m := fl.ResponseHeaders; m != nil {
+		if err := m.validate(c, f+".response_headers"); err != nil {
+			return err
+		}
+	}
+	if rd := fl.Redirect; rd != nil {
+		return rd.validate(c, f+".redirect")
+	}
+	return nil
+}
+
 // validateSplits checks where route r (at field f) sends: one pool, or weighted pools that all
 // exist, with weights of at least 0 and a total above 0.
 func (c *Config) validateSplits(f string, r Route, pools map[string]bool) error {
 	switch {
 	case r.Pool != "" && len(r.Pools) > 0:
 		return c.fieldError(f+".pools", "route %q sets both pool and pools; keep pool for one pool, pools for a weighted split", r.Name)
+	case r.Pool == "" && len(r.Pools) == 0 && r.Filters != nil && r.Filters.Redirect != nil:
+		return nil // the proxy answers a redirect route itself
 	case len(r.Pools) == 0 && !pools[r.Pool]:
 		return c.fieldError(f+".pool", "route %q sends to unknown pool %q; define it under pools", r.Name, r.Pool)
 	}

@@ -282,9 +282,12 @@ func (sc *streamConn) SetWriteDeadline(t time.Time) error { sc.st.SetDeadline(t)
 func (cc *clientConn) h2ResponseHead(code int) []byte {
 	b := h2.AppendStatus(cc.block[:0], code)
 	for _, f := range cc.rhead.Fields {
-		if core.ForwardResponseField(f.Name, cc.tokens) && h2.ResponseField(f.Name) {
+		if core.ForwardResponseField(f.Name, cc.tokens) && h2.ResponseField(f.Name) && cc.responseHeaders.Keep(f.Name) {
 			b = h2.AppendField(b, f.Name, f.Value)
 		}
+	}
+	for _, f := range cc.responseHeaders.Fields() {
+		b = h2.AppendField(b, f.Name, f.Value)
 	}
 	if len(cc.rhead.Line) > 7 {
 		via := append(append(cc.out[:0], "1."...), cc.rhead.Line[7])

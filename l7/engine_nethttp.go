@@ -66,6 +66,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := st.routes[m.Index].pick()
 	ex.route = rt
+	if rt.redirect != nil {
+		rec.code = rt.redirect.answer(rec, r, ex.scheme)
+		return
+	}
 	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
 	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).
 	b, v := rt.admission.Admit(r)
@@ -233,11 +237,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("Via", via)
 	pr.Out.Host = pr.In.Host
+	ex.route.requestHeaders.Apply(pr.Out.Header)
 }
 
 // modifyResponse adds Via and the sticky-session cookie.
 func modifyResponse(resp *http.Response) error {
 	ex := resp.Request.Context().Value(exchangeKey).(*exchange)
+	ex.route.responseHeaders.Apply(resp.Header)
 	resp.Header.Add("Via", fmt.Sprintf("%d.%d switchyard", resp.ProtoMajor, resp.ProtoMinor))
 	p := ex.route.pool
 	if p.sticky != nil && ex.backend != nil && p.sticky.NeedsCookie(resp.Request, ex.backend) {
@@ -399,7 +405,7 @@ func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start tim
 	elapsed := time.Since(start)
 	routeName, poolName, backend := "", "", ""
 	if ex.route != nil {
-		routeName, poolName = ex.route.cfg.Name, ex.route.pool.name
+		routeName, poolName = ex.route.cfg.Name, ex.route.poolName()
 	}
 	if ex.backend != nil {
 		backend = ex.backend.Address

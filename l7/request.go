@@ -57,6 +57,8 @@ type clientConn struct {
 	// grpc: the request is a gRPC call (on an HTTP/2 stream): the proxy's own answers take
 	// gRPC's trailers-only form (h2Error).
 	grpc bool
+	// responseHeaders is the request's route's response header filter (nil: none).
+	responseHeaders *core.HeaderFilter
 
 	head   h1.Head
 	rhead  h1.Head
@@ -119,7 +121,7 @@ type routed struct {
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
 	cc.requests.Add(1)
-	cc.failover, cc.grpc = nil, false
+	cc.failover, cc.grpc, cc.responseHeaders = nil, false, nil
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
@@ -130,10 +132,14 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
 	rq.rt = st.routes[rq.Index].pick()
+	if rq.rt.redirect != nil {
+		return rq, false // a redirect is net/http's to answer (filters.go)
+	}
 	if p := rq.rt.pool; (p.up == nil && p.h2up == nil) || p.sticky != nil {
 		return rq, false
 	}
 	cc.grpc = rq.RI.GRPC && cc.stream != nil
+	cc.responseHeaders = rq.rt.responseHeaders
 	if rq.rt.retry.Covers(rq.Method) {
 		rq.retry = rq.rt.retry
 	}
@@ -224,13 +230,13 @@ func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance
 
 // upstreamHead builds the request head for the backend into cc.reqBuf.
 func (cc *clientConn) upstreamHead(rq *routed) []byte {
-	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, core.Client{IP: cc.clientIP, Scheme: cc.scheme})
+	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, core.Client{IP: cc.clientIP, Scheme: cc.scheme}, rq.rt.requestHeaders)
 }
 
 // responseHead builds the client's response head into cc.out (cc.tokens holds the response's
 // Connection tokens). A server shutting down closes the connection after this response: say so.
 func (cc *clientConn) responseHead(code int, fr core.Framing) []byte {
-	head := core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load())
+	head := core.ResponseHead(cc.out[:0], &cc.rhead, cc.tokens, code, fr, cc.clientClose || cc.s.shutting.Load(), cc.responseHeaders)
 	return withLine(withLine(head, cc.failover), cc.altSvc)
 }
 
@@ -289,7 +295,7 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 	if cc.mCount == nil || cc.mRoute != rt || cc.mBack != b || cc.mCode != code {
 		routeName, poolName, backend := "", "", ""
 		if rt != nil {
-			routeName, poolName = rt.cfg.Name, rt.pool.name
+			routeName, poolName = rt.cfg.Name, rt.poolName()
 		}
 		if b != nil {
 			backend = b.Address
@@ -306,7 +312,7 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 	if s.access != nil {
 		routeName, poolName, backend := "", "", ""
 		if rt != nil {
-			routeName, poolName = rt.cfg.Name, rt.pool.name
+			routeName, poolName = rt.cfg.Name, rt.poolName()
 		}
 		if b != nil {
 			backend = b.Address

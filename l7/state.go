@@ -46,6 +46,9 @@ type routeRT struct {
 	// series resolved once per configuration, so the request path does no label lookup
 	limitedCount prometheus.Counter
 	durationObs  prometheus.Observer
+	// requestHeaders and responseHeaders modify the fields on the way (filters:; nil: none)
+	requestHeaders, responseHeaders *core.HeaderFilter
+	redirect                        *Redirect // answered by the proxy (net/http engine); nil: sent on
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
 	split   *balance.Weighted
@@ -89,6 +92,9 @@ func (s *Server) splitRoute(st *state, base *routeRT) *routeRT {
 		rt := *base
 		rt.pool = st.pools[sp.Pool]
 		rt.durationObs = s.metrics.duration.WithLabelValues(base.cfg.Name, sp.Pool)
+		if rt.pool == nil {
+			return &rt // a redirect route: no pool, answered before admission (filters.go)
+		}
 		rt.admission = core.Admission{Global: st.global, Pool: rt.pool.gate, KeyOf: rt.keyOf,
 			Budget: rt.pool.budget, Picker: rt.pool.picker}
 		if rt.limiter != nil {
@@ -157,6 +163,9 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 			for _, name := range rc.Retry.GRPCStatus {
 				rt.retry.OnGRPCStatus[core.GRPCCodes[name]] = true
 			}
+		}
+		if fl := rc.Filters; fl != nil {
+			rt.requestHeaders, rt.responseHeaders, rt.redirect = fl.RequestHeaders.filter(), fl.ResponseHeaders.filter(), fl.Redirect
 		}
 		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)
@@ -298,4 +307,12 @@ func newTransport(pc Pool, counted func(connlimit.DialFunc) connlimit.DialFunc) 
 		t.Protocols.SetHTTP1(true)
 	}
 	return t, t.CloseIdleConnections
+}
+
+// poolName is the name of the route's pool, "" for a redirect route (no pool).
+func (rt *routeRT) poolName() string {
+	if rt.pool == nil {
+		return ""
+	}
+	return rt.pool.name
 }

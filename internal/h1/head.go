@@ -247,6 +247,16 @@ func endsWithChunked(te []byte) bool {
 	}
 }
 
+// IsToken reports whether b is a token (RFC 9110 5.6.2): one or more token characters.
+func IsToken(b []byte) bool {
+	for _, ch := range b {
+		if !IsTokenChar(ch) {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
 // IsTokenChar reports whether ch may appear in a token such as a field name or a method
 // (RFC 9110 5.6.2 tchar).
 func IsTokenChar(ch byte) bool {

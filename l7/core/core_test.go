@@ -159,7 +159,7 @@ func TestUpstreamHeadStripsHopByHop(t *testing.T) {
 	h := parse(t, "GET /a HTTP/1.1\r\nHost: app\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"+
 		"Te: trailers, gzip\r\nUpgrade-Insecure-Requests: 1\r\nX-Forwarded-For: 203.0.113.7\r\nVia: 1.0 edge\r\n\r\n")
 	ri := Inspect(h, nil)
-	out := string(UpstreamHead(nil, h, &ri, "GET", []byte("/a"), Client{IP: "10.0.0.1", Scheme: "https"}))
+	out := string(UpstreamHead(nil, h, &ri, "GET", []byte("/a"), Client{IP: "10.0.0.1", Scheme: "https"}, nil))
 	for _, gone := range []string{"X-Hop:", "Keep-Alive:", "Connection:", "gzip"} {
 		if strings.Contains(out, gone) {
 			t.Errorf("%s forwarded:\n%s", gone, out)
@@ -174,7 +174,7 @@ func TestUpstreamHeadStripsHopByHop(t *testing.T) {
 	}
 	rh := parse(t, "HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n")
 	tokens, upClose := ResponseTokens(rh, nil)
-	resp := string(ResponseHead(nil, rh, tokens, 200, ChunkedBody, true))
+	resp := string(ResponseHead(nil, rh, tokens, 200, ChunkedBody, true, nil))
 	// Trailer stays: the chunked body's trailer fields are forwarded.
 	if upClose || strings.Contains(resp, "X-Secret") || !strings.Contains(resp, "Trailer: X-T\r\n") ||
 		!strings.Contains(resp, "Connection: close\r\n") || strings.Count(resp, "Transfer-Encoding") != 1 {

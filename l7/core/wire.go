@@ -181,11 +181,11 @@ type Client struct {
 // UpstreamHead appends the HTTP/1.1 request head for the backend to dst: the request line
 // with the cleaned target, Host, the fields UpstreamFields gives, then the request's own
 // framing.
-func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []byte, cl Client) []byte {
+func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []byte, cl Client, f *HeaderFilter) []byte {
 	out := append(dst, method...)
 	out = append(append(append(out, ' '), target...), " HTTP/1.1\r\nHost: "...)
 	out = append(append(out, ri.Host...), "\r\n"...)
-	out = UpstreamFields(out, h, ri, cl, func(out, name, value []byte) []byte {
+	out = UpstreamFields(out, h, ri, cl, f, func(out, name, value []byte) []byte {
 		return append(append(append(append(out, name...), ": "...), value...), "\r\n"...)
 	})
 	switch {
@@ -200,16 +200,20 @@ func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []b
 
 // UpstreamFields passes the request's fields for the backend to field, which appends each to
 // out (text for HTTP/1.1, a header map for HTTP/2): the client's fields minus hop-by-hop ones,
+// modified by the route's filter (nil: none),
 // TE: trailers when the client sent it, and the forwarding fields of the net/http path's
 // rewrite (X-Forwarded-For appended like nginx's $proxy_add_x_forwarded_for, X-Forwarded-Host
 // and -Proto, an RFC 7239 Forwarded element and Via). Host and the framing are the caller's:
 // each protocol carries them its own way. The values built here are in out's spare capacity or
 // in buffers of their own, passed only for the call.
-func UpstreamFields(out []byte, h *h1.Head, ri *ReqInfo, cl Client, field func(out, name, value []byte) []byte) []byte {
+func UpstreamFields(out []byte, h *h1.Head, ri *ReqInfo, cl Client, filter *HeaderFilter, field func(out, name, value []byte) []byte) []byte {
 	for _, f := range h.Fields {
-		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) {
+		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) || !filter.Keep(f.Name) {
 			continue
 		}
+		out = field(out, f.Name, f.Value)
+	}
+	for _, f := range filter.Fields() {
 		out = field(out, f.Name, f.Value)
 	}
 	if ri.teTrailers {
@@ -268,9 +272,10 @@ func ResponseTokens(rh *h1.Head, tokens [][]byte) (_ [][]byte, upClose bool) {
 }
 
 // ResponseHead appends the client's response head to dst: the backend's fields minus hop-by-hop
-// ones (and those named in tokens, the response's Connection tokens), Via, the framing the body
+// ones (and those named in tokens, the response's Connection tokens), modified by the route's
+// filter (nil: none), Via, the framing the body
 // is sent with, and Connection: close when the client connection ends after it.
-func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing, closeAfter bool) []byte {
+func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing, closeAfter bool, filter *HeaderFilter) []byte {
 	line := rh.Line
 	out := append(dst, "HTTP/1.1 "...)
 	if len(line) > 13 {
@@ -281,9 +286,12 @@ func ResponseHead(dst []byte, rh *h1.Head, tokens [][]byte, code int, fr Framing
 	}
 	out = append(out, "\r\n"...)
 	for _, f := range rh.Fields {
-		if ForwardResponseField(f.Name, tokens) {
+		if ForwardResponseField(f.Name, tokens) && filter.Keep(f.Name) {
 			out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
 		}
+	}
+	for _, f := range filter.Fields() {
+		out = append(append(append(append(out, f.Name...), ": "...), f.Value...), "\r\n"...)
 	}
 	out = append(append(append(out, "Via: 1."...), line[7]), " switchyard\r\n"...)
 	if fr == ChunkedBody || fr == CloseBody {
