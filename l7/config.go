@@ -478,7 +478,7 @@ func (c *Config) Validate() error {
 		if err := c.validateSplits(f, r, pools); err != nil {
 			return err
 		}
-		if err := c.validateFilters(f+".filters", r.Filters); err != nil {
+		if err := c.validateFilters(f+".filters", r.Filters, r.Match.Path.Prefix); err != nil {
 			return err
 		}
 		if rt := r.Retry; rt != nil {
@@ -593,8 +593,8 @@ func (c *Config) routeSpecs() []route.Spec {
 	return specs
 }
 
-// validateFilters checks a route's filters at field f.
-func (c *Config) validateFilters(f string, fl *Filters) error {
+// validateFilters checks a route's filters at field f (the route matching path prefix, or "").
+func (c *Config) validateFilters(f string, fl *Filters, prefix string) error {
 	if fl == nil {
 		return nil
 	}
@@ -605,6 +605,11 @@ func (c *Config) validateFilters(f string, fl *Filters) error {
 	}
 	if m := fl.ResponseHeaders; m != nil {
 		if err := m.validate(c, f+".response_headers"); err != nil {
+			return err
+		}
+	}
+	if rw := fl.URLRewrite; rw != nil {
+		if err := rw.validate(c, f+".url_rewrite", prefix); err != nil {
 			return err
 		}
 	}

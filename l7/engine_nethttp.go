@@ -237,6 +237,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("Via", via)
 	pr.Out.Host = pr.In.Host
+	if rw := ex.route.rewrite; rw != nil {
+		if rw.Hostname != "" {
+			pr.Out.Host = rw.Hostname
+		}
+		pr.Out.URL.Path = rw.rewritePath(pr.In.URL.Path, ex.route.cfg.Match.Path.Prefix)
+		pr.Out.URL.RawPath = ""
+	}
 	ex.route.requestHeaders.Apply(pr.Out.Header)
 }
 

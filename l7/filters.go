@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,6 +26,72 @@ type Filters struct {
 	ResponseHeaders *HeaderModifier `yaml:"response_headers"`
 	// Redirect answers the route's requests with a redirect instead of sending them on.
 	Redirect *Redirect `yaml:"redirect"`
+	// URLRewrite changes the path and Host the backend gets (the client's stay in the
+	// forwarding fields).
+	URLRewrite *URLRewrite `yaml:"url_rewrite"`
+}
+
+// URLRewrite is the Gateway API's URLRewrite filter.
+type URLRewrite struct {
+	Hostname string `yaml:"hostname"`
+	// Path replaces the whole path (replace_full_path) or the prefix the route matched
+	// (replace_prefix_match, on routes that match by path prefix); the query is kept.
+	Path struct {
+		ReplaceFullPath    string `yaml:"replace_full_path"`
+		ReplacePrefixMatch string `yaml:"replace_prefix_match"`
+	} `yaml:"path"`
+}
+
+// validate checks a rewrite at field f of a route matching by prefix (when it does), naming the fix.
+func (rw *URLRewrite) validate(c *Config, f, prefix string) error {
+	p := rw.Path
+	switch {
+	case rw.Hostname != "" && (strings.ContainsAny(rw.Hostname, ":/ ") || !h1.PlainHost([]byte(rw.Hostname))):
+		return c.fieldError(f+".hostname", "%q is not a host name; write it without scheme, port or path", rw.Hostname)
+	case p.ReplaceFullPath != "" && p.ReplacePrefixMatch != "":
+		return c.fieldError(f+".path", "sets both replace_full_path and replace_prefix_match; keep one")
+	case p.ReplaceFullPath != "" && !strings.HasPrefix(p.ReplaceFullPath, "/"):
+		return c.fieldError(f+".path.replace_full_path", "%q does not start with /", p.ReplaceFullPath)
+	case p.ReplacePrefixMatch != "" && !strings.HasPrefix(p.ReplacePrefixMatch, "/"):
+		return c.fieldError(f+".path.replace_prefix_match", "%q does not start with /", p.ReplacePrefixMatch)
+	case p.ReplacePrefixMatch != "" && prefix == "":
+		return c.fieldError(f+".path.replace_prefix_match", "needs a route that matches by path prefix (match.path.prefix), whose prefix it replaces")
+	case rw.Hostname == "" && p.ReplaceFullPath == "" && p.ReplacePrefixMatch == "":
+		return c.fieldError(f, "rewrites nothing; set hostname or path")
+	}
+	return nil
+}
+
+// rewritePath is the path the backend gets for the client's (normalised) path clean, on a
+// route matching prefix.
+func (rw *URLRewrite) rewritePath(clean, prefix string) string {
+	switch {
+	case rw.Path.ReplaceFullPath != "":
+		return rw.Path.ReplaceFullPath
+	case rw.Path.ReplacePrefixMatch != "":
+		rest := strings.TrimPrefix(clean, strings.TrimSuffix(prefix, "/"))
+		p := strings.TrimSuffix(rw.Path.ReplacePrefixMatch, "/") + rest
+		if p == "" {
+			p = "/"
+		}
+		return p
+	}
+	return clean
+}
+
+// apply rewrites a routed request for the core: its target (path rewritten, query kept) and
+// the Host the backend gets.
+func (rw *URLRewrite) apply(rq *routed) {
+	if rw.Path.ReplaceFullPath != "" || rw.Path.ReplacePrefixMatch != "" {
+		var query []byte
+		if q := bytes.IndexByte(rq.Target, '?'); q >= 0 {
+			query = rq.Target[q+1:]
+		}
+		rq.Target = core.AppendTarget(nil, rw.rewritePath(rq.Clean, rq.rt.cfg.Match.Path.Prefix), query)
+	}
+	if rw.Hostname != "" {
+		rq.RI.UpstreamHost = []byte(rw.Hostname)
+	}
 }
 
 // HeaderModifier sets (replacing), adds (beside) and removes header fields.

@@ -96,3 +96,57 @@ pools: [{name: p, backends: [{address: "127.0.0.1:1"}]}]
 		}
 	}
 }
+
+// A route's URL rewrite gives the backend another path (the matched prefix replaced, the query
+// kept) and Host on every engine, while X-Forwarded-Host keeps the client's.
+func TestRouteURLRewrite(t *testing.T) {
+	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Echo-URI", r.RequestURI)
+		w.Header().Set("Echo-Host", r.Host)
+		w.Header().Set("Echo-XFH", r.Header.Get("X-Forwarded-Host"))
+	}))
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		p := e.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes:
+  - name: api
+    match: {path: {prefix: /api}}
+    pool: p
+    filters: {url_rewrite: {hostname: internal.svc, path: {replace_prefix_match: /v2}}}
+  - name: one
+    match: {path: {exact: /old}}
+    pool: p
+    filters: {url_rewrite: {path: {replace_full_path: /new}}}
+pools: [{name: p, backends: [{address: %q}]}]
+`, e.backend(b.addr)))
+		client := testClient
+		if e.h2 {
+			client = h2Client(p.base())
+		}
+		for _, c := range []struct{ path, uri, host string }{
+			{"/api/items?q=1", "/v2/items?q=1", "internal.svc"},
+			{"/api", "/v2", "internal.svc"},
+			{"/old?x", "/new?x", ""},
+		} {
+			req, _ := http.NewRequest("GET", p.base()+c.path, nil)
+			req.Host = "shop.example"
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			host := c.host
+			if host == "" {
+				host = "shop.example"
+			}
+			if h := resp.Header; h.Get("Echo-URI") != c.uri || h.Get("Echo-Host") != host || h.Get("Echo-XFH") != "shop.example" {
+				t.Errorf("%s: backend got %s Host %s X-Forwarded-Host %s; want %s Host %s X-Forwarded-Host shop.example",
+					c.path, h.Get("Echo-URI"), h.Get("Echo-Host"), h.Get("Echo-XFH"), c.uri, host)
+			}
+		}
+	})
+	_, err := ParseConfig([]byte("listeners: [{address: \"127.0.0.1:0\"}]\nroutes: [{name: r, pool: p, filters: {url_rewrite: {path: {replace_prefix_match: /v2}}}}]\npools: [{name: p, backends: [{address: \"127.0.0.1:1\"}]}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "routes[0].filters.url_rewrite.path.replace_prefix_match: needs a route that matches by path prefix") {
+		t.Errorf("replace_prefix_match without a prefix match: %v", err)
+	}
+}

@@ -114,7 +114,7 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 	}
 	req := &http.Request{Method: rq.Method, Proto: "HTTP/2.0", ProtoMajor: 2,
 		URL:  &url.URL{Scheme: p.scheme, Host: b.Address, Opaque: string(rq.Target)},
-		Host: string(rq.RI.Host), Header: make(http.Header, len(gc.head.Fields)+5)}
+		Host: string(rq.RI.HostUpstream()), Header: make(http.Header, len(gc.head.Fields)+5)}
 	core.UpstreamFields(nil, &gc.head, &rq.RI, core.Client{IP: gc.clientIP, Scheme: gc.scheme}, rq.rt.requestHeaders,
 		func(out, name, value []byte) []byte {
 			k := http.CanonicalHeaderKey(string(name))

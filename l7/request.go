@@ -138,6 +138,9 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	if p := rq.rt.pool; (p.up == nil && p.h2up == nil) || p.sticky != nil {
 		return rq, false
 	}
+	if rq.rt.rewrite != nil {
+		rq.rt.rewrite.apply(&rq)
+	}
 	cc.grpc = rq.RI.GRPC && cc.stream != nil
 	cc.responseHeaders = rq.rt.responseHeaders
 	if rq.rt.retry.Covers(rq.Method) {

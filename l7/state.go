@@ -48,7 +48,8 @@ type routeRT struct {
 	durationObs  prometheus.Observer
 	// requestHeaders and responseHeaders modify the fields on the way (filters:; nil: none)
 	requestHeaders, responseHeaders *core.HeaderFilter
-	redirect                        *Redirect // answered by the proxy (net/http engine); nil: sent on
+	redirect                        *Redirect   // answered by the proxy (net/http engine); nil: sent on
+	rewrite                         *URLRewrite // the path and Host the backend gets; nil: the client's
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
 	split   *balance.Weighted
@@ -166,6 +167,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 		}
 		if fl := rc.Filters; fl != nil {
 			rt.requestHeaders, rt.responseHeaders, rt.redirect = fl.RequestHeaders.filter(), fl.ResponseHeaders.filter(), fl.Redirect
+			rt.rewrite = fl.URLRewrite
 		}
 		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)

@@ -120,6 +120,17 @@ type ReqInfo struct {
 	Tokens [][]byte
 	// GRPC: the Content-Type is gRPC's (IsGRPC); failures are answered in gRPC's terms.
 	GRPC bool
+	// UpstreamHost, when set, is the Host sent to the backend (a route's URL rewrite); the
+	// forwarding fields keep the client's Host.
+	UpstreamHost []byte
+}
+
+// HostUpstream is the Host the backend gets: UpstreamHost, or the client's.
+func (ri *ReqInfo) HostUpstream() []byte {
+	if ri.UpstreamHost != nil {
+		return ri.UpstreamHost
+	}
+	return ri.Host
 }
 
 // Inspect scans the request's fields once; tokens is reused for ReqInfo.Tokens.
@@ -184,7 +195,7 @@ type Client struct {
 func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []byte, cl Client, f *HeaderFilter) []byte {
 	out := append(dst, method...)
 	out = append(append(append(out, ' '), target...), " HTTP/1.1\r\nHost: "...)
-	out = append(append(out, ri.Host...), "\r\n"...)
+	out = append(append(out, ri.HostUpstream()...), "\r\n"...)
 	out = UpstreamFields(out, h, ri, cl, f, func(out, name, value []byte) []byte {
 		return append(append(append(append(out, name...), ": "...), value...), "\r\n"...)
 	})
