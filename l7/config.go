@@ -28,8 +28,12 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// Timeouts for client connections and requests.
 	Timeouts Timeouts `yaml:"timeouts"`
-	// AccessLog is "stdout", "stderr", "off" or a file path; "off" by default.
+	// AccessLog is "stdout", "stderr", "syslog", "off" or a file path (reopened on SIGUSR1);
+	// "off" by default.
 	AccessLog string `yaml:"access_log"`
+	// AccessLogFormat is json (the default), text, or a template of $variables
+	// (l7/accesslog.go), e.g. `$remote_addr - [$time_local] "$request" $status $body_bytes_sent`.
+	AccessLogFormat string `yaml:"access_log_format"`
 	// RateLimit applies to every route that sets none of its own.
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// Routes are tried in order; the first match wins.
@@ -428,6 +432,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateAdmin(); err != nil {
 		return err
+	}
+	if f := c.AccessLogFormat; f != "" && f != "json" && f != "text" {
+		if _, err := parseAccessFormat(f); err != nil {
+			return c.fieldError("access_log_format", "%v", err)
+		}
 	}
 	for i, l := range c.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)

@@ -421,10 +421,8 @@ func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start tim
 	s.metrics.requests.WithLabelValues(routeName, poolName, backend, code).Inc()
 	s.metrics.duration.WithLabelValues(routeName, poolName).Observe(elapsed.Seconds())
 	if s.access != nil {
-		s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("client", r.RemoteAddr), slog.String("method", r.Method), slog.String("host", r.Host),
-			slog.String("path", r.URL.Path), slog.String("proto", r.Proto), slog.Int("status", rec.code),
-			slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed), slog.String("route", routeName),
-			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", ex.attempts))
+		s.access.log(&accessEntry{client: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
+			status: rec.code, bytes: rec.bytes, duration: elapsed, route: routeName, pool: poolName, backend: backend,
+			attempts: ex.attempts})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -320,11 +319,9 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 		if b != nil {
 			backend = b.Address
 		}
-		s.access.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("client", cc.remote), slog.String("method", cc.m.Req.Method), slog.String("host", cc.m.Req.Host),
-			slog.String("path", path), slog.String("proto", cc.protoName()), slog.Int("status", code),
-			slog.Int64("bytes", n), slog.Duration("duration", elapsed), slog.String("route", routeName),
-			slog.String("pool", poolName), slog.String("backend", backend), slog.Int("attempts", attempts))
+		s.access.log(&accessEntry{client: cc.remote, method: cc.m.Req.Method, host: cc.m.Req.Host, path: path,
+			proto: cc.protoName(), status: code, bytes: n, duration: elapsed, route: routeName, pool: poolName,
+			backend: backend, attempts: attempts})
 	}
 }
 

@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,8 +30,7 @@ type Server struct {
 	proxy   *httputil.ReverseProxy
 	metrics *metrics
 	log     *slog.Logger
-	access  *slog.Logger
-	closer  io.Closer // access log file
+	access  *accessLog // nil: off (accesslog.go)
 	// decisions counts backend picks (one per attempt): the L7 tier's cost per request.
 	decisions atomic.Int64
 	// served counts requests by the engine that served them (engines.go).
@@ -103,7 +100,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.acmeMetrics = tlsconf.NewMetrics(s.metrics.reg)
 	s.handshakes = tlsconf.NewHandshakes(s.metrics.reg, s.log)
 	s.metrics.reg.MustRegister(s.served.collectors()...)
-	if err := s.openAccessLog(cfg.AccessLog); err != nil {
+	if err := s.openAccessLog(cfg.AccessLog, cfg.AccessLogFormat); err != nil {
 		return nil, err
 	}
 	st, err := s.buildState(cfg, nil)
@@ -116,25 +113,15 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) openAccessLog(dest string) error {
-	var w io.Writer
-	switch dest {
-	case "", "off":
-		return nil
-	case "stdout":
-		w = os.Stdout
-	case "stderr":
-		w = os.Stderr
-	default:
-		f, err := os.OpenFile(dest, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("open access log: %w", err)
-		}
-		s.closer, w = f, f
-	}
-	s.access = slog.New(slog.NewJSONHandler(w, nil))
-	return nil
+func (s *Server) openAccessLog(dest, format string) error {
+	a, err := openAccessLog(dest, format)
+	s.access = a
+	return err
 }
+
+// ReopenAccessLog reopens a file access log under its path (after logrotate moved it; the
+// `l7 run` process does it on SIGUSR1).
+func (s *Server) ReopenAccessLog() error { return s.access.Reopen() }
 
 // Decisions returns how many balancing decisions (backend picks) the server has made.
 func (s *Server) Decisions() int64 { return s.decisions.Load() }
@@ -568,9 +555,7 @@ func (s *Server) stop() {
 	for _, p := range st.pools {
 		p.closeIdle()
 	}
-	if s.closer != nil {
-		s.closer.Close()
-	}
+	s.access.Close()
 }
 
 // bufferPool recycles the 32 KiB copy buffers of ReverseProxy.

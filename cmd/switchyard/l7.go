@@ -31,7 +31,7 @@ on host, path, method, header and query (first match wins, in file order), and b
 the route's pool with health checks, outlier ejection, retry budgets, shedding and rate limits.
 
 Examples:
-  switchyard l7 run --config l7.yaml              # serve; SIGHUP reloads, SIGTERM drains and exits
+  switchyard l7 run --config l7.yaml              # serve; SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM drains and exits
   switchyard l7 routes --config l7.yaml           # validate a file and print its route table
   switchyard l7 routes --admin 127.0.0.1:9901     # the table a running proxy uses
   switchyard l7 backends --admin 127.0.0.1:9901   # health, drain, ejection and in-flight per backend
@@ -131,14 +131,20 @@ func l7Serve(c *cli.Context, gen *handover.Process, path string, log *slog.Logge
 	ctx, cancel := untilUpgraded(ctx, gen) // replaced: drain like on SIGTERM
 	defer cancel()
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-hup:
+			case sig := <-hup:
+				if sig == syscall.SIGUSR1 { // logrotate moved the access log
+					if err := s.ReopenAccessLog(); err != nil {
+						log.Error("reopen access log failed; writing to the old file", "err", err)
+					}
+					continue
+				}
 				if err := s.ReloadFile(); err != nil {
 					log.Error("reload failed; previous configuration stays", "err", err)
 				}
