@@ -2,6 +2,7 @@ package l7
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 )
@@ -50,6 +52,10 @@ type goConn struct {
 // admitted (s.conns) and counted in s.pending by the caller.
 func (s *Server) serveConn(c net.Conn, scheme string, fb *h1.Handover) {
 	gc := &goConn{clientConn: newClientConn(s, c, c.RemoteAddr(), scheme, fb), c: c, engine: engineGoroutine}
+	if tc, ok := c.(*tls.Conn); ok && gc.certHeader != nil {
+		st := tc.ConnectionState()
+		gc.certSubject = []byte(tlsconf.ClientSubject(&st))
+	}
 	gc.in = h1.Reader{Conn: c, Buf: make([]byte, 4<<10)}
 	tracked := s.track(gc, true)
 	s.pending.Add(-1)
@@ -150,7 +156,7 @@ func (gc *goConn) handOff() bool {
 	if bytes.HasPrefix(pre, h2.PrefaceLine) && gc.s.h2cOn(gc.fallback) {
 		// h2c with prior knowledge: the h2 engine takes the connection (engine_h2.go).
 		gc.s.track(gc, false)
-		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil, nil)
+		gc.s.serveH2(&h2cConn{h1.PrefixConn{Conn: gc.c, Pre: pre}}, gc.scheme, nil, nil, nil)
 		gc.s.conns.Done()
 		return true
 	}

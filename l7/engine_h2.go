@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/core"
 )
 
@@ -34,6 +35,8 @@ type h2Conn struct {
 	tls    *tls.ConnectionState
 	conn   *h2.Conn
 	altSvc []byte // the Alt-Svc line of the listener's HTTP/3, or nil
+	// certHeader is the listener's client-subject field (client_auth), or nil
+	certHeader []byte
 
 	mu   sync.Mutex
 	free []*h2Req // per-stream request state, reused
@@ -47,9 +50,9 @@ type h2Req struct {
 
 // serveH2 serves an HTTP/2 connection (after ALPN h2, or the h2c preface) until it ends. The
 // caller counted it against max_connections and releases it afterwards.
-func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState, altSvc []byte) {
+func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState, altSvc, certHeader []byte) {
 	cfg := s.state.Load().cfg
-	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts, altSvc: altSvc}
+	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts, altSvc: altSvc, certHeader: certHeader}
 	hc.conn = h2.NewConn(nc, h2.Config{
 		MaxHeaderBytes:  cfg.Limits.MaxHeaderBytes,
 		IdleTimeout:     cfg.Timeouts.Idle,
@@ -124,6 +127,9 @@ func (hc *h2Conn) get() *h2Req {
 	sc := &streamConn{hc: hc}
 	gc := &goConn{clientConn: newClientConn(hc.s, sc, hc.raddr, hc.scheme, nil), c: sc, engine: engineH2}
 	gc.altSvc = hc.altSvc
+	if gc.certHeader = hc.certHeader; gc.certHeader != nil {
+		gc.certSubject = []byte(tlsconf.ClientSubject(hc.tls))
+	}
 	gc.proto = "HTTP/2.0"
 	gc.in.Buf = make([]byte, 4<<10)
 	return &h2Req{gc: gc, sc: sc}

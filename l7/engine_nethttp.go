@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/httppath"
+	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 )
@@ -23,6 +24,7 @@ type ctxKey int
 const (
 	exchangeKey ctxKey = iota
 	schemeKey
+	certHeaderKey // a mutual-TLS listener's client-subject field (string)
 )
 
 // exchange carries one request's decisions through the reverse proxy and back to the logger.
@@ -237,6 +239,12 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("Via", via)
 	pr.Out.Host = pr.In.Host
+	if name, _ := pr.In.Context().Value(certHeaderKey).(string); name != "" {
+		pr.Out.Header.Del(name) // never the client's own copy
+		if subj := tlsconf.ClientSubject(pr.In.TLS); subj != "" {
+			pr.Out.Header.Set(name, subj)
+		}
+	}
 	if rw := ex.route.rewrite; rw != nil {
 		if rw.Hostname != "" {
 			pr.Out.Host = rw.Hostname

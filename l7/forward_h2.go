@@ -115,7 +115,7 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 	req := &http.Request{Method: rq.Method, Proto: "HTTP/2.0", ProtoMajor: 2,
 		URL:  &url.URL{Scheme: p.scheme, Host: b.Address, Opaque: string(rq.Target)},
 		Host: string(rq.RI.HostUpstream()), Header: make(http.Header, len(gc.head.Fields)+5)}
-	core.UpstreamFields(nil, &gc.head, &rq.RI, core.Client{IP: gc.clientIP, Scheme: gc.scheme}, rq.rt.requestHeaders,
+	core.UpstreamFields(nil, &gc.head, &rq.RI, gc.client(), rq.rt.requestHeaders,
 		func(out, name, value []byte) []byte {
 			k := http.CanonicalHeaderKey(string(name))
 			req.Header[k] = append(req.Header[k], string(value))

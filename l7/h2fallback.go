@@ -20,5 +20,5 @@ func (hc *h2Conn) fallback(st *h2.Stream, inline []byte) {
 		})
 	}
 	h2.ServeHandler(st, h, h2.HandlerOptions{RemoteAddr: hc.raddr.String(), TLS: hc.tls, Prefix: inline,
-		Context: context.WithValue(context.Background(), schemeKey, hc.scheme)})
+		Context: context.WithValue(context.WithValue(context.Background(), schemeKey, hc.scheme), certHeaderKey, string(hc.certHeader))})
 }

@@ -33,6 +33,17 @@ func (s *Server) listenHTTP3(address string, tcp *net.TCPAddr, tc *tls.Config) (
 	return h3s, nil
 }
 
+// certHeaderOf is the client-subject field of the TLS listener behind fb, nil without
+// client_auth.
+func (s *Server) certHeaderOf(fb *h1.Handover) []byte {
+	if fb == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.certHeader[fb]
+}
+
 // altSvcOf is the Alt-Svc header line of the listener behind fb, nil when it has no HTTP/3.
 func (s *Server) altSvcOf(fb *h1.Handover) []byte {
 	if fb == nil {

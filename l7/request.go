@@ -49,6 +49,9 @@ type clientConn struct {
 	// altSvc is the Alt-Svc header line that advertises HTTP/3 on a TLS listener with http3,
 	// nil elsewhere.
 	altSvc []byte
+	// certHeader is the field a mutual-TLS listener passes the verified client subject
+	// (certSubject, "" when the client gave no certificate) upstream in; nil elsewhere.
+	certHeader, certSubject []byte
 	// stream is the HTTP/2 stream the request came on (engine_h2.go), nil on HTTP/1.1: the
 	// response then goes out as HEADERS, DATA and trailers, never as HTTP/1.1 text.
 	stream *h2.Stream
@@ -77,7 +80,7 @@ type clientConn struct {
 // newClientConn makes the per-connection state for a client at raddr.
 func newClientConn(s *Server, w io.Writer, raddr net.Addr, scheme string, fb *h1.Handover) *clientConn {
 	cc := &clientConn{s: s, w: w, raddr: raddr, scheme: scheme, fallback: fb, remote: raddr.String(), born: time.Now(),
-		altSvc: s.altSvcOf(fb)}
+		altSvc: s.altSvcOf(fb), certHeader: s.certHeaderOf(fb)}
 	cc.m = core.NewMatcher(cc.remote)
 	cc.clientIP = balance.ClientIP(&cc.m.Req)
 	return cc
@@ -232,7 +235,12 @@ func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance
 
 // upstreamHead builds the request head for the backend into cc.reqBuf.
 func (cc *clientConn) upstreamHead(rq *routed) []byte {
-	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, core.Client{IP: cc.clientIP, Scheme: cc.scheme}, rq.rt.requestHeaders)
+	return core.UpstreamHead(cc.reqBuf[:0], &cc.head, &rq.RI, rq.Method, rq.Target, cc.client(), rq.rt.requestHeaders)
+}
+
+// client is the downstream side the upstream head is rewritten for.
+func (cc *clientConn) client() core.Client {
+	return core.Client{IP: cc.clientIP, Scheme: cc.scheme, CertHeader: cc.certHeader, CertSubject: cc.certSubject}
 }
 
 // responseHead builds the client's response head into cc.out (cc.tokens holds the response's

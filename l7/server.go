@@ -36,16 +36,18 @@ type Server struct {
 	// served counts requests by the engine that served them (engines.go).
 	served servedCounts
 
-	mu       sync.Mutex
-	servers  []*http.Server
-	lns      []net.Listener
-	fconns   map[*goConn]struct{}    // connections on the goroutine engine
-	h2conns  map[*h2.Conn]struct{}   // HTTP/2 connections (engine_h2.go)
-	noH2C    map[*h1.Handover]bool   // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
-	altSvc   map[*h1.Handover][]byte // TLS listeners with HTTP/3: their Alt-Svc header line
-	h3       []*h3.Server            // the HTTP/3 listeners (l7/http3.go)
-	conns    *connlimit.Budget       // client and upstream connections against the descriptor room (conns.go)
-	shutting atomic.Bool             // stop accepting, close connections at their next request boundary
+	mu      sync.Mutex
+	servers []*http.Server
+	lns     []net.Listener
+	fconns  map[*goConn]struct{}    // connections on the goroutine engine
+	h2conns map[*h2.Conn]struct{}   // HTTP/2 connections (engine_h2.go)
+	noH2C   map[*h1.Handover]bool   // listeners (by their net/http hand-over) without h2c: TLS ones, plain ones without it
+	altSvc  map[*h1.Handover][]byte // TLS listeners with HTTP/3: their Alt-Svc header line
+	// certHeader: TLS listeners with client_auth: the field the verified client subject goes in
+	certHeader map[*h1.Handover][]byte
+	h3         []*h3.Server      // the HTTP/3 listeners (l7/http3.go)
+	conns      *connlimit.Budget // client and upstream connections against the descriptor room (conns.go)
+	shutting   atomic.Bool       // stop accepting, close connections at their next request boundary
 	// hard: no connection accepted from now on is served (Close, or Shutdown done). Until then a
 	// connection accepted while shutting down still gets its request answered: after an upgrade
 	// the old process may accept from the shared listener up to the moment it closes its copy.
@@ -92,7 +94,7 @@ func WithConfigPath(path string) Option { return func(s *Server) { s.path = path
 // NewServer builds a proxy from cfg and starts its health checkers. It does not listen; call
 // Serve with a listener, or ListenAndServe for the configured listeners.
 func NewServer(cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, h2conns: map[*h2.Conn]struct{}{}, noH2C: map[*h1.Handover]bool{}, altSvc: map[*h1.Handover][]byte{}, loopsDone: make(chan struct{})}
+	s := &Server{metrics: newMetrics(), log: slog.Default(), fconns: map[*goConn]struct{}{}, h2conns: map[*h2.Conn]struct{}{}, noH2C: map[*h1.Handover]bool{}, altSvc: map[*h1.Handover][]byte{}, certHeader: map[*h1.Handover][]byte{}, loopsDone: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -262,10 +264,11 @@ func (s *Server) serve(ln net.Listener, h http.Handler, h2c bool, scheme string)
 
 // ServeTLS terminates TLS on ln with the given configuration (certificates chosen by SNI) and
 // serves HTTP/2 to clients that negotiate it by ALPN and HTTP/1.1 to the rest.
-func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error { return s.serveTLS(ln, tc, nil) }
+func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error { return s.serveTLS(ln, tc, nil, "") }
 
-// serveTLS is ServeTLS, advertising the HTTP/3 listener h3s (when not nil) on every response.
-func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error {
+// serveTLS is ServeTLS, advertising the HTTP/3 listener h3s (when not nil) on every response,
+// and with client_auth passing each verified client subject upstream in certHeader ("": none).
+func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server, certHeader string) error {
 	// A configuration answering TLS-ALPN-01 (tlsconf.Open) keeps acme-tls/1.
 	acme := slices.Contains(tc.NextProtos, tlsconf.ACMETLS1)
 	tc = tc.Clone()
@@ -278,6 +281,11 @@ func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error
 		h = h3s.Advertise(s)
 	}
 	srv := s.httpServer(h, false, "https")
+	if certHeader != "" {
+		srv.BaseContext = func(net.Listener) context.Context {
+			return context.WithValue(context.WithValue(context.Background(), schemeKey, "https"), certHeaderKey, certHeader)
+		}
+	}
 	srv.Protocols.SetHTTP2(true)
 	srv.TLSConfig = tc
 	// The handshake happens here, not in http.Server, so that HTTP/1.1 connections can take the
@@ -289,6 +297,9 @@ func (s *Server) serveTLS(ln net.Listener, tc *tls.Config, h3s *h3.Server) error
 	s.noH2C[conns] = true // over TLS HTTP/2 comes by ALPN only, never as a preface on HTTP/1.1
 	if h3s != nil {
 		s.altSvc[conns] = []byte("Alt-Svc: " + h3s.AltSvc() + "\r\n")
+	}
+	if certHeader != "" {
+		s.certHeader[conns] = []byte(certHeader)
 	}
 	s.mu.Unlock()
 	go func() {
@@ -321,7 +332,7 @@ func (s *Server) handshake(raw net.Conn, tc *tls.Config, timeout time.Duration, 
 	if cs.NegotiatedProtocol == "h2" {
 		s.pending.Add(-1) // serveH2 registers it at once
 		// HTTP/2 takes the h2 engine (engine_h2.go).
-		s.serveH2(c, "https", &cs, s.altSvcOf(conns))
+		s.serveH2(c, "https", &cs, s.altSvcOf(conns), s.certHeaderOf(conns))
 		s.conns.Done()
 		return
 	}
@@ -436,7 +447,7 @@ func (s *Server) Listen() (<-chan error, error) {
 					return fail(err)
 				}
 			}
-			go func() { errc <- s.serveTLS(ln, certs[i].TLS, h3s) }()
+			go func() { errc <- s.serveTLS(ln, certs[i].TLS, h3s, l.TLS.SubjectHeader()) }()
 		case l.RedirectHTTPS > 0:
 			go func() { errc <- s.serve(ln, s.acmeFirst(redirectHandler(l.RedirectHTTPS)), false, "http") }()
 		default:

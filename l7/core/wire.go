@@ -187,6 +187,9 @@ func named(tokens [][]byte, name []byte) bool {
 type Client struct {
 	IP     string // the client's address, without port
 	Scheme string // http or https
+	// CertHeader, on a mutual-TLS listener, is the field the verified client subject goes in
+	// (CertSubject, when there is one); the client's own copies of it are never forwarded.
+	CertHeader, CertSubject []byte
 }
 
 // UpstreamHead appends the HTTP/1.1 request head for the backend to dst: the request line
@@ -219,10 +222,14 @@ func UpstreamHead(dst []byte, h *h1.Head, ri *ReqInfo, method string, target []b
 // in buffers of their own, passed only for the call.
 func UpstreamFields(out []byte, h *h1.Head, ri *ReqInfo, cl Client, filter *HeaderFilter, field func(out, name, value []byte) []byte) []byte {
 	for _, f := range h.Fields {
-		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) || !filter.Keep(f.Name) {
+		if oneOf(f.Name, hopByHop) || oneOf(f.Name, rewrittenRequest) || named(ri.Tokens, f.Name) || !filter.Keep(f.Name) ||
+			(cl.CertHeader != nil && bytes.EqualFold(f.Name, cl.CertHeader)) {
 			continue
 		}
 		out = field(out, f.Name, f.Value)
+	}
+	if len(cl.CertSubject) > 0 {
+		out = field(out, cl.CertHeader, cl.CertSubject)
 	}
 	for _, f := range filter.Fields() {
 		out = field(out, f.Name, f.Value)
