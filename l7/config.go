@@ -1,9 +1,12 @@
 package l7
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +184,9 @@ type Pool struct {
 	Protocol string `yaml:"protocol"`
 	// InsecureSkipVerify skips verification of backend certificates for protocol h2.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// TLS tunes TLS to h2 backends: the roots that verify them, the name verified, and a
+	// client certificate for mutual TLS.
+	TLS *UpstreamTLS `yaml:"tls"`
 	// MaxInFlight bounds requests in flight to the pool; past it requests are shed with 503.
 	MaxInFlight int          `yaml:"max_in_flight"`
 	Timeouts    PoolTimeouts `yaml:"timeouts"`
@@ -551,6 +557,14 @@ func (c *Config) validatePool(f string, p Pool) error {
 	default:
 		return c.fieldError(f+".protocol", "unknown %q; use http1, h2c or h2", p.Protocol)
 	}
+	if p.TLS != nil {
+		if p.Protocol != "h2" {
+			return c.fieldError(f+".tls", "TLS to backends is for protocol h2; set protocol: h2 or remove tls")
+		}
+		if _, err := p.TLS.config(false); err != nil {
+			return c.fieldError(f+".tls", "%v", err)
+		}
+	}
 	if h := p.Health; h != nil {
 		switch {
 		case h.Type != "http" && h.Type != "grpc":
@@ -669,4 +683,46 @@ func (c *Config) validateACME() error {
 		}
 	}
 	return nil
+}
+
+// UpstreamTLS is a pool's TLS to its backends (protocol h2).
+type UpstreamTLS struct {
+	// CAFile holds the PEM roots that verify the backends (default: the system's).
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name verified (default: the backend address's host).
+	ServerName string `yaml:"server_name"`
+	// Cert and Key are a client certificate the proxy presents (mutual TLS).
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// config builds the client TLS configuration (insecure: skip verification, the pool's
+// insecure_skip_verify).
+func (u *UpstreamTLS) config(insecure bool) (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // opt-in per pool
+	if u == nil {
+		return tc, nil
+	}
+	tc.ServerName = u.ServerName
+	if u.CAFile != "" {
+		pem, err := os.ReadFile(u.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read ca_file: %w (give the PEM roots of the backends' certificates)", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("read ca_file %s: no PEM certificate in it", u.CAFile)
+		}
+	}
+	switch {
+	case (u.Cert == "") != (u.Key == ""):
+		return nil, errors.New("cert and key go together: set both for a client certificate, or neither")
+	case u.Cert != "":
+		pair, err := tls.LoadX509KeyPair(u.Cert, u.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate %s: %w (check the cert and key paths and that the key matches)", u.Cert, err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }

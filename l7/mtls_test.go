@@ -1,11 +1,18 @@
 package l7
 
 import (
+	"crypto/ecdsa"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +91,64 @@ pools: [{name: p, backends: [{address: %q}]}]
 			}
 		}
 	}
+}
+
+// An h2 pool's tls: pins the roots that verify the backend (ca_file, server_name) and presents a
+// client certificate: a backend that requires one answers; without it, or against a backend
+// the roots do not verify, the exchange fails (502), never silently unverified.
+func TestUpstreamMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	srvCert, srvKey, _ := testutil.WriteCert(t, dir, "backend.test")
+	otherCert, _, _ := testutil.WriteCert(t, dir, "other.test")
+	clientPEM, clientPair := testutil.WriteClientCert(t, dir, "proxy")
+	keyPEM := filepath.Join(dir, "proxy-client.key")
+	kb, _ := x509.MarshalECPrivateKey(clientPair.PrivateKey.(*ecdsa.PrivateKey))
+	os.WriteFile(keyPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	pair, err := tls.LoadX509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := x509.NewCertPool()
+	clients.AppendCertsFromPEM(must(os.ReadFile(clientPEM)))
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Echo-Peer", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	backend.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients}
+	backend.EnableHTTP2 = true
+	backend.StartTLS()
+	defer backend.Close()
+	addr := strings.TrimPrefix(backend.URL, "https://")
+	for _, c := range []struct {
+		tls  string
+		want int
+	}{
+		{fmt.Sprintf("{ca_file: %q, server_name: backend.test, cert: %q, key: %q}", srvCert, clientPEM, keyPEM), 200},
+		{fmt.Sprintf("{ca_file: %q, server_name: backend.test}", srvCert), 502},                                         // no client certificate
+		{fmt.Sprintf("{ca_file: %q, server_name: backend.test, cert: %q, key: %q}", otherCert, clientPEM, keyPEM), 502}, // roots that do not verify it
+	} {
+		_, base := startProxy(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, protocol: h2, tls: %s, backends: [{address: %q}]}]
+`, c.tls, addr))
+		resp, err := testClient.Get(base + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want || (c.want == 200 && resp.Header.Get("Echo-Peer") != "proxy") {
+			t.Errorf("tls %s: %s, peer %q; want %d", c.tls, resp.Status, resp.Header.Get("Echo-Peer"), c.want)
+		}
+	}
+	_, err = ParseConfig([]byte("listeners: [{address: \"127.0.0.1:0\"}]\nroutes: [{name: r, pool: p}]\npools: [{name: p, protocol: h2c, tls: {cert: a}, backends: [{address: \"127.0.0.1:1\"}]}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "pools[0].tls: TLS to backends is for protocol h2") {
+		t.Errorf("tls on an h2c pool: %v", err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -3,6 +3,7 @@ package l7
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -129,7 +130,13 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 	}
 	st := &state{cfg: cfg, table: table, pools: map[string]*pool{}, global: limit.NewGate(cfg.Limits.MaxInFlight)}
 	for _, pc := range cfg.Pools {
-		st.pools[pc.Name] = s.buildPool(pc, prev)
+		var tc *tls.Config
+		if pc.Protocol == "h2" {
+			if tc, err = pc.TLS.config(pc.InsecureSkipVerify); err != nil {
+				return nil, fmt.Errorf("pool %s: tls: %w", pc.Name, err)
+			}
+		}
+		st.pools[pc.Name] = s.buildPool(pc, tc, prev)
 		if pc.Hash != nil && (strings.HasPrefix(pc.Hash.Key, "header:") || strings.HasPrefix(pc.Hash.Key, "cookie:")) {
 			st.needHeaders = true
 		}
@@ -175,7 +182,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 	return st, nil
 }
 
-func (s *Server) buildPool(pc Pool, prev *state) *pool {
+func (s *Server) buildPool(pc Pool, tc *tls.Config, prev *state) *pool {
 	p := &pool{name: pc.Name, cfg: pc, gate: limit.NewGate(pc.MaxInFlight), scheme: "http",
 		budget: limit.NewRetryBudget(pc.RetryBudget.Percent, pc.RetryBudget.MinPerSecond)}
 	var old map[string]*balance.Backend
@@ -218,8 +225,8 @@ func (s *Server) buildPool(pc Pool, prev *state) *pool {
 	}
 	// Requests dial through the descriptor budget; health checks through a transport of their
 	// own that does not, so that they keep working (on the reserve) when requests fill it.
-	transport, closeForward := newTransport(pc, s.conns.Dial)
-	check, closeCheck := newTransport(pc, nil)
+	transport, closeForward := newTransport(pc, tc, s.conns.Dial)
+	check, closeCheck := newTransport(pc, tc, nil)
 	p.transport, p.checkTransport = transport, check
 	closeTransport := func() { closeForward(); closeCheck() }
 	p.closeIdle = closeTransport
@@ -281,7 +288,7 @@ func (s *Server) startHealth(st *state) {
 // newTransport builds a pooled upstream transport for the pool's protocol. counted, when set,
 // wraps its dialer so that every connection it opens is counted against the descriptor budget
 // until closed (an HTTP/2 client's streams may open many).
-func newTransport(pc Pool, counted func(connlimit.DialFunc) connlimit.DialFunc) (http.RoundTripper, func()) {
+func newTransport(pc Pool, tc *tls.Config, counted func(connlimit.DialFunc) connlimit.DialFunc) (http.RoundTripper, func()) {
 	dialer := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
 	dial := connlimit.DialFunc(dialer.DialContext)
 	if counted != nil {
@@ -304,7 +311,7 @@ func newTransport(pc Pool, counted func(connlimit.DialFunc) connlimit.DialFunc) 
 		t.Protocols.SetUnencryptedHTTP2(true)
 	case "h2":
 		t.Protocols.SetHTTP2(true)
-		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: pc.InsecureSkipVerify} //nolint:gosec // opt-in per pool
+		t.TLSClientConfig = tc
 	default:
 		t.Protocols.SetHTTP1(true)
 	}
