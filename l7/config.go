@@ -63,6 +63,8 @@ type Listener struct {
 	HTTP3 bool `yaml:"http3"`
 	// RedirectHTTPS answers every request with 308 to https on this port instead of proxying.
 	RedirectHTTPS int `yaml:"redirect_https"`
+	// ProxyProtocol takes client addresses from the PROXY protocol header of trusted sources.
+	ProxyProtocol *ProxyProtocol `yaml:"proxy_protocol"`
 }
 
 // Admin is the admin endpoint (admin_auth.go): address empty disables it, one without a host
@@ -448,6 +450,14 @@ func (c *Config) Validate() error {
 		f := fmt.Sprintf("listeners[%d]", i)
 		if !strings.Contains(l.Address, ":") {
 			return c.fieldError(f+".address", "%q is not host:port; write e.g. 127.0.0.1:8080", l.Address)
+		}
+		if pp := l.ProxyProtocol; pp != nil {
+			if _, err := pp.prefixes(); err != nil {
+				return c.fieldError(f+".proxy_protocol", "%v", err)
+			}
+			if l.RedirectHTTPS > 0 {
+				return c.fieldError(f+".proxy_protocol", "not on a redirect_https listener; put it on the listeners that proxy")
+			}
 		}
 		if l.TLS != nil {
 			if path, problem, ok := l.TLS.Validate(f + ".tls"); !ok {

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/h3"
 	"github.com/switchyard/switchyard/internal/handover"
+	"github.com/switchyard/switchyard/internal/lograte"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 )
 
@@ -69,6 +70,7 @@ type Server struct {
 	acme        []*tlsconf.Certs
 	acmeMetrics *tlsconf.Metrics
 	handshakes  *tlsconf.Handshakes // TLS listeners' handshakes, failures counted and logged
+	warns       lograte.Limiter     // per-connection warnings, one line a second each
 	// fdLimit, when set, is the descriptor limit the budget is cut from instead of the process's
 	// (tests: a small budget without lowering the test binary's own limit).
 	fdLimit uint64
@@ -250,7 +252,20 @@ func (s *Server) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 			continue
 		}
 		s.pending.Add(1) // until tracked: Shutdown waits for it
-		go serve(c)
+		go func() {
+			if pl, ok := ln.(*proxyListener); ok {
+				pc, err := pl.header(c)
+				if err != nil {
+					s.warns.Warn(s.log, "l7 proxy protocol", "error", err)
+					c.Close()
+					s.conns.Done()
+					s.pending.Add(-1)
+					return
+				}
+				c = pc
+			}
+			serve(c)
+		}()
 	}
 }
 
@@ -436,6 +451,10 @@ func (s *Server) Listen() (<-chan error, error) {
 		}
 		if err != nil {
 			return fail(fmt.Errorf("listen on %s: %w", l.Address, err))
+		}
+		if pp := l.ProxyProtocol; pp != nil {
+			trusted, _ := pp.prefixes() // validated with the configuration
+			ln = &proxyListener{Listener: ln, trusted: trusted, timeout: cfg.Timeouts.ReadHeader}
 		}
 		lns = append(lns, ln)
 		switch {
