@@ -119,6 +119,7 @@ type Route struct {
 	Pool      string        `yaml:"pool"`
 	Pools     []Split       `yaml:"pools"`
 	Filters   *Filters      `yaml:"filters"`
+	Mirror    *Mirror       `yaml:"mirror"`
 	Retry     *Retry        `yaml:"retry"`
 	Timeout   time.Duration `yaml:"timeout"`
 	RateLimit *RateLimit    `yaml:"rate_limit"`
@@ -506,6 +507,9 @@ func (c *Config) Validate() error {
 		if err := c.validateFilters(f+".filters", r.Filters, r.Match.Path.Prefix); err != nil {
 			return err
 		}
+		if err := c.validateMirror(f+".mirror", r); err != nil {
+			return err
+		}
 		if rt := r.Retry; rt != nil {
 			if rt.Attempts < 0 || rt.Attempts > 10 {
 				return c.fieldError(f+".retry.attempts", "%d outside 0-10", rt.Attempts)
@@ -648,6 +652,36 @@ func (c *Config) validateFilters(f string, fl *Filters, prefix string) error {
 	}
 	if rd := fl.Redirect; rd != nil {
 		return rd.validate(c, f+".redirect")
+	}
+	return nil
+}
+
+// validateMirror checks route r's mirror at field f: a known HTTP/1.1 shadow pool, a share of
+// 1-100 percent, and a route whose own pools are HTTP/1.1 (the copy is the HTTP/1.1 request the
+// core builds for them).
+func (c *Config) validateMirror(f string, r Route) error {
+	m := r.Mirror
+	if m == nil {
+		return nil
+	}
+	protocol := map[string]string{}
+	for _, p := range c.Pools {
+		protocol[p.Name] = p.Protocol
+	}
+	switch pr, ok := protocol[m.Pool]; {
+	case !ok:
+		return c.fieldError(f+".pool", "route %q mirrors to unknown pool %q; define it under pools", r.Name, m.Pool)
+	case pr != "http1":
+		return c.fieldError(f+".pool", "pool %q speaks %s; a shadow pool must be http1", m.Pool, pr)
+	case m.Percent < 0 || m.Percent > 100:
+		return c.fieldError(f+".percent", "%d outside 1-100 (leave it out for every request)", m.Percent)
+	case m.MaxBody < 0:
+		return c.fieldError(f+".max_body", "%d is negative", m.MaxBody)
+	}
+	for _, sp := range r.Splits() {
+		if pr := protocol[sp.Pool]; sp.Pool != "" && pr != "http1" {
+			return c.fieldError(f, "route %q sends to %s pool %q; mirroring copies HTTP/1.1 requests, so the route's pools must be http1", r.Name, pr, sp.Pool)
+		}
 	}
 	return nil
 }

@@ -294,6 +294,7 @@ func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int
 		gc.writeError(rej.Status, rej.Reason, nil, true)
 		return rej.Status, 0, false
 	}
+	rq.rt.mirror.copy(gc.reqBuf, int64(bodyLen), bodyDone)
 	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
 	for {
 		b := ex.backend()

@@ -111,6 +111,7 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
 	c.reqBuf = append(c.upstreamHead(&rq), body...)
+	rq.rt.mirror.copy(c.reqBuf, int64(n), true)
 	c.in.Consume(end + n)
 	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
 	return l.connect(c, false)

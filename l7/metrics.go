@@ -22,6 +22,7 @@ type metrics struct {
 	refused    *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	handoffs   *prometheus.CounterVec
+	mirrored   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -73,8 +74,12 @@ func newMetrics() *metrics {
 			Help: "Connections an event loop handed to a goroutine, by where they went: fast (the goroutine engine: a streamed upload, a host-name pool, an h2 or h2c pool) or http (what net/http serves: upgrades, sticky pools..., and a connection opening with the h2c preface, which the HTTP/2 engine then takes).",
 		}, []string{"to"}),
 	}
+	m.mirrored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchyard_l7_mirrored_total",
+		Help: "Request copies for a route's shadow pool, by route and outcome: sent (answered), skipped (body not whole or over max_body, too many copies in flight, no shadow backend), failed (the shadow backend did not answer).",
+	}, []string{"route", "outcome"})
 	m.shedGlobal = m.shed.WithLabelValues("global")
 	m.reg.MustRegister(m.requests, m.duration, m.retries, m.shed, m.limited, m.ejections, m.healthy,
-		m.inFlight, m.refused, m.reloads, m.handoffs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.inFlight, m.refused, m.reloads, m.handoffs, m.mirrored, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

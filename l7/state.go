@@ -51,6 +51,7 @@ type routeRT struct {
 	requestHeaders, responseHeaders *core.HeaderFilter
 	redirect                        *Redirect   // answered by the proxy (net/http engine); nil: sent on
 	rewrite                         *URLRewrite // the path and Host the backend gets; nil: the client's
+	mirror                          *mirrorRT   // copies requests to a shadow pool; nil: none
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
 	split   *balance.Weighted
@@ -175,6 +176,9 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 		if fl := rc.Filters; fl != nil {
 			rt.requestHeaders, rt.responseHeaders, rt.redirect = fl.RequestHeaders.filter(), fl.ResponseHeaders.filter(), fl.Redirect
 			rt.rewrite = fl.URLRewrite
+		}
+		if m := rc.Mirror; m != nil {
+			rt.mirror = s.newMirror(rc.Name, m, st.pools[m.Pool], cfg.Timeouts.Total)
 		}
 		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)

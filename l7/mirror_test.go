@@ -1,0 +1,66 @@
+package l7
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+)
+
+// A mirrored route copies its requests (head and body) to the shadow pool on every engine, a
+// percent share of them when set, and a slow shadow never delays the real answer.
+func TestMirror(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	shadow := startBackend(t, "shadow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+string(body))
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond) // a slow shadow
+	}))
+	primary := startBackend(t, "primary", nil)
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		for _, pct := range []int{100, 50} {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			p := e.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p, mirror: {pool: shadow, percent: %d}}]
+pools:
+  - {name: p, backends: [{address: %q}]}
+  - {name: shadow, backends: [{address: %q}]}
+`, pct, e.backend(primary.addr), e.backend(shadow.addr)))
+			client := testClient
+			if e.h2 {
+				client = h2Client(p.base())
+			}
+			for i := range 20 {
+				start := time.Now()
+				resp, err := client.Post(fmt.Sprintf("%s/m%d", p.base(), i), "text/plain", strings.NewReader(fmt.Sprintf("body%d", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || time.Since(start) > 250*time.Millisecond {
+					t.Fatalf("request %d: %s after %v (the shadow must not delay it)", i, resp.Status, time.Since(start))
+				}
+			}
+			want := 20 * pct / 100
+			testutil.Eventually(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == want },
+				"the shadow got %d copies, want %d", func() any { mu.Lock(); defer mu.Unlock(); return len(seen) }, want)
+			mu.Lock()
+			if pct == 100 && !strings.Contains(strings.Join(seen, "|"), "POST /m7 body7") {
+				t.Errorf("the copies %q lack POST /m7 with its body", seen)
+			}
+			mu.Unlock()
+		}
+	})
+}
