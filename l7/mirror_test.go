@@ -64,3 +64,18 @@ pools:
 		}
 	})
 }
+
+// A mirror is checked: a known HTTP/1.1 shadow pool, a share of 1-100, HTTP/1.1 route pools.
+func TestMirrorConfigErrors(t *testing.T) {
+	for _, c := range []struct{ route, want string }{
+		{"{name: r, pool: a, mirror: {pool: nope}}", "routes[0].mirror.pool: route \"r\" mirrors to unknown pool \"nope\""},
+		{"{name: r, pool: a, mirror: {pool: g}}", "routes[0].mirror.pool: pool \"g\" speaks h2c; a shadow pool must be http1"},
+		{"{name: r, pool: a, mirror: {pool: a, percent: 101}}", "routes[0].mirror.percent: 101 outside 1-100"},
+		{"{name: r, pool: g, mirror: {pool: a}}", "routes[0].mirror: route \"r\" sends to h2c pool \"g\""},
+	} {
+		_, err := ParseConfig([]byte("listeners: [{address: \"127.0.0.1:0\"}]\nroutes: [" + c.route + "]\npools: [{name: a, backends: [{address: \"127.0.0.1:1\"}]}, {name: g, protocol: h2c, backends: [{address: \"127.0.0.1:2\"}]}]\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.route, err, c.want)
+		}
+	}
+}
