@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,24 +17,6 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const dnsTestConfig = `listen: 127.0.0.1:0
 groups:
@@ -57,7 +37,7 @@ zones:
 
 func runDNSCLI(t *testing.T, ctx context.Context, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errOut
 	err := app.RunContext(ctx, append([]string{"switchyard", "dns"}, args...))
@@ -93,7 +73,7 @@ func TestDnsCheck(t *testing.T) {
 func TestDnsRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a wait that fails stops the server too
-	var out, logs syncBuffer
+	var out, logs testutil.SyncBuffer
 	done := make(chan error, 1)
 	path := writeDNSConfig(t, dnsTestConfig)
 	app := newApp()

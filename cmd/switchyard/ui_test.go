@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	sydns "github.com/switchyard/switchyard/dns"
+	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/internal/webui/browser"
 	"github.com/switchyard/switchyard/internal/webui/webuitest"
 )
@@ -26,7 +27,7 @@ func TestStopUI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errOut
 	done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package tlsconf
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +49,7 @@ func TestACMEHostileCA(t *testing.T) {
 			defer ca.Close()
 			root := filepath.Join(t.TempDir(), "root.pem")
 			os.WriteFile(root, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw}), 0o600)
-			var logs lockedLog
+			var logs tu.SyncBuffer
 			reg := prometheus.NewRegistry()
 			cfg := &Config{Certificates: []Certificate{{Cert: cp, Key: kp}},
 				ACME: &ACME{Directory: ca.URL + "/directory", CARoot: root, Domains: []string{"hostile.switchyard.test"},
@@ -81,22 +79,4 @@ func TestACMEHostileCA(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedLog is a log destination safe for certmagic's goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
