@@ -70,19 +70,19 @@ type PushResult struct {
 const PrefetchHeader = "X-Switchyard-Prefetch"
 
 // keyOfURL turns an absolute URL into a primary key, as a request for it would have.
-func keyOfURL(raw string) (string, error) {
+func (e *Edge) keyOfURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "", fmt.Errorf("%q is not an absolute URL; write it like http://www.example.com/path", raw)
 	}
-	return primaryKey(u.Host, u.RequestURI()), nil
+	return e.primaryKey(u.Host, u.RequestURI()), nil
 }
 
 // Purge removes or soft-purges the selected entries.
 func (e *Edge) Purge(p PurgeRequest) (PurgeResult, error) {
 	var keys []string
 	for _, raw := range p.URLs {
-		k, err := keyOfURL(raw)
+		k, err := e.keyOfURL(raw)
 		if err != nil {
 			return PurgeResult{}, fmt.Errorf("purge: %w", err)
 		}
@@ -292,7 +292,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // Fresh reports whether the edge holds a fresh response for an absolute URL with no Vary
 // (tests and experiments use it to check propagation without making a request).
 func (e *Edge) Fresh(raw string) bool {
-	k, err := keyOfURL(raw)
+	k, err := e.keyOfURL(raw)
 	if err != nil {
 		return false
 	}

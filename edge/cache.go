@@ -23,7 +23,7 @@ import (
 func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 	reqCC := cachecontrol.RequestDirectives(r.Header)
 	onlyIfCached := reqCC.Has("only-if-cached")
-	primary := primaryKey(r.Host, r.URL.RequestURI())
+	primary := e.primaryKey(r.Host, r.URL.RequestURI())
 	if _, pass := e.pass.GetIfPresent(primary); pass && !onlyIfCached {
 		e.passThrough(w, r)
 		return

@@ -32,6 +32,9 @@ type Config struct {
 	OriginCAFile string `yaml:"origin_ca_file"`
 	// Admin configures the authenticated purge/push/stats API.
 	Admin AdminConfig `yaml:"admin"`
+	// CacheKey are the rules that tell objects apart by URI (edge/cachekey.go); nil: the URI
+	// as sent.
+	CacheKey *CacheKey `yaml:"cache_key"`
 	// Memory sizes the memory tier.
 	Memory MemoryConfig `yaml:"memory"`
 	// Disk configures the optional disk tier.
@@ -292,6 +295,11 @@ func (c *Config) ApplyDefaults() {
 func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return &fieldError{"listen", fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080", c.Listen)}
+	}
+	if c.CacheKey != nil {
+		if err := c.CacheKey.validate(); err != nil {
+			return err
+		}
 	}
 	if c.TLS != nil {
 		if err := c.TLS.validate(); err != nil {

@@ -308,9 +308,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // primaryKey is the cache key shared by every variant: the lower-cased host and the request
-// URI. Scheme is left out because the edge serves one scheme per listener.
-func primaryKey(host, requestURI string) string {
-	return strings.ToLower(host) + requestURI
+// URI under the cache_key rules (cachekey.go). Scheme is left out because the edge serves one
+// scheme per listener.
+func (e *Edge) primaryKey(host, requestURI string) string {
+	return strings.ToLower(host) + e.cfg.CacheKey.keyURI(requestURI)
 }
 
 // variantKey appends the values of the request headers the URL varies on, so each variant is
@@ -447,7 +448,7 @@ func (e *Edge) serveUnsafe(w http.ResponseWriter, r *http.Request) {
 	if status < 200 || status >= 400 {
 		return
 	}
-	e.invalidate(primaryKey(r.Host, r.URL.RequestURI()))
+	e.invalidate(e.primaryKey(r.Host, r.URL.RequestURI()))
 	for _, name := range []string{"Location", "Content-Location"} {
 		v := w.Header().Get(name)
 		if v == "" {
@@ -457,7 +458,7 @@ func (e *Edge) serveUnsafe(w http.ResponseWriter, r *http.Request) {
 		if err != nil || (u.Host != "" && !strings.EqualFold(u.Host, r.Host)) {
 			continue // another origin's URI is not ours to invalidate
 		}
-		e.invalidate(primaryKey(r.Host, u.RequestURI()))
+		e.invalidate(e.primaryKey(r.Host, u.RequestURI()))
 	}
 }
 

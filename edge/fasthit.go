@@ -31,7 +31,7 @@ func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.e.Serve
 // pass-through and freshness checks, a memory body only.
 func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fields) (*store.Entry, time.Duration, bool) {
 	e := c.e
-	primary := primaryKey(string(host), string(target))
+	primary := e.primaryKey(string(host), string(target))
 	if path, _, _ := bytes.Cut(target, []byte("?")); string(path) == rttPath {
 		return nil, 0, false
 	}

@@ -31,7 +31,7 @@ func (e *Edge) StoreObject(rawURL string, status int, header http.Header, body [
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("store pushed object: %q is not an absolute URL; write it like http://www.example.com/app.js", rawURL)
 	}
-	primary := primaryKey(u.Host, u.RequestURI())
+	primary := e.primaryKey(u.Host, u.RequestURI())
 	if len(varyNames(header)) > 0 {
 		return fmt.Errorf("store pushed object %s: it has Vary; push only objects that do not vary", rawURL)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -476,5 +477,66 @@ func TestCacheStatus(t *testing.T) {
 		if got := resp.Header.Get("Cache-Status"); got != "switchyard-edge; fwd=bypass" {
 			t.Errorf("fast path %v, DELETE: Cache-Status %q, want a bypass", fast, got)
 		}
+	}
+}
+
+// Cache-key rules: tracking parameters left out, the rest sorted, the path's case ignored make
+// one object of URIs that differ only so, fetched once and a HIT for the others (fast path and
+// not); the origin still gets the client's URI; a purge by any of them removes it.
+func TestCacheKeyRules(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.RequestURI())
+		mu.Unlock()
+		w.Header().Set("Cache-Control", "max-age=300")
+		io.WriteString(w, "x")
+	})
+	for _, fast := range []bool{true, false} {
+		mu.Lock()
+		asked = nil
+		mu.Unlock()
+		e := newEdge(t, o.URL, func(c *Config) {
+			c.DisableFastPath = !fast
+			c.CacheKey = &CacheKey{IgnoreCase: true}
+			c.CacheKey.Query.Exclude = []string{"utm_*", "fbclid"}
+			c.CacheKey.Query.Sort = true
+		})
+		for i, uri := range []string{"/Shop/item?b=2&a=1&utm_source=x", "/shop/item?a=1&b=2", "/SHOP/item?fbclid=z&b=2&a=1&utm_medium=y"} {
+			resp, err := http.Get(e.URL() + uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := "HIT"
+			if i == 0 {
+				want = "MISS"
+			}
+			if got := resp.Header.Get("X-Cache"); !strings.HasPrefix(got, want) {
+				t.Errorf("fast path %v, %s: X-Cache %q, want %s", fast, uri, got, want)
+			}
+		}
+		mu.Lock()
+		if len(asked) != 1 || asked[0] != "/Shop/item?b=2&a=1&utm_source=x" {
+			t.Errorf("fast path %v: the origin was asked %q, want the first client URI once", fast, asked)
+		}
+		mu.Unlock()
+		if _, err := e.Purge(PurgeRequest{URLs: []string{"http://" + e.Addr() + "/shop/ITEM?utm_campaign=q&a=1&b=2"}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get(e.URL() + "/shop/item?a=1&b=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Cache"); !strings.HasPrefix(got, "MISS") {
+			t.Errorf("fast path %v: after a purge by another URI of the object: X-Cache %q, want a MISS", fast, got)
+		}
+	}
+	bad := &CacheKey{}
+	bad.Query.Include, bad.Query.Exclude = []string{"id"}, []string{"utm_*"}
+	if _, err := New(Config{Listen: "127.0.0.1:0", Origin: o.URL, CacheKey: bad}); err == nil || !strings.Contains(err.Error(), "cache_key.query: sets both include and exclude") {
+		t.Errorf("include and exclude together: %v", err)
 	}
 }
