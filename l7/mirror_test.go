@@ -43,7 +43,16 @@ pools:
 			}
 			for i := range 20 {
 				start := time.Now()
-				resp, err := client.Post(fmt.Sprintf("%s/m%d", p.base(), i), "text/plain", strings.NewReader(fmt.Sprintf("body%d", i)))
+				// Bodies are copied when held whole with the head; an HTTP/2 client's DATA may
+				// come after its HEADERS (then the copy is skipped), so only the HTTP/1.1
+				// engines' requests carry one here.
+				var resp *http.Response
+				var err error
+				if e.h2 {
+					resp, err = client.Get(fmt.Sprintf("%s/m%d", p.base(), i))
+				} else {
+					resp, err = client.Post(fmt.Sprintf("%s/m%d", p.base(), i), "text/plain", strings.NewReader(fmt.Sprintf("body%d", i)))
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -57,7 +66,7 @@ pools:
 			testutil.Eventually(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == want },
 				"the shadow got %d copies, want %d", func() any { mu.Lock(); defer mu.Unlock(); return len(seen) }, want)
 			mu.Lock()
-			if pct == 100 && !strings.Contains(strings.Join(seen, "|"), "POST /m7 body7") {
+			if pct == 100 && !e.h2 && !strings.Contains(strings.Join(seen, "|"), "POST /m7 body7") {
 				t.Errorf("the copies %q lack POST /m7 with its body", seen)
 			}
 			mu.Unlock()
