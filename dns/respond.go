@@ -229,7 +229,9 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	}
 	oc.rcode = resp.Rcode
 	if t := req.IsTsig(); t != nil {
-		oc.rotate = nil // a signed answer is never cached
+		// A signed answer is never cached: its signature covers this query's MAC and time, and a
+		// replayed query must be judged anew (a byte-identical one would hit the cache).
+		oc.rotate, oc.cacheable = nil, false
 		// A signed query (a secondary's SOA check) gets a signed answer (RFC 8945 5.3).
 		return s.packTSIG(st, req, raw, t, resp, limit, oc), oc
 	}
