@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/h3"
@@ -160,16 +161,19 @@ func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
 // acceptLoop serves each connection ln accepts on a goroutine of its own until ln closes; an
 // accept error (out of descriptors and the like) is logged, rate-limited, and backed off from.
 func (e *Edge) acceptLoop(ln net.Listener, what string, serve func(net.Conn)) {
+	var backoff connlimit.AcceptBackoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			e.warn(what, "error", err)
-			time.Sleep(10 * time.Millisecond)
+			delay := backoff.Failed()
+			e.warn(what, "error", err, "retry_in", delay)
+			time.Sleep(delay)
 			continue
 		}
+		backoff.Accepted()
 		go serve(c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"log/syslog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -62,8 +63,8 @@ func dash(s string) string {
 }
 
 func hostOf(addr string) string {
-	if i := strings.LastIndexByte(addr, ':'); i > 0 && !strings.HasSuffix(addr, "]") {
-		return strings.TrimSuffix(strings.TrimPrefix(addr[:i], "["), "]")
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
 	}
 	return addr
 }

@@ -342,17 +342,7 @@ func (cc *clientConn) h2Trailers(fields []h1.Field) []byte {
 // appendLines appends header lines ("Name: value" CRLF each, as the core builds them) to an
 // HTTP/2 header block.
 func appendLines(b, lines []byte) []byte {
-	for len(lines) > 0 {
-		i := bytes.Index(lines, []byte("\r\n"))
-		if i < 0 {
-			break
-		}
-		line := lines[:i]
-		lines = lines[i+2:]
-		if c := bytes.IndexByte(line, ':'); c > 0 {
-			b = h2.AppendField(b, line[:c], bytes.TrimLeft(line[c+1:], " "))
-		}
-	}
+	core.EachLine(lines, func(name, value []byte) { b = h2.AppendField(b, name, value) })
 	return b
 }
 

@@ -80,9 +80,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if v == core.ShedGlobal {
 			ex.route = nil
 		}
-		for _, f := range ref.fields() {
-			rec.Header().Set(f[0], f[1])
-		}
+		ref.setHeaders(rec.Header())
 		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
 	}
@@ -277,9 +275,7 @@ func modifyResponse(resp *http.Response) error {
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg, extra := upstreamCode(err)
 	ref := refusal{code: code, msg: msg, extra: extra, shed: core.LocalResource(err)}
-	for _, f := range ref.fields() {
-		w.Header().Set(f[0], f[1])
-	}
+	ref.setHeaders(w.Header())
 	fail(w, r, ref.code, ref.msg, ref.shed)
 }
 

@@ -199,15 +199,9 @@ func (s *Server) refusal(rt *routeRT, v core.Verdict) refusal {
 	return refusal{http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), false}
 }
 
-// fields are the extra header lines as name-value pairs (for an http.ResponseWriter).
-func (r refusal) fields() [][2]string {
-	var out [][2]string
-	for _, line := range strings.Split(strings.TrimSuffix(string(r.extra), "\r\n"), "\r\n") {
-		if name, value, ok := strings.Cut(line, ": "); ok {
-			out = append(out, [2]string{name, value})
-		}
-	}
-	return out
+// setHeaders sets the extra header lines on h (an http.ResponseWriter's).
+func (r refusal) setHeaders(h http.Header) {
+	core.EachLine(r.extra, func(name, value []byte) { h.Set(string(name), string(value)) })
 }
 
 // release gives back what admit took for a request that ended on backend b.

@@ -233,20 +233,19 @@ func (s *Server) serveFast(ln net.Listener, h2c bool, scheme string) error {
 // through the connection budget (one over it is answered 503 and closed) and serves it on a
 // goroutine of its own, counted in s.pending until serve tracks it.
 func (s *Server) acceptLoop(ln net.Listener, serve func(net.Conn)) {
-	var delay time.Duration
+	var backoff connlimit.AcceptBackoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.shutting.Load() {
 				return
 			}
-			// Out of descriptors and the like: back off instead of spinning, like net/http.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := backoff.Failed()
 			s.log.Warn("l7 accept", "error", err, "retry_in", delay)
 			time.Sleep(delay)
 			continue
 		}
-		delay = 0
+		backoff.Accepted()
 		if !s.conns.Admit() {
 			s.conns.Refuse(c)
 			continue

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,11 +34,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:18211", "h2c address of the server or proxy")
-	flag.IntVar(&o.Conns, "c", 16, "HTTP/2 connections")
-	flag.IntVar(&o.Concurrency, "m", 10, "calls in flight per connection")
-	flag.DurationVar(&o.Duration, "d", 5*time.Second, "measured window")
-	flag.Int64Var(&o.Requests, "n", 10_000_000, "at most this many calls in all")
-	flag.DurationVar(&o.Timeout, "timeout", 5*time.Second, "deadline of one call")
+	o.Register(flag.CommandLine, "HTTP/2 connections", "calls")
 	flag.IntVar(&o.req, "req", 64, "request payload bytes")
 	flag.IntVar(&o.resp, "resp", 512, "response payload bytes asked for (and checked)")
 	flag.Parse()

@@ -38,11 +38,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.url, "url", "", "https URL to GET over HTTP/3")
-	flag.IntVar(&o.Conns, "c", 16, "QUIC connections")
-	flag.IntVar(&o.Concurrency, "m", 10, "requests in flight per connection")
-	flag.DurationVar(&o.Duration, "d", 5*time.Second, "measured window")
-	flag.Int64Var(&o.Requests, "n", 10_000_000, "at most this many requests in all")
-	flag.DurationVar(&o.Timeout, "timeout", 5*time.Second, "deadline of one request")
+	o.Register(flag.CommandLine, "QUIC connections", "requests")
 	flag.Int64Var(&o.size, "size", -1, "expected body length in bytes (-1: any)")
 	flag.Parse()
 	if err := o.Check(); err != nil {

@@ -7,6 +7,7 @@ package loadstat
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -32,6 +33,16 @@ type Options struct {
 	Duration    time.Duration // the measured window
 	Requests    int64         // at most this many requests in all, warm-up included
 	Timeout     time.Duration // one request, start to last byte
+}
+
+// Register adds the flags every load generator shares (-c -m -d -n -timeout) to fs; conn and
+// call name a connection and a request in their help ("QUIC connections", "calls").
+func (o *Options) Register(fs *flag.FlagSet, conn, call string) {
+	fs.IntVar(&o.Conns, "c", 16, conn)
+	fs.IntVar(&o.Concurrency, "m", 10, call+" in flight per connection")
+	fs.DurationVar(&o.Duration, "d", 5*time.Second, "measured window")
+	fs.Int64Var(&o.Requests, "n", 10_000_000, "at most this many "+call+" in all")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "deadline of one of the "+call)
 }
 
 // Check names what is out of bounds, or returns nil.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
 )
@@ -108,20 +109,19 @@ func (fs *Server) Closing() bool { return fs.closing.Load() }
 
 // Serve accepts connections until the listener is closed.
 func (fs *Server) Serve() {
-	var delay time.Duration
+	var backoff connlimit.AcceptBackoff
 	for {
 		c, err := fs.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || fs.closing.Load() {
 				return
 			}
-			// Out of descriptors and the like: back off instead of spinning, like net/http.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := backoff.Failed()
 			fs.cfg.Warn("edge accept", "err", err, "retry_in", delay)
 			time.Sleep(delay)
 			continue
 		}
-		delay = 0
+		backoff.Accepted()
 		fc := &fastConn{fs: fs, c: c, born: time.Now()}
 		if !fs.track(fc, true) {
 			c.Close()

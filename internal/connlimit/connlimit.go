@@ -306,3 +306,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return tc, nil
 	}
 }
+
+// AcceptBackoff paces an accept loop after errors (out of descriptors and the like) instead of
+// letting it spin, as net/http does: 5 ms after the first, doubling to 1 s, and back to none
+// after a connection is accepted. The zero value is ready.
+type AcceptBackoff struct{ delay time.Duration }
+
+// Failed returns how long to wait after an accept error.
+func (b *AcceptBackoff) Failed() time.Duration {
+	b.delay = min(max(2*b.delay, 5*time.Millisecond), time.Second)
+	return b.delay
+}
+
+// Accepted resets the wait after a connection was accepted.
+func (b *AcceptBackoff) Accepted() { b.delay = 0 }

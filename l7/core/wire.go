@@ -343,5 +343,18 @@ func ErrorResponse(dst []byte, code int, msg string, extra []byte, closeConn boo
 	return append(append(append(buf, "\r\n\r\n"...), msg...), '\n')
 }
 
+// EachLine calls f with the name and value of each header line in lines ("Name: value" CRLF
+// each, as the core builds the extra fields of its answers), for an engine that writes fields
+// rather than text (HTTP/2 frames, an http.Header).
+func EachLine(lines []byte, f func(name, value []byte)) {
+	for len(lines) > 0 {
+		line, rest, _ := bytes.Cut(lines, []byte("\r\n"))
+		lines = rest
+		if c := bytes.IndexByte(line, ':'); c > 0 {
+			f(line[:c], bytes.TrimLeft(line[c+1:], " "))
+		}
+	}
+}
+
 // ShedHeaders are the extra fields of a deliberately shed request's 503.
 var ShedHeaders = []byte("Retry-After: 1\r\nX-Load-Shed: 1\r\n")
