@@ -281,6 +281,20 @@ func (gc *goConn) bufferBody(rb *core.RequestBody) (bodyLen int, done bool, rej 
 	return n, rb.Done(), nil
 }
 
+// requestTrailers are the trailer fields an HTTP/2 stream's request ended with (none for an
+// HTTP/1.1 client, whose chunked trailers its body's framing carries).
+func (gc *goConn) requestTrailers() []h1.Field {
+	if gc.stream == nil {
+		return nil
+	}
+	tr := gc.stream.RequestTrailers()
+	out := make([]h1.Field, len(tr))
+	for i, f := range tr {
+		out[i] = h1.Field{Name: []byte(f.Name), Value: []byte(f.Value)}
+	}
+	return out
+}
+
 // forward sends the request to the current backend of ex (moving to another one when the
 // route retries) and streams the response back. It returns the status (499 when the client went
 // away), the body bytes sent and whether the client connection stays usable.
@@ -456,7 +470,7 @@ func (gc *goConn) copyRequestBody(uc *upConn, rb *core.RequestBody) error {
 	for {
 		if len(gc.in.Buffered()) == 0 {
 			if err := gc.in.Fill(size); err != nil {
-				if last, ok := rb.End(); ok && errors.Is(err, io.EOF) {
+				if last, ok := rb.End(gc.requestTrailers()); ok && errors.Is(err, io.EOF) {
 					if werr == nil {
 						_, werr = uc.Conn.Write(last)
 					}

@@ -194,7 +194,8 @@ func (sc *streamConn) reset(st *h2.Stream) { sc.st = st }
 // HTTP/1.1 text in between: the request line from :method and :path, Host from :authority,
 // the fields (checked by package h2: no CR, LF or connection-specific field reaches here), and
 // the framing of the body: the length of a body received whole, the content-length, or
-// chunked for a body still arriving without one (goConn.requestBody frames it). A body
+// chunked for a body still arriving without one or ended by trailers (goConn.requestBody
+// frames it; trailers after a content-length are dropped, as HTTP/1.1 would have to). A body
 // received whole of at most inlineBody bytes is appended to body, so the core sends head and
 // body in one write and may replay them on a retry; it returns body.
 func (sc *streamConn) request(h *h1.Head, body []byte) []byte {
@@ -225,6 +226,9 @@ func (sc *streamConn) request(h *h1.Head, body []byte) []byte {
 	h.ContentLength, h.Chunked, h.TransferEncoding, h.Upgrade = -1, false, nil, false
 	n, whole := st.Received()
 	switch {
+	case whole && len(st.RequestTrailers()) > 0:
+		// Received whole with trailers: framed as a body of unknown length, so they follow it.
+		h.Chunked, h.TransferEncoding = true, chunkedCoding
 	case whole && (n > 0 || st.ContentLength >= 0):
 		h.ContentLength = int64(n)
 	case whole:

@@ -129,10 +129,11 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 		req.ContentLength = gc.head.ContentLength
 		req.Body = io.NopCloser(io.MultiReader(&byteReader{b: gc.reqBuf}, upload))
 	}
-	if gc.head.Chunked && gc.stream == nil {
-		// An HTTP/1.1 client's chunked trailers follow the body: those of a body held whole now,
-		// a streamed one's filled in by upload at its end (the transport sends what the map
-		// holds once the body is read).
+	if gc.head.Chunked {
+		// Trailers follow a body of unknown length (an HTTP/1.1 client's chunked trailers, an
+		// HTTP/2 client's trailer block): those of a body held whole now, a streamed one's
+		// filled in by upload at its end (the transport sends what the map holds once the body
+		// is read).
 		req.Trailer = http.Header{}
 		// The names the client announced (its Trailer field) are announced upstream too: an
 		// HTTP/2 server may keep only announced trailer fields.
@@ -238,8 +239,8 @@ func (cb *clientBody) read(p []byte) (int, error) {
 		}
 		if len(in.Buffered()) == 0 {
 			if err := in.Fill(len(in.Buf)); err != nil {
-				if _, ok := cb.rb.End(); ok && errors.Is(err, io.EOF) {
-					return 0, io.EOF
+				if _, ok := cb.rb.End(cb.gc.requestTrailers()); ok && errors.Is(err, io.EOF) {
+					continue // done: its trailers go out above
 				}
 				return 0, errClientBody
 			}
@@ -277,7 +278,7 @@ func (cb *clientBody) detach() bool {
 
 // relayH2 streams an HTTP/2 upstream's response to the client: the head, the body, and the
 // trailers (a trailer frame to an HTTP/2 client, a chunked trailer section to an HTTP/1.1 one;
-// a body of known length ends without them). A body cut short by the upstream ends a gRPC
+// a body of known length ends without them on HTTP/1.1). A body cut short by the upstream ends a gRPC
 // call with UNAVAILABLE in its trailers, anything else by resetting the stream or closing the
 // connection, never as if it were whole.
 func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, int64, bool) {
@@ -286,9 +287,16 @@ func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, i
 	gc.headOf(resp)
 	gc.tokens = gc.tokens[:0]
 	fr := core.ResponseFraming(method, code, &gc.rhead)
+	startFr := fr
+	if gc.stream != nil && fr == core.LengthBody && resp.ContentLength > 0 {
+		// HTTP/2 to HTTP/2: the upstream stream's end, not its length, ends the body (the
+		// transport holds the data to the length), so trailers after a sized body come through.
+		// (An empty one keeps its end on the head: gRPC's trailers-only answer is one frame.)
+		fr = core.CloseBody
+	}
 	body := &gc.body
 	body.Reset(fr, resp.ContentLength, gc.stream != nil)
-	gc.startResponse(code, fr, nil)
+	gc.startResponse(code, startFr, nil)
 	if err := gc.sendStart(); err != nil {
 		return 499, 0, false
 	}

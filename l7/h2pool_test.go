@@ -170,33 +170,51 @@ func TestH2PoolSlowUploadNotCutByHeaderTimeout(t *testing.T) {
 	}
 }
 
-// An HTTP/1.1 client's chunked request trailers reach an h2c backend as HTTP/2 trailers.
-func TestH2PoolRequestTrailers(t *testing.T) {
+// Request trailers travel wherever both sides carry them: from HTTP/1.1 (chunked) and HTTP/2
+// (a trailer block) clients to HTTP/1.1 (chunked) and h2c backends, on every engine. And an
+// HTTP/2 backend's trailers after a body of known length reach an HTTP/2 client.
+func TestTrailersEveryClientToEveryPool(t *testing.T) {
 	b := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
-		fmt.Fprintf(w, "%d %s", n, r.Trailer.Get("X-Sum"))
+		msg := fmt.Sprintf("%d %s", n, r.Trailer.Get("X-Sum"))
+		w.Header().Set("Trailer", "X-Done")
+		w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
+		io.WriteString(w, msg)
+		w.Header().Set("X-Done", "yes") // sent only by HTTP/2: HTTP/1.1 has no trailers after a length
 	}))
-	p := engine{name: "goroutines", noLoops: true}.start(t, oneRoute(", protocol: h2c", b.addr))
-	req, _ := http.NewRequest("POST", p.base()+"/up", io.MultiReader(bytes.NewReader([]byte("abcdef"))))
-	req.Trailer = http.Header{"X-Sum": nil}
-	req.ContentLength = -1 // chunked, so the trailer can follow
-	body := req.Body
-	req.Body = io.NopCloser(readerFunc(func(p []byte) (int, error) {
-		n, err := body.Read(p)
-		if err == io.EOF {
-			req.Trailer.Set("X-Sum", "6")
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		for _, pool := range []string{"http1", "h2c"} {
+			p := e.start(t, oneRoute(", protocol: "+pool, e.backend(b.addr)))
+			client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test certificate
+			if e.h2 {
+				client = h2Client(p.base())
+			}
+			req, _ := http.NewRequest("POST", p.base()+"/up", nil)
+			req.Trailer = http.Header{"X-Sum": nil}
+			req.ContentLength = -1 // no length, so the trailer can follow
+			data := bytes.NewReader([]byte("abcdef"))
+			req.Body = io.NopCloser(readerFunc(func(b []byte) (int, error) {
+				n, err := data.Read(b)
+				if err == io.EOF {
+					req.Trailer.Set("X-Sum", "6")
+				}
+				return n, err
+			}))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("pool %s: %v", pool, err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != "6 6" {
+				t.Errorf("pool %s: the backend read %q, want 6 bytes and the trailer X-Sum: 6", pool, got)
+			}
+			if want := map[bool]string{true: "yes"}[e.h2 && pool == "h2c"]; resp.Trailer.Get("X-Done") != want {
+				t.Errorf("pool %s: response trailer X-Done = %q, want %q", pool, resp.Trailer.Get("X-Done"), want)
+			}
 		}
-		return n, err
-	}))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(got) != "6 6" {
-		t.Fatalf("the backend read %q, want 6 bytes and the trailer X-Sum: 6", got)
-	}
+	})
 }
 
 type readerFunc func([]byte) (int, error)

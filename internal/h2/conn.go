@@ -76,7 +76,8 @@ type Conn struct {
 	block      []byte // the header block being assembled from HEADERS + CONTINUATION
 	blockN     int    // its frames
 	blockFrame *http2.HeadersFrame
-	cur        *Stream // the stream a header block is decoded into (nil: trailers, dropped)
+	cur        *Stream // the stream a header block is decoded into (nil: trailers, into trail)
+	trail      []Field // the trailer fields of the block being decoded
 	curSize    int
 	curBad     string
 	empty      int

@@ -311,7 +311,7 @@ func (c *Conn) newStream(id uint32) *Stream {
 	if n := len(c.free); n > 0 {
 		st = c.free[n-1]
 		c.free = c.free[:n-1]
-		*st = Stream{c: c, cond: st.cond, in: st.in[:0], Fields: st.Fields[:0]}
+		*st = Stream{c: c, cond: st.cond, in: st.in[:0], Fields: st.Fields[:0], trailers: st.trailers[:0]}
 	} else {
 		st = &Stream{c: c}
 		st.cond = sync.NewCond(&c.mu)

@@ -89,8 +89,8 @@ func selfDependent(f *http2.HeadersFrame) bool {
 }
 
 // trailers takes a header block on a stream that already has its request: trailer fields,
-// decoded (the HPACK state must follow) and dropped, like the HTTP/1.1 path drops chunked
-// trailers.
+// decoded (the HPACK state must follow whatever the stream's state) and kept for the stream's
+// RequestTrailers when they are valid and the stream still takes them.
 func (c *Conn) trailers(id uint32, end bool) error {
 	c.mu.Lock()
 	_, state := c.stateLocked(id)
@@ -99,7 +99,7 @@ func (c *Conn) trailers(id uint32, end bool) error {
 		// RFC 9113 5.1: frames after END_STREAM on a closed stream are a connection error.
 		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
-	c.cur, c.curSize, c.curBad = nil, 0, ""
+	c.cur, c.curSize, c.curBad, c.trail = nil, 0, "", c.trail[:0]
 	_, err := c.dec.Write(c.block) // decoded whatever the stream's state: HPACK state follows
 	if err == nil {
 		err = c.dec.Close()
@@ -148,6 +148,7 @@ func (c *Conn) takeTrailers(st *Stream, end bool) error {
 			st.resetLocked(http2.ErrCodeProtocol, true)
 			return nil
 		}
+		st.trailers = append(st.trailers[:0], c.trail...)
 		st.recvDone = true
 		st.cond.Broadcast()
 	}
@@ -214,8 +215,7 @@ func (c *Conn) work(w chan *Stream) {
 	}
 }
 
-// emit takes one decoded field of the block being decoded (into c.cur; trailers: only checked,
-// as they are dropped like the HTTP/1.1 path drops chunked trailers).
+// emit takes one decoded field of the block being decoded (into c.cur; trailers into c.trail).
 // Fields are checked as RFC 9113 8.2 and 8.3 require; the first fault makes the request
 // malformed (c.curBad), and decoding continues only to keep the HPACK state.
 func (c *Conn) emit(hf hpack.HeaderField) {
@@ -224,7 +224,7 @@ func (c *Conn) emit(hf hpack.HeaderField) {
 	}
 	st := c.cur
 	c.curSize += int(hf.Size())
-	if st == nil { // trailers: checked like headers, then dropped
+	if st == nil { // trailers: checked like headers
 		switch {
 		case c.curSize > c.cfg.MaxHeaderBytes:
 			c.curBad = "trailer section over the header list size limit"
@@ -233,7 +233,9 @@ func (c *Conn) emit(hf hpack.HeaderField) {
 		default:
 			if bad := checkField(hf.Name, hf.Value); bad != "" {
 				c.curBad = bad + " in trailers"
+				return
 			}
+			c.trail = append(c.trail, Field{Name: hf.Name, Value: hf.Value})
 		}
 		return
 	}

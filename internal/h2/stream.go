@@ -36,7 +36,8 @@ type Stream struct {
 	recvWindow int64 // what the client may still send
 	unacked    int   // body bytes read and not yet credited back
 	received   int64
-	recvDone   bool // END_STREAM received (or the stream reset)
+	recvDone   bool    // END_STREAM received (or the stream reset)
+	trailers   []Field // the request's trailer fields, once recvDone
 	sendWindow int64
 	sendDone   bool // END_STREAM sent (or the stream reset)
 	reset      bool // reset by either side
@@ -159,6 +160,17 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	st.credit(n)
 	return n, nil
+}
+
+// RequestTrailers are the trailer fields that ended the request (RFC 9113 8.1), checked as its
+// headers were; none until Read has returned io.EOF.
+func (st *Stream) RequestTrailers() []Field {
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	if !st.recvDone || st.reset {
+		return nil
+	}
+	return st.trailers
 }
 
 // credit returns n read bytes to the client's windows, in updates of at least a quarter

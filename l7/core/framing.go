@@ -159,7 +159,8 @@ type RequestBody struct {
 	remaining int64
 	chunk     h1.Chunked
 	done      bool
-	buf       []byte // re-framed output, reused
+	buf       []byte     // re-framed output, reused
+	trailers  []h1.Field // a stream body's trailer fields (End)
 }
 
 // NewRequestBody starts the body of a request head h.
@@ -187,24 +188,37 @@ func NewStreamBody(payload bool) RequestBody { return RequestBody{frame: true, p
 // Done reports that the whole body has been taken.
 func (b *RequestBody) Done() bool { return b.done }
 
-// Trailers appends the forwardable trailer fields of a chunked body that is done (decoded for
-// an HTTP/2 upstream: NewRequestPayload) to dst.
+// Trailers appends the forwardable trailer fields of a body that is done to dst: a chunked
+// body's (decoded for an HTTP/2 upstream: NewRequestPayload), or those a stream ended with.
 func (b *RequestBody) Trailers(dst []h1.Field) []h1.Field {
-	if !b.done || !b.chunked {
+	switch {
+	case !b.done:
 		return dst
+	case b.frame:
+		return append(dst, b.trailers...)
+	case b.chunked:
+		return b.chunk.Trailers(dst)
 	}
-	return b.chunk.Trailers(dst)
+	return dst
 }
 
-// End is told that the client's side of the body ended (EOF). complete reports whether that
-// ends the body (a stream's, whose last chunk is out) rather than truncating it.
-func (b *RequestBody) End() (out []byte, complete bool) {
+// End is told that the client's side of the body ended (EOF), with the trailer fields that
+// ended a stream (an HTTP/2 request's; screened by h1.TrailerAllowed). complete reports whether
+// that ends the body (a stream's, whose last chunk and trailers are out) rather than truncating
+// it.
+func (b *RequestBody) End(trailers []h1.Field) (out []byte, complete bool) {
 	if b.frame && !b.done {
 		b.done = true
+		b.trailers = b.trailers[:0]
+		for _, f := range trailers {
+			if h1.TrailerAllowed(f.Name) {
+				b.trailers = append(b.trailers, f)
+			}
+		}
 		if b.payload {
 			return nil, true
 		}
-		return lastChunk, true
+		return endChunked(append(b.buf[:0], "0\r\n"...), b.trailers), true
 	}
 	return nil, b.done
 }
