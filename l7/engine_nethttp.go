@@ -323,7 +323,13 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = body
 		}
 		out.URL.Scheme, out.URL.Host = p.scheme, b.Address
-		resp, err := p.transport.RoundTrip(out)
+		var resp *http.Response
+		var err error
+		if p.h2up != nil && out.Header.Get("Upgrade") != "" {
+			resp, err = p.h2up.upgrade(out, b) // WebSocket to an HTTP/2 backend: extended CONNECT
+		} else {
+			resp, err = p.transport.RoundTrip(out)
+		}
 		if err != nil {
 			if !errors.Is(req.Context().Err(), context.Canceled) {
 				// Only what the backend did counts against it: the client's own abort does not.

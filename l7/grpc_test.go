@@ -561,17 +561,7 @@ func TestGRPCHealthConfigErrors(t *testing.T) {
 // python3-grpcio), through an h2c listener to h2c and h2 pools: unary with binary trailing
 // metadata, an error status, and the three streaming kinds.
 func TestGRPCPythonClient(t *testing.T) {
-	// Debian's python3 first: python3-grpcio installs there, whatever python3 comes first on PATH.
-	py := ""
-	for _, cand := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(cand, "-c", "import grpc").Run() == nil {
-			py = cand
-			break
-		}
-	}
-	if py == "" {
-		t.Skip("needs python3 with grpcio (apt-get install python3-grpcio; `make deps` does)")
-	}
+	py := pythonWith(t, "grpc", "python3-grpcio")
 	for _, c := range grpcCombos[:2] {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.listener.start(t, oneRoute(", "+c.pool, startGRPCBackend(t, c.poolTLS)))

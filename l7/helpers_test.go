@@ -1,11 +1,14 @@
 package l7
 
 import (
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -164,4 +167,39 @@ func rawExchange(t *testing.T, base, raw string) string {
 	n, _ := io.ReadAtLeast(c, buf, 12)
 	line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
 	return line
+}
+
+// pythonWith is a python3 that imports modules, or skips the test naming the Debian packages
+// that provide them. Debian's python3 comes first: its packages install there, whatever
+// python3 comes first on PATH.
+func pythonWith(t *testing.T, modules, debianPackages string) string {
+	t.Helper()
+	for _, cand := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(cand, "-c", "import "+modules).Run() == nil {
+			return cand
+		}
+	}
+	t.Skipf("needs python3 with %s (apt-get install %s; `make deps` does)", modules, debianPackages)
+	return ""
+}
+
+// startPythonServer runs a test server script that prints its port on its first line and
+// serves until killed; it returns the server's address, the process ended at cleanup.
+func startPythonServer(t *testing.T, py, script string) string {
+	t.Helper()
+	cmd := exec.Command(py, script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", script, err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s printed no port: %v", script, err)
+	}
+	return "127.0.0.1:" + strings.TrimSpace(line)
 }

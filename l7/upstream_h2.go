@@ -2,8 +2,18 @@ package l7
 
 import (
 	"context"
+	"crypto/sha1" //nolint:gosec // RFC 6455's accept hash
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
+
+	"golang.org/x/net/http2"
 
 	"github.com/switchyard/switchyard/l7/balance"
 )
@@ -100,4 +110,116 @@ func closeConnWhenIdle(cc *http.ClientConn) {
 	if cc.InFlight() == 0 {
 		cc.Close()
 	}
+}
+
+// upgrade carries an upgrade request (an HTTP/1.1 client's Upgrade, or an HTTP/2 client's
+// extended CONNECT, which package h2 turns into one) to b as an extended CONNECT stream
+// (RFC 8441), and answers as an HTTP/1.1 backend would, for ReverseProxy's upgrade path: 101
+// (with the Sec-WebSocket-Accept the client's key asks for) and a body that reads and writes
+// the stream. A backend's refusal (any status but 2xx) is returned as it is.
+//
+// The tunnel has a connection of its own, on x/net's HTTP/2 client: net/http's ClientConn
+// (Go 1.26) refuses the :protocol field extended CONNECT needs. A WebSocket holds it for its
+// life, as it would hold an HTTP/1.1 connection; it is dialed through the descriptor budget.
+func (u *h2Upstreams) upgrade(req *http.Request, b *balance.Backend) (*http.Response, error) {
+	ctx := req.Context()
+	conn, err := u.dialTunnel(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := (&http2.Transport{}).NewClientConn(conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("start http/2 tunnel connection: %w", err)
+	}
+	protocol := strings.ToLower(req.Header.Get("Upgrade"))
+	pr, pw := io.Pipe()
+	out := &http.Request{Method: http.MethodConnect, Proto: "HTTP/2.0", ProtoMajor: 2,
+		URL:  &url.URL{Scheme: u.scheme, Host: b.Address, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		Host: req.Host, Header: req.Header.Clone(), Body: pr, ContentLength: -1}
+	key := out.Header.Get("Sec-Websocket-Key")
+	for _, name := range []string{"Connection", "Upgrade", "Sec-Websocket-Key"} {
+		out.Header.Del(name) // HTTP/1.1's handshake; RFC 8441 5 has none of it
+	}
+	out.Header.Set(":protocol", protocol)
+	resp, err := cc.RoundTrip(out.WithContext(ctx))
+	if err != nil || resp.StatusCode/100 != 2 {
+		pw.Close()
+		if err != nil {
+			cc.Close()
+			return nil, err
+		}
+		resp.Body = &closeWith{ReadCloser: resp.Body, also: cc.Close}
+		return resp, nil
+	}
+	resp.StatusCode, resp.Status = http.StatusSwitchingProtocols, "101 Switching Protocols"
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	resp.Header.Set("Connection", "Upgrade")
+	resp.Header.Set("Upgrade", protocol)
+	if key != "" {
+		resp.Header.Set("Sec-Websocket-Accept", websocketAccept(key))
+	}
+	resp.ContentLength = 0 // a 101 has no body of its own: the bytes after it are the tunnel's
+	resp.Body = &streamTunnel{closeWith: closeWith{ReadCloser: resp.Body, also: cc.Close}, w: pw}
+	return resp, nil
+}
+
+// dialTunnel dials b for a tunnel's own HTTP/2 connection, as the pool's transport dials
+// (through the descriptor budget; TLS with ALPN h2 for h2 pools).
+func (u *h2Upstreams) dialTunnel(ctx context.Context, b *balance.Backend) (net.Conn, error) {
+	conn, err := u.tr.DialContext(ctx, "tcp", b.Address)
+	if err != nil || u.scheme != "https" {
+		return conn, err
+	}
+	cfg := u.tr.TLSClientConfig.Clone()
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	cfg.NextProtos = []string{http2.NextProtoTLS}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(b.Address)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("tls handshake with %s: %w", b.Address, err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+		tc.Close()
+		return nil, fmt.Errorf("tls with %s: negotiated %q, not h2: the backend does not speak HTTP/2 over TLS (use protocol: http1)", b.Address, p)
+	}
+	return tc, nil
+}
+
+// closeWith is a body whose Close also ends what carried it.
+type closeWith struct {
+	io.ReadCloser
+	also func() error
+}
+
+func (c *closeWith) Close() error {
+	err := c.ReadCloser.Close()
+	c.also()
+	return err
+}
+
+// websocketAccept is the Sec-WebSocket-Accept answering key (RFC 6455 4.2.2).
+func websocketAccept(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")) //nolint:gosec // the protocol's hash
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// streamTunnel is an extended CONNECT stream to a backend as ReverseProxy's upgraded
+// connection: reads take the backend's DATA, writes send DATA, Close ends both ways and the
+// tunnel's connection.
+type streamTunnel struct {
+	closeWith
+	w *io.PipeWriter
+}
+
+func (t *streamTunnel) Write(p []byte) (int, error) { return t.w.Write(p) }
+
+func (t *streamTunnel) Close() error {
+	t.w.Close()
+	return t.closeWith.Close()
 }
