@@ -3,9 +3,11 @@ module github.com/switchyard/switchyard
 go 1.26.8
 
 require (
+	github.com/andybalholm/brotli v1.3.0
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/gopacket v1.1.19
+	github.com/klauspost/compress v1.20.1
 	github.com/maypok86/otter/v2 v2.4.0
 	github.com/mholt/acmez/v3 v3.1.7
 	github.com/miekg/dns v1.1.73

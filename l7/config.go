@@ -123,6 +123,8 @@ type Route struct {
 	Retry     *Retry        `yaml:"retry"`
 	Timeout   time.Duration `yaml:"timeout"`
 	RateLimit *RateLimit    `yaml:"rate_limit"`
+	// Compress compresses responses as clients ask (compress.go).
+	Compress *Compress `yaml:"compress"`
 }
 
 // Split is one pool of a route's weighted split: it gets Weight parts of the route's requests
@@ -509,6 +511,11 @@ func (c *Config) Validate() error {
 		}
 		if err := c.validateMirror(f+".mirror", r); err != nil {
 			return err
+		}
+		if cp := r.Compress; cp != nil {
+			if err := cp.validate(c, f+".compress"); err != nil {
+				return err
+			}
 		}
 		if rt := r.Retry; rt != nil {
 			if rt.Attempts < 0 || rt.Attempts > 10 {

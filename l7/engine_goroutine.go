@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/tlsconf"
@@ -45,6 +46,11 @@ type goConn struct {
 	relay    []byte
 	rheadBuf []byte
 	rspans   [][3]int
+	// the response's encoder when the route compresses it (compress.go), what it wrote, and
+	// that framed as chunks for an HTTP/1.1 client
+	enc      compress.Writer
+	encOut   bytes.Buffer
+	encFrame []byte
 }
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
@@ -245,6 +251,7 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	} else {
 		code, n, keep = gc.forward(&rq, &ex, deadline)
 	}
+	gc.stopEncoding() // a response cut short leaves its encoder behind
 	gc.release(&rq, ex.backend())
 	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.Clean)
 	return keep && !rq.RI.Close, false
@@ -539,8 +546,10 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	fr := core.ResponseFraming(method, code, &gc.rhead)
 	upClose := gc.responseTokens()
 	uc.Consume(end)
+	cl := gc.rhead.ContentLength // the backend's: startEncoding drops it from the client's head
+	clientFr, decode := gc.startEncoding(code, fr)
 	body := &gc.body
-	body.Reset(fr, gc.rhead.ContentLength, gc.stream != nil)
+	body.Reset(fr, cl, decode)
 	// take consumes the buffered body bytes and returns what goes to the client for them.
 	take := func() []byte {
 		k, out, terr := body.Next(uc.Buffered())
@@ -560,7 +569,7 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 	if !body.Done() && len(uc.Buffered()) > 0 {
 		first = take()
 	}
-	gc.startResponse(code, fr, first)
+	gc.startResponse(code, clientFr, first)
 	if body.Done() {
 		release(reusable())
 	}
@@ -585,8 +594,8 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 			return code, n, errors.Join(core.ErrUpstream, rerr)
 		}
 		data := take()
-		if len(data) == 0 {
-			continue
+		if len(data) == 0 && !body.Done() {
+			continue // the end (a last chunk alone, decoded to no data) must still be sent
 		}
 		if body.Done() {
 			// data still points into uc's buffer: copy it out before the connection is reused.
@@ -619,10 +628,10 @@ func (gc *goConn) sendInterim(code int) error {
 func (gc *goConn) startResponse(code int, fr core.Framing, first []byte) {
 	if gc.stream != nil {
 		gc.h2ResponseHead(code)
-		gc.out = append(gc.out[:0], first...)
+		gc.out = append(gc.out[:0], gc.encodeBody(first)...)
 		return
 	}
-	gc.out = append(gc.responseHead(code, fr), first...)
+	gc.out = append(gc.responseHead(code, fr), gc.encodeBody(first)...)
 }
 
 // sendStart sends what startResponse prepared.
@@ -634,8 +643,9 @@ func (gc *goConn) sendStart() error {
 	return err
 }
 
-// sendBody sends response body bytes (framed by gc.body for HTTP/1.1).
+// sendBody sends response body bytes (framed by gc.body for HTTP/1.1, or compressed).
 func (gc *goConn) sendBody(data []byte) error {
+	data = gc.encodeBody(data)
 	if gc.stream != nil {
 		return gc.h2Send(nil, data)
 	}

@@ -294,9 +294,10 @@ func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, i
 		// (An empty one keeps its end on the head: gRPC's trailers-only answer is one frame.)
 		fr = core.CloseBody
 	}
+	clientFr, decode := gc.startEncoding(code, startFr)
 	body := &gc.body
-	body.Reset(fr, resp.ContentLength, gc.stream != nil)
-	gc.startResponse(code, startFr, nil)
+	body.Reset(fr, resp.ContentLength, decode)
+	gc.startResponse(code, clientFr, nil)
 	if err := gc.sendStart(); err != nil {
 		return 499, 0, false
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
 	"github.com/switchyard/switchyard/internal/tlsconf"
@@ -61,6 +62,10 @@ type clientConn struct {
 	grpc bool
 	// responseHeaders is the request's route's response header filter (nil: none).
 	responseHeaders *core.HeaderFilter
+	// coding is the content coding the request's route compresses its response with, as the
+	// client asked (compress.go); Identity: none.
+	coding   compress.Coding
+	compress *compressRT // the route's compression (nil: none)
 
 	head   h1.Head
 	rhead  h1.Head
@@ -123,7 +128,7 @@ type routed struct {
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
 	cc.requests.Add(1)
-	cc.failover, cc.grpc, cc.responseHeaders = nil, false, nil
+	cc.failover, cc.grpc, cc.responseHeaders, cc.coding = nil, false, nil, compress.Identity
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
@@ -145,6 +150,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	}
 	cc.grpc = rq.RI.GRPC && cc.stream != nil
 	cc.responseHeaders = rq.rt.responseHeaders
+	cc.compress, cc.coding = rq.rt.compress, rq.rt.compress.negotiate(&cc.head)
 	if rq.rt.retry.Covers(rq.Method) {
 		rq.retry = rq.rt.retry
 	}

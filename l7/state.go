@@ -52,6 +52,7 @@ type routeRT struct {
 	redirect                        *Redirect   // answered by the proxy (net/http engine); nil: sent on
 	rewrite                         *URLRewrite // the path and Host the backend gets; nil: the client's
 	mirror                          *mirrorRT   // copies requests to a shadow pool; nil: none
+	compress                        *compressRT // compresses responses; nil: none
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
 	split   *balance.Weighted
@@ -180,6 +181,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 		if m := rc.Mirror; m != nil {
 			rt.mirror = s.newMirror(rc.Name, m, st.pools[m.Pool], cfg.Timeouts.Total)
 		}
+		rt.compress = newCompressRT(rc.Compress)
 		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)
 	}

@@ -133,7 +133,7 @@ func (b *ResponseBody) Finish(trailers []h1.Field) []byte {
 	if b.decode || b.Framing != CloseBody {
 		return nil
 	}
-	return endChunked(append(b.buf[:0], "0\r\n"...), b.trailers)
+	return AppendLastChunk(b.buf[:0], b.trailers)
 }
 
 // End is told that the upstream closed. complete reports whether that ends the body (a
@@ -218,7 +218,7 @@ func (b *RequestBody) End(trailers []h1.Field) (out []byte, complete bool) {
 		if b.payload {
 			return nil, true
 		}
-		return endChunked(append(b.buf[:0], "0\r\n"...), b.trailers), true
+		return AppendLastChunk(b.buf[:0], b.trailers), true
 	}
 	return nil, b.done
 }
@@ -257,6 +257,11 @@ func (b *RequestBody) Next(data []byte) (n int, out []byte, rej *h1.Rejection) {
 func AppendChunk(dst, data []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(len(data)), 16)
 	return append(append(append(dst, "\r\n"...), data...), "\r\n"...)
+}
+
+// AppendLastChunk appends the end of a chunked body: the last chunk and the trailer fields.
+func AppendLastChunk(dst []byte, trailers []h1.Field) []byte {
+	return endChunked(append(dst, "0\r\n"...), trailers)
 }
 
 // lastChunk ends a re-framed chunked body.
