@@ -24,6 +24,13 @@ const (
 	// BGPDrainGrace is the balancers' bgp.drain_grace (SIGTERM and `lb drain-node`).
 	BGPDrainGrace = 2 * time.Second
 	bgpPassword   = "lab-bgp-secret"
+	// BGPBFDInterval and BGPBFDMultiplier are the fleet's BFD timers on both sides, as a
+	// production fleet runs them: a balancer that hangs or loses its link is withdrawn after
+	// about 300 ms instead of the hold time.
+	BGPBFDInterval   = 100 * time.Millisecond
+	BGPBFDMultiplier = 3
+	// BGPRestartTime is the graceful restart time the balancers announce.
+	BGPRestartTime = 120 * time.Second
 )
 
 // BirdDir is where the lab's bird keeps its configuration and control socket.
@@ -32,7 +39,8 @@ func BirdDir(prefix string) string { return filepath.Join(StateDir(prefix), "bir
 // routerConfig is bird's configuration: one passive session per balancer.
 func routerConfig(t *topo.Topology) bird.Config {
 	seg := t.Segment("lb")
-	c := bird.Config{RouterID: seg.Router4, ASN: RouterASN, HoldTime: BGPHoldTime}
+	c := bird.Config{RouterID: seg.Router4, ASN: RouterASN, HoldTime: BGPHoldTime, GracefulRestart: true,
+		BFD: &bird.BFD{MinRx: BGPBFDInterval, MinTx: BGPBFDInterval, Multiplier: BGPBFDMultiplier}}
 	for _, n := range t.ByRole(topo.Balancer) {
 		c.Neighbors = append(c.Neighbors, bird.Neighbor{Name: n.Name, Addr: n.Addr4, ASN: BalancerASN, Password: bgpPassword})
 	}
@@ -61,9 +69,12 @@ func startRouter(st *State, start func(name, ns string, argv ...string) error) e
 // BGPFor is balancer n's bgp section: one session to the router, its own addresses as next hops.
 func BGPFor(t *topo.Topology, n topo.Node) *config.BGP {
 	seg := t.Segment(n.Segment)
+	bfd := &config.BFD{MinRx: config.Duration(BGPBFDInterval), MinTx: config.Duration(BGPBFDInterval), Multiplier: BGPBFDMultiplier}
 	return &config.BGP{ASN: BalancerASN, RouterID: n.Addr4.String(), NextHop: n.Addr4.String(), NextHop6: n.Addr6.String(),
 		Communities: []string{fmt.Sprintf("%d:100", BalancerASN)}, DrainGrace: config.Duration(BGPDrainGrace),
-		Peers: []config.BGPPeer{{Address: seg.Router4.String(), ASN: RouterASN, HoldTime: config.Duration(BGPHoldTime), Password: bgpPassword}}}
+		GracefulRestart: &config.GracefulRestart{RestartTime: config.Duration(BGPRestartTime)},
+		Peers: []config.BGPPeer{{Address: seg.Router4.String(), ASN: RouterASN, HoldTime: config.Duration(BGPHoldTime),
+			Password: bgpPassword, BFD: bfd}}}
 }
 
 // VIPPrefixes are the /32 and /128 of the lab's VIP addresses.

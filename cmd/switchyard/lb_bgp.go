@@ -72,16 +72,45 @@ func l4PrintBGP(w io.Writer, b *api.BGPStatus) {
 	}
 	fmt.Fprintf(w, "bgp\tasn %d, router id %s, %s\n", b.ASN, b.RouterID, state)
 	fmt.Fprintf(w, "announced\t%s\n", l4Or(strings.Join(b.Announced, " "), "(nothing)"))
-	fmt.Fprintln(w, "\nPEER\tASN\tSTATE\tUPTIME\tPREFIXES SENT\tUPDATES SENT\tHOLD")
+	fmt.Fprintln(w, "\nPEER\tASN\tSTATE\tUPTIME\tPREFIXES SENT\tUPDATES SENT\tHOLD\tBFD\tGRACEFUL RESTART")
 	for _, s := range b.Sessions {
 		up := "-"
 		if s.Established {
 			up = s.Uptime.String()
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%ds\n", s.Peer, s.ASN, s.State, up, s.PrefixesSent, s.UpdatesSent, s.HoldTime)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%ds\t%s\t%s\n", s.Peer, s.ASN, s.State, up, s.PrefixesSent, s.UpdatesSent, s.HoldTime,
+			l4BFD(s.BFD), l4GR(s))
+		if !s.Established && s.LastDownReason != "" {
+			fmt.Fprintf(w, "\t  last down: %s\n", s.LastDownReason)
+		}
 	}
 	fmt.Fprintln(w, "\nVIP\tPREFIX\tANNOUNCEMENT\tWHY")
 	for _, v := range b.VIPs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.VIP, v.Prefix, v.State, v.Reason)
 	}
+}
+
+// l4BFD is a session's BFD column: "up (300ms, 2 failures)", or "off".
+func l4BFD(b *api.BGPBFD) string {
+	if b == nil {
+		return "off"
+	}
+	out := fmt.Sprintf("%s (detect %s", b.State, b.DetectTime)
+	if b.Failures > 0 {
+		out += fmt.Sprintf(", %d failures", b.Failures)
+	}
+	return out + ")"
+}
+
+// l4GR is a session's graceful restart column.
+func l4GR(s api.BGPSession) string {
+	switch {
+	case s.RestartTime == 0:
+		return "off"
+	case s.GracefulRestart:
+		return fmt.Sprintf("negotiated (%ds)", s.RestartTime)
+	case s.Established:
+		return fmt.Sprintf("not supported by the peer (%ds offered)", s.RestartTime)
+	}
+	return fmt.Sprintf("offered (%ds)", s.RestartTime)
 }

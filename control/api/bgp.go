@@ -39,6 +39,25 @@ type BGPSession struct {
 	PrefixesSent uint64 `json:"prefixes_sent"`
 	UpdatesSent  uint64 `json:"updates_sent"`
 	HoldTime     uint64 `json:"hold_time_s,omitempty"`
+	// BFD is the session's BFD state (nil when the peer has no bfd).
+	BFD *BGPBFD `json:"bfd,omitempty"`
+	// GracefulRestart is true when both sides announced it on the established session;
+	// RestartTime is what this node announces (0: off).
+	GracefulRestart bool   `json:"graceful_restart"`
+	RestartTime     uint32 `json:"restart_time_s,omitempty"`
+	// LastDownReason is why the session last went down (a NOTIFICATION, BFD, the hold timer).
+	LastDownReason string `json:"last_down_reason,omitempty"`
+}
+
+// BGPBFD is a peer's BFD session.
+type BGPBFD struct {
+	// State is up, down, init or admin-down.
+	State string `json:"state"`
+	// Failures counts the times it went down from up.
+	Failures   uint64        `json:"failures"`
+	Sent       uint64        `json:"packets_sent"`
+	Received   uint64        `json:"packets_received"`
+	DetectTime time.Duration `json:"detect_time_ns"`
 }
 
 // VIPAnnouncement is whether a VIP's prefix is announced, and why (not).

@@ -1,36 +1,33 @@
 package bgp
 
 import (
+	"context"
 	"log/slog"
-
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 )
 
-// logger routes GoBGP's logs to slog. GoBGP's info messages (every state change, every
-// retry) go out as debug, except the session state changes, which the daemon logs itself.
-type logger struct {
-	log   *slog.Logger
-	level gobgplog.LogLevel
+// gobgpLogger routes GoBGP's logs to the daemon's slog handler with component=gobgp. GoBGP's info
+// messages (every state change, every retry) go out as debug: the speaker logs the session
+// changes itself.
+func gobgpLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(demote{log.Handler()}).With("component", "gobgp")
 }
 
-func (l *logger) attrs(f gobgplog.Fields) []any {
-	out := make([]any, 0, 2*len(f)+2)
-	out = append(out, "component", "gobgp")
-	for k, v := range f {
-		out = append(out, k, v)
+// demote lowers info records to debug.
+type demote struct{ h slog.Handler }
+
+func (d demote) Enabled(ctx context.Context, l slog.Level) bool { return d.h.Enabled(ctx, lower(l)) }
+
+func (d demote) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lower(r.Level)
+	return d.h.Handle(ctx, r)
+}
+
+func (d demote) WithAttrs(as []slog.Attr) slog.Handler { return demote{d.h.WithAttrs(as)} }
+func (d demote) WithGroup(name string) slog.Handler    { return demote{d.h.WithGroup(name)} }
+
+func lower(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
 	}
-	return out
+	return l
 }
-
-func (l *logger) Panic(msg string, f gobgplog.Fields) { l.log.Error(msg, l.attrs(f)...); panic(msg) }
-func (l *logger) Fatal(msg string, f gobgplog.Fields) { l.log.Error(msg, l.attrs(f)...) }
-func (l *logger) Error(msg string, f gobgplog.Fields) { l.log.Error(msg, l.attrs(f)...) }
-func (l *logger) Warn(msg string, f gobgplog.Fields)  { l.log.Warn(msg, l.attrs(f)...) }
-func (l *logger) Info(msg string, f gobgplog.Fields)  { l.log.Debug(msg, l.attrs(f)...) }
-func (l *logger) Debug(msg string, f gobgplog.Fields) { l.log.Debug(msg, l.attrs(f)...) }
-
-// SetLevel records the level GoBGP asks for; slog's handler filters.
-func (l *logger) SetLevel(level gobgplog.LogLevel) { l.level = level }
-
-// GetLevel is the level GoBGP filters its own messages with (debug: slog filters).
-func (l *logger) GetLevel() gobgplog.LogLevel { return gobgplog.DebugLevel }

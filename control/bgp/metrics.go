@@ -21,7 +21,14 @@ var (
 	dAnnounce    = desc("announcements_total", "Prefixes added to the local RIB.")
 	dWithdraw    = desc("withdrawals_total", "Prefixes withdrawn from the local RIB.")
 	dRIBErrors   = desc("rib_errors_total", "Changes of the local RIB that GoBGP refused (retried).")
-	collectorAll = []*prometheus.Desc{dState, dUp, dUptime, dSent, dUpdates, dAnnounced, dAnnounce, dWithdraw, dRIBErrors}
+	dBFDState    = desc("bfd_state", "1 for the peer's BFD session state (down, init, up, admin-down); absent without BFD.", "peer", "state")
+	dBFDUp       = desc("bfd_up", "1 when the BFD session with the peer is up, else 0; absent without BFD.", "peer")
+	dBFDFailures = desc("bfd_failures_total", "Times the BFD session went down from up (each resets the BGP session at once).", "peer")
+	dBFDPackets  = desc("bfd_packets_total", "BFD control packets sent and received.", "peer", "direction")
+	dBFDDetect   = desc("bfd_detect_seconds", "Configured BFD detection time: multiplier x min_rx.", "peer")
+	dGR          = desc("graceful_restart", "1 when graceful restart was negotiated on the established session (the router keeps the routes for the restart time if this speaker dies).", "peer")
+	collectorAll = []*prometheus.Desc{dState, dUp, dUptime, dSent, dUpdates, dAnnounced, dAnnounce, dWithdraw, dRIBErrors,
+		dBFDState, dBFDUp, dBFDFailures, dBFDPackets, dBFDDetect, dGR}
 )
 
 // Describe sends every descriptor: the speaker is a prometheus.Collector.
@@ -50,6 +57,17 @@ func (s *Speaker) Collect(ch chan<- prometheus.Metric) {
 		g(dUptime, se.Uptime.Seconds(), se.Peer)
 		g(dSent, float64(se.PrefixesSent), se.Peer)
 		c(dUpdates, float64(se.UpdatesSent), se.Peer)
+		g(dGR, b2f(se.GracefulRestart), se.Peer)
+		if b := se.BFD; b != nil {
+			for _, st := range BFDStates {
+				g(dBFDState, b2f(b.State == st), se.Peer, st)
+			}
+			g(dBFDUp, b2f(b.State == "up"), se.Peer)
+			c(dBFDFailures, float64(b.Failures), se.Peer)
+			c(dBFDPackets, float64(b.Sent), se.Peer, "sent")
+			c(dBFDPackets, float64(b.Received), se.Peer, "received")
+			g(dBFDDetect, b.DetectTime.Seconds(), se.Peer)
+		}
 	}
 	n := s.Counts()
 	g(dAnnounced, float64(len(s.Announced())))

@@ -1,7 +1,8 @@
 // Package bgp announces the balancer's VIPs to routers over BGP with an embedded GoBGP
-// (github.com/osrg/gobgp/v3, the library Cilium and MetalLB embed). The speaker dials the
+// (github.com/osrg/gobgp/v4, the library Cilium and MetalLB embed). The speaker dials the
 // routers and never listens on port 179; it announces one /32 or /128 per prefix it is given and
-// withdraws what it is no longer given. It knows nothing of health or readiness: the daemon
+// withdraws what it is no longer given. Per peer it can run BFD (RFC 5880/5881, single hop, inside
+// GoBGP) and announce graceful restart (RFC 4724, with RFC 8538's notification flag). It knows nothing of health or readiness: the daemon
 // decides what to announce (control/daemon/announce.go). A router that never answers never blocks
 // anything: sessions retry in the background and announcements wait in the local RIB.
 package bgp
@@ -17,9 +18,11 @@ import (
 	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
-	"google.golang.org/protobuf/types/known/anypb"
+	"github.com/google/uuid"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // Peer is one router the speaker dials.
@@ -32,7 +35,20 @@ type Peer struct {
 	HoldTime time.Duration
 	// Password turns on TCP MD5 signatures.
 	Password string
+	// BFD runs a BFD session with the peer (nil: none); when it goes down GoBGP resets the BGP
+	// session at once instead of waiting for the hold timer.
+	BFD *BFD
 }
+
+// BFD is a peer's BFD timers (RFC 5880): packets are sent every MinTx and the session goes down
+// after Multiplier x MinRx without one.
+type BFD struct {
+	MinRx, MinTx time.Duration
+	Multiplier   uint8
+}
+
+// BFDPort is the UDP port of single-hop BFD (RFC 5881); GoBGP listens on it while a peer has BFD.
+const BFDPort = 3784
 
 // Options configure a speaker.
 type Options struct {
@@ -44,7 +60,11 @@ type Options struct {
 	// NextHop4 and NextHop6 are announced with IPv4 and IPv6 prefixes; a prefix whose family has
 	// no next hop is not announced (and Status says why).
 	NextHop4, NextHop6 netip.Addr
-	Logger             *slog.Logger
+	// RestartTime, when set, announces the graceful restart capability with it: a router that
+	// helps keeps this node's routes that long after the session drops without a NOTIFICATION
+	// (a crash, kill -9), until the restarted speaker sends End-of-RIB.
+	RestartTime time.Duration
+	Logger      *slog.Logger
 }
 
 // Speaker is a running BGP speaker.
@@ -57,7 +77,7 @@ type Speaker struct {
 	want map[netip.Prefix]bool
 
 	applyMu sync.Mutex // serialises apply; guards have and the counters
-	have    map[netip.Prefix][]byte
+	have    map[netip.Prefix]uuid.UUID
 	counts  Counts
 
 	kick chan struct{}
@@ -78,8 +98,8 @@ var (
 	famV6 = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
 )
 
-// Start runs GoBGP with the node's ASN and router id, listening on no port, and adds every peer.
-// It returns at once: sessions come up in the background.
+// Start runs GoBGP with the node's ASN and router id, listening on no port. It dials no peer
+// until Connect: a restarting node first puts its announcements back into the local RIB.
 func Start(opt Options) (*Speaker, error) {
 	if opt.ASN == 0 || !opt.RouterID.Is4() {
 		return nil, errors.New("start bgp: need an ASN and an IPv4 router id")
@@ -88,9 +108,9 @@ func Start(opt Options) (*Speaker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix][]byte{},
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	s.srv = server.NewBgpServer(server.LoggerOption(&logger{log: log}))
+	s.srv = server.NewBgpServer(server.LoggerOption(gobgpLogger(log), nil))
 	go s.srv.Serve()
 	ctx := context.Background()
 	if err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
@@ -100,14 +120,27 @@ func Start(opt Options) (*Speaker, error) {
 		return nil, fmt.Errorf("start bgp: %w", err)
 	}
 	s.watchSessions()
-	for _, p := range opt.Peers {
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p)}); err != nil {
-			s.srv.Stop()
-			return nil, fmt.Errorf("start bgp: add peer %s: %w", p.Addr, err)
-		}
-	}
 	go s.run()
 	return s, nil
+}
+
+// Connect puts the wanted set into the local RIB, then dials every peer. restarting says that
+// this node kept forwarding through a restart of the speaker (its program stayed attached): the
+// OPEN then carries the Restart State and Forwarding State bits, and a router that kept this
+// node's routes keeps forwarding to it until End-of-RIB replaces them. Without it a router
+// flushes the routes it kept at once.
+func (s *Speaker) Connect(restarting bool) error {
+	if err := s.apply(); err != nil {
+		s.log.Warn("bgp: announce before connecting", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, p := range s.opt.Peers {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p, s.opt.RestartTime, restarting)}); err != nil {
+			return fmt.Errorf("connect bgp peer %s: %w", p.Addr, err)
+		}
+	}
+	return nil
 }
 
 // watchSessions logs a session coming up and going down at info, the retries of a session that
@@ -119,29 +152,29 @@ func (s *Speaker) watchSessions() {
 		<-s.stop
 		cancel()
 	}()
-	err := s.srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
-		p := r.GetPeer()
-		if p == nil || p.Type != api.WatchEventResponse_PeerEvent_STATE || p.Peer == nil {
+	err := s.srv.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnPeerUpdate: func(p *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
+		if p == nil || p.Type != apiutil.PEER_EVENT_STATE {
 			return
 		}
-		st := p.Peer.GetState()
-		peer := st.GetNeighborAddress()
-		switch est := st.GetSessionState() == api.PeerState_ESTABLISHED; {
+		st := p.Peer.State
+		peer := st.NeighborAddress.String()
+		switch est := st.SessionState == gbgp.BGP_FSM_ESTABLISHED; {
 		case est:
-			s.log.Info("bgp: session established", "peer", peer, "asn", st.GetPeerAsn())
+			s.log.Info("bgp: session established", "peer", peer, "asn", st.PeerASN)
 		case up[peer]:
-			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(st.GetSessionState()))
+			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)),
+				"reason", st.DisconnectMessage)
 		default:
-			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(st.GetSessionState()))
+			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)))
 		}
-		up[peer] = st.GetSessionState() == api.PeerState_ESTABLISHED
-	})
+		up[peer] = st.SessionState == gbgp.BGP_FSM_ESTABLISHED
+	}}, server.WatchPeer())
 	if err != nil {
 		s.log.Warn("bgp: watch sessions", "err", err)
 	}
 }
 
-func peerConf(p Peer) *api.Peer {
+func peerConf(p Peer, restartTime time.Duration, restarting bool) *api.Peer {
 	hold := p.HoldTime
 	if hold == 0 {
 		hold = 90 * time.Second
@@ -151,7 +184,8 @@ func peerConf(p Peer) *api.Peer {
 		port = 179
 	}
 	secs := uint64(hold / time.Second)
-	return &api.Peer{
+	gr := restartTime > 0
+	conf := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Addr.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{
 			HoldTime: secs, KeepaliveInterval: max(secs/3, 1),
@@ -160,10 +194,21 @@ func peerConf(p Peer) *api.Peer {
 		}},
 		Transport: &api.Transport{RemotePort: uint32(port)},
 		AfiSafis: []*api.AfiSafi{
-			{Config: &api.AfiSafiConfig{Family: famV4, Enabled: true}},
-			{Config: &api.AfiSafiConfig{Family: famV6, Enabled: true}},
+			{Config: &api.AfiSafiConfig{Family: famV4, Enabled: true}, MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: gr}}},
+			{Config: &api.AfiSafiConfig{Family: famV6, Enabled: true}, MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: gr}}},
 		},
 	}
+	if gr {
+		// A restarted node sends its routes and End-of-RIB on the router's End-of-RIB, or after
+		// DeferralTime when it sends none: it learns nothing from the routers, so it waits for little.
+		conf.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(restartTime / time.Second),
+			NotificationEnabled: true, LocalRestarting: restarting, DeferralTime: 1}
+	}
+	if b := p.BFD; b != nil {
+		conf.Bfd = &api.BfdPeerConfig{Enabled: true, Port: BFDPort, DetectionMultiplier: uint32(b.Multiplier),
+			DesiredMinimumTxInterval: uint32(b.MinTx / time.Microsecond), RequiredMinimumReceive: uint32(b.MinRx / time.Microsecond)}
+	}
+	return conf
 }
 
 // Set makes prefixes the announced set: new ones are announced, missing ones withdrawn, in the
@@ -210,14 +255,12 @@ func (s *Speaker) apply() error {
 	s.mu.Lock()
 	want := s.want
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var errs []error
 	for p, id := range s.have {
 		if want[p] {
 			continue
 		}
-		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{Family: family(p), Uuid: id}); err != nil {
+		if err := s.srv.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{id}}); err != nil {
 			s.counts.Errors++
 			errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
 			continue
@@ -235,49 +278,54 @@ func (s *Speaker) apply() error {
 			errs = append(errs, err)
 			continue
 		}
-		res, err := s.srv.AddPath(ctx, &api.AddPathRequest{Path: path})
+		res, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}})
+		if err == nil && len(res) == 1 {
+			err = res[0].Error
+		}
 		if err != nil {
 			s.counts.Errors++
 			errs = append(errs, fmt.Errorf("announce %s: %w", p, err))
 			continue
 		}
-		s.have[p] = res.Uuid
+		s.have[p] = res[0].UUID
 		s.counts.Announcements++
 		s.log.Info("bgp: announced", "prefix", p)
 	}
 	return errors.Join(errs...)
 }
 
-func family(p netip.Prefix) *api.Family {
-	if p.Addr().Is4() {
-		return famV4
-	}
-	return famV6
-}
-
 // path is the announcement of one prefix: origin IGP, the family's next hop, the communities.
-func (s *Speaker) path(p netip.Prefix) (*api.Path, error) {
-	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
-	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
-	attrs := []*anypb.Any{origin}
+func (s *Speaker) path(p netip.Prefix) (*apiutil.Path, error) {
+	nlri, err := gbgp.NewIPAddrPrefix(p)
+	if err != nil {
+		return nil, fmt.Errorf("announce %s: %w", p, err)
+	}
+	attrs := []gbgp.PathAttributeInterface{gbgp.NewPathAttributeOrigin(0)}
+	fam := gbgp.RF_IPv4_UC
 	if p.Addr().Is4() {
 		if !s.opt.NextHop4.IsValid() {
 			return nil, fmt.Errorf("announce %s: no IPv4 next hop: set bgp.next_hop or give the interface an IPv4 address", p)
 		}
-		nh, _ := anypb.New(&api.NextHopAttribute{NextHop: s.opt.NextHop4.String()})
+		nh, err := gbgp.NewPathAttributeNextHop(s.opt.NextHop4)
+		if err != nil {
+			return nil, fmt.Errorf("announce %s: %w", p, err)
+		}
 		attrs = append(attrs, nh)
 	} else {
 		if !s.opt.NextHop6.IsValid() {
 			return nil, fmt.Errorf("announce %s: no IPv6 next hop: set bgp.next_hop6 or give the interface an IPv6 address", p)
 		}
-		mp, _ := anypb.New(&api.MpReachNLRIAttribute{Family: famV6, NextHops: []string{s.opt.NextHop6.String()}, Nlris: []*anypb.Any{nlri}})
+		fam = gbgp.RF_IPv6_UC
+		mp, err := gbgp.NewPathAttributeMpReachNLRI(fam, []gbgp.PathNLRI{{NLRI: nlri}}, s.opt.NextHop6)
+		if err != nil {
+			return nil, fmt.Errorf("announce %s: %w", p, err)
+		}
 		attrs = append(attrs, mp)
 	}
 	if len(s.opt.Communities) > 0 {
-		c, _ := anypb.New(&api.CommunitiesAttribute{Communities: s.opt.Communities})
-		attrs = append(attrs, c)
+		attrs = append(attrs, gbgp.NewPathAttributeCommunities(s.opt.Communities))
 	}
-	return &api.Path{Family: family(p), Nlri: nlri, Pattrs: attrs}, nil
+	return &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs}, nil
 }
 
 func sortedPrefixes(m map[netip.Prefix]bool) []netip.Prefix {
@@ -321,6 +369,61 @@ type Session struct {
 	UpdatesRecv    uint64 `json:"updates_received"`
 	HoldTime       uint64 `json:"hold_time_s,omitempty"`
 	LastDownReason string `json:"last_down_reason,omitempty"`
+	// BFD is the BFD session's state (nil when the peer has no BFD).
+	BFD *BFDState `json:"bfd,omitempty"`
+	// GracefulRestart is set when both sides announced the capability on this session: the
+	// router keeps this node's routes for RestartTime if the speaker dies.
+	GracefulRestart bool `json:"graceful_restart"`
+	// RestartTime is the time announced (0 without graceful restart).
+	RestartTime uint32 `json:"restart_time_s,omitempty"`
+}
+
+// BFDState is a peer's BFD session.
+type BFDState struct {
+	// State is up, down, init or admin-down.
+	State string `json:"state"`
+	// Failures counts the times the session went down from up.
+	Failures uint64 `json:"failures"`
+	// Sent and Received count control packets.
+	Sent     uint64 `json:"packets_sent"`
+	Received uint64 `json:"packets_received"`
+	// DetectTime is the configured detection time (multiplier x min_rx).
+	DetectTime time.Duration `json:"detect_time_ns"`
+}
+
+// BFDStates lists every BFD state name, for metrics.
+var BFDStates = []string{"down", "init", "up", "admin-down"}
+
+func bfdState(p *api.Peer) *BFDState {
+	c := p.GetBfd()
+	if !c.GetEnabled() {
+		return nil
+	}
+	st := p.GetState().GetBfdState()
+	out := &BFDState{State: "down", Failures: st.GetFailureTransitions(),
+		Sent: st.GetBfdAsync().GetTransmittedPackets(), Received: st.GetBfdAsync().GetReceivedPackets(),
+		DetectTime: time.Duration(c.GetDetectionMultiplier()) * time.Duration(c.GetRequiredMinimumReceive()) * time.Microsecond}
+	switch st.GetSessionState() {
+	case api.BfdSessionState_BFD_SESSION_STATE_UP:
+		out.State = "up"
+	case api.BfdSessionState_BFD_SESSION_STATE_INIT:
+		out.State = "init"
+	case api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:
+		out.State = "admin-down"
+	}
+	return out
+}
+
+// grNegotiated says whether both sides announced graceful restart on the current session.
+func grNegotiated(p *api.Peer) bool {
+	local, remote := false, false
+	for _, c := range p.GetState().GetLocalCap() {
+		local = local || c.GetGracefulRestart() != nil
+	}
+	for _, c := range p.GetState().GetRemoteCap() {
+		remote = remote || c.GetGracefulRestart() != nil
+	}
+	return local && remote
 }
 
 // Sessions reads the state of every peer from GoBGP.
@@ -333,7 +436,7 @@ func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
 		}
 		st := p.GetState()
 		se.State = stateName(st.GetSessionState())
-		se.Established = st.GetSessionState() == api.PeerState_ESTABLISHED
+		se.Established = st.GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
 		if m := st.GetMessages().GetSent(); m != nil {
 			se.UpdatesSent = m.Update
 		}
@@ -349,6 +452,10 @@ func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
 		for _, a := range p.GetAfiSafis() {
 			se.PrefixesSent += a.GetState().GetAdvertised()
 		}
+		se.BFD = bfdState(p)
+		se.RestartTime = p.GetGracefulRestart().GetRestartTime()
+		se.GracefulRestart = se.Established && se.RestartTime > 0 && grNegotiated(p)
+		se.LastDownReason = st.GetDisconnectMessage()
 		out = append(out, se)
 	})
 	if err != nil {
@@ -361,17 +468,17 @@ func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
 // stateName is the RFC 4271 name of a session state.
 func stateName(s api.PeerState_SessionState) string {
 	switch s {
-	case api.PeerState_IDLE:
+	case api.PeerState_SESSION_STATE_IDLE:
 		return "idle"
-	case api.PeerState_CONNECT:
+	case api.PeerState_SESSION_STATE_CONNECT:
 		return "connect"
-	case api.PeerState_ACTIVE:
+	case api.PeerState_SESSION_STATE_ACTIVE:
 		return "active"
-	case api.PeerState_OPENSENT:
+	case api.PeerState_SESSION_STATE_OPENSENT:
 		return "opensent"
-	case api.PeerState_OPENCONFIRM:
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
 		return "openconfirm"
-	case api.PeerState_ESTABLISHED:
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
 		return "established"
 	}
 	return "unknown(" + strconv.Itoa(int(s)) + ")"

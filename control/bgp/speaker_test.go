@@ -59,6 +59,22 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 		speakerChild(t, a)
 		return
 	}
+	rt, node, dir := routerAndNode(t, bird.Config{RouterID: routerAddr4, ASN: 65000, HoldTime: 3 * time.Second,
+		Neighbors: []bird.Neighbor{{Name: "node", Addr: nodeAddr4, ASN: 65001, Password: "lab-secret"}}})
+	a, _ := json.Marshal(childArgs{RouterNS: rt, BirdDir: dir})
+	child := exec.Command("nsenter", "--net=/run/netns/"+node, "--", os.Args[0], "-test.run", "^TestBGPSpeakerWithBird$", "-test.v", "-test.count=1")
+	child.Env = append(os.Environ(), childEnv+"="+string(a))
+	out, err := child.CombinedOutput()
+	t.Logf("speaker (in %s):\n%s", node, out)
+	if err != nil {
+		t.Fatalf("speaker test failed: %v", err)
+	}
+}
+
+// routerAndNode builds a router namespace running bird with c and a node namespace joined to it
+// by a veth pair; everything goes when the test ends.
+func routerAndNode(t *testing.T, c bird.Config) (rt, node, dir string) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	if err := bird.Available(); err != nil {
 		t.Skip(err)
@@ -66,7 +82,7 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 	b := make([]byte, 3)
 	rand.Read(b)
 	pfx := "tb" + hex.EncodeToString(b)
-	rt, node := pfx+"-rt", pfx+"-n"
+	rt, node = pfx+"-rt", pfx+"-n"
 	testutil.NamedNS(t, rt)
 	testutil.NamedNS(t, node)
 	run(t, "ip", "-n", rt, "link", "add", "r0", "type", "veth", "peer", "name", "n0", "netns", node)
@@ -80,14 +96,13 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 	} {
 		run(t, c...)
 	}
-	dir := t.TempDir()
-	if err := bird.Write(dir, bird.Config{RouterID: routerAddr4, ASN: 65000, HoldTime: 3 * time.Second,
-		Neighbors: []bird.Neighbor{{Name: "node", Addr: nodeAddr4, ASN: 65001, Password: "lab-secret"}}}); err != nil {
+	dir = t.TempDir()
+	if err := bird.Write(dir, c); err != nil {
 		t.Fatal(err)
 	}
 	bc := exec.Command("nsenter", append([]string{"--net=/run/netns/" + rt, "--"}, bird.Argv(dir)...)...)
-	var blog strings.Builder
-	bc.Stdout, bc.Stderr = &blog, &blog
+	blog := &testutil.SyncBuffer{}
+	bc.Stdout, bc.Stderr = blog, blog
 	if err := bc.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +116,7 @@ func TestBGPSpeakerWithBird(t *testing.T) {
 	if err := bird.WaitReady(dir, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := json.Marshal(childArgs{RouterNS: rt, BirdDir: dir})
-	child := exec.Command("nsenter", "--net=/run/netns/"+node, "--", os.Args[0], "-test.run", "^TestBGPSpeakerWithBird$", "-test.v", "-test.count=1")
-	child.Env = append(os.Environ(), childEnv+"="+string(a))
-	out, err := child.CombinedOutput()
-	t.Logf("speaker (in %s):\n%s", node, out)
-	if err != nil {
-		t.Fatalf("speaker test failed: %v", err)
-	}
+	return rt, node, dir
 }
 
 // kernelVia returns the next hops of the router's kernel route to p ("" when none).
@@ -153,6 +161,9 @@ func speakerChild(t *testing.T, a childArgs) {
 			{Addr: routerAddr6, ASN: 65000, Port: 1790, HoldTime: 3 * time.Second},
 		}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(false); err != nil {
 		t.Fatal(err)
 	}
 	stopped := false

@@ -27,6 +27,30 @@ type BGP struct {
 	// DrainGrace is how long `lb drain-node` and SIGTERM keep forwarding the established flows
 	// after withdrawing the VIPs, before the program is detached (default 30s).
 	DrainGrace Duration `yaml:"drain_grace,omitempty"`
+	// GracefulRestart announces the graceful restart capability (RFC 4724, RFC 8538's
+	// notification flag): a router that helps keeps this node's routes while `lb run` restarts.
+	GracefulRestart *GracefulRestart `yaml:"graceful_restart,omitempty"`
+}
+
+// GracefulRestart is the bgp section's graceful restart (on by default).
+type GracefulRestart struct {
+	// Enabled announces the capability (default true).
+	Enabled *bool `yaml:"enabled,omitempty"`
+	// RestartTime is how long a router keeps the routes of a node whose daemon died (its program
+	// keeps forwarding) waiting for it to come back (default 120s; whole seconds, 1s to 4095s).
+	RestartTime Duration `yaml:"restart_time,omitempty"`
+}
+
+// BFD is a peer's BFD session (RFC 5880, single hop RFC 5881): the router and the node send a
+// control packet every min_tx; each side declares the other down after multiplier x min_rx
+// without one, and BGP goes down with it.
+type BFD struct {
+	// MinRx is the slowest rate this node accepts packets at (default 300ms).
+	MinRx Duration `yaml:"min_rx,omitempty"`
+	// MinTx is how often this node sends (default 300ms).
+	MinTx Duration `yaml:"min_tx,omitempty"`
+	// Multiplier is the number of missed packets that declares the peer down (default 3).
+	Multiplier int `yaml:"multiplier,omitempty"`
 }
 
 // BGPPeer is one router.
@@ -42,13 +66,31 @@ type BGPPeer struct {
 	HoldTime Duration `yaml:"hold_time,omitempty"`
 	// Password enables TCP MD5 signatures (RFC 2385) on the session.
 	Password string `yaml:"password,omitempty"`
+	// BFD runs a BFD session with the router (off when left out); the router must run BFD for
+	// this node too.
+	BFD *BFD `yaml:"bfd,omitempty"`
 }
 
 // BGP defaults.
 const (
-	DefaultBGPHoldTime   = 90 * time.Second
-	DefaultBGPDrainGrace = 30 * time.Second
+	DefaultBGPHoldTime    = 90 * time.Second
+	DefaultBGPDrainGrace  = 30 * time.Second
+	DefaultBGPRestartTime = 120 * time.Second
+	DefaultBFDInterval    = 300 * time.Millisecond
+	DefaultBFDMultiplier  = 3
 )
+
+// RestartTime is the graceful restart time announced (0 when graceful restart is off).
+func (b *BGP) RestartTime() time.Duration {
+	gr := b.GracefulRestart
+	if gr != nil && gr.Enabled != nil && !*gr.Enabled {
+		return 0
+	}
+	if gr == nil || gr.RestartTime == 0 {
+		return DefaultBGPRestartTime
+	}
+	return gr.RestartTime.D()
+}
 
 // applyDefaults fills the section's unset fields.
 func (b *BGP) applyDefaults() {
@@ -62,6 +104,21 @@ func (b *BGP) applyDefaults() {
 		if b.Peers[i].Port == 0 {
 			b.Peers[i].Port = 179
 		}
+		if f := b.Peers[i].BFD; f != nil {
+			f.applyDefaults()
+		}
+	}
+}
+
+func (f *BFD) applyDefaults() {
+	if f.MinRx == 0 {
+		f.MinRx = Duration(DefaultBFDInterval)
+	}
+	if f.MinTx == 0 {
+		f.MinTx = Duration(DefaultBFDInterval)
+	}
+	if f.Multiplier == 0 {
+		f.Multiplier = DefaultBFDMultiplier
 	}
 }
 
@@ -71,6 +128,16 @@ func (b *BGP) clone() *BGP {
 	}
 	n := *b
 	n.Peers = append([]BGPPeer(nil), b.Peers...)
+	for i, p := range n.Peers {
+		if p.BFD != nil {
+			f := *p.BFD
+			n.Peers[i].BFD = &f
+		}
+	}
+	if b.GracefulRestart != nil {
+		gr := *b.GracefulRestart
+		n.GracefulRestart = &gr
+	}
 	n.Communities = append([]string(nil), b.Communities...)
 	return &n
 }
@@ -120,6 +187,11 @@ func (b *BGP) validate(l locator) error {
 	if b.DrainGrace != 0 && b.DrainGrace.D() < 0 {
 		return l.errf(at("drain_grace"), "must be positive")
 	}
+	if gr := b.GracefulRestart; gr != nil {
+		if t := gr.RestartTime.D(); t != 0 && (t < time.Second || t > 4095*time.Second || t%time.Second != 0) {
+			return l.errf(at("graceful_restart", "restart_time"), "%s out of range: the restart time is whole seconds from 1s to 4095s (a 12-bit field; e.g. 120s): how long a router keeps this node's routes while its daemon restarts", t)
+		}
+	}
 	if len(b.Peers) == 0 {
 		return l.errf(at("peers"), "no peer: list the routers to announce to, e.g. `peers: [{address: 198.18.2.1, asn: 65000}]`, or remove the bgp section")
 	}
@@ -142,6 +214,27 @@ func (b *BGP) validate(l locator) error {
 		if len(p.Password) > 80 {
 			return l.errf(at("peers", i, "password"), "longer than 80 characters, the TCP MD5 key limit: use a shorter one")
 		}
+		if p.BFD != nil {
+			if err := p.BFD.validate(l, at("peers", i, "bfd")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// validate checks the timers a BFD packet can carry and a router can keep up with.
+func (f *BFD) validate(l locator, at []any) error {
+	for _, iv := range []struct {
+		name string
+		d    Duration
+	}{{"min_rx", f.MinRx}, {"min_tx", f.MinTx}} {
+		if d := iv.d.D(); d != 0 && (d < 10*time.Millisecond || d > time.Minute || d%time.Millisecond != 0) {
+			return l.errf(append(at, iv.name), "%s out of range: give whole milliseconds from 10ms to 1m (e.g. 100ms; the router detects a failure after multiplier x this)", d)
+		}
+	}
+	if f.Multiplier < 0 || f.Multiplier > 255 {
+		return l.errf(append(at, "multiplier"), "%d out of range: give 1 to 255 packets (3 is usual)", f.Multiplier)
 	}
 	return nil
 }

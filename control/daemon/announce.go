@@ -45,9 +45,10 @@ func (d *Daemon) startBGP() error {
 	}
 	iface := d.cfg.Interface
 	opt := bgp.Options{ASN: b.ASN, Logger: d.log,
-		RouterID: orAddr(parseAddr(b.RouterID), interfaceAddr(iface, true)),
-		NextHop4: orAddr(parseAddr(b.NextHop), interfaceAddr(iface, true)),
-		NextHop6: orAddr(parseAddr(b.NextHop6), interfaceAddr(iface, false)),
+		RouterID:    orAddr(parseAddr(b.RouterID), interfaceAddr(iface, true)),
+		NextHop4:    orAddr(parseAddr(b.NextHop), interfaceAddr(iface, true)),
+		NextHop6:    orAddr(parseAddr(b.NextHop6), interfaceAddr(iface, false)),
+		RestartTime: b.RestartTime(),
 	}
 	if !opt.RouterID.IsValid() {
 		return fmt.Errorf("start bgp: %s has no IPv4 address to use as router id: set bgp.router_id", iface)
@@ -57,16 +58,20 @@ func (d *Daemon) startBGP() error {
 		opt.Communities = append(opt.Communities, v)
 	}
 	for _, p := range b.Peers {
-		opt.Peers = append(opt.Peers, bgp.Peer{Addr: parseAddr(p.Address), ASN: p.ASN, Port: p.Port,
-			HoldTime: p.HoldTime.D(), Password: p.Password})
+		bp := bgp.Peer{Addr: parseAddr(p.Address), ASN: p.ASN, Port: p.Port, HoldTime: p.HoldTime.D(), Password: p.Password}
+		if f := p.BFD; f != nil {
+			bp.BFD = &bgp.BFD{MinRx: f.MinRx.D(), MinTx: f.MinTx.D(), Multiplier: uint8(f.Multiplier)}
+		}
+		opt.Peers = append(opt.Peers, bp)
 	}
 	sp, err := bgp.Start(opt)
 	if err != nil {
 		return err
 	}
 	d.bgp = &announcer{sp: sp, routerID: opt.RouterID, drained: make(chan struct{})}
-	d.log.Info("bgp speaker started (dials the routers, listens on no port)", "asn", b.ASN, "router_id", opt.RouterID,
-		"peers", len(b.Peers), "next_hop", opt.NextHop4, "next_hop6", opt.NextHop6)
+	d.log.Info("bgp speaker started (dials the routers once the program is attached, listens on no port)", "asn", b.ASN,
+		"router_id", opt.RouterID, "peers", len(b.Peers), "next_hop", opt.NextHop4, "next_hop6", opt.NextHop6,
+		"graceful_restart", opt.RestartTime)
 	return nil
 }
 
@@ -127,15 +132,23 @@ func (d *Daemon) stopMessage() string {
 	return "stopping; the program stays attached and the maps pinned (`switchyard lb detach` removes them)"
 }
 
-// markAttached makes the node ready once its program is attached.
-func (d *Daemon) markAttached() {
+// markAttached makes the node ready once its program is attached, then dials the routers with
+// the announcements already in the local RIB. A daemon that adopted a running program restarts
+// gracefully: the program forwarded throughout, so it says so (Restart State and Forwarding State),
+// and a router that kept its routes keeps forwarding until End-of-RIB.
+func (d *Daemon) markAttached() error {
 	if d.bgp == nil {
-		return
+		return nil
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.bgp.attached = true
 	d.refreshAnnounceLocked()
+	d.mu.Unlock()
+	restarting := d.adopted && d.cfg.BGP.RestartTime() > 0
+	if restarting {
+		d.log.Info("bgp: graceful restart: the program kept forwarding; re-announcing with the restart flag, then End-of-RIB")
+	}
+	return d.bgp.sp.Connect(restarting)
 }
 
 // announceLocked is called after every reconcile with its outcome: the backends' states of a
@@ -295,8 +308,13 @@ func (d *Daemon) bgpStatus() *api.BGPStatus {
 		d.log.Warn("bgp status", "err", err)
 	}
 	for _, s := range ss {
-		st.Sessions = append(st.Sessions, api.BGPSession{Peer: s.Peer, ASN: s.ASN, State: s.State, Established: s.Established,
-			Uptime: s.Uptime, PrefixesSent: s.PrefixesSent, UpdatesSent: s.UpdatesSent, HoldTime: s.HoldTime})
+		se := api.BGPSession{Peer: s.Peer, ASN: s.ASN, State: s.State, Established: s.Established,
+			Uptime: s.Uptime, PrefixesSent: s.PrefixesSent, UpdatesSent: s.UpdatesSent, HoldTime: s.HoldTime,
+			GracefulRestart: s.GracefulRestart, RestartTime: s.RestartTime, LastDownReason: s.LastDownReason}
+		if b := s.BFD; b != nil {
+			se.BFD = &api.BGPBFD{State: b.State, Failures: b.Failures, Sent: b.Sent, Received: b.Received, DetectTime: b.DetectTime}
+		}
+		st.Sessions = append(st.Sessions, se)
 	}
 	st.Announced = []string{}
 	for _, p := range a.sp.Announced() {

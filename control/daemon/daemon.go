@@ -233,7 +233,9 @@ func (d *Daemon) attach(cfg *config.Config, sigs *ebpf.Map) error {
 	if err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
-	d.markAttached()
+	if err := d.markAttached(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
 	if d.opt.ConfigPath != "" {
 		go func() { _, _ = d.saver.Marshal(cfg) }() // warm the per-VIP cache: the first change then encodes one VIP
 	}

@@ -35,6 +35,19 @@ type Config struct {
 	// HoldTime is the hold time bird offers (the session uses the smaller of both sides').
 	HoldTime  time.Duration
 	Neighbors []Neighbor
+	// BFD runs BFD (RFC 5880/5881, single hop) with every neighbour; a BFD session that goes
+	// down shuts the BGP session down at once (nil: no BFD).
+	BFD *BFD
+	// GracefulRestart makes bird a graceful-restart helper (RFC 4724): it keeps the routes of a
+	// neighbour whose session dropped without a NOTIFICATION for the restart time the neighbour
+	// announced, until its End-of-RIB.
+	GracefulRestart bool
+}
+
+// BFD is bird's BFD timers on every interface.
+type BFD struct {
+	MinRx, MinTx time.Duration
+	Multiplier   int
 }
 
 // Render writes bird.conf: a device protocol, one kernel protocol per family exporting the BGP
@@ -57,16 +70,25 @@ func (c Config) Render() string {
 
 `, fam)
 	}
+	opts := ""
+	if c.BFD != nil {
+		fmt.Fprintf(&b, "protocol bfd {\n\tinterface \"*\" { min rx interval %d ms; min tx interval %d ms; multiplier %d; };\n}\n\n",
+			c.BFD.MinRx.Milliseconds(), c.BFD.MinTx.Milliseconds(), c.BFD.Multiplier)
+		opts += "\tbfd on;\n"
+	}
+	if c.GracefulRestart {
+		opts += "\tgraceful restart on;\n"
+	}
 	fmt.Fprintf(&b, `template bgp balancer {
 	local as %d;
 	passive on;
 	hold time %d;
 	keepalive time %d;
 	error wait time 1, 5;
-	ipv4 { import all; export none; };
+%s	ipv4 { import all; export none; };
 	ipv6 { import all; export none; };
 }
-`, c.ASN, hold, max(hold/3, 1))
+`, c.ASN, hold, max(hold/3, 1), opts)
 	for _, n := range c.Neighbors {
 		fmt.Fprintf(&b, "\nprotocol bgp %s from balancer {\n\tneighbor %s as %d;\n", n.Name, n.Addr, n.ASN)
 		if n.Password != "" {
