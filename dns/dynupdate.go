@@ -90,17 +90,22 @@ func (s *Server) update(req *mdns.Msg, raw []byte) updateOutcome {
 	if len(req.Question) != 1 || req.Question[0].Qtype != mdns.TypeSOA || wire.CountsLie(raw, req) {
 		return fail(mdns.RcodeFormatError, "the zone section must hold one SOA question naming the zone")
 	}
+	origin := strings.ToLower(req.Question[0].Name)
+	z := st.store.Find(origin)
+	ours := z != nil && z.Origin == origin && req.Question[0].Qclass == mdns.ClassINET
+	if ours {
+		u.origin = origin // a bounded label: only our zones
+	}
 	if t := req.IsTsig(); t != nil {
 		u.key, u.tsigRefusal = st.xfr.VerifyTSIG(req, raw, t)
 		if u.tsigRefusal != nil {
-			return fail(mdns.RcodeNotAuth, "bad TSIG: unknown key, wrong algorithm, bad signature or time")
+			code := u.tsigRefusal.Extra[len(u.tsigRefusal.Extra)-1].(*mdns.TSIG).Error
+			return fail(mdns.RcodeNotAuth, "TSIG "+mdns.RcodeToString[int(code)]+" for key "+t.Hdr.Name)
 		}
 	}
-	origin := strings.ToLower(req.Question[0].Name)
-	if z := st.store.Find(origin); z == nil || z.Origin != origin || req.Question[0].Qclass != mdns.ClassINET {
+	if !ours {
 		return fail(mdns.RcodeNotAuth, "not authoritative for zone "+origin)
 	}
-	u.origin = origin
 	if zc := zoneConfig(st.cfg, origin); zc.Update == nil {
 		return fail(mdns.RcodeRefused, "the zone takes no updates (no update block)")
 	}
@@ -108,7 +113,7 @@ func (s *Server) update(req *mdns.Msg, raw []byte) updateOutcome {
 	defer s.mu.Unlock()
 	st = s.state.Load() // updates and reloads are serialised by s.mu: this is the state to change
 	zc := zoneConfig(st.cfg, origin)
-	z := st.store.Find(origin)
+	z = st.store.Find(origin)
 	if zc == nil || zc.Update == nil || z == nil || z.Origin != origin {
 		return fail(mdns.RcodeRefused, "the zone stopped taking updates (reload)")
 	}
