@@ -207,3 +207,27 @@ func (s *Server) replayUpdates(cfg *config.Config, store, prev *zone.Store) (*zo
 	}
 	return store, nil
 }
+
+// UpdateSummary describes, one line each, the zones that take dynamic updates: the journal and
+// the updates it holds, and the rules (for `switchyard dns check`).
+func (s *Server) UpdateSummary() []string {
+	st := s.state.Load()
+	var out []string
+	for i := range st.cfg.Zones {
+		zc := &st.cfg.Zones[i]
+		if zc.Update == nil {
+			continue
+		}
+		path := zc.Update.JournalPath(zc, st.cfg.Dir)
+		entries, _, err := update.Read(path)
+		held := fmt.Sprintf("%d updates", len(entries))
+		if err != nil {
+			held = err.Error()
+		}
+		out = append(out, fmt.Sprintf("update %s: serial %d, journal %s (%s)", zc.Origin, st.store.Find(zc.Origin).SOA.Serial, path, held))
+		for _, r := range zc.Update.Allow {
+			out = append(out, fmt.Sprintf("update %s: key %s may change names %v, types %v (empty: all)", zc.Origin, r.Key, r.Names, r.Types))
+		}
+	}
+	return out
+}
