@@ -290,3 +290,28 @@ func TestNsupdateEndToEnd(t *testing.T) {
 		t.Fatalf("update after restart: serial %d\n%s", serial(), out)
 	}
 }
+
+// An update whose journal cannot be written is SERVFAIL and changes nothing: what is answered
+// is what a restart would load.
+func TestUpdateUnwritableJournalChangesNothing(t *testing.T) {
+	srv := startServer(t, `tsig_keys: [{name: upd-key, secret: "`+updSecret+`"}]
+zones:
+  - origin: example.
+    soa: {serial: 7}
+    records: ["www A 192.0.2.1"]
+    update: {journal: /nonexistent-switchyard-dir/j, allow: [{key: upd-key}]}
+`, Options{Logger: testLogger(t)})
+	m := new(mdns.Msg)
+	m.SetUpdate("example.")
+	rr, _ := mdns.NewRR("new.example. 60 A 192.0.2.9")
+	m.Insert([]mdns.RR{rr})
+	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
+	resp, _, err := c.Exchange(m, srv.Addr().String())
+	if err != nil || resp.Rcode != mdns.RcodeServerFailure {
+		t.Fatalf("update: %v %v, want SERVFAIL", resp, err)
+	}
+	if s := srv.state.Load().store.Find("example.").SOA.Serial; s != 7 || answer(t, srv, "new.example.", mdns.TypeA) != "" {
+		t.Fatalf("serial %d and new.example. answered after a failed update", s)
+	}
+}
