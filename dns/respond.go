@@ -183,6 +183,10 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	if req.Opcode == mdns.OpcodeNotify {
 		return fail(mdns.RcodeRefused) // a primary takes no NOTIFY: REFUSED, as NSD answers
 	}
+	if req.Opcode == mdns.OpcodeUpdate {
+		// Counted and logged by answerUpdate (switchyard_dns_updates_total), never cached.
+		return s.answerUpdate(req, raw, src), nil
+	}
 	if req.Opcode != mdns.OpcodeQuery {
 		return fail(mdns.RcodeNotImplemented)
 	}

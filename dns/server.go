@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/udpio"
+	"github.com/switchyard/switchyard/dns/update"
 	"github.com/switchyard/switchyard/dns/xfr"
 	"github.com/switchyard/switchyard/dns/zone"
 	"github.com/switchyard/switchyard/internal/handover"
@@ -89,6 +90,9 @@ type Server struct {
 	batches []udpio.BatchStats
 	// xdp is the XDP answer path (udp.xdp), nil when off; set in Start before any worker runs.
 	xdp *xdpPath
+	// journals are the zones' update journals by path, kept across reloads; guarded by mu,
+	// which serialises updates with each other and with reloads.
+	journals map[string]*update.Journal
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -112,7 +116,7 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if opt.Registry == nil {
 		opt.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}}
+	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}, journals: map[string]*update.Journal{}}
 	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -158,6 +162,9 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	// Zones whose source is unchanged come over from prev as they are (zone.Build).
 	store, err := zone.Build(cfg, prevStore, dnskeys)
 	if err != nil {
+		return nil, err
+	}
+	if store, err = s.replayUpdates(cfg, store, prevStore); err != nil {
 		return nil, err
 	}
 	groups, err := policy.NewGroups(cfg.Groups)

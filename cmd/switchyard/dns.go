@@ -35,8 +35,9 @@ func init() {
      switchyard dns query --server 127.0.0.1:5353 app.example.com A
      switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com
      switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)
+     switchyard dns status --metrics 127.0.0.1:9153   (zones' serials, dynamic updates taken)
      switchyard dns upgrade --control /run/switchyard/dns.sock   (with dns run --control ...)`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), upgradeCommand("dns")},
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), dnsStatusCmd(), upgradeCommand("dns")},
 	})
 }
 
@@ -165,6 +166,9 @@ func dnsCheckCmd() *cli.Command {
 				fmt.Fprintf(w, "name %s: policy %s, ttl %ds, all-down %s, %d sites\n", n.FQDN, n.Policy, n.TTL, n.AllDown, len(n.Sites))
 			}
 			for _, line := range srv.TransferSummary() {
+				fmt.Fprintln(w, line)
+			}
+			for _, line := range srv.UpdateSummary() {
 				fmt.Fprintln(w, line)
 			}
 			for _, line := range srv.DNSSECSummary() {

@@ -55,7 +55,8 @@ type Config struct {
 	Groups map[string][]string `yaml:"groups"`
 	// Zones are the zones the server is authoritative for.
 	Zones []Zone `yaml:"zones"`
-	// TSIGKeys are the shared secrets that authenticate zone transfers and NOTIFY (RFC 8945).
+	// TSIGKeys are the shared secrets that authenticate zone transfers, NOTIFY and dynamic
+	// updates (RFC 8945).
 	TSIGKeys []TSIGKey `yaml:"tsig_keys"`
 	// UDP tunes the UDP listener (udp.go).
 	UDP UDP `yaml:"udp"`
@@ -92,6 +93,9 @@ type Zone struct {
 	Transfer *Transfer `yaml:"transfer"`
 	// DNSSEC signs the zone online (see DNSSEC); nil serves it unsigned.
 	DNSSEC *DNSSEC `yaml:"dnssec"`
+	// Update accepts RFC 2136 dynamic updates signed with the keys it allows (update.go); nil
+	// refuses updates.
+	Update *Update `yaml:"update"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -370,6 +374,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 		if err := validateDNSSEC(z); err != nil {
+			return err
+		}
+		if err := c.validateUpdate(z); err != nil {
 			return err
 		}
 		if seen[z.Origin] {

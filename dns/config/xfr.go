@@ -10,8 +10,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// TSIGAlgorithm is the one TSIG algorithm accepted (RFC 8945 requires HMAC-SHA256 support).
-const TSIGAlgorithm = "hmac-sha256"
+// TSIGAlgorithm is the default TSIG algorithm (RFC 8945 requires HMAC-SHA256 support);
+// TSIGAlgorithmSHA512 is the other one accepted.
+const (
+	TSIGAlgorithm       = "hmac-sha256"
+	TSIGAlgorithmSHA512 = "hmac-sha512"
+)
 
 // DefaultJournal is how many serial changes a zone keeps for IXFR by default.
 const DefaultJournal = 100
@@ -20,7 +24,7 @@ const DefaultJournal = 100
 type TSIGKey struct {
 	// Name is the key's name, the same on primary and secondary (e.g. "xfr-key").
 	Name string `yaml:"name"`
-	// Algorithm is hmac-sha256 (the default).
+	// Algorithm is hmac-sha256 (the default) or hmac-sha512.
 	Algorithm string `yaml:"algorithm"`
 	// Secret is the base64 key, e.g. from `openssl rand -base64 32` or `keymgr -t name`.
 	Secret string `yaml:"secret"`
@@ -85,8 +89,8 @@ func (c *Config) validateKeys() error {
 			k.Algorithm = TSIGAlgorithm
 		}
 		k.Algorithm = strings.ToLower(k.Algorithm)
-		if k.Algorithm != TSIGAlgorithm {
-			return fmt.Errorf("line %d: key %s: field algorithm: %q is not supported; use hmac-sha256", k.Line, k.Name, k.Algorithm)
+		if k.Algorithm != TSIGAlgorithm && k.Algorithm != TSIGAlgorithmSHA512 {
+			return fmt.Errorf("line %d: key %s: field algorithm: %q is not supported; use hmac-sha256 or hmac-sha512", k.Line, k.Name, k.Algorithm)
 		}
 		b, err := base64.StdEncoding.DecodeString(k.Secret)
 		if err != nil || len(b) < 16 {

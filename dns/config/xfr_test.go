@@ -31,7 +31,7 @@ func TestTransferErrorsNameLineAndField(t *testing.T) {
 		"short secret": {"tsig_keys:\n  - {name: k1, secret: c2hvcnQ=}\nzones: [{origin: a.test.}]\n",
 			"field secret: want base64 of at least 16 bytes"},
 		"other algorithm": {"tsig_keys:\n  - {name: k1, algorithm: hmac-md5, secret: " + testSecret + "}\nzones: [{origin: a.test.}]\n",
-			`line 2: key k1: field algorithm: "hmac-md5" is not supported; use hmac-sha256`},
+			`line 2: key k1: field algorithm: "hmac-md5" is not supported; use hmac-sha256 or hmac-sha512`},
 		"key twice": {"tsig_keys:\n  - {name: k1, secret: " + testSecret + "}\n  - {name: K1., secret: " + testSecret + "}\nzones: [{origin: a.test.}]\n",
 			"line 3: key K1.: field name: configured twice"},
 		"bad fallback": {"zones:\n  - origin: a.test.\n    names:\n      - name: app\n        policy: failover\n        chain: [x]\n        transfer_fallback: [nowhere]\n        sites: [{name: x, addresses: [192.0.2.1]}]\n",

@@ -87,19 +87,13 @@ func (s *Server) xfrAuthorize(t *Set, req *mdns.Msg, raw []byte, src netip.Addr)
 	}
 	var key *Key
 	if sig := req.IsTsig(); sig != nil {
-		k, ok := t.keys[strings.ToLower(sig.Hdr.Name)]
-		if !ok {
-			return nil, nil, tsigError(req, sig, mdns.RcodeBadKey), "notauth"
-		}
-		if err := mdns.TsigVerify(raw, k.secret, "", false); err != nil {
-			code := mdns.RcodeBadSig
-			if err == mdns.ErrTime {
-				code = mdns.RcodeBadTime
-			}
-			s.Log.Warn("dns transfer: bad TSIG", "zone", x.origin, "client", src.String(), "key", k.name, "err", err)
+		k, code := t.verify(raw, sig)
+		if k == nil {
+			s.Log.Warn("dns transfer: bad TSIG", "zone", x.origin, "client", src.String(), "key", sig.Hdr.Name,
+				"error", mdns.RcodeToString[code])
 			return nil, nil, tsigError(req, sig, code), "notauth"
 		}
-		key = &k
+		key = k
 	}
 	if x.key != "" && (key == nil || key.name != x.key) {
 		return refuse(mdns.ExtendedErrorCodeProhibited)
@@ -283,25 +277,38 @@ func (s *Server) AnswerUDP(t *Set, req *mdns.Msg, raw []byte, src netip.Addr) (b
 // TSIGRoom is kept free for the TSIG record when a signed answer is truncated to fit.
 const TSIGRoom = 128
 
-// VerifyTSIG checks the TSIG sig of the ordinary query req (wire raw) against the keys of t. It
-// returns the key to sign the answer with, or, for an unknown key or a bad signature, the NOTAUTH
-// answer to send instead (RFC 8945 5.2). Signed answers are unique: they are never cached.
+// VerifyTSIG checks the TSIG sig of the message req (wire raw: a query, a transfer request or an
+// update) against the keys of t. It returns the key to sign the answer with, or, for an unknown
+// key or a bad signature, the NOTAUTH answer to send instead (RFC 8945 5.2). Signed answers are
+// unique: they are never cached.
 func (t *Set) VerifyTSIG(req *mdns.Msg, raw []byte, sig *mdns.TSIG) (*Key, *mdns.Msg) {
-	k, ok := t.keys[strings.ToLower(sig.Hdr.Name)]
-	code := mdns.RcodeBadKey
-	if ok {
-		err := mdns.TsigVerify(raw, k.secret, "", false)
-		switch {
-		case err == nil:
-			return &k, nil
-		case err == mdns.ErrTime:
-			code = mdns.RcodeBadTime
-		default:
-			code = mdns.RcodeBadSig
-		}
+	k, code := t.verify(raw, sig)
+	if code != mdns.RcodeSuccess {
+		return nil, tsigError(req, sig, code)
 	}
-	return nil, tsigError(req, sig, code)
+	return k, nil
 }
+
+// verify checks sig over raw: the key, or the TSIG error (BADKEY, BADSIG, BADTIME).
+func (t *Set) verify(raw []byte, sig *mdns.TSIG) (*Key, int) {
+	k, ok := t.keys[strings.ToLower(sig.Hdr.Name)]
+	// A key is its name and its algorithm (RFC 8945 5.2.1): the secret of a SHA-256 key does not
+	// sign with SHA-512.
+	if !ok || !strings.EqualFold(mdns.Fqdn(sig.Algorithm), k.algorithm) {
+		return nil, mdns.RcodeBadKey
+	}
+	switch err := mdns.TsigVerify(raw, k.secret, "", false); {
+	case err == nil:
+		return &k, mdns.RcodeSuccess
+	case err == mdns.ErrTime:
+		return nil, mdns.RcodeBadTime
+	default:
+		return nil, mdns.RcodeBadSig
+	}
+}
+
+// Name returns the key's wire name (fully qualified, lowercased), as config.KeyName makes it.
+func (k *Key) Name() string { return k.name }
 
 // Sign packs the answer m signed with k, covering requestMAC, the MAC of the signed query
 // (RFC 8945 5.3).

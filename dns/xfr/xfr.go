@@ -14,6 +14,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
@@ -75,7 +76,11 @@ func buildKeys(cfg *config.Config) map[string]Key {
 	keys := map[string]Key{}
 	for _, k := range cfg.TSIGKeys {
 		n := config.KeyName(k.Name)
-		keys[n] = Key{name: n, algorithm: mdns.HmacSHA256, secret: k.Secret}
+		alg := mdns.HmacSHA256
+		if k.Algorithm == config.TSIGAlgorithmSHA512 {
+			alg = mdns.HmacSHA512
+		}
+		keys[n] = Key{name: n, algorithm: alg, secret: k.Secret}
 	}
 	return keys
 }
@@ -175,7 +180,7 @@ func (x *Zone) carryJournal(old *Zone, log *slog.Logger) bool {
 		log.Warn("dns zone changed but its serial did not; secondaries keep the old data until the serial is raised",
 			"zone", x.origin, "serial", x.soa.Serial)
 		return false
-	case !serialLess(old.soa.Serial, x.soa.Serial):
+	case !wire.SerialLess(old.soa.Serial, x.soa.Serial):
 		log.Warn("dns zone serial went backwards; the IXFR journal is dropped and secondaries may ignore the change",
 			"zone", x.origin, "old", old.soa.Serial, "new", x.soa.Serial)
 		return true
@@ -200,11 +205,6 @@ func (x *Zone) carryJournal(old *Zone, log *slog.Logger) bool {
 
 // journalMinRecords lets small zones keep their steps even when a step changes most of them.
 const journalMinRecords = 64
-
-// serialLess compares SOA serials in RFC 1982 arithmetic: a < b.
-func serialLess(a, b uint32) bool {
-	return a != b && (b-a) < 1<<31
-}
 
 // diffRecords returns the records of old missing from new (deleted) and of new missing from old
 // (added), compared by their text.
@@ -236,7 +236,7 @@ func diffRecords(old, new []mdns.RR) (del, add []mdns.RR) {
 // current. kind names what was sent, for the metrics.
 func (x *Zone) records(ixfr bool, since uint32) (rrs []mdns.RR, kind string) {
 	if ixfr {
-		if !serialLess(since, x.soa.Serial) {
+		if !wire.SerialLess(since, x.soa.Serial) {
 			return []mdns.RR{x.soa}, "IXFR-uptodate"
 		}
 		for i, d := range x.diffs {

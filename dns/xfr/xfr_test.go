@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
@@ -47,7 +48,7 @@ func TestJournalBoundAndSerialRules(t *testing.T) {
 	if !back.carryJournal(prev, log) || len(back.diffs) != 0 {
 		t.Error("a serial going backwards kept the journal")
 	}
-	if !serialLess(0xFFFFFFFF, 1) || serialLess(1, 0xFFFFFFFF) {
+	if !wire.SerialLess(0xFFFFFFFF, 1) || wire.SerialLess(1, 0xFFFFFFFF) {
 		t.Error("serial arithmetic does not wrap (RFC 1982)")
 	}
 }

@@ -1,6 +1,7 @@
-// Package wire holds the few message helpers that both the DNS server's message path and its
-// zone transfers (package xfr) answer with: the header-only answer to a query that cannot be
-// parsed, the check of a header's record counts, and Extended DNS Errors.
+// Package wire holds the few message helpers that the DNS server's message path, its zone
+// transfers (package xfr) and its updates (package update) share: the header-only answer to a
+// query that cannot be parsed, the check of a header's record counts, Extended DNS Errors and
+// RFC 1982 serial comparison.
 package wire
 
 import (
@@ -38,4 +39,10 @@ func AddEDE(resp *mdns.Msg, code uint16) {
 			return
 		}
 	}
+}
+
+// SerialLess compares SOA serials in RFC 1982 arithmetic: a < b. Transfers judge a secondary's
+// serial by it and updates the serial they raise.
+func SerialLess(a, b uint32) bool {
+	return a != b && (b-a) < 1<<31
 }

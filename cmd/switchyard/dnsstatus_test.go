@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+)
+
+// freeTCPPort returns a loopback TCP port of 22150-22199 (this test's range) free now.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	for p := 22150; p <= 22199; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port in 22150-22199")
+	return 0
+}
+
+// `dns status` shows each zone's serial and the updates it took, read from a running server's
+// metrics; `dns check` lists the update rules and the journal.
+func TestDnsStatusShowsSerialsAndUpdates(t *testing.T) {
+	const secret = "dXBkYXRlLWtleS1zd2l0Y2h5YXJkLXRlc3RzLTMyYnl0ZXM="
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dns.yaml")
+	os.WriteFile(path, []byte(`listen: 127.0.0.1:0
+tsig_keys: [{name: upd, secret: "`+secret+`"}]
+zones:
+  - origin: example.com.
+    soa: {serial: 41}
+    records: ["www A 192.0.2.1"]
+    update: {allow: [{key: upd, names: [www], types: [A]}]}
+  - origin: other.test.
+`), 0o644)
+	out, _, err := runDNSCLI(t, context.Background(), "check", "--config", path)
+	if err != nil || !strings.Contains(out, "update example.com.: serial 41, journal "+filepath.Join(dir, "example.com.updates")+" (0 updates)") ||
+		!strings.Contains(out, "update example.com.: key upd may change names [www.example.com.], types [A]") {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, logs testutil.SyncBuffer
+	metrics := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	app := newApp()
+	app.Writer, app.ErrWriter = &stdout, &logs
+	go app.RunContext(ctx, []string{"switchyard", "dns", "run", "--config", path, "--metrics", metrics})
+	re := regexp.MustCompile(`serving on (\S+)`)
+	var addr string
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	}, "server did not start: %s", func() any { return logs.String() })
+
+	send := func(rr string) int {
+		m := new(mdns.Msg)
+		m.SetUpdate("example.com.")
+		r, _ := mdns.NewRR(rr)
+		m.Insert([]mdns.RR{r})
+		m.SetTsig("upd.", mdns.HmacSHA256, 300, time.Now().Unix())
+		c := &mdns.Client{TsigSecret: map[string]string{"upd.": secret}, Timeout: 2 * time.Second}
+		resp, _, err := c.Exchange(m, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Rcode
+	}
+	if rc := send("www.example.com. 60 A 192.0.2.2"); rc != mdns.RcodeSuccess {
+		t.Fatalf("update: %s", mdns.RcodeToString[rc])
+	}
+	if rc := send("mail.example.com. 60 A 192.0.2.2"); rc != mdns.RcodeRefused {
+		t.Fatalf("update of a name the key may not change: %s", mdns.RcodeToString[rc])
+	}
+	out, _, err = runDNSCLI(t, context.Background(), "status", "--metrics", metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^ZONE\s+SERIAL\s+UPDATES APPLIED\s+UNCHANGED\s+NOT APPLIED$`),
+		regexp.MustCompile(`^example\.com\.\s+42\s+1\s+0\s+1 \(refused 1\)$`),
+		regexp.MustCompile(`^other\.test\.\s+1\s+0\s+0\s+0$`),
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("status:\n%s", out)
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("status line %d %q does not match %s", i, lines[i], re)
+		}
+	}
+	if _, _, err := runDNSCLI(t, context.Background(), "status", "--metrics", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "is `switchyard dns run --metrics") {
+		t.Errorf("status without a server: %v", err)
+	}
+}
