@@ -391,6 +391,9 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	if a, ok := d.rec.BackendAddr(e.Backend); tracked && ok && !expired {
 		info.Tracked, info.Closing, info.Idle = true, e.Closing, e.Idle
 		info.Backend, info.BackendID, info.Reason = a.String(), e.Backend, "connection table"
+		if e.Unconfirmed {
+			info.Reason = "unconfirmed table (SYN seen, no other packet yet)"
+		}
 		if a2, ok := d.rec.BackendAddr(e.SecondChance); ok && e.SecondChance != 0 {
 			info.SecondChance = a2.String()
 		}
