@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/switchyard/switchyard/internal/layout"
 	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
 )
 
@@ -17,9 +18,9 @@ import (
 // the whole VIP. The forwarder consults it for flows without a connection-table entry only.
 const (
 	// GuardScopeGlobal is the scope of a rule that applies to every VIP whose guard is on.
-	GuardScopeGlobal = uint16(bpfobj.LBGuardSizesGUARD_SCOPE_GLOBAL)
+	GuardScopeGlobal = uint16(layout.GuardScopeGlobal)
 	// GuardRulesMax is how many rules each trie (allow, deny) holds.
-	GuardRulesMax = int(bpfobj.LBGuardSizesGUARD_RULES_MAX)
+	GuardRulesMax = layout.GuardRulesMax
 	// GuardSourcesDefault is the default number of source buckets (loader.Options.GuardSources).
 	GuardSourcesDefault = int(bpfobj.LBGuardSizesGUARD_SRC_DEFAULT)
 

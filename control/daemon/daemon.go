@@ -64,6 +64,8 @@ type Daemon struct {
 	fwd     *loader.Forwarder
 	set     *maps.Set
 	quicIDs map[uint32]uint32 // the server ID map as last written (quic.go); nil: read it back
+	// guardHave is the guard maps' state as last written (guard.go); nil: read it back.
+	guardHave *maps.GuardState
 	lnk     link.Link
 	adopted bool
 
