@@ -66,8 +66,8 @@ type Daemon struct {
 	quicIDs map[uint32]uint32 // the server ID map as last written (quic.go); nil: read it back
 	// guardHave is the guard maps' state as last written (guard.go); nil: read it back.
 	guardHave *maps.GuardState
-	lnk     link.Link
-	adopted bool
+	lnk       link.Link
+	adopted   bool
 
 	mu          sync.Mutex // guards everything below, and every reconcile
 	cfg         *config.Config

@@ -35,6 +35,10 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpConfigSave:     api.Handle(func(_ context.Context, r api.SaveReq) (api.SaveResult, error) { return d.Save(r.Path) }),
 		api.OpConfigReload:   api.Handle(func(_ context.Context, _ api.Empty) (api.ChangeResult, error) { return d.Reload() }),
 		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r.Grace) }),
+		api.OpGuardList:      api.Handle(func(_ context.Context, _ api.Empty) (api.GuardInfo, error) { return d.GuardList() }),
+		api.OpGuardAdd:       api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardAdd(r) }),
+		api.OpGuardRemove:    api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardRemove(r) }),
+		api.OpGuardLimit:     api.Handle(func(_ context.Context, r api.GuardLimitReq) (api.ChangeResult, error) { return d.GuardLimit(r) }),
 	}
 }
 
