@@ -39,7 +39,13 @@ func guardRuleCmd(name, op string) *cli.Command {
 		Name:      name,
 		Usage:     name + " an allow or deny prefix (global, or of one VIP with --vip)",
 		ArgsUsage: "allow|deny PREFIX",
-		Flags:     append(l4SocketFlags(), &cli.StringFlag{Name: "vip", Usage: "the `VIP` (name or address:port/proto) the rule is for; default every VIP"}),
+		Description: `A prefix that overlaps one of the same list is refused (keep the wider one); an allow inside
+   a deny exempts its sources.
+
+   Examples:
+     switchyard guard ` + name + ` deny 203.0.113.0/24
+     switchyard guard ` + name + ` allow 203.0.113.8/29 --vip web`,
+		Flags: append(l4SocketFlags(), &cli.StringFlag{Name: "vip", Usage: "the `VIP` (name or address:port/proto) the rule is for; default every VIP"}),
 		Action: l4Action(func(c *cli.Context, args []string) error {
 			if err := l4Args(c, args, 2, "switchyard guard "+name+" allow|deny PREFIX [--vip VIP]"); err != nil {
 				return err
@@ -56,6 +62,15 @@ func guardLimitCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "limit",
 		Usage: "set or clear the new-connection limits per source prefix and per VIP",
+		Description: `Token buckets of new connections (TCP SYNs, UDP datagrams without an entry), per source
+   prefix and per VIP; a VIP's limits replace the global ones. A rate of 0 is refused: to drop a
+   source, deny it.
+
+   Examples:
+     switchyard guard limit --vip web --source-rate 50 --source-burst 100 --prefix-v4 24 --prefix-v6 48
+     switchyard guard limit --source-rate 200
+     switchyard guard limit --vip web --vip-rate 20000 --vip-burst 40000
+     switchyard guard limit --vip web --source-off --vip-off`,
 		Flags: append(l4SocketFlags(),
 			&cli.StringFlag{Name: "vip", Usage: "the `VIP` whose limits change; default the global ones"},
 			&cli.Uint64Flag{Name: "source-rate", Usage: "new connections a second per source prefix (`N`)"},
@@ -100,7 +115,10 @@ func guardListCmd() *cli.Command {
 		Name:    "list",
 		Aliases: []string{"ls"},
 		Usage:   "list the guard's rules and limits, and its counters",
-		Flags:   l4SocketFlags(),
+		Description: `Examples:
+     switchyard guard list
+     switchyard guard list --json`,
+		Flags: l4SocketFlags(),
 		Action: func(c *cli.Context) error {
 			var g api.GuardInfo
 			if err := l4Call(c, api.OpGuardList, api.Empty{}, &g); err != nil {
