@@ -147,7 +147,9 @@ func TestGuardSourceBucket(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	g.expect("after the refill", syn4("198.18.20.5", 3002), xdpTX)
 	g.expect("after the refill, again", syn4("198.18.20.6", 3002), xdpTX)
-	syn6 := func(src string) pkt { return pkt{src: src, dst: vip6, sport: 3000, dport: 80, proto: "tcp", flags: "S"} }
+	syn6 := func(src string) pkt {
+		return pkt{src: src, dst: vip6, sport: 3000, dport: 80, proto: "tcp", flags: "S"}
+	}
 	for i := range 3 {
 		g.expect(fmt.Sprintf("IPv6 SYN %d", i), syn6(fmt.Sprintf("fd00:5e:20:1::%d", i+1)), xdpTX)
 	}
