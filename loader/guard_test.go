@@ -324,3 +324,25 @@ func TestForeignMACPassed(t *testing.T) {
 		t.Errorf("no MAC configured: verdict %s, want TX", verdictName[v])
 	}
 }
+
+// TestGuardSourceEvictionsCounted: a random-source flood cannot fill the guard's own state: the
+// source buckets are an LRU map of fixed size, and what it evicted is counted (made less present).
+func TestGuardSourceEvictionsCounted(t *testing.T) {
+	dp := newDataplaneOpts(t, loader.Options{RingSize: testRing, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: 4096, GuardSources: 256})
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4...)
+	g := &guardDP{dataplane: dp}
+	g.set(maps.GuardState{VIPs: map[uint32]maps.GuardVIP{0: {SourcePrefix4: 32, PerSource: maps.GuardLimit{Rate: 1, Burst: 1}}}})
+	const sources = 2000
+	for i := range sources {
+		g.expect("first SYN of a source", syn4(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}).String(), 1), xdpTX)
+	}
+	c := g.guardCounters()
+	present, err := dp.s.GuardSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c["source_buckets_made"].Packets != sources || present > 256 || c["source_buckets_evicted"].Packets != uint64(sources-present) {
+		t.Errorf("made %d, present %d (map of 256), evicted %d: want %d made, at most 256 present, the rest evicted",
+			c["source_buckets_made"].Packets, present, c["source_buckets_evicted"].Packets, sources)
+	}
+}
