@@ -13,6 +13,7 @@
 #include "include/encap.h"
 #include "include/icmp.h"
 #include "include/quic.h"
+#include "include/guard.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -30,6 +31,9 @@ struct go_types {
 	enum family family;
 	enum quic_vip_bits quic_vip_bits;
 	enum quic_counter_index quic_counter_index;
+	enum guard_flags guard_flags;
+	enum guard_sizes guard_sizes;
+	enum guard_counter_index guard_counter_index;
 };
 SEC(".go_types") const struct go_types *go_types_ = 0;
 
@@ -169,12 +173,17 @@ static __always_inline int flow_touch(struct flow_state *st, __u64 now, const st
 /* established handles a non-SYN TCP or a UDP packet whose connection-table entry is still valid:
  * its VIP generation unchanged, its backend slot occupied, and for UDP not idle past the timeout.
  * It returns -1 when the packet must take the slow path (VIP lookup, Maglev). An established flow
- * never looks at the ring, so a ring change (drain, weights) never moves it. */
+ * never looks at the ring, so a ring change (drain, weights) never moves it. A flow whose SYN
+ * made an unconfirmed entry is confirmed here, by its first non-SYN packet. */
 static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
 {
 	struct flow_state *st = ct_lookup(&p->flow);
-	if (!st)
-		return -1;
+	if (!st) {
+		st = ct_promote(&p->flow);
+		if (!st)
+			return -1;
+		guard_count(GUARD_CNT_UNCONFIRMED, 0);
+	}
 	struct backend *be = flow_backend(st);
 	struct lb_config *cfg = get_config();
 	if (!be || !cfg)
@@ -239,7 +248,7 @@ static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
 	/* backend2 is read only when second chance is on: it is the entry's last word, and in a cold
 	 * table it sits, for one kernel LRU element in eight (88 bytes each), on a cache line that
 	 * nothing else this path reads is on. */
-	if (!be || !cfg || ((cfg->flags & CFG_SECOND_CHANCE) && st->backend2))
+	if (!be || !cfg || ((cfg->flags & CFG_SECOND_CHANCE) && st->backend2) || foreign_mac(data, cfg))
 		return -1;
 	__u32 overhead = encap_overhead(be);
 	if (tot + overhead > cfg->mtu)
@@ -346,14 +355,22 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		.last_seen = now_pc(pc),
 		.backend2 = prev,
 	};
-	/* A SYN whose 5-tuple has an entry (a retransmitted SYN, a reused port, a flood that repeats
-	 * its tuples) rewrites that entry in place: the kernel's update would take a free entry,
-	 * swap it in and free the old one, three times the cost of the lookup (docs/xdp.md). */
-	struct flow_state *old = syn ? ct_lookup(&p->flow) : NULL;
+	/* A SYN whose 5-tuple has an entry (a retransmitted SYN, a flood that repeats its tuples: in
+	 * the unconfirmed table; a reused port: in the connection table) rewrites that entry in
+	 * place: the kernel's update would take a free entry, swap it in and free the old one, three
+	 * times the cost of the lookup (docs/xdp.md). Any other SYN gets an unconfirmed entry. */
+	struct flow_state *old = NULL;
+	if (syn) {
+		old = ct_syn_lookup(&p->flow);
+		if (!old)
+			old = ct_lookup(&p->flow);
+	}
 	if (old)
 		*old = st;
 	else if (syn && syn_guarded(pc, cfg, st.last_seen))
 		count_pc(pc, CNT_CT_INSERT_SKIPPED, 0);
+	else if (syn)
+		ct_syn_update(&p->flow, &st);
 	else
 		ct_update(&p->flow, &st);
 	return send_to(ctx, p, pc, id, vip->id, prev);
@@ -516,6 +533,11 @@ static __always_inline int process(struct xdp_md *ctx)
 	} else if (!frame_maybe_vip(data, data_end)) {
 		return verdict_pass(len);
 	}
+	struct lb_config *cfg = get_config();
+	if (cfg && foreign_mac(data, cfg)) {
+		guard_count(GUARD_CNT_FOREIGN_MAC, len);
+		return verdict_pass(len);
+	}
 
 	struct packet p = {};
 	if (parse_eth(data, data_end, &p))
@@ -544,6 +566,10 @@ static __always_inline int process(struct xdp_md *ctx)
 		}
 		struct vip_meta *vip = find_vip(&p.flow);
 		if (vip) {
+			/* The guard: new flows only, before anything costs a ring lookup or an entry. */
+			int g = guard_check(&p.flow, vip->id, syn || p.flow.proto == IPPROTO_UDP_, percpu(), p.l3_len);
+			if (g >= 0)
+				return guard_drop(g, vip->id, p.l3_len);
 			/* QUIC VIPs only, after the connection table (docs/xdp.md, "QUIC by
 			 * connection ID"): the established path is the same for every flow. */
 			if ((vip->flags & (VIP_QUIC_KATRAN | VIP_QUIC_LB)) && p.flow.proto == IPPROTO_UDP_) {

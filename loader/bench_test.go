@@ -2,6 +2,7 @@ package loader_test
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"runtime"
 	"testing"
@@ -52,6 +53,32 @@ func BenchmarkXDP(b *testing.B) {
 	// new_flows_distinct: SYNs of 5-tuples no run has sent (a fresh /12 of sources each run), so
 	// every pass inserts, and once the tables are full every insert evicts.
 	synFresh := flowsFrame(pkt{src: "20.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b), 1)
+	// guard_drop: a SYN from a denied source, dropped by the guard (docs/xdp.md, "The guard").
+	// The guard is on for that case only, so that every other case measures the path without it.
+	synDenied := pkt{src: "198.18.50.1", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "S"}.build(b)
+	guardOn := maps.GuardState{VIPs: map[uint32]maps.GuardVIP{0: {GlobalDeny: true}},
+		Rules: map[maps.GuardRule]bool{{Scope: maps.GuardScopeGlobal, Prefix: netip.MustParsePrefix("198.18.50.0/24"), Deny: true}: true}}
+	var guardHave maps.GuardState
+	setGuard := func(on bool) {
+		want := maps.GuardState{}
+		if on {
+			want = guardOn
+		}
+		if err := dp.s.WriteGuard(guardHave, want); err != nil {
+			b.Fatal(err)
+		}
+		guardHave = want
+	}
+	gy := func(counter string) pathCheck {
+		return func(tb testing.TB, n int, run func()) {
+			before, _ := dp.s.GuardCounters()
+			run()
+			after, _ := dp.s.GuardCounters()
+			if got := after[counter].Packets - before[counter].Packets; got != uint64(n) {
+				tb.Fatalf("guard counter %s grew by %d over %d passes: not every pass took the measured path", counter, got, n)
+			}
+		}
+	}
 
 	minimal := objs
 	// The floor program needs its one table entry: the 16 bytes after the Ethernet header.
@@ -84,18 +111,20 @@ func BenchmarkXDP(b *testing.B) {
 		check   pathCheck
 		prep    func()
 		fresh   bool // a new block of 2^20 sources each run: every SYN a 5-tuple never seen
+		guard   bool // the guard on (a deny rule) while the case runs
 	}
 	synOnce := func() { dp.run(syn) } // the established case needs its entry
 	cases := []benchCase{
-		{"pass", bench, pass, xdpPass, sy("pass"), nil, false},
-		{"new_flow", bench, syn, xdpTX, sy("conntrack_miss_syn"), nil, false},
-		{"established", bench, ack, xdpTX, sy("conntrack_hit"), synOnce, false},
-		{"many_flows", objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil, false},
-		{"icmp_ptb", bench, ptb, xdpTX, sy("icmp_forwarded"), synOnce, false},
-		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil, false},
-		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil, false},
+		{"pass", bench, pass, xdpPass, sy("pass"), nil, false, false},
+		{"new_flow", bench, syn, xdpTX, sy("conntrack_miss_syn"), nil, false, false},
+		{"established", bench, ack, xdpTX, sy("conntrack_hit"), synOnce, false, false},
+		{"many_flows", objs.XdpLbBenchFlows, ackFlows, xdpTX, sy("conntrack_hit"), nil, false, false},
+		{"icmp_ptb", bench, ptb, xdpTX, sy("icmp_forwarded"), synOnce, false, false},
+		{"guard_drop", bench, synDenied, xdpDrop, gy("deny"), nil, false, true},
+		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil, false, false},
+		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil, false, false},
 		// Last in the round: it fills the tables past their size, evicting the many-flows entries.
-		{"new_flows_distinct", objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true},
+		{"new_flows_distinct", objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true, false},
 	}
 	if dir := os.Getenv("KATRAN_DIR"); dir == "" {
 		b.Log("Katran cases skipped: KATRAN_DIR is not set (point it at Katran's BPF sources)")
@@ -116,11 +145,11 @@ func BenchmarkXDP(b *testing.B) {
 		}
 		// Each Katran case right after switchyard's, so the rounds alternate case by case.
 		kcases := map[string]benchCase{
-			"pass":               {"katran_pass", k.bench, pass, xdpPass, kc(katranPathPass), nil, false},
-			"new_flow":           {"katran_new_flow_insert", k.benchInsert, syn, xdpTX, kc(katranPathNewFlow), nil, false},
-			"new_flows_distinct": {"katran_new_flows_distinct", k.flowsInsert, synFresh, xdpTX, kc(katranPathNewFlow), nil, true},
-			"established":        {"katran_established", k.bench, ack, xdpTX, kc(katranPathEstablished), kSynOnce, false},
-			"many_flows":         {"katran_many_flows", k.flows, ackFlows, xdpTX, kc(katranPathEstablished), nil, false},
+			"pass":               {"katran_pass", k.bench, pass, xdpPass, kc(katranPathPass), nil, false, false},
+			"new_flow":           {"katran_new_flow_insert", k.benchInsert, syn, xdpTX, kc(katranPathNewFlow), nil, false, false},
+			"new_flows_distinct": {"katran_new_flows_distinct", k.flowsInsert, synFresh, xdpTX, kc(katranPathNewFlow), nil, true, false},
+			"established":        {"katran_established", k.bench, ack, xdpTX, kc(katranPathEstablished), kSynOnce, false, false},
+			"many_flows":         {"katran_many_flows", k.flows, ackFlows, xdpTX, kc(katranPathEstablished), nil, false, false},
 		}
 		var all []benchCase
 		for _, c := range cases {
@@ -129,7 +158,7 @@ func BenchmarkXDP(b *testing.B) {
 				all = append(all, kc)
 			}
 			if c.name == "new_flow" { // Katran's default: no insert above MAX_CONN_RATE a second
-				all = append(all, benchCase{"katran_new_flow", k.bench, syn, xdpTX, kc(katranPathNewFlow), nil, false})
+				all = append(all, benchCase{"katran_new_flow", k.bench, syn, xdpTX, kc(katranPathNewFlow), nil, false, false})
 			}
 		}
 		cases = all
@@ -138,6 +167,7 @@ func BenchmarkXDP(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			pinThread(b, cpu)
+			setGuard(c.guard)
 			if c.prep != nil {
 				c.prep()
 			}

@@ -61,7 +61,17 @@ type Options struct {
 	// ConnTable6Size is the size of the LRU connection table of IPv6 flows. Default
 	// ConnTableSize.
 	ConnTable6Size uint32
+	// UnconfirmedSize is the size of each LRU table of unconfirmed flows (a SYN's entry, moved to
+	// the connection table by the flow's first non-SYN packet), IPv4 and IPv6. Default a quarter
+	// of ConnTableSize, at least MinUnconfirmed.
+	UnconfirmedSize uint32
+	// GuardSources is how many source buckets of the guard's per-source limits the LRU map
+	// guard_src holds (docs/xdp.md, "The guard"). Default 65536.
+	GuardSources uint32
 }
+
+// MinUnconfirmed is the least default size of the unconfirmed tables.
+const MinUnconfirmed = 1024
 
 func (o *Options) defaults() error {
 	// The defaults are enum lb_defaults of bpf/include/maps.h, which also sizes the object's maps.
@@ -79,6 +89,12 @@ func (o *Options) defaults() error {
 	}
 	if o.ConnTable6Size == 0 {
 		o.ConnTable6Size = o.ConnTableSize
+	}
+	if o.UnconfirmedSize == 0 {
+		o.UnconfirmedSize = max(o.ConnTableSize/4, MinUnconfirmed)
+	}
+	if o.GuardSources == 0 {
+		o.GuardSources = uint32(bpfobj.LBGuardSizesGUARD_SRC_DEFAULT)
 	}
 	if o.RingSize < 3 || !big.NewInt(int64(o.RingSize)).ProbablyPrime(20) {
 		return fmt.Errorf("ring size %d is not a prime >= 3: use a prime such as 65537", o.RingSize)
@@ -121,7 +137,8 @@ func SlotWords(slots uint64) uint32 {
 }
 
 // perVIPMaps are the maps with one entry per VIP (or VIP id): all sized from Options.MaxVIPs.
-var perVIPMaps = []string{bpfobj.LBMapVips, bpfobj.LBMapVipAddrs, bpfobj.LBMapVipGens, bpfobj.LBMapVipStats, bpfobj.LBMapVipDrops}
+var perVIPMaps = []string{bpfobj.LBMapVips, bpfobj.LBMapVipAddrs, bpfobj.LBMapVipGens, bpfobj.LBMapVipStats, bpfobj.LBMapVipDrops,
+	bpfobj.LBMapGuardVips, bpfobj.LBMapGuardVipBuckets}
 
 // MapsDir is the directory of the pinned maps of a given pin directory.
 func MapsDir(pinDir string) string { return filepath.Join(pinDir, "maps-"+LayoutVersion) }
@@ -169,6 +186,9 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 	spec.Maps[bpfobj.LBMapQuicServers].MaxEntries = opts.MaxBackends // one server ID a backend at most
 	spec.Maps[bpfobj.LBMapConntrack4].MaxEntries = opts.ConnTableSize
 	spec.Maps[bpfobj.LBMapConntrack].MaxEntries = opts.ConnTable6Size
+	spec.Maps[bpfobj.LBMapConntrackSyn4].MaxEntries = opts.UnconfirmedSize
+	spec.Maps[bpfobj.LBMapConntrackSyn].MaxEntries = opts.UnconfirmedSize
+	spec.Maps[bpfobj.LBMapGuardSrc].MaxEntries = opts.GuardSources
 
 	var co ebpf.CollectionOptions
 	if opts.PinDir != "" {

@@ -70,6 +70,11 @@ func TestCounterNamesCoverEnums(t *testing.T) {
 	if got := spec.Maps[bpfobj.LBMapQuicCounters].MaxEntries; uint64(got) != n {
 		t.Errorf("map quic_counters holds %d entries, QUIC_CNT_MAX is %d", got, n)
 	}
+	n = enumValue(t, spec, "guard_counter_index", "GUARD_CNT_MAX")
+	checkNames(t, "guard_counter_index", n, GuardCounterNames[:])
+	if got := spec.Maps[bpfobj.LBMapGuardCounters].MaxEntries; uint64(got) != n {
+		t.Errorf("map guard_counters holds %d entries, GUARD_CNT_MAX is %d", got, n)
+	}
 }
 
 // TestConstsMatchObject checks the flags and sizes the map code uses against the compiled
@@ -95,6 +100,8 @@ func TestConstsMatchObject(t *testing.T) {
 		// The limits control/config checks against without the loader (internal/layout).
 		{"quic_vip_bits", "QUIC_LB_SID_MAX", uint64(layout.QUICLBMaxServerIDLen)},
 		{"quic_vip_bits", "VIP_QUIC_CR_MASK", uint64(layout.QUICLBMaxConfigID + 1)},
+		{"guard_sizes", "GUARD_RULES_MAX", uint64(layout.GuardRulesMax)},
+		{"guard_sizes", "GUARD_SCOPE_GLOBAL", uint64(layout.GuardScopeGlobal)},
 	} {
 		t.Run(c.enum, func(t *testing.T) {
 			if c.goValue != enumValue(t, spec, c.enum, c.name) {

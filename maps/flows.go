@@ -33,6 +33,9 @@ type FlowEntry struct {
 	// (0 = none): the flow missed the table mid-stream while the previous ring named another
 	// backend.
 	SecondChance uint32
+	// Unconfirmed is set for an entry of the unconfirmed tables: a flow that sent its SYN and no
+	// other packet yet (bpf/include/maps.h, ct_promote).
+	Unconfirmed bool
 }
 
 // FlowKey builds the key of a flow in the IPv6 connection table, conntrack (IPv4 flows are keyed
@@ -66,6 +69,14 @@ func (s *Set) table(f Flow) (*ebpf.Map, any) {
 	return s.m.Conntrack, FlowKey(f)
 }
 
+// unconfirmedTable is table for the unconfirmed tables (conntrack_syn4, conntrack_syn).
+func (s *Set) unconfirmedTable(f Flow) (*ebpf.Map, any) {
+	if f.Src.Addr().Unmap().Is4() {
+		return s.m.ConntrackSyn4, flowKey4(f)
+	}
+	return s.m.ConntrackSyn, FlowKey(f)
+}
+
 func keyFlow(k bpfobj.LBFlowKey) Flow {
 	return Flow{
 		Src:   netip.AddrPortFrom(wordsAddr(k.Src, k.Family), netPort(k.Sport)),
@@ -83,43 +94,74 @@ func entry(f Flow, v bpfobj.LBFlowState, now time.Duration) FlowEntry {
 		SecondChance: v.Backend2}
 }
 
-// LookupFlow reads a flow's connection-table entry.
+// LookupFlow reads a flow's connection-table entry, else its unconfirmed entry.
 func (s *Set) LookupFlow(f Flow) (FlowEntry, bool, error) {
 	var v bpfobj.LBFlowState
-	m, k := s.table(f)
-	err := m.Lookup(k, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return FlowEntry{}, false, nil
+	for _, unconfirmed := range []bool{false, true} {
+		m, k := s.table(f)
+		if unconfirmed {
+			m, k = s.unconfirmedTable(f)
+		}
+		err := m.Lookup(k, &v)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return FlowEntry{}, false, fmt.Errorf("look up flow %s: %w", f, err)
+		}
+		e := entry(f, v, monotonicNow())
+		e.Unconfirmed = unconfirmed
+		return e, true, nil
 	}
-	if err != nil {
-		return FlowEntry{}, false, fmt.Errorf("look up flow %s: %w", f, err)
-	}
-	return entry(f, v, monotonicNow()), true, nil
+	return FlowEntry{}, false, nil
 }
 
-// Flows lists the connection tables (IPv4, then IPv6). An LRU table can change while it is read;
-// entries may be missed or seen twice, which is fine for the counts it serves.
+// Flows lists the connection tables (IPv4, then IPv6), then the unconfirmed tables. An LRU table
+// can change while it is read; entries may be missed or seen twice, which is fine for the counts
+// it serves.
 func (s *Set) Flows() ([]FlowEntry, error) {
-	var (
-		k4  bpfobj.LBFlowKey4
-		k   bpfobj.LBFlowKey
-		v   bpfobj.LBFlowState
-		out []FlowEntry
-	)
+	var out []FlowEntry
 	now := monotonicNow()
-	it := s.m.Conntrack4.Iterate()
-	for it.Next(&k4, &v) {
-		out = append(out, entry(key4Flow(k4), v, now))
+	for _, t := range []struct {
+		m           *ebpf.Map
+		v4          bool
+		unconfirmed bool
+	}{{s.m.Conntrack4, true, false}, {s.m.Conntrack, false, false}, {s.m.ConntrackSyn4, true, true}, {s.m.ConntrackSyn, false, true}} {
+		var err error
+		if out, err = listFlows(out, t.m, t.v4, t.unconfirmed, now); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// listFlows appends the entries of one table to out.
+func listFlows(out []FlowEntry, m *ebpf.Map, v4, unconfirmed bool, now time.Duration) ([]FlowEntry, error) {
+	var (
+		k4 bpfobj.LBFlowKey4
+		k  bpfobj.LBFlowKey
+		v  bpfobj.LBFlowState
+	)
+	it := m.Iterate()
+	for {
+		var f Flow
+		if v4 {
+			if !it.Next(&k4, &v) {
+				break
+			}
+			f = key4Flow(k4)
+		} else {
+			if !it.Next(&k, &v) {
+				break
+			}
+			f = keyFlow(k)
+		}
+		e := entry(f, v, now)
+		e.Unconfirmed = unconfirmed
+		out = append(out, e)
 	}
 	if err := it.Err(); err != nil {
-		return out, fmt.Errorf("list ipv4 flows: %w", err)
-	}
-	it = s.m.Conntrack.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, entry(keyFlow(k), v, now))
-	}
-	if err := it.Err(); err != nil {
-		return out, fmt.Errorf("list ipv6 flows: %w", err)
+		return out, fmt.Errorf("list flows of %s: %w", m, err)
 	}
 	return out, nil
 }
@@ -165,6 +207,9 @@ func (s *Set) deleteFlows(match func(FlowEntry) bool) (int, error) {
 			continue
 		}
 		m, k := s.table(f.Flow)
+		if f.Unconfirmed {
+			m, k = s.unconfirmedTable(f.Flow)
+		}
 		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return n, fmt.Errorf("delete flow %s: %w", f.Flow, err)
 		}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* maps.h: the forwarder's maps. Sizes here are defaults; the loader resizes vips, vip_stats,
  * vip_addrs, vip_gens, rings16, prev_rings16, backends, backend_stats and conntrack from its
- * options before loading. */
+ * options before loading, and the guard's (guard.h) and the unconfirmed tables as well. */
 #pragma once
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -143,6 +143,68 @@ static __always_inline void ct_update(const struct flow_key *f, const struct flo
 		return;
 	}
 	bpf_map_update_elem(&conntrack, f, st, BPF_ANY);
+}
+
+/* Unconfirmed flows: a SYN's entry is made here, not in the connection table, and moves there on
+ * the flow's first non-SYN packet (ct_promote). A flood of SYNs from random sources churns these
+ * tables only, so it never evicts an established flow (docs/xdp.md, "The guard"). The loader
+ * sizes them (a quarter of the connection tables by default). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, DEFAULT_CONNTRACK / 4);
+	__type(key, struct flow_key);
+	__type(value, struct flow_state);
+} conntrack_syn SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, DEFAULT_CONNTRACK / 4);
+	__type(key, struct flow_key4);
+	__type(value, struct flow_state);
+} conntrack_syn4 SEC(".maps");
+
+/* ct_syn_lookup finds a flow's unconfirmed entry. */
+static __always_inline struct flow_state *ct_syn_lookup(const struct flow_key *f)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		return bpf_map_lookup_elem(&conntrack_syn4, &k);
+	}
+	return bpf_map_lookup_elem(&conntrack_syn, f);
+}
+
+/* ct_syn_update writes a flow's unconfirmed entry. */
+static __always_inline void ct_syn_update(const struct flow_key *f, const struct flow_state *st)
+{
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		bpf_map_update_elem(&conntrack_syn4, &k, st, BPF_ANY);
+		return;
+	}
+	bpf_map_update_elem(&conntrack_syn, f, st, BPF_ANY);
+}
+
+/* ct_promote moves a flow's unconfirmed entry into the connection table and returns it there;
+ * NULL when the flow has no unconfirmed entry. */
+static __always_inline struct flow_state *ct_promote(const struct flow_key *f)
+{
+	struct flow_state *u = ct_syn_lookup(f);
+	if (!u)
+		return NULL;
+	struct flow_state st = *u;
+	ct_update(f, &st);
+	struct flow_state *c = ct_lookup(f);
+	if (!c)
+		return u; /* not written: follow the unconfirmed entry, promoted on the next packet */
+	if (f->family == FAMILY_V4) {
+		struct flow_key4 k = key4(f);
+		bpf_map_delete_elem(&conntrack_syn4, &k);
+	} else {
+		bpf_map_delete_elem(&conntrack_syn, f);
+	}
+	return c;
 }
 
 struct {

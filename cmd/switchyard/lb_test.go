@@ -62,7 +62,7 @@ func TestL4HelpEveryCommand(t *testing.T) {
 				continue // urfave/cli's own
 			}
 			path := append(append([]string{}, prefix...), c.Name)
-			if len(prefix) == 0 && c.Name != "lb" && c.Name != "vip" && c.Name != "backend" {
+			if len(prefix) == 0 && c.Name != "lb" && c.Name != "vip" && c.Name != "backend" && c.Name != "guard" {
 				continue
 			}
 			n++

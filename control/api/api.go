@@ -223,6 +223,9 @@ type Stats struct {
 	Flows int `json:"flows"`
 	// Interval is the sampling interval of the rates.
 	Interval time.Duration `json:"interval_ns"`
+	// Guard are the DDoS guard's counters by name (maps.GuardCounterNames, and
+	// source_buckets_evicted), summed over CPUs.
+	Guard map[string]maps.Counter `json:"guard,omitempty"`
 }
 
 // FlowReq is a 5-tuple: protocol, client address:port, VIP address:port.

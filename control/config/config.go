@@ -103,6 +103,8 @@ type Config struct {
 	VIPs []VIP `yaml:"vips"`
 	// BGP announces the VIPs to routers; nil announces nothing (bgp.go).
 	BGP *BGP `yaml:"bgp,omitempty"`
+	// Guard is the DDoS guard of every VIP (guard.go); nil guards nothing.
+	Guard *Guard `yaml:"guard,omitempty"`
 	// addrs bounds from above the distinct backend addresses, once validated (0: unknown), so
 	// that ValidateChange counts only what a change added (validate.go).
 	addrs int
@@ -129,6 +131,8 @@ type VIP struct {
 	// RingSize fixes the VIP's Maglev ring size, a prime; 0 (left out) sizes it from the
 	// backends (rings.go).
 	RingSize uint32 `yaml:"ring_size,omitempty"`
+	// Guard is the VIP's own DDoS guard, beside the global one (guard.go).
+	Guard *Guard `yaml:"guard,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
 	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
@@ -300,6 +304,7 @@ func (v VIP) clone() VIP {
 		v.Health = &h
 	}
 	v.Backends = append([]Backend(nil), v.Backends...)
+	v.Guard = v.Guard.Clone()
 	return v
 }
 

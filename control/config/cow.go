@@ -18,6 +18,7 @@ func (c *Config) CloneForChange() *Config {
 	}
 	n.VIPs = append(make([]VIP, 0, len(c.VIPs)+1), c.VIPs...)
 	n.BGP = c.BGP.clone()
+	n.Guard = c.Guard.Clone()
 	return &n
 }
 

@@ -14,6 +14,9 @@ func (c *Config) validateSizes(l locator) error {
 	if c.MaxBackends > layout.MaxBackendIDs {
 		return l.errf([]any{"max_backends"}, "%d above %d: ring slots hold 16-bit backend ids; lower max_backends", c.MaxBackends, layout.MaxBackendIDs)
 	}
+	if maxVIPs > layout.GuardScopeGlobal {
+		return l.errf([]any{"max_vips"}, "%d above %d: VIP ids are 16-bit in the connection table, and %d names the guard's global rules; lower max_vips", maxVIPs, layout.GuardScopeGlobal, layout.GuardScopeGlobal)
+	}
 	if c.RingSizing == RingSizingFixed && c.RingSlots == 0 && ring*maxVIPs > layout.MaxRingSlots {
 		return l.errf([]any{"max_vips"}, "max_vips %d x ring_size %d is %d ring slots, more than %d: lower either, or use ring_sizing: auto", maxVIPs, ring, ring*maxVIPs, uint64(layout.MaxRingSlots))
 	}

@@ -99,7 +99,10 @@ func (c *Config) validateVIPs(root *yaml.Node, known func(int, *VIP) bool, prevA
 	if err := c.validateFields(l); err != nil {
 		return err
 	}
-	return c.validateVIPList(l, known, prevAddrs)
+	if err := c.validateVIPList(l, known, prevAddrs); err != nil {
+		return err
+	}
+	return c.validateGuard(l)
 }
 
 // validateFields checks the top-level fields: interface, mode, addresses, sizes, policies, BGP.

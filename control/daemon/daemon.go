@@ -64,8 +64,10 @@ type Daemon struct {
 	fwd     *loader.Forwarder
 	set     *maps.Set
 	quicIDs map[uint32]uint32 // the server ID map as last written (quic.go); nil: read it back
-	lnk     link.Link
-	adopted bool
+	// guardHave is the guard maps' state as last written (guard.go); nil: read it back.
+	guardHave *maps.GuardState
+	lnk       link.Link
+	adopted   bool
 
 	mu          sync.Mutex // guards everything below, and every reconcile
 	cfg         *config.Config

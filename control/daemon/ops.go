@@ -35,6 +35,10 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpConfigSave:     api.Handle(func(_ context.Context, r api.SaveReq) (api.SaveResult, error) { return d.Save(r.Path) }),
 		api.OpConfigReload:   api.Handle(func(_ context.Context, _ api.Empty) (api.ChangeResult, error) { return d.Reload() }),
 		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r.Grace) }),
+		api.OpGuardList:      api.Handle(func(_ context.Context, _ api.Empty) (api.GuardInfo, error) { return d.GuardList() }),
+		api.OpGuardAdd:       api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardAdd(r) }),
+		api.OpGuardRemove:    api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardRemove(r) }),
+		api.OpGuardLimit:     api.Handle(func(_ context.Context, r api.GuardLimitReq) (api.ChangeResult, error) { return d.GuardLimit(r) }),
 	}
 }
 
@@ -391,6 +395,9 @@ func (d *Daemon) Flow(r api.FlowReq) (api.FlowInfo, error) {
 	if a, ok := d.rec.BackendAddr(e.Backend); tracked && ok && !expired {
 		info.Tracked, info.Closing, info.Idle = true, e.Closing, e.Idle
 		info.Backend, info.BackendID, info.Reason = a.String(), e.Backend, "connection table"
+		if e.Unconfirmed {
+			info.Reason = "unconfirmed table (SYN seen, no other packet yet)"
+		}
 		if a2, ok := d.rec.BackendAddr(e.SecondChance); ok && e.SecondChance != 0 {
 			info.SecondChance = a2.String()
 		}

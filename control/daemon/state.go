@@ -190,6 +190,10 @@ func (d *Daemon) applyLocked(cfg *config.Config) (reconcile.Result, error) {
 		d.counts.applyErrors++
 		return res, err
 	}
+	if err := d.syncGuardLocked(cfg); err != nil {
+		d.counts.applyErrors++
+		return res, err
+	}
 	d.announceLocked(cfg, states, true)
 	d.counts.rebuilds += uint64(res.RingsRebuilt)
 	d.counts.slots += uint64(res.SlotsWritten)

@@ -111,11 +111,15 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	if err != nil {
 		return api.Stats{}, err
 	}
+	guard, err := d.set.GuardCounters()
+	if err != nil {
+		return api.Stats{}, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
 	flows, total := d.flowCounts(cfg)
-	out := api.Stats{Counters: counters, Flows: total, Interval: d.sampler.interval(), VIPs: []api.VIPStats{}, Backends: []api.BackendStats{}}
+	out := api.Stats{Counters: counters, Flows: total, Interval: d.sampler.interval(), VIPs: []api.VIPStats{}, Backends: []api.BackendStats{}, Guard: guard}
 	perBackend := map[uint32]int{}
 	for _, byID := range flows {
 		for id, n := range byID {

@@ -5,11 +5,13 @@
 package metrics
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/control/api"
+	"github.com/switchyard/switchyard/maps"
 )
 
 // Snapshot is what one scrape exports.
@@ -82,6 +84,8 @@ var (
 	dStoreResyncs  = desc("store_resyncs_total", "Full re-lists of the store (the revision to resume from was compacted).")
 	dStoreRewatch  = desc("store_rewatches_total", "Watches resumed from the last revision after an error.")
 	dStoreWrites   = desc("store_writes_total", "CLI changes written to the store, by result (ok, conflict: retried on a fresh listing, error).", "result")
+	dGuardDrops    = desc("guard_drops_total", "New flows the XDP guard dropped, by reason (deny: a deny rule; source_rate: the source prefix's bucket was empty; vip_rate: the VIP's bucket was empty), summed over CPUs.", "reason")
+	dGuardEvents   = desc("guard_events_total", "Other events of the XDP guard: allowed (exempted by an allow rule), source_buckets_made, source_buckets_evicted (made less present), foreign_mac_passed (toward a VIP but not to this balancer's MAC), unconfirmed_promoted (a SYN's entry confirmed by the flow's next packet).", "event")
 	dStoreRefused  = desc("store_refusals_total", "Store snapshots not applied (invalid, or refused by the maps); the running state stayed.")
 )
 
@@ -90,7 +94,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPackets, dBytes, dVIPPackets, dVIPBytes, dVIPFlows, dVIPDropped, dBEPackets, dBEBytes, dBEFlows,
 		dBEState, dBEHealthy, dBEWeight, dBEShare, dFlows, dRebuilds, dSlots, dReloads, dReloadErrors, dApplyErrors,
 		dHealthChanges, dProbes, dProbesMode, dTunnelPkts, dBEHealthMode, dDrains, dNextHop, dRingDigest, dStoreUp, dStoreDown, dStoreRev, dStoreWatched,
-		dStoreEvents, dStoreResyncs, dStoreRewatch, dStoreWrites, dStoreRefused} {
+		dStoreEvents, dStoreResyncs, dStoreRewatch, dStoreWrites, dStoreRefused, dGuardDrops, dGuardEvents} {
 		ch <- d
 	}
 }
@@ -110,6 +114,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for name, v := range s.Stats.Counters {
 		counter(dPackets, float64(v.Packets), name)
 		counter(dBytes, float64(v.Bytes), name)
+	}
+	for name, v := range s.Stats.Guard {
+		if slices.Contains(maps.GuardDropReasons, name) {
+			counter(dGuardDrops, float64(v.Packets), name)
+		} else {
+			counter(dGuardEvents, float64(v.Packets), name)
+		}
 	}
 	for _, v := range s.Stats.VIPs {
 		counter(dVIPPackets, float64(v.Packets), v.Name)

@@ -20,6 +20,7 @@ func TestCollector(t *testing.T) {
 			VIPs:     []api.VIPStats{{Name: "web", Traffic: api.Traffic{Packets: 10, Bytes: 1000}, ActiveFlows: 3}},
 			Backends: []api.BackendStats{{Address: "198.18.3.1", Traffic: api.Traffic{Packets: 7, Bytes: 700}}},
 			Flows:    5,
+			Guard:    map[string]maps.Counter{"deny": {Packets: 12}, "source_rate": {Packets: 5}, "foreign_mac_passed": {Packets: 2}},
 		},
 		Backends: []api.BackendInfo{
 			{VIP: "web", Address: "198.18.3.1", State: api.StateActive, Health: "healthy", HealthMode: "tunnel", Weight: 2, ActiveFlows: 2, RingShare: 0.66},
@@ -58,6 +59,9 @@ func TestCollector(t *testing.T) {
 		`switchyard_l4_health_mode_probes_total{mode="tunnel",result="fail"} 3`,
 		`switchyard_l4_health_mode_probes_total{mode="direct",result="ok"} 1`,
 		`switchyard_l4_health_tunnel_packets_total{counter="probe_ipip"} 40`,
+		`switchyard_l4_guard_drops_total{reason="deny"} 12`,
+		`switchyard_l4_guard_drops_total{reason="source_rate"} 5`,
+		`switchyard_l4_guard_events_total{event="foreign_mac_passed"} 2`,
 		`switchyard_l4_conntrack_entries 5`,
 	} {
 		if !strings.Contains(text, line+"\n") {

@@ -174,14 +174,7 @@ func (sn Snapshot) VIPs() []config.VIP {
 }
 
 // copyVIP is a deep copy: callers change the VIPs they get, never the snapshot's.
-func copyVIP(v config.VIP) config.VIP {
-	if v.Health != nil {
-		h := *v.Health
-		v.Health = &h
-	}
-	v.Backends = append([]config.Backend(nil), v.Backends...)
-	return v
-}
+func copyVIP(v config.VIP) config.VIP { return v.Clone() }
 
 // Err reports the first invalid entry (in name order), or nil.
 func (sn Snapshot) Err() error {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/yamlx"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard/switchyard/control/config"
@@ -300,5 +302,29 @@ func TestCacheRoundTrip(t *testing.T) {
 	defer other.Close()
 	if _, err := other.LoadCache(path); err == nil || !strings.Contains(err.Error(), "not etcd://127.0.0.1:1/sy/other") {
 		t.Fatalf("cache of another store: %v", err)
+	}
+}
+
+// TestGuardTravelsWithVIP: a VIP's guard is part of its key's value, so a change of the guard is
+// a change of the VIP for Diff, and it decodes as it was written.
+func TestGuardTravelsWithVIP(t *testing.T) {
+	v := config.VIP{Name: "web", Address: "198.18.100.1", Port: 80, Protocol: "tcp",
+		Guard: &config.Guard{Deny: []string{"203.0.113.0/24"}, PerSource: &config.SourceLimit{Limit: config.Limit{Rate: 10}, PrefixV4: 24}}}
+	b, err := Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back config.VIP
+	if err := yamlx.Decode(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Guard.Equal(v.Guard) {
+		t.Fatalf("decoded guard %+v, want %+v:\n%s", back.Guard, v.Guard, b)
+	}
+	w := v.Clone()
+	w.Guard.Deny = append(w.Guard.Deny, "198.51.100.0/24")
+	changes, err := Diff([]config.VIP{v}, []config.VIP{w})
+	if err != nil || len(changes) != 1 || changes[0].VIP == nil {
+		t.Fatalf("a guard change: %v %+v, want one put", err, changes)
 	}
 }

@@ -19,3 +19,11 @@ const (
 	// 0 means none).
 	QUICKatranMaxServerID = 1<<32 - 1
 )
+
+// The DDoS guard's limits (bpf/include/guard.h, enum guard_sizes).
+const (
+	// GuardRulesMax is how many rules each of the guard's tries (allow, deny) holds.
+	GuardRulesMax = 4096
+	// GuardScopeGlobal is the scope of a global rule; no VIP id may take it.
+	GuardScopeGlobal = 0xffff
+)

@@ -34,6 +34,8 @@ type Frame struct {
 	L4 struct {
 		VIPs     map[string]*L4Rates `json:"vips"`
 		Backends map[string]*L4Rates `json:"backends"`
+		// GuardDrops are the XDP guard's drops per second by reason (deny, source_rate, vip_rate).
+		GuardDrops map[string]float64 `json:"guard_drops"`
 	} `json:"l4"`
 	// L7 pools: requests per second and p99 latency (seconds; -1 without requests).
 	L7 map[string]*PoolRates `json:"l7"`
@@ -99,7 +101,7 @@ type l7Buckets map[float64]float64
 func (a *aggregator) frame(now time.Time, res []scrapeResult) *Frame {
 	f := &Frame{Time: now.UnixMilli(), L7: map[string]*PoolRates{}, App: map[string]float64{}}
 	f.DNS.ByZone, f.DNS.ByPolicy = map[string]float64{}, map[string]float64{}
-	f.L4.VIPs, f.L4.Backends = map[string]*L4Rates{}, map[string]*L4Rates{}
+	f.L4.VIPs, f.L4.Backends, f.L4.GuardDrops = map[string]*L4Rates{}, map[string]*L4Rates{}, map[string]float64{}
 	f.Edge.Ratio = -1
 	dt := now.Sub(a.prevT).Seconds()
 	if a.prevT.IsZero() || dt <= 0 {
@@ -253,6 +255,8 @@ func (a *aggregator) addL4(f *Frame, s sample) {
 		get(f.L4.Backends, a.backendName(s.labels["backend"])).Packets += s.delta
 	case "switchyard_l4_backend_active_flows":
 		get(f.L4.Backends, a.backendName(s.labels["backend"])).Flows += s.value
+	case "switchyard_l4_guard_drops_total":
+		f.L4.GuardDrops[s.labels["reason"]] += s.delta
 	}
 }
 
@@ -310,6 +314,9 @@ func perSecond(f *Frame, dt float64, d *dnsAcc, e *edgeAcc, buckets map[string]l
 		for _, r := range m {
 			r.Packets, r.Drops = rate(r.Packets), rate(r.Drops)
 		}
+	}
+	for k, v := range f.L4.GuardDrops {
+		f.L4.GuardDrops[k] = rate(v)
 	}
 	for pool, p := range f.L7 {
 		p.RPS = rate(p.RPS)

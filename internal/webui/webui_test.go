@@ -15,6 +15,7 @@ import (
 // over HTTP as each stop serves them.
 type stopRegistries struct {
 	dnsQ, dnsP, l7Req, l4VIP, l4Drop, l4BE, app *prometheus.CounterVec
+	l4Guard                                     *prometheus.CounterVec
 	edgeHits, edgeMiss, edgeStale               prometheus.Counter
 	l4Flows                                     *prometheus.GaugeVec
 	l7Dur                                       *prometheus.HistogramVec
@@ -31,6 +32,7 @@ func serveRegistries(t *testing.T) (*stopRegistries, []Target) {
 		l4Drop:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_l4_vip_dropped_packets_total"}, []string{"vip"}),
 		l4BE:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_l4_backend_packets_total"}, []string{"backend"}),
 		l4Flows:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchyard_l4_vip_active_flows"}, []string{"vip"}),
+		l4Guard:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_l4_guard_drops_total"}, []string{"reason"}),
 		l7Req:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_l7_requests_total"}, []string{"route", "pool", "backend", "code"}),
 		l7Dur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_l7_request_duration_seconds",
 			Buckets: []float64{.001, .01, .1, 1}}, []string{"route", "pool"}),
@@ -46,7 +48,7 @@ func serveRegistries(t *testing.T) (*stopRegistries, []Target) {
 	return s, []Target{
 		serve(StopDNS, "dns", s.dnsQ, s.dnsP),
 		serve(StopEdge, "edge", s.edgeHits, s.edgeMiss, s.edgeStale),
-		serve(StopL4, "lb1", s.l4VIP, s.l4Drop, s.l4BE, s.l4Flows),
+		serve(StopL4, "lb1", s.l4VIP, s.l4Drop, s.l4BE, s.l4Flows, s.l4Guard),
 		serve(StopL7, "l7a", s.l7Req, s.l7Dur),
 		serve(StopApp, "be1", s.app),
 	}
@@ -59,6 +61,7 @@ func TestFrameRates(t *testing.T) {
 	c := NewCollector(append(targets, Target{Stop: StopL7, Name: "gone", URL: "http://127.0.0.1:1/metrics"}),
 		Options{Names: map[string]string{"10.0.0.1": "be1"}})
 	s.dnsQ.WithLabelValues("lab.test.", "A", "NOERROR").Add(5) // before the first scrape: not a rate
+	s.l4Guard.WithLabelValues("deny").Add(0)                   // the series exists at the first scrape
 	ctx := context.Background()
 	first := c.Tick(ctx)
 	if len(first.DNS.ByZone) != 1 || first.DNS.ByZone["lab.test."] != 0 {
@@ -73,6 +76,7 @@ func TestFrameRates(t *testing.T) {
 	s.l4Drop.WithLabelValues("web").Add(2)
 	s.l4BE.WithLabelValues("10.0.0.1").Add(100)
 	s.l4Flows.WithLabelValues("web").Set(7)
+	s.l4Guard.WithLabelValues("deny").Add(60)
 	for i := 0; i < 100; i++ {
 		s.l7Req.WithLabelValues("all", "app", "b", "200").Inc()
 		d := 0.005 // 99 in (0.001, 0.01]
@@ -98,6 +102,7 @@ func TestFrameRates(t *testing.T) {
 	near("vip packets", f.L4.VIPs["web"].Packets, 100)
 	near("vip drops", f.L4.VIPs["web"].Drops, 1)
 	near("vip flows", f.L4.VIPs["web"].Flows, 7)
+	near("guard deny drops", f.L4.GuardDrops["deny"], 30)
 	near("backend packets", f.L4.Backends["be1 10.0.0.1"].Packets, 50)
 	near("l7 rps", f.L7["app"].RPS, 50)
 	// rank 99 of 100 falls at the top of (0.001, 0.01].

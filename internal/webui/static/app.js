@@ -115,6 +115,8 @@ function render(f) {
   set("l4-drops", fmt(sum(map(vips, v => v.drops)), 1));
   table("l4-vips", ["VIP", "packets/s", "flows", "drops/s"], Object.keys(vips).sort().map(k => [k, fmt(vips[k].packets, 0), vips[k].flows, fmt(vips[k].drops)]));
   table("l4-backends", ["backend", "packets/s", "flows"], Object.keys(bes).sort().map(k => [k, fmt(bes[k].packets, 0), bes[k].flows]));
+  const guard = f.l4.guard_drops || {};
+  table("l4-guard", ["guard drop", "drops/s"], Object.keys(guard).sort().map(k => [k, fmt(guard[k], 1)]));
   charts["l7-rps"].push(f.t, map(f.l7, p => p.rps));
   charts["l7-p99"].push(f.t, map(f.l7, p => p.p99 < 0 ? null : 1000 * p.p99));
   set("l7-total", fmt(sum(map(f.l7, p => p.rps))));

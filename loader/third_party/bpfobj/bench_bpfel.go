@@ -27,8 +27,16 @@ const (
 	BenchMapConfig           = "config"
 	BenchMapConntrack        = "conntrack"
 	BenchMapConntrack4       = "conntrack4"
+	BenchMapConntrackSyn     = "conntrack_syn"
+	BenchMapConntrackSyn4    = "conntrack_syn4"
 	BenchMapCounters         = "counters"
 	BenchMapFloorTable       = "floor_table"
+	BenchMapGuardAllow       = "guard_allow"
+	BenchMapGuardCounters    = "guard_counters"
+	BenchMapGuardDeny        = "guard_deny"
+	BenchMapGuardSrc         = "guard_src"
+	BenchMapGuardVipBuckets  = "guard_vip_buckets"
+	BenchMapGuardVips        = "guard_vips"
 	BenchMapPrevRings16      = "prev_rings16"
 	BenchMapQuicCounters     = "quic_counters"
 	BenchMapQuicServers      = "quic_servers"
@@ -100,24 +108,32 @@ type BenchProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchMapSpecs struct {
-	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
-	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
-	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	FloorTable   *ebpf.MapSpec `ebpf:"floor_table"`
-	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
-	QuicCounters *ebpf.MapSpec `ebpf:"quic_counters"`
-	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
-	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
-	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
-	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
-	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
-	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
-	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
-	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
-	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	BackendStats    *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends        *ebpf.MapSpec `ebpf:"backends"`
+	Config          *ebpf.MapSpec `ebpf:"config"`
+	Conntrack       *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4      *ebpf.MapSpec `ebpf:"conntrack4"`
+	ConntrackSyn    *ebpf.MapSpec `ebpf:"conntrack_syn"`
+	ConntrackSyn4   *ebpf.MapSpec `ebpf:"conntrack_syn4"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	FloorTable      *ebpf.MapSpec `ebpf:"floor_table"`
+	GuardAllow      *ebpf.MapSpec `ebpf:"guard_allow"`
+	GuardCounters   *ebpf.MapSpec `ebpf:"guard_counters"`
+	GuardDeny       *ebpf.MapSpec `ebpf:"guard_deny"`
+	GuardSrc        *ebpf.MapSpec `ebpf:"guard_src"`
+	GuardVipBuckets *ebpf.MapSpec `ebpf:"guard_vip_buckets"`
+	GuardVips       *ebpf.MapSpec `ebpf:"guard_vips"`
+	PrevRings16     *ebpf.MapSpec `ebpf:"prev_rings16"`
+	QuicCounters    *ebpf.MapSpec `ebpf:"quic_counters"`
+	QuicServers     *ebpf.MapSpec `ebpf:"quic_servers"`
+	Rings16         *ebpf.MapSpec `ebpf:"rings16"`
+	ScCounters      *ebpf.MapSpec `ebpf:"sc_counters"`
+	VipAddrs        *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipDrops        *ebpf.MapSpec `ebpf:"vip_drops"`
+	VipFilter       *ebpf.MapSpec `ebpf:"vip_filter"`
+	VipGens         *ebpf.MapSpec `ebpf:"vip_gens"`
+	VipStats        *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips            *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // BenchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -146,24 +162,32 @@ func (o *BenchObjects) Close() error {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchMaps struct {
-	BackendStats *ebpf.Map `ebpf:"backend_stats"`
-	Backends     *ebpf.Map `ebpf:"backends"`
-	Config       *ebpf.Map `ebpf:"config"`
-	Conntrack    *ebpf.Map `ebpf:"conntrack"`
-	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	FloorTable   *ebpf.Map `ebpf:"floor_table"`
-	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
-	QuicCounters *ebpf.Map `ebpf:"quic_counters"`
-	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
-	Rings16      *ebpf.Map `ebpf:"rings16"`
-	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
-	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
-	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
-	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
-	VipGens      *ebpf.Map `ebpf:"vip_gens"`
-	VipStats     *ebpf.Map `ebpf:"vip_stats"`
-	Vips         *ebpf.Map `ebpf:"vips"`
+	BackendStats    *ebpf.Map `ebpf:"backend_stats"`
+	Backends        *ebpf.Map `ebpf:"backends"`
+	Config          *ebpf.Map `ebpf:"config"`
+	Conntrack       *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4      *ebpf.Map `ebpf:"conntrack4"`
+	ConntrackSyn    *ebpf.Map `ebpf:"conntrack_syn"`
+	ConntrackSyn4   *ebpf.Map `ebpf:"conntrack_syn4"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	FloorTable      *ebpf.Map `ebpf:"floor_table"`
+	GuardAllow      *ebpf.Map `ebpf:"guard_allow"`
+	GuardCounters   *ebpf.Map `ebpf:"guard_counters"`
+	GuardDeny       *ebpf.Map `ebpf:"guard_deny"`
+	GuardSrc        *ebpf.Map `ebpf:"guard_src"`
+	GuardVipBuckets *ebpf.Map `ebpf:"guard_vip_buckets"`
+	GuardVips       *ebpf.Map `ebpf:"guard_vips"`
+	PrevRings16     *ebpf.Map `ebpf:"prev_rings16"`
+	QuicCounters    *ebpf.Map `ebpf:"quic_counters"`
+	QuicServers     *ebpf.Map `ebpf:"quic_servers"`
+	Rings16         *ebpf.Map `ebpf:"rings16"`
+	ScCounters      *ebpf.Map `ebpf:"sc_counters"`
+	VipAddrs        *ebpf.Map `ebpf:"vip_addrs"`
+	VipDrops        *ebpf.Map `ebpf:"vip_drops"`
+	VipFilter       *ebpf.Map `ebpf:"vip_filter"`
+	VipGens         *ebpf.Map `ebpf:"vip_gens"`
+	VipStats        *ebpf.Map `ebpf:"vip_stats"`
+	Vips            *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *BenchMaps) Close() error {
@@ -173,8 +197,16 @@ func (m *BenchMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Conntrack4,
+		m.ConntrackSyn,
+		m.ConntrackSyn4,
 		m.Counters,
 		m.FloorTable,
+		m.GuardAllow,
+		m.GuardCounters,
+		m.GuardDeny,
+		m.GuardSrc,
+		m.GuardVipBuckets,
+		m.GuardVips,
 		m.PrevRings16,
 		m.QuicCounters,
 		m.QuicServers,

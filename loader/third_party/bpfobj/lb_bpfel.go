@@ -107,6 +107,74 @@ type LBFlowState struct {
 	Backend2 uint32
 }
 
+type LBGuardBucket struct {
+	_        structs.HostLayout
+	CreditNs uint64
+	LastNs   uint64
+}
+
+type LBGuardCounterIndex uint32
+
+const (
+	LBGuardCounterIndexGUARD_CNT_DENY        LBGuardCounterIndex = 0
+	LBGuardCounterIndexGUARD_CNT_SRC_RATE    LBGuardCounterIndex = 1
+	LBGuardCounterIndexGUARD_CNT_VIP_RATE    LBGuardCounterIndex = 2
+	LBGuardCounterIndexGUARD_CNT_ALLOWED     LBGuardCounterIndex = 3
+	LBGuardCounterIndexGUARD_CNT_SRC_NEW     LBGuardCounterIndex = 4
+	LBGuardCounterIndexGUARD_CNT_FOREIGN_MAC LBGuardCounterIndex = 5
+	LBGuardCounterIndexGUARD_CNT_UNCONFIRMED LBGuardCounterIndex = 6
+	LBGuardCounterIndexGUARD_CNT_MAX         LBGuardCounterIndex = 7
+)
+
+type LBGuardFlags uint32
+
+const (
+	LBGuardFlagsGUARD_ALLOW        LBGuardFlags = 1
+	LBGuardFlagsGUARD_DENY         LBGuardFlags = 2
+	LBGuardFlagsGUARD_GLOBAL_ALLOW LBGuardFlags = 4
+	LBGuardFlagsGUARD_GLOBAL_DENY  LBGuardFlags = 8
+	LBGuardFlagsGUARD_SRC_LIMIT    LBGuardFlags = 16
+	LBGuardFlagsGUARD_VIP_LIMIT    LBGuardFlags = 32
+)
+
+type LBGuardPrefixKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Scope     uint16
+	Family    uint8
+	Pad       uint8
+	Addr      [4]uint32
+}
+
+type LBGuardSizes uint32
+
+const (
+	LBGuardSizesGUARD_RULES_MAX    LBGuardSizes = 4096
+	LBGuardSizesGUARD_SCOPE_GLOBAL LBGuardSizes = 65535
+	LBGuardSizesGUARD_SRC_DEFAULT  LBGuardSizes = 65536
+	LBGuardSizesGUARD_PREFIX_FULL  LBGuardSizes = 160
+)
+
+type LBGuardSrcKey struct {
+	_      structs.HostLayout
+	Addr   [4]uint32
+	VipId  uint16
+	Family uint8
+	Plen   uint8
+}
+
+type LBGuardVip struct {
+	_         structs.HostLayout
+	Flags     uint32
+	SrcPlen4  uint8
+	SrcPlen6  uint8
+	Pad       uint16
+	SrcCostNs uint64
+	SrcCapNs  uint64
+	VipCostNs uint64
+	VipCapNs  uint64
+}
+
 type LBLbConfig struct {
 	_              structs.HostLayout
 	IfMac          [6]uint8
@@ -211,24 +279,32 @@ type LBVipMeta struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LBMapBackendStats = "backend_stats"
-	LBMapBackends     = "backends"
-	LBMapConfig       = "config"
-	LBMapConntrack    = "conntrack"
-	LBMapConntrack4   = "conntrack4"
-	LBMapCounters     = "counters"
-	LBMapPrevRings16  = "prev_rings16"
-	LBMapQuicCounters = "quic_counters"
-	LBMapQuicServers  = "quic_servers"
-	LBMapRings16      = "rings16"
-	LBMapScCounters   = "sc_counters"
-	LBMapVipAddrs     = "vip_addrs"
-	LBMapVipDrops     = "vip_drops"
-	LBMapVipFilter    = "vip_filter"
-	LBMapVipGens      = "vip_gens"
-	LBMapVipStats     = "vip_stats"
-	LBMapVips         = "vips"
-	LBProgXdpLb       = "xdp_lb"
+	LBMapBackendStats    = "backend_stats"
+	LBMapBackends        = "backends"
+	LBMapConfig          = "config"
+	LBMapConntrack       = "conntrack"
+	LBMapConntrack4      = "conntrack4"
+	LBMapConntrackSyn    = "conntrack_syn"
+	LBMapConntrackSyn4   = "conntrack_syn4"
+	LBMapCounters        = "counters"
+	LBMapGuardAllow      = "guard_allow"
+	LBMapGuardCounters   = "guard_counters"
+	LBMapGuardDeny       = "guard_deny"
+	LBMapGuardSrc        = "guard_src"
+	LBMapGuardVipBuckets = "guard_vip_buckets"
+	LBMapGuardVips       = "guard_vips"
+	LBMapPrevRings16     = "prev_rings16"
+	LBMapQuicCounters    = "quic_counters"
+	LBMapQuicServers     = "quic_servers"
+	LBMapRings16         = "rings16"
+	LBMapScCounters      = "sc_counters"
+	LBMapVipAddrs        = "vip_addrs"
+	LBMapVipDrops        = "vip_drops"
+	LBMapVipFilter       = "vip_filter"
+	LBMapVipGens         = "vip_gens"
+	LBMapVipStats        = "vip_stats"
+	LBMapVips            = "vips"
+	LBProgXdpLb          = "xdp_lb"
 )
 
 // LoadLB returns the embedded CollectionSpec for LB.
@@ -280,23 +356,31 @@ type LBProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LBMapSpecs struct {
-	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
-	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
-	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	PrevRings16  *ebpf.MapSpec `ebpf:"prev_rings16"`
-	QuicCounters *ebpf.MapSpec `ebpf:"quic_counters"`
-	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
-	Rings16      *ebpf.MapSpec `ebpf:"rings16"`
-	ScCounters   *ebpf.MapSpec `ebpf:"sc_counters"`
-	VipAddrs     *ebpf.MapSpec `ebpf:"vip_addrs"`
-	VipDrops     *ebpf.MapSpec `ebpf:"vip_drops"`
-	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
-	VipGens      *ebpf.MapSpec `ebpf:"vip_gens"`
-	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
-	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	BackendStats    *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends        *ebpf.MapSpec `ebpf:"backends"`
+	Config          *ebpf.MapSpec `ebpf:"config"`
+	Conntrack       *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4      *ebpf.MapSpec `ebpf:"conntrack4"`
+	ConntrackSyn    *ebpf.MapSpec `ebpf:"conntrack_syn"`
+	ConntrackSyn4   *ebpf.MapSpec `ebpf:"conntrack_syn4"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	GuardAllow      *ebpf.MapSpec `ebpf:"guard_allow"`
+	GuardCounters   *ebpf.MapSpec `ebpf:"guard_counters"`
+	GuardDeny       *ebpf.MapSpec `ebpf:"guard_deny"`
+	GuardSrc        *ebpf.MapSpec `ebpf:"guard_src"`
+	GuardVipBuckets *ebpf.MapSpec `ebpf:"guard_vip_buckets"`
+	GuardVips       *ebpf.MapSpec `ebpf:"guard_vips"`
+	PrevRings16     *ebpf.MapSpec `ebpf:"prev_rings16"`
+	QuicCounters    *ebpf.MapSpec `ebpf:"quic_counters"`
+	QuicServers     *ebpf.MapSpec `ebpf:"quic_servers"`
+	Rings16         *ebpf.MapSpec `ebpf:"rings16"`
+	ScCounters      *ebpf.MapSpec `ebpf:"sc_counters"`
+	VipAddrs        *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipDrops        *ebpf.MapSpec `ebpf:"vip_drops"`
+	VipFilter       *ebpf.MapSpec `ebpf:"vip_filter"`
+	VipGens         *ebpf.MapSpec `ebpf:"vip_gens"`
+	VipStats        *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips            *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // LBVariableSpecs contains global variables before they are loaded into the kernel.
@@ -325,23 +409,31 @@ func (o *LBObjects) Close() error {
 //
 // It can be passed to LoadLBObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LBMaps struct {
-	BackendStats *ebpf.Map `ebpf:"backend_stats"`
-	Backends     *ebpf.Map `ebpf:"backends"`
-	Config       *ebpf.Map `ebpf:"config"`
-	Conntrack    *ebpf.Map `ebpf:"conntrack"`
-	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	PrevRings16  *ebpf.Map `ebpf:"prev_rings16"`
-	QuicCounters *ebpf.Map `ebpf:"quic_counters"`
-	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
-	Rings16      *ebpf.Map `ebpf:"rings16"`
-	ScCounters   *ebpf.Map `ebpf:"sc_counters"`
-	VipAddrs     *ebpf.Map `ebpf:"vip_addrs"`
-	VipDrops     *ebpf.Map `ebpf:"vip_drops"`
-	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
-	VipGens      *ebpf.Map `ebpf:"vip_gens"`
-	VipStats     *ebpf.Map `ebpf:"vip_stats"`
-	Vips         *ebpf.Map `ebpf:"vips"`
+	BackendStats    *ebpf.Map `ebpf:"backend_stats"`
+	Backends        *ebpf.Map `ebpf:"backends"`
+	Config          *ebpf.Map `ebpf:"config"`
+	Conntrack       *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4      *ebpf.Map `ebpf:"conntrack4"`
+	ConntrackSyn    *ebpf.Map `ebpf:"conntrack_syn"`
+	ConntrackSyn4   *ebpf.Map `ebpf:"conntrack_syn4"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	GuardAllow      *ebpf.Map `ebpf:"guard_allow"`
+	GuardCounters   *ebpf.Map `ebpf:"guard_counters"`
+	GuardDeny       *ebpf.Map `ebpf:"guard_deny"`
+	GuardSrc        *ebpf.Map `ebpf:"guard_src"`
+	GuardVipBuckets *ebpf.Map `ebpf:"guard_vip_buckets"`
+	GuardVips       *ebpf.Map `ebpf:"guard_vips"`
+	PrevRings16     *ebpf.Map `ebpf:"prev_rings16"`
+	QuicCounters    *ebpf.Map `ebpf:"quic_counters"`
+	QuicServers     *ebpf.Map `ebpf:"quic_servers"`
+	Rings16         *ebpf.Map `ebpf:"rings16"`
+	ScCounters      *ebpf.Map `ebpf:"sc_counters"`
+	VipAddrs        *ebpf.Map `ebpf:"vip_addrs"`
+	VipDrops        *ebpf.Map `ebpf:"vip_drops"`
+	VipFilter       *ebpf.Map `ebpf:"vip_filter"`
+	VipGens         *ebpf.Map `ebpf:"vip_gens"`
+	VipStats        *ebpf.Map `ebpf:"vip_stats"`
+	Vips            *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *LBMaps) Close() error {
@@ -351,7 +443,15 @@ func (m *LBMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Conntrack4,
+		m.ConntrackSyn,
+		m.ConntrackSyn4,
 		m.Counters,
+		m.GuardAllow,
+		m.GuardCounters,
+		m.GuardDeny,
+		m.GuardSrc,
+		m.GuardVipBuckets,
+		m.GuardVips,
 		m.PrevRings16,
 		m.QuicCounters,
 		m.QuicServers,
