@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/internal/yamlx"
 
@@ -124,7 +125,7 @@ type Route struct {
 	Timeout   time.Duration `yaml:"timeout"`
 	RateLimit *RateLimit    `yaml:"rate_limit"`
 	// Compress compresses responses as clients ask (compress.go).
-	Compress *Compress `yaml:"compress"`
+	Compress *compress.Rule `yaml:"compress"`
 }
 
 // Split is one pool of a route's weighted split: it gets Weight parts of the route's requests
@@ -513,7 +514,7 @@ func (c *Config) Validate() error {
 			return err
 		}
 		if cp := r.Compress; cp != nil {
-			if err := cp.validate(c, f+".compress"); err != nil {
+			if err := c.validateCompress(f+".compress", cp); err != nil {
 				return err
 			}
 		}

@@ -257,7 +257,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 func modifyResponse(resp *http.Response) error {
 	ex := resp.Request.Context().Value(exchangeKey).(*exchange)
 	ex.route.responseHeaders.Apply(resp.Header)
-	ex.route.compress.encodeResponse(resp)
+	encodeResponse(ex.route.compress, resp)
 	resp.Header.Add("Via", fmt.Sprintf("%d.%d switchyard", resp.ProtoMajor, resp.ProtoMinor))
 	p := ex.route.pool
 	if p.sticky != nil && ex.backend != nil && p.sticky.NeedsCookie(resp.Request, ex.backend) {

@@ -65,7 +65,7 @@ type clientConn struct {
 	// coding is the content coding the request's route compresses its response with, as the
 	// client asked (compress.go); Identity: none.
 	coding   compress.Coding
-	compress *compressRT // the route's compression (nil: none)
+	compress *compress.Policy // the route's compression (nil: none)
 
 	head   h1.Head
 	rhead  h1.Head
@@ -150,7 +150,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	}
 	cc.grpc = rq.RI.GRPC && cc.stream != nil
 	cc.responseHeaders = rq.rt.responseHeaders
-	cc.compress, cc.coding = rq.rt.compress, rq.rt.compress.negotiate(&cc.head)
+	cc.compress, cc.coding = rq.rt.compress, negotiateCoding(rq.rt.compress, &cc.head)
 	if rq.rt.retry.Covers(rq.Method) {
 		rq.retry = rq.rt.retry
 	}

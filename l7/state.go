@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
@@ -49,10 +50,10 @@ type routeRT struct {
 	durationObs  prometheus.Observer
 	// requestHeaders and responseHeaders modify the fields on the way (filters:; nil: none)
 	requestHeaders, responseHeaders *core.HeaderFilter
-	redirect                        *Redirect   // answered by the proxy (net/http engine); nil: sent on
-	rewrite                         *URLRewrite // the path and Host the backend gets; nil: the client's
-	mirror                          *mirrorRT   // copies requests to a shadow pool; nil: none
-	compress                        *compressRT // compresses responses; nil: none
+	redirect                        *Redirect        // answered by the proxy (net/http engine); nil: sent on
+	rewrite                         *URLRewrite      // the path and Host the backend gets; nil: the client's
+	mirror                          *mirrorRT        // copies requests to a shadow pool; nil: none
+	compress                        *compress.Policy // compresses responses; nil: none
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
 	split   *balance.Weighted
@@ -181,7 +182,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 		if m := rc.Mirror; m != nil {
 			rt.mirror = s.newMirror(rc.Name, m, st.pools[m.Pool], cfg.Timeouts.Total)
 		}
-		rt.compress = newCompressRT(rc.Compress)
+		rt.compress = compress.NewPolicy(rc.Compress)
 		rt = s.splitRoute(st, rt)
 		st.routes = append(st.routes, rt)
 	}
