@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/compress"
 )
 
 // serveCacheable answers a GET or HEAD: from the store when a stored response may be used, or
@@ -29,6 +30,9 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := e.lookupKey(primary, r.Header)
+	if cd := e.coding(r.Header); cd != compress.Identity && e.serveCoded(w, r, reqCC, key, cd) {
+		return
+	}
 	ent, ok, err := e.store.Get(key)
 	if err != nil {
 		e.unavailable(w, key, err)
@@ -612,6 +616,9 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	header.Del("Age")
 	header.Del("X-Cache")
 	addVia(header) // stored with it, so a hit sends it without work
+	if e.compress.Applies(compress.ResponseOf(resp.StatusCode, resp.ContentLength, header)) {
+		compress.AddVary(header) // its coded variants are served by Accept-Encoding (compress.go)
+	}
 	for _, fld := range append(respCC.Fields("no-cache"), respCC.Fields("private")...) {
 		header.Del(fld) // qualified no-cache/private: store the rest without these fields
 	}
@@ -633,6 +640,9 @@ func (e *Edge) fillRequest(ctx context.Context, r *http.Request, stored *store.E
 	req := e.upstreamRequest(ctx, r, http.MethodGet, nil)
 	for _, k := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
 		req.Header.Del(k) // the edge fetches whole objects and validates its own copy
+	}
+	if e.compress != nil {
+		req.Header.Set("Accept-Encoding", "identity") // stored as it is; codings are made here (compress.go)
 	}
 	if stored != nil {
 		if v := stored.Meta.Header.Get("Etag"); v != "" {

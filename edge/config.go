@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/edge/store"
 	"github.com/switchyard/switchyard/internal/adminauth"
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
@@ -35,6 +36,8 @@ type Config struct {
 	// CacheKey are the rules that tell objects apart by URI (edge/cachekey.go); nil: the URI
 	// as sent.
 	CacheKey *CacheKey `yaml:"cache_key"`
+	// Compress stores and serves compressed codings of what it caches (edge/compress.go).
+	Compress *compress.Rule `yaml:"compress"`
 	// Memory sizes the memory tier.
 	Memory MemoryConfig `yaml:"memory"`
 	// Disk configures the optional disk tier.
@@ -299,6 +302,11 @@ func (c *Config) Validate() error {
 	if c.CacheKey != nil {
 		if err := c.CacheKey.validate(); err != nil {
 			return err
+		}
+	}
+	if c.Compress != nil {
+		if sub, err := c.Compress.Check(); err != nil {
+			return &fieldError{strings.TrimSuffix("compress."+sub, "."), err.Error()}
 		}
 	}
 	if c.TLS != nil {

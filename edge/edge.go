@@ -28,6 +28,7 @@ import (
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/fastpath"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/handover"
@@ -64,6 +65,9 @@ type Edge struct {
 	// variants maps a primary key to the Vary header names and variant keys stored under it.
 	variantsMu sync.RWMutex
 	variants   map[string]*variantSet
+	// compress is the compression rule at run time (nil: none), encoding its first compressions.
+	compress *compress.Policy
+	encoding encoding
 
 	servers []*http.Server
 	addrs   []net.Addr
@@ -110,6 +114,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 		variants:  map[string]*variantSet{},
 		heuristic: cachecontrol.Heuristic{Fraction: cfg.Heuristic.Fraction, Max: time.Duration(cfg.Heuristic.Max)},
 		passes:    passSet(cfg.RequestHeaders),
+		compress:  compress.NewPolicy(cfg.Compress),
 		id:        newInstanceID(),
 	}
 	e.SetPushPeers(cfg.Admin.PushTo)
@@ -409,7 +414,7 @@ func (e *Edge) keysOf(primary string) []string {
 		delete(e.variants, primary)
 	}
 	e.variantsMu.Unlock()
-	return keys
+	return e.withCoded(keys)
 }
 
 // variantKeys returns the keys a URL may be stored under: the primary key and the variant keys
@@ -423,7 +428,7 @@ func (e *Edge) variantKeys(primary string) []string {
 		}
 	}
 	e.variantsMu.RUnlock()
-	return keys
+	return e.withCoded(keys)
 }
 
 // invalidate removes every variant of a URL (RFC 9111 4.4), and keeps a fetch of it in flight

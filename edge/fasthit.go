@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard/switchyard/edge/cachecontrol"
 	"github.com/switchyard/switchyard/edge/fastpath"
 	"github.com/switchyard/switchyard/edge/store"
+	"github.com/switchyard/switchyard/internal/compress"
 )
 
 // Limits and timeouts of client connections, on the fast path and on the net/http, HTTP/2 and
@@ -46,6 +47,11 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 		key = variantKey(primary, vs.names, req.Fields(vs.names))
 	} else if keyed := e.cfg.RequestHeaders.Key; len(keyed) > 0 {
 		key = variantKey(primary, keyed, req.Fields(keyed))
+	}
+	if e.compress != nil {
+		if cd := e.coding(req.Fields(acceptEncodingField)); cd != compress.Identity {
+			key = codedKey(key, cd) // not stored yet: the full path makes it (serveCoded)
+		}
 	}
 	ent, found, err := e.store.Get(key)
 	if err != nil || !found || (ent.Body == nil && ent.Meta.Size > 0) {

@@ -35,6 +35,8 @@ type Stats struct {
 	MemoryEvictions, DiskEvictions atomic.Int64
 	// Purged counts entries removed or marked stale by purges; Pushed counts pushed URLs stored.
 	Purged, Pushed atomic.Int64
+	// Compressed counts coded variants made from stored responses (compress.go).
+	Compressed atomic.Int64
 	// PushForwarded and PushForwardErrors count pushed objects sent on to admin.push_to peers,
 	// and the forwards that failed.
 	PushForwarded, PushForwardErrors atomic.Int64
@@ -91,7 +93,7 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"origin_requests": float64(s.OriginRequests.Load()), "origin_bytes": float64(s.OriginBytes.Load()),
 		"revalidations": float64(s.Revalidations.Load()), "not_modified": float64(s.NotModified.Load()),
 		"memory_evictions": float64(s.MemoryEvictions.Load()), "disk_evictions": float64(s.DiskEvictions.Load()),
-		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()),
+		"purged": float64(s.Purged.Load()), "pushed": float64(s.Pushed.Load()), "compressed": float64(s.Compressed.Load()),
 		"tier_fallbacks": float64(s.TierFallbacks.Load()), "hit_ratio": s.HitRatio(),
 		"fast_path_hits":      float64(s.FastPath.Load()),
 		"fast_path_lent":      float64(s.Lent.Load()),
@@ -121,6 +123,7 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("collapsed_requests_total", "Requests that waited on another request's upstream fetch instead of making their own.", &s.Collapsed, nil)
 	counter("origin_requests_total", "Requests sent upstream (origin or upper tier).", &s.OriginRequests, nil)
 	counter("origin_bytes_total", "Body bytes received from upstream.", &s.OriginBytes, nil)
+	counter("compressed_total", "Coded variants (gzip, br, zstd) made from stored responses: each coding of an object once.", &s.Compressed, nil)
 	counter("evictions_total", "Entries evicted for lack of room.", &s.MemoryEvictions, prometheus.Labels{"tier": "memory"})
 	counter("evictions_total", "Entries evicted for lack of room.", &s.DiskEvictions, prometheus.Labels{"tier": "disk"})
 	counter("purged_total", "Entries removed or marked stale by purges.", &s.Purged, nil)

@@ -562,6 +562,9 @@ func (w *Writer) Spool() (*os.File, error) {
 // Failed reports whether a write failed (the body on disk is then incomplete).
 func (w *Writer) Failed() bool { return w.failed != nil }
 
+// Len is the number of body bytes written so far.
+func (w *Writer) Len() int64 { return w.n }
+
 // Commit completes the body and stores m (its Size and File are filled in) in both tiers.
 func (w *Writer) Commit(m *Meta) (*Entry, error) {
 	if w.failed != nil {
