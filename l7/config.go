@@ -193,6 +193,10 @@ type Pool struct {
 	// TLS tunes TLS to h2 backends: the roots that verify them, the name verified, and a
 	// client certificate for mutual TLS.
 	TLS *UpstreamTLS `yaml:"tls"`
+	// SendProxyProtocol (v1 or v2) starts each connection to a backend with a PROXY header
+	// carrying the client's address (HAProxy's send-proxy); such connections serve one client
+	// connection each (http1 pools only).
+	SendProxyProtocol string `yaml:"send_proxy_protocol"`
 	// MaxInFlight bounds requests in flight to the pool; past it requests are shed with 503.
 	MaxInFlight int          `yaml:"max_in_flight"`
 	Timeouts    PoolTimeouts `yaml:"timeouts"`
@@ -578,6 +582,12 @@ func (c *Config) validatePool(f string, p Pool) error {
 	case "http1", "h2c", "h2":
 	default:
 		return c.fieldError(f+".protocol", "unknown %q; use http1, h2c or h2", p.Protocol)
+	}
+	switch {
+	case p.SendProxyProtocol != "" && p.SendProxyProtocol != "v1" && p.SendProxyProtocol != "v2":
+		return c.fieldError(f+".send_proxy_protocol", "unknown %q; use v1 or v2", p.SendProxyProtocol)
+	case p.SendProxyProtocol != "" && p.Protocol != "http1":
+		return c.fieldError(f+".send_proxy_protocol", "a PROXY header describes one client connection and an %s connection carries many clients' streams; use protocol: http1 for this pool", p.Protocol)
 	}
 	if p.TLS != nil {
 		if p.Protocol != "h2" {

@@ -376,7 +376,7 @@ func (gc *goConn) requestBody(payload bool) core.RequestBody {
 // transport does the same).
 func (gc *goConn) exchange(p *pool, b *balance.Backend, method string, bodyDone bool, deadline time.Time) (*upConn, error) {
 	for try := 0; ; try++ {
-		uc, err := p.up.get(b, time.Now())
+		uc, err := p.up.get(b, time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()})
 		if err != nil {
 			return nil, err
 		}
@@ -439,7 +439,7 @@ func (gc *goConn) respond(uc *upConn, p *pool, b *balance.Backend, method string
 			}
 		}
 		if keep {
-			p.up.put(b, uc, time.Now())
+			p.up.put(uc, time.Now())
 		}
 	}
 	code, n, cerr := gc.copyResponse(uc, method, deadline, finish)

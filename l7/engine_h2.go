@@ -32,6 +32,7 @@ type h2Conn struct {
 	s      *Server
 	scheme string
 	raddr  net.Addr
+	laddr  net.Addr
 	tls    *tls.ConnectionState
 	conn   *h2.Conn
 	altSvc []byte // the Alt-Svc line of the listener's HTTP/3, or nil
@@ -52,7 +53,7 @@ type h2Req struct {
 // caller counted it against max_connections and releases it afterwards.
 func (s *Server) serveH2(nc net.Conn, scheme string, ts *tls.ConnectionState, altSvc, certHeader []byte) {
 	cfg := s.state.Load().cfg
-	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), tls: ts, altSvc: altSvc, certHeader: certHeader}
+	hc := &h2Conn{s: s, scheme: scheme, raddr: nc.RemoteAddr(), laddr: nc.LocalAddr(), tls: ts, altSvc: altSvc, certHeader: certHeader}
 	hc.conn = h2.NewConn(nc, h2.Config{
 		MaxHeaderBytes:  cfg.Limits.MaxHeaderBytes,
 		IdleTimeout:     cfg.Timeouts.Idle,
@@ -272,7 +273,7 @@ func (sc *streamConn) Write([]byte) (int, error) {
 func (sc *streamConn) Close() error { return nil }
 
 // LocalAddr implements net.Conn.
-func (sc *streamConn) LocalAddr() net.Addr { return sc.hc.raddr }
+func (sc *streamConn) LocalAddr() net.Addr { return sc.hc.laddr }
 
 // RemoteAddr implements net.Conn.
 func (sc *streamConn) RemoteAddr() net.Addr { return sc.hc.raddr }

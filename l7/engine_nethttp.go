@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,8 @@ type exchange struct {
 	scheme   string
 	// broken is the error that cut the backend's response body short (not the client's abort).
 	broken error
+	// client are the client connection's addresses, for a pool's PROXY header (proxyDial).
+	client clientEnds
 }
 
 // ServeHTTP is the proxy's request path: admission, normalisation, routing, rate limiting, pool
@@ -47,7 +51,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	st := s.state.Load()
 	rec := &recorder{ResponseWriter: w, code: http.StatusOK}
-	ex := &exchange{scheme: schemeOf(r)}
+	ex := &exchange{scheme: schemeOf(r), client: clientEndsOf(r)}
 	defer func() { s.observe(r, rec, ex, start) }()
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the response start while the request body still streams up (bidirectional
@@ -436,4 +440,15 @@ func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start tim
 			status: rec.code, bytes: rec.bytes, duration: elapsed, route: routeName, pool: poolName, backend: backend,
 			attempts: ex.attempts})
 	}
+}
+
+// clientEndsOf are the addresses of r's client connection (dst nil where the server does not
+// say: the PROXY header is then LOCAL).
+func clientEndsOf(r *http.Request) clientEnds {
+	var ends clientEnds
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		ends.src = net.TCPAddrFromAddrPort(ap)
+	}
+	ends.dst, _ = r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ends
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/compress"
 	"github.com/switchyard/switchyard/internal/connlimit"
+	"github.com/switchyard/switchyard/internal/proxyproto"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 	"github.com/switchyard/switchyard/l7/health"
@@ -301,6 +302,10 @@ func newTransport(pc Pool, tc *tls.Config, counted func(connlimit.DialFunc) conn
 	if counted != nil {
 		dial = counted(dial)
 	}
+	v := proxyVersion(pc.SendProxyProtocol)
+	if v != 0 {
+		dial = proxyDial(v, dial)
+	}
 	t := &http.Transport{
 		DialContext:           dial,
 		MaxIdleConns:          0,
@@ -312,6 +317,9 @@ func newTransport(pc Pool, tc *tls.Config, counted func(connlimit.DialFunc) conn
 		// The proxy forwards the client's Accept-Encoding and must not decompress bodies itself.
 		DisableCompression: true,
 		Protocols:          new(http.Protocols),
+		// A PROXY header names one client: a connection per request on this path (the core
+		// keeps such connections per client connection instead: upstreams.get).
+		DisableKeepAlives: v != 0 && counted != nil,
 	}
 	switch pc.Protocol {
 	case "h2c":
@@ -331,4 +339,24 @@ func (rt *routeRT) poolName() string {
 		return ""
 	}
 	return rt.pool.name
+}
+
+// proxyDial starts each connection with a PROXY header of version v: the client's, from the
+// request's exchange (net/http's path), or LOCAL without one (health checks).
+func proxyDial(v int, dial connlimit.DialFunc) connlimit.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		var ends clientEnds
+		if ex, ok := ctx.Value(exchangeKey).(*exchange); ok {
+			ends = ex.client
+		}
+		if _, err := c.Write(proxyproto.Header(v, ends.src, ends.dst)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("send proxy protocol header to %s: %w", addr, err)
+		}
+		return c, nil
+	}
 }

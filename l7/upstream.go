@@ -2,6 +2,7 @@ package l7
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/internal/proxyproto"
 	"github.com/switchyard/switchyard/l7/balance"
 	"github.com/switchyard/switchyard/l7/core"
 )
@@ -17,6 +19,7 @@ import (
 // buffer.
 type upConn struct {
 	h1.Reader
+	key    upKey // where it idles: its backend (and its client, for PROXY pools)
 	reused bool
 	rc     syscall.RawConn // for probe, made once (SyscallConn allocates)
 	peek   func(fd uintptr) bool
@@ -29,17 +32,41 @@ type upConn struct {
 // nobody asked for) or was shut by the backend is discarded.
 type upstreams struct {
 	mu      sync.Mutex
-	idle    *core.Idle[*balance.Backend, *upConn]
+	idle    *core.Idle[upKey, *upConn]
 	maxIdle int
 	idleFor time.Duration
 	dialer  connlimit.DialFunc // counts each connection against the server's descriptor budget
-	closed  bool
+	// sendProxy is the PROXY protocol version each connection starts with (0: none); such a
+	// connection carries one client connection's requests only (its key names that client).
+	sendProxy int
+	closed    bool
 }
+
+// upKey is where an idle upstream connection may be reused: its backend and, for a pool that
+// sends PROXY headers, the client connection (addresses) its header named.
+type upKey struct {
+	b      *balance.Backend
+	client string
+}
+
+// clientEnds are the addresses of a client connection, for a PROXY header.
+type clientEnds struct{ src, dst net.Addr }
 
 func newUpstreams(pc Pool, budget *connlimit.Budget) *upstreams {
 	d := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
-	return &upstreams{idle: core.NewIdle[*balance.Backend, *upConn](), maxIdle: pc.MaxIdlePerBackend,
-		idleFor: pc.Timeouts.Idle, dialer: budget.Dial(d.DialContext)}
+	return &upstreams{idle: core.NewIdle[upKey, *upConn](), maxIdle: pc.MaxIdlePerBackend,
+		idleFor: pc.Timeouts.Idle, dialer: budget.Dial(d.DialContext), sendProxy: proxyVersion(pc.SendProxyProtocol)}
+}
+
+// proxyVersion reads send_proxy_protocol (validated): 0 for none.
+func proxyVersion(v string) int {
+	switch v {
+	case "v1":
+		return 1
+	case "v2":
+		return 2
+	}
+	return 0
 }
 
 func closeUpConn(uc *upConn) { uc.Conn.Close() }
@@ -48,13 +75,17 @@ func (u *upstreams) idleForOf(*upConn) time.Duration { return u.idleFor }
 
 // get returns an idle connection to b that is quiet and has not been idle too long, or dials a
 // new one.
-func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
+func (u *upstreams) get(b *balance.Backend, now time.Time, client clientEnds) (*upConn, error) {
+	key := upKey{b: b}
+	if u.sendProxy != 0 {
+		key.client = client.src.String() + " " + client.dst.String()
+	}
 	for {
 		u.mu.Lock()
-		uc, ok := u.idle.Get(b, now, u.idleForOf, closeUpConn)
+		uc, ok := u.idle.Get(key, now, u.idleForOf, closeUpConn)
 		u.mu.Unlock()
 		if !ok {
-			return u.dial(b)
+			return u.dial(key, client)
 		}
 		if uc.probe() == core.IdleQuiet {
 			uc.reused = true
@@ -64,19 +95,26 @@ func (u *upstreams) get(b *balance.Backend, now time.Time) (*upConn, error) {
 	}
 }
 
-func (u *upstreams) dial(b *balance.Backend) (*upConn, error) {
-	c, err := u.dialer(context.Background(), "tcp", b.Address)
+// dial opens a connection to key's backend, its PROXY header first when the pool sends one.
+func (u *upstreams) dial(key upKey, client clientEnds) (*upConn, error) {
+	c, err := u.dialer(context.Background(), "tcp", key.b.Address)
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{Reader: h1.Reader{Conn: c, Buf: make([]byte, 16<<10)}}, nil
+	if u.sendProxy != 0 {
+		if _, err := c.Write(proxyproto.Header(u.sendProxy, client.src, client.dst)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("send proxy protocol header to %s: %w", key.b.Address, err)
+		}
+	}
+	return &upConn{Reader: h1.Reader{Conn: c, Buf: make([]byte, 16<<10)}, key: key}, nil
 }
 
 // put returns a connection whose last response was read completely (core.Reusable); past
 // maxIdle it is closed.
-func (u *upstreams) put(b *balance.Backend, uc *upConn, now time.Time) {
+func (u *upstreams) put(uc *upConn, now time.Time) {
 	u.mu.Lock()
-	if !u.closed && u.idle.Put(b, uc, now, u.maxIdle) {
+	if !u.closed && u.idle.Put(uc.key, uc, now, u.maxIdle) {
 		u.mu.Unlock()
 		return
 	}
