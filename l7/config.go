@@ -117,8 +117,11 @@ type Route struct {
 	Match Match  `yaml:"match"`
 	// Pool is where the route sends; Pools instead splits its requests over several pools by
 	// weight (a canary, a migration), in the Gateway API's backendRefs sense.
-	Pool      string        `yaml:"pool"`
-	Pools     []Split       `yaml:"pools"`
+	Pool  string  `yaml:"pool"`
+	Pools []Split `yaml:"pools"`
+	// SplitKey makes a split sticky: requests with the same key (client, header:NAME or
+	// cookie:NAME) always go to the same pool while the weights stay.
+	SplitKey  string        `yaml:"split_key"`
 	Filters   *Filters      `yaml:"filters"`
 	Mirror    *Mirror       `yaml:"mirror"`
 	Retry     *Retry        `yaml:"retry"`
@@ -727,6 +730,14 @@ func (c *Config) validateSplits(f string, r Route, pools map[string]bool) error 
 	}
 	if len(r.Pools) > 0 && total == 0 {
 		return c.fieldError(f+".pools", "route %q: the weights add up to 0, so it could send nowhere; give at least one pool a weight above 0", r.Name)
+	}
+	if r.SplitKey != "" {
+		if len(r.Pools) == 0 {
+			return c.fieldError(f+".split_key", "route %q has no split to make sticky; use it with pools", r.Name)
+		}
+		if _, err := balance.ParseKey(r.SplitKey); err != nil || r.SplitKey == "path" {
+			return c.fieldError(f+".split_key", "unknown %q; use client, header:NAME or cookie:NAME", r.SplitKey)
+		}
 	}
 	return nil
 }

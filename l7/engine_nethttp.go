@@ -70,7 +70,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, http.StatusNotFound, "no route matches "+r.Method+" "+clean, false)
 		return
 	}
-	rt := st.routes[m.Index].pick()
+	rt := st.routes[m.Index].pick(r)
 	ex.route = rt
 	if rt.redirect != nil {
 		rec.code = rt.redirect.answer(rec, r, ex.scheme)

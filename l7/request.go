@@ -138,7 +138,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	if len(cc.s.acme) > 0 && strings.HasPrefix(rq.Clean, tlsconf.HTTPChallengePath) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
-	rq.rt = st.routes[rq.Index].pick()
+	rq.rt = st.routes[rq.Index].pick(&cc.m.Req)
 	if rq.rt.redirect != nil {
 		return rq, false // a redirect is net/http's to answer (filters.go)
 	}

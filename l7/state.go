@@ -57,8 +57,9 @@ type routeRT struct {
 	compress                        *compress.Policy // compresses responses; nil: none
 	// split picks among members, one routeRT per pool of a weighted route (members[0] is rt);
 	// nil for a route to one pool.
-	split   *balance.Weighted
-	members []*routeRT
+	split    *balance.Weighted
+	members  []*routeRT
+	splitKey balance.Key // split_key: the same pool for the same key; nil: none
 }
 
 // pool is a pool's runtime.
@@ -94,6 +95,7 @@ func (s *Server) splitRoute(st *state, base *routeRT) *routeRT {
 	splits := base.cfg.Splits()
 	members := make([]*routeRT, 0, len(splits))
 	weights := make([]int, 0, len(splits))
+	names := make([]string, 0, len(splits))
 	for _, sp := range splits {
 		rt := *base
 		rt.pool = st.pools[sp.Pool]
@@ -108,19 +110,27 @@ func (s *Server) splitRoute(st *state, base *routeRT) *routeRT {
 		}
 		members = append(members, &rt)
 		weights = append(weights, sp.Weight)
+		names = append(names, sp.Pool)
 	}
 	if len(members) > 1 {
-		members[0].split = balance.NewWeighted(weights)
+		members[0].split = balance.NewWeighted(names, weights)
 		members[0].members = members
+		if k := base.cfg.SplitKey; k != "" {
+			members[0].splitKey, _ = balance.ParseKey(k) // validated
+		}
 	}
 	return members[0]
 }
 
-// pick is the routeRT of the pool this request goes to: rt itself, or for a weighted split the
-// next pool by smooth weighted round robin (exact shares over every sum of the weights).
-func (rt *routeRT) pick() *routeRT {
-	if rt.split == nil {
+// pick is the routeRT of the pool request r goes to: rt itself, or for a weighted split the
+// next pool by smooth weighted round robin (exact shares over every sum of the weights), or
+// with a split_key the pool that key always gets (balance.Weighted.Sticky).
+func (rt *routeRT) pick(r *http.Request) *routeRT {
+	switch {
+	case rt.split == nil:
 		return rt
+	case rt.splitKey != nil:
+		return rt.members[rt.split.Sticky(rt.splitKey(r))]
 	}
 	return rt.members[rt.split.Next()]
 }
@@ -148,7 +158,8 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 	for _, rc := range cfg.Routes {
 		rt := &routeRT{cfg: rc, timeout: cfg.Timeouts.Total,
 			limitedCount: s.metrics.limited.WithLabelValues(rc.Name)}
-		st.needHeaders = st.needHeaders || len(rc.Match.Headers) > 0
+		st.needHeaders = st.needHeaders || len(rc.Match.Headers) > 0 ||
+			strings.HasPrefix(rc.SplitKey, "header:") || strings.HasPrefix(rc.SplitKey, "cookie:")
 		if rc.Timeout > 0 {
 			rt.timeout = rc.Timeout
 		}

@@ -176,3 +176,45 @@ func TestParseKey(t *testing.T) {
 		t.Error("bad key accepted")
 	}
 }
+
+// A sticky split gives a key the same choice every time, and on every process (no seed of its
+// own), each choice its weight's share of keys, and a weight change moves only keys toward the
+// choice that gained.
+func TestWeightedSticky(t *testing.T) {
+	w := NewWeighted([]string{"stable", "canary"}, []int{90, 10})
+	first := map[string]int{}
+	share := [2]int{}
+	for i := range 10000 {
+		k := fmt.Sprintf("user-%d", i)
+		first[k] = w.Sticky(k)
+		share[first[k]]++
+	}
+	for k, c := range first {
+		if w.Sticky(k) != c {
+			t.Fatalf("key %s moved without a change", k)
+		}
+	}
+	if share[1] < 800 || share[1] > 1200 {
+		t.Errorf("canary got %d of 10,000 keys, want about 1,000", share[1])
+	}
+	if got := NewWeighted([]string{"stable", "canary"}, []int{90, 10}).Sticky("user-1"); got != first["user-1"] {
+		t.Error("another Weighted maps user-1 elsewhere: the hash must not depend on the process")
+	}
+	w2 := NewWeighted([]string{"stable", "canary"}, []int{80, 20})
+	moved := 0
+	for k, c := range first {
+		switch n := w2.Sticky(k); {
+		case n == c:
+		case c == 1:
+			t.Fatalf("key %s left the canary when the canary's weight grew", k)
+		default:
+			moved++
+		}
+	}
+	if moved < 800 || moved > 1400 {
+		t.Errorf("90/10 to 80/20 moved %d of 10,000 keys, want about 1,100 (only what the change needs)", moved)
+	}
+	if NewWeighted([]string{"a", "b"}, []int{1, 0}).Sticky("x") != 0 {
+		t.Error("a weight of 0 was picked")
+	}
+}
