@@ -28,6 +28,9 @@ type PurgeRequest struct {
 	Tags []string `json:"tags,omitempty"`
 	// Soft marks entries stale instead of removing them.
 	Soft bool `json:"soft,omitempty"`
+	// Fleet sends the purge on to every member of the edge's fleet (admin.fleet) once applied
+	// here; GET /purge/{job} follows it.
+	Fleet bool `json:"fleet,omitempty"`
 }
 
 // PurgeResult says how many entries a purge touched.
@@ -37,6 +40,8 @@ type PurgeResult struct {
 	// Examined is the number of stored entries the purge looked at: the variants of each URL,
 	// the entries carrying each tag, and every entry when prefixes are given.
 	Examined int `json:"examined"`
+	// Job is a fleet purge's id (GET /purge/{job}).
+	Job string `json:"job,omitempty"`
 }
 
 // PushRequest lists URLs to prewarm. Each edge fetches them from its upstream unless it already
@@ -248,13 +253,25 @@ func (e *Edge) AdminHandler() http.Handler {
 		if !decodeJSON(w, r, &p) {
 			return
 		}
+		if p.Fleet && e.fleet == nil {
+			http.Error(w, "fleet purge on an edge without a fleet: configure admin.fleet (peers or store)", http.StatusBadRequest)
+			return
+		}
 		res, err := e.Purge(p)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if p.Fleet {
+			p.Fleet = false // each member applies it; none sends it on again
+			if res.Job, err = e.fleet.start(p); err != nil {
+				http.Error(w, "purged here, not sent to the fleet: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		writeJSON(w, res)
 	}))
+	mux.HandleFunc("GET /purge/{id}", e.authed(e.handleFleetStatus))
 	mux.HandleFunc("POST /push", e.authed(func(w http.ResponseWriter, r *http.Request) {
 		var p PushRequest
 		if !decodeJSON(w, r, &p) {

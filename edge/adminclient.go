@@ -29,6 +29,12 @@ func (c AdminClient) Purge(ctx context.Context, p PurgeRequest) (PurgeResult, er
 	return res, c.call(ctx, http.MethodPost, "/purge", p, &res)
 }
 
+// FleetPurge follows a fleet purge's progress (the job a purge with Fleet returned).
+func (c AdminClient) FleetPurge(ctx context.Context, job string) (FleetPurgeStatus, error) {
+	var res FleetPurgeStatus
+	return res, c.call(ctx, http.MethodGet, "/purge/"+job, nil, &res)
+}
+
 // Push prewarms URLs on the edge.
 func (c AdminClient) Push(ctx context.Context, p PushRequest) ([]PushResult, error) {
 	var res []PushResult

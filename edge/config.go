@@ -75,6 +75,8 @@ type AdminConfig struct {
 	// PushTo are the edges (lower tiers, peers) a pushed object is forwarded to
 	// (edge/pushforward.go).
 	PushTo []PushPeer `yaml:"push_to"`
+	// Fleet are the edges a purge with "fleet": true is sent on to (edge/fleetpurge.go).
+	Fleet *FleetConfig `yaml:"fleet"`
 }
 
 // MemoryConfig sizes the memory tier.
@@ -342,6 +344,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.Admin.validatePushPeers(); err != nil {
+		return err
+	}
+	if err := c.Admin.Fleet.validate(c.Admin.Listen); err != nil {
 		return err
 	}
 	if c.Memory.MaxObjects < 0 {

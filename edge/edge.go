@@ -82,6 +82,8 @@ type Edge struct {
 	// id names this edge in PushPathHeader; pushPeers are admin.push_to (edge/pushforward.go).
 	id        string
 	pushPeers atomic.Pointer[[]PushPeer]
+	// fleet sends purges on to the fleet's members (admin.fleet, edge/fleetpurge.go); nil: none.
+	fleet *fleet
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -229,6 +231,14 @@ func (e *Edge) Start() error {
 			return err
 		}
 	}
+	if fc := e.cfg.Admin.Fleet; fc != nil {
+		f, err := newFleet(fc, e.id)
+		if err != nil {
+			e.Close()
+			return fmt.Errorf("start edge: %w", err)
+		}
+		e.fleet = f
+	}
 	e.log.Info("edge started", "listen", e.addrs[0].String(), "origin", e.cfg.Origin)
 	return nil
 }
@@ -268,6 +278,9 @@ func (e *Edge) Close() error {
 	}
 	e.upstream.close()
 	e.pass.StopAllGoroutines()
+	if e.fleet != nil {
+		e.fleet.close()
+	}
 	return errors.Join(errs...)
 }
 

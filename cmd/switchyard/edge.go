@@ -195,20 +195,32 @@ func edgePurgeCommand() *cli.Command {
    Examples:
      switchyard edge purge --admin 127.0.0.1:9091 --token-file admin.token http://www.example.com/index.html
      switchyard edge purge --admin 127.0.0.1:9091 --prefix http://www.example.com/static/
-     switchyard edge purge --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --tag shipments --soft`,
+     switchyard edge purge --admin 127.0.0.1:9091 --admin 127.0.0.2:9091 --tag shipments --soft
+
+   With --fleet the purge goes to one edge, which sends it on to every member of its fleet
+   (admin.fleet: listed peers, or the edges registered in its etcd store) and retries each until
+   it has applied it; the command waits and shows which members have:
+     switchyard edge purge --admin 127.0.0.1:9091 --fleet http://www.example.com/index.html`,
 		Flags: append(adminFlags(),
 			&cli.StringSliceFlag{Name: "prefix", Usage: "absolute URL prefix, repeatable"},
 			&cli.StringSliceFlag{Name: "tag", Usage: "Surrogate-Key / Cache-Tag value, repeatable"},
 			&cli.BoolFlag{Name: "soft", Usage: "mark stale instead of removing"},
+			&cli.BoolFlag{Name: "fleet", Usage: "send on to the edge's fleet (admin.fleet) and wait until every member applied it"},
 		),
 		Action: func(c *cli.Context) error {
-			p := edge.PurgeRequest{URLs: c.Args().Slice(), Prefixes: c.StringSlice("prefix"), Tags: c.StringSlice("tag"), Soft: c.Bool("soft")}
+			p := edge.PurgeRequest{URLs: c.Args().Slice(), Prefixes: c.StringSlice("prefix"), Tags: c.StringSlice("tag"), Soft: c.Bool("soft"), Fleet: c.Bool("fleet")}
 			if len(p.URLs)+len(p.Prefixes)+len(p.Tags) == 0 {
 				return fmt.Errorf("nothing to purge: give URLs as arguments, or --prefix, or --tag")
 			}
 			clients, err := adminClients(c)
 			if err != nil {
 				return err
+			}
+			if p.Fleet {
+				if len(clients) != 1 {
+					return fmt.Errorf("--fleet sends the purge to one edge, which reaches the others: give one --admin")
+				}
+				return fleetPurge(c, clients[0], p)
 			}
 			for _, cl := range clients {
 				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
@@ -373,5 +385,42 @@ func printStats(c *cli.Context, base string, rep edge.StatsReport) {
 			sel = " (selected)"
 		}
 		fmt.Fprintf(w, "  tier %s: %.2f ms to origin%s\n", t.URL, t.ScoreMS, sel)
+	}
+}
+
+// fleetPurge sends a fleet purge to one edge and follows it until every member applied it (or
+// left the fleet, or was given up on), or --timeout passes.
+func fleetPurge(c *cli.Context, cl edge.AdminClient, p edge.PurgeRequest) error {
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	res, err := cl.Purge(ctx, p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s: purged %d; fleet purge %s\n", cl.Base, res.Purged, res.Job)
+	for {
+		sctx, scancel := context.WithTimeout(c.Context, 10*time.Second) // past --timeout too: the last status
+		st, err := cl.FleetPurge(sctx, res.Job)
+		scancel()
+		if err != nil {
+			return err
+		}
+		if st.Done || ctx.Err() != nil {
+			failed := 0
+			for _, m := range st.Members {
+				fmt.Fprintf(c.App.Writer, "  %s: %s after %d attempts %s\n", m.Admin, m.State, m.Attempts, m.Error)
+				if m.State != "applied" && m.State != "gone" {
+					failed++
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("fleet purge %s: %d members have not applied it (follow it with GET /purge/%s on %s)", res.Job, failed, res.Job, cl.Base)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/edge"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // runEdgeCLI runs a switchyard command with captured output.
@@ -82,6 +83,36 @@ func TestEdgeCLIPurgePushStats(t *testing.T) {
 	}
 	if _, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--admin", e.AdminAddr(), "--token-file", tokenFile(t, "tok")); err == nil || !strings.Contains(err.Error(), "nothing to purge") {
 		t.Fatalf("empty purge: %v", err)
+	}
+}
+
+// edge purge --fleet reaches the edge's fleet peers and reports each member's state; a member
+// that never comes up makes it fail, naming the job to follow.
+func TestEdgeCLIFleetPurge(t *testing.T) {
+	o := edgeOrigin(t)
+	start := func(admin string, fleet *edge.FleetConfig) *edge.Edge {
+		e, err := edge.New(edge.Config{Listen: "127.0.0.1:0", Origin: o.URL,
+			Admin: edge.AdminConfig{Listen: admin, Token: "tok", Fleet: fleet}}, edge.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	b := start("127.0.0.1:0", nil)
+	down := testutil.FreeAddr(t)
+	a := start("127.0.0.1:0", &edge.FleetConfig{Peers: []edge.PushPeer{{Admin: b.AdminAddr(), Token: "tok"}}})
+	out, err := runEdgeCLI(t, context.Background(), "edge", "purge", "--fleet", "--admin", a.AdminAddr(), "--token-file", tokenFile(t, "tok"), "http://www.example.com/x")
+	if err != nil || !strings.Contains(out, b.AdminAddr()+": applied after 1 attempts") {
+		t.Fatalf("fleet purge: %v\n%s", err, out)
+	}
+	c := start("127.0.0.1:0", &edge.FleetConfig{Peers: []edge.PushPeer{{Admin: down, Token: "tok"}}, RetryFor: edge.Duration(300 * time.Millisecond)})
+	out, err = runEdgeCLI(t, context.Background(), "edge", "purge", "--fleet", "--admin", c.AdminAddr(), "--token-file", tokenFile(t, "tok"), "http://www.example.com/x")
+	if err == nil || !strings.Contains(err.Error(), "1 members have not applied it") || !strings.Contains(out, down+": failed") {
+		t.Fatalf("fleet purge with a member down: %v\n%s", err, out)
 	}
 }
 
