@@ -19,24 +19,35 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
-// The reference servers (Debian's nsd and knot) run as subprocesses on fixed loopback ports of
-// this helper's range, 21310-21399; every test picks ports that are free at that moment.
-const refPortFirst, refPortLast = 21310, 21399
+// The reference servers (Debian's nsd, knot and bind9) run as subprocesses on fixed loopback
+// ports of a range; every test picks ports that are free at that moment. The tests of a
+// secondary switchyard (secondary_test.go) take theirs from secondaryPorts.
+var (
+	refPorts       = &portRange{first: 21310, last: 21399}
+	secondaryPorts = &portRange{first: 22500, last: 22599}
+)
 
-var refPortMu sync.Mutex
-var refPortNext = refPortFirst
+// portRange hands out the ports of first..last in turn.
+type portRange struct {
+	mu          sync.Mutex
+	first, last int
+	next        int
+}
 
-// refPort returns a port of the range where both UDP and TCP on 127.0.0.1 are free now.
-func refPort(t testing.TB) int {
+// refPort returns a port of refPorts where both UDP and TCP on 127.0.0.1 are free now.
+func refPort(t testing.TB) int { return refPorts.free(t) }
+
+// free returns a port of the range where both UDP and TCP on 127.0.0.1 are free now.
+func (r *portRange) free(t testing.TB) int {
 	t.Helper()
-	refPortMu.Lock()
-	defer refPortMu.Unlock()
-	for range refPortLast - refPortFirst + 1 {
-		p := refPortNext
-		refPortNext++
-		if refPortNext > refPortLast {
-			refPortNext = refPortFirst
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range r.last - r.first + 1 {
+		if r.next < r.first || r.next > r.last {
+			r.next = r.first
 		}
+		p := r.next
+		r.next++
 		addr := fmt.Sprintf("127.0.0.1:%d", p)
 		u, err := net.ListenPacket("udp", addr)
 		if err != nil {
@@ -50,7 +61,7 @@ func refPort(t testing.TB) int {
 		l.Close()
 		return p
 	}
-	t.Fatalf("no free port in %d-%d", refPortFirst, refPortLast)
+	t.Fatalf("no free port in %d-%d", r.first, r.last)
 	return 0
 }
 

@@ -71,6 +71,19 @@ type Key struct {
 	name, algorithm, secret string
 }
 
+// ConfigKey returns the key called name among cfg's tsig_keys (validated), or nil: what a
+// secondary zone signs its requests to the primaries with.
+func ConfigKey(cfg *config.Config, name string) *Key {
+	if name == "" {
+		return nil
+	}
+	k, ok := buildKeys(cfg)[config.KeyName(name)]
+	if !ok {
+		return nil
+	}
+	return &k
+}
+
 // buildKeys returns the configured TSIG keys by wire name.
 func buildKeys(cfg *config.Config) map[string]Key {
 	keys := map[string]Key{}
@@ -95,7 +108,10 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 		if zc.Transfer == nil {
 			continue
 		}
-		z := store.Find(zc.Origin)
+		z := store.Get(zc.Origin)
+		if z == nil {
+			continue // a secondary zone without a copy yet, or expired: nothing to serve
+		}
 		x := &Zone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
 			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
 		if zc.Transfer.Key != "" {
