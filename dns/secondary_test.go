@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,4 +213,99 @@ func gaugeOf(t *testing.T, srv *Server, name, zone string) float64 {
 		}
 	}
 	return -1
+}
+
+// refPrimary starts a real primary of example.com with zone text on port, notifying the
+// switchyard secondary at notify (address:port) and allowing it transfers signed with xfr-key.
+type refPrimary func(t *testing.T, port int, zoneText, notify string) *refServer
+
+// testSecondaryOfRef runs switchyard as the secondary of a real primary: AXFR at start; a zone
+// file edit reloaded on the primary arrives after its NOTIFY by IXFR; a restart serves the
+// saved copy at once and the next change comes by IXFR too.
+func testSecondaryOfRef(t *testing.T, start refPrimary) {
+	port, secPort := secondaryPorts.free(t), secondaryPorts.free(t)
+	secAddr := fmt.Sprintf("127.0.0.1:%d", secPort)
+	prim := start(t, port, xfrZoneText(1), secAddr)
+	edit := func(serial int) {
+		if err := os.WriteFile(filepath.Join(prim.dir, "zone"), []byte(xfrZoneText(serial)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prim.reload(t)
+	}
+	dir := t.TempDir()
+	yml := secondaryYAML(prim.addr, "")
+	sec, stop := startSecondary(t, dir, secPort, yml)
+	waitSerial(t, secAddr, 1, "after AXFR from "+prim.name)
+	if err := sameAnswers(prim.addr, secAddr); err != nil {
+		t.Fatalf("after AXFR: %v", err)
+	}
+	if n := transfersIn(sec, "AXFR"); n != 1 {
+		t.Errorf("AXFR transfers in = %v, want 1", n)
+	}
+	edit(2)
+	waitSerial(t, secAddr, 2, "after "+prim.name+"'s reload and NOTIFY")
+	if err := sameAnswers(prim.addr, secAddr); err != nil {
+		t.Fatalf("after the change: %v", err)
+	}
+	if n := transfersIn(sec, "IXFR"); n != 1 {
+		t.Errorf("IXFR transfers in = %v (IXFR-as-AXFR %v), want the change by 1 incremental transfer\n%s",
+			n, transfersIn(sec, "IXFR-as-AXFR"), prim.log())
+	}
+	stop()
+	sec, _ = startSecondary(t, dir, secPort, yml)
+	if s, err := soaSerial(secAddr); err != nil || s != 2 {
+		t.Fatalf("after restart: serial %d, %v; want the saved copy's 2 at once", s, err)
+	}
+	edit(3)
+	waitSerial(t, secAddr, 3, "after restart and "+prim.name+"'s NOTIFY")
+	if n, full := transfersIn(sec, "IXFR"), transfersIn(sec, "AXFR")+transfersIn(sec, "IXFR-as-AXFR"); n != 1 || full != 0 {
+		t.Errorf("after restart: IXFR %v, full %v; want 1 incremental transfer and no full one\n%s", n, full, prim.log())
+	}
+	if err := sameAnswers(prim.addr, secAddr); err != nil {
+		t.Fatalf("after restart and change: %v", err)
+	}
+}
+
+// TestSecondaryOfNSD takes the zone from a real NSD primary (IXFR out: create-ixfr).
+func TestSecondaryOfNSD(t *testing.T) {
+	testSecondaryOfRef(t, func(t *testing.T, port int, zoneText, notify string) *refServer {
+		top := fmt.Sprintf("key:\n  name: xfr-key\n  algorithm: hmac-sha256\n  secret: \"%s\"\n", xfrSecret)
+		host, p, _ := strings.Cut(notify, ":")
+		zone := fmt.Sprintf("  provide-xfr: 127.0.0.1 xfr-key\n  notify: %s@%s xfr-key\n  store-ixfr: yes\n  create-ixfr: yes\n", host, p)
+		return startNSDOn(t, port, "example.com", zoneText, top, zone)
+	})
+}
+
+// TestSecondaryOfKnot takes the zone from a real Knot primary (IXFR from the zone file's
+// differences: zonefile-load: difference).
+func TestSecondaryOfKnot(t *testing.T) {
+	testSecondaryOfRef(t, func(t *testing.T, port int, zoneText, notify string) *refServer {
+		host, p, _ := strings.Cut(notify, ":")
+		top := fmt.Sprintf(`key:
+  - id: xfr-key
+    algorithm: hmac-sha256
+    secret: %s
+remote:
+  - id: sec
+    address: %s@%s
+    key: xfr-key
+acl:
+  - id: xfr
+    address: 127.0.0.1
+    key: xfr-key
+    action: transfer
+`, xfrSecret, host, p)
+		return startKnotOn(t, port, "example.com", zoneText, top,
+			"    notify: sec\n    acl: xfr\n    zonefile-load: difference\n    journal-content: changes\n")
+	})
+}
+
+// TestSecondaryOfBIND takes the zone from a real BIND primary (ixfr-from-differences).
+func TestSecondaryOfBIND(t *testing.T) {
+	testSecondaryOfRef(t, func(t *testing.T, port int, zoneText, notify string) *refServer {
+		host, p, _ := strings.Cut(notify, ":")
+		top := fmt.Sprintf("key \"xfr-key\" { algorithm hmac-sha256; secret \"%s\"; };\n", xfrSecret)
+		zone := fmt.Sprintf("  allow-transfer { key xfr-key; };\n  notify explicit;\n  also-notify { %s port %s key xfr-key; };\n  ixfr-from-differences yes;\n", host, p)
+		return startBIND(t, port, "example.com", zoneText, top, zone)
+	})
 }
