@@ -83,12 +83,20 @@ func (s *Secondary) PrimaryAddrs() []netip.Addr {
 
 // SecondaryPath returns the file the last transferred copy of the secondary zone z is kept in:
 // <state_dir>/<origin>zone (the root zone: root.zone).
-func (c *Config) SecondaryPath(z *Zone) string {
+func (c *Config) SecondaryPath(z *Zone) string { return c.stateFile(z, "zone") }
+
+// IXFRJournalPath returns the file that keeps the IXFR history of zone z (served to
+// secondaries, transfer:) across restarts: <state_dir>/<origin>ixfr (the root zone: root.ixfr).
+func (c *Config) IXFRJournalPath(z *Zone) string { return c.stateFile(z, "ixfr") }
+
+// stateFile names a file of zone z in the state directory: the origin without its final dot
+// ("root" for the root zone), then ext.
+func (c *Config) stateFile(z *Zone, ext string) string {
 	name := strings.TrimSuffix(z.Origin, ".")
 	if name == "" {
 		name = "root"
 	}
-	return c.statePath(name + ".zone")
+	return c.statePath(name + "." + ext)
 }
 
 // statePath returns name in the state directory: state_dir, relative to the configuration

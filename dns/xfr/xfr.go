@@ -56,7 +56,9 @@ type Zone struct {
 	diffs   []diff
 	journal int
 	allow   []netip.Prefix
-	key     string // wire name of the TSIG key transfers need ("" for none)
+	// journalPath keeps diffs across restarts (journal.go).
+	journalPath string
+	key         string // wire name of the TSIG key transfers need ("" for none)
 	notify  []string
 }
 
@@ -113,7 +115,7 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 			continue // a secondary zone without a copy yet, or expired: nothing to serve
 		}
 		x := &Zone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
-			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
+			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify, journalPath: cfg.IXFRJournalPath(zc)}
 		if zc.Transfer.Key != "" {
 			x.key = config.KeyName(zc.Transfer.Key)
 		}
@@ -128,10 +130,12 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 			continue
 		}
 		if old == nil {
+			x.diffs = x.loadJournal(log) // the history of the process before this one
 			changed = append(changed, x)
 			continue
 		}
 		if x.carryJournal(old, log) {
+			x.saveJournal(log)
 			changed = append(changed, x)
 		}
 	}
