@@ -59,7 +59,7 @@ type Zone struct {
 	// journalPath keeps diffs across restarts (journal.go).
 	journalPath string
 	key         string // wire name of the TSIG key transfers need ("" for none)
-	notify  []string
+	notify      []string
 }
 
 // diff is one step of an IXFR (RFC 1995): from one serial's SOA to the next.
