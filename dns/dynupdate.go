@@ -154,15 +154,22 @@ func (s *Server) commitUpdate(st *state, zc *config.Zone, z *zone.Zone, ch *upda
 	}
 	next := *st
 	next.store = st.store.With(nz)
+	s.swapState(st, &next)
+	return nil
+}
+
+// swapState serves next, a copy of st with changed zones (an update, a secondary's transfer
+// or expiry): the answer cache starts empty, the transfer data is rebuilt (the IXFR journal
+// gains the step) and the changed zones' secondaries get a NOTIFY. The caller holds s.mu.
+func (s *Server) swapState(st, next *state) {
 	next.cache = newAnswerCache()
 	next.xfr = xfr.Build(next.cfg, next.store, st.xfr, s.log)
 	next.xdpGen = 0
 	if s.xdp != nil {
-		s.xdp.advance(&next) // before the zone serves: no answer of the old data from here on
+		s.xdp.advance(next) // before the zone serves: no answer of the old data from here on
 	}
-	s.state.Store(&next)
-	s.notifyAll(&next)
-	return nil
+	s.state.Store(next)
+	s.notifyAll(next)
 }
 
 // zoneConfig returns the configuration of the zone origin, or nil.

@@ -19,24 +19,35 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
-// The reference servers (Debian's nsd and knot) run as subprocesses on fixed loopback ports of
-// this helper's range, 21310-21399; every test picks ports that are free at that moment.
-const refPortFirst, refPortLast = 21310, 21399
+// The reference servers (Debian's nsd, knot and bind9) run as subprocesses on fixed loopback
+// ports of a range; every test picks ports that are free at that moment. The tests of a
+// secondary switchyard (secondary_test.go) take theirs from secondaryPorts.
+var (
+	refPorts       = &portRange{first: 21310, last: 21399}
+	secondaryPorts = &portRange{first: 22500, last: 22599}
+)
 
-var refPortMu sync.Mutex
-var refPortNext = refPortFirst
+// portRange hands out the ports of first..last in turn.
+type portRange struct {
+	mu          sync.Mutex
+	first, last int
+	next        int
+}
 
-// refPort returns a port of the range where both UDP and TCP on 127.0.0.1 are free now.
-func refPort(t testing.TB) int {
+// refPort returns a port of refPorts where both UDP and TCP on 127.0.0.1 are free now.
+func refPort(t testing.TB) int { return refPorts.free(t) }
+
+// free returns a port of the range where both UDP and TCP on 127.0.0.1 are free now.
+func (r *portRange) free(t testing.TB) int {
 	t.Helper()
-	refPortMu.Lock()
-	defer refPortMu.Unlock()
-	for range refPortLast - refPortFirst + 1 {
-		p := refPortNext
-		refPortNext++
-		if refPortNext > refPortLast {
-			refPortNext = refPortFirst
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range r.last - r.first + 1 {
+		if r.next < r.first || r.next > r.last {
+			r.next = r.first
 		}
+		p := r.next
+		r.next++
 		addr := fmt.Sprintf("127.0.0.1:%d", p)
 		u, err := net.ListenPacket("udp", addr)
 		if err != nil {
@@ -50,7 +61,7 @@ func refPort(t testing.TB) int {
 		l.Close()
 		return p
 	}
-	t.Fatalf("no free port in %d-%d", refPortFirst, refPortLast)
+	t.Fatalf("no free port in %d-%d", r.first, r.last)
 	return 0
 }
 
@@ -60,12 +71,22 @@ type refServer struct {
 	addr string
 	dir  string
 	out  *os.File
+	cmd  *exec.Cmd
+}
+
+// reload makes the server read its configuration and zone files again (SIGHUP, which NSD, Knot
+// and BIND's named all take as reload).
+func (r *refServer) reload(t *testing.T) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("reload %s: %v", r.name, err)
+	}
 }
 
 // log returns the server's output so far (for failure messages and checks of what it did).
 func (r *refServer) log() string {
 	var b []byte
-	for _, f := range []string{"out", "nsd.log"} {
+	for _, f := range []string{"out", "nsd.log", "named.log"} {
 		x, _ := os.ReadFile(filepath.Join(r.dir, f))
 		b = append(b, x...)
 	}
@@ -97,7 +118,7 @@ func runRef(t *testing.T, name, bin, dir string, port int, origin string, wait b
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	r := &refServer{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, out: out}
+	r := &refServer{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, out: out, cmd: cmd}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -204,6 +225,36 @@ zone:
 		t.Fatal(err)
 	}
 	return runRef(t, "knot", bin, dir, port, origin, zoneText != "", "-c", filepath.Join(dir, "knot.conf"))
+}
+
+// startBIND serves zoneText for origin as a primary with BIND's named on port; topConf (key
+// clauses) goes before the options and zoneConf into the zone statement.
+func startBIND(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
+	t.Helper()
+	bin := needBinary(t, "named", "bind9")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`%soptions {
+  directory "%s";
+  pid-file "%s/named.pid";
+  session-keyfile "%s/session.key";
+  listen-on port %d { 127.0.0.1; };
+  listen-on-v6 { none; };
+  recursion no;
+  dnssec-validation no;
+};
+logging { channel f { file "%s/named.log"; severity info; print-time yes; }; category default { f; }; category xfer-out { f; }; category notify { f; }; };
+zone "%s" {
+  type primary;
+  file "%s/zone";
+%s};
+`, topConf, dir, dir, dir, port, dir, origin, dir, zoneConf)
+	if err := os.WriteFile(filepath.Join(dir, "named.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runRef(t, "named", bin, dir, port, origin, true, "-g", "-4", "-n", "1", "-c", filepath.Join(dir, "named.conf"))
 }
 
 // startZoneServer serves zoneText for origin with switchyard (extra YAML is added to the zone).

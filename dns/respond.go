@@ -181,7 +181,8 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	}
 	fail := func(rcode int) ([]byte, *outcome) { return failEDE(rcode, 0) }
 	if req.Opcode == mdns.OpcodeNotify {
-		return fail(mdns.RcodeRefused) // a primary takes no NOTIFY: REFUSED, as NSD answers
+		// Taken for secondary zones from their primaries; REFUSED otherwise, as NSD answers.
+		return s.answerNotify(st, req, raw, src), nil
 	}
 	if req.Opcode == mdns.OpcodeUpdate {
 		// Counted and logged by answerUpdate (switchyard_dns_updates_total), never cached.
@@ -218,6 +219,13 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 	// any name: NODATA below, as NSD answers (Knot too, but NOTIMP for type 0).
 	qname := strings.ToLower(q.Name)
 	z := st.store.Find(qname)
+	if len(st.down) > 0 {
+		if o := downZone(st, qname, z); o != "" {
+			// A secondary zone with no copy yet or an expired one: not data to trust.
+			oc.name = o
+			return fail(mdns.RcodeServerFailure)
+		}
+	}
 	if z == nil {
 		// Not authoritative and no recursion: REFUSED, as RFC 8906 expects, with EDE 20.
 		return failEDE(mdns.RcodeRefused, mdns.ExtendedErrorCodeNotAuthoritative)

@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/secondary"
 	"github.com/switchyard/switchyard/dns/udpio"
 	"github.com/switchyard/switchyard/dns/update"
 	"github.com/switchyard/switchyard/dns/xfr"
@@ -63,6 +64,10 @@ type state struct {
 	signers map[string]*dnssec.Signer
 	// xdpGen is the XDP answer path's generation of this state (0: it packs nothing; xdp.go).
 	xdpGen uint32
+	// secondaries are the secondary zones by origin (secondaries.go); down are those of them
+	// without a copy to serve (none yet, or expired): their queries get SERVFAIL.
+	secondaries map[string]*secondary.Zone
+	down        map[string]bool
 }
 
 // Server is an authoritative DNS server.
@@ -93,6 +98,8 @@ type Server struct {
 	// journals are the zones' update journals by path, kept across reloads; guarded by mu,
 	// which serialises updates with each other and with reloads.
 	journals map[string]*update.Journal
+	// running are the refresh loops of the secondary zones by origin; guarded by mu.
+	running map[string]*runningSecondary
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -116,7 +123,8 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	if opt.Registry == nil {
 		opt.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}, journals: map[string]*update.Journal{}}
+	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}, journals: map[string]*update.Journal{},
+		running: map[string]*runningSecondary{}}
 	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -167,6 +175,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if store, err = s.replayUpdates(cfg, store, prevStore); err != nil {
 		return nil, err
 	}
+	store, secs, down := s.buildSecondaries(cfg, store, prev)
 	groups, err := policy.NewGroups(cfg.Groups)
 	if err != nil {
 		return nil, err
@@ -205,7 +214,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	}
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers}, nil
+		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -290,6 +299,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.runClock()
 	s.startHealth(s.state.Load())
 	s.notifyAll(s.state.Load())
+	s.runSecondaries(s.state.Load())
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
@@ -362,6 +372,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
 	s.notifyAll(st)
+	s.runSecondaries(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil

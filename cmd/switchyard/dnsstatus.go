@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -18,11 +19,12 @@ import (
 )
 
 // dnsStatusCmd reads a running server's zones from its metrics endpoint (the DNS stop has no
-// other admin API): each zone's serial and the dynamic updates it took, by result.
+// other admin API): each zone's role and serial, for a secondary zone the primary it came from,
+// its last transfer and next refresh, and the dynamic updates it took, by result.
 func dnsStatusCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show a running server's zones: serial and dynamic updates applied and refused",
+		Usage: "show a running server's zones: role, serial, a secondary's primary, last transfer and next refresh, dynamic updates applied and refused",
 		Description: `Reads the server's /metrics (dns run --metrics ADDR:PORT).
 
    Example:
@@ -44,7 +46,13 @@ func dnsStatusCmd() *cli.Command {
 // dnsZoneStatus is one zone's line of `dns status`.
 type dnsZoneStatus struct {
 	serial  float64
+	hasSOA  bool
 	results map[string]float64 // updates by result
+	// role is primary or secondary; a secondary's primary, last transfer (kind and Unix time),
+	// next SOA check (Unix time) and whether it expired.
+	role, primary, kind string
+	last, next          float64
+	expired             bool
 }
 
 // printDNSStatus prints a table of the zones in the metrics text body.
@@ -54,50 +62,85 @@ func printDNSStatus(w io.Writer, body string) error {
 	if err != nil {
 		return fmt.Errorf("parse dns metrics: %w", err)
 	}
+	if fams["switchyard_dns_zone_serial"] == nil {
+		return fmt.Errorf("no switchyard_dns_zone_serial in the metrics: is this a switchyard dns server of this version?")
+	}
 	zones := map[string]*dnsZoneStatus{}
-	get := func(z string) *dnsZoneStatus {
+	get := func(m *dto.Metric) *dnsZoneStatus {
+		z := labelValue(m.GetLabel(), "zone")
 		if zones[z] == nil {
-			zones[z] = &dnsZoneStatus{results: map[string]float64{}}
+			zones[z] = &dnsZoneStatus{results: map[string]float64{}, role: "primary"}
 		}
 		return zones[z]
 	}
-	if f := fams["switchyard_dns_zone_serial"]; f != nil {
-		for _, m := range f.GetMetric() {
-			get(labelValue(m.GetLabel(), "zone")).serial = m.GetGauge().GetValue()
-		}
-	} else {
-		return fmt.Errorf("no switchyard_dns_zone_serial in the metrics: is this a switchyard dns server of this version?")
-	}
-	if f := fams["switchyard_dns_updates_total"]; f != nil {
-		for _, m := range f.GetMetric() {
-			z := labelValue(m.GetLabel(), "zone")
-			get(z).results[labelValue(m.GetLabel(), "result")] += m.GetCounter().GetValue()
-		}
-	}
-	names := slices.Sorted(maps.Keys(zones))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ZONE\tSERIAL\tUPDATES APPLIED\tUNCHANGED\tNOT APPLIED")
-	for _, z := range names {
-		s := zones[z]
-		var not []string
-		var notTotal float64
-		for _, r := range slices.Sorted(maps.Keys(s.results)) {
-			if r != "ok" && r != "unchanged" {
-				not = append(not, fmt.Sprintf("%s %.0f", r, s.results[r]))
-				notTotal += s.results[r]
+	each := func(name string, f func(m *dto.Metric, z *dnsZoneStatus)) {
+		if fam := fams[name]; fam != nil {
+			for _, m := range fam.GetMetric() {
+				f(m, get(m))
 			}
 		}
-		serial := fmt.Sprintf("%.0f", s.serial)
-		if z == "-" {
-			serial = "-" // updates naming no zone of ours
-		}
-		line := fmt.Sprintf("%s\t%s\t%.0f\t%.0f\t%.0f", z, serial, s.results["ok"], s.results["unchanged"], notTotal)
-		if len(not) > 0 {
-			line += " (" + strings.Join(not, ", ") + ")"
-		}
-		fmt.Fprintln(tw, line)
+	}
+	each("switchyard_dns_zone_serial", func(m *dto.Metric, z *dnsZoneStatus) { z.serial, z.hasSOA = m.GetGauge().GetValue(), true })
+	each("switchyard_dns_updates_total", func(m *dto.Metric, z *dnsZoneStatus) {
+		z.results[labelValue(m.GetLabel(), "result")] += m.GetCounter().GetValue()
+	})
+	each("switchyard_dns_zone_info", func(m *dto.Metric, z *dnsZoneStatus) {
+		z.role, z.primary, z.kind = labelValue(m.GetLabel(), "role"), labelValue(m.GetLabel(), "primary"), labelValue(m.GetLabel(), "kind")
+	})
+	each("switchyard_dns_zone_last_transfer_timestamp_seconds", func(m *dto.Metric, z *dnsZoneStatus) { z.last = m.GetGauge().GetValue() })
+	each("switchyard_dns_zone_next_refresh_timestamp_seconds", func(m *dto.Metric, z *dnsZoneStatus) { z.next = m.GetGauge().GetValue() })
+	each("switchyard_dns_zone_expired", func(m *dto.Metric, z *dnsZoneStatus) { z.expired = m.GetGauge().GetValue() == 1 })
+	names := slices.Sorted(maps.Keys(zones))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZONE\tROLE\tSERIAL\tPRIMARY\tLAST TRANSFER\tNEXT REFRESH\tUPDATES APPLIED\tUNCHANGED\tNOT APPLIED")
+	for _, name := range names {
+		fmt.Fprintln(tw, zones[name].line(name))
 	}
 	return tw.Flush()
+}
+
+// line is the zone's row of the table.
+func (s *dnsZoneStatus) line(name string) string {
+	var not []string
+	var notTotal float64
+	for _, r := range slices.Sorted(maps.Keys(s.results)) {
+		if r != "ok" && r != "unchanged" {
+			not = append(not, fmt.Sprintf("%s %.0f", r, s.results[r]))
+			notTotal += s.results[r]
+		}
+	}
+	serial, role, primary, last, next := "-", s.role, "-", "-", "-"
+	if s.hasSOA && name != "-" { // "-": updates naming no zone of ours
+		serial = fmt.Sprintf("%.0f", s.serial)
+	}
+	if name == "-" {
+		role = "-"
+	}
+	if s.role == "secondary" {
+		if s.expired {
+			role = "secondary (expired: SERVFAIL)"
+		}
+		if s.primary != "" {
+			primary = s.primary
+		}
+		if s.last > 0 {
+			last = s.kind + " " + unixTime(s.last)
+		}
+		if s.next > 0 {
+			next = unixTime(s.next)
+		}
+	}
+	line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.0f", name, role, serial, primary, last, next,
+		s.results["ok"], s.results["unchanged"], notTotal)
+	if len(not) > 0 {
+		line += " (" + strings.Join(not, ", ") + ")"
+	}
+	return line
+}
+
+// unixTime formats a Unix time in seconds as UTC RFC 3339.
+func unixTime(sec float64) string {
+	return time.Unix(int64(sec), 0).UTC().Format(time.RFC3339)
 }
 
 // labelValue returns the value of the label called name, "" when absent.

@@ -13,6 +13,8 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/switchyard/switchyard/dns"
+	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
@@ -92,9 +94,9 @@ zones:
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^ZONE\s+SERIAL\s+UPDATES APPLIED\s+UNCHANGED\s+NOT APPLIED$`),
-		regexp.MustCompile(`^example\.com\.\s+42\s+1\s+0\s+1 \(refused 1\)$`),
-		regexp.MustCompile(`^other\.test\.\s+1\s+0\s+0\s+0$`),
+		regexp.MustCompile(`^ZONE\s+ROLE\s+SERIAL\s+PRIMARY\s+LAST TRANSFER\s+NEXT REFRESH\s+UPDATES APPLIED\s+UNCHANGED\s+NOT APPLIED$`),
+		regexp.MustCompile(`^example\.com\.\s+primary\s+42\s+-\s+-\s+-\s+1\s+0\s+1 \(refused 1\)$`),
+		regexp.MustCompile(`^other\.test\.\s+primary\s+1\s+-\s+-\s+-\s+0\s+0\s+0$`),
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("status:\n%s", out)
@@ -107,4 +109,52 @@ zones:
 	if _, _, err := runDNSCLI(t, context.Background(), "status", "--metrics", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "is `switchyard dns run --metrics") {
 		t.Errorf("status without a server: %v", err)
 	}
+}
+
+// `dns status` shows a secondary zone's role, the primary it came from, its last transfer and
+// next refresh.
+func TestDnsStatusShowsSecondary(t *testing.T) {
+	const secret = "dXBkYXRlLWtleS1zd2l0Y2h5YXJkLXRlc3RzLTMyYnl0ZXM="
+	pcfg, err := config.Parse([]byte(`listen: 127.0.0.1:0
+tsig_keys: [{name: xfr, secret: "` + secret + `"}]
+zones:
+  - origin: example.com.
+    soa: {serial: 7}
+    records: ["www A 192.0.2.1"]
+    transfer: {key: xfr}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, err := dns.NewServer(pcfg, dns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := primary.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dns.yaml")
+	os.WriteFile(path, []byte(`listen: 127.0.0.1:0
+tsig_keys: [{name: xfr, secret: "`+secret+`"}]
+zones:
+  - origin: example.com.
+    secondary: {primaries: [`+primary.Addr().String()+`], tsig: xfr}
+`), 0o644)
+	var stdout, logs testutil.SyncBuffer
+	metrics := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	app := newApp()
+	app.Writer, app.ErrWriter = &stdout, &logs
+	go app.RunContext(ctx, []string{"switchyard", "dns", "run", "--config", path, "--metrics", metrics})
+	re := regexp.MustCompile(`(?m)^example\.com\.\s+secondary\s+7\s+` + regexp.QuoteMeta(primary.Addr().String()) +
+		`\s+AXFR \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+0\s+0\s+0$`)
+	var out string
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		out, _, _ = runDNSCLI(t, context.Background(), "status", "--metrics", metrics)
+		return re.MatchString(out)
+	}, "status does not show the secondary zone: %s\n%s", func() any { return out }, func() any { return logs.String() })
 }

@@ -60,6 +60,11 @@ type Config struct {
 	TSIGKeys []TSIGKey `yaml:"tsig_keys"`
 	// UDP tunes the UDP listener (udp.go).
 	UDP UDP `yaml:"udp"`
+	// StateDir is where the server keeps what it must find again after a restart: the copies
+	// of secondary zones and the IXFR journals of zones without a file. Relative to the
+	// configuration file; empty is the configuration file's directory. The packaged unit sets
+	// /var/lib/switchyard-dns (its StateDirectory).
+	StateDir string `yaml:"state_dir"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -96,6 +101,9 @@ type Zone struct {
 	// Update accepts RFC 2136 dynamic updates signed with the keys it allows (update.go); nil
 	// refuses updates.
 	Update *Update `yaml:"update"`
+	// Secondary takes the zone from primaries by zone transfer instead of File and Records
+	// (secondary.go); nil serves the zone's own data.
+	Secondary *Secondary `yaml:"secondary"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -377,6 +385,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 		if err := c.validateUpdate(z); err != nil {
+			return err
+		}
+		if err := c.validateSecondary(z); err != nil {
 			return err
 		}
 		if seen[z.Origin] {

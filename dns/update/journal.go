@@ -199,3 +199,43 @@ func Replay(z *zone.Zone, entries []Change) (out *zone.Zone, applied int, stale 
 	}
 	return z, applied, false, nil
 }
+
+// Rewrite replaces the journal at path with cs, atomically (a temporary file beside it, synced,
+// renamed over it): the IXFR history a primary keeps for its secondaries (package xfr) is
+// rewritten whole when it gains a step and drops its oldest. No entries removes the file.
+func Rewrite(path string, cs []Change, now time.Time) error {
+	if len(cs) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove journal: %w", err)
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("write journal: %w; make state_dir writable", err)
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write journal: %w; make state_dir writable", err)
+	}
+	defer os.Remove(f.Name()) // gone after the rename; removes what a failure left
+	w := bufio.NewWriter(f)
+	for i := range cs {
+		w.Write(entryText(&cs[i], "", now))
+	}
+	err = w.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write journal %s: %w", path, err)
+	}
+	syncDir(dir)
+	return nil
+}

@@ -307,6 +307,12 @@ func (t *Set) verify(raw []byte, sig *mdns.TSIG) (*Key, int) {
 	}
 }
 
+// Client returns what a miekg/dns client or transfer takes to sign with k and check the
+// answers: the secrets by key name, and the algorithm for Msg.SetTsig.
+func (k *Key) Client() (secrets map[string]string, algorithm string) {
+	return map[string]string{k.name: k.secret}, k.algorithm
+}
+
 // Name returns the key's wire name (fully qualified, lowercased), as config.KeyName makes it.
 func (k *Key) Name() string { return k.name }
 

@@ -56,8 +56,10 @@ type Zone struct {
 	diffs   []diff
 	journal int
 	allow   []netip.Prefix
-	key     string // wire name of the TSIG key transfers need ("" for none)
-	notify  []string
+	// journalPath keeps diffs across restarts (journal.go).
+	journalPath string
+	key         string // wire name of the TSIG key transfers need ("" for none)
+	notify      []string
 }
 
 // diff is one step of an IXFR (RFC 1995): from one serial's SOA to the next.
@@ -69,6 +71,19 @@ type diff struct {
 // Key is a TSIG secret as miekg/dns takes it; VerifyTSIG returns one and Sign signs with it.
 type Key struct {
 	name, algorithm, secret string
+}
+
+// ConfigKey returns the key called name among cfg's tsig_keys (validated), or nil: what a
+// secondary zone signs its requests to the primaries with.
+func ConfigKey(cfg *config.Config, name string) *Key {
+	if name == "" {
+		return nil
+	}
+	k, ok := buildKeys(cfg)[config.KeyName(name)]
+	if !ok {
+		return nil
+	}
+	return &k
 }
 
 // buildKeys returns the configured TSIG keys by wire name.
@@ -95,9 +110,12 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 		if zc.Transfer == nil {
 			continue
 		}
-		z := store.Find(zc.Origin)
+		z := store.Get(zc.Origin)
+		if z == nil {
+			continue // a secondary zone without a copy yet, or expired: nothing to serve
+		}
 		x := &Zone{origin: z.Origin, zone: z, soa: z.SOA, journal: zc.Transfer.Journal,
-			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify}
+			allow: zc.Transfer.AllowPrefixes(), notify: zc.Transfer.Notify, journalPath: cfg.IXFRJournalPath(zc)}
 		if zc.Transfer.Key != "" {
 			x.key = config.KeyName(zc.Transfer.Key)
 		}
@@ -112,10 +130,12 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 			continue
 		}
 		if old == nil {
+			x.diffs = x.loadJournal(log) // the history of the process before this one
 			changed = append(changed, x)
 			continue
 		}
 		if x.carryJournal(old, log) {
+			x.saveJournal(log)
 			changed = append(changed, x)
 		}
 	}

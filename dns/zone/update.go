@@ -137,13 +137,15 @@ func isIn(rr dns.RR, rrs []dns.RR) bool {
 	return false
 }
 
-// With returns a store holding s's zones with z in place of the zone of its origin; s is not
-// changed (queries in flight keep reading it).
-func (s *Store) With(z *Zone) *Store {
-	out := &Store{zones: make(map[string]*Zone, len(s.zones))}
+// With returns a store holding s's zones with each of zs in place of the zone of its origin;
+// s is not changed (queries in flight keep reading it).
+func (s *Store) With(zs ...*Zone) *Store {
+	out := &Store{zones: make(map[string]*Zone, len(s.zones)+len(zs))}
 	for k, v := range s.zones {
 		out.zones[k] = v
 	}
-	out.zones[z.Origin] = z
+	for _, z := range zs {
+		out.zones[z.Origin] = z
+	}
 	return out
 }

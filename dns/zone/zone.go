@@ -78,11 +78,14 @@ type Result struct {
 // online-signed zones, by origin. A zone built from the same source as the one of the same
 // origin in prev (configuration, zone file content and DNSKEYs unchanged) is taken from prev as
 // it is, the same *Zone, instead of being parsed again: a reload of many zones where one changed
-// costs the memory and time of that one. prev may be nil.
+// costs the memory and time of that one. prev may be nil. Secondary zones are left out.
 func Build(c *config.Config, prev *Store, keys map[string][]dns.RR) (*Store, error) {
 	s := &Store{zones: map[string]*Zone{}}
 	for i := range c.Zones {
 		zc := &c.Zones[i]
+		if zc.Secondary != nil {
+			continue // its data comes by transfer: the server adds it (package secondary)
+		}
 		if z := carried(prev, zc, c.Dir, keys[zc.Origin]); z != nil {
 			s.zones[z.Origin] = z
 			continue
