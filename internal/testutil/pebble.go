@@ -47,6 +47,9 @@ type Pebble struct {
 type PebbleOptions struct {
 	HTTPPort, TLSPort int           // the stop's plain and TLS listener ports
 	Validity          time.Duration // 0: Pebble's default (90 days)
+	// DNSServer is the server Pebble resolves with (dns-01's TXT lookups: the DNS stop under
+	// test); "" is one of the test's own that answers 127.0.0.1 for every name.
+	DNSServer string
 }
 
 // StartPebble builds Pebble (once, into the user cache directory) and runs it until the test
@@ -55,7 +58,10 @@ func StartPebble(t testing.TB, o PebbleOptions) *Pebble {
 	t.Helper()
 	bin, mod := pebbleBuild(t)
 	dir := t.TempDir()
-	dnsAddr := loopbackDNS(t)
+	dnsAddr := o.DNSServer
+	if dnsAddr == "" {
+		dnsAddr = loopbackDNS(t)
+	}
 	listen, mgmt := FreeAddr(t), FreeAddr(t)
 	profile := map[string]any{"description": "switchyard tests", "validityPeriod": int(o.Validity.Seconds())}
 	conf := map[string]any{"pebble": map[string]any{

@@ -49,8 +49,10 @@ type ACME struct {
 	Domains []string `yaml:"domains"`
 	// Challenges are the ACME challenge types to answer: http-01 (on the stop's plain HTTP
 	// listener, which the CA reaches on port 80) and tls-alpn-01 (on this TLS listener, port
-	// 443). Default: both.
+	// 443); default: both. With dns01 set, dns-01 alone (CAs validate one per name anyway).
 	Challenges []string `yaml:"challenges"`
+	// DNS01 publishes dns-01 answers by RFC 2136 updates (dns01.go): wildcard names need it.
+	DNS01 *DNS01 `yaml:"dns01"`
 	// CARoot is a PEM file of roots to trust for the directory's own HTTPS (a test or private
 	// CA); the system roots otherwise.
 	CARoot string `yaml:"ca_root"`
@@ -65,8 +67,9 @@ type ACME struct {
 
 // The challenge types ACME.Challenges accepts.
 const (
-	HTTP01   = "http-01"
-	TLSALPN1 = "tls-alpn-01"
+	HTTP01         = "http-01"
+	TLSALPN1       = "tls-alpn-01"
+	DNS01Challenge = "dns-01"
 )
 
 // HTTPChallengePath is where the CA fetches HTTP-01 answers (RFC 8555 8.3).
@@ -74,6 +77,9 @@ const HTTPChallengePath = "/.well-known/acme-challenge/"
 
 // Uses reports whether challenge (HTTP01 or TLSALPN1) is enabled.
 func (a *ACME) Uses(challenge string) bool {
+	if a.DNS01 != nil {
+		return challenge == DNS01Challenge // certmagic answers dns-01 alone when it has a solver
+	}
 	return len(a.Challenges) == 0 || slices.Contains(a.Challenges, challenge)
 }
 
@@ -105,16 +111,27 @@ func (a *ACME) validate(field string) (path, problem string, ok bool) {
 	for i, d := range a.Domains {
 		p := fmt.Sprintf("%s.domains[%d]", field, i)
 		switch {
-		case strings.Contains(d, "*"):
-			return p, fmt.Sprintf("%q: wildcard names need the dns-01 challenge, not supported yet; list each name", d), false
+		case strings.Contains(d, "*") && a.DNS01 == nil:
+			return p, fmt.Sprintf("%q: wildcard names need the dns-01 challenge; configure dns01 (an RFC 2136 primary and its TSIG key), or list each name", d), false
+		case strings.Contains(d, "*") && (!strings.HasPrefix(d, "*.") || strings.Count(d, "*") > 1):
+			return p, fmt.Sprintf("%q: a wildcard is one leading label, like *.example.com", d), false
 		case net.ParseIP(d) != nil || !certmagic.SubjectQualifiesForCert(d) || strings.Contains(d, ":"):
 			return p, fmt.Sprintf("%q is not a DNS name; write a host name like www.example.com (no port, no scheme)", d), false
 		}
 	}
 	for i, c := range a.Challenges {
-		if c != HTTP01 && c != TLSALPN1 {
-			return fmt.Sprintf("%s.challenges[%d]", field, i), fmt.Sprintf("unknown challenge %q; use http-01 or tls-alpn-01 (dns-01 is not supported yet)", c), false
+		switch {
+		case c == DNS01Challenge && a.DNS01 == nil:
+			return fmt.Sprintf("%s.challenges[%d]", field, i), "dns-01 needs dns01: the RFC 2136 primary to publish the answers on and its TSIG key", false
+		case c == DNS01Challenge:
+		case a.DNS01 != nil:
+			return fmt.Sprintf("%s.challenges[%d]", field, i), fmt.Sprintf("%q with dns01: a dns-01 solver is used alone; remove challenges, or dns01", c), false
+		case c != HTTP01 && c != TLSALPN1:
+			return fmt.Sprintf("%s.challenges[%d]", field, i), fmt.Sprintf("unknown challenge %q; use http-01, tls-alpn-01 or dns-01 (with dns01)", c), false
 		}
+	}
+	if a.DNS01 != nil {
+		return a.DNS01.validate(field + ".dns01")
 	}
 	return "", "", true
 }
@@ -245,11 +262,15 @@ func (cs *Certs) newMagic() error {
 		Logger:  zl,
 		OnEvent: cs.onEvent,
 	})
-	cs.issuer = certmagic.NewACMEIssuer(cs.magic, certmagic.ACMEIssuer{
+	tmpl := certmagic.ACMEIssuer{
 		CA: a.Directory, Email: a.Email, Agreed: true, TrustedRoots: roots, Logger: zl,
 		DisableHTTPChallenge:    !a.Uses(HTTP01),
 		DisableTLSALPNChallenge: !a.Uses(TLSALPN1),
-	})
+	}
+	if a.DNS01 != nil {
+		tmpl.DNS01Solver = a.DNS01.solver()
+	}
+	cs.issuer = certmagic.NewACMEIssuer(cs.magic, tmpl)
 	cs.magic.Issuers = []certmagic.Issuer{cs.issuer}
 	return nil
 }
@@ -321,10 +342,20 @@ func (cs *Certs) manageOnceReachable(ctx context.Context) {
 // getCertificate serves the ACME names (and TLS-ALPN-01 validation handshakes) from certmagic
 // and leaves every other name to the files, chosen by SNI as without ACME.
 func (cs *Certs) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if len(cs.TLS.Certificates) > 0 && !cs.names[strings.ToLower(hello.ServerName)] {
+	if len(cs.TLS.Certificates) > 0 && !cs.covers(strings.ToLower(hello.ServerName)) {
 		return nil, nil // crypto/tls picks among the files
 	}
 	return cs.magic.GetCertificate(hello)
+}
+
+// covers reports whether name is one of the ACME domains, itself or under a wildcard (one
+// label, RFC 6125 6.4.3).
+func (cs *Certs) covers(name string) bool {
+	if cs.names[name] {
+		return true
+	}
+	_, parent, ok := strings.Cut(name, ".")
+	return ok && cs.names["*."+parent]
 }
 
 // HandleHTTPChallenge answers the CA's HTTP-01 request and reports true, or reports false for

@@ -38,10 +38,29 @@ func TestValidateACME(t *testing.T) {
 		{"no directory", "tls.acme.directory", "empty", func(a *ACME) { a.Directory = "" }},
 		{"http directory", "tls.acme.directory", "not an https URL", func(a *ACME) { a.Directory = "http://ca.example/dir" }},
 		{"no domains", "tls.acme.domains", "list the names", func(a *ACME) { a.Domains = nil }},
-		{"wildcard", "tls.acme.domains[1]", "dns-01", func(a *ACME) { a.Domains = append(a.Domains, "*.example.com") }},
+		{"wildcard", "tls.acme.domains[1]", "configure dns01", func(a *ACME) { a.Domains = append(a.Domains, "*.example.com") }},
+		{"dns01", "", "", func(a *ACME) {
+			a.Domains = append(a.Domains, "*.example.com")
+			a.DNS01 = &DNS01{Server: "10.0.0.53:53", TSIG: TSIGKey{Name: "acme", Secret: "YWNtZQ=="}}
+		}},
+		{"wildcard inside", "tls.acme.domains[0]", "one leading label", func(a *ACME) {
+			a.Domains, a.DNS01 = []string{"www.*.example.com"}, &DNS01{Server: "10.0.0.53:53", TSIG: TSIGKey{Name: "acme", Secret: "YWNtZQ=="}}
+		}},
+		{"dns-01 without dns01", "tls.acme.challenges[0]", "dns-01 needs dns01", func(a *ACME) { a.Challenges = []string{"dns-01"} }},
+		{"http-01 with dns01", "tls.acme.challenges[0]", "used alone", func(a *ACME) {
+			a.Challenges, a.DNS01 = []string{"http-01"}, &DNS01{Server: "10.0.0.53:53", TSIG: TSIGKey{Name: "acme", Secret: "YWNtZQ=="}}
+		}},
+		{"dns01 server", "tls.acme.dns01.server", "not host:port", func(a *ACME) { a.DNS01 = &DNS01{Server: "ns1", TSIG: TSIGKey{Name: "acme", Secret: "YWNtZQ=="}} }},
+		{"dns01 no key", "tls.acme.dns01.tsig.name", "empty", func(a *ACME) { a.DNS01 = &DNS01{Server: "10.0.0.53:53"} }},
+		{"dns01 secret", "tls.acme.dns01.tsig.secret", "not base64", func(a *ACME) {
+			a.DNS01 = &DNS01{Server: "10.0.0.53:53", TSIG: TSIGKey{Name: "acme", Secret: "!!"}}
+		}},
+		{"dns01 algorithm", "tls.acme.dns01.tsig.algorithm", "hmac-sha256 or hmac-sha512", func(a *ACME) {
+			a.DNS01 = &DNS01{Server: "10.0.0.53:53", TSIG: TSIGKey{Name: "acme", Algorithm: "hmac-md5", Secret: "YWNtZQ=="}}
+		}},
 		{"ip", "tls.acme.domains[0]", "not a DNS name", func(a *ACME) { a.Domains = []string{"10.0.0.1"} }},
 		{"port", "tls.acme.domains[0]", "not a DNS name", func(a *ACME) { a.Domains = []string{"www.example.com:443"} }},
-		{"unknown challenge", "tls.acme.challenges[1]", `unknown challenge "dns-01"; use http-01 or tls-alpn-01`, func(a *ACME) { a.Challenges = []string{"http-01", "dns-01"} }},
+		{"unknown challenge", "tls.acme.challenges[1]", `unknown challenge "dns-02"; use http-01, tls-alpn-01 or dns-01`, func(a *ACME) { a.Challenges = []string{"http-01", "dns-02"} }},
 		{"no storage", "tls.acme.storage", "kept across restarts", func(a *ACME) { a.Storage = "" }},
 		{"bad email", "tls.acme.email", "not an email", func(a *ACME) { a.Email = "ops" }},
 		{"etcd", "", "", func(a *ACME) {
