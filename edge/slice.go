@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,8 +179,12 @@ var (
 	errSliceChanged   = errors.New("slice's validator or length differs from the object's other slices")
 )
 
-// notSlice is the outcome of a slice fill that brought no slice; the caller holds f.
-type notSlice struct{ f *fill }
+// notSlice is the outcome of a slice fill that brought no slice; the caller holds f, which it
+// started when leader is set.
+type notSlice struct {
+	f      *fill
+	leader bool
+}
 
 func (n *notSlice) Error() string { return "origin did not answer with the slice" }
 
@@ -189,18 +194,25 @@ func (n *notSlice) Error() string { return "origin did not answer with the slice
 // over the slices, which fetches missing slices in order with a bounded read-ahead.
 func (e *Edge) serveSliced(w http.ResponseWriter, r *http.Request, primary, key string, cfg *SliceConfig, onlyIfCached bool) {
 	o := &slicedObject{e: e, r: r, reqCC: cachecontrol.RequestDirectives(r.Header), primary: primary, key: key,
-		size: int64(cfg.Size), minObject: int64(cfg.MinObject), onlyIfCached: onlyIfCached}
+		size: int64(cfg.Size), minObject: int64(cfg.MinObject), onlyIfCached: onlyIfCached,
+		interim: interimForwarder(w, r)}
 	defer o.close()
 	start, end := firstRange(r.Header.Get("Range"))
-	src, err := o.open(start / o.size)
+	src, err := o.open(start/o.size, true)
 	var ns *notSlice
 	switch {
 	case errors.As(err, &ns):
 		defer ns.f.leave()
-		if ns.f.noSlice {
+		switch f := ns.f; {
+		case f.noSlice:
 			e.fetch(w, r, primary, key, nil)
-		} else {
-			e.serveFill(w, r, ns.f, false, primary, nil) // the object's own answer: a 200, 404, 416...
+		case ns.leader && f.pass != nil && f.pass.StatusCode == http.StatusPartialContent:
+			// An uncacheable slice answers the edge's range, not the client's: ask again.
+			f.pass.Body.Close()
+			f.release()
+			e.passThrough(w, r)
+		default:
+			e.serveFill(w, r, f, ns.leader, primary, nil) // the object's own answer: a 200, 404, 416...
 		}
 		return
 	case errors.Is(err, errSliceNotCached):
@@ -312,8 +324,9 @@ type slicedObject struct {
 	primary, key      string
 	size, minObject   int64
 	onlyIfCached      bool
-	etag, lastMod     string // the first slice's validators, which every other must carry
-	total, limit, off int64  // limit: the end of what the request asks for, for read-ahead
+	interim           func(int, textproto.MIMEHeader) error // 1xx to the client, for owned fills
+	etag, lastMod     string                                // the first slice's validators, which every other must carry
+	total, limit, off int64                                 // limit: the end of what the request asks for, for read-ahead
 
 	mu  sync.Mutex
 	cur *sliceSrc
@@ -357,8 +370,9 @@ func (o *slicedObject) usable(m *store.Meta) (string, bool) {
 }
 
 // open returns slice idx: stored and usable, or fetched (collapsed with any fetch of it in
-// flight). A fill that brought no slice is returned as a *notSlice error holding the fill.
-func (o *slicedObject) open(idx int64) (*sliceSrc, error) {
+// flight). A fill that brought no slice is returned as a *notSlice error holding the fill; owned
+// fills hand an uncacheable answer to the request that started them (runFill).
+func (o *slicedObject) open(idx int64, owned bool) (*sliceSrc, error) {
 	skey := sliceKeyOf(o.key, idx)
 	ent, ok, err := o.e.store.Get(skey)
 	if err != nil {
@@ -374,10 +388,10 @@ func (o *slicedObject) open(idx int64) (*sliceSrc, error) {
 	if o.onlyIfCached {
 		return nil, errSliceNotCached
 	}
-	f := o.startFill(idx, skey)
+	f, leader := o.startFill(idx, skey, owned)
 	<-f.ready
 	if f.slice == nil || f.noSlice || f.errStatus != 0 || !f.shared || f.status != http.StatusPartialContent {
-		return nil, &notSlice{f}
+		return nil, &notSlice{f, leader}
 	}
 	src := &sliceSrc{idx: idx, first: f.slice.first, last: min(f.slice.last, f.slice.total-1),
 		header: f.header, label: Miss, age: f.age, f: f}
@@ -411,16 +425,19 @@ func (o *slicedObject) stored(idx int64, ent *store.Entry, label string) (*slice
 }
 
 // startFill starts (or joins) the fill of slice idx; the caller holds the fill until leave.
-func (o *slicedObject) startFill(idx int64, skey string) *fill {
+func (o *slicedObject) startFill(idx int64, skey string, owned bool) (*fill, bool) {
 	f, leader := o.e.getFill(skey)
 	if !leader {
 		o.e.stats.Collapsed.Add(1)
-		return f
+		return f, false
 	}
 	f.slice = &sliceSpan{idx: idx, first: idx * o.size, last: (idx+1)*o.size - 1, minObject: o.minObject}
+	if owned {
+		f.interim = o.interim // only the request that started the fill sees interim responses
+	}
 	o.e.stats.SliceFetches.Add(1)
-	go o.e.runFill(f, detach(o.r), o.primary, skey, nil, false)
-	return f
+	go o.e.runFill(f, detach(o.r), o.primary, skey, nil, owned)
+	return f, true
 }
 
 // prefetch starts the fills of the next sliceReadAhead slices the request will read that are
@@ -433,7 +450,8 @@ func (o *slicedObject) prefetch(idx int64) {
 				continue
 			}
 		}
-		o.startFill(i, skey).leave()
+		f, _ := o.startFill(i, skey, false)
+		f.leave()
 	}
 }
 
@@ -453,7 +471,7 @@ func (o *slicedObject) Read(p []byte) (int, error) {
 			o.cur.close()
 			o.cur = nil
 		}
-		src, err := o.open(idx)
+		src, err := o.open(idx, false)
 		var ns *notSlice
 		if errors.As(err, &ns) {
 			ns.f.leave()

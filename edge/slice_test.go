@@ -301,6 +301,25 @@ func TestSliceSmallObjectsAreStoredWhole(t *testing.T) {
 	}
 }
 
+func TestSliceUncacheableObjectCostsOneFetch(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Etag", `"n"`)
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("n", 1000)))
+	})
+	e := sliceEdge(t, o.URL, nil)
+	for i := 1; i <= 2; i++ {
+		r := get(t, e.URL()+"/nostore")
+		if r.status != 200 || r.body != strings.Repeat("n", 1000) {
+			t.Fatalf("request %d: %d, %d bytes", i, r.status, len(r.body))
+		}
+		if got := o.hits("/nostore"); got != i {
+			t.Fatalf("after %d requests the origin saw %d: an uncacheable object was asked for twice", i, got)
+		}
+	}
+}
+
 func TestSlicePurgeRemovesEverySlice(t *testing.T) {
 	t.Parallel()
 	path := sliceFile(t, 12*mib, 0)
