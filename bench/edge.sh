@@ -18,6 +18,9 @@
 # against Caddy's HTTP/3 serving the same bytes from its file_server. One ECDSA P-256
 # certificate made with openssl for the run; TLS 1.3 suites in one order, X25519; the run fails
 # unless every server negotiated the same version, suite and group.
+# The range row (bench/edge-range.sh, run at the end with the same ROUNDS): time to the first byte
+# of a range at 90% of a sparse 10 GiB object from a cold cache, switchyard with `slice:` against
+# nginx's slice module; its keys go into the same JSON.
 # Bounded: ROUNDS x (4 servers x 3 rows + 3 x 5 TLS cells + 2 x 2 HTTP/3 cells) x SECONDS_PER_RUN
 # of load (defaults 3 x 31 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
@@ -448,6 +451,10 @@ fd_json() {
   echo "  \"tls_version\": \"$TV\", \"tls_cipher\": \"$TC\", \"tls_group\": \"$TG\", \"tls_cert\": \"${TCERT//_/ }\","
 }
 
+# The range row: its own origin, edge and nginx on ports 18206-18208, the same rounds.
+ROUNDS=$ROUNDS BIN=$BIN BENCH_SMOKE=$BENCH_SMOKE RANGE_KEYS="$WORK/range.keys" bash "$(dirname "$0")/edge-range.sh" ||
+  bench_fail "the range row failed"
+
 write_json "$OUT" <<JSON
 {
   "switchyard_rps": ${RPS[switchyard-small]},
@@ -484,6 +491,7 @@ write_json "$OUT" <<JSON
   "mixed_origin_misses": $((misses_after - misses_before)),
   "origin_requests_measured": $((after - before)),
 $(fd_json)
+$(cat "$WORK/range.keys")
   "rounds": $ROUNDS,
   "seconds_per_run": $SECONDS_PER_RUN,
   "connections": $CONNECTIONS,

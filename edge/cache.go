@@ -38,6 +38,12 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 		e.unavailable(w, key, err)
 		return
 	}
+	if !ok {
+		if sc := e.sliceRoute(r, primary); sc != nil {
+			e.serveSliced(w, r, primary, key, sc, onlyIfCached) // edge/slice.go
+			return
+		}
+	}
 	if ok {
 		m := ent.Meta
 		age := m.Age(e.now())
@@ -239,6 +245,12 @@ type fill struct {
 	errStatus int
 	errMsg    string
 	interim   func(int, textproto.MIMEHeader) error // forwards 1xx to the leader's client; may be nil
+	// slice is the byte range a slice fill asks the origin for (edge/slice.go), set by the
+	// leader before the fetch; left set only when the origin answered it with that 206.
+	slice *sliceSpan
+	// noSlice is set when the answer to a slice fill cannot be stored as a slice (a small
+	// object, a 206 without a strong validator): the request fetches the object whole.
+	noSlice bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -333,6 +345,12 @@ func (e *Edge) fetch(w http.ResponseWriter, r *http.Request, primary, key string
 		e.stats.Collapsed.Add(1)
 	}
 	<-f.ready
+	e.serveFill(w, r, f, leader, primary, stored)
+}
+
+// serveFill answers a request from a fill's outcome: an error, a stored entry, the leader's
+// uncacheable response, or the body as it streams.
+func (e *Edge) serveFill(w http.ResponseWriter, r *http.Request, f *fill, leader bool, primary string, stored *store.Entry) {
 	switch {
 	case f.errStatus != 0:
 		e.stats.count(Miss)
@@ -567,7 +585,7 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	// spill file may have been closed; outcomes without a body leave here, on return.
 	defer e.dropFill(key, f)
 
-	req := e.fillRequest(ctx, r, stored)
+	req := e.fillRequest(ctx, r, stored, f.slice)
 	reqCC := cachecontrol.RequestDirectives(r.Header)
 	reqTime := e.now()
 	e.stats.OriginRequests.Add(1)
@@ -589,11 +607,19 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 		return
 	}
 
-	// The rules apply to the targeted field (CDN-Cache-Control) when the response has one.
+	if f.slice != nil && e.sliceAnswer(f, primary, resp) {
+		return // edge/slice.go: not a slice; the request fetches the object whole
+	}
+	// The rules apply to the targeted field (CDN-Cache-Control) when the response has one. A
+	// slice is judged as the 200 it is part of (RFC 9111 3.4).
 	policy := cachecontrol.Effective(resp.Header, e.cfg.TargetedCacheControl)
 	respCC := cachecontrol.Parse(policy)
-	reason := cachecontrol.Storable(r, reqCC, resp.StatusCode, policy, respCC)
-	life, _ := cachecontrol.Lifetime(resp.StatusCode, policy, respCC, e.heuristic)
+	status := resp.StatusCode
+	if f.slice != nil {
+		status = http.StatusOK
+	}
+	reason := cachecontrol.Storable(r, reqCC, status, policy, respCC)
+	life, _ := cachecontrol.Lifetime(status, policy, respCC, e.heuristic)
 	if reason == "" && life == 0 && resp.Header.Get("Etag") == "" && resp.Header.Get("Last-Modified") == "" &&
 		!respCC.Has("stale-while-revalidate") && !respCC.Has("stale-if-error") && e.cfg.Grace == 0 {
 		reason = "no freshness and no validator" // storing it could never save a fetch
@@ -634,12 +660,15 @@ func (e *Edge) runFill(f *fill, r *http.Request, primary, key string, stored *st
 	f.finish(n, !complete)
 }
 
-// fillRequest is the upstream request of a fill: a whole-object GET, conditional on the stored
-// copy's validators when there is one.
-func (e *Edge) fillRequest(ctx context.Context, r *http.Request, stored *store.Entry) *http.Request {
+// fillRequest is the upstream request of a fill: a whole-object GET (or one slice of it),
+// conditional on the stored copy's validators when there is one.
+func (e *Edge) fillRequest(ctx context.Context, r *http.Request, stored *store.Entry, slice *sliceSpan) *http.Request {
 	req := e.upstreamRequest(ctx, r, http.MethodGet, nil)
 	for _, k := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
-		req.Header.Del(k) // the edge fetches whole objects and validates its own copy
+		req.Header.Del(k) // the edge fetches whole objects (or its own slices) and validates its own copy
+	}
+	if slice != nil {
+		req.Header.Set("Range", slice.rangeValue())
 	}
 	if e.compress != nil {
 		req.Header.Set("Accept-Encoding", "identity") // stored as it is; codings are made here (compress.go)
@@ -712,18 +741,18 @@ func (e *Edge) fillStore(f *fill, r *http.Request, primary, key string, resp *ht
 				stored["Content-Length"] = []string{strconv.FormatInt(n, 10)}
 			}
 			m := &store.Meta{
-				Key: variantKey(primary, vary, r.Header), Primary: primary,
+				Key: sliceKey(variantKey(primary, vary, r.Header), f.slice), Primary: primary,
 				Status: resp.StatusCode, Header: stored, Vary: vary, Tags: tagsOf(resp.Header),
 				ResponseTime: respTime, InitialAge: initialAge, Lifetime: life,
 				Directives: e.directives(stored),
 				Invalid:    purged == purgeSoft,
 			}
-			if _, err := w.Commit(m); errors.Is(err, store.ErrTooLarge) {
+			if _, err := w.Commit(m); errors.Is(err, store.ErrTooLarge) && f.slice == nil {
 				e.pass.Set(primary, struct{}{}) // it will not fit next time either: skip the queue
 			} else if err != nil {
 				e.warn("store response failed", "key", m.Key, "err", err)
-			} else if len(vary) > 0 {
-				e.rememberVariant(m)
+			} else if len(vary) > 0 || f.slice != nil {
+				e.rememberVariant(m) // a slice too, so purging the URL finds it
 			}
 		}
 	}

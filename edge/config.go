@@ -54,6 +54,9 @@ type Config struct {
 	Heuristic HeuristicConfig `yaml:"heuristic"`
 	// Tiers configures tiered caching for Origin (smart, generic or custom topology).
 	Tiers TierConfig `yaml:"tiers"`
+	// Slice stores Origin's large objects in fixed slices fetched with Range requests
+	// (edge/slice.go); nil: whole objects.
+	Slice *SliceConfig `yaml:"slice"`
 	// Origins are further origins chosen by the request's Host, each with its own tiers
 	// (edge/route.go); requests for other hosts go to Origin.
 	Origins []OriginConfig `yaml:"origins"`
@@ -289,8 +292,10 @@ func (c *Config) ApplyDefaults() {
 		c.Heuristic.Max = Duration(24 * time.Hour)
 	}
 	c.Tiers.applyDefaults()
+	c.Slice.applyDefaults()
 	for i := range c.Origins {
 		c.Origins[i].Tiers.applyDefaults()
+		c.Origins[i].Slice.applyDefaults()
 	}
 	c.RulesConfig.applyDefaults()
 }
@@ -365,6 +370,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateOrigins(); err != nil {
+		return err
+	}
+	if err := c.Slice.validate("slice", int64(c.Memory.MaxObjectBytes)); err != nil {
 		return err
 	}
 	return c.RulesConfig.validate()

@@ -61,6 +61,9 @@ type Edge struct {
 
 	// pass remembers URLs whose responses were uncacheable, so they skip the collapsing queue.
 	pass *otter.Cache[string, struct{}]
+	// unsliced remembers URLs on sliced origins cached whole for pass_ttl (the origin ignored
+	// Range, the object is short, or its ranges cannot be combined; edge/slice.go).
+	unsliced *otter.Cache[string, struct{}]
 
 	// variants maps a primary key to the Vary header names and variant keys stored under it.
 	variantsMu sync.RWMutex
@@ -146,7 +149,7 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	}
 	e.store = st
 	st.All(func(m *store.Meta) bool {
-		if len(m.Vary) > 0 {
+		if len(m.Vary) > 0 || m.Status == http.StatusPartialContent { // variants and slices
 			e.rememberVariant(m)
 		}
 		return true
@@ -157,6 +160,13 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create edge: pass memory: %w", err)
+	}
+	e.unsliced, err = otter.New(&otter.Options[string, struct{}]{
+		MaximumSize:      100_000,
+		ExpiryCalculator: otter.ExpiryWriting[string, struct{}](time.Duration(cfg.PassTTL)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create edge: unsliced memory: %w", err)
 	}
 	if e.upstream, err = newUpstream(e, cfg); err != nil {
 		return nil, fmt.Errorf("create edge: %w", err)
@@ -278,6 +288,7 @@ func (e *Edge) Close() error {
 	}
 	e.upstream.close()
 	e.pass.StopAllGoroutines()
+	e.unsliced.StopAllGoroutines()
 	if e.fleet != nil {
 		e.fleet.close()
 	}

@@ -55,6 +55,10 @@ type Stats struct {
 	// StaleMidBody counts stale entries served because the origin's replacement broke off after
 	// its response head (edge/cache.go holdForStale).
 	StaleMidBody atomic.Int64
+	// SliceFetches counts slices fetched from upstream (edge/slice.go), SliceHits slices read
+	// from storage, SliceChanged objects invalidated because a slice's validator or length
+	// differed from the others'.
+	SliceFetches, SliceHits, SliceChanged atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -99,6 +103,9 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"fast_path_lent":      float64(s.Lent.Load()),
 		"fast_path_misses":    float64(s.FastMiss.Load()),
 		"stale_mid_body":      float64(s.StaleMidBody.Load()),
+		"slice_fetches":       float64(s.SliceFetches.Load()),
+		"slice_hits":          float64(s.SliceHits.Load()),
+		"slice_changed":       float64(s.SliceChanged.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -136,6 +143,9 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("fast_path_hits_total", "Hits answered on the HTTP/1.1 fast path (a subset of hits_total).", &s.FastPath, nil)
 	counter("fast_path_lent_total", "Requests the fast path had net/http answer alone before taking the connection back.", &s.Lent, nil)
 	counter("fast_path_misses_total", "Requests other than fresh memory hits (misses, revalidations, stale, ranges) the fast path answered on its own connection.", &s.FastMiss, nil)
+	counter("slice_fetches_total", "Slices of sliced objects fetched from upstream with a Range request.", &s.SliceFetches, nil)
+	counter("slice_hits_total", "Slices of sliced objects read from storage.", &s.SliceHits, nil)
+	counter("slice_changed_total", "Sliced objects invalidated because a slice's validator or length differed from the others'.", &s.SliceChanged, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchyard_edge_hit_ratio",

@@ -22,6 +22,9 @@ type OriginConfig struct {
 	// CAFile is a PEM bundle of the authorities an https:// URL is verified against, instead of
 	// the system's roots.
 	CAFile string `yaml:"ca_file"`
+	// Slice stores this origin's large objects in fixed slices (edge/slice.go); nil: whole
+	// objects.
+	Slice *SliceConfig `yaml:"slice"`
 }
 
 // Topologies (TierConfig.Topology).
@@ -126,6 +129,9 @@ func (c *Config) validateOrigins() error {
 		if err := o.Tiers.validate(at + ".tiers"); err != nil {
 			return err
 		}
+		if err := o.Slice.validate(at+".slice", int64(c.Memory.MaxObjectBytes)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -145,6 +151,8 @@ type route struct {
 	// ranked is the smart topology's choice: primary, then fallback (nil until measured).
 	ranked   rankedTiers
 	counters tierCounters
+	// slice is the origin's range slicing (edge/slice.go); nil: whole objects.
+	slice *SliceConfig
 	// rtt and rttAt are this edge's last measured latency to the origin, which it reports to
 	// lower tiers (serveRTT); rttMu also keeps concurrent probes from measuring twice.
 	rttMu sync.Mutex
@@ -155,13 +163,13 @@ type route struct {
 // defaultRoute is the name of the top-level origin's route.
 const defaultRoute = "default"
 
-func newRoute(name, origin string, tc TierConfig) (*route, error) {
+func newRoute(name, origin string, tc TierConfig, sc *SliceConfig) (*route, error) {
 	o, err := url.Parse(origin)
 	if err != nil {
 		return nil, fmt.Errorf("parse origin %q: %w", origin, err)
 	}
 	rt := &route{name: name, origin: o, topology: tc.Topology,
-		interval: time.Duration(tc.ProbeInterval), samples: tc.ProbeSamples}
+		interval: time.Duration(tc.ProbeInterval), samples: tc.ProbeSamples, slice: sc}
 	list := tc.Candidates
 	if tc.Topology == TopologyCustom {
 		list = tc.Upper
@@ -184,13 +192,13 @@ func newRoute(name, origin string, tc TierConfig) (*route, error) {
 func buildRoutes(cfg Config) (def *route, byHost map[string]*route, all []*route, err error) {
 	byHost = map[string]*route{}
 	if cfg.Origin != "" {
-		if def, err = newRoute(defaultRoute, cfg.Origin, cfg.Tiers); err != nil {
+		if def, err = newRoute(defaultRoute, cfg.Origin, cfg.Tiers, cfg.Slice); err != nil {
 			return nil, nil, nil, err
 		}
 		all = append(all, def)
 	}
 	for _, oc := range cfg.Origins {
-		rt, err := newRoute(strings.ToLower(oc.Hosts[0]), oc.URL, oc.Tiers)
+		rt, err := newRoute(strings.ToLower(oc.Hosts[0]), oc.URL, oc.Tiers, oc.Slice)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -2,7 +2,9 @@
 // caches (switchyard, Varnish, nginx proxy_cache) are measured on, all cacheable for an hour, and
 // counts requests so the script can check that the measured phase ran from cache. Paths under
 // /miss/ (the mixed row's misses: every one a new URL) answer a 480-byte object after 1 ms, the
-// latency of an origin nearby, and are counted apart.
+// latency of an origin nearby, and are counted apart. With -range-file, paths under /range/ serve
+// that file (Range honoured, a strong ETag; the range row, bench/edge-range.sh), counted apart with
+// the body bytes sent (/rangecount).
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18080", "address to serve on")
+	rangeFile := flag.String("range-file", "", "file served under /range/ (a large sparse file)")
 	flag.Parse()
 	objects := map[string][]byte{
 		"/small": []byte(strings.Repeat("s", 480)),     // a 480-byte tracking response (the edge-bytes experiment's body, docs/lab.md)
@@ -40,6 +44,9 @@ func main() {
 		h.Set("Last-Modified", modified)
 		w.Write(objects["/small"])
 	})
+	if *rangeFile != "" {
+		serveRangeFile(mux, *rangeFile)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := objects[r.URL.Path]
 		if !ok {
@@ -55,4 +62,42 @@ func main() {
 		w.Write(body)
 	})
 	log.Fatal(http.ListenAndServe(*listen, mux))
+}
+
+// serveRangeFile serves path under /range/ (any name, any query: each a new object to a cache)
+// with http.ServeContent, cacheable for an hour under a strong ETag, and reports on /rangecount
+// the requests and body bytes sent.
+func serveRangeFile(mux *http.ServeMux, path string) {
+	var requests, sent atomic.Int64
+	modified := time.Now().Add(-24 * time.Hour)
+	mux.HandleFunc("/rangecount", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, requests.Load(), sent.Load())
+	})
+	mux.HandleFunc("/range/", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			http.Error(w, "open range file", http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		requests.Add(1)
+		h := w.Header()
+		h.Set("Cache-Control", "public, max-age=3600")
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Etag", `"range-object"`)
+		cw := &countingWriter{ResponseWriter: w, n: &sent}
+		http.ServeContent(cw, r, "", modified, f)
+	})
+}
+
+// countingWriter adds the body bytes written to n.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	k, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(k))
+	return k, err
 }

@@ -102,7 +102,8 @@ var understoodStatus = map[int]bool{
 }
 
 // heuristicStatus lists the status codes that are heuristically cacheable (RFC 9110 15.1),
-// except 206, which this cache never stores (it fetches whole objects and serves ranges itself).
+// except 206, which this cache stores only as its own slices, judged as the 200 they are part of
+// (edge/slice.go); otherwise it fetches whole objects and serves ranges itself.
 var heuristicStatus = map[int]bool{
 	200: true, 203: true, 204: true, 300: true, 301: true, 308: true, 404: true, 405: true,
 	410: true, 414: true, 501: true,
