@@ -185,6 +185,11 @@ func TestBGPBFDWithBird(t *testing.T) {
 	if gone < 0 || gone > time.Second {
 		t.Fatalf("route not withdrawn within 1 s of the speaker stopping (BFD detection 300 ms): %s", gone)
 	}
+	// The speaker runs again: BFD and the session come back, and so does the route.
+	start = time.Now()
+	p.kill(syscall.SIGCONT)
+	waitUp(t, p, rt, a)
+	t.Logf("SIGCONT to route back: %s", time.Since(start).Round(time.Millisecond))
 }
 
 // TestBGPGracefulRestartWithBird: with graceful restart negotiated, a speaker killed (SIGKILL: the

@@ -80,6 +80,9 @@ type Speaker struct {
 	have    map[netip.Prefix]uuid.UUID
 	counts  Counts
 
+	// renewMu serialises renew with Stop's shutdown of the peers.
+	renewMu sync.Mutex
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -164,6 +167,9 @@ func (s *Speaker) watchSessions() {
 		case up[peer]:
 			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)),
 				"reason", st.DisconnectMessage)
+			if bp, ok := s.peerByAddr(st.NeighborAddress); ok && bp.BFD != nil {
+				go s.renew(bp)
+			}
 		default:
 			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)))
 		}
@@ -172,6 +178,56 @@ func (s *Speaker) watchSessions() {
 	if err != nil {
 		s.log.Warn("bgp: watch sessions", "err", err)
 	}
+}
+
+func (s *Speaker) peerByAddr(a netip.Addr) (Peer, bool) {
+	for _, p := range s.opt.Peers {
+		if p.Addr == a.Unmap() {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// renew works around GoBGP v4.8.0 (fixed in v4.9.0, osrg/gobgp#3561): a BFD expiry while the BGP
+// session is down queues a reset NOTIFICATION in the peer's FSM that ends the next session the
+// moment it is established. A router that removes its BFD session with its BGP session (bird)
+// lets our BFD expire after every drop, so a node that hung or lost its link once never stayed
+// up again (TestBGPBFDWithBird). Once a detection time has passed after a session of a BFD peer
+// went down (the stale reset is queued by then), the peer is recreated: a fresh FSM and a fresh
+// BFD session. It costs the reconnection that detection time.
+func (s *Speaker) renew(p Peer) {
+	wait := time.Duration(max(p.BFD.Multiplier, 1))*max(p.BFD.MinRx, p.BFD.MinTx) + 100*time.Millisecond
+	select {
+	case <-s.stop:
+		return
+	case <-time.After(wait):
+	}
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	established := false
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: p.Addr.String()}, func(ap *api.Peer) {
+		established = ap.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+	})
+	if err != nil || established {
+		return // up again before the wait ended: a stale reset, if any, ends it and renews then
+	}
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Addr.String()}); err != nil {
+		s.log.Warn("bgp: renew peer after its session went down", "peer", p.Addr, "err", err)
+		return
+	}
+	if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p, s.opt.RestartTime, false)}); err != nil {
+		s.log.Error("bgp: renew peer after its session went down: the peer is gone until a restart", "peer", p.Addr, "err", err)
+		return
+	}
+	s.log.Debug("bgp: peer renewed after its session went down (a fresh BFD session)", "peer", p.Addr)
 }
 
 func peerConf(p Peer, restartTime time.Duration, restarting bool) *api.Peer {
@@ -501,6 +557,8 @@ func (s *Speaker) Stop() {
 	}
 	close(s.stop)
 	<-s.done
+	s.renewMu.Lock() // a renew under way finishes first; later ones see stop closed
+	defer s.renewMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, p := range s.opt.Peers {
