@@ -104,9 +104,9 @@ func printFailover(w io.Writer, r *fleetexp.Result) {
 			what, fmt.Sprintf("%d/%d", x.Conns-x.Broken, x.Conns), ms(x.Withdrawn), target, ms(x.Back), x.Broken, x.Rounds)
 	}
 	for _, x := range r.Restart {
-		how, target := "no BFD, graceful restart", "target: 0 broken, 0 failed new, hop never lost"
+		how, target := "GR, no BFD", "target: 0 broken, 0 failed new, hop never lost"
 		if x.BFD {
-			how, target = "BFD on, graceful restart", "BFD ends the restart: the hop leaves, flows ride the others"
+			how, target = "GR and BFD", "BFD ends the restart: the hop leaves, flows ride the others"
 		}
 		lost := "hop never lost"
 		if x.HopLost > 0 {
