@@ -34,6 +34,7 @@ type serveArgs struct {
 type serveStatus struct {
 	Established, GR bool
 	BFD             string
+	BFDFailures     uint64
 }
 
 // TestServeChild is not a test of its own: it is the speaker process of the BFD and graceful
@@ -68,7 +69,7 @@ func TestServeChild(t *testing.T) {
 		}
 		st := serveStatus{Established: ss[0].Established, GR: ss[0].GracefulRestart}
 		if ss[0].BFD != nil {
-			st.BFD = ss[0].BFD.State
+			st.BFD, st.BFDFailures = ss[0].BFD.State, ss[0].BFD.Failures
 		}
 		enc.Encode(st)
 	}
@@ -190,6 +191,9 @@ func TestBGPBFDWithBird(t *testing.T) {
 	p.kill(syscall.SIGCONT)
 	waitUp(t, p, rt, a)
 	t.Logf("SIGCONT to route back: %s", time.Since(start).Round(time.Millisecond))
+	if f := p.status().BFDFailures; f == 0 {
+		t.Errorf("BFD failures reported after the expiry: %d, want at least 1", f)
+	}
 }
 
 // TestBGPGracefulRestartWithBird: with graceful restart negotiated, a speaker killed (SIGKILL: the

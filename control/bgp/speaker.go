@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,10 @@ type Speaker struct {
 
 	// renewMu serialises renew with Stop's shutdown of the peers.
 	renewMu sync.Mutex
+	// bfdBase holds, per peer address, the BFD counts GoBGP does not keep: failures, and the
+	// packets of sessions renew replaced.
+	bfdMu   sync.Mutex
+	bfdBase map[string]BFDState
 
 	kick chan struct{}
 	stop chan struct{}
@@ -111,7 +116,7 @@ func Start(opt Options) (*Speaker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{},
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{}, bfdBase: map[string]BFDState{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.srv = server.NewBgpServer(server.LoggerOption(gobgpLogger(log), nil))
 	go s.srv.Serve()
@@ -168,6 +173,11 @@ func (s *Speaker) watchSessions() {
 			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)),
 				"reason", st.DisconnectMessage)
 			if bp, ok := s.peerByAddr(st.NeighborAddress); ok && bp.BFD != nil {
+				// GoBGP sends an administrative reset only when its BFD session fails: the
+				// speaker never resets a peer itself, and GoBGP does not count BFD failures.
+				if strings.Contains(st.DisconnectMessage, "notification-sent") && strings.Contains(st.DisconnectMessage, "administrative reset") {
+					s.addBFDBase(peer, BFDState{Failures: 1})
+				}
 				go s.renew(bp)
 			}
 		default:
@@ -219,6 +229,12 @@ func (s *Speaker) renew(p Peer) {
 		return
 	default:
 	}
+	var old BFDState
+	_ = s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: p.Addr.String()}, func(ap *api.Peer) {
+		if b := bfdState(ap); b != nil {
+			old = BFDState{Sent: b.Sent, Received: b.Received}
+		}
+	})
 	if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Addr.String()}); err != nil {
 		s.log.Warn("bgp: renew peer after its session went down", "peer", p.Addr, "err", err)
 		return
@@ -227,7 +243,21 @@ func (s *Speaker) renew(p Peer) {
 		s.log.Error("bgp: renew peer after its session went down: the peer is gone until a restart", "peer", p.Addr, "err", err)
 		return
 	}
+	s.addBFDBase(p.Addr.String(), old) // the new BFD session counts from 0
+
 	s.log.Debug("bgp: peer renewed after its session went down (a fresh BFD session)", "peer", p.Addr)
+}
+
+// addBFDBase adds to what the peer's BFD counters carry over (failures, and the packets of BFD
+// sessions that renew replaced).
+func (s *Speaker) addBFDBase(peer string, d BFDState) {
+	s.bfdMu.Lock()
+	defer s.bfdMu.Unlock()
+	b := s.bfdBase[peer]
+	b.Failures += d.Failures
+	b.Sent += d.Sent
+	b.Received += d.Received
+	s.bfdBase[peer] = b
 }
 
 func peerConf(p Peer, restartTime time.Duration, restarting bool) *api.Peer {
@@ -438,7 +468,8 @@ type Session struct {
 type BFDState struct {
 	// State is up, down, init or admin-down.
 	State string `json:"state"`
-	// Failures counts the times the session went down from up.
+	// Failures counts the BGP resets this side's BFD caused (the session timed out or the router
+	// said Down); GoBGP keeps no count, the speaker does.
 	Failures uint64 `json:"failures"`
 	// Sent and Received count control packets.
 	Sent     uint64 `json:"packets_sent"`
@@ -456,7 +487,7 @@ func bfdState(p *api.Peer) *BFDState {
 		return nil
 	}
 	st := p.GetState().GetBfdState()
-	out := &BFDState{State: "down", Failures: st.GetFailureTransitions(),
+	out := &BFDState{State: "down",
 		Sent: st.GetBfdAsync().GetTransmittedPackets(), Received: st.GetBfdAsync().GetReceivedPackets(),
 		DetectTime: time.Duration(c.GetDetectionMultiplier()) * time.Duration(c.GetRequiredMinimumReceive()) * time.Microsecond}
 	switch st.GetSessionState() {
@@ -509,6 +540,12 @@ func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
 			se.PrefixesSent += a.GetState().GetAdvertised()
 		}
 		se.BFD = bfdState(p)
+		if se.BFD != nil {
+			s.bfdMu.Lock()
+			b := s.bfdBase[p.GetConf().GetNeighborAddress()]
+			s.bfdMu.Unlock()
+			se.BFD.Failures, se.BFD.Sent, se.BFD.Received = b.Failures, se.BFD.Sent+b.Sent, se.BFD.Received+b.Received
+		}
 		se.RestartTime = p.GetGracefulRestart().GetRestartTime()
 		se.GracefulRestart = se.Established && se.RestartTime > 0 && grNegotiated(p)
 		se.LastDownReason = st.GetDisconnectMessage()
