@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +86,7 @@ type Speaker struct {
 	// packets of sessions renew replaced.
 	bfdMu   sync.Mutex
 	bfdBase map[string]BFDState
+	bfdLast map[string]string // the state watchBFD read last
 
 	kick chan struct{}
 	stop chan struct{}
@@ -116,7 +116,7 @@ func Start(opt Options) (*Speaker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{}, bfdBase: map[string]BFDState{},
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{}, bfdBase: map[string]BFDState{}, bfdLast: map[string]string{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.srv = server.NewBgpServer(server.LoggerOption(gobgpLogger(log), nil))
 	go s.srv.Serve()
@@ -129,6 +129,7 @@ func Start(opt Options) (*Speaker, error) {
 	}
 	s.watchSessions()
 	go s.run()
+	go s.watchBFD()
 	return s, nil
 }
 
@@ -173,11 +174,6 @@ func (s *Speaker) watchSessions() {
 			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)),
 				"reason", st.DisconnectMessage)
 			if bp, ok := s.peerByAddr(st.NeighborAddress); ok && bp.BFD != nil {
-				// GoBGP sends an administrative reset only when its BFD session fails: the
-				// speaker never resets a peer itself, and GoBGP does not count BFD failures.
-				if strings.Contains(st.DisconnectMessage, "notification-sent") && strings.Contains(st.DisconnectMessage, "administrative reset") {
-					s.addBFDBase(peer, BFDState{Failures: 1})
-				}
 				go s.renew(bp)
 			}
 		default:
@@ -244,8 +240,54 @@ func (s *Speaker) renew(p Peer) {
 		return
 	}
 	s.addBFDBase(p.Addr.String(), old) // the new BFD session counts from 0
+	s.bfdMu.Lock()
+	s.bfdLast[p.Addr.String()] = "renewed" // not a failure when watchBFD next reads "down"
+	s.bfdMu.Unlock()
 
 	s.log.Debug("bgp: peer renewed after its session went down (a fresh BFD session)", "peer", p.Addr)
+}
+
+// watchBFD counts BFD failures, which GoBGP does not: it reads every BFD peer's state a third
+// of the shortest detection time apart (at most 100 ms) and counts each change from up to
+// anything else.
+func (s *Speaker) watchBFD() {
+	interval := 100 * time.Millisecond
+	hasBFD := false
+	for _, p := range s.opt.Peers {
+		if b := p.BFD; b != nil {
+			hasBFD = true
+			interval = min(interval, max(time.Duration(b.Multiplier)*b.MinRx/3, 10*time.Millisecond))
+		}
+	}
+	if !hasBFD {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(ap *api.Peer) {
+			b := bfdState(ap)
+			if b == nil {
+				return
+			}
+			addr := ap.GetConf().GetNeighborAddress()
+			s.bfdMu.Lock()
+			if s.bfdLast[addr] == "up" && b.State != "up" {
+				b := s.bfdBase[addr]
+				b.Failures++
+				s.bfdBase[addr] = b
+			}
+			s.bfdLast[addr] = b.State
+			s.bfdMu.Unlock()
+		})
+		cancel()
+	}
 }
 
 // addBFDBase adds to what the peer's BFD counters carry over (failures, and the packets of BFD
@@ -468,8 +510,8 @@ type Session struct {
 type BFDState struct {
 	// State is up, down, init or admin-down.
 	State string `json:"state"`
-	// Failures counts the BGP resets this side's BFD caused (the session timed out or the router
-	// said Down); GoBGP keeps no count, the speaker does.
+	// Failures counts the times the session went down from up (each resets BGP: a timeout or the
+	// router's Down); GoBGP keeps no count, the speaker reads the state every detection time / 3.
 	Failures uint64 `json:"failures"`
 	// Sent and Received count control packets.
 	Sent     uint64 `json:"packets_sent"`
