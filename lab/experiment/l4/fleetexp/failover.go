@@ -84,6 +84,9 @@ func (f *fleet) failover(_ context.Context, res *Result) error {
 	if _, err := f.routes(lbs...); err != nil {
 		return err
 	}
+	if err := f.bfdUp(lbs...); err != nil {
+		return err
+	}
 	_, in, err := f.ring(lbs[0])
 	if err != nil {
 		return err
@@ -100,6 +103,9 @@ func (f *fleet) failover(_ context.Context, res *Result) error {
 		kind string
 		n    topo.Node
 	}{{FailStop, lb2}, {FailStop, lb3}, {FailLink, lb2}, {FailLink, lb3}} {
+		if err := f.bfdUp(lbs...); err != nil {
+			return err
+		}
 		r, err := f.fail(p, c.kind, c.n, lbs)
 		if err != nil {
 			return fmt.Errorf("%s of %s: %w", c.kind, c.n.Name, err)
@@ -109,6 +115,9 @@ func (f *fleet) failover(_ context.Context, res *Result) error {
 			r.Kind, r.Balancer, r.BFD, r.Withdrawn, r.Back, r.Broken, r.Conns, r.Rounds)
 	}
 	for _, n := range []topo.Node{lb3, lb2} {
+		if err := f.bfdUp(lbs...); err != nil {
+			return err
+		}
 		r, err := f.restart(p, n, n.Name != lb3.Name)
 		if err != nil {
 			return fmt.Errorf("restart of %s: %w", n.Name, err)

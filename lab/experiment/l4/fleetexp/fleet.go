@@ -253,3 +253,32 @@ func (f *fleet) pool() (*pool, error) {
 func (f *fleet) routes(ns ...topo.Node) (time.Duration, error) {
 	return f.st.Lab().WaitVIPRoutes(ns, lab.BGPHoldTime+20*time.Second)
 }
+
+// bfdUp waits until every session of the nodes that run BFD has its BFD session up. A node
+// killed before then is not withdrawn by BFD: bird keeps its routes through a graceful restart
+// for the whole restart time (docs/fleet.md, "BFD or graceful restart").
+func (f *fleet) bfdUp(ns ...topo.Node) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range ns {
+		for {
+			var st api.Status
+			if err := f.call(n, api.OpStatus, api.Empty{}, &st); err != nil {
+				return err
+			}
+			up := st.BGP != nil
+			if up {
+				for _, s := range st.BGP.Sessions {
+					up = up && (s.BFD == nil || s.BFD.State == "up")
+				}
+			}
+			if up {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: BFD not up within 20s", n.Name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
