@@ -115,6 +115,43 @@ func KillBalancer(st *State, n topo.Node) error {
 	}
 }
 
+// PauseBalancer stops balancer n's daemon (SIGSTOP: a hung process; its TCP sessions stay open
+// and its program keeps forwarding) or lets it run again (SIGCONT).
+func PauseBalancer(st *State, n topo.Node, pause bool) error {
+	pid, ok := readPID(StateDir(st.Prefix), n.Name)
+	if !ok || !exists(pid) {
+		return fmt.Errorf("pause %s: its daemon is not running", n.Name)
+	}
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("pause %s (%s): %w", n.Name, sig, err)
+	}
+	return nil
+}
+
+// RestartBalancer replaces balancer n's daemon the way a binary upgrade does (docs/fleet.md):
+// SIGKILL, so the program stays attached and forwarding and the BGP session ends without a
+// NOTIFICATION, then a new `lb run` that adopts the program and restarts gracefully. It returns
+// once the new daemon answers.
+func RestartBalancer(st *State, exe string, n topo.Node) error {
+	pid, ok := readPID(StateDir(st.Prefix), n.Name)
+	if !ok || !exists(pid) {
+		return fmt.Errorf("restart %s: its daemon is not running", n.Name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("restart %s: %w", n.Name, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); exists(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("restart %s: pid %d still there after 10s", n.Name, pid)
+		}
+	}
+	return StartBalancer(st, exe, n)
+}
+
 // CutStore drops balancer n's traffic to and from etcd with nftables in its namespace (its
 // watch is cut, its process runs on), or removes the cut.
 func CutStore(n topo.Node, cut bool) error {

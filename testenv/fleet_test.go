@@ -39,6 +39,9 @@ func fleetConns(t *testing.T) int {
 //  4. `lb drain-node`: no connection broken.
 //  5. lb2's etcd watch cut: it keeps forwarding, does not apply a change meanwhile, and
 //     catches up when the watch returns.
+//  6. lb2 (BFD) and lb3 (no BFD) hung and cut off: withdrawn in the detection or hold time,
+//     >= 99.9% survive.
+//  7. lb3 (no BFD) restarted in place: its hop never leaves the router, nothing breaks.
 func TestFleet(t *testing.T) {
 	testutil.RequireLab(t)
 	if err := bird.Available(); err != nil {
@@ -92,6 +95,37 @@ func TestFleet(t *testing.T) {
 	}
 	if w.CaughtUp > 30*time.Second {
 		t.Errorf("watch cut: caught up after %s, want within 30s", w.CaughtUp)
+	}
+	checkFleetFailover(t, r)
+}
+
+// checkFleetFailover asserts scenarios 6 and 7: a hung node and a dead link are withdrawn within
+// the BFD detection time (with slack for a shared machine; the target is 300 ms) or the hold
+// time, every connection survives; a node without BFD restarted in place keeps its hop at the
+// router throughout with nothing broken or refused.
+func checkFleetFailover(t *testing.T, r *fleetexp.Result) {
+	t.Helper()
+	if len(r.Fail) != 4 || len(r.Restart) != 2 {
+		t.Fatalf("failover: %d failures and %d restarts, want 4 and 2", len(r.Fail), len(r.Restart))
+	}
+	for _, f := range r.Fail {
+		limit := lab.BGPHoldTime + time.Second
+		if f.BFD {
+			limit = time.Second
+		}
+		if f.Withdrawn > limit {
+			t.Errorf("%s of %s (bfd %v): withdrawn after %s, want within %s", f.Kind, f.Balancer, f.BFD, f.Withdrawn, limit)
+		}
+		if f.Broken*1000 > f.Conns {
+			t.Errorf("%s of %s (bfd %v): %d of %d connections broken, want >= 99.9%% surviving", f.Kind, f.Balancer, f.BFD, f.Broken, f.Conns)
+		}
+	}
+	gr := r.Restart[0]
+	if gr.BFD || gr.Broken != 0 || gr.NewFailed != 0 || gr.NewStarted == 0 || gr.HopLost != 0 || gr.KernelLost != 0 || gr.Polls < 50 {
+		t.Errorf("restart of %s without BFD: %+v; want 0 broken, 0 new failed, the hop in every one of >= 50 polls", gr.Balancer, gr)
+	}
+	if b := r.Restart[1]; b.Broken*1000 > b.Conns || b.NewFailed*20 > b.NewStarted {
+		t.Errorf("restart of %s with BFD: %+v; want >= 99.9%% surviving and under 5%% of new connections failed", b.Balancer, b)
 	}
 }
 

@@ -80,6 +80,14 @@ type Speaker struct {
 	have    map[netip.Prefix]uuid.UUID
 	counts  Counts
 
+	// renewMu serialises renew with Stop's shutdown of the peers.
+	renewMu sync.Mutex
+	// bfdBase holds, per peer address, the BFD counts GoBGP does not keep: failures, and the
+	// packets of sessions renew replaced.
+	bfdMu   sync.Mutex
+	bfdBase map[string]BFDState
+	bfdLast map[string]string // the state watchBFD read last
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -108,7 +116,7 @@ func Start(opt Options) (*Speaker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{},
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{}, bfdBase: map[string]BFDState{}, bfdLast: map[string]string{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.srv = server.NewBgpServer(server.LoggerOption(gobgpLogger(log), nil))
 	go s.srv.Serve()
@@ -121,6 +129,7 @@ func Start(opt Options) (*Speaker, error) {
 	}
 	s.watchSessions()
 	go s.run()
+	go s.watchBFD()
 	return s, nil
 }
 
@@ -164,6 +173,9 @@ func (s *Speaker) watchSessions() {
 		case up[peer]:
 			s.log.Warn("bgp: session down", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)),
 				"reason", st.DisconnectMessage)
+			if bp, ok := s.peerByAddr(st.NeighborAddress); ok && bp.BFD != nil {
+				go s.renew(bp)
+			}
 		default:
 			s.log.Debug("bgp: session not established", "peer", peer, "state", stateName(api.PeerState_SessionState(st.SessionState+1)))
 		}
@@ -172,6 +184,122 @@ func (s *Speaker) watchSessions() {
 	if err != nil {
 		s.log.Warn("bgp: watch sessions", "err", err)
 	}
+}
+
+func (s *Speaker) peerByAddr(a netip.Addr) (Peer, bool) {
+	for _, p := range s.opt.Peers {
+		if p.Addr == a.Unmap() {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// renew works around GoBGP v4.8.0 (fixed in v4.9.0, osrg/gobgp#3561): a BFD expiry while the BGP
+// session is down queues a reset NOTIFICATION in the peer's FSM that ends the next session the
+// moment it is established. A router that removes its BFD session with its BGP session (bird)
+// lets our BFD expire after every drop, so a node that hung or lost its link once never stayed
+// up again (TestBGPBFDWithBird). Once a detection time has passed after a session of a BFD peer
+// went down (the stale reset is queued by then), the peer is recreated: a fresh FSM and a fresh
+// BFD session. It costs the reconnection that detection time.
+func (s *Speaker) renew(p Peer) {
+	wait := time.Duration(max(p.BFD.Multiplier, 1))*max(p.BFD.MinRx, p.BFD.MinTx) + 100*time.Millisecond
+	select {
+	case <-s.stop:
+		return
+	case <-time.After(wait):
+	}
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	established := false
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: p.Addr.String()}, func(ap *api.Peer) {
+		established = ap.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+	})
+	if err != nil || established {
+		return // up again before the wait ended: a stale reset, if any, ends it and renews then
+	}
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	var old BFDState
+	_ = s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: p.Addr.String()}, func(ap *api.Peer) {
+		if b := bfdState(ap); b != nil {
+			old = BFDState{Sent: b.Sent, Received: b.Received}
+		}
+	})
+	if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Addr.String()}); err != nil {
+		s.log.Warn("bgp: renew peer after its session went down", "peer", p.Addr, "err", err)
+		return
+	}
+	if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p, s.opt.RestartTime, false)}); err != nil {
+		s.log.Error("bgp: renew peer after its session went down: the peer is gone until a restart", "peer", p.Addr, "err", err)
+		return
+	}
+	s.addBFDBase(p.Addr.String(), old) // the new BFD session counts from 0
+	s.bfdMu.Lock()
+	s.bfdLast[p.Addr.String()] = "renewed" // not a failure when watchBFD next reads "down"
+	s.bfdMu.Unlock()
+
+	s.log.Debug("bgp: peer renewed after its session went down (a fresh BFD session)", "peer", p.Addr)
+}
+
+// watchBFD counts BFD failures, which GoBGP does not: it reads every BFD peer's state a third
+// of the shortest detection time apart (at most 100 ms) and counts each change from up to
+// anything else.
+func (s *Speaker) watchBFD() {
+	interval := 100 * time.Millisecond
+	hasBFD := false
+	for _, p := range s.opt.Peers {
+		if b := p.BFD; b != nil {
+			hasBFD = true
+			interval = min(interval, max(time.Duration(b.Multiplier)*b.MinRx/3, 10*time.Millisecond))
+		}
+	}
+	if !hasBFD {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(ap *api.Peer) {
+			b := bfdState(ap)
+			if b == nil {
+				return
+			}
+			addr := ap.GetConf().GetNeighborAddress()
+			s.bfdMu.Lock()
+			if s.bfdLast[addr] == "up" && b.State != "up" {
+				b := s.bfdBase[addr]
+				b.Failures++
+				s.bfdBase[addr] = b
+			}
+			s.bfdLast[addr] = b.State
+			s.bfdMu.Unlock()
+		})
+		cancel()
+	}
+}
+
+// addBFDBase adds to what the peer's BFD counters carry over (failures, and the packets of BFD
+// sessions that renew replaced).
+func (s *Speaker) addBFDBase(peer string, d BFDState) {
+	s.bfdMu.Lock()
+	defer s.bfdMu.Unlock()
+	b := s.bfdBase[peer]
+	b.Failures += d.Failures
+	b.Sent += d.Sent
+	b.Received += d.Received
+	s.bfdBase[peer] = b
 }
 
 func peerConf(p Peer, restartTime time.Duration, restarting bool) *api.Peer {
@@ -382,7 +510,8 @@ type Session struct {
 type BFDState struct {
 	// State is up, down, init or admin-down.
 	State string `json:"state"`
-	// Failures counts the times the session went down from up.
+	// Failures counts the times the session went down from up (each resets BGP: a timeout or the
+	// router's Down); GoBGP keeps no count, the speaker reads the state every detection time / 3.
 	Failures uint64 `json:"failures"`
 	// Sent and Received count control packets.
 	Sent     uint64 `json:"packets_sent"`
@@ -400,7 +529,7 @@ func bfdState(p *api.Peer) *BFDState {
 		return nil
 	}
 	st := p.GetState().GetBfdState()
-	out := &BFDState{State: "down", Failures: st.GetFailureTransitions(),
+	out := &BFDState{State: "down",
 		Sent: st.GetBfdAsync().GetTransmittedPackets(), Received: st.GetBfdAsync().GetReceivedPackets(),
 		DetectTime: time.Duration(c.GetDetectionMultiplier()) * time.Duration(c.GetRequiredMinimumReceive()) * time.Microsecond}
 	switch st.GetSessionState() {
@@ -453,6 +582,12 @@ func (s *Speaker) Sessions(ctx context.Context) ([]Session, error) {
 			se.PrefixesSent += a.GetState().GetAdvertised()
 		}
 		se.BFD = bfdState(p)
+		if se.BFD != nil {
+			s.bfdMu.Lock()
+			b := s.bfdBase[p.GetConf().GetNeighborAddress()]
+			s.bfdMu.Unlock()
+			se.BFD.Failures, se.BFD.Sent, se.BFD.Received = b.Failures, se.BFD.Sent+b.Sent, se.BFD.Received+b.Received
+		}
 		se.RestartTime = p.GetGracefulRestart().GetRestartTime()
 		se.GracefulRestart = se.Established && se.RestartTime > 0 && grNegotiated(p)
 		se.LastDownReason = st.GetDisconnectMessage()
@@ -501,6 +636,8 @@ func (s *Speaker) Stop() {
 	}
 	close(s.stop)
 	<-s.done
+	s.renewMu.Lock() // a renew under way finishes first; later ones see stop closed
+	defer s.renewMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, p := range s.opt.Peers {

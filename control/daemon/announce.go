@@ -64,6 +64,12 @@ func (d *Daemon) startBGP() error {
 		}
 		opt.Peers = append(opt.Peers, bp)
 	}
+	for _, p := range opt.Peers {
+		if p.BFD != nil && opt.RestartTime > 0 {
+			// bird (2.0.12) ends a graceful restart when BFD goes down, AdminDown included.
+			d.log.Info("bgp: BFD on this peer: a router running BFD withdraws this node when lb run restarts, graceful restart or not; leave bfd out on this node to keep its routes through restarts (docs/fleet.md, \"BFD or graceful restart\")", "peer", p.Addr)
+		}
+	}
 	sp, err := bgp.Start(opt)
 	if err != nil {
 		return err

@@ -221,6 +221,16 @@ func Routes(dir string) ([]Route, error) {
 	return parseRoutes(out), nil
 }
 
+// RoutesFor reads `birdc show route for ADDR` (every table): the routes bird would use for
+// an address, each with all its paths. Cheap enough to poll every 10 ms.
+func RoutesFor(dir string, a netip.Addr) ([]Route, error) {
+	out, err := birdc(dir, "show", "route", "for", a.String(), "table", "all")
+	if err != nil {
+		return nil, err
+	}
+	return parseRoutes(out), nil
+}
+
 func parseRoutes(out []byte) []Route {
 	var rs []Route
 	sc := bufio.NewScanner(bytes.NewReader(out))

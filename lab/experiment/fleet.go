@@ -14,7 +14,7 @@ func init() {
 	Register(Experiment{
 		Name:      "fleet",
 		Stop:      "l4",
-		Summary:   "a fleet of L4 balancers over BGP and etcd: node killed, node joins, backend change with and without second chance, drain-node, etcd watch cut",
+		Summary:   "a fleet of L4 balancers over BGP and etcd: node killed, node joins, backend change with and without second chance, drain-node, etcd watch cut, hung node and dead link with and without BFD, in-place restart",
 		NeedsRoot: true,
 		Run:       runFleet,
 	})
@@ -59,6 +59,7 @@ func runFleet(ctx context.Context, w io.Writer, opt Options) error {
 		"4. lb drain-node on lb1", fmt.Sprintf("%d/%d", d.Conns-d.Broken, d.Conns), d.Broken, d.Rounds, ms(d.Withdrawn), ms(d.Detached))
 	fmt.Fprintf(w, "%-48s %-22s applied while cut: %v; caught up %s after the cut ended\n",
 		"5. lb2's etcd watch cut, be3's weight changed", fmt.Sprintf("%d/%d", wc.Requests-wc.Failed, wc.Requests), wc.AppliedWhileCut, ms(wc.CaughtUp))
+	printFailover(w, r)
 	fmt.Fprint(w, `
 how to read it:
 - 1: SIGKILL closes the daemon's BGP socket, so bird sees the session drop at once (no hold-time
@@ -71,10 +72,48 @@ how to read it:
   whose slot changed break; with it the backend's decap forwards them to the previous pick.
 - 5: the cut node forwards on its last table; it does not apply the change until the watch
   returns, then its ring digest equals the others'.
+- 6: a hung daemon's program still forwards, a dead link forwards nothing (TCP retransmits
+  until the route moves); BFD (lb2, 100 ms x 3 on both sides) withdraws in about the detection
+  time, the hold timer (lb3, 3 s) in up to the hold time. The moved flows re-hash on the same
+  table on the other nodes, and go back to their entries when the node returns.
+- 7: a daemon replaced in place (SIGKILL, then a new lb run adopting the program). lb3 runs no
+  BFD: bird keeps its routes through graceful restart, the hop never leaves. lb2 runs BFD: bird
+  ends the restart when BFD times out (bird 2.0.12 takes even an AdminDown as a failure), so its
+  routes leave for the restart and its flows ride the other nodes meanwhile.
 `)
 	fmt.Fprintf(w, "took %s\n", r.Took.Round(time.Second))
 	if opt.JSON {
 		return json.NewEncoder(w).Encode(map[string]any{"experiment": "fleet", "quick": opt.Quick, "result": r})
 	}
 	return nil
+}
+
+// printFailover prints scenarios 6 and 7 beside their targets.
+func printFailover(w io.Writer, r *fleetexp.Result) {
+	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	for _, x := range r.Fail {
+		how, target := "without BFD", "hold time 3s"
+		if x.BFD {
+			how, target = "BFD 100ms x 3", "target <= 300ms"
+		}
+		what := "6. " + x.Balancer + " hung (SIGSTOP), " + how
+		if x.Kind == fleetexp.FailLink {
+			what = "6. " + x.Balancer + "'s link down, " + how
+		}
+		fmt.Fprintf(w, "%-48s %-22s routes withdrawn %s (%s); back %s after the end; %d broken over %d rounds (target >= 99.9%%)\n",
+			what, fmt.Sprintf("%d/%d", x.Conns-x.Broken, x.Conns), ms(x.Withdrawn), target, ms(x.Back), x.Broken, x.Rounds)
+	}
+	for _, x := range r.Restart {
+		how, target := "GR, no BFD", "target: 0 broken, 0 failed new, hop never lost"
+		if x.BFD {
+			how, target = "GR and BFD", "BFD ends the restart: the hop leaves, flows ride the others"
+		}
+		lost := "hop never lost"
+		if x.HopLost > 0 {
+			lost = fmt.Sprintf("hop missing in %d polls from %s after the kill", x.HopLost, ms(x.FirstLost))
+		}
+		fmt.Fprintf(w, "%-48s %-22s broken %d over %d rounds; new connections %d/s: %d failed of %d; birdc polled every 10 ms: %d polls, %s (kernel route: %d without it); session up %s after the kill (%s)\n",
+			"7. "+x.Balancer+" restarted in place, "+how, fmt.Sprintf("%d/%d", x.Conns-x.Broken, x.Conns), x.Broken, x.Rounds,
+			x.NewRate, x.NewFailed, x.NewStarted, x.Polls, lost, x.KernelLost, ms(x.Up), target)
+	}
 }

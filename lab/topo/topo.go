@@ -582,3 +582,25 @@ func FlushConntrack(ns string) error {
 	}
 	return nil
 }
+
+// SetLink sets node n's interface down, as a cut cable or a dead NIC on the node's side, or up
+// again with its addresses and default routes (the kernel drops the routes, and IPv6 addresses,
+// of an interface that goes down).
+func (t *Topology) SetLink(n Node, up bool) error {
+	h, err := handle(n.NS)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if up {
+		return buildHost(h, n, t.Segment(n.Segment))
+	}
+	eth, err := h.LinkByName(n.Iface)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", n.Iface, n.NS, err)
+	}
+	if err := h.LinkSetDown(eth); err != nil {
+		return fmt.Errorf("set %s down in %s: %w", n.Iface, n.NS, err)
+	}
+	return nil
+}

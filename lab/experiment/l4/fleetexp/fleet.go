@@ -41,7 +41,11 @@ type Result struct {
 	Change   []ChangeResult `json:"backend_change"`
 	Drain    DrainResult    `json:"drain"`
 	WatchCut WatchResult    `json:"watch_cut"`
-	Took     time.Duration  `json:"took_ns"`
+	// Fail has the silent failures of scenario 6: SIGSTOP and link down, with BFD (lb2) and
+	// without (lb3); Restart the in-place restarts of scenario 7, without BFD (lb3) and with (lb2).
+	Fail    []FailResult    `json:"fail"`
+	Restart []RestartResult `json:"restart"`
+	Took    time.Duration   `json:"took_ns"`
 }
 
 // KillResult is scenario 1: a balancer of three killed (SIGKILL, program detached).
@@ -125,7 +129,7 @@ type fleet struct {
 }
 
 // Run brings up a lab of four balancers (the fourth on standby), one etcd member and four
-// backends, runs the five scenarios in turn and removes the lab.
+// backends, runs the seven scenarios in turn and removes the lab.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Conns == 0 {
 		o.Conns = 1000
@@ -164,7 +168,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		addr: net.JoinHostPort(lab.WebVIP4.String(), "80"), conns: t.ByRole(topo.Client)}
 	f.be4 = f.bes[3].Addr4.String()
 	res := &Result{Conns: o.Conns}
-	steps := []func(context.Context, *Result) error{f.kill, f.join, f.drain, f.watchCut, f.change}
+	steps := []func(context.Context, *Result) error{f.kill, f.join, f.drain, f.watchCut, f.change, f.failover}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -248,4 +252,33 @@ func (f *fleet) pool() (*pool, error) {
 // routes waits until the router's VIP routes go through exactly ns.
 func (f *fleet) routes(ns ...topo.Node) (time.Duration, error) {
 	return f.st.Lab().WaitVIPRoutes(ns, lab.BGPHoldTime+20*time.Second)
+}
+
+// bfdUp waits until every session of the nodes that run BFD has its BFD session up. A node
+// killed before then is not withdrawn by BFD: bird keeps its routes through a graceful restart
+// for the whole restart time (docs/fleet.md, "BFD or graceful restart").
+func (f *fleet) bfdUp(ns ...topo.Node) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range ns {
+		for {
+			var st api.Status
+			if err := f.call(n, api.OpStatus, api.Empty{}, &st); err != nil {
+				return err
+			}
+			up := st.BGP != nil
+			if up {
+				for _, s := range st.BGP.Sessions {
+					up = up && (s.BFD == nil || s.BFD.State == "up")
+				}
+			}
+			if up {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: BFD not up within 20s", n.Name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }

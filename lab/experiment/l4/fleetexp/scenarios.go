@@ -42,6 +42,9 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 	gen := startNewConns(f.conns[1], f.addr, f.o.NewRate, f.o.NewRate*90)
 	defer gen.finish()
 	time.Sleep(time.Second) // new connections before the kill, for the comparison
+	if err := f.bfdUp(lb3); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := lab.KillBalancer(f.st, lb3); err != nil {
 		return err
@@ -283,6 +286,9 @@ func (f *fleet) changeOnce(sc bool) (ChangeResult, error) {
 		return c, err
 	}
 	if _, _, err := f.waitRing(f.lbs[:3], 4, d3, 20*time.Second); err != nil {
+		return c, err
+	}
+	if err := f.bfdUp(lb3); err != nil {
 		return c, err
 	}
 	if err := lab.KillBalancer(f.st, lb3); err != nil {
