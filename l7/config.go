@@ -191,10 +191,11 @@ type Pool struct {
 	Backends []Backend `yaml:"backends"`
 	// Protocol to the backends: http1 (default), h2c, or h2 (TLS).
 	Protocol string `yaml:"protocol"`
-	// InsecureSkipVerify skips verification of backend certificates for protocol h2.
+	// InsecureSkipVerify skips verification of backend certificates (h2, or http1 with tls).
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-	// TLS tunes TLS to h2 backends: the roots that verify them, the name verified, and a
-	// client certificate for mutual TLS.
+	// TLS is TLS to the backends: HTTP/1.1 over TLS for protocol http1 (protocol h2 is always
+	// TLS); the roots that verify them, the name verified, and a client certificate for mutual
+	// TLS.
 	TLS *UpstreamTLS `yaml:"tls"`
 	// SendProxyProtocol (v1 or v2) starts each connection to a backend with a PROXY header
 	// carrying the client's address (HAProxy's send-proxy); such connections serve one client
@@ -593,8 +594,8 @@ func (c *Config) validatePool(f string, p Pool) error {
 		return c.fieldError(f+".send_proxy_protocol", "a PROXY header describes one client connection and an %s connection carries many clients' streams; use protocol: http1 for this pool", p.Protocol)
 	}
 	if p.TLS != nil {
-		if p.Protocol != "h2" {
-			return c.fieldError(f+".tls", "TLS to backends is for protocol h2; set protocol: h2 or remove tls")
+		if p.Protocol == "h2c" {
+			return c.fieldError(f+".tls", "h2c is HTTP/2 in cleartext; use protocol: h2 for HTTP/2 over TLS, or http1 with tls for HTTP/1.1 over TLS")
 		}
 		if _, err := p.TLS.config(false); err != nil {
 			return c.fieldError(f+".tls", "%v", err)

@@ -93,10 +93,11 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	n, body, rej := rb.Next(c.in.Buffered()[end:])
 	// A malformed chunk is judged by the goroutine engine, which answers it.
 	whole := rb.Done() && rej == nil
-	if !whole || !rq.rt.pool.ipOnly || rq.rt.pool.up == nil || rq.rt.pool.up.sendProxy != 0 || c.coding != compress.Identity {
+	if !whole || !rq.rt.pool.ipOnly || rq.rt.pool.up == nil || rq.rt.pool.up.sendProxy != 0 || rq.rt.pool.up.tls != nil || c.coding != compress.Identity {
 		// A body still arriving streams on the goroutine engine, whose dialer also resolves
 		// host names, which holds the HTTP/2 pools' connections (forward_h2.go) and which
-		// compresses responses (compress.go) and keeps PROXY pools' connections per client. Handed
+		// compresses responses (compress.go), keeps PROXY pools' connections per client and
+		// speaks TLS to backends. Handed
 		// over before admission, so the request is admitted once.
 		l.handOff(c, false)
 		return false

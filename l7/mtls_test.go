@@ -93,7 +93,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 	}
 }
 
-// An h2 pool's tls: pins the roots that verify the backend (ca_file, server_name) and presents a
+// A pool's tls: (HTTP/2, or HTTP/1.1 over TLS on every engine) pins the roots that verify the backend (ca_file, server_name) and presents a
 // client certificate: a backend that requires one answers; without it, or against a backend
 // the roots do not verify, the exchange fails (502), never silently unverified.
 func TestUpstreamMutualTLS(t *testing.T) {
@@ -112,36 +112,57 @@ func TestUpstreamMutualTLS(t *testing.T) {
 	clients.AppendCertsFromPEM(must(os.ReadFile(clientPEM)))
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Echo-Peer", r.TLS.PeerCertificates[0].Subject.CommonName)
+		w.Header().Set("Echo-Proto", r.Proto)
 	}))
 	backend.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients}
 	backend.EnableHTTP2 = true
 	backend.StartTLS()
 	defer backend.Close()
 	addr := strings.TrimPrefix(backend.URL, "https://")
-	for _, c := range []struct {
+	cases := []struct {
 		tls  string
 		want int
 	}{
 		{fmt.Sprintf("{ca_file: %q, server_name: backend.test, cert: %q, key: %q}", srvCert, clientPEM, keyPEM), 200},
 		{fmt.Sprintf("{ca_file: %q, server_name: backend.test}", srvCert), 502},                                         // no client certificate
 		{fmt.Sprintf("{ca_file: %q, server_name: backend.test, cert: %q, key: %q}", otherCert, clientPEM, keyPEM), 502}, // roots that do not verify it
-	} {
+	}
+	check := func(t *testing.T, base, proto, tlsConf string, want int, client *http.Client) {
+		t.Helper()
+		resp, err := client.Get(base + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 200 && (resp.Header.Get("Echo-Peer") != "proxy" || resp.Header.Get("Echo-Proto") != proto)) {
+			t.Errorf("tls %s: %s, peer %q over %q; want %d over %s", tlsConf, resp.Status, resp.Header.Get("Echo-Peer"), resp.Header.Get("Echo-Proto"), want, proto)
+		}
+	}
+	for _, c := range cases {
 		_, base := startProxy(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
 routes: [{name: r, pool: p}]
 pools: [{name: p, protocol: h2, tls: %s, backends: [{address: %q}]}]
 `, c.tls, addr))
-		resp, err := testClient.Get(base + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want || (c.want == 200 && resp.Header.Get("Echo-Peer") != "proxy") {
-			t.Errorf("tls %s: %s, peer %q; want %d", c.tls, resp.Status, resp.Header.Get("Echo-Peer"), c.want)
-		}
+		check(t, base, "HTTP/2.0", c.tls, c.want, testClient)
 	}
+	// HTTP/1.1 over TLS (an http1 pool with tls:), on every engine.
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		for _, c := range cases {
+			p := e.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, tls: %s, backends: [{address: %q}]}]
+`, c.tls, e.backend(addr)))
+			client := testClient
+			if e.h2 {
+				client = h2Client(p.base())
+			}
+			check(t, p.base(), "HTTP/1.1", c.tls, c.want, client)
+		}
+	})
 	_, err = ParseConfig([]byte("listeners: [{address: \"127.0.0.1:0\"}]\nroutes: [{name: r, pool: p}]\npools: [{name: p, protocol: h2c, tls: {cert: a}, backends: [{address: \"127.0.0.1:1\"}]}]\n"))
-	if err == nil || !strings.Contains(err.Error(), "pools[0].tls: TLS to backends is for protocol h2") {
+	if err == nil || !strings.Contains(err.Error(), "pools[0].tls: h2c is HTTP/2 in cleartext") {
 		t.Errorf("tls on an h2c pool: %v", err)
 	}
 }

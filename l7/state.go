@@ -145,7 +145,7 @@ func (s *Server) buildState(cfg *Config, prev *state) (*state, error) {
 	st := &state{cfg: cfg, table: table, pools: map[string]*pool{}, global: limit.NewGate(cfg.Limits.MaxInFlight)}
 	for _, pc := range cfg.Pools {
 		var tc *tls.Config
-		if pc.Protocol == "h2" {
+		if pc.Protocol == "h2" || pc.TLS != nil {
 			if tc, err = pc.TLS.config(pc.InsecureSkipVerify); err != nil {
 				return nil, fmt.Errorf("pool %s: tls: %w", pc.Name, err)
 			}
@@ -257,7 +257,10 @@ func (s *Server) buildPool(pc Pool, tc *tls.Config, prev *state) *pool {
 		p.h2up = newH2Upstreams(transport.(*http.Transport), p.scheme)
 		p.closeIdle = func() { closeTransport(); p.h2up.closeIdle(true) }
 	default:
-		p.up = newUpstreams(pc, s.conns)
+		if tc != nil {
+			p.scheme = "https" // HTTP/1.1 over TLS (pools[].tls)
+		}
+		p.up = newUpstreams(pc, s.conns, tc)
 		// A pool is closed only when its configuration is retired (reload, stop): connections
 		// still busy then are closed when their responses end instead of pooled.
 		p.closeIdle = func() { closeTransport(); p.up.closeIdle(true) }
@@ -340,6 +343,7 @@ func newTransport(pc Pool, tc *tls.Config, counted func(connlimit.DialFunc) conn
 		t.TLSClientConfig = tc
 	default:
 		t.Protocols.SetHTTP1(true)
+		t.TLSClientConfig = tc // nil: a cleartext pool
 	}
 	return t, t.CloseIdleConnections
 }

@@ -2,6 +2,7 @@ package l7
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -39,6 +40,9 @@ type upstreams struct {
 	// sendProxy is the PROXY protocol version each connection starts with (0: none); such a
 	// connection carries one client connection's requests only (its key names that client).
 	sendProxy int
+	// tls is the client TLS configuration of a pool with tls: (HTTP/1.1 over TLS); nil: cleartext.
+	tls       *tls.Config
+	handshake time.Duration // bounds a TLS handshake (the connect timeout)
 	closed    bool
 }
 
@@ -52,10 +56,11 @@ type upKey struct {
 // clientEnds are the addresses of a client connection, for a PROXY header.
 type clientEnds struct{ src, dst net.Addr }
 
-func newUpstreams(pc Pool, budget *connlimit.Budget) *upstreams {
+func newUpstreams(pc Pool, budget *connlimit.Budget, tc *tls.Config) *upstreams {
 	d := &net.Dialer{Timeout: pc.Timeouts.Connect, KeepAlive: 30 * time.Second}
 	return &upstreams{idle: core.NewIdle[upKey, *upConn](), maxIdle: pc.MaxIdlePerBackend,
-		idleFor: pc.Timeouts.Idle, dialer: budget.Dial(d.DialContext), sendProxy: proxyVersion(pc.SendProxyProtocol)}
+		idleFor: pc.Timeouts.Idle, dialer: budget.Dial(d.DialContext), sendProxy: proxyVersion(pc.SendProxyProtocol),
+		tls: tc, handshake: pc.Timeouts.Connect}
 }
 
 // proxyVersion reads send_proxy_protocol (validated): 0 for none.
@@ -105,6 +110,11 @@ func (u *upstreams) dial(key upKey, client clientEnds) (*upConn, error) {
 		if _, err := c.Write(proxyproto.Header(u.sendProxy, client.src, client.dst)); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("send proxy protocol header to %s: %w", key.b.Address, err)
+		}
+	}
+	if u.tls != nil {
+		if c, err = u.handshakeWith(c, key.b.Address); err != nil {
+			return nil, err
 		}
 	}
 	return &upConn{Reader: h1.Reader{Conn: c, Buf: make([]byte, 16<<10)}, key: key}, nil
@@ -157,4 +167,22 @@ func (uc *upConn) probe() core.IdleProbe {
 		return core.IdleShut
 	}
 	return uc.res
+}
+
+// handshakeWith runs the TLS handshake of a pool with tls: on c (after any PROXY header, which
+// precedes TLS), verifying the backend as server_name, else as its address's host, says.
+func (u *upstreams) handshakeWith(c net.Conn, addr string) (net.Conn, error) {
+	cfg := u.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), u.handshake)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("tls handshake with %s: %w (check the pool's tls: ca_file, server_name, cert)", addr, err)
+	}
+	return tc, nil
 }
