@@ -11,6 +11,13 @@
 #   tlscps full TLS 1.3 handshakes per second (bench/tlsload: a new connection per request, no
 #          session cache; every handshake counted and checked not resumed);
 #   h2tls  h2load over TLS 1.3 with ALPN h2;
+#   policy wrk to a route with request policy: a 90/10 weighted split over two pools (the same
+#          backend on two ports) with a request header set and a response header set (nginx:
+#          upstream weights + proxy_set_header/add_header; HAProxy: server weights +
+#          http-request/http-response set-header); its JSON compares switchyard with its own plain
+#          route (h1) of the same run;
+#   gzip   wrk with Accept-Encoding: gzip for a 20 KB JSON body, each proxy compressing it at
+#          gzip level GZIP_LEVEL (5; HAProxy: tune.comp.maxlevel), streamed;
 #   grpc   unary gRPC calls per second (bench/grpcload on grpc-go: 16 connections x 10 calls in
 #          flight, 64-byte requests, 512-byte answers; every call must end with status OK and the
 #          full payload) through each proxy's h2c listener (switchyard: an h2c pool; HAProxy:
@@ -25,8 +32,8 @@
 # Every round is checked (bench/lib.sh): a non-2xx answer, a socket error, a timeout or a peer
 # that did not start fails the run, and then no JSON is written.
 # Prints tables and writes a flat JSON object to bench/out/l7.json. Tunables (environment):
-# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all seven: "h1 h1pin
-# h2c tls tlscps h2tls grpc"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
+# ROUNDS (3), DURATION seconds per run (5), CONNS (64), THREADS (2); CELLS (all nine: "h1 h1pin
+# h2c tls tlscps h2tls grpc policy gzip"; a subset is for profiling and writes no JSON); BENCH_SMOKE=1: one round of
 # 1 s per cell. Profiling (h1 and tls cells): SYSCALLS=1 counts each proxy's system calls per
 # request by kind (perf stat on the syscall tracepoints) and prints them after each round;
 # PERF_DIR=dir records a CPU profile of each proxy per round (perf record -g) into dir. Wrap in the shared lock, e.g. flock /tmp/switchyard-bench.lock bash bench/l7.sh
@@ -41,7 +48,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
-CELLS=${CELLS:-h1 h1pin h2c tls tlscps h2tls grpc}
+CELLS=${CELLS:-h1 h1pin h2c tls tlscps h2tls grpc policy gzip}
+GZIP_LEVEL=${GZIP_LEVEL:-5}
 if is_smoke; then ROUNDS=1 DURATION=1; fi
 BACKEND_STATUS=${BENCH_L7_BACKEND_STATUS:-200}
 GRPC_CODE=${BENCH_L7_GRPC_CODE:-0}
@@ -50,13 +58,14 @@ GRPC_CONNS=16 GRPC_STREAMS=10 GRPC_REQ=64 GRPC_RESP=512
 BACKEND_PORT=18180 SW_PORT=18181 NGINX_PORT=18182 HAPROXY_PORT=18183 SW_TLS_PORT=18184
 NGINX_H2_PORT=18185 HAPROXY_H2_PORT=18186 NGINX_TLS_PORT=18187 HAPROXY_TLS_PORT=18188
 GRPC_BACKEND_PORT=18210 SW_GRPC_PORT=18211 NGINX_GRPC_PORT=18212 HAPROXY_GRPC_PORT=18213
+BACKEND2_PORT=18214
 
 ensure_packages wrk nginx haproxy nghttp2-client curl openssl procps util-linux
 if [[ " $CELLS " == *" h1pin "* ]] && [ "$(nproc)" -lt 2 ]; then
   bench_fail "the h1pin cell pins the proxy and the load to different CPUs and this machine has one: leave h1pin out of CELLS"
 fi
 [ -x bin/switchyard ] || go build -o bin/switchyard ./cmd/switchyard
-ports_free $BACKEND_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT \
+ports_free $BACKEND_PORT $BACKEND2_PORT $SW_PORT $NGINX_PORT $HAPROXY_PORT $SW_TLS_PORT $NGINX_H2_PORT $HAPROXY_H2_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT \
   $GRPC_BACKEND_PORT $SW_GRPC_PORT $NGINX_GRPC_PORT $HAPROXY_GRPC_PORT
 
 work=$(mktemp -d /tmp/switchyard-bench-l7.XXXXXX)
@@ -80,6 +89,9 @@ cat "$work/cert.pem" "$work/key.pem" >"$work/haproxy.pem"
 # hardware (it does not let it be configured); each server picks by its own order.
 SUITES=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
 
+# The gzip cell's body: 20 KB of JSON (records alike in shape, not in values).
+awk 'BEGIN { printf "["; for (i = 0; i < 200; i++) printf "%s{\"id\":%d,\"state\":\"at transfer hub %d\",\"zone\":\"%d\",\"step\":%d,\"eta\":\"2026-12-%02dT%02d:00:00Z\"}", (i ? "," : ""), i * 7919 % 100003, i % 17, i % 91, i % 5, i % 28 + 1, i % 24; print "]" }' >"$work/big.json"
+chmod a+x "$work" && chmod a+r "$work/big.json" # nginx's workers (nobody) read it
 # The backend: one nginx worker answering a small JSON body, like the lessons' replicas.
 cat >"$work/backend.conf" <<CONF
 worker_processes 1;
@@ -92,7 +104,9 @@ http {
   keepalive_requests 1000000;
   server {
     listen 127.0.0.1:$BACKEND_PORT;
+    listen 127.0.0.1:$BACKEND2_PORT;
     location / { default_type application/json; return $BACKEND_STATUS '{"state":"at transfer hub","zone":"35","step":4}'; }
+    location = /big.json { default_type application/json; alias $work/big.json; }
   }
 }
 CONF
@@ -107,13 +121,23 @@ http {
   access_log off;
   keepalive_requests 1000000;
   upstream app { server 127.0.0.1:$BACKEND_PORT; keepalive 128; }
+  upstream split { server 127.0.0.1:$BACKEND_PORT weight=9; server 127.0.0.1:$BACKEND2_PORT weight=1; keepalive 128; }
   server {
     listen 127.0.0.1:$NGINX_PORT;
+    gzip on; gzip_comp_level $GZIP_LEVEL; gzip_types application/json; gzip_min_length 256; gzip_proxied any;
     location / {
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+    }
+    location /policy/ {
+      proxy_pass http://split;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Env prod;
+      add_header X-Route policy;
     }
   }
   server {
@@ -153,6 +177,7 @@ cat >"$work/haproxy.cfg" <<CONF
 global
   nbthread 2
   maxconn 3000
+  tune.comp.maxlevel $GZIP_LEVEL
   ssl-default-bind-ciphersuites $SUITES
   ssl-default-bind-options ssl-min-ver TLSv1.2
 defaults
@@ -165,6 +190,7 @@ defaults
   http-reuse always
 frontend fe
   bind 127.0.0.1:$HAPROXY_PORT
+  use_backend be_split if { path_beg /policy/ }
   default_backend be
 frontend fe_h2
   bind 127.0.0.1:$HAPROXY_H2_PORT proto h2
@@ -173,7 +199,14 @@ frontend fe_tls
   bind 127.0.0.1:$HAPROXY_TLS_PORT ssl crt $work/haproxy.pem alpn h2,http/1.1
   default_backend be
 backend be
+  compression algo gzip
+  compression type application/json
   server app 127.0.0.1:$BACKEND_PORT maxconn 2000
+backend be_split
+  http-request set-header X-Env prod
+  http-response set-header X-Route policy
+  server a 127.0.0.1:$BACKEND_PORT maxconn 2000 weight 90
+  server b 127.0.0.1:$BACKEND2_PORT maxconn 2000 weight 10
 frontend fe_grpc
   bind 127.0.0.1:$HAPROXY_GRPC_PORT proto h2
   default_backend be_grpc
@@ -187,8 +220,21 @@ listeners:
   - {address: "127.0.0.1:$SW_TLS_PORT", tls: {certificates: [{cert: "$work/cert.pem", key: "$work/key.pem"}]}}
 access_log: "off"
 limits: {max_in_flight: 20000}
-routes: [{name: all, pool: app}]
-pools: [{name: app, balance: round_robin, backends: [{address: "127.0.0.1:$BACKEND_PORT"}]}]
+routes:
+  - name: policy
+    match: {path: {prefix: /policy/}}
+    pools: [{pool: app, weight: 90}, {pool: app2, weight: 10}]
+    filters:
+      request_headers: {set: [{name: X-Env, value: prod}]}
+      response_headers: {set: [{name: X-Route, value: policy}]}
+  - name: gzip
+    match: {path: {exact: /big.json}}
+    pool: app
+    compress: {encodings: [gzip], types: [application/json], levels: {gzip: $GZIP_LEVEL}}
+  - {name: all, pool: app}
+pools:
+  - {name: app, balance: round_robin, backends: [{address: "127.0.0.1:$BACKEND_PORT"}]}
+  - {name: app2, balance: round_robin, backends: [{address: "127.0.0.1:$BACKEND2_PORT"}]}
 CONF
 # switchyard's gRPC proxy: an h2c listener to an h2c pool, in a process of its own.
 cat >"$work/l7-grpc.yaml" <<CONF
@@ -219,6 +265,14 @@ declare -A grpcport=([switchyard]=$SW_GRPC_PORT [nginx]=$NGINX_GRPC_PORT [haprox
 http_ready "the nginx backend" "http://127.0.0.1:$BACKEND_PORT/tracking"
 h2c_200() { local s; s=$(curl -s --http2-prior-knowledge -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
 h2tls_200() { local s; s=$(curl -sk --http2 -o /dev/null -w "%{http_code} HTTP/%{http_version}" --max-time 2 "$1") || true; [ "$s" = "200 HTTP/2" ] || { echo "answered ${s:-nothing}"; return 1; }; }
+# policy_ok URL: 200 with the policy route's response header; gzip_ok URL: a gzip body that
+# decodes to the backend's 20 KB.
+policy_ok() { curl -sf -o /dev/null -D - --max-time 2 "$1" | grep -qi '^X-Route: policy' || { echo "no X-Route: policy"; return 1; }; }
+gzip_ok() {
+  local ce; ce=$(curl -sf -H 'Accept-Encoding: gzip' -o "$work/gz.out" -w '%{content_type}' -D "$work/gz.head" --max-time 2 "$1") || { echo "no 200"; return 1; }
+  grep -qi '^Content-Encoding: gzip' "$work/gz.head" || { echo "not gzip-encoded"; return 1; }
+  gunzip -c "$work/gz.out" | cmp -s - "$work/big.json" || { echo "does not decode to the backend's body"; return 1; }
+}
 # grpc_ok ADDR succeeds when one unary call through ADDR ends OK with the whole payload.
 grpc_ok() { "$work/grpcload" -addr "$1" -c 1 -m 1 -n 1 -d 2s -timeout 2s -req "$GRPC_REQ" -resp "$GRPC_RESP" 2>&1; }
 ready "the gRPC backend" 10 grpc_ok "127.0.0.1:$GRPC_BACKEND_PORT"
@@ -228,6 +282,8 @@ for n in "${names[@]}"; do
   http_ready "$n (TLS, HTTP/1.1)" "https://127.0.0.1:${tlsport[$n]}/tracking"
   ready "$n (TLS, h2)" 10 h2tls_200 "https://127.0.0.1:${tlsport[$n]}/tracking"
   ready "$n (gRPC)" 10 grpc_ok "127.0.0.1:${grpcport[$n]}"
+  ready "$n (policy route)" 10 policy_ok "http://127.0.0.1:${port[$n]}/policy/tracking"
+  ready "$n (gzip)" 10 gzip_ok "http://127.0.0.1:${port[$n]}/big.json"
 done
 
 # The handshake cell's "none resumed" means something only if the servers would resume: with a
@@ -325,9 +381,11 @@ declare -A rps p50 p99 cpu bcpu wcpu busy mean tlsparams
 measure() {
   local cell=$1 r=$2 n=$3 what="round $2 $1 $3" out t0 t1 v
   case $cell in
-  h1|h1pin|tls)
-    local url="http://127.0.0.1:${port[$n]}/tracking?no=1" wrkcpus=$all_cpus
+  h1|h1pin|tls|policy|gzip)
+    local url="http://127.0.0.1:${port[$n]}/tracking?no=1" wrkcpus=$all_cpus hdr=()
     [ "$cell" = tls ] && url="https://127.0.0.1:${tlsport[$n]}/tracking?no=1"
+    [ "$cell" = policy ] && url="http://127.0.0.1:${port[$n]}/policy/tracking?no=1"
+    [ "$cell" = gzip ] && url="http://127.0.0.1:${port[$n]}/big.json" hdr=(-H "Accept-Encoding: gzip")
     local b0 b1 bx0 bx1 w
     if [ "$cell" = h1pin ]; then
       pin 0 ${procs[$n]}
@@ -337,7 +395,7 @@ measure() {
     prof_start "$cell-$n-$r" "${procs[$n]}"
     t0=$(cpu_ticks ${procs[$n]}) b0=$(cpu_ticks $backend_procs) bx0=$(box_ticks)
     # wrk's own CPU: the subshell's reaped-children ticks (cutime + cstime) once wrk has exited.
-    out=$(taskset -c "$wrkcpus" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url" 2>&1 || echo "WRK FAILED"
+    out=$(taskset -c "$wrkcpus" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "${hdr[@]}" "$url" 2>&1 || echo "WRK FAILED"
       awk '{ print "wrk-ticks", $16 + $17 }' /proc/$BASHPID/stat)
     [ "$cell" != h1pin ] || pin "$all_cpus" ${procs[$n]} $backend_procs
     t1=$(cpu_ticks ${procs[$n]}) b1=$(cpu_ticks $backend_procs) bx1=$(box_ticks)
@@ -424,7 +482,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
 declare -A M
 for n in "${names[@]}"; do
   for k in $CELLS; do M[rps/$k/$n]=$(median "${rps[$k/$n]}"); done
-  for k in h1 h1pin tls; do
+  for k in h1 h1pin tls policy gzip; do
     ran "$k" || continue
     M[p50/$k/$n]=$(median "${p50[$k/$n]}"); M[p99/$k/$n]=$(median "${p99[$k/$n]}"); M[cpu/$k/$n]=$(median "${cpu[$k/$n]}")
     M[bcpu/$k/$n]=$(median "${bcpu[$k/$n]}"); M[wcpu/$k/$n]=$(median "${wcpu[$k/$n]}"); M[busy/$k/$n]=$(median "${busy[$k/$n]}")
@@ -439,7 +497,7 @@ done
 echo
 echo "median of $ROUNDS rounds (cpu: CPU us per request of the proxy, the backend and wrk; busy: the machine's busy share)"
 printf "%-7s %-12s %10s %8s %8s %8s %8s %8s %8s %8s %6s\n" cell proxy "req/s" "p50 ms" "p99 ms" "vs nginx" "vs hapr" "cpu" "backend" "wrk" busy
-for k in h1 h1pin tls; do
+for k in h1 h1pin tls policy gzip; do
   ran "$k" || continue
   for n in "${names[@]}"; do
     printf "%-7s %-12s %10.0f %8s %8s %8s %8s %8s %8s %8s %6s\n" "$k" "$n" "${M[rps/$k/$n]}" "${M[p50/$k/$n]}" "${M[p99/$k/$n]}" \
@@ -472,7 +530,9 @@ if ran grpc; then
   done
   echo "grpc: unary TestService/UnaryCall, ${GRPC_REQ} B request, ${GRPC_RESP} B answer, every call status OK with the whole payload"
 fi
-for k in h1 h1pin h2c tls tlscps h2tls grpc; do
+ran policy && ran h1 && echo "policy: switchyard's policy route at $(ratio "${M[rps/policy/switchyard]}" "${M[rps/h1/switchyard]}")x its plain route's req/s (target >= 0.97)"
+ran gzip && echo "gzip: a 20 KB JSON body at gzip level $GZIP_LEVEL, switchyard $(ratio "${M[rps/gzip/switchyard]}" "${M[rps/gzip/nginx]}")x nginx (target >= 1.0)"
+for k in h1 h1pin h2c tls tlscps h2tls grpc policy gzip; do
   ran "$k" || { echo "CELLS=\"$CELLS\" is not every cell: no JSON written"; exit 0; }
 done
 
@@ -493,7 +553,13 @@ for n in "${names[@]}"; do
   add "grpc_${n}_cpu_us_per_call" "${M[cpu/grpc/$n]}"
   add "h1pin_${n}_rps" "${M[rps/h1pin/$n]}"; add "h1pin_${n}_p99_ms" "${M[p99/h1pin/$n]}"
   add "h1pin_${n}_cpu_us_per_req" "${M[cpu/h1pin/$n]}"
+  add "policy_${n}_rps" "${M[rps/policy/$n]}"; add "policy_${n}_p99_ms" "${M[p99/policy/$n]}"
+  add "gzip_${n}_rps" "${M[rps/gzip/$n]}"; add "gzip_${n}_p99_ms" "${M[p99/gzip/$n]}"; add "gzip_${n}_cpu_us_per_req" "${M[cpu/gzip/$n]}"
 done
+add policy_ratio_vs_plain "$(ratio "${M[rps/policy/switchyard]}" "${M[rps/h1/switchyard]}")"
+add gzip_level "$GZIP_LEVEL"
+add gzip_ratio_vs_nginx "$(ratio "${M[rps/gzip/switchyard]}" "${M[rps/gzip/nginx]}")"
+add gzip_ratio_vs_haproxy "$(ratio "${M[rps/gzip/switchyard]}" "${M[rps/gzip/haproxy]}")"
 add h1pin_ratio_vs_nginx "$(ratio "${M[rps/h1pin/switchyard]}" "${M[rps/h1pin/nginx]}")"
 add h1pin_ratio_vs_haproxy "$(ratio "${M[rps/h1pin/switchyard]}" "${M[rps/h1pin/haproxy]}")"
 add grpc_rps "${M[rps/grpc/switchyard]}"

@@ -97,6 +97,7 @@ func (gc *goConn) startEncoding(code int, fr core.Framing) (core.Framing, bool) 
 	if gc.coding == compress.Identity || fr == core.NoBody || !gc.compress.Applies(responseOf(code, &gc.rhead)) {
 		return fr, decode
 	}
+	gc.encFlush = gc.rhead.ContentLength < 0 // a stream: what came goes out now; a sized body as the encoder fills
 	encodedHead(&gc.rhead, gc.coding)
 	gc.encOut.Reset()
 	gc.enc = gc.compress.Enc.Get(gc.coding, &gc.encOut)
@@ -104,8 +105,10 @@ func (gc *goConn) startEncoding(code int, fr core.Framing) (core.Framing, bool) 
 }
 
 // encodeBody returns what goes to the client for body data: the data itself, or with an
-// encoder, the data compressed and flushed (and once the body is done, the encoder's end, on
-// HTTP/1.1 as chunks ending with the last chunk and the body's trailers).
+// encoder, the data compressed (flushed at once for a body of unknown length, which may be a
+// stream a client reads as it comes; a sized body goes out as the encoder fills, which costs
+// less than a flush per read) and once the body is done, the encoder's end, on HTTP/1.1 as
+// chunks ending with the last chunk and the body's trailers.
 func (gc *goConn) encodeBody(data []byte) []byte {
 	if gc.enc == nil {
 		return data
@@ -119,7 +122,7 @@ func (gc *goConn) encodeBody(data []byte) []byte {
 	case done:
 		gc.enc.Close()
 		gc.stopEncoding()
-	case len(data) > 0:
+	case len(data) > 0 && gc.encFlush:
 		gc.enc.Flush()
 	}
 	out := gc.encOut.Bytes()
@@ -155,5 +158,5 @@ func encodeResponse(p *compress.Policy, resp *http.Response) {
 		return
 	}
 	compress.EncodeHeader(resp.Header, cd)
-	resp.Body, resp.ContentLength = p.NewBody(resp.Body, cd), -1
+	resp.Body, resp.ContentLength = p.NewBody(resp.Body, cd, resp.ContentLength < 0), -1
 }

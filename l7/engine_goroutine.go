@@ -49,6 +49,7 @@ type goConn struct {
 	// the response's encoder when the route compresses it (compress.go), what it wrote, and
 	// that framed as chunks for an HTTP/1.1 client
 	enc      compress.Writer
+	encFlush bool // flush what each read gave (a body of unknown length)
 	encOut   bytes.Buffer
 	encFrame []byte
 }

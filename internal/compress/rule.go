@@ -171,22 +171,23 @@ func AddVary(h http.Header) {
 	h.Add("Vary", "Accept-Encoding")
 }
 
-// Body is a response body compressed as it is read: each read from the source goes out
-// compressed and flushed (a streamed response is not held back), the encoder's end after the
-// source's. Close gives the encoder back.
+// Body is a response body compressed as it is read, the encoder's end after the source's; with
+// flush, what each read from the source gave goes out at once (a stream is not held back).
+// Close gives the encoder back.
 type Body struct {
-	src  io.ReadCloser
-	p    *Policy
-	cd   Coding
-	enc  Writer
-	out  bytes.Buffer
-	buf  []byte
-	done bool
+	src   io.ReadCloser
+	p     *Policy
+	cd    Coding
+	enc   Writer
+	out   bytes.Buffer
+	buf   []byte
+	flush bool
+	done  bool
 }
 
-// NewBody compresses src with cd.
-func (p *Policy) NewBody(src io.ReadCloser, cd Coding) *Body {
-	b := &Body{src: src, p: p, cd: cd, buf: make([]byte, 16<<10)}
+// NewBody compresses src with cd; flush for a body of unknown length (a stream).
+func (p *Policy) NewBody(src io.ReadCloser, cd Coding, flush bool) *Body {
+	b := &Body{src: src, p: p, cd: cd, buf: make([]byte, 16<<10), flush: flush}
 	b.enc = p.Enc.Get(cd, &b.out)
 	return b
 }
@@ -207,7 +208,7 @@ func (b *Body) Read(dst []byte) (int, error) {
 			b.done = true
 		case err != nil:
 			return 0, err
-		case n > 0:
+		case n > 0 && b.flush:
 			b.enc.Flush()
 		}
 	}
