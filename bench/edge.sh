@@ -18,6 +18,11 @@
 # against Caddy's HTTP/3 serving the same bytes from its file_server. One ECDSA P-256
 # certificate made with openssl for the run; TLS 1.3 suites in one order, X25519; the run fails
 # unless every server negotiated the same version, suite and group.
+# The gzip row: hits of a 20 KB JSON object for clients that send Accept-Encoding: gzip, each
+# cache storing or making gzip at level 5: switchyard's edge (compress:, the coding made once and
+# stored), Varnish (beresp.do_gzip, gzip_level 5: stored gzipped), nginx (gzip on hits, level 5:
+# proxy_cache stores identity, so nginx compresses every hit); bodies checked by length and once
+# by decompression.
 # The range row (bench/edge-range.sh, run at the end with the same ROUNDS): time to the first byte
 # of a range at 90% of a sparse 10 GiB object from a cold cache, switchyard with `slice:` against
 # nginx's slice module; its keys go into the same JSON.
@@ -81,6 +86,7 @@ cat > "$WORK/switchyard.yaml" <<YAML
 listen: 127.0.0.1:$PORT_SY
 origin: http://127.0.0.1:$PORT_ORIGIN
 memory: {max_bytes: 256MiB}
+compress: {encodings: [gzip], types: [application/json], levels: {gzip: 5}}
 tls:
   listen: 127.0.0.1:$PORT_SY_TLS
   certificates: [{cert: "$WORK/cert.pem", key: "$WORK/key.pem"}]
@@ -94,6 +100,7 @@ cat > "$WORK/synet.yaml" <<YAML
 listen: 127.0.0.1:$PORT_SYNET
 origin: http://127.0.0.1:$PORT_ORIGIN
 memory: {max_bytes: 256MiB}
+compress: {encodings: [gzip], types: [application/json], levels: {gzip: 5}}
 disable_fast_path: true
 YAML
 "$BIN" edge run --config "$WORK/synet.yaml" >"$WORK/synet.log" 2>&1 &
@@ -102,8 +109,15 @@ PIDS+=($!)
 # Varnish: default VCL with the origin as backend, 256 MB malloc storage, in the foreground; a
 # second listener speaking the PROXY protocol for hitch, and HTTP/2 on (hitch passes ALPN h2 on in
 # the PROXY v2 header; Varnish serves h2 only when it is on).
-varnishd -F -a 127.0.0.1:$PORT_VARNISH -a 127.0.0.1:$PORT_VARNISH_PROXY,PROXY -p feature=+http2 \
-  -b 127.0.0.1:$PORT_ORIGIN -s malloc,256m -n "$WORK/varnish" >"$WORK/varnish.log" 2>&1 &
+# Its VCL is the built-in one plus gzip for JSON (stored gzipped; gunzipped for clients that do
+# not take gzip).
+cat > "$WORK/edge.vcl" <<VCL
+vcl 4.1;
+backend default { .host = "127.0.0.1"; .port = "$PORT_ORIGIN"; }
+sub vcl_backend_response { if (beresp.http.Content-Type ~ "json") { set beresp.do_gzip = true; } }
+VCL
+varnishd -F -a 127.0.0.1:$PORT_VARNISH -a 127.0.0.1:$PORT_VARNISH_PROXY,PROXY -p feature=+http2 -p gzip_level=5 \
+  -f "$WORK/edge.vcl" -s malloc,256m -n "$WORK/varnish" >"$WORK/varnish.log" 2>&1 &
 PIDS+=($!)
 VARNISH_PID=$!
 
@@ -173,6 +187,7 @@ http {
   upstream origin { server 127.0.0.1:$PORT_ORIGIN; keepalive 64; }
   server {
     listen 127.0.0.1:$PORT_NGINX;
+    gzip on; gzip_comp_level 5; gzip_types application/json; gzip_min_length 256; gzip_proxied any;
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -212,6 +227,15 @@ declare -A TLSPORT=([switchyard]=$PORT_SY_TLS [nginx]=$PORT_NGINX_TLS [varnish]=
 TLS_NAMES=(switchyard nginx varnish)
 H3_NAMES=(switchyard caddy)
 declare -A SIZE=([small]=480 [100k]=102400)
+# gzip_len URL: the length of URL's gzip body, which must decode to the origin's /json.
+gzip_len() {
+  local said
+  said=$(curl -s -H 'Accept-Encoding: gzip' -D "$WORK/gz.head" -o "$WORK/gz.body" -w '%{http_code} %{size_download}' --max-time 2 "$1") || true
+  [ "${said%% *}" = 200 ] && grep -qi '^Content-Encoding: gzip' "$WORK/gz.head" &&
+    gunzip -c "$WORK/gz.body" | cmp -s - <(curl -s "http://127.0.0.1:$PORT_ORIGIN/json") || { echo "answered '$said' without a gzip body of /json"; return 1; }
+  echo "${said#* }"
+}
+declare -A GZLEN
 
 # http_len URL LEN [CURL OPTION...] succeeds when URL answers 200 with a LEN-byte body (and, with
 # --http2, over HTTP/2).
@@ -232,6 +256,9 @@ for name in "${NAMES[@]}"; do
   for obj in small 100k; do
     for _ in 1 2; do http_len "http://127.0.0.1:${PORT[$name]}/$obj" "${SIZE[$obj]}" >/dev/null || bench_fail "warm-up $name /$obj: $(http_len "http://127.0.0.1:${PORT[$name]}/$obj" "${SIZE[$obj]}")"; done
   done
+  # The gzip row's object: fetched, then its gzip coding made or stored, then its length.
+  for _ in 1 2 3; do gzip_len "http://127.0.0.1:${PORT[$name]}/json" >/dev/null || true; done
+  GZLEN[$name]=$(gzip_len "http://127.0.0.1:${PORT[$name]}/json") || bench_fail "warm-up $name /json (gzip): ${GZLEN[$name]}"
 done
 # The front door: every server answers each object over TLS with HTTP/1.1 and HTTP/2 (and HTTP/3
 # where measured) before the rounds; that also warms the caches under these requests' keys.
@@ -249,19 +276,22 @@ for name in "${TLS_NAMES[@]}"; do
 done
 before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/count)
 misses_before=$(curl -s http://127.0.0.1:$PORT_ORIGIN/misscount)
-OBJS=(small 100k mixed)
+OBJS=(small 100k mixed gzip)
 
 # run_wrk ROUND NAME OBJ -> checks the run and appends "rps p99_ms" to $WORK/NAME-OBJ. OBJ mixed
 # runs bench/edge/mixed.lua, its miss URLs unique to the round and the cache; the others
 # bench/wrk-bytes.lua (the bytes read, for the body-size check).
 run_wrk() {
-  local out script=(-s bench/wrk-bytes.lua) len=${SIZE[$3]:-480}
+  local out script=(-s bench/wrk-bytes.lua) len=${SIZE[$3]:-480} hdr=()
   local url="http://127.0.0.1:${PORT[$2]}/$3"
   if [ "$3" = mixed ]; then
     script=(-s bench/edge/mixed.lua)
     url="http://127.0.0.1:${PORT[$2]}/"
   fi
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "${script[@]}" "$url" -- "$2-r$1" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
+  if [ "$3" = gzip ]; then
+    url="http://127.0.0.1:${PORT[$2]}/json" hdr=(-H "Accept-Encoding: gzip") len=${GZLEN[$2]}
+  fi
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "${hdr[@]}" "${script[@]}" "$url" -- "$2-r$1" 2>&1) || bench_fail "round $1 $2 /$3: wrk failed: $out"
   check_wrk "round $1 $2 /$3" "$out"
   check_wrk_body "round $1 $2 /$3" "$out" "$len" "$CONNECTIONS"
   awk '
@@ -376,6 +406,9 @@ done
 echo "sy-nethttp = switchyard with disable_fast_path: true (net/http for every hit), the before reference"
 echo "fast path vs net/http path: small $(ratio "${RPS[switchyard-small]}" "${RPS[sy-nethttp-small]}")x, 100k $(ratio "${RPS[switchyard-100k]}" "${RPS[sy-nethttp-100k]}")x"
 echo "mixed = 90% hits of the small object, 10% misses (new URLs, origin latency 1 ms), keep-alive"
+gzlens=""
+for n in "${NAMES[@]}"; do gzlens="$gzlens $n ${GZLEN[$n]} B;"; done
+echo "gzip = hits of a 20 KB JSON object for Accept-Encoding: gzip, level 5 (gzip bodies:$gzlens); switchyard $(ratio "${RPS[switchyard-gzip]}" "${RPS[varnish-gzip]}")x Varnish (target >= 1.3)"
 echo "origin requests during the measured phase: $((after - before)) (0 means every measured hit row was all hits); mixed-row misses fetched: $((misses_after - misses_before))"
 
 # The TLS parameters must be the same for every server, or the TLS cells compare different work.
@@ -489,6 +522,14 @@ write_json "$OUT" <<JSON
   "mixed_ratio_vs_varnish": $(ratio "${RPS[switchyard-mixed]}" "${RPS[varnish-mixed]}"),
   "mixed_ratio_vs_nginx": $(ratio "${RPS[switchyard-mixed]}" "${RPS[nginx-mixed]}"),
   "mixed_origin_misses": $((misses_after - misses_before)),
+  "gzip_switchyard_rps": ${RPS[switchyard-gzip]},
+  "gzip_varnish_rps": ${RPS[varnish-gzip]},
+  "gzip_nginx_rps": ${RPS[nginx-gzip]},
+  "gzip_nethttp_rps": ${RPS[sy-nethttp-gzip]},
+  "gzip_switchyard_p99_ms": ${P99[switchyard-gzip]},
+  "gzip_varnish_p99_ms": ${P99[varnish-gzip]},
+  "gzip_ratio_vs_varnish": $(ratio "${RPS[switchyard-gzip]}" "${RPS[varnish-gzip]}"),
+  "gzip_ratio_vs_nginx": $(ratio "${RPS[switchyard-gzip]}" "${RPS[nginx-gzip]}"),
   "origin_requests_measured": $((after - before)),
 $(fd_json)
 $(cat "$WORK/range.keys")

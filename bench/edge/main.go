@@ -25,6 +25,7 @@ func main() {
 	objects := map[string][]byte{
 		"/small": []byte(strings.Repeat("s", 480)),     // a 480-byte tracking response (the edge-bytes experiment's body, docs/lab.md)
 		"/100k":  []byte(strings.Repeat("k", 100<<10)), // a 100 KB asset
+		"/json":  jsonBody(),                           // a 20 KB JSON answer, compressible (the gzip row)
 	}
 	modified := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)
 	var requests, misses atomic.Int64
@@ -57,6 +58,9 @@ func main() {
 		h := w.Header()
 		h.Set("Cache-Control", "public, max-age=3600")
 		h.Set("Content-Type", "application/octet-stream")
+		if r.URL.Path == "/json" {
+			h.Set("Content-Type", "application/json")
+		}
 		h.Set("Last-Modified", modified)
 		h.Set("Etag", fmt.Sprintf(`"%d"`, len(body)))
 		w.Write(body)
@@ -100,4 +104,19 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	k, err := c.ResponseWriter.Write(p)
 	c.n.Add(int64(k))
 	return k, err
+}
+
+// jsonBody is 20 KB of JSON: records alike in shape, not in values, as an API answers.
+func jsonBody() []byte {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := 0; b.Len() < 20<<10; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"id":%d,"state":"at transfer hub %d","zone":"%d","step":%d,"eta":"2026-12-%02dT%02d:00:00Z"}`,
+			i*7919%100003, i%17, i%91, i%5, i%28+1, i%24)
+	}
+	b.WriteString("]")
+	return []byte(b.String())
 }
