@@ -6,6 +6,8 @@ require (
 	github.com/andybalholm/brotli v1.3.0
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/cilium/ebpf v0.22.0
+	github.com/dnstap/golang-dnstap v0.4.0
+	github.com/farsightsec/golang-framestream v0.3.0
 	github.com/google/gopacket v1.1.19
 	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.1

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
+	"github.com/switchyard/switchyard/dns/dnstap"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
@@ -100,6 +102,10 @@ type Server struct {
 	journals map[string]*update.Journal
 	// running are the refresh loops of the secondary zones by origin; guarded by mu.
 	running map[string]*runningSecondary
+	// tap is the dnstap output (nil: none), from the configuration at NewServer (tap.go).
+	tap *dnstap.Tap
+	// udpLocal is the UDP listener's address, the response address of dnstap's UDP messages.
+	udpLocal netip.AddrPort
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -147,6 +153,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
+		return nil, err
+	}
+	if s.tap, err = s.newTap(st.cfg); err != nil {
 		return nil, err
 	}
 	s.state.Store(st)
@@ -285,7 +294,11 @@ func (s *Server) Start(ctx context.Context) error {
 		xp.advance(s.state.Load())
 	}
 	s.udp, s.udpConns, s.tcp = udp, conns, tcp
+	s.udpLocal = addrPort(udp.LocalAddr())
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
+	if s.tap != nil {
+		s.tap.Start(s.serveCtx)
+	}
 	for i, c := range conns {
 		s.wg.Add(1)
 		s.udpLive.Add(1)
@@ -365,6 +378,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Listen != old.cfg.Listen && s.udp != nil {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
+	if !reflect.DeepEqual(cfg.Dnstap, old.cfg.Dnstap) {
+		s.log.Warn("dns reload: dnstap changes need a restart; keeping the old output")
+	}
 	if s.xdp != nil {
 		s.xdp.advance(st) // before st serves: no answer of the old zones from here on
 	}
@@ -408,6 +424,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.tap.Close()
 	if s.xdp != nil {
 		// Draining is an upgrade (Shutdown): the successor holds the attachment.
 		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {
@@ -426,8 +443,16 @@ func (s *Server) serveUDP(conn *net.UDPConn, st *udpio.BatchStats) {
 	udpio.Serve(conn, s.udpWait, st, cacheWireMax, s.answerUDP, s.draining.Load)
 }
 
-// answerUDP applies response-rate limiting, then answers.
-func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
+// answerUDP answers and logs to dnstap (tap.go).
+func (s *Server) answerUDP(dst, raw []byte, from netip.AddrPort) []byte {
+	qt := s.tapTime()
+	out := s.answerUDPLimited(dst, raw, from.Addr())
+	s.logTap(dnstap.UDP, from, s.udpLocal, qt, raw, out)
+	return out
+}
+
+// answerUDPLimited applies response-rate limiting, then answers.
+func (s *Server) answerUDPLimited(dst, raw []byte, src netip.Addr) []byte {
 	st := s.state.Load()
 	if st.rrl != nil {
 		switch st.rrl.allow(src) {
@@ -527,14 +552,17 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
 		}
+		qt := s.tapTime()
 		if xfr.IsQuery(buf[:n]) {
-			// A zone transfer answers with a stream of messages, not one.
+			// A zone transfer answers with a stream of messages, not one: dnstap logs the query.
+			s.logTap(dnstap.TCP, addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()), qt, buf[:n], nil)
 			if err := s.transfers.ServeTCP(c, buf[:n], src, s.state.Load().xfr); err != nil {
 				return
 			}
 			continue
 		}
 		out := s.Respond(buf[:n], src, true)
+		s.logTap(dnstap.TCP, addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()), qt, buf[:n], out)
 		if out == nil {
 			return
 		}

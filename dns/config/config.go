@@ -65,6 +65,8 @@ type Config struct {
 	// configuration file; empty is the configuration file's directory. The packaged unit sets
 	// /var/lib/switchyard-dns (its StateDirectory).
 	StateDir string `yaml:"state_dir"`
+	// Dnstap logs queries and responses to a dnstap reader (dnstap.go); nil logs none.
+	Dnstap *Dnstap `yaml:"dnstap"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -354,6 +356,9 @@ func (c *Config) Validate() error {
 		return errors.New("field rate_limit: responses_per_second and slip must be >= 0")
 	}
 	if err := c.UDP.validate(); err != nil {
+		return err
+	}
+	if err := c.validateDnstap(); err != nil {
 		return err
 	}
 	for g, subnets := range c.Groups {
