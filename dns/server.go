@@ -102,6 +102,8 @@ type Server struct {
 	journals map[string]*update.Journal
 	// running are the refresh loops of the secondary zones by origin; guarded by mu.
 	running map[string]*runningSecondary
+	// geo are the geolocation databases (geo.go); guarded by mu.
+	geo *geoDBs
 	// tap is the dnstap output (nil: none), from the configuration at NewServer (tap.go).
 	tap *dnstap.Tap
 	// udpLocal is the UDP listener's address, the response address of dnstap's UDP messages.
@@ -141,6 +143,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s.transfers = &xfr.Server{Log: s.log, Transfers: s.ops.transfers, Notifies: s.ops.notifies, WriteTimeout: tcpIdle}
+	if s.geo, err = newGeoDBs(opt.Registry); err != nil {
+		return nil, err
+	}
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
 		return nil, err
 	}
@@ -185,7 +190,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		return nil, err
 	}
 	store, secs, down := s.buildSecondaries(cfg, store, prev)
-	groups, err := policy.NewGroups(cfg.Groups)
+	groups, err := s.groups(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +316,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.runClock()
 	s.startHealth(s.state.Load())
+	s.watchGeo(s.state.Load().cfg)
 	s.notifyAll(s.state.Load())
 	s.runSecondaries(s.state.Load())
 	go func() {
@@ -387,6 +393,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.state.Store(st)
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
+	s.watchGeo(st.cfg)
 	s.notifyAll(st)
 	s.runSecondaries(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
