@@ -106,6 +106,8 @@ type Server struct {
 	geo *geoDBs
 	// tap is the dnstap output (nil: none), from the configuration at NewServer (tap.go).
 	tap *dnstap.Tap
+	// dot is the DNS over TLS listener (dot.go), nil without one; set in Start.
+	dot *dotListener
 	// udpLocal is the UDP listener's address, the response address of dnstap's UDP messages.
 	udpLocal netip.AddrPort
 
@@ -286,12 +288,22 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	udp := conns[0]
+	if err := s.bindDoT(s.state.Load().cfg); err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		tcp.Close()
+		return err
+	}
 	xp, err := s.openXDP(s.state.Load().cfg, udp.LocalAddr().(*net.UDPAddr).AddrPort())
 	if err != nil {
 		for _, c := range conns {
 			c.Close()
 		}
 		tcp.Close()
+		if s.dot != nil && s.dot.ln != nil {
+			s.dot.ln.Close()
+		}
 		return err
 	}
 	if xp != nil {
@@ -303,6 +315,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
 	if s.tap != nil {
 		s.tap.Start(s.serveCtx)
+	}
+	if s.dot != nil && s.dot.ln != nil {
+		s.wg.Add(1)
+		go s.serveDoT(s.dot)
+		s.log.Info("dns tls listening", "listen", s.dot.ln.Addr().String())
 	}
 	for i, c := range conns {
 		s.wg.Add(1)
@@ -384,8 +401,8 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Listen != old.cfg.Listen && s.udp != nil {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
-	if !reflect.DeepEqual(cfg.Dnstap, old.cfg.Dnstap) {
-		s.log.Warn("dns reload: dnstap changes need a restart; keeping the old output")
+	if startOnlyChanged(old.cfg, cfg) {
+		s.log.Warn("dns reload: dnstap and tls changes need a restart; keeping the old ones")
 	}
 	if s.xdp != nil {
 		s.xdp.advance(st) // before st serves: no answer of the old zones from here on
@@ -399,6 +416,28 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
+}
+
+// startOnlyChanged reports whether the dnstap or tls block, read at start only, changed (their
+// lines aside: an edit above them moves them).
+func startOnlyChanged(a, b *config.Config) bool {
+	tap := func(d *config.Dnstap) any {
+		if d == nil {
+			return nil
+		}
+		c := *d
+		c.Line = 0
+		return c
+	}
+	tlsb := func(t *config.TLS) any {
+		if t == nil {
+			return nil
+		}
+		c := *t
+		c.Line = 0
+		return c
+	}
+	return !reflect.DeepEqual(tap(a.Dnstap), tap(b.Dnstap)) || !reflect.DeepEqual(tlsb(a.TLS), tlsb(b.TLS))
 }
 
 // ReloadWith loads a configuration with load (typically config.Load of the file) and reloads it;
@@ -426,6 +465,9 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.tcp.Close()
+	if s.dot != nil && s.dot.ln != nil {
+		s.dot.ln.Close()
+	}
 	for c := range s.tcpConns {
 		c.Close()
 	}

@@ -68,6 +68,8 @@ type Config struct {
 	StateDir string `yaml:"state_dir"`
 	// GeoDB is the geolocation databases the groups' selectors read (geo.go); nil: subnets only.
 	GeoDB *GeoDB `yaml:"geo"`
+	// TLS is the DNS over TLS listener, also serving transfers over TLS (tls.go); nil: none.
+	TLS *TLS `yaml:"tls"`
 	// Dnstap logs queries and responses to a dnstap reader (dnstap.go); nil logs none.
 	Dnstap *Dnstap `yaml:"dnstap"`
 
@@ -365,6 +367,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateDnstap(); err != nil {
+		return err
+	}
+	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	if err := c.validateGroups(); err != nil {
