@@ -191,6 +191,9 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if store, err = s.replayUpdates(cfg, store, prevStore); err != nil {
 		return nil, err
 	}
+	if err := checkXoT(cfg); err != nil {
+		return nil, err
+	}
 	store, secs, down := s.buildSecondaries(cfg, store, prev)
 	groups, err := s.groups(cfg)
 	if err != nil {
