@@ -135,8 +135,13 @@ func (t *Tap) Log(p Protocol, src, dst netip.AddrPort, qt time.Time, query, resp
 	e := t.pool.Get().(*entry)
 	e.proto, e.src, e.dst, e.qt, e.rt = p, src, dst, qt, time.Now()
 	e.hasQuery, e.hasAnswer = t.opt.Queries, t.opt.Responses && response != nil
-	e.query = append(e.query[:0], query...)
-	e.response = append(e.response[:0], response...)
+	e.query, e.response = e.query[:0], e.response[:0]
+	if e.hasQuery {
+		e.query = append(e.query, query...)
+	}
+	if e.hasAnswer {
+		e.response = append(e.response, response...)
+	}
 	select {
 	case t.queue <- e:
 	default:
