@@ -6,12 +6,16 @@ require (
 	github.com/andybalholm/brotli v1.3.0
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/cilium/ebpf v0.22.0
+	github.com/dnstap/golang-dnstap v0.4.0
+	github.com/farsightsec/golang-framestream v0.3.0
 	github.com/google/gopacket v1.1.19
 	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.1
+	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/maypok86/otter/v2 v2.4.0
 	github.com/mholt/acmez/v3 v3.1.7
 	github.com/miekg/dns v1.1.73
+	github.com/oschwald/maxminddb-golang/v2 v2.9.1
 	github.com/osrg/gobgp/v4 v4.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -28,6 +32,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

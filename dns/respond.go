@@ -362,15 +362,19 @@ func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname strin
 // answerDynamic fills resp from the name's policy decision for client.
 func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *policy.Name, qtype uint16,
 	client netip.Addr, ecsBits int, ecs *mdns.EDNS0_SUBNET, oc *outcome, pre *policy.Decision) {
-	group, bits, matched := st.groups.Match(client)
+	var c policy.Client
+	if n.ClientDependent() {
+		c = st.groups.Classify(client)
+	}
 	if ecs != nil {
-		// The scope tells the resolver which clients may share this answer: the matched group
-		// prefix for client-dependent policies, the whole internet (0) otherwise.
+		// The scope tells the resolver which clients may share this answer: the matched subnet's
+		// or database network's prefix for client-dependent policies (policy.Client.Bits), the
+		// whole internet (0) otherwise.
 		switch {
 		case !n.ClientDependent() || ecsBits < 0:
 			ecs.SourceScope = 0
-		case matched:
-			ecs.SourceScope = uint8(bits)
+		case c.Bits >= 0 && (c.Group != "" || c.Located):
+			ecs.SourceScope = uint8(c.Bits)
 		default:
 			ecs.SourceScope = uint8(ecsBits)
 		}
@@ -379,7 +383,7 @@ func (s *Server) answerDynamic(st *state, resp *mdns.Msg, z *zone.Zone, n *polic
 	if pre != nil && n.Policy == config.PolicyWeighted {
 		d = *pre
 	} else {
-		d = n.Decide(group, st.health)
+		d = n.DecideFor(c, st.health)
 	}
 	oc.decision = d
 	oc.reason = d.Reason

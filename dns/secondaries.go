@@ -2,7 +2,11 @@ package dns
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 
@@ -25,10 +29,45 @@ type runningSecondary struct {
 	cancel context.CancelFunc
 }
 
-// secondaryOptions returns the settings of the secondary zone zc of cfg.
+// secondaryOptions returns the settings of the secondary zone zc of cfg (its TLS roots were
+// read by checkXoT before).
 func secondaryOptions(cfg *config.Config, zc *config.Zone) secondary.Options {
+	tc, _ := xotClient(cfg, zc)
 	return secondary.Options{Origin: zc.Origin, Primaries: zc.Secondary.Primaries,
-		Key: xfr.ConfigKey(cfg, zc.Secondary.TSIG), Path: cfg.SecondaryPath(zc)}
+		Key: xfr.ConfigKey(cfg, zc.Secondary.TSIG), Path: cfg.SecondaryPath(zc), TLS: tc}
+}
+
+// xotClient is the TLS client configuration of zc's transfers over TLS (RFC 9103: TLS 1.3,
+// ALPN dot), nil without secondary.tls.
+func xotClient(cfg *config.Config, zc *config.Zone) (*tls.Config, error) {
+	st := zc.Secondary.TLS
+	if st == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"dot"}, ServerName: st.ServerName}
+	if st.CAFile != "" {
+		pem, err := os.ReadFile(cfg.Path(st.CAFile))
+		if err != nil {
+			return nil, fmt.Errorf("line %d: zone %s: field secondary.tls.ca_file: %w (give the PEM roots of the primaries' certificates)", zc.Secondary.Line, zc.Origin, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("line %d: zone %s: field secondary.tls.ca_file: no PEM certificate in %s", zc.Secondary.Line, zc.Origin, st.CAFile)
+		}
+	}
+	return tc, nil
+}
+
+// checkXoT reads the TLS roots of every secondary zone, so a bad file fails the load or reload.
+func checkXoT(cfg *config.Config) error {
+	for i := range cfg.Zones {
+		if zc := &cfg.Zones[i]; zc.Secondary != nil {
+			if _, err := xotClient(cfg, zc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // buildSecondaries adds the copies of cfg's secondary zones to store: the zones of prev carry

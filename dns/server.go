@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
+	"github.com/switchyard/switchyard/dns/dnstap"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/internal/wire"
 	"github.com/switchyard/switchyard/dns/policy"
@@ -100,6 +102,14 @@ type Server struct {
 	journals map[string]*update.Journal
 	// running are the refresh loops of the secondary zones by origin; guarded by mu.
 	running map[string]*runningSecondary
+	// geo are the geolocation databases (geo.go); guarded by mu.
+	geo *geoDBs
+	// tap is the dnstap output (nil: none), from the configuration at NewServer (tap.go).
+	tap *dnstap.Tap
+	// dot is the DNS over TLS listener (dot.go), nil without one; set in Start.
+	dot *dotListener
+	// udpLocal is the UDP listener's address, the response address of dnstap's UDP messages.
+	udpLocal netip.AddrPort
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -135,6 +145,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s.transfers = &xfr.Server{Log: s.log, Transfers: s.ops.transfers, Notifies: s.ops.notifies, WriteTimeout: tcpIdle}
+	if s.geo, err = newGeoDBs(opt.Registry); err != nil {
+		return nil, err
+	}
 	if err := registerSignMetrics(opt.Registry, &s.sigStats); err != nil {
 		return nil, err
 	}
@@ -147,6 +160,9 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
+		return nil, err
+	}
+	if s.tap, err = s.newTap(st.cfg); err != nil {
 		return nil, err
 	}
 	s.state.Store(st)
@@ -175,8 +191,11 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	if store, err = s.replayUpdates(cfg, store, prevStore); err != nil {
 		return nil, err
 	}
+	if err := checkXoT(cfg); err != nil {
+		return nil, err
+	}
 	store, secs, down := s.buildSecondaries(cfg, store, prev)
-	groups, err := policy.NewGroups(cfg.Groups)
+	groups, err := s.groups(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -272,12 +291,22 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	udp := conns[0]
+	if err := s.bindDoT(s.state.Load().cfg); err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		tcp.Close()
+		return err
+	}
 	xp, err := s.openXDP(s.state.Load().cfg, udp.LocalAddr().(*net.UDPAddr).AddrPort())
 	if err != nil {
 		for _, c := range conns {
 			c.Close()
 		}
 		tcp.Close()
+		if s.dot != nil && s.dot.ln != nil {
+			s.dot.ln.Close()
+		}
 		return err
 	}
 	if xp != nil {
@@ -285,7 +314,16 @@ func (s *Server) Start(ctx context.Context) error {
 		xp.advance(s.state.Load())
 	}
 	s.udp, s.udpConns, s.tcp = udp, conns, tcp
+	s.udpLocal = addrPort(udp.LocalAddr())
 	s.serveCtx, s.serveCancel = context.WithCancel(ctx)
+	if s.tap != nil {
+		s.tap.Start(s.serveCtx)
+	}
+	if s.dot != nil && s.dot.ln != nil {
+		s.wg.Add(1)
+		go s.serveDoT(s.dot)
+		s.log.Info("dns tls listening", "listen", s.dot.ln.Addr().String())
+	}
 	for i, c := range conns {
 		s.wg.Add(1)
 		s.udpLive.Add(1)
@@ -298,6 +336,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.runClock()
 	s.startHealth(s.state.Load())
+	s.watchGeo(s.state.Load().cfg)
 	s.notifyAll(s.state.Load())
 	s.runSecondaries(s.state.Load())
 	go func() {
@@ -365,17 +404,43 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Listen != old.cfg.Listen && s.udp != nil {
 		s.log.Warn("dns reload: listen address changes need a restart; keeping the old one", "listen", old.cfg.Listen)
 	}
+	if startOnlyChanged(old.cfg, cfg) {
+		s.log.Warn("dns reload: dnstap and tls changes need a restart; keeping the old ones")
+	}
 	if s.xdp != nil {
 		s.xdp.advance(st) // before st serves: no answer of the old zones from here on
 	}
 	s.state.Store(st)
 	releaseOld() // old is not used past this point, so its zones are garbage now
 	s.startHealth(st)
+	s.watchGeo(st.cfg)
 	s.notifyAll(st)
 	s.runSecondaries(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
 	return nil
+}
+
+// startOnlyChanged reports whether the dnstap or tls block, read at start only, changed (their
+// lines aside: an edit above them moves them).
+func startOnlyChanged(a, b *config.Config) bool {
+	tap := func(d *config.Dnstap) any {
+		if d == nil {
+			return nil
+		}
+		c := *d
+		c.Line = 0
+		return c
+	}
+	tlsb := func(t *config.TLS) any {
+		if t == nil {
+			return nil
+		}
+		c := *t
+		c.Line = 0
+		return c
+	}
+	return !reflect.DeepEqual(tap(a.Dnstap), tap(b.Dnstap)) || !reflect.DeepEqual(tlsb(a.TLS), tlsb(b.TLS))
 }
 
 // ReloadWith loads a configuration with load (typically config.Load of the file) and reloads it;
@@ -403,11 +468,15 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.tcp.Close()
+	if s.dot != nil && s.dot.ln != nil {
+		s.dot.ln.Close()
+	}
 	for c := range s.tcpConns {
 		c.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.tap.Close()
 	if s.xdp != nil {
 		// Draining is an upgrade (Shutdown): the successor holds the attachment.
 		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {
@@ -426,8 +495,16 @@ func (s *Server) serveUDP(conn *net.UDPConn, st *udpio.BatchStats) {
 	udpio.Serve(conn, s.udpWait, st, cacheWireMax, s.answerUDP, s.draining.Load)
 }
 
-// answerUDP applies response-rate limiting, then answers.
-func (s *Server) answerUDP(dst, raw []byte, src netip.Addr) []byte {
+// answerUDP answers and logs to dnstap (tap.go).
+func (s *Server) answerUDP(dst, raw []byte, from netip.AddrPort) []byte {
+	qt := s.tapTime()
+	out := s.answerUDPLimited(dst, raw, from.Addr())
+	s.logTap(dnstap.UDP, from, s.udpLocal, qt, raw, out)
+	return out
+}
+
+// answerUDPLimited applies response-rate limiting, then answers.
+func (s *Server) answerUDPLimited(dst, raw []byte, src netip.Addr) []byte {
 	st := s.state.Load()
 	if st.rrl != nil {
 		switch st.rrl.allow(src) {
@@ -527,14 +604,17 @@ func (s *Server) serveTCPConn(c net.Conn) {
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return
 		}
+		qt := s.tapTime()
 		if xfr.IsQuery(buf[:n]) {
-			// A zone transfer answers with a stream of messages, not one.
+			// A zone transfer answers with a stream of messages, not one: dnstap logs the query.
+			s.logTap(dnstap.TCP, addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()), qt, buf[:n], nil)
 			if err := s.transfers.ServeTCP(c, buf[:n], src, s.state.Load().xfr); err != nil {
 				return
 			}
 			continue
 		}
 		out := s.Respond(buf[:n], src, true)
+		s.logTap(dnstap.TCP, addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()), qt, buf[:n], out)
 		if out == nil {
 			return
 		}

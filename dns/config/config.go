@@ -50,8 +50,9 @@ type Config struct {
 	MaxUDPSize int `yaml:"max_udp_size"`
 	// RateLimit is the optional response-rate limit per client /24 (or /56); 0 disables it.
 	RateLimit RateLimit `yaml:"rate_limit"`
-	// Groups maps a client group name to the subnets it covers; geolocation and latency tables are
-	// keyed on groups. The longest matching prefix wins.
+	// Groups maps a client group name to what it covers: subnets (the longest matching prefix
+	// wins) and database selectors country:DE, continent:EU, asn:64500 (geo.go); geolocation and
+	// latency tables are keyed on groups.
 	Groups map[string][]string `yaml:"groups"`
 	// Zones are the zones the server is authoritative for.
 	Zones []Zone `yaml:"zones"`
@@ -65,6 +66,12 @@ type Config struct {
 	// configuration file; empty is the configuration file's directory. The packaged unit sets
 	// /var/lib/switchyard-dns (its StateDirectory).
 	StateDir string `yaml:"state_dir"`
+	// GeoDB is the geolocation databases the groups' selectors read (geo.go); nil: subnets only.
+	GeoDB *GeoDB `yaml:"geo"`
+	// TLS is the DNS over TLS listener, also serving transfers over TLS (tls.go); nil: none.
+	TLS *TLS `yaml:"tls"`
+	// Dnstap logs queries and responses to a dnstap reader (dnstap.go); nil logs none.
+	Dnstap *Dnstap `yaml:"dnstap"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -160,6 +167,9 @@ type Site struct {
 	Weight float64 `yaml:"weight"`
 	// Check is the health check of the site; absent means always up.
 	Check *Check `yaml:"check"`
+	// Coordinates are the site's [latitude, longitude]: geolocation sends a client located by
+	// the geo database whose group has no chain to the nearest live site.
+	Coordinates []float64 `yaml:"coordinates"`
 
 	// Line is the line of the site in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -356,15 +366,14 @@ func (c *Config) Validate() error {
 	if err := c.UDP.validate(); err != nil {
 		return err
 	}
-	for g, subnets := range c.Groups {
-		if g == "default" {
-			return errors.New("field groups: \"default\" is reserved for clients outside every group; rename the group")
-		}
-		for _, s := range subnets {
-			if _, err := netip.ParsePrefix(s); err != nil {
-				return fmt.Errorf("field groups.%s: parse subnet %q: write it as 10.1.0.0/16 or 2001:db8::/32", g, s)
-			}
-		}
+	if err := c.validateDnstap(); err != nil {
+		return err
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.validateGroups(); err != nil {
+		return err
 	}
 	if len(c.Zones) == 0 {
 		return errors.New("field zones: no zone configured; add at least one zone with an origin")
@@ -471,7 +480,8 @@ func (n *Name) Spec() policy.Spec {
 	s := policy.Spec{FQDN: n.Name, TTL: n.TTL, Policy: n.Policy, AllDown: n.AllDown, Answers: n.Answers,
 		Geo: n.Geo, Latency: n.Latency, Chain: n.Chain}
 	for _, site := range n.Sites {
-		s.Sites = append(s.Sites, policy.SiteSpec{Name: site.Name, Addresses: site.Addresses, Weight: site.Weight})
+		s.Sites = append(s.Sites, policy.SiteSpec{Name: site.Name, Addresses: site.Addresses, Weight: site.Weight,
+			Coordinates: site.Coordinates})
 	}
 	return s
 }

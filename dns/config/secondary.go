@@ -21,9 +21,27 @@ type Secondary struct {
 	// TSIG names a tsig_keys entry the SOA queries and transfers are signed with and a NOTIFY
 	// must be signed with; empty sends them unsigned.
 	TSIG string `yaml:"tsig"`
+	// TLS asks the primaries over TLS (XoT, RFC 9103: the SOA queries and the transfers; port
+	// 853 when left out), verifying their certificates; nil asks in the clear.
+	TLS *SecondaryTLS `yaml:"tls"`
 
 	// Line is the line of the secondary block in the YAML file, for error messages.
 	Line int `yaml:"-"`
+}
+
+// SecondaryTLS is how a secondary zone verifies its primaries over TLS.
+type SecondaryTLS struct {
+	// CAFile holds the PEM roots the primaries' certificates must chain to (a self-signed
+	// certificate may be its own root); empty: the system's roots.
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name the certificates must carry; empty: the primary's address.
+	ServerName string `yaml:"server_name"`
+}
+
+// UnmarshalYAML decodes a secondary tls block strictly.
+func (t *SecondaryTLS) UnmarshalYAML(n *yaml.Node) error {
+	type plain SecondaryTLS
+	return strict(n, (*plain)(t))
 }
 
 // UnmarshalYAML decodes a secondary block strictly and records its line.
@@ -54,9 +72,13 @@ func (c *Config) validateSecondary(z *Zone) error {
 	case len(s.Primaries) == 0:
 		return errors.New(where + ".primaries: empty; list the primaries' address:port, e.g. 192.0.2.1:53")
 	}
+	port := "53"
+	if s.TLS != nil {
+		port = "853"
+	}
 	for i, p := range s.Primaries {
 		if _, err := netip.ParseAddr(p); err == nil {
-			p = net.JoinHostPort(p, "53")
+			p = net.JoinHostPort(p, port)
 		}
 		ap, err := netip.ParseAddrPort(p)
 		if err != nil {

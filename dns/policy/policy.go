@@ -7,7 +7,6 @@
 package policy
 
 import (
-	"fmt"
 	"math"
 	"net/netip"
 	"sort"
@@ -27,49 +26,6 @@ const (
 // (config.AllDownAnswerAll); any other answers NODATA.
 const AllDownAnswerAll = "answer-all"
 
-// Groups maps client addresses to configured client groups by longest prefix match.
-type Groups struct {
-	entries []groupEntry // sorted by prefix length, longest first
-}
-
-type groupEntry struct {
-	prefix netip.Prefix
-	group  string
-}
-
-// NewGroups compiles the group table; subnets were validated by package config.
-func NewGroups(groups map[string][]string) (*Groups, error) {
-	g := &Groups{}
-	for name, subnets := range groups {
-		for _, s := range subnets {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				return nil, fmt.Errorf("parse group %s subnet %q: %w", name, s, err)
-			}
-			g.entries = append(g.entries, groupEntry{prefix: p.Masked(), group: name})
-		}
-	}
-	sort.SliceStable(g.entries, func(i, j int) bool {
-		if g.entries[i].prefix.Bits() != g.entries[j].prefix.Bits() {
-			return g.entries[i].prefix.Bits() > g.entries[j].prefix.Bits()
-		}
-		return g.entries[i].group < g.entries[j].group
-	})
-	return g, nil
-}
-
-// Match returns the group of addr and the length of the matching prefix, which is the scope an
-// EDNS Client Subnet answer may be cached for. ok is false when no group covers addr.
-func (g *Groups) Match(addr netip.Addr) (group string, bits int, ok bool) {
-	addr = addr.Unmap()
-	for _, e := range g.entries {
-		if e.prefix.Contains(addr) {
-			return e.group, e.prefix.Bits(), true
-		}
-	}
-	return "", 0, false
-}
-
 // Site is one location of a name.
 type Site struct {
 	// Name is the configured site name.
@@ -80,6 +36,10 @@ type Site struct {
 	V4, V6 []netip.Addr
 	// Weight is the weighted policy's share.
 	Weight float64
+	// Lat and Lon are the site's coordinates (degrees) when HasCoords: a geolocation client
+	// whose group has no chain goes to the nearest live site (NearestFrom).
+	Lat, Lon  float64
+	HasCoords bool
 }
 
 // Name is a compiled dynamic name.
@@ -94,6 +54,8 @@ type Name struct {
 	geo     map[string][]int
 	latency map[string][]float64 // per site index; 0 means "use the measured RTT"
 	chain   []int
+	// nearest is set when a site has coordinates (geolocation: NearestFrom).
+	nearest bool
 
 	mu      sync.Mutex // guards current: weighted state is shared by every query of the name
 	current []float64
@@ -108,6 +70,10 @@ func Compile(specs []Spec) map[string]*Name {
 		idx := map[string]int{}
 		for i, sc := range nc.Sites {
 			s := Site{Name: sc.Name, Key: nc.FQDN + "/" + sc.Name, Weight: sc.Weight}
+			if len(sc.Coordinates) == 2 {
+				s.Lat, s.Lon, s.HasCoords = sc.Coordinates[0], sc.Coordinates[1], true
+				n.nearest = true
+			}
 			for _, a := range sc.Addresses {
 				ip := netip.MustParseAddr(a).Unmap()
 				if ip.Is4() {
@@ -166,11 +132,33 @@ type Health interface {
 
 // Decide runs the name's policy for a client in group (empty when no group matched).
 func (n *Name) Decide(group string, h Health) Decision {
+	return n.DecideFor(Client{Group: group}, h)
+}
+
+// Nearest reports whether the name answers a located client without a chain of its group by
+// the sites' coordinates (the geolocation policy with site coordinates).
+func (n *Name) Nearest(c Client) bool {
+	if n.Policy != Geolocation || !n.nearest || !c.Located || !c.Loc.HasCoords {
+		return false
+	}
+	_, ok := n.geo[c.Group]
+	return !ok
+}
+
+// DecideFor runs the name's policy for client c: its group, and for geolocation with site
+// coordinates, its location when its group has no chain of its own.
+func (n *Name) DecideFor(c Client, h Health) Decision {
 	up := func(i int) bool { return h.Up(n.Sites[i].Key) }
 	var d Decision
 	switch n.Policy {
 	case Geolocation:
-		chain, ok := n.geo[group]
+		chain, ok := n.geo[c.Group]
+		if !ok && n.Nearest(c) {
+			if d = n.fromChain(n.byDistance(c.Loc.Lat, c.Loc.Lon), up); d.Reason == "primary" {
+				d.Reason = "nearest"
+			}
+			break
+		}
 		if !ok {
 			chain = n.geo["default"]
 		}
@@ -178,7 +166,7 @@ func (n *Name) Decide(group string, h Health) Decision {
 	case Failover:
 		d = n.fromChain(n.chain, up)
 	case Latency:
-		d = n.lowestLatency(group, h, up)
+		d = n.lowestLatency(c.Group, h, up)
 	case Weighted:
 		d = n.weighted(up)
 	}
@@ -193,6 +181,29 @@ func (n *Name) Decide(group string, h Health) Decision {
 		return Decision{Sites: all, Reason: "all-down-answer-all"}
 	}
 	return Decision{Reason: "all-down-fail-closed"}
+}
+
+// byDistance lists the sites with coordinates, nearest to (lat, lon) first (great-circle).
+func (n *Name) byDistance(lat, lon float64) []int {
+	var idx []int
+	dist := make([]float64, len(n.Sites))
+	for i, s := range n.Sites {
+		if s.HasCoords {
+			idx = append(idx, i)
+			dist[i] = haversine(lat, lon, s.Lat, s.Lon)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return dist[idx[a]] < dist[idx[b]] })
+	return idx
+}
+
+// haversine is the central angle between two points (radians; the order of distances is all
+// that matters here).
+func haversine(lat1, lon1, lat2, lon2 float64) float64 {
+	rad := math.Pi / 180
+	dlat, dlon := (lat2-lat1)*rad, (lon2-lon1)*rad
+	a := math.Sin(dlat/2)*math.Sin(dlat/2) + math.Cos(lat1*rad)*math.Cos(lat2*rad)*math.Sin(dlon/2)*math.Sin(dlon/2)
+	return 2 * math.Asin(math.Sqrt(min(1, a)))
 }
 
 // fromChain answers the first live site of chain; when the whole chain is dead it falls back to

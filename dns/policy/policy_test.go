@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/dns/geoip"
 )
 
 // fakeHealth is a table of states; the policies only read it, the probing is tested in health.
@@ -104,7 +106,7 @@ func TestChainsAndAllDown(t *testing.T) {
 }
 
 func TestGroupsLongestPrefix(t *testing.T) {
-	g, err := NewGroups(map[string][]string{"wide": {"10.0.0.0/8"}, "narrow": {"10.1.2.0/24"}, "v6": {"2001:db8::/32"}})
+	g, err := NewGroups(map[string][]string{"wide": {"10.0.0.0/8"}, "narrow": {"10.1.2.0/24"}, "v6": {"2001:db8::/32"}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,5 +132,42 @@ func TestValidateNamesTheField(t *testing.T) {
 		if err := c.spec.Validate(nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.spec.Policy, err, c.want)
 		}
+	}
+}
+
+// Nearest by coordinates: a located client whose group has no chain goes to the nearest live
+// site, then the next nearest; a group with a chain and an unlocated client keep the table.
+func TestNearestSite(t *testing.T) {
+	spec := Spec{FQDN: "app.x.", Policy: Geolocation, Geo: map[string][]string{"eu": {"tyo"}, "default": {"fra"}},
+		Sites: []SiteSpec{{Name: "fra", Addresses: []string{"192.0.2.1"}, Coordinates: []float64{50.1, 8.7}},
+			{Name: "nyc", Addresses: []string{"192.0.2.2"}, Coordinates: []float64{40.7, -74}},
+			{Name: "tyo", Addresses: []string{"192.0.2.3"}, Coordinates: []float64{35.7, 139.7}}}}
+	if err := spec.Validate(map[string][]string{"eu": nil}); err != nil {
+		t.Fatal(err)
+	}
+	n := Compile([]Spec{spec})["app.x."]
+	boston := Client{Located: true, Loc: geoip.Location{Lat: 42.36, Lon: -71.06, HasCoords: true}}
+	h := fakeHealth{down: map[string]bool{}}
+	for _, c := range []struct {
+		client Client
+		down   string
+		site   string
+		reason string
+	}{
+		{boston, "", "nyc", "nearest"},
+		{boston, "app.x./nyc", "fra", "fallback"}, // Boston: Frankfurt is nearer than Tokyo
+		{Client{Group: "eu", Located: true, Loc: boston.Loc}, "", "tyo", "primary"},
+		{Client{}, "", "fra", "primary"},
+	} {
+		h.down = map[string]bool{c.down: true}
+		d := n.DecideFor(c.client, h)
+		if len(d.Sites) != 1 || n.Sites[d.Sites[0]].Name != c.site || d.Reason != c.reason {
+			t.Errorf("%+v down %q: %v %s, want %s %s", c.client, c.down, d.Sites, d.Reason, c.site, c.reason)
+		}
+	}
+	spec.Policy = Failover
+	spec.Chain = []string{"fra"}
+	if err := spec.Validate(nil); err == nil {
+		t.Error("coordinates on a failover name accepted")
 	}
 }

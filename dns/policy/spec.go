@@ -36,6 +36,8 @@ type SiteSpec struct {
 	Addresses []string
 	// Weight is the weighted policy's target share.
 	Weight float64
+	// Coordinates are [latitude, longitude] in degrees, or empty.
+	Coordinates []float64
 }
 
 // Validate checks the policy and its tables against the name's sites and the configuration's
@@ -45,6 +47,14 @@ func (s *Spec) Validate(groups map[string][]string) error {
 	sites := make(map[string]bool, len(s.Sites))
 	for _, site := range s.Sites {
 		sites[site.Name] = true
+		if c := site.Coordinates; len(c) > 0 {
+			if len(c) != 2 || c[0] < -90 || c[0] > 90 || c[1] < -180 || c[1] > 180 {
+				return fmt.Errorf("field sites.%s.coordinates: %v; write [latitude, longitude] in degrees, e.g. [50.11, 8.68]", site.Name, c)
+			}
+			if s.Policy != Geolocation {
+				return fmt.Errorf("field sites.%s.coordinates: only the geolocation policy places clients by distance; remove them or use policy: geolocation", site.Name)
+			}
+		}
 	}
 	checkSites := func(field string, list []string) error {
 		for _, site := range list {

@@ -2,8 +2,10 @@ package secondary
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -36,12 +38,29 @@ func sign(m *mdns.Msg, key *xfr.Key) map[string]string {
 	return secrets
 }
 
-// soaSerial asks primary for the zone's SOA (over UDP, TCP when truncated) and returns its serial.
-func soaSerial(ctx context.Context, primary, origin string, key *xfr.Key) (uint32, error) {
+// tlsFor is the client configuration of one primary: tc with its address as the name to check
+// when tc names none; nil (no TLS) for nil.
+func tlsFor(tc *tls.Config, primary string) *tls.Config {
+	if tc == nil || tc.ServerName != "" {
+		return tc
+	}
+	c := tc.Clone()
+	if host, _, err := net.SplitHostPort(primary); err == nil {
+		c.ServerName = host
+	}
+	return c
+}
+
+// soaSerial asks primary for the zone's SOA (over UDP, TCP when truncated; over TLS with tc)
+// and returns its serial.
+func soaSerial(ctx context.Context, primary, origin string, key *xfr.Key, tc *tls.Config) (uint32, error) {
 	m := new(mdns.Msg)
 	m.SetQuestion(origin, mdns.TypeSOA)
 	m.RecursionDesired = false
 	c := &mdns.Client{Net: "udp", Timeout: queryTimeout}
+	if tc != nil {
+		c.Net, c.TLSConfig = "tcp-tls", tc
+	}
 	c.TsigSecret = sign(m, key)
 	resp, _, err := c.ExchangeContext(ctx, m, primary)
 	if err == nil && resp.Truncated {
@@ -65,8 +84,8 @@ func soaSerial(ctx context.Context, primary, origin string, key *xfr.Key) (uint3
 }
 
 // transferIn reads a whole transfer of origin from primary: AXFR, or IXFR from the serial of
-// have when have is set.
-func transferIn(ctx context.Context, primary, origin string, have *mdns.SOA, key *xfr.Key) ([]mdns.RR, error) {
+// have when have is set; over TLS with tc.
+func transferIn(ctx context.Context, primary, origin string, have *mdns.SOA, key *xfr.Key, tc *tls.Config) ([]mdns.RR, error) {
 	m := new(mdns.Msg)
 	if have != nil {
 		m.SetIxfr(origin, have.Serial, have.Ns, have.Mbox)
@@ -74,7 +93,7 @@ func transferIn(ctx context.Context, primary, origin string, have *mdns.SOA, key
 		m.SetAxfr(origin)
 	}
 	d := net0(ctx)
-	t := &mdns.Transfer{DialTimeout: d, ReadTimeout: transferTimeout, WriteTimeout: d}
+	t := &mdns.Transfer{DialTimeout: d, ReadTimeout: transferTimeout, WriteTimeout: d, TLS: tc}
 	t.TsigSecret = sign(m, key)
 	ch, err := t.In(m, primary)
 	if err != nil {

@@ -10,6 +10,7 @@ package secondary
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type Options struct {
 	Key *xfr.Key
 	// Path is the file the copy is kept in.
 	Path string
+	// TLS, when set, asks the primaries over TLS (XoT, RFC 9103) with this client
+	// configuration; an empty ServerName checks the primary's address.
+	TLS *tls.Config
 }
 
 // Hooks are how a Zone hands its copies to the server.
@@ -205,7 +209,7 @@ func (z *Zone) expiredAt(now time.Time) bool {
 // the zone. It returns the copy to serve (cur when it is current) and, for a new copy, where
 // it came from (From.Kind empty when cur is current).
 func (z *Zone) fromPrimary(ctx context.Context, opt Options, primary string, cur *zone.Zone) (*zone.Zone, Origin, error) {
-	serial, err := soaSerial(ctx, primary, opt.Origin, opt.Key)
+	serial, err := soaSerial(ctx, primary, opt.Origin, opt.Key, tlsFor(opt.TLS, primary))
 	if err != nil {
 		return nil, Origin{}, err
 	}
@@ -235,7 +239,7 @@ func (z *Zone) transfer(ctx context.Context, opt Options, primary string, cur *z
 	if have != nil {
 		kind = KindIXFR
 	}
-	rrs, err := transferIn(ctx, primary, opt.Origin, have, opt.Key)
+	rrs, err := transferIn(ctx, primary, opt.Origin, have, opt.Key, tlsFor(opt.TLS, primary))
 	var next *zone.Zone
 	if err == nil {
 		next, kind, err = build(opt.Origin, rrs, cur, have)

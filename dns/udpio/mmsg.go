@@ -55,17 +55,19 @@ func (r *mmsgRing) resetIn() {
 	}
 }
 
-// source returns the client address of received slot i.
-func (r *mmsgRing) source(i int) (netip.Addr, bool) {
+// source returns the client address and port of received slot i.
+func (r *mmsgRing) source(i int) (netip.AddrPort, bool) {
 	sa := &r.names[i]
+	// The port is in network byte order in both sockaddrs.
+	port := func(p uint16) uint16 { b := (*[2]byte)(unsafe.Pointer(&p)); return uint16(b[0])<<8 | uint16(b[1]) }
 	switch sa.Family {
 	case unix.AF_INET:
 		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		return netip.AddrFrom4(sa4.Addr), true
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port(sa4.Port)), true
 	case unix.AF_INET6:
-		return netip.AddrFrom16(sa.Addr).Unmap(), true
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port(sa.Port)), true
 	}
-	return netip.Addr{}, false
+	return netip.AddrPort{}, false
 }
 
 // queue adds answer b for received slot i to the send batch at position j.

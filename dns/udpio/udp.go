@@ -84,10 +84,10 @@ func BindUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	return conns, nil
 }
 
-// Answer answers one datagram, query from src: it appends the answer to dst (empty, with room for
+// Answer answers one datagram, query from src (address and port): it appends the answer to dst (empty, with room for
 // an answer of the worker's answerCap bytes, which then costs no allocation) and returns it, or
 // returns nothing to send no answer.
-type Answer func(dst, query []byte, src netip.Addr) []byte
+type Answer func(dst, query []byte, src netip.AddrPort) []byte
 
 // Serve answers datagrams from conn in batches (one recvmmsg and one sendmmsg per batch under
 // load) until conn is closed, or until a read fails while stopping reports true (a drain: the
