@@ -138,6 +138,7 @@ func (s *Server) changeSecondary(origin string, sz *secondary.Zone, z *zone.Zone
 		next.down[origin] = true
 	}
 	s.swapState(st, &next)
+	s.followCatalogs(&next) // a catalog's new copy may add or remove member zones
 }
 
 // runSecondaries starts the loops of st's secondary zones that do not run yet, gives the

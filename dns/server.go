@@ -69,6 +69,9 @@ type state struct {
 	// secondaries are the secondary zones by origin (secondaries.go); down are those of them
 	// without a copy to serve (none yet, or expired): their queries get SERVFAIL.
 	secondaries map[string]*secondary.Zone
+	// base is the configuration as loaded, before its catalogs were expanded into zones (cfg;
+	// catalog.go).
+	base *config.Config
 	down        map[string]bool
 }
 
@@ -123,6 +126,11 @@ type Server struct {
 	tcpConns    map[net.Conn]struct{}
 	serveCtx    context.Context
 	serveCancel context.CancelFunc
+	// catalogMembers are the consumed catalogs' members by catalog, catalogRecords and
+	// catalogSerial the produced catalog's list and serial (catalog.go).
+	catalogMembers map[string][]string
+	catalogRecords []string
+	catalogSerial  uint32
 }
 
 // NewServer validates cfg and prepares a server; nothing is bound until Start.
@@ -134,7 +142,7 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		opt.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}, journals: map[string]*update.Journal{},
-		running: map[string]*runningSecondary{}}
+		running: map[string]*runningSecondary{}, catalogMembers: map[string][]string{}}
 	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -174,6 +182,12 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	base := cfg
+	if cfg = s.expand(cfg); cfg != base {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	signers, dnskeys, err := s.buildSigners(cfg)
 	if err != nil {
@@ -233,7 +247,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	}
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down}, nil
+		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down, base: base}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -339,6 +353,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.watchGeo(s.state.Load().cfg)
 	s.notifyAll(s.state.Load())
 	s.runSecondaries(s.state.Load())
+	s.followCatalogs(s.state.Load()) // members of the catalogs' saved copies
 	go func() {
 		<-s.serveCtx.Done()
 		s.Close()
@@ -395,6 +410,11 @@ func (s *Server) Addr() netip.AddrPort {
 func (s *Server) Reload(cfg *config.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.reloadLocked(cfg)
+}
+
+// reloadLocked is Reload with s.mu held.
+func (s *Server) reloadLocked(cfg *config.Config) error {
 	old := s.state.Load()
 	st, err := s.build(cfg, old)
 	if err != nil {
@@ -417,7 +437,8 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.notifyAll(st)
 	s.runSecondaries(st)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
-	s.log.Info("dns zones reloaded", "zones", len(cfg.Zones))
+	s.log.Info("dns zones reloaded", "zones", len(st.cfg.Zones))
+	s.followCatalogs(st)
 	return nil
 }
 

@@ -72,6 +72,11 @@ type Config struct {
 	TLS *TLS `yaml:"tls"`
 	// Dnstap logs queries and responses to a dnstap reader (dnstap.go); nil logs none.
 	Dnstap *Dnstap `yaml:"dnstap"`
+	// Catalog produces a catalog zone (RFC 9432) listing the zones served (catalog.go).
+	Catalog *Catalog `yaml:"catalog"`
+	// Catalogs are catalog zones taken from primaries, whose members are served as secondary
+	// zones (catalog.go).
+	Catalogs []CatalogSource `yaml:"catalogs"`
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
@@ -111,6 +116,9 @@ type Zone struct {
 	// Secondary takes the zone from primaries by zone transfer instead of File and Records
 	// (secondary.go); nil serves the zone's own data.
 	Secondary *Secondary `yaml:"secondary"`
+	// FromCatalog is the consumed catalog this zone is a member of ("" for a zone configured
+	// as such; catalog.go).
+	FromCatalog string `yaml:"-"`
 
 	// Line is the line of the zone in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -240,13 +248,19 @@ func (c *Check) UnmarshalYAML(n *yaml.Node) error {
 func strict(n *yaml.Node, v any) error {
 	if n.Kind == yaml.MappingNode {
 		known := map[string]bool{}
-		t := reflect.TypeOf(v).Elem()
-		for i := 0; i < t.NumField(); i++ {
-			tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-			if tag != "" && tag != "-" {
-				known[tag] = true
+		var collect func(t reflect.Type)
+		collect = func(t reflect.Type) {
+			for i := 0; i < t.NumField(); i++ {
+				tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+				switch {
+				case opts == "inline":
+					collect(t.Field(i).Type) // an inlined struct's fields are this mapping's
+				case tag != "" && tag != "-":
+					known[tag] = true
+				}
 			}
 		}
+		collect(reflect.TypeOf(v).Elem())
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			if !known[k.Value] {
@@ -375,10 +389,13 @@ func (c *Config) Validate() error {
 	if err := c.validateGroups(); err != nil {
 		return err
 	}
-	if len(c.Zones) == 0 {
-		return errors.New("field zones: no zone configured; add at least one zone with an origin")
+	if len(c.Zones) == 0 && len(c.Catalogs) == 0 {
+		return errors.New("field zones: no zone configured; add at least one zone with an origin (or a catalogs entry)")
 	}
 	if err := c.validateKeys(); err != nil {
+		return err
+	}
+	if err := c.validateCatalogs(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}

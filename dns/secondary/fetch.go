@@ -51,6 +51,10 @@ func tlsFor(tc *tls.Config, primary string) *tls.Config {
 	return c
 }
 
+// errSOARefused is a primary refusing the SOA query: some serve a zone to transfers only (Knot
+// refuses queries for the catalogs it generates), so the transfer itself is asked.
+var errSOARefused = errors.New("answered REFUSED")
+
 // soaSerial asks primary for the zone's SOA (over UDP, TCP when truncated; over TLS with tc)
 // and returns its serial.
 func soaSerial(ctx context.Context, primary, origin string, key *xfr.Key, tc *tls.Config) (uint32, error) {
@@ -70,6 +74,9 @@ func soaSerial(ctx context.Context, primary, origin string, key *xfr.Key, tc *tl
 	}
 	if err != nil {
 		return 0, fmt.Errorf("ask %s for the SOA: %w", primary, err)
+	}
+	if resp.Rcode == mdns.RcodeRefused {
+		return 0, fmt.Errorf("ask %s for the SOA: %w", primary, errSOARefused)
 	}
 	if resp.Rcode != mdns.RcodeSuccess || !resp.Authoritative {
 		return 0, fmt.Errorf("ask %s for the SOA: answered %s (authoritative %t); check the primary serves %s",

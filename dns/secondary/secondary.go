@@ -11,6 +11,7 @@ package secondary
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -210,10 +211,11 @@ func (z *Zone) expiredAt(now time.Time) bool {
 // it came from (From.Kind empty when cur is current).
 func (z *Zone) fromPrimary(ctx context.Context, opt Options, primary string, cur *zone.Zone) (*zone.Zone, Origin, error) {
 	serial, err := soaSerial(ctx, primary, opt.Origin, opt.Key, tlsFor(opt.TLS, primary))
-	if err != nil {
+	transferOnly := errors.Is(err, errSOARefused) // the transfer says whether there is news
+	if err != nil && !transferOnly {
 		return nil, Origin{}, err
 	}
-	if cur != nil && !wire.SerialLess(cur.SOA.Serial, serial) {
+	if !transferOnly && cur != nil && !wire.SerialLess(cur.SOA.Serial, serial) {
 		return cur, Origin{}, nil
 	}
 	var have *mdns.SOA
@@ -228,6 +230,9 @@ func (z *Zone) fromPrimary(ctx context.Context, opt Options, primary string, cur
 	}
 	if err != nil {
 		return nil, Origin{}, err
+	}
+	if next == cur {
+		return cur, Origin{}, nil // an IXFR that found the copy current
 	}
 	return next, Origin{Primary: primary, Kind: kind, At: time.Now()}, nil
 }
