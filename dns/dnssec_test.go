@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -593,4 +594,51 @@ func FuzzRespondSigned(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDelvValidatesNSEC3: with denial: nsec3, BIND's validator accepts NXDOMAIN, NODATA,
+// wildcard NODATA, wildcard answers, policy NODATA and an insecure delegation proven by NSEC3
+// records made per answer, and the apex publishes NSEC3PARAM.
+func TestDelvValidatesNSEC3(t *testing.T) {
+	yml, key := signedZone(t)
+	yml = strings.Replace(yml, "dnssec: {key_file: ", "dnssec: {denial: nsec3, key_file: ", 1)
+	srv := startServer(t, yml, Options{})
+	anchor := anchorFile(t, key)
+	for _, c := range []struct{ name, qtype, want string }{
+		{"www.example.", "A", "www.example.\t\t300\tIN\tA\t192.0.2.1"},
+		{"example.", "NSEC3PARAM", "NSEC3PARAM 1 0 0 -"},
+		{"x.wild.example.", "A", "x.wild.example.\t\t300\tIN\tA\t192.0.2.9"}, // wildcard: next closer covered
+		{"www.example.", "MX", "; negative response, fully validated"},       // NODATA
+		{"nope.example.", "A", "; negative response, fully validated"},       // NXDOMAIN
+		{"a.b.nope.example.", "A", "; negative response, fully validated"},   // NXDOMAIN, deeper
+		{"app.example.", "MX", "; negative response, fully validated"},       // policy NODATA
+		{"a.b.wild.example.", "TXT", "; negative response, fully validated"}, // wildcard NODATA
+		{"sub.example.", "DS", "; negative response, fully validated"},       // an insecure delegation: no DS
+	} {
+		out := delv(t, srv, anchor, c.name, c.qtype)
+		if !strings.Contains(out, c.want) || strings.Contains(out, "resolution failed") && !strings.Contains(out, "ncache") {
+			t.Errorf("delv %s %s: want %q; got\n%s", c.name, c.qtype, c.want, out)
+		}
+	}
+	// A referral to the insecure sub.example.: the NSEC3 of the cut lists NS and not DS.
+	m := new(mdns.Msg)
+	m.SetQuestion("x.sub.example.", mdns.TypeA)
+	m.SetEdns0(1232, true)
+	r, err := mdns.Exchange(m, srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rr := range r.Ns {
+		if n3, ok := rr.(*mdns.NSEC3); ok {
+			found = true
+			if !strings.HasPrefix(strings.ToLower(n3.Hdr.Name), strings.ToLower(mdns.HashName("sub.example.", mdns.SHA1, 0, ""))) ||
+				!slices.Contains(n3.TypeBitMap, mdns.TypeNS) || slices.Contains(n3.TypeBitMap, mdns.TypeDS) {
+				t.Errorf("referral NSEC3 %v: want the cut's hash, NS and no DS", n3)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("a referral to an insecure delegation carries no NSEC3: %v", r.Ns)
+	}
 }

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	mdns "github.com/miekg/dns"
@@ -30,6 +31,9 @@ func (s *Server) buildSigners(cfg *config.Config) (map[string]*dnssec.Signer, ma
 		sg.Stats = &s.sigStats
 		sg.Now = s.now
 		keys[zc.Origin] = sg.DNSKEYs()
+		if sg.NSEC3 {
+			keys[zc.Origin] = append(slices.Clone(keys[zc.Origin]), dnssec.NSEC3PARAM(zc.Origin, 0))
+		}
 		out[zc.Origin] = sg
 	}
 	return out, keys, nil
@@ -52,16 +56,17 @@ func (s *Server) signAnswer(st *state, sg *dnssec.Signer, z *zone.Zone, resp *md
 	negTTL := func() uint32 { return resp.Ns[0].Header().Ttl } // the SOA's, already RFC 2308-capped
 	var unsigned map[mdns.RR]bool                              // a referral's NS set and glue
 	switch {
+	case kind == zone.NXDomain && sg.NSEC3:
+		resp.Ns = append(resp.Ns, nsec3NXDomain(st, z, last, negTTL())...)
 	case kind == zone.NXDomain:
 		resp.Ns = append(resp.Ns, dnssec.NSEC(last, negTTL(), []uint16{mdns.TypeNXNAME}))
 		if !co {
 			resp.Rcode = mdns.RcodeSuccess
 		}
+	case (kind == zone.NoData || kind == zone.Dynamic && isNegative(resp)) && sg.NSEC3:
+		resp.Ns = append(resp.Ns, nsec3NoData(st, z, last, qtype, negTTL())...)
 	case kind == zone.NoData || kind == zone.Dynamic && isNegative(resp):
-		types := z.Types(last)
-		if z.IsDynamic(last) {
-			types = dynamicTypes(st, last)
-		}
+		types := typesAt(st, z, last)
 		nsec := dnssec.NSEC(last, negTTL(), without(types, qtype))
 		if qtype == mdns.TypeNSEC && last == qname {
 			// Asked for the NSEC itself: it exists (it is made for every name), so it is the
@@ -79,11 +84,20 @@ func (s *Server) signAnswer(st *state, sg *dnssec.Signer, z *zone.Zone, resp *md
 			unsigned[rr] = true
 		}
 		cut := resp.Ns[0].Header().Name
-		if ds := z.DS(cut); len(ds) > 0 {
+		switch ds := z.DS(cut); {
+		case len(ds) > 0:
 			resp.Ns = append(resp.Ns, ds...)
-		} else {
+		case sg.NSEC3:
+			// No DS: the NSEC3 of the cut proves the delegation insecure (NS, no DS bit).
+			resp.Ns = append(resp.Ns, dnssec.NSEC3Match(z.Origin, cut, z.Negative().Header().Ttl, z.Types(cut)))
+		default:
 			// No DS: the NSEC at the cut proves the delegation insecure (NS, no DS bit).
 			resp.Ns = append(resp.Ns, dnssec.NSEC(cut, z.Negative().Header().Ttl, z.Types(cut)))
+		}
+	case kind == zone.Answer && sg.NSEC3:
+		// An answer a wildcard made: the proof that no closer name exists (RFC 5155 7.2.6).
+		if ce, wild := z.Encloser(qname); wild {
+			resp.Ns = append(resp.Ns, dnssec.NSEC3Cover(z.Origin, nextCloser(qname, ce), z.Negative().Header().Ttl))
 		}
 	}
 	if co {
@@ -186,4 +200,40 @@ func (s *Server) DNSSECSummary() []string {
 		}
 	}
 	return out
+}
+
+// typesAt are the types name has in z: a dynamic name's from its sites.
+func typesAt(st *state, z *zone.Zone, name string) []uint16 {
+	if z.IsDynamic(name) {
+		return dynamicTypes(st, name)
+	}
+	return z.Types(name)
+}
+
+// nextCloser is the name one label longer than the closest encloser ce on the way to qname.
+func nextCloser(qname, ce string) string {
+	labels := mdns.SplitDomainName(qname)
+	n := len(labels) - mdns.CountLabel(ce) - 1
+	return mdns.Fqdn(strings.Join(labels[n:], "."))
+}
+
+// nsec3NXDomain is the NSEC3 proof that name does not exist (RFC 5155 7.2.2): its closest
+// encloser matched, the next closer name covered, and the wildcard at the encloser covered.
+func nsec3NXDomain(st *state, z *zone.Zone, name string, ttl uint32) []mdns.RR {
+	ce, _ := z.Encloser(name)
+	return []mdns.RR{dnssec.NSEC3Match(z.Origin, ce, ttl, typesAt(st, z, ce)),
+		dnssec.NSEC3Cover(z.Origin, nextCloser(name, ce), ttl),
+		dnssec.NSEC3Cover(z.Origin, "*."+ce, ttl)}
+}
+
+// nsec3NoData is the NSEC3 proof that name has no record of qtype (RFC 5155 7.2.3), or, for a
+// name a wildcard answers, that neither the name nor the wildcard has one (7.2.5).
+func nsec3NoData(st *state, z *zone.Zone, name string, qtype uint16, ttl uint32) []mdns.RR {
+	ce, wild := z.Encloser(name)
+	if !wild {
+		return []mdns.RR{dnssec.NSEC3Match(z.Origin, name, ttl, without(typesAt(st, z, name), qtype))}
+	}
+	return []mdns.RR{dnssec.NSEC3Match(z.Origin, ce, ttl, typesAt(st, z, ce)),
+		dnssec.NSEC3Cover(z.Origin, nextCloser(name, ce), ttl),
+		dnssec.NSEC3Match(z.Origin, "*."+ce, ttl, without(z.Types("*."+ce), qtype))}
 }

@@ -35,6 +35,10 @@ type DNSSEC struct {
 	Refresh Duration `yaml:"refresh"`
 	// DNSKEYTTL is the TTL of the DNSKEY RRset (default 3600).
 	DNSKEYTTL uint32 `yaml:"dnskey_ttl"`
+	// Denial is how names and types that do not exist are proven so: compact (RFC 9824's
+	// compact denial, the default) or nsec3 (NSEC3 records made per answer, RFC 5155 with RFC
+	// 9276's parameters: for validators and tools that do not know compact denial).
+	Denial string `yaml:"denial"`
 
 	// Line is the line of the block in the YAML file, for error messages.
 	Line int `yaml:"-"`
@@ -77,5 +81,18 @@ func validateDNSSEC(z *Zone) error {
 	if d.DNSKEYTTL == 0 {
 		d.DNSKEYTTL = DefaultDNSKEYTTL
 	}
+	switch d.Denial {
+	case "":
+		d.Denial = DenialCompact
+	case DenialCompact, DenialNSEC3:
+	default:
+		return fmt.Errorf("%s.denial: unknown %q; use compact (the default) or nsec3", where, d.Denial)
+	}
 	return nil
 }
+
+// The denial schemes of DNSSEC.Denial.
+const (
+	DenialCompact = "compact"
+	DenialNSEC3   = "nsec3"
+)

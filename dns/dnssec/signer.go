@@ -35,6 +35,8 @@ type Signer struct {
 	Now func() time.Time
 	// Stats, when set, counts signing work; the server shares one across reloads for its metrics.
 	Stats *Stats
+	// NSEC3 denies by NSEC3 records (denial: nsec3, nsec3.go) instead of compact denial.
+	NSEC3 bool
 }
 
 // Stats counts the signatures made and the RRsets whose signatures came from the cache.
@@ -51,7 +53,7 @@ func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 		return LoadKey(p, zone)
 	}
 	s := &Signer{Zone: zone, validity: int64(cfg.Validity.D().Seconds()), refresh: int64(cfg.Refresh.D().Seconds()),
-		seed: maphash.MakeSeed(), Now: time.Now}
+		seed: maphash.MakeSeed(), Now: time.Now, NSEC3: cfg.Denial == config.DenialNSEC3}
 	if cfg.KeyFile != "" {
 		k, err := load(cfg.KeyFile)
 		if err != nil {

@@ -356,6 +356,26 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 	return res
 }
 
+// Encloser returns the closest encloser of qname (RFC 5155 1.3: qname itself when it exists,
+// an empty non-terminal or a dynamic name included, else its longest existing ancestor) and
+// whether a wildcard at that encloser synthesises qname.
+func (z *Zone) Encloser(qname string) (ce string, wildcard bool) {
+	exists := func(name string) bool {
+		n, ent := z.node(name)
+		return n.exists() || ent || z.dynamic[name] || name == z.Origin
+	}
+	if exists(qname) {
+		return qname, false
+	}
+	for name := parent(qname); name != "" && inZone(name, z.Origin); name = parent(name) {
+		if exists(name) {
+			w, _ := z.node("*." + name)
+			return name, w.exists()
+		}
+	}
+	return z.Origin, false
+}
+
 // wildcard finds the wildcard node that synthesises qname (RFC 4592): "*." under the closest
 // encloser, the nearest existing ancestor. A name below an existing name other than the apex is
 // only covered by that name's own wildcard, never by one further up.
