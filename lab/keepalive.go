@@ -17,12 +17,19 @@ import (
 // so that a test knows exactly which TCP connection carries each request.
 type KeepAlive struct {
 	Conn net.Conn
-	br   *bufio.Reader
+	// Timeout bounds each request (Do) from its write to the end of its answer; 0 is 10 s.
+	Timeout time.Duration
+	br      *bufio.Reader
 }
 
 // DialKeepAlive opens a keep-alive connection from namespace ns to addr.
 func DialKeepAlive(ns, addr string) (*KeepAlive, error) {
-	c, err := namednetns.Dialer(ns, &net.Dialer{Timeout: 5 * time.Second})(context.Background(), "tcp", addr)
+	return DialKeepAliveWithin(ns, addr, 5*time.Second)
+}
+
+// DialKeepAliveWithin is DialKeepAlive with a dial timeout.
+func DialKeepAliveWithin(ns, addr string, timeout time.Duration) (*KeepAlive, error) {
+	c, err := namednetns.Dialer(ns, &net.Dialer{Timeout: timeout})(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +38,11 @@ func DialKeepAlive(ns, addr string) (*KeepAlive, error) {
 
 // Do sends one request on the connection and returns the answering backend's name.
 func (k *KeepAlive) Do(path string) (string, error) {
-	k.Conn.SetDeadline(time.Now().Add(10 * time.Second))
+	t := k.Timeout
+	if t == 0 {
+		t = 10 * time.Second
+	}
+	k.Conn.SetDeadline(time.Now().Add(t))
 	if _, err := fmt.Fprintf(k.Conn, "GET %s HTTP/1.1\r\nHost: vip\r\n\r\n", path); err != nil {
 		return "", err
 	}

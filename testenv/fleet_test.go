@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/bird"
 	"github.com/switchyard/switchyard/lab/experiment/l4/fleetexp"
+	"github.com/switchyard/switchyard/lab/experiment/l4/l4load"
 )
 
 // fleetConns is the test's number of keep-alive connections: 1,000 as in the experiment, or
@@ -129,7 +130,7 @@ func checkFleetFailover(t *testing.T, r *fleetexp.Result) {
 	}
 }
 
-func pct(r fleetexp.Round) float64 { return 100 * float64(r.OK) / float64(max(1, r.Tried)) }
+func pct(r l4load.Round) float64 { return 100 * float64(r.OK) / float64(max(1, r.Tried)) }
 
 func checkFleetKill(t *testing.T, k fleetexp.KillResult, n int) {
 	t.Helper()

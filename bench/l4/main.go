@@ -31,6 +31,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/procstat"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/fwd"
 	"github.com/switchyard/switchyard/lab/topo"
@@ -58,7 +59,7 @@ type result struct {
 	// lbCPU is the balancer's CPU time (XDP program run time, HAProxy process time); cpu is
 	// every CPU's time on the machine during the run, by kind.
 	lbCPU   time.Duration
-	cpu     cpuTimes
+	cpu     procstat.CPU
 	lbKnown bool
 	// other is the share of the machine's CPU that went to other processes during the run:
 	// another engineer's build or benchmark would skew the run.
@@ -355,7 +356,7 @@ func order(ms []string, r int) []string {
 func (r result) cpuLine() string {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(r.requests) / 1000 }
 	return fmt.Sprintf("CPU us/req: user %.1f kernel %.1f softirq %.1f total %.1f lab %.1f  other %2.0f%%",
-		per(r.cpu.user), per(r.cpu.kernel), per(r.cpu.softirq), per(r.cpu.busy), per(r.labCPU()), 100*r.other)
+		per(r.cpu.User), per(r.cpu.Kernel), per(r.cpu.Softirq), per(r.cpu.Busy), per(r.labCPU()), 100*r.other)
 }
 
 // profile runs each mode and load once more under a system-wide `perf record -a -g` and writes
@@ -631,7 +632,7 @@ func (b *bench) measure(mode string, newConn bool) (result, error) {
 	cpu1, wall := readCPU(), time.Since(t0)
 	s := string(out)
 	var r result
-	r.cpu = cpu1.sub(cpu0)
+	r.cpu = cpu1.Sub(cpu0)
 	r.othersCPU = othersSince(others0)
 	r.other = float64(r.othersCPU) / float64(wall) / float64(runtime.NumCPU())
 	if m := reRPS.FindStringSubmatch(s); m != nil {
@@ -755,38 +756,12 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * (time.Second / 100)
 }
 
-// cpuTimes is the machine's CPU time by kind, summed over every CPU (/proc/stat's first line):
-// user (with nice), kernel (system and hard irq), softirq (the packet path: veth, bridge,
-// routing, XDP) and busy (everything but idle and iowait).
-type cpuTimes struct{ user, kernel, softirq, busy time.Duration }
-
 // labCPU is the run's machine busy time less other processes' time (never below zero).
-func (r result) labCPU() time.Duration { return max(r.cpu.busy-r.othersCPU, 0) }
+func (r result) labCPU() time.Duration { return max(r.cpu.Busy-r.othersCPU, 0) }
 
-func (a cpuTimes) sub(b cpuTimes) cpuTimes {
-	return cpuTimes{a.user - b.user, a.kernel - b.kernel, a.softirq - b.softirq, a.busy - b.busy}
-}
-
-func readCPU() cpuTimes {
-	bs, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}
-	}
-	line := strings.SplitN(string(bs), "\n", 2)[0]
-	var v [10]time.Duration
-	for i, x := range strings.Fields(line)[1:] {
-		if i < len(v) {
-			n, _ := strconv.ParseInt(x, 10, 64)
-			v[i] = time.Duration(n) * (time.Second / 100)
-		}
-	}
-	// user nice system idle iowait irq softirq steal guest guest_nice (guest time is already
-	// counted in user).
-	var c cpuTimes
-	c.user = v[0] + v[1]
-	c.kernel = v[2] + v[5]
-	c.softirq = v[6]
-	c.busy = c.user + c.kernel + c.softirq + v[7]
+// readCPU is the machine's CPU time now (zero when /proc/stat cannot be read: no figures).
+func readCPU() procstat.CPU {
+	c, _ := procstat.ReadCPU()
 	return c
 }
 
@@ -823,9 +798,9 @@ func summarize(rs []result) stat {
 	}
 	return stat{
 		rps: col(func(r result) float64 { return r.rps }), p99: col(func(r result) float64 { return r.p99ms }),
-		total: per(func(r result) time.Duration { return r.cpu.busy }), user: per(func(r result) time.Duration { return r.cpu.user }),
+		total: per(func(r result) time.Duration { return r.cpu.Busy }), user: per(func(r result) time.Duration { return r.cpu.User }),
 		lab:    per(func(r result) time.Duration { return r.labCPU() }),
-		kernel: per(func(r result) time.Duration { return r.cpu.kernel }), softirq: per(func(r result) time.Duration { return r.cpu.softirq }),
+		kernel: per(func(r result) time.Duration { return r.cpu.Kernel }), softirq: per(func(r result) time.Duration { return r.cpu.Softirq }),
 	}
 }
 
@@ -945,7 +920,7 @@ func reportRatios(res map[string][]result, out map[string]any) {
 // connection against direct's, and the balancer CPU of HAProxy against the XDP forwarder's.
 func reportCapacity(res map[string][]result, out map[string]any) {
 	if contains(modes, "xdp") && contains(modes, "direct") {
-		perReq := func(r result) float64 { return float64(r.cpu.busy.Nanoseconds()) / float64(r.requests) / 1000 }
+		perReq := func(r result) float64 { return float64(r.cpu.Busy.Nanoseconds()) / float64(r.requests) / 1000 }
 		labPer := func(r result) float64 { return float64(r.labCPU().Nanoseconds()) / float64(r.requests) / 1000 }
 		fmt.Printf("lab CPU per request (machine busy CPU less other processes', us; capacity = direct's / the path's, within each round)\n")
 		for _, m := range modes {

@@ -37,7 +37,7 @@ func TestLabExperimentList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"l4-skew", "health-check"} {
+	for _, name := range []string{"l4-skew", "health-check", "l4-flood"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("experiment list lacks %s:\n%s", name, out)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/lab/experiment/l4/fleetexp"
+	"github.com/switchyard/switchyard/lab/experiment/l4/l4load"
 )
 
 func init() {
@@ -39,7 +40,7 @@ func runFleet(ctx context.Context, w io.Writer, opt Options) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
-	pct := func(x fleetexp.Round) string {
+	pct := func(x l4load.Round) string {
 		return fmt.Sprintf("%d/%d (%.1f%%)", x.OK, x.Tried, 100*float64(x.OK)/float64(max(1, x.Tried)))
 	}
 	k, j, d, wc := r.Kill, r.Join, r.Drain, r.WatchCut

@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/bird"
+	"github.com/switchyard/switchyard/lab/experiment/l4/l4load"
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
@@ -98,7 +99,7 @@ func (f *fleet) failover(_ context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer p.Close()
 	for _, c := range []struct {
 		kind string
 		n    topo.Node
@@ -149,8 +150,8 @@ func (f *fleet) setNode(n topo.Node, secondChance, bfd bool) error {
 // fail hangs node n (or takes its link down) with requests on every connection, until the
 // router has withdrawn it and a whole round has run; then ends the failure and waits until
 // the node is routed again.
-func (f *fleet) fail(p *pool, kind string, n topo.Node, all []topo.Node) (FailResult, error) {
-	r := FailResult{Kind: kind, Balancer: n.Name, BFD: n.Name != all[2].Name, Conns: p.alive()}
+func (f *fleet) fail(p *l4load.Pool, kind string, n topo.Node, all []topo.Node) (FailResult, error) {
+	r := FailResult{Kind: kind, Balancer: n.Name, BFD: n.Name != all[2].Name, Conns: p.Alive()}
 	set := func(failed bool) error {
 		if kind == FailStop {
 			return lab.PauseBalancer(f.st, n, failed)
@@ -181,7 +182,7 @@ func (f *fleet) fail(p *pool, kind string, n topo.Node, all []topo.Node) (FailRe
 	}()
 	tag := fmt.Sprintf("%s-%s", kind, n.Name)
 	for done := false; !done; {
-		r.Broken += p.round(fmt.Sprintf("%s-%d", tag, r.Rounds), f.o.Workers).Broke
+		r.Broken += p.Round(fmt.Sprintf("%s-%d", tag, r.Rounds), f.o.Workers).Broke
 		r.Rounds++
 		select {
 		case err := <-withdrawn:
@@ -192,7 +193,7 @@ func (f *fleet) fail(p *pool, kind string, n topo.Node, all []topo.Node) (FailRe
 		default:
 		}
 	}
-	r.Broken += p.round(tag+"-withdrawn", f.o.Workers).Broke
+	r.Broken += p.Round(tag+"-withdrawn", f.o.Workers).Broke
 	r.Rounds++
 	failed = false
 	t1 := time.Now()
@@ -203,17 +204,17 @@ func (f *fleet) fail(p *pool, kind string, n topo.Node, all []topo.Node) (FailRe
 		return r, fmt.Errorf("after the failure ended: %w", err)
 	}
 	r.Back = time.Since(t1)
-	r.Broken += p.round(tag+"-back", f.o.Workers).Broke
+	r.Broken += p.Round(tag+"-back", f.o.Workers).Broke
 	r.Rounds++
 	return r, nil
 }
 
 // restart replaces node n's daemon in place with requests on every connection, new connections
 // at NewRate, and bird's route to the web VIP polled every 10 ms for a path from n.
-func (f *fleet) restart(p *pool, n topo.Node, bfd bool) (RestartResult, error) {
-	r := RestartResult{Balancer: n.Name, BFD: bfd, Conns: p.alive(), NewRate: f.o.NewRate}
-	gen := startNewConns(f.conns[1], f.addr, f.o.NewRate, f.o.NewRate*120)
-	defer gen.finish()
+func (f *fleet) restart(p *l4load.Pool, n topo.Node, bfd bool) (RestartResult, error) {
+	r := RestartResult{Balancer: n.Name, BFD: bfd, Conns: p.Alive(), NewRate: f.o.NewRate}
+	gen := l4load.StartNewConns(f.conns[1], f.addr, f.o.NewRate, f.o.NewRate*120, 0)
+	defer gen.Finish()
 	t0 := time.Now()
 	poll := startHopPoll(lab.BirdDir(f.st.Prefix), f.st.Topo.RouterNS, n, t0)
 	defer poll.finish()
@@ -222,7 +223,7 @@ func (f *fleet) restart(p *pool, n topo.Node, bfd bool) (RestartResult, error) {
 	tag := "restart-" + n.Name
 	var up, end time.Time
 	for end.IsZero() || time.Now().Before(end) {
-		r.Broken += p.round(fmt.Sprintf("%s-%d", tag, r.Rounds), f.o.Workers).Broke
+		r.Broken += p.Round(fmt.Sprintf("%s-%d", tag, r.Rounds), f.o.Workers).Broke
 		r.Rounds++
 		select {
 		case err := <-restarted:
@@ -242,9 +243,9 @@ func (f *fleet) restart(p *pool, n topo.Node, bfd bool) (RestartResult, error) {
 	}
 	r.Up = up.Sub(t0)
 	poll.finish()
-	gen.finish()
+	gen.Finish()
 	r.Polls, r.HopLost, r.KernelLost, r.FirstLost = poll.counts()
-	r.NewStarted, r.NewFailed, _ = gen.count(t0, time.Now())
+	r.NewStarted, r.NewFailed, _ = gen.Count(t0, time.Now())
 	return r, nil
 }
 

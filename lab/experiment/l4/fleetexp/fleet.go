@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/bird"
+	"github.com/switchyard/switchyard/lab/experiment/l4/l4load"
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
@@ -58,7 +59,7 @@ type KillResult struct {
 	// Session is bird's state of lb3's session once the routes are withdrawn (not Established).
 	Session string `json:"session"`
 	// Next is the round of requests started right after the kill, on every connection.
-	Next Round `json:"next"`
+	Next l4load.Round `json:"next"`
 	// Converged is the time from the kill until the routes are withdrawn and a whole round
 	// answered on every connection that did not break.
 	Converged time.Duration `json:"converged_ns"`
@@ -80,10 +81,10 @@ type JoinResult struct {
 	// Rehashed is how many reached lb1 or lb2 without an entry there (new connection-table
 	// entries): the ECMP route is hash-threshold, not consistent, so flows move between the
 	// old nodes too, but here back to the node they had before lb3's kill.
-	Rehashed int    `json:"rehashed"`
-	Next     Round  `json:"next"`
-	Alive    int    `json:"alive"`
-	Balancer string `json:"balancer"`
+	Rehashed int          `json:"rehashed"`
+	Next     l4load.Round `json:"next"`
+	Alive    int          `json:"alive"`
+	Balancer string       `json:"balancer"`
 }
 
 // ChangeResult is scenario 3: a backend is added, then a balancer leaves (SIGKILL), in one
@@ -91,8 +92,8 @@ type JoinResult struct {
 type ChangeResult struct {
 	SecondChance bool `json:"second_chance"`
 	// Moved is how many connections reached a node that had no entry for them.
-	Moved int   `json:"moved"`
-	Next  Round `json:"next"`
+	Moved int          `json:"moved"`
+	Next  l4load.Round `json:"next"`
 }
 
 // DrainResult is scenario 4: `lb drain-node` on one node.
@@ -124,8 +125,8 @@ type fleet struct {
 	o     Options
 	addr  string
 	be4   string
-	conns []topo.Node // clients
-	p     *pool       // the established connections of scenarios 1, 2, 4 and 5
+	conns []topo.Node  // clients
+	p     *l4load.Pool // the established connections of scenarios 1, 2, 4 and 5
 }
 
 // Run brings up a lab of four balancers (the fourth on standby), one etcd member and four
@@ -245,8 +246,8 @@ func (f *fleet) backend(n topo.Node, op, addr string) error {
 }
 
 // pool opens Options.Conns connections from both clients.
-func (f *fleet) pool() (*pool, error) {
-	return openPool(f.conns, f.addr, f.o.Conns, f.o.Workers)
+func (f *fleet) pool() (*l4load.Pool, error) {
+	return l4load.OpenPool(f.conns, f.addr, f.o.Conns, f.o.Workers)
 }
 
 // routes waits until the router's VIP routes go through exactly ns.

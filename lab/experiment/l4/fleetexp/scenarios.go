@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/bird"
+	"github.com/switchyard/switchyard/lab/experiment/l4/l4load"
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
@@ -39,8 +40,8 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 		k.Spread = append(k.Spread, fl)
 	}
 	f.o.Log("kill: %d connections over lb1..lb3 %v; new connections at %d/s; killing lb3", f.o.Conns, k.Spread, f.o.NewRate)
-	gen := startNewConns(f.conns[1], f.addr, f.o.NewRate, f.o.NewRate*90)
-	defer gen.finish()
+	gen := l4load.StartNewConns(f.conns[1], f.addr, f.o.NewRate, f.o.NewRate*90, 0)
+	defer gen.Finish()
 	time.Sleep(time.Second) // new connections before the kill, for the comparison
 	if err := f.bfdUp(lb3); err != nil {
 		return err
@@ -55,7 +56,7 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 		k.Withdrawn = time.Since(t0)
 		withdrawn <- err
 	}()
-	k.Next = p.round("next", f.o.Workers)
+	k.Next = p.Round("next", f.o.Workers)
 	nextEnd := time.Since(t0)
 	if err := <-withdrawn; err != nil {
 		return fmt.Errorf("lb3 killed: %w", err)
@@ -67,7 +68,7 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 		if time.Since(t0) > time.Minute {
 			return errors.New("lb3 killed: requests still breaking after a minute")
 		}
-		if r := p.round("converge", f.o.Workers); r.Broke == 0 {
+		if r := p.Round("converge", f.o.Workers); r.Broke == 0 {
 			k.Converged = time.Since(t0)
 		}
 	}
@@ -81,9 +82,9 @@ func (f *fleet) kill(_ context.Context, res *Result) error {
 		}
 	}
 	time.Sleep(time.Second)
-	gen.finish()
-	k.NewStarted, k.NewFailed, k.NewSlowest = gen.count(t0, t0.Add(k.Converged))
-	k.NewAll, k.NewAllFailed, _ = gen.count(time.Time{}, time.Now())
+	gen.Finish()
+	k.NewStarted, k.NewFailed, k.NewSlowest = gen.Count(t0, t0.Add(k.Converged))
+	k.NewAll, k.NewAllFailed, _ = gen.Count(time.Time{}, time.Now())
 	f.o.Log("kill: withdrawn after %s, next round %d/%d, converged after %s, new connections %d failed of %d",
 		k.Withdrawn, k.Next.OK, k.Next.Tried, k.Converged, k.NewFailed, k.NewStarted)
 	return nil
@@ -109,8 +110,8 @@ func (f *fleet) join(_ context.Context, res *Result) error {
 	if _, _, err := f.waitRing([]topo.Node{lb1, lb2, lb4}, 3, "", 10*time.Second); err != nil {
 		return err
 	}
-	j.Alive = f.p.alive()
-	j.Next = f.p.round("join", f.o.Workers)
+	j.Alive = f.p.Alive()
+	j.Next = f.p.Round("join", f.o.Workers)
 	if j.Moved, err = f.flows(lb4); err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func (f *fleet) sumFlows(ns ...topo.Node) (int, error) {
 func (f *fleet) drain(_ context.Context, res *Result) error {
 	lb1, lb2, lb4 := f.lbs[0], f.lbs[1], f.lbs[3]
 	d := &res.Drain
-	d.Conns = f.p.alive()
+	d.Conns = f.p.Alive()
 	const grace = 3 * time.Second
 	t0 := time.Now()
 	if err := f.call(lb1, api.OpDrainNode, api.DrainNodeReq{Grace: grace}, nil); err != nil {
@@ -148,7 +149,7 @@ func (f *fleet) drain(_ context.Context, res *Result) error {
 	}
 	d.Withdrawn = time.Since(t0)
 	for time.Since(t0) < grace-500*time.Millisecond {
-		d.Broken += f.p.round(fmt.Sprintf("grace%d", d.Rounds), f.o.Workers).Broke
+		d.Broken += f.p.Round(fmt.Sprintf("grace%d", d.Rounds), f.o.Workers).Broke
 		d.Rounds++
 	}
 	for {
@@ -162,7 +163,7 @@ func (f *fleet) drain(_ context.Context, res *Result) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	d.Detached = time.Since(t0)
-	d.Broken += f.p.round("drained", f.o.Workers).Broke
+	d.Broken += f.p.Round("drained", f.o.Workers).Broke
 	d.Rounds++
 	f.o.Log("drain: withdrawn after %s, detached after %s, %d rounds on %d connections, %d broken", d.Withdrawn, d.Detached, d.Rounds, d.Conns, d.Broken)
 	return nil
@@ -195,7 +196,7 @@ func (f *fleet) watchCut(_ context.Context, res *Result) error {
 	if _, _, err := f.waitRing([]topo.Node{lb4}, 3, old, 10*time.Second); err != nil {
 		return err
 	}
-	r := f.p.round("cut", f.o.Workers)
+	r := f.p.Round("cut", f.o.Workers)
 	w.Requests, w.Failed = r.Tried, r.Broke
 	d2, _, err := f.ring(lb2)
 	if err != nil {
@@ -229,7 +230,7 @@ func (f *fleet) waitStore(n topo.Node, connected bool, timeout time.Duration) er
 
 // change is scenario 3, with second chance on and then off.
 func (f *fleet) change(_ context.Context, res *Result) error {
-	f.p.close()
+	f.p.Close()
 	for _, sc := range []bool{true, false} {
 		c, err := f.changeOnce(sc)
 		if err != nil {
@@ -277,7 +278,7 @@ func (f *fleet) changeOnce(sc bool) (ChangeResult, error) {
 	if err != nil {
 		return c, err
 	}
-	defer p.close()
+	defer p.Close()
 	before, err := f.sumFlows(lb1, lb2)
 	if err != nil {
 		return c, err
@@ -297,7 +298,7 @@ func (f *fleet) changeOnce(sc bool) (ChangeResult, error) {
 	if _, err := f.routes(lb1, lb2); err != nil {
 		return c, err
 	}
-	c.Next = p.round("change", f.o.Workers)
+	c.Next = p.Round("change", f.o.Workers)
 	after, err := f.sumFlows(lb1, lb2)
 	c.Moved = after - before
 	return c, err

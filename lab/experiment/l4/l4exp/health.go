@@ -68,20 +68,9 @@ func healthRun(ctx context.Context, bin string, on bool, o HealthOptions) (Healt
 	}
 	l := st.Lab()
 	c := lab.HTTPClient(l.Client(1), false, 5*time.Second)
-	// Wait until every backend answers through the VIP's real path (the daemon's first checks
-	// and the app processes' start).
 	bes := l.Topo.ByRole(topo.Backend)
-	deadline := time.Now().Add(15 * time.Second)
-	for _, be := range bes {
-		for {
-			if _, err := lab.FetchCounters(c, be); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return r, fmt.Errorf("backend %s did not start (see %s)", be.Name, lab.StateDir(spec.Prefix))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	if err := waitBackends(c, spec.Prefix, bes); err != nil {
+		return r, err
 	}
 	time.Sleep(time.Second) // a few health rounds: every backend healthy
 	victim := bes[1]
@@ -118,6 +107,24 @@ func healthRun(ctx context.Context, bin string, on bool, o HealthOptions) (Healt
 		r.Window = lastFail.Sub(killed)
 	}
 	return r, nil
+}
+
+// waitBackends waits until every backend's app server answers (the processes' start), up to
+// 15 s.
+func waitBackends(c *http.Client, prefix string, bes []topo.Node) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for _, be := range bes {
+		for {
+			if _, err := lab.FetchCounters(c, be); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("backend %s did not start (see %s)", be.Name, lab.StateDir(prefix))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func get200(ctx context.Context, c *http.Client, url string) bool {

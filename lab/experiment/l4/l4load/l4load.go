@@ -1,4 +1,7 @@
-package fleetexp
+// Package l4load drives real TCP load through a lab's VIP for the L4 experiments: a pool of
+// established keep-alive connections asked request by request, and new connections opened at a
+// fixed rate. fleetexp (balancers failing) and l4exp (a SYN flood) measure what survives.
+package l4load
 
 import (
 	"fmt"
@@ -9,20 +12,20 @@ import (
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
-// pool is a set of established keep-alive connections to the web VIP, each with the backend
+// Pool is a set of established keep-alive connections to the web VIP, each with the backend
 // that answered its first request. A connection that fails once is broken for good: it is
 // counted once and not used again.
-type pool struct {
+type Pool struct {
 	conns  []*lab.KeepAlive
 	first  []string
 	broken []bool
 }
 
-// openPool opens n connections spread over the clients, a first request on each, workers at a
+// OpenPool opens n connections spread over the clients, a first request on each, workers at a
 // time.
-func openPool(clients []topo.Node, addr string, n, workers int) (*pool, error) {
-	p := &pool{conns: make([]*lab.KeepAlive, n), first: make([]string, n), broken: make([]bool, n)}
-	errs := parallel(n, workers, func(i int) error {
+func OpenPool(clients []topo.Node, addr string, n, workers int) (*Pool, error) {
+	p := &Pool{conns: make([]*lab.KeepAlive, n), first: make([]string, n), broken: make([]bool, n)}
+	errs := Parallel(n, workers, func(i int) error {
 		c, err := lab.DialKeepAlive(clients[i%len(clients)].NS, addr)
 		if err != nil {
 			return fmt.Errorf("connection %d to %s: %w", i, addr, err)
@@ -35,7 +38,7 @@ func openPool(clients []topo.Node, addr string, n, workers int) (*pool, error) {
 	})
 	for _, err := range errs {
 		if err != nil {
-			p.close()
+			p.Close()
 			return nil, err
 		}
 	}
@@ -51,17 +54,25 @@ type Round struct {
 	Took  time.Duration `json:"took_ns"`
 }
 
-// round makes one request on every live connection.
-func (p *pool) round(tag string, workers int) Round {
+// Round makes one request on every live connection.
+func (p *Pool) Round(tag string, workers int) Round { return p.RoundOver(tag, workers, 0) }
+
+// RoundOver is Round with the requests spread evenly over d: connection i's request starts no
+// earlier than i*d/n after the call (workers must cover the rate: n/d requests a second).
+func (p *Pool) RoundOver(tag string, workers int, d time.Duration) Round {
 	start := time.Now()
 	var mu sync.Mutex
 	r := Round{}
-	parallel(len(p.conns), workers, func(i int) error {
+	n := len(p.conns)
+	Parallel(n, workers, func(i int) error {
 		mu.Lock()
 		dead := p.broken[i]
 		mu.Unlock()
 		if dead {
 			return nil
+		}
+		if d > 0 {
+			time.Sleep(time.Until(start.Add(d * time.Duration(i) / time.Duration(n))))
 		}
 		be, err := p.conns[i].Do(fmt.Sprintf("/%s/%d", tag, i))
 		mu.Lock()
@@ -79,8 +90,8 @@ func (p *pool) round(tag string, workers int) Round {
 	return r
 }
 
-// alive is the number of connections not broken so far.
-func (p *pool) alive() int {
+// Alive is the number of connections not broken so far.
+func (p *Pool) Alive() int {
 	n := 0
 	for _, b := range p.broken {
 		if !b {
@@ -90,7 +101,7 @@ func (p *pool) alive() int {
 	return n
 }
 
-func (p *pool) close() {
+func (p *Pool) Close() {
 	for _, c := range p.conns {
 		if c != nil {
 			c.Conn.Close()
@@ -98,8 +109,8 @@ func (p *pool) close() {
 	}
 }
 
-// parallel runs f(0..n-1) on workers goroutines and returns each call's error.
-func parallel(n, workers int, f func(i int) error) []error {
+// Parallel runs f(0..n-1) on workers goroutines and returns each call's error.
+func Parallel(n, workers int, f func(i int) error) []error {
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -120,9 +131,10 @@ func parallel(n, workers int, f func(i int) error) []error {
 	return errs
 }
 
-// newConns opens new connections at a fixed rate (each: connect, one request, close) until
-// stopped or max are started, and records when each started and whether it failed.
-type newConns struct {
+// NewConns opens new connections at a fixed rate (each: connect, one request, close) until
+// stopped or max are started, and records when each started and whether it failed. A timeout
+// above 0 bounds each connection's dial and its request (0: 5 s and 10 s).
+type NewConns struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -136,15 +148,16 @@ type newConn struct {
 	err   error
 }
 
-func startNewConns(client topo.Node, addr string, rate, max int) *newConns {
-	g := &newConns{stop: make(chan struct{}), done: make(chan struct{})}
+// StartNewConns starts opening connections from client to addr, rate a second, at most limit.
+func StartNewConns(client topo.Node, addr string, rate, limit int, timeout time.Duration) *NewConns {
+	g := &NewConns{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
-		for i := 0; i < max; i++ {
+		for i := 0; i < limit; i++ {
 			select {
 			case <-g.stop:
 				return
@@ -154,7 +167,16 @@ func startNewConns(client topo.Node, addr string, rate, max int) *newConns {
 			go func() {
 				defer wg.Done()
 				nc := newConn{start: time.Now()}
-				c, err := lab.DialKeepAlive(client.NS, addr)
+				var c *lab.KeepAlive
+				var err error
+				if timeout > 0 {
+					deadline := nc.start.Add(timeout)
+					if c, err = lab.DialKeepAliveWithin(client.NS, addr, timeout); err == nil {
+						c.Timeout = max(time.Millisecond, time.Until(deadline)) // 0 would mean 10 s
+					}
+				} else {
+					c, err = lab.DialKeepAlive(client.NS, addr)
+				}
 				if err == nil {
 					_, err = c.Do("/new")
 					c.Conn.Close()
@@ -169,15 +191,15 @@ func startNewConns(client topo.Node, addr string, rate, max int) *newConns {
 	return g
 }
 
-// finish stops the generator and waits for the connections under way (again: nothing).
-func (g *newConns) finish() {
+// Finish stops the generator and waits for the connections under way (again: nothing).
+func (g *NewConns) Finish() {
 	g.once.Do(func() { close(g.stop) })
 	<-g.done
 }
 
-// count is how many connections started in [from, to) and how many of them failed, and the
+// Count is how many connections started in [from, to) and how many of them failed, and the
 // slowest one's time.
-func (g *newConns) count(from, to time.Time) (started, failed int, slowest time.Duration) {
+func (g *NewConns) Count(from, to time.Time) (started, failed int, slowest time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range g.runs {
