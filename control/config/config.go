@@ -9,14 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/internal/atomicfile"
 	"github.com/switchyard/switchyard/internal/maglev"
 
 	"github.com/switchyard/switchyard/internal/yamlx"
@@ -266,23 +265,7 @@ func (c *Config) Save(path string) error {
 
 // writeFile writes b to path atomically, readable by root only.
 func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".switchyard-lb-*.yaml")
-	if err != nil {
-		return fmt.Errorf("save config: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.WriteBytes(path, 0o600, b); err != nil {
 		return fmt.Errorf("save config: %w", err)
 	}
 	return nil

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/switchyard/switchyard/internal/atomicfile"
 )
 
 // The snapshot cache: the last snapshot a node applied, kept in a local file beside its control
@@ -39,19 +40,7 @@ func (s *Store) SaveCache(path string, sn Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("save store cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".switchyard-store-*")
-	if err != nil {
-		return fmt.Errorf("save store cache: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save store cache: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save store cache: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.WriteBytes(path, 0o600, b); err != nil {
 		return fmt.Errorf("save store cache: %w", err)
 	}
 	return nil

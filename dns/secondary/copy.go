@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/dns/zone"
+	"github.com/switchyard/switchyard/internal/atomicfile"
 )
 
 // The saved copy of a secondary zone is a zone file (zone.WriteText) whose first line says
@@ -32,36 +33,12 @@ type Origin struct {
 // save writes z to path atomically (a temporary file beside it, synced, renamed over it, the
 // directory synced): a crash leaves the old copy or the new one, never half of one.
 func save(path string, z *zone.Zone, from Origin) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("save secondary zone copy: %w; make state_dir writable", err)
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	err := atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		fmt.Fprintf(w, "%s%s by %s at %s\n", copyHeader, from.Primary, from.Kind, from.At.UTC().Format(time.RFC3339))
+		return z.WriteText(w)
+	})
 	if err != nil {
 		return fmt.Errorf("save secondary zone copy: %w; make state_dir writable", err)
-	}
-	defer os.Remove(f.Name()) // gone after the rename; removes what a failure left
-	w := bufio.NewWriter(f)
-	fmt.Fprintf(w, "%s%s by %s at %s\n", copyHeader, from.Primary, from.Kind, from.At.UTC().Format(time.RFC3339))
-	err = z.WriteText(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("save secondary zone copy %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // the rename is durable too
-		d.Close()
 	}
 	return nil
 }

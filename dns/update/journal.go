@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/zone"
+	"github.com/switchyard/switchyard/internal/atomicfile"
 )
 
 // The journal file holds the changes applied to a zone since its zone file was loaded, one
@@ -210,32 +211,16 @@ func Rewrite(path string, cs []Change, now time.Time) error {
 		}
 		return nil
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("write journal: %w; make state_dir writable", err)
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	err := atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		for i := range cs {
+			if _, err := w.Write(entryText(&cs[i], "", now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("write journal: %w; make state_dir writable", err)
 	}
-	defer os.Remove(f.Name()) // gone after the rename; removes what a failure left
-	w := bufio.NewWriter(f)
-	for i := range cs {
-		w.Write(entryText(&cs[i], "", now))
-	}
-	err = w.Flush()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write journal %s: %w", path, err)
-	}
-	syncDir(dir)
 	return nil
 }
