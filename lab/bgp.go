@@ -71,7 +71,7 @@ func BGPFor(t *topo.Topology, n topo.Node) *config.BGP {
 	seg := t.Segment(n.Segment)
 	bfd := &config.BFD{MinRx: config.Duration(BGPBFDInterval), MinTx: config.Duration(BGPBFDInterval), Multiplier: BGPBFDMultiplier}
 	return &config.BGP{ASN: BalancerASN, RouterID: n.Addr4.String(), NextHop: n.Addr4.String(), NextHop6: n.Addr6.String(),
-		Communities: []string{fmt.Sprintf("%d:100", BalancerASN)}, DrainGrace: config.Duration(BGPDrainGrace),
+		RoutePolicy: config.RoutePolicy{Communities: []string{fmt.Sprintf("%d:100", BalancerASN)}}, Node: n.Name, DrainGrace: config.Duration(BGPDrainGrace),
 		GracefulRestart: &config.GracefulRestart{RestartTime: config.Duration(BGPRestartTime)},
 		Peers: []config.BGPPeer{{Address: seg.Router4.String(), ASN: RouterASN, HoldTime: config.Duration(BGPHoldTime),
 			Password: bgpPassword, BFD: bfd}}}

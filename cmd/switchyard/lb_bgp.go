@@ -87,6 +87,9 @@ func l4PrintBGP(w io.Writer, b *api.BGPStatus) {
 	fmt.Fprintln(w, "\nVIP\tPREFIX\tANNOUNCEMENT\tWHY")
 	for _, v := range b.VIPs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.VIP, v.Prefix, v.State, v.Reason)
+		if v.Policy != "" {
+			fmt.Fprintf(w, "\t  policy: %s\n", v.Policy)
+		}
 	}
 }
 

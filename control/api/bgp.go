@@ -66,6 +66,9 @@ type VIPAnnouncement struct {
 	Prefix string `json:"prefix"`
 	State  string `json:"state"`
 	Reason string `json:"reason"`
+	// Policy is the route policy this node announces the VIP with (communities, large
+	// communities, local_pref, med; "" for none).
+	Policy string `json:"policy,omitempty"`
 }
 
 // DrainNodeReq asks for a drain; a zero Grace takes bgp.drain_grace.

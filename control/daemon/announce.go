@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ type announcer struct {
 	attached, mapsOK bool
 	draining         bool
 	drainEnd         time.Time
+	// depref is set while `lb drain-node --depref` announces every prefix with bgp.depref_med
+	// before the withdrawal.
+	depref bool
 	// detach is set when the drain's grace period is over: Run detaches on its way out.
 	detach bool
 	// last is the input of the last good reconcile, kept to recompute on readiness changes.
@@ -52,10 +56,6 @@ func (d *Daemon) startBGP() error {
 	}
 	if !opt.RouterID.IsValid() {
 		return fmt.Errorf("start bgp: %s has no IPv4 address to use as router id: set bgp.router_id", iface)
-	}
-	for _, c := range b.Communities {
-		v, _ := config.ParseCommunity(c) // validated
-		opt.Communities = append(opt.Communities, v)
 	}
 	for _, p := range b.Peers {
 		bp := bgp.Peer{Addr: parseAddr(p.Address), ASN: p.ASN, Port: p.Port, HoldTime: p.HoldTime.D(), Password: p.Password}
@@ -183,19 +183,34 @@ func (d *Daemon) refreshAnnounceLocked() {
 	case !a.mapsOK:
 		notReady = "node not ready: the last reconcile of the maps failed"
 	}
-	var prefixes []netip.Prefix
+	var prefixes map[netip.Prefix]bgp.Attrs
 	a.vips, prefixes = Announcements(a.lastCfg, a.lastStates, notReady)
+	if a.depref {
+		// lb drain-node --depref: every path with the highest MED first, the withdrawal later.
+		med := d.cfg.BGP.DeprefMED
+		for p, at := range prefixes {
+			at.MED = &med
+			prefixes[p] = at
+		}
+	}
 	a.sp.Set(prefixes)
 }
 
 // Announcements decides what a node announces: the /32 or /128 of every VIP address with at
-// least one active backend (healthy, not drained), and nothing while notReady says why. Several
-// VIPs on one address share its prefix. It is a pure function, unit-tested without BGP.
-func Announcements(cfg *config.Config, states map[health.Key]backendState, notReady string) ([]api.VIPAnnouncement, []netip.Prefix) {
+// least one active backend (healthy, not drained) whose announce_from includes this node
+// (cfg.BGP's node and labels), with the VIP's route policy on this node; nothing while notReady
+// says why. Several VIPs on one address share its prefix (validation makes their bgp sections
+// equal). It is a pure function, unit-tested without BGP.
+func Announcements(cfg *config.Config, states map[health.Key]backendState, notReady string) ([]api.VIPAnnouncement, map[netip.Prefix]bgp.Attrs) {
 	if cfg == nil {
 		return nil, nil
 	}
+	var node config.Node
+	if cfg.BGP != nil {
+		node = cfg.BGP.NodeID()
+	}
 	up := map[netip.Prefix]string{}
+	attrs := map[netip.Prefix]bgp.Attrs{}
 	out := make([]api.VIPAnnouncement, 0, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
@@ -207,16 +222,19 @@ func Announcements(cfg *config.Config, states map[health.Key]backendState, notRe
 				active = true
 			}
 		}
-		va := api.VIPAnnouncement{VIP: v.Name, Prefix: p.String(), State: api.AnnounceNo}
+		pol := v.Policy(cfg.BGP, node)
+		va := api.VIPAnnouncement{VIP: v.Name, Prefix: p.String(), State: api.AnnounceNo, Policy: describePolicy(pol)}
 		switch {
 		case notReady != "":
 			va.Reason = notReady
+		case !v.Announces(node):
+			va.Reason = fmt.Sprintf("announce_from %v does not include this node (%s)", v.BGP.AnnounceFrom, describeNode(node))
 		case !active:
 			va.Reason = "no healthy backend"
 		default:
 			va.State, va.Reason = api.AnnounceYes, "ready, healthy backends"
 			if _, ok := up[p]; !ok {
-				up[p] = v.Name
+				up[p], attrs[p] = v.Name, policyAttrs(pol)
 			}
 		}
 		out = append(out, va)
@@ -226,11 +244,46 @@ func Announcements(cfg *config.Config, states map[health.Key]backendState, notRe
 			out[i].Reason += fmt.Sprintf(" (the prefix stays announced for vip %s)", by)
 		}
 	}
-	prefixes := make([]netip.Prefix, 0, len(up))
-	for p := range up {
-		prefixes = append(prefixes, p)
+	return out, attrs
+}
+
+// policyAttrs turns a validated route policy into the speaker's attributes.
+func policyAttrs(p config.RoutePolicy) bgp.Attrs {
+	a := bgp.Attrs{LocalPref: p.LocalPref, MED: p.MED}
+	for _, c := range p.Communities {
+		v, _ := config.ParseCommunity(c) // validated
+		a.Communities = append(a.Communities, v)
 	}
-	return out, prefixes
+	for _, c := range p.LargeCommunities {
+		v, _ := config.ParseLargeCommunity(c) // validated
+		a.LargeCommunities = append(a.LargeCommunities, [3]uint32{v.Global, v.Local1, v.Local2})
+	}
+	return a
+}
+
+// describePolicy renders a policy for `lb status` ("" when empty).
+func describePolicy(p config.RoutePolicy) string {
+	var parts []string
+	if len(p.Communities) > 0 {
+		parts = append(parts, "communities "+strings.Join(p.Communities, " "))
+	}
+	if len(p.LargeCommunities) > 0 {
+		parts = append(parts, "large "+strings.Join(p.LargeCommunities, " "))
+	}
+	if p.LocalPref != nil {
+		parts = append(parts, fmt.Sprintf("local_pref %d", *p.LocalPref))
+	}
+	if p.MED != nil {
+		parts = append(parts, fmt.Sprintf("med %d", *p.MED))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeNode(n config.Node) string {
+	if len(n.Labels) == 0 {
+		return n.Name
+	}
+	return n.Name + ", labels " + strings.Join(n.Labels, " ")
 }
 
 // DrainNode withdraws every VIP at once, keeps forwarding for grace (0: bgp.drain_grace), then
