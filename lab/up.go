@@ -267,7 +267,7 @@ func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *config.HealthCheck) 
 		DrainTimeout: config.Duration(5 * time.Minute), AllBackendsDown: "keep",
 	}
 	for _, v := range l.VIPs {
-		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol}
+		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, BGP: v.BGP.Clone()}
 		if v.Protocol == "tcp" {
 			dv.Health = h
 		}

@@ -241,11 +241,19 @@ func (c *Config) NodeRefs() map[string]string {
 
 // CheckNodes refuses a VIP whose announce_from or overrides name no node of nodes (by name or
 // label): a typo there would silently withdraw the VIP from every node, or change nothing.
-func (c *Config) CheckNodes(nodes []Node) error {
+// References prev already holds (nil: none) are not checked again, so that a node that left the
+// fleet blocks no unrelated change.
+func (c *Config) CheckNodes(nodes []Node, prev *Config) error {
 	refs := c.NodeRefs()
+	var old map[string]string
+	if prev != nil {
+		old = prev.NodeRefs()
+	}
 	names := make([]string, 0, len(refs))
 	for r := range refs {
-		names = append(names, r)
+		if _, ok := old[r]; !ok {
+			names = append(names, r)
+		}
 	}
 	slices.Sort(names)
 	for _, r := range names {

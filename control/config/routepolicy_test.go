@@ -45,12 +45,15 @@ vips:
 		t.Fatal(err)
 	}
 	nodes := []Node{{Name: "lb1"}, {Name: "lb2", Labels: []string{"eu"}}}
-	err = c.CheckNodes(nodes)
+	err = c.CheckNodes(nodes, nil)
 	if err == nil || !strings.Contains(err.Error(), `vip web: bgp names node or label "lb3", which no node of the fleet has (known: lb1, lb2 [eu]): fix the name, or start that node first`) {
 		t.Errorf("unknown node: %v", err)
 	}
-	if err := c.CheckNodes(append(nodes, Node{Name: "lb3"})); err != nil {
+	if err := c.CheckNodes(append(nodes, Node{Name: "lb3"}), nil); err != nil {
 		t.Errorf("every node known: %v", err)
+	}
+	if err := c.CheckNodes(nodes, c); err != nil {
+		t.Errorf("a reference the previous configuration held is not checked again: %v", err)
 	}
 }
 
