@@ -83,7 +83,9 @@ func (ca *CA) Issue(cn string, addrs []netip.Addr, names []string, life time.Dur
 }
 
 // CertPEM is the CA's certificate, PEM-encoded (what clients and servers trust).
-func (ca *CA) CertPEM() []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der}) }
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})
+}
 
 // WriteCA writes the CA's certificate as dir/ca.pem and returns its path.
 func (ca *CA) WriteCA(dir string) (string, error) {
