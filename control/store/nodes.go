@@ -40,7 +40,7 @@ func (s *Store) RegisterNode(ctx context.Context, n config.Node) error {
 	k := s.NodeKey(n.Name)
 	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", buf.String())).Else(clientv3.OpPut(k, buf.String())).Commit()
 	if err != nil {
-		return fmt.Errorf("register node %s in %s: %w", n.Name, s.u, err)
+		return fmt.Errorf("register node %s in %s: %w", n.Name, s.u, s.Explain(err))
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (s *Store) RegisterNode(ctx context.Context, n config.Node) error {
 func (s *Store) Nodes(ctx context.Context) ([]config.Node, error) {
 	resp, err := s.cli.Get(ctx, s.nodesPrefix(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("list nodes of %s: %w", s.u, err)
+		return nil, fmt.Errorf("list nodes of %s: %w", s.u, s.Explain(err))
 	}
 	var out []config.Node
 	for _, kv := range resp.Kvs {
