@@ -42,7 +42,7 @@ func (t *TLS) query() string {
 	if len(q) == 0 {
 		return ""
 	}
-	return "?" + q.Encode()
+	return "?" + strings.ReplaceAll(q.Encode(), "%2F", "/") // paths stay readable in logs and status
 }
 
 // parseTLS reads the query of an etcds:// URL.
