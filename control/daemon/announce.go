@@ -121,7 +121,7 @@ func (d *Daemon) stopChan(parent context.Context) <-chan struct{} {
 	go func() {
 		select {
 		case <-parent.Done():
-			if _, err := d.DrainNode(0); err != nil {
+			if _, err := d.DrainNode(api.DrainNodeReq{}); err != nil {
 				d.log.Error("drain on stop", "err", err)
 			}
 		case <-d.bgp.drained:
@@ -286,38 +286,69 @@ func describeNode(n config.Node) string {
 	return n.Name + ", labels " + strings.Join(n.Labels, " ")
 }
 
-// DrainNode withdraws every VIP at once, keeps forwarding for grace (0: bgp.drain_grace), then
-// ends the daemon, which detaches the program on its way out. A second call reports the drain
-// under way.
-func (d *Daemon) DrainNode(grace time.Duration) (api.DrainNodeResult, error) {
+// DrainNode withdraws every VIP at once, keeps forwarding for the grace period (0:
+// bgp.drain_grace), then ends the daemon, which detaches the program on its way out. With
+// Depref it first announces every VIP with bgp.depref_med for DeprefWait (a router prefers the
+// other nodes' lower MED and takes this one out of its multipath set, keeping it as a backup),
+// then withdraws. A second call reports the drain under way.
+func (d *Daemon) DrainNode(r api.DrainNodeReq) (api.DrainNodeResult, error) {
 	a := d.bgp
 	if a == nil {
 		return api.DrainNodeResult{}, &api.Error{Status: http.StatusBadRequest,
 			Msg: "drain-node: this daemon has no bgp section, so it announces nothing to withdraw: remove its routes at the router, stop it, then `lb detach`"}
 	}
+	if r.DeprefWait < 0 || r.Grace < 0 {
+		return api.DrainNodeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: "drain-node: --grace and --depref-wait must be positive"}
+	}
+	grace := r.Grace
+	if grace <= 0 {
+		grace = d.cfg.BGP.DrainGrace.D()
+	}
 	d.mu.Lock()
-	if a.draining {
+	if a.draining || a.depref {
 		end := a.drainEnd
 		d.mu.Unlock()
 		return api.DrainNodeResult{Message: "already draining: detaching at " + end.Format(time.RFC3339), DetachAt: end}, nil
 	}
-	if grace <= 0 {
-		grace = d.cfg.BGP.DrainGrace.D()
+	if !r.Depref || r.DeprefWait == 0 {
+		res := d.withdrawLocked(grace)
+		d.mu.Unlock()
+		d.flushDrain(&res)
+		return res, nil
 	}
-	withdrawn := a.sp.Announced()
-	a.draining, a.drainEnd = true, time.Now().Add(grace)
+	a.depref, a.drainEnd = true, time.Now().Add(r.DeprefWait+grace)
 	d.refreshAnnounceLocked()
 	end := a.drainEnd
 	d.mu.Unlock()
 	if err := a.sp.Flush(); err != nil {
-		d.log.Error("drain: withdraw", "err", err)
+		d.log.Error("drain: de-preference", "err", err)
 	}
-	res := api.DrainNodeResult{Grace: grace, DetachAt: end}
+	med := d.cfg.BGP.DeprefMED
+	prefixes := a.sp.Announced()
+	d.log.Info("drain: VIPs announced with the de-preference MED; withdrawing after the wait", "med", med, "prefixes", len(prefixes), "wait", r.DeprefWait)
+	go func() {
+		time.Sleep(r.DeprefWait)
+		d.mu.Lock()
+		res := d.withdrawLocked(grace)
+		d.mu.Unlock()
+		d.flushDrain(&res)
+	}()
+	return api.DrainNodeResult{Grace: grace, DetachAt: end,
+		Message: fmt.Sprintf("de-preferred: %d prefixes announced with MED %d; withdrawing them in %s, then forwarding the established flows for %s, then the program is detached and the daemon exits",
+			len(prefixes), med, r.DeprefWait, grace)}, nil
+}
+
+// withdrawLocked starts the drain proper: everything withdrawn, the detach timer started.
+func (d *Daemon) withdrawLocked(grace time.Duration) api.DrainNodeResult {
+	a := d.bgp
+	withdrawn := a.sp.Announced()
+	a.draining, a.depref, a.drainEnd = true, false, time.Now().Add(grace)
+	d.refreshAnnounceLocked()
+	res := api.DrainNodeResult{Grace: grace, DetachAt: a.drainEnd}
 	for _, p := range withdrawn {
 		res.Withdrawn = append(res.Withdrawn, p.String())
 	}
 	res.Message = fmt.Sprintf("draining: %d prefixes withdrawn; established flows keep being forwarded for %s, then the program is detached and the daemon exits", len(withdrawn), grace)
-	d.log.Info("drain: VIPs withdrawn; forwarding the established flows until the grace period ends", "withdrawn", res.Withdrawn, "grace", grace)
 	go func() {
 		time.Sleep(grace)
 		d.mu.Lock()
@@ -325,7 +356,15 @@ func (d *Daemon) DrainNode(grace time.Duration) (api.DrainNodeResult, error) {
 		d.mu.Unlock()
 		close(a.drained)
 	}()
-	return res, nil
+	return res
+}
+
+// flushDrain sends the withdrawal out (outside the daemon lock) and logs it.
+func (d *Daemon) flushDrain(res *api.DrainNodeResult) {
+	if err := d.bgp.sp.Flush(); err != nil {
+		d.log.Error("drain: withdraw", "err", err)
+	}
+	d.log.Info("drain: VIPs withdrawn; forwarding the established flows until the grace period ends", "withdrawn", res.Withdrawn, "grace", res.Grace)
 }
 
 // detachIfDrained removes the program and its pins after a completed drain (Run's last step,
@@ -355,8 +394,8 @@ func (d *Daemon) bgpStatus() *api.BGPStatus {
 	}
 	d.mu.Lock()
 	st := &api.BGPStatus{ASN: d.cfg.BGP.ASN, RouterID: a.routerID.String(), Ready: a.attached && a.mapsOK && !a.draining,
-		Draining: a.draining, VIPs: append([]api.VIPAnnouncement(nil), a.vips...)}
-	if a.draining {
+		Draining: a.draining, Depref: a.depref, VIPs: append([]api.VIPAnnouncement(nil), a.vips...)}
+	if a.draining || a.depref {
 		st.DrainLeft = max(time.Until(a.drainEnd), 0).Round(time.Millisecond)
 	}
 	d.mu.Unlock()

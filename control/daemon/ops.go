@@ -36,7 +36,7 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpFlow:           api.Handle(func(_ context.Context, r api.FlowReq) (api.FlowInfo, error) { return d.Flow(r) }),
 		api.OpConfigSave:     api.Handle(func(_ context.Context, r api.SaveReq) (api.SaveResult, error) { return d.Save(r.Path) }),
 		api.OpConfigReload:   api.Handle(func(_ context.Context, _ api.Empty) (api.ChangeResult, error) { return d.Reload() }),
-		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r.Grace) }),
+		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r) }),
 		api.OpGuardList:      api.Handle(func(_ context.Context, _ api.Empty) (api.GuardInfo, error) { return d.GuardList() }),
 		api.OpGuardAdd:       api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardAdd(r) }),
 		api.OpGuardRemove:    api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardRemove(r) }),
