@@ -70,7 +70,7 @@ require (
 	github.com/subosito/gotenv v1.6.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	github.com/zeebo/blake3 v0.2.4 // indirect
-	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
+	go.etcd.io/etcd/api/v3 v3.5.35
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap/exp v0.3.0 // indirect

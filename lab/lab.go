@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/switchyard/switchyard/control/config"
 	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/lab/fwd"
 	"github.com/switchyard/switchyard/lab/topo"
@@ -52,6 +53,8 @@ type VIP struct {
 	Protocol string       `json:"protocol"`
 	ID       uint32       `json:"id"`
 	Backends []netip.Addr `json:"backends"`
+	// BGP is the VIP's route policy and announce_from in the daemon's configuration.
+	BGP *config.VIPBGP `json:"bgp,omitempty"`
 }
 
 func vip(name string, id uint32, a netip.Addr, port uint16, p maps.Proto, bes []netip.Addr) VIP {
@@ -118,6 +121,7 @@ func Plan(s Spec) (*Lab, error) {
 	if len(l7) > 0 {
 		l.VIPs = append(l.VIPs, vip("l7", 3, L7VIP, webPort, maps.TCP, l7))
 	}
+	routePolicies(l.VIPs)
 	return l, nil
 }
 

@@ -40,8 +40,11 @@ const StoreRole = topo.Role("store")
 // StoreState is the lab's etcd cluster.
 type StoreState struct {
 	NS string `json:"ns"`
-	// URL is what the balancers run with (`lb run --store`).
-	URL     string        `json:"url"`
+	// URL is what the balancers run with (`lb run --store`): etcds:// with the lab's CA and the
+	// balancers' certificate, or etcd:// for a plain store (storetls.go).
+	URL string `json:"url"`
+	// Plain is set for a store without TLS or auth (`lab up --store-plain`).
+	Plain   bool          `json:"plain,omitempty"`
 	Members []StoreMember `json:"members"`
 }
 
@@ -57,9 +60,14 @@ type StoreMember struct {
 // StoreNS is the store namespace of a lab.
 func StoreNS(prefix string) string { return prefix + "-etcd" }
 
-// planStore computes the members of a cluster of n.
-func planStore(prefix string, n int) *StoreState {
-	s := &StoreState{NS: StoreNS(prefix)}
+// planStore computes the members of a cluster of n, served over TLS with auth unless plain.
+func planStore(prefix string, n int, plain bool) *StoreState {
+	s := &StoreState{NS: StoreNS(prefix), Plain: plain}
+	f := storeFilesOf(prefix)
+	scheme := "https://"
+	if plain {
+		scheme = "http://"
+	}
 	var eps, peers []string
 	for i := 1; i <= n; i++ {
 		a := netip.AddrFrom4([4]byte{198, 18, 250, byte(10 + i)})
@@ -70,7 +78,7 @@ func planStore(prefix string, n int) *StoreState {
 	}
 	for i := range s.Members {
 		m := &s.Members[i]
-		client := "http://" + netip.AddrPortFrom(m.Addr, storeClient).String()
+		client := scheme + netip.AddrPortFrom(m.Addr, storeClient).String()
 		peer := "http://" + netip.AddrPortFrom(m.Addr, storePeer).String()
 		m.Argv = []string{"etcd", "--name", m.Name, "--data-dir", m.DataDir,
 			"--listen-client-urls", client, "--advertise-client-urls", client,
@@ -79,23 +87,37 @@ func planStore(prefix string, n int) *StoreState {
 			"--initial-cluster-token", "switchyard-" + prefix,
 			// Fast elections on a lab's loopback-speed links: a lost member is replaced quickly.
 			"--heartbeat-interval", "100", "--election-timeout", "1000"}
+		if !plain {
+			m.Argv = append(m.Argv, memberTLSArgs(f, m.Name)...)
+		}
 	}
-	s.URL = store.URL{Endpoints: eps, Prefix: "/switchyard/" + prefix}.String()
+	s.URL = store.URL{Endpoints: eps, Prefix: StorePrefix(prefix)}.String()
+	if !plain {
+		s.URL = f.url(eps, StorePrefix(prefix))
+	}
 	return s
 }
 
+// StorePrefix is the key prefix of a lab's fleet in its store.
+func StorePrefix(prefix string) string { return "/switchyard/" + prefix }
+
 // startStore builds the store namespace, starts its members, waits for a quorum and seeds the
 // lab's VIPs (with health check h) into it.
-func startStore(st *State, members int, h *config.HealthCheck, start func(name, ns string, argv ...string) error) error {
+func startStore(st *State, members int, plain bool, h *config.HealthCheck, start func(name, ns string, argv ...string) error) error {
 	if members < 1 || members > MaxStoreMembers {
 		return fmt.Errorf("lab up: --store-members %d: use 1..%d (0: no store)", members, MaxStoreMembers)
 	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		return errors.New("lab up: etcd not found: install Debian's etcd-server (`make deps`), or run without a store (--store-members 0)")
 	}
-	s := planStore(st.Prefix, members)
+	s := planStore(st.Prefix, members, plain)
 	if err := buildStoreNS(st.Topo.RouterNS, s); err != nil {
 		return fmt.Errorf("lab up: store namespace: %w", err)
+	}
+	if !plain {
+		if err := writeStorePKI(s, storeFilesOf(st.Prefix)); err != nil {
+			return err
+		}
 	}
 	for _, m := range s.Members {
 		if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
@@ -106,6 +128,11 @@ func startStore(st *State, members int, h *config.HealthCheck, start func(name, 
 		}
 	}
 	st.Store = s
+	if !plain {
+		if err := enableStoreAuth(s, storeFilesOf(st.Prefix), StorePrefix(st.Prefix)); err != nil {
+			return fmt.Errorf("%w (see the etcd logs in %s)", err, StateDir(st.Prefix))
+		}
+	}
 	cl, err := OpenStore(st)
 	if err != nil {
 		return err
@@ -214,7 +241,7 @@ func upStore(o UpOptions, st *State, start func(name, ns string, argv ...string)
 	if o.NoHealth {
 		h = nil
 	}
-	return startStore(st, o.StoreMembers, h, start)
+	return startStore(st, o.StoreMembers, o.StorePlain, h, start)
 }
 
 // storeArgs are the extra `lb run` arguments of a lab with a store.

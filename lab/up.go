@@ -40,6 +40,9 @@ type UpOptions struct {
 	// StoreMembers > 0 runs an etcd cluster of that many members in its own namespace, seeds
 	// the lab's VIPs into it and runs the balancer daemons with --store (daemon mode only).
 	StoreMembers int
+	// StorePlain runs the store without TLS or auth (etcd://); by default its members serve
+	// TLS with client certificates and auth is on (storetls.go).
+	StorePlain bool
 	// Standby > 0 leaves the daemons of the last Standby balancers unstarted (their namespaces,
 	// configuration files and router sessions are ready): StartBalancer brings one into the
 	// fleet later, as a node that joins.
@@ -267,7 +270,7 @@ func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *config.HealthCheck) 
 		DrainTimeout: config.Duration(5 * time.Minute), AllBackendsDown: "keep",
 	}
 	for _, v := range l.VIPs {
-		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol}
+		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, BGP: v.BGP.Clone()}
 		if v.Protocol == "tcp" {
 			dv.Health = h
 		}

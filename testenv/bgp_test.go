@@ -28,7 +28,10 @@ type bgpLab struct {
 	lbs []topo.Node
 }
 
-func newBGPLab(t *testing.T, balancers int) *bgpLab {
+func newBGPLab(t *testing.T, balancers int) *bgpLab { return newBGPLabStore(t, balancers, 0) }
+
+// newBGPLabStore is newBGPLab with the VIPs in an etcd store of storeMembers (0: in files).
+func newBGPLabStore(t *testing.T, balancers, storeMembers int) *bgpLab {
 	t.Helper()
 	testutil.RequireLab(t)
 	if err := bird.Available(); err != nil {
@@ -47,7 +50,7 @@ func newBGPLab(t *testing.T, balancers int) *bgpLab {
 			t.Errorf("destroy lab: %v", err)
 		}
 	})
-	st, err := lab.Up(lab.UpOptions{Spec: s, Exe: bin, Balancer: lab.ModeDaemon})
+	st, err := lab.Up(lab.UpOptions{Spec: s, Exe: bin, Balancer: lab.ModeDaemon, StoreMembers: storeMembers})
 	if err != nil {
 		t.Fatal(err)
 	}

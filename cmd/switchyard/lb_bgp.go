@@ -20,21 +20,30 @@ func l4DrainNodeCmd() *cli.Command {
    other balancers; it keeps forwarding the established flows that still arrive for the grace
    period (default bgp.drain_grace), then detaches the program, removes its pins and exits.
    SIGTERM does the same with bgp.drain_grace. Needs a bgp section (docs/fleet.md).
-   The command waits until the daemon has exited, unless --no-wait.
+   With --depref it first announces every VIP with the highest MED (bgp.depref_med) for
+   --depref-wait: routers prefer the other nodes and keep this one as a backup path, then it
+   withdraws. The command waits until the daemon has exited, unless --no-wait.
 
    Examples:
      switchyard lb drain-node
      switchyard lb drain-node --grace 2m
-     switchyard lb drain-node --iface eth0 --grace 10s --no-wait`,
+     switchyard lb drain-node --iface eth0 --grace 10s --no-wait
+     switchyard lb drain-node --depref --depref-wait 30s`,
 		Flags: append(l4SocketFlags(),
 			&cli.DurationFlag{Name: "grace", Usage: "how long to keep forwarding after the withdrawal (default bgp.drain_grace)"},
-			&cli.BoolFlag{Name: "no-wait", Usage: "return once the VIPs are withdrawn"}),
+			&cli.BoolFlag{Name: "no-wait", Usage: "return once the VIPs are withdrawn"},
+			&cli.BoolFlag{Name: "depref", Usage: "announce the VIPs with bgp.depref_med first, withdraw after --depref-wait"},
+			&cli.DurationFlag{Name: "depref-wait", Value: 10 * time.Second, Usage: "how long to announce with the de-preference MED before withdrawing (with --depref)"}),
 		Action: func(c *cli.Context) error {
-			if c.Duration("grace") < 0 {
-				return errors.New("drain-node: --grace must be positive")
+			if c.Duration("grace") < 0 || c.Duration("depref-wait") < 0 {
+				return errors.New("drain-node: --grace and --depref-wait must be positive")
 			}
+			if c.IsSet("depref-wait") && !c.Bool("depref") {
+				return errors.New("drain-node: --depref-wait without --depref: add --depref to de-prefer the node first")
+			}
+			req := api.DrainNodeReq{Grace: c.Duration("grace"), Depref: c.Bool("depref"), DeprefWait: c.Duration("depref-wait")}
 			var res api.DrainNodeResult
-			if err := l4Call(c, api.OpDrainNode, api.DrainNodeReq{Grace: c.Duration("grace")}, &res); err != nil {
+			if err := l4Call(c, api.OpDrainNode, req, &res); err != nil {
 				return err
 			}
 			if err := l4Output(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) }); err != nil {
@@ -67,6 +76,8 @@ func l4PrintBGP(w io.Writer, b *api.BGPStatus) {
 	switch {
 	case b.Draining:
 		state = fmt.Sprintf("DRAINING: everything withdrawn, detaching in %s", b.DrainLeft.Round(time.Second))
+	case b.Depref:
+		state = fmt.Sprintf("DE-PREFERRED (drain-node --depref): announcing with bgp.depref_med, then withdrawing; detaching in %s", b.DrainLeft.Round(time.Second))
 	case !b.Ready:
 		state = "not ready: announcing nothing"
 	}
@@ -87,6 +98,9 @@ func l4PrintBGP(w io.Writer, b *api.BGPStatus) {
 	fmt.Fprintln(w, "\nVIP\tPREFIX\tANNOUNCEMENT\tWHY")
 	for _, v := range b.VIPs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.VIP, v.Prefix, v.State, v.Reason)
+		if v.Policy != "" {
+			fmt.Fprintf(w, "\t  policy: %s\n", v.Policy)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/internal/yamlx"
 )
 
 func init() {
@@ -24,7 +25,7 @@ func init() {
      switchyard vip add web6 [fd00:5e:100::1]:443 --health http --health-port 80 --health-path /health
      switchyard vip list
      switchyard vip remove web`,
-		Subcommands: []*cli.Command{vipAddCmd(), vipRemoveCmd(), vipListCmd()},
+		Subcommands: []*cli.Command{vipAddCmd(), vipRemoveCmd(), vipListCmd(), vipBGPCmd()},
 	})
 }
 
@@ -151,4 +152,80 @@ func vipListCmd() *cli.Command {
 			})
 		},
 	}
+}
+
+func vipBGPCmd() *cli.Command {
+	return &cli.Command{
+		Name:         "bgp",
+		Usage:        "set a VIP's route policy and the nodes that announce it (replaces its bgp section)",
+		ArgsUsage:    "VIP",
+		BashComplete: l4CompleteVIPs,
+		Description: `The VIP's communities add to the node's bgp.communities; --med and --local-pref replace the
+   node's. --announce-from keeps the VIP to the nodes named (bgp.node) or labelled (bgp.labels);
+   with --store every name must be a node registered in the store. VIPs on the same address
+   share the section. --yaml takes the whole section (for overrides per node). docs/fleet.md.
+
+   Examples:
+     switchyard vip bgp web --community 65001:200 --large-community 65001:1:2 --med 10
+     switchyard vip bgp api --announce-from lb1 --announce-from eu
+     switchyard vip bgp web --yaml '{communities: ["65001:200"], overrides: [{node: lb3, med: 100}]}'
+     switchyard vip bgp web --clear`,
+		Flags: append(l4SocketFlags(),
+			&cli.StringSliceFlag{Name: "community", Usage: "`ASN:VALUE`, no-export or no-advertise (repeat)"},
+			&cli.StringSliceFlag{Name: "large-community", Usage: "`GLOBAL:LOCAL1:LOCAL2` (repeat)"},
+			&cli.Int64Flag{Name: "med", Value: -1, Usage: "`MED` (0..4294967295; lowest preferred)"},
+			&cli.Int64Flag{Name: "local-pref", Value: -1, Usage: "`LOCAL_PREF` (0..4294967295; highest preferred; iBGP peers only)"},
+			&cli.StringSliceFlag{Name: "announce-from", Usage: "node `NAME` or label announcing the VIP (repeat; default every node)"},
+			&cli.StringFlag{Name: "yaml", Usage: "the whole bgp section as `YAML`"},
+			&cli.BoolFlag{Name: "clear", Usage: "remove the VIP's bgp section"},
+		),
+		Action: l4Action(func(c *cli.Context, args []string) error {
+			if err := l4Args(c, args, 1, "switchyard vip bgp VIP [--community C] [--med N] [--announce-from NODE] | --yaml SECTION | --clear"); err != nil {
+				return err
+			}
+			b, err := vipBGPFromFlags(c)
+			if err != nil {
+				return err
+			}
+			return l4Change(c, api.OpVIPBGP, api.VIPBGPReq{VIP: args[0], BGP: b})
+		}),
+	}
+}
+
+// vipBGPFromFlags builds the section from --yaml or the flags (nil for --clear).
+func vipBGPFromFlags(c *cli.Context) (*config.VIPBGP, error) {
+	flags := c.IsSet("community") || c.IsSet("large-community") || c.IsSet("med") || c.IsSet("local-pref") || c.IsSet("announce-from")
+	switch {
+	case c.Bool("clear") && (flags || c.IsSet("yaml")):
+		return nil, fmt.Errorf("--clear removes the section: give it alone")
+	case c.Bool("clear"):
+		return nil, nil
+	case c.IsSet("yaml") && flags:
+		return nil, fmt.Errorf("--yaml gives the whole section: put the other settings into it")
+	case c.IsSet("yaml"):
+		var b config.VIPBGP
+		if err := yamlx.Decode([]byte(c.String("yaml")), &b); err != nil {
+			return nil, fmt.Errorf("--yaml: %w", err)
+		}
+		return &b, nil
+	case !flags:
+		return nil, fmt.Errorf("nothing to set: give --community, --large-community, --med, --local-pref, --announce-from, --yaml or --clear")
+	}
+	b := &config.VIPBGP{AnnounceFrom: c.StringSlice("announce-from")}
+	b.Communities, b.LargeCommunities = c.StringSlice("community"), c.StringSlice("large-community")
+	for _, f := range []struct {
+		name string
+		dst  **uint32
+	}{{"med", &b.MED}, {"local-pref", &b.LocalPref}} {
+		if !c.IsSet(f.name) {
+			continue
+		}
+		v := c.Int64(f.name)
+		if v < 0 || v > 1<<32-1 {
+			return nil, fmt.Errorf("invalid --%s %d: use 0..4294967295", f.name, v)
+		}
+		u := uint32(v)
+		*f.dst = &u
+	}
+	return b, nil
 }

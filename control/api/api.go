@@ -17,6 +17,7 @@ const (
 	OpVIPList        = "vip/list"
 	OpVIPAdd         = "vip/add"
 	OpVIPRemove      = "vip/remove"
+	OpVIPBGP         = "vip/bgp"
 	OpBackendList    = "backend/list"
 	OpBackendAdd     = "backend/add"
 	OpBackendRemove  = "backend/remove"
@@ -125,6 +126,12 @@ type VIPRef struct {
 // VIPAdd adds a VIP (with its backends, if any).
 type VIPAdd struct {
 	VIP config.VIP `json:"vip"`
+}
+
+// VIPBGPReq replaces a VIP's bgp section (route policy, announce_from, overrides); nil removes it.
+type VIPBGPReq struct {
+	VIP string         `json:"vip"`
+	BGP *config.VIPBGP `json:"bgp"`
 }
 
 // VIPInfo is one row of `vip list`.

@@ -20,6 +20,9 @@ type BGPStatus struct {
 	// announces.
 	Ready    bool `json:"ready"`
 	Draining bool `json:"draining"`
+	// Depref is set while `drain-node --depref` announces the VIPs with bgp.depref_med, before
+	// the withdrawal.
+	Depref bool `json:"depref,omitempty"`
 	// DrainLeft is the time until the draining node detaches.
 	DrainLeft time.Duration     `json:"drain_left_ns,omitempty"`
 	Sessions  []BGPSession      `json:"sessions"`
@@ -66,11 +69,17 @@ type VIPAnnouncement struct {
 	Prefix string `json:"prefix"`
 	State  string `json:"state"`
 	Reason string `json:"reason"`
+	// Policy is the route policy this node announces the VIP with (communities, large
+	// communities, local_pref, med; "" for none).
+	Policy string `json:"policy,omitempty"`
 }
 
-// DrainNodeReq asks for a drain; a zero Grace takes bgp.drain_grace.
+// DrainNodeReq asks for a drain; a zero Grace takes bgp.drain_grace. Depref first announces
+// every prefix with bgp.depref_med for DeprefWait, then withdraws.
 type DrainNodeReq struct {
-	Grace time.Duration `json:"grace_ns,omitempty"`
+	Grace      time.Duration `json:"grace_ns,omitempty"`
+	Depref     bool          `json:"depref,omitempty"`
+	DeprefWait time.Duration `json:"depref_wait_ns,omitempty"`
 }
 
 // DrainNodeResult says what was withdrawn and when the node detaches.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,7 +56,7 @@ func TestServeChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Set([]netip.Prefix{vip4})
+	s.Set(plain(vip4))
 	if err := s.Connect(a.Restarting); err != nil {
 		t.Fatal(err)
 	}

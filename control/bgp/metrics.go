@@ -20,6 +20,7 @@ var (
 	dAnnounced   = desc("announced_prefixes", "VIP prefixes in the local RIB, announced to every established peer.")
 	dAnnounce    = desc("announcements_total", "Prefixes added to the local RIB.")
 	dWithdraw    = desc("withdrawals_total", "Prefixes withdrawn from the local RIB.")
+	dReplace     = desc("attribute_changes_total", "Prefixes announced again because their route policy (communities, MED, LOCAL_PREF) changed.")
 	dRIBErrors   = desc("rib_errors_total", "Changes of the local RIB that GoBGP refused (retried).")
 	dBFDState    = desc("bfd_state", "1 for the peer's BFD session state (down, init, up, admin-down); absent without BFD.", "peer", "state")
 	dBFDUp       = desc("bfd_up", "1 when the BFD session with the peer is up, else 0; absent without BFD.", "peer")
@@ -27,7 +28,7 @@ var (
 	dBFDPackets  = desc("bfd_packets_total", "BFD control packets sent and received.", "peer", "direction")
 	dBFDDetect   = desc("bfd_detect_seconds", "Configured BFD detection time: multiplier x min_rx.", "peer")
 	dGR          = desc("graceful_restart", "1 when graceful restart was negotiated on the established session (the router keeps the routes for the restart time if this speaker dies).", "peer")
-	collectorAll = []*prometheus.Desc{dState, dUp, dUptime, dSent, dUpdates, dAnnounced, dAnnounce, dWithdraw, dRIBErrors,
+	collectorAll = []*prometheus.Desc{dState, dUp, dUptime, dSent, dUpdates, dAnnounced, dAnnounce, dWithdraw, dReplace, dRIBErrors,
 		dBFDState, dBFDUp, dBFDFailures, dBFDPackets, dBFDDetect, dGR}
 )
 
@@ -73,6 +74,7 @@ func (s *Speaker) Collect(ch chan<- prometheus.Metric) {
 	g(dAnnounced, float64(len(s.Announced())))
 	c(dAnnounce, float64(n.Announcements))
 	c(dWithdraw, float64(n.Withdrawals))
+	c(dReplace, float64(n.Replacements))
 	c(dRIBErrors, float64(n.Errors))
 }
 

@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +57,6 @@ type Options struct {
 	ASN      uint32
 	RouterID netip.Addr
 	Peers    []Peer
-	// Communities are attached to every announced prefix (32-bit values).
-	Communities []uint32
 	// NextHop4 and NextHop6 are announced with IPv4 and IPv6 prefixes; a prefix whose family has
 	// no next hop is not announced (and Status says why).
 	NextHop4, NextHop6 netip.Addr
@@ -74,10 +74,10 @@ type Speaker struct {
 	srv *server.BgpServer
 
 	mu   sync.Mutex // guards want and kick
-	want map[netip.Prefix]bool
+	want map[netip.Prefix]Attrs
 
 	applyMu sync.Mutex // serialises apply; guards have and the counters
-	have    map[netip.Prefix]uuid.UUID
+	have    map[netip.Prefix]announced
 	counts  Counts
 
 	// renewMu serialises renew with Stop's shutdown of the peers.
@@ -93,10 +93,66 @@ type Speaker struct {
 	done chan struct{}
 }
 
+// Attrs are the path attributes of one prefix besides origin and next hop (the daemon's route
+// policy, control/config/routepolicy.go).
+type Attrs struct {
+	// Communities are RFC 1997 communities (32-bit values).
+	Communities []uint32
+	// LargeCommunities are RFC 8092 large communities.
+	LargeCommunities [][3]uint32
+	// LocalPref, when set, is sent to iBGP peers (GoBGP drops it toward eBGP peers, as RFC 4271
+	// requires).
+	LocalPref *uint32
+	// MED, when set, is the MULTI_EXIT_DISC.
+	MED *uint32
+}
+
+// Equal reports whether two attribute sets announce the same path.
+func (a Attrs) Equal(o Attrs) bool {
+	return slices.Equal(a.Communities, o.Communities) && slices.Equal(a.LargeCommunities, o.LargeCommunities) &&
+		eqPtr(a.LocalPref, o.LocalPref) && eqPtr(a.MED, o.MED)
+}
+
+// String renders the attributes for logs: "communities 65001:100, large 65001:1:2, med 10".
+func (a Attrs) String() string {
+	var parts []string
+	if len(a.Communities) > 0 {
+		cs := make([]string, len(a.Communities))
+		for i, c := range a.Communities {
+			cs[i] = fmt.Sprintf("%d:%d", c>>16, c&0xffff)
+		}
+		parts = append(parts, "communities "+strings.Join(cs, " "))
+	}
+	if len(a.LargeCommunities) > 0 {
+		cs := make([]string, len(a.LargeCommunities))
+		for i, c := range a.LargeCommunities {
+			cs[i] = fmt.Sprintf("%d:%d:%d", c[0], c[1], c[2])
+		}
+		parts = append(parts, "large "+strings.Join(cs, " "))
+	}
+	if a.LocalPref != nil {
+		parts = append(parts, fmt.Sprintf("local_pref %d", *a.LocalPref))
+	}
+	if a.MED != nil {
+		parts = append(parts, fmt.Sprintf("med %d", *a.MED))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func eqPtr(a, b *uint32) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+// announced is a prefix in the local RIB: GoBGP's id of its path and the attributes it carries.
+type announced struct {
+	id    uuid.UUID
+	attrs Attrs
+}
+
 // Counts are the speaker's own event counters.
 type Counts struct {
 	// Announcements and Withdrawals count prefixes added to and removed from the local RIB.
 	Announcements, Withdrawals uint64
+	// Replacements counts prefixes announced again with changed attributes.
+	Replacements uint64
 	// Errors counts RIB changes GoBGP refused.
 	Errors uint64
 }
@@ -116,7 +172,7 @@ func Start(opt Options) (*Speaker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]bool{}, have: map[netip.Prefix]uuid.UUID{}, bfdBase: map[string]BFDState{}, bfdLast: map[string]string{},
+	s := &Speaker{opt: opt, log: log, want: map[netip.Prefix]Attrs{}, have: map[netip.Prefix]announced{}, bfdBase: map[string]BFDState{}, bfdLast: map[string]string{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.srv = server.NewBgpServer(server.LoggerOption(gobgpLogger(log), nil))
 	go s.srv.Serve()
@@ -339,12 +395,13 @@ func peerConf(p Peer, restartTime time.Duration, restarting bool) *api.Peer {
 	return conf
 }
 
-// Set makes prefixes the announced set: new ones are announced, missing ones withdrawn, in the
+// Set makes prefixes the announced set, each with its attributes: new ones are announced,
+// missing ones withdrawn, changed ones announced again (the new path replaces the old), in the
 // background (it never blocks on GoBGP). Addresses are announced as /32 or /128.
-func (s *Speaker) Set(prefixes []netip.Prefix) {
-	want := map[netip.Prefix]bool{}
-	for _, p := range prefixes {
-		want[p.Masked()] = true
+func (s *Speaker) Set(prefixes map[netip.Prefix]Attrs) {
+	want := make(map[netip.Prefix]Attrs, len(prefixes))
+	for p, a := range prefixes {
+		want[p.Masked()] = a
 	}
 	s.mu.Lock()
 	s.want = want
@@ -376,7 +433,7 @@ func (s *Speaker) run() {
 	}
 }
 
-// apply adds and deletes paths until the RIB holds the wanted set.
+// apply adds, replaces and deletes paths until the RIB holds the wanted set.
 func (s *Speaker) apply() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -384,11 +441,11 @@ func (s *Speaker) apply() error {
 	want := s.want
 	s.mu.Unlock()
 	var errs []error
-	for p, id := range s.have {
-		if want[p] {
+	for p, h := range s.have {
+		if _, ok := want[p]; ok {
 			continue
 		}
-		if err := s.srv.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{id}}); err != nil {
+		if err := s.srv.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{h.id}}); err != nil {
 			s.counts.Errors++
 			errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
 			continue
@@ -398,10 +455,12 @@ func (s *Speaker) apply() error {
 		s.log.Info("bgp: withdrawn", "prefix", p)
 	}
 	for _, p := range sortedPrefixes(want) {
-		if _, ok := s.have[p]; ok {
+		attrs := want[p]
+		h, ok := s.have[p]
+		if ok && h.attrs.Equal(attrs) {
 			continue
 		}
-		path, err := s.path(p)
+		path, err := s.path(p, attrs)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -415,15 +474,21 @@ func (s *Speaker) apply() error {
 			errs = append(errs, fmt.Errorf("announce %s: %w", p, err))
 			continue
 		}
-		s.have[p] = res[0].UUID
+		// GoBGP keys its paths by prefix: a changed path replaces the old one (and its id).
+		s.have[p] = announced{id: res[0].UUID, attrs: attrs}
+		if ok {
+			s.counts.Replacements++
+			s.log.Info("bgp: announced with new attributes", "prefix", p, "attrs", attrs.String())
+			continue
+		}
 		s.counts.Announcements++
-		s.log.Info("bgp: announced", "prefix", p)
+		s.log.Info("bgp: announced", "prefix", p, "attrs", attrs.String())
 	}
 	return errors.Join(errs...)
 }
 
-// path is the announcement of one prefix: origin IGP, the family's next hop, the communities.
-func (s *Speaker) path(p netip.Prefix) (*apiutil.Path, error) {
+// path is the announcement of one prefix: origin IGP, the family's next hop, the attributes.
+func (s *Speaker) path(p netip.Prefix, a Attrs) (*apiutil.Path, error) {
 	nlri, err := gbgp.NewIPAddrPrefix(p)
 	if err != nil {
 		return nil, fmt.Errorf("announce %s: %w", p, err)
@@ -450,13 +515,32 @@ func (s *Speaker) path(p netip.Prefix) (*apiutil.Path, error) {
 		}
 		attrs = append(attrs, mp)
 	}
-	if len(s.opt.Communities) > 0 {
-		attrs = append(attrs, gbgp.NewPathAttributeCommunities(s.opt.Communities))
-	}
-	return &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs}, nil
+	return &apiutil.Path{Family: fam, Nlri: nlri, Attrs: append(attrs, a.pathAttributes()...)}, nil
 }
 
-func sortedPrefixes(m map[netip.Prefix]bool) []netip.Prefix {
+// pathAttributes are the attributes' BGP encodings.
+func (a Attrs) pathAttributes() []gbgp.PathAttributeInterface {
+	var out []gbgp.PathAttributeInterface
+	if a.MED != nil {
+		out = append(out, gbgp.NewPathAttributeMultiExitDisc(*a.MED))
+	}
+	if a.LocalPref != nil {
+		out = append(out, gbgp.NewPathAttributeLocalPref(*a.LocalPref))
+	}
+	if len(a.Communities) > 0 {
+		out = append(out, gbgp.NewPathAttributeCommunities(a.Communities))
+	}
+	if len(a.LargeCommunities) > 0 {
+		lc := make([]*gbgp.LargeCommunity, len(a.LargeCommunities))
+		for i, c := range a.LargeCommunities {
+			lc[i] = gbgp.NewLargeCommunity(c[0], c[1], c[2])
+		}
+		out = append(out, gbgp.NewPathAttributeLargeCommunities(lc))
+	}
+	return out
+}
+
+func sortedPrefixes[V any](m map[netip.Prefix]V) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(m))
 	for p := range m {
 		out = append(out, p)
@@ -469,11 +553,7 @@ func sortedPrefixes(m map[netip.Prefix]bool) []netip.Prefix {
 func (s *Speaker) Announced() []netip.Prefix {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	m := map[netip.Prefix]bool{}
-	for p := range s.have {
-		m[p] = true
-	}
-	return sortedPrefixes(m)
+	return sortedPrefixes(s.have)
 }
 
 // Counts returns the event counters.

@@ -154,7 +154,6 @@ func kernelVia(t *testing.T, ns string, p netip.Prefix) []string {
 
 func speakerChild(t *testing.T, a childArgs) {
 	s, err := Start(Options{ASN: 65001, RouterID: nodeAddr4, NextHop4: nodeAddr4, NextHop6: nodeAddr6,
-		Communities: []uint32{65001<<16 | 100},
 		Peers: []Peer{
 			{Addr: routerAddr4, ASN: 65000, HoldTime: 3 * time.Second, Password: "lab-secret"},
 			// Nobody listens there: the session stays down, and nothing waits for it.
@@ -172,7 +171,7 @@ func speakerChild(t *testing.T, a childArgs) {
 			s.Stop()
 		}
 	}()
-	s.Set([]netip.Prefix{vip4, vip6})
+	s.Set(plain(vip4, vip6))
 	if err := s.Flush(); err != nil {
 		t.Fatalf("announce with no session up: %v", err)
 	}
@@ -208,7 +207,7 @@ func speakerChild(t *testing.T, a childArgs) {
 		t.Errorf("bird routes: %v %+v", err, rs)
 	}
 
-	s.Set([]netip.Prefix{vip6})
+	s.Set(plain(vip6))
 	withdrawn := time.Now()
 	testutil.Eventually(t, 10*time.Second, func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 0 }, "the IPv4 VIP was not withdrawn")
 	t.Logf("withdrawal reached the router's kernel in %s", time.Since(withdrawn))
@@ -218,7 +217,7 @@ func speakerChild(t *testing.T, a childArgs) {
 	if c := s.Counts(); c.Announcements != 2 || c.Withdrawals != 1 {
 		t.Errorf("counts %+v", c)
 	}
-	s.Set([]netip.Prefix{vip4, vip6})
+	s.Set(plain(vip4, vip6))
 	testutil.Eventually(t, 10*time.Second, func() bool { return len(kernelVia(t, a.RouterNS, vip4)) == 1 }, "the IPv4 VIP did not come back")
 
 	start := time.Now()
@@ -228,6 +227,15 @@ func speakerChild(t *testing.T, a childArgs) {
 		return len(kernelVia(t, a.RouterNS, vip4)) == 0 && len(kernelVia(t, a.RouterNS, vip6)) == 0
 	}, "routes left after stop")
 	t.Logf("stop to routes gone: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// plain is the prefixes with no attributes, as Set takes them.
+func plain(ps ...netip.Prefix) map[netip.Prefix]Attrs {
+	m := map[netip.Prefix]Attrs{}
+	for _, p := range ps {
+		m[p] = Attrs{}
+	}
+	return m
 }
 
 func anyEstablished(ps []bird.Protocol) bool {

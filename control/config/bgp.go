@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +18,18 @@ type BGP struct {
 	RouterID string `yaml:"router_id,omitempty"`
 	// Peers are the routers the node dials; it never listens on port 179.
 	Peers []BGPPeer `yaml:"peers"`
-	// Communities are attached to every announced VIP, as "ASN:VALUE" or no-export,
-	// no-advertise.
-	Communities []string `yaml:"communities,omitempty"`
+	// RoutePolicy (communities, large_communities, local_pref, med) applies to every VIP this
+	// node announces; a VIP's own bgp section adds to it (routepolicy.go).
+	RoutePolicy `yaml:",inline"`
+	// Node is this node's name in the fleet, which VIPs' announce_from and overrides name
+	// (default: the host name).
+	Node string `yaml:"node,omitempty"`
+	// Labels are names shared by several nodes (a site, a role) that announce_from and
+	// overrides can use instead of node names.
+	Labels []string `yaml:"labels,omitempty"`
+	// DeprefMED is the MED `lb drain-node --depref` announces before withdrawing (default
+	// 4294967294: higher than any other path's, below the 2^32-1 some routers take as infinite).
+	DeprefMED uint32 `yaml:"depref_med,omitempty"`
 	// NextHop is the IPv4 next hop announced with IPv4 VIPs (default: the interface's IPv4).
 	NextHop string `yaml:"next_hop,omitempty"`
 	// NextHop6 is the IPv6 next hop announced with IPv6 VIPs (default: the interface's IPv6).
@@ -78,7 +88,11 @@ const (
 	DefaultBGPRestartTime = 120 * time.Second
 	DefaultBFDInterval    = 300 * time.Millisecond
 	DefaultBFDMultiplier  = 3
+	DefaultDeprefMED      = 4294967294
 )
+
+// NodeID is this node's name and labels, which announce_from and overrides match.
+func (b *BGP) NodeID() Node { return Node{Name: b.Node, Labels: b.Labels} }
 
 // RestartTime is the graceful restart time announced (0 when graceful restart is off).
 func (b *BGP) RestartTime() time.Duration {
@@ -96,6 +110,12 @@ func (b *BGP) RestartTime() time.Duration {
 func (b *BGP) applyDefaults() {
 	if b.DrainGrace == 0 {
 		b.DrainGrace = Duration(DefaultBGPDrainGrace)
+	}
+	if b.Node == "" {
+		b.Node, _ = os.Hostname()
+	}
+	if b.DeprefMED == 0 {
+		b.DeprefMED = DefaultDeprefMED
 	}
 	for i := range b.Peers {
 		if b.Peers[i].HoldTime == 0 {
@@ -138,7 +158,8 @@ func (b *BGP) clone() *BGP {
 		gr := *b.GracefulRestart
 		n.GracefulRestart = &gr
 	}
-	n.Communities = append([]string(nil), b.Communities...)
+	n.RoutePolicy = b.RoutePolicy.clone()
+	n.Labels = append([]string(nil), b.Labels...)
 	return &n
 }
 
@@ -179,9 +200,15 @@ func (b *BGP) validate(l locator) error {
 			return l.errf(at("next_hop6"), "invalid IPv6 next hop %q: give this node's IPv6 address on the router's link, or leave it out", b.NextHop6)
 		}
 	}
-	for i, c := range b.Communities {
-		if _, err := ParseCommunity(c); err != nil {
-			return l.errf(at("communities", i), "%v", err)
+	if err := b.RoutePolicy.validate(l, at()); err != nil {
+		return err
+	}
+	if b.Node != "" && !validNodeRef(b.Node) {
+		return l.errf(at("node"), "%q is not a node name: use letters, digits, '-', '_' or '.' (at most 63), or leave it out for the host name", b.Node)
+	}
+	for i, lb := range b.Labels {
+		if !validNodeRef(lb) {
+			return l.errf(at("labels", i), "%q is not a label: use letters, digits, '-', '_' or '.' (at most 63)", lb)
 		}
 	}
 	if b.DrainGrace != 0 && b.DrainGrace.D() < 0 {

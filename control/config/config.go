@@ -132,6 +132,9 @@ type VIP struct {
 	RingSize uint32 `yaml:"ring_size,omitempty"`
 	// Guard is the VIP's own DDoS guard, beside the global one (guard.go).
 	Guard *Guard `yaml:"guard,omitempty"`
+	// BGP is the VIP's route policy and the nodes that announce it (routepolicy.go); VIPs on
+	// one address share a prefix, so they must have the same.
+	BGP *VIPBGP `yaml:"bgp,omitempty"`
 	// Backends serve the VIP.
 	Backends []Backend `yaml:"backends"`
 	// addr is Address parsed, filled by validation (addr.go; Equal compares Address).
@@ -288,6 +291,7 @@ func (v VIP) clone() VIP {
 	}
 	v.Backends = append([]Backend(nil), v.Backends...)
 	v.Guard = v.Guard.Clone()
+	v.BGP = v.BGP.Clone()
 	return v
 }
 

@@ -128,7 +128,7 @@ func marshalVIP(v VIP) ([]byte, error) {
 // Equal reports whether two VIPs are the same configuration (every field compared; see
 // TestVIPEqualCoversEveryField).
 func (v VIP) Equal(o VIP) bool {
-	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash || v.QUIC != o.QUIC || v.RingSize != o.RingSize || !v.Guard.Equal(o.Guard) {
+	if v.Name != o.Name || v.Address != o.Address || v.Port != o.Port || v.Protocol != o.Protocol || v.Hash != o.Hash || v.QUIC != o.QUIC || v.RingSize != o.RingSize || !v.Guard.Equal(o.Guard) || !v.BGP.Equal(o.BGP) {
 		return false
 	}
 	if (v.Health == nil) != (o.Health == nil) || (v.Health != nil && v.Health != o.Health && *v.Health != *o.Health) {

@@ -61,7 +61,7 @@ func TestSaverSameBytes(t *testing.T) {
 // check) makes Equal false, so that a field added later cannot be left out of it silently.
 func TestVIPEqualCoversEveryField(t *testing.T) {
 	base := VIP{Name: "a", Address: "198.18.0.1", Port: 1, Protocol: "tcp", Hash: "five-tuple",
-		Health: &HealthCheck{Type: "tcp"}, Guard: &Guard{Deny: []string{"10.0.0.0/8"}}, Backends: []Backend{{Address: "10.0.0.1", Weight: 1}}}
+		Health: &HealthCheck{Type: "tcp"}, Guard: &Guard{Deny: []string{"10.0.0.0/8"}}, BGP: &VIPBGP{AnnounceFrom: []string{"lb1"}}, Backends: []Backend{{Address: "10.0.0.1", Weight: 1}}}
 	mutate := func(v reflect.Value) {
 		switch v.Kind() {
 		case reflect.String:

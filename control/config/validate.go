@@ -185,6 +185,7 @@ func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddr
 	}
 	names := make(map[string]int, len(c.VIPs))
 	keys := make(map[vipKey]int, len(c.VIPs))
+	prefixes := make(map[netip.Addr]int, len(c.VIPs)) // first VIP of each address
 	addrs := map[netip.Addr]bool{}
 	for i := range c.VIPs {
 		v := &c.VIPs[i]
@@ -202,6 +203,12 @@ func (c *Config) validateVIPList(l locator, known func(int, *VIP) bool, prevAddr
 			return l.errf(at("vips", i, "address"), "%s already defined by vips[%d]: merge the two", v.key(), j)
 		}
 		keys[v.key()] = i
+		if j, ok := prefixes[v.Addr()]; ok && !v.BGP.Equal(c.VIPs[j].BGP) {
+			return l.errf(at("vips", i, "bgp"), "differs from vips[%d] (%s) on the same address %s: VIPs on one address share one announced prefix, so give them the same bgp section", j, c.VIPs[j].Name, v.Addr())
+		}
+		if _, ok := prefixes[v.Addr()]; !ok {
+			prefixes[v.Addr()] = i
+		}
 	}
 	if err := c.validateServerIDs(l); err != nil {
 		return err
@@ -316,6 +323,11 @@ func (v *VIP) validate(l locator, i int) error {
 	}
 	if err := v.validateQUIC(l, i); err != nil {
 		return err
+	}
+	if v.BGP != nil {
+		if err := v.BGP.validate(l, at("bgp")); err != nil {
+			return err
+		}
 	}
 	if v.RingSize != 0 {
 		if err := maglev.ValidateSize(uint64(v.RingSize)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ type announcer struct {
 	attached, mapsOK bool
 	draining         bool
 	drainEnd         time.Time
+	// depref is set while `lb drain-node --depref` announces every prefix with bgp.depref_med
+	// before the withdrawal.
+	depref bool
 	// detach is set when the drain's grace period is over: Run detaches on its way out.
 	detach bool
 	// last is the input of the last good reconcile, kept to recompute on readiness changes.
@@ -52,10 +56,6 @@ func (d *Daemon) startBGP() error {
 	}
 	if !opt.RouterID.IsValid() {
 		return fmt.Errorf("start bgp: %s has no IPv4 address to use as router id: set bgp.router_id", iface)
-	}
-	for _, c := range b.Communities {
-		v, _ := config.ParseCommunity(c) // validated
-		opt.Communities = append(opt.Communities, v)
 	}
 	for _, p := range b.Peers {
 		bp := bgp.Peer{Addr: parseAddr(p.Address), ASN: p.ASN, Port: p.Port, HoldTime: p.HoldTime.D(), Password: p.Password}
@@ -121,7 +121,7 @@ func (d *Daemon) stopChan(parent context.Context) <-chan struct{} {
 	go func() {
 		select {
 		case <-parent.Done():
-			if _, err := d.DrainNode(0); err != nil {
+			if _, err := d.DrainNode(api.DrainNodeReq{}); err != nil {
 				d.log.Error("drain on stop", "err", err)
 			}
 		case <-d.bgp.drained:
@@ -183,19 +183,34 @@ func (d *Daemon) refreshAnnounceLocked() {
 	case !a.mapsOK:
 		notReady = "node not ready: the last reconcile of the maps failed"
 	}
-	var prefixes []netip.Prefix
+	var prefixes map[netip.Prefix]bgp.Attrs
 	a.vips, prefixes = Announcements(a.lastCfg, a.lastStates, notReady)
+	if a.depref {
+		// lb drain-node --depref: every path with the highest MED first, the withdrawal later.
+		med := d.cfg.BGP.DeprefMED
+		for p, at := range prefixes {
+			at.MED = &med
+			prefixes[p] = at
+		}
+	}
 	a.sp.Set(prefixes)
 }
 
 // Announcements decides what a node announces: the /32 or /128 of every VIP address with at
-// least one active backend (healthy, not drained), and nothing while notReady says why. Several
-// VIPs on one address share its prefix. It is a pure function, unit-tested without BGP.
-func Announcements(cfg *config.Config, states map[health.Key]backendState, notReady string) ([]api.VIPAnnouncement, []netip.Prefix) {
+// least one active backend (healthy, not drained) whose announce_from includes this node
+// (cfg.BGP's node and labels), with the VIP's route policy on this node; nothing while notReady
+// says why. Several VIPs on one address share its prefix (validation makes their bgp sections
+// equal). It is a pure function, unit-tested without BGP.
+func Announcements(cfg *config.Config, states map[health.Key]backendState, notReady string) ([]api.VIPAnnouncement, map[netip.Prefix]bgp.Attrs) {
 	if cfg == nil {
 		return nil, nil
 	}
+	var node config.Node
+	if cfg.BGP != nil {
+		node = cfg.BGP.NodeID()
+	}
 	up := map[netip.Prefix]string{}
+	attrs := map[netip.Prefix]bgp.Attrs{}
 	out := make([]api.VIPAnnouncement, 0, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
@@ -207,16 +222,19 @@ func Announcements(cfg *config.Config, states map[health.Key]backendState, notRe
 				active = true
 			}
 		}
-		va := api.VIPAnnouncement{VIP: v.Name, Prefix: p.String(), State: api.AnnounceNo}
+		pol := v.Policy(cfg.BGP, node)
+		va := api.VIPAnnouncement{VIP: v.Name, Prefix: p.String(), State: api.AnnounceNo, Policy: describePolicy(pol)}
 		switch {
 		case notReady != "":
 			va.Reason = notReady
+		case !v.Announces(node):
+			va.Reason = fmt.Sprintf("announce_from %v does not include this node (%s)", v.BGP.AnnounceFrom, describeNode(node))
 		case !active:
 			va.Reason = "no healthy backend"
 		default:
 			va.State, va.Reason = api.AnnounceYes, "ready, healthy backends"
 			if _, ok := up[p]; !ok {
-				up[p] = v.Name
+				up[p], attrs[p] = v.Name, policyAttrs(pol)
 			}
 		}
 		out = append(out, va)
@@ -226,45 +244,111 @@ func Announcements(cfg *config.Config, states map[health.Key]backendState, notRe
 			out[i].Reason += fmt.Sprintf(" (the prefix stays announced for vip %s)", by)
 		}
 	}
-	prefixes := make([]netip.Prefix, 0, len(up))
-	for p := range up {
-		prefixes = append(prefixes, p)
-	}
-	return out, prefixes
+	return out, attrs
 }
 
-// DrainNode withdraws every VIP at once, keeps forwarding for grace (0: bgp.drain_grace), then
-// ends the daemon, which detaches the program on its way out. A second call reports the drain
-// under way.
-func (d *Daemon) DrainNode(grace time.Duration) (api.DrainNodeResult, error) {
+// policyAttrs turns a validated route policy into the speaker's attributes.
+func policyAttrs(p config.RoutePolicy) bgp.Attrs {
+	a := bgp.Attrs{LocalPref: p.LocalPref, MED: p.MED}
+	for _, c := range p.Communities {
+		v, _ := config.ParseCommunity(c) // validated
+		a.Communities = append(a.Communities, v)
+	}
+	for _, c := range p.LargeCommunities {
+		v, _ := config.ParseLargeCommunity(c) // validated
+		a.LargeCommunities = append(a.LargeCommunities, [3]uint32{v.Global, v.Local1, v.Local2})
+	}
+	return a
+}
+
+// describePolicy renders a policy for `lb status` ("" when empty).
+func describePolicy(p config.RoutePolicy) string {
+	var parts []string
+	if len(p.Communities) > 0 {
+		parts = append(parts, "communities "+strings.Join(p.Communities, " "))
+	}
+	if len(p.LargeCommunities) > 0 {
+		parts = append(parts, "large "+strings.Join(p.LargeCommunities, " "))
+	}
+	if p.LocalPref != nil {
+		parts = append(parts, fmt.Sprintf("local_pref %d", *p.LocalPref))
+	}
+	if p.MED != nil {
+		parts = append(parts, fmt.Sprintf("med %d", *p.MED))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeNode(n config.Node) string {
+	if len(n.Labels) == 0 {
+		return n.Name
+	}
+	return n.Name + ", labels " + strings.Join(n.Labels, " ")
+}
+
+// DrainNode withdraws every VIP at once, keeps forwarding for the grace period (0:
+// bgp.drain_grace), then ends the daemon, which detaches the program on its way out. With
+// Depref it first announces every VIP with bgp.depref_med for DeprefWait (a router prefers the
+// other nodes' lower MED and takes this one out of its multipath set, keeping it as a backup),
+// then withdraws. A second call reports the drain under way.
+func (d *Daemon) DrainNode(r api.DrainNodeReq) (api.DrainNodeResult, error) {
 	a := d.bgp
 	if a == nil {
 		return api.DrainNodeResult{}, &api.Error{Status: http.StatusBadRequest,
 			Msg: "drain-node: this daemon has no bgp section, so it announces nothing to withdraw: remove its routes at the router, stop it, then `lb detach`"}
 	}
+	if r.DeprefWait < 0 || r.Grace < 0 {
+		return api.DrainNodeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: "drain-node: --grace and --depref-wait must be positive"}
+	}
+	grace := r.Grace
+	if grace <= 0 {
+		grace = d.cfg.BGP.DrainGrace.D()
+	}
 	d.mu.Lock()
-	if a.draining {
+	if a.draining || a.depref {
 		end := a.drainEnd
 		d.mu.Unlock()
 		return api.DrainNodeResult{Message: "already draining: detaching at " + end.Format(time.RFC3339), DetachAt: end}, nil
 	}
-	if grace <= 0 {
-		grace = d.cfg.BGP.DrainGrace.D()
+	if !r.Depref || r.DeprefWait == 0 {
+		res := d.withdrawLocked(grace)
+		d.mu.Unlock()
+		d.flushDrain(&res)
+		return res, nil
 	}
-	withdrawn := a.sp.Announced()
-	a.draining, a.drainEnd = true, time.Now().Add(grace)
+	a.depref, a.drainEnd = true, time.Now().Add(r.DeprefWait+grace)
 	d.refreshAnnounceLocked()
 	end := a.drainEnd
 	d.mu.Unlock()
 	if err := a.sp.Flush(); err != nil {
-		d.log.Error("drain: withdraw", "err", err)
+		d.log.Error("drain: de-preference", "err", err)
 	}
-	res := api.DrainNodeResult{Grace: grace, DetachAt: end}
+	med := d.cfg.BGP.DeprefMED
+	prefixes := a.sp.Announced()
+	d.log.Info("drain: VIPs announced with the de-preference MED; withdrawing after the wait", "med", med, "prefixes", len(prefixes), "wait", r.DeprefWait)
+	go func() {
+		time.Sleep(r.DeprefWait)
+		d.mu.Lock()
+		res := d.withdrawLocked(grace)
+		d.mu.Unlock()
+		d.flushDrain(&res)
+	}()
+	return api.DrainNodeResult{Grace: grace, DetachAt: end,
+		Message: fmt.Sprintf("de-preferred: %d prefixes announced with MED %d; withdrawing them in %s, then forwarding the established flows for %s, then the program is detached and the daemon exits",
+			len(prefixes), med, r.DeprefWait, grace)}, nil
+}
+
+// withdrawLocked starts the drain proper: everything withdrawn, the detach timer started.
+func (d *Daemon) withdrawLocked(grace time.Duration) api.DrainNodeResult {
+	a := d.bgp
+	withdrawn := a.sp.Announced()
+	a.draining, a.depref, a.drainEnd = true, false, time.Now().Add(grace)
+	d.refreshAnnounceLocked()
+	res := api.DrainNodeResult{Grace: grace, DetachAt: a.drainEnd}
 	for _, p := range withdrawn {
 		res.Withdrawn = append(res.Withdrawn, p.String())
 	}
 	res.Message = fmt.Sprintf("draining: %d prefixes withdrawn; established flows keep being forwarded for %s, then the program is detached and the daemon exits", len(withdrawn), grace)
-	d.log.Info("drain: VIPs withdrawn; forwarding the established flows until the grace period ends", "withdrawn", res.Withdrawn, "grace", grace)
 	go func() {
 		time.Sleep(grace)
 		d.mu.Lock()
@@ -272,7 +356,15 @@ func (d *Daemon) DrainNode(grace time.Duration) (api.DrainNodeResult, error) {
 		d.mu.Unlock()
 		close(a.drained)
 	}()
-	return res, nil
+	return res
+}
+
+// flushDrain sends the withdrawal out (outside the daemon lock) and logs it.
+func (d *Daemon) flushDrain(res *api.DrainNodeResult) {
+	if err := d.bgp.sp.Flush(); err != nil {
+		d.log.Error("drain: withdraw", "err", err)
+	}
+	d.log.Info("drain: VIPs withdrawn; forwarding the established flows until the grace period ends", "withdrawn", res.Withdrawn, "grace", res.Grace)
 }
 
 // detachIfDrained removes the program and its pins after a completed drain (Run's last step,
@@ -302,8 +394,8 @@ func (d *Daemon) bgpStatus() *api.BGPStatus {
 	}
 	d.mu.Lock()
 	st := &api.BGPStatus{ASN: d.cfg.BGP.ASN, RouterID: a.routerID.String(), Ready: a.attached && a.mapsOK && !a.draining,
-		Draining: a.draining, VIPs: append([]api.VIPAnnouncement(nil), a.vips...)}
-	if a.draining {
+		Draining: a.draining, Depref: a.depref, VIPs: append([]api.VIPAnnouncement(nil), a.vips...)}
+	if a.draining || a.depref {
 		st.DrainLeft = max(time.Until(a.drainEnd), 0).Round(time.Millisecond)
 	}
 	d.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/control/api"
@@ -23,6 +24,7 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpVIPList:        api.Handle(func(_ context.Context, _ api.Empty) ([]api.VIPInfo, error) { return d.VIPList() }),
 		api.OpVIPAdd:         api.Handle(func(_ context.Context, r api.VIPAdd) (api.ChangeResult, error) { return d.VIPAdd(r.VIP) }),
 		api.OpVIPRemove:      api.Handle(func(_ context.Context, r api.VIPRef) (api.ChangeResult, error) { return d.VIPRemove(r.VIP) }),
+		api.OpVIPBGP:         api.Handle(func(_ context.Context, r api.VIPBGPReq) (api.ChangeResult, error) { return d.VIPSetBGP(r) }),
 		api.OpBackendList:    api.Handle(func(_ context.Context, r api.VIPRef) ([]api.BackendInfo, error) { return d.BackendList(r.VIP) }),
 		api.OpBackendAdd:     api.Handle(func(_ context.Context, r api.BackendReq) (api.ChangeResult, error) { return d.BackendAdd(r) }),
 		api.OpBackendRemove:  api.Handle(func(_ context.Context, r api.BackendReq) (api.ChangeResult, error) { return d.BackendRemove(r) }),
@@ -34,7 +36,7 @@ func (d *Daemon) ops() map[string]api.Handler {
 		api.OpFlow:           api.Handle(func(_ context.Context, r api.FlowReq) (api.FlowInfo, error) { return d.Flow(r) }),
 		api.OpConfigSave:     api.Handle(func(_ context.Context, r api.SaveReq) (api.SaveResult, error) { return d.Save(r.Path) }),
 		api.OpConfigReload:   api.Handle(func(_ context.Context, _ api.Empty) (api.ChangeResult, error) { return d.Reload() }),
-		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r.Grace) }),
+		api.OpDrainNode:      api.Handle(func(_ context.Context, r api.DrainNodeReq) (api.DrainNodeResult, error) { return d.DrainNode(r) }),
 		api.OpGuardList:      api.Handle(func(_ context.Context, _ api.Empty) (api.GuardInfo, error) { return d.GuardList() }),
 		api.OpGuardAdd:       api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardAdd(r) }),
 		api.OpGuardRemove:    api.Handle(func(_ context.Context, r api.GuardRuleReq) (api.ChangeResult, error) { return d.GuardRemove(r) }),
@@ -125,6 +127,29 @@ func (d *Daemon) VIPAdd(v config.VIP) (api.ChangeResult, error) {
 		c.VIPs = append(c.VIPs, v)
 		v.ApplyDefaults()
 		return fmt.Sprintf("vip %s (%s) added with %d backends", v.Name, reconcile.KeyOf(&v), len(v.Backends)), nil
+	})
+}
+
+// VIPSetBGP replaces a VIP's bgp section (every VIP on its address with it: they share one
+// prefix, so validation wants their sections equal).
+func (d *Daemon) VIPSetBGP(r api.VIPBGPReq) (api.ChangeResult, error) {
+	return d.change(func(c *config.Config) (string, error) {
+		v, err := findVIP(c, r.VIP)
+		if err != nil {
+			return "", err
+		}
+		addr, names := v.Addr(), []string{}
+		for i := range c.VIPs {
+			if c.VIPs[i].Addr() == addr {
+				w := c.MutableVIP(i)
+				w.BGP = r.BGP.Clone()
+				names = append(names, w.Name)
+			}
+		}
+		if r.BGP == nil {
+			return fmt.Sprintf("bgp section of vip %s removed (announced by every node with the node's policy)", strings.Join(names, ", ")), nil
+		}
+		return fmt.Sprintf("bgp section of vip %s set", strings.Join(names, ", ")), nil
 	})
 }
 

@@ -81,6 +81,45 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	}
 	d.saveCacheLocked(sn)
 	d.log.Info("store listed", "store", u.String(), "revision", sn.Revision, "vips", len(next.VIPs))
+	d.registerNode(ctx, s)
+	return nil
+}
+
+// registerNode writes this node's name and labels into the store's node registry, which VIP
+// changes naming nodes (announce_from, overrides) are checked against. A failure is logged: the
+// node forwards and announces without it, and registers at its next start.
+func (d *Daemon) registerNode(ctx context.Context, s *store.Store) {
+	if d.cfg.BGP == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n := d.cfg.BGP.NodeID()
+	if err := s.RegisterNode(ctx, n); err != nil {
+		d.log.Warn("store: node not registered: VIP changes naming it in announce_from are refused until it is (restart lb run once the store answers)", "node", n.Name, "err", err)
+		return
+	}
+	d.log.Info("store: node registered", "node", n.Name, "labels", n.Labels)
+}
+
+// checkNodes refuses a change whose VIPs name (in announce_from or overrides) a node or label
+// that neither this node nor the store's registry has, unless base named it already.
+func (d *Daemon) checkNodes(s *store.Store, base, next *config.Config) error {
+	if len(next.NodeRefs()) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nodes, err := s.Nodes(ctx)
+	if err != nil {
+		return &api.Error{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: the change was NOT made (its announce_from cannot be checked); retry once `lb status` shows the store connected", err)}
+	}
+	if d.cfg.BGP != nil {
+		nodes = append(nodes, d.cfg.BGP.NodeID())
+	}
+	if err := next.CheckNodes(nodes, base); err != nil {
+		return &api.Error{Status: http.StatusBadRequest, Msg: err.Error() + "; the change was NOT made"}
+	}
 	return nil
 }
 
@@ -207,6 +246,9 @@ func (d *Daemon) storeChange(mut func(c *config.Config) (string, error)) (api.Ch
 		}
 		if err := next.Validate(); err != nil {
 			return api.ChangeResult{}, &api.Error{Status: http.StatusBadRequest, Msg: err.Error()}
+		}
+		if err := d.checkNodes(l.s, base, next); err != nil {
+			return api.ChangeResult{}, err
 		}
 		changes, err := store.Diff(base.VIPs, next.VIPs)
 		if err != nil {

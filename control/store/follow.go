@@ -111,7 +111,7 @@ func (f *Follower) probe(ctx context.Context, every time.Duration) {
 			if f.st.Connected {
 				f.st.Connected, f.st.Since = false, time.Now()
 			}
-			f.st.LastError = err.Error()
+			f.st.LastError = f.s.Explain(err).Error()
 		} else {
 			if !f.st.Connected {
 				f.st.Connected, f.st.Since = true, time.Now()
@@ -159,7 +159,7 @@ func (f *Follower) consume(wch clientv3.WatchChan) error {
 			return compactedError{resp.CompactRevision}
 		}
 		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch %s: %w", f.s.u, err)
+			return fmt.Errorf("watch %s: %w", f.s.u, f.s.Explain(err))
 		}
 		if len(resp.Events) == 0 {
 			continue

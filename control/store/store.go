@@ -19,6 +19,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -40,26 +41,45 @@ import (
 // Scheme is the URL scheme of an etcd store.
 const Scheme = "etcd"
 
-// URL is a parsed store address: etcd://HOST:PORT[,HOST:PORT...]/PREFIX.
+// URL is a parsed store address: etcd://HOST:PORT[,HOST:PORT...]/PREFIX, or
+// etcds://HOST:PORT[,...]/PREFIX?ca=FILE&cert=FILE&key=FILE over TLS.
 type URL struct {
 	Endpoints []string
 	// Prefix starts with / and has no trailing /.
 	Prefix string
+	// TLS is set for etcds:// (tls.go).
+	TLS *TLS
 }
 
 // String renders the URL back.
 func (u URL) String() string {
+	if u.TLS != nil {
+		return SecureScheme + "://" + strings.Join(u.Endpoints, ",") + u.Prefix + u.TLS.query()
+	}
 	return Scheme + "://" + strings.Join(u.Endpoints, ",") + u.Prefix
 }
 
-// ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX.
+// ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX or
+// etcds://HOST:PORT[,...]/PREFIX[?ca=FILE&cert=FILE&key=FILE].
 func ParseURL(s string) (URL, error) {
 	bad := func(why string) (URL, error) {
-		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod", s, why)
+		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod, or etcds://...?ca=CA.pem&cert=NODE.pem&key=NODE-key.pem over TLS", s, why)
 	}
+	var u URL
 	rest, ok := strings.CutPrefix(s, Scheme+"://")
 	if !ok {
-		return bad("not an etcd:// URL")
+		if rest, ok = strings.CutPrefix(s, SecureScheme+"://"); !ok {
+			return bad("not an etcd:// or etcds:// URL")
+		}
+		var query string
+		rest, query, _ = strings.Cut(rest, "?")
+		t, err := parseTLS(query)
+		if err != nil {
+			return bad(err.Error())
+		}
+		u.TLS = t
+	} else if strings.Contains(rest, "?") {
+		return bad("parameters (ca, cert, key) need etcds://")
 	}
 	hosts, path, _ := strings.Cut(rest, "/")
 	path = strings.Trim(path, "/")
@@ -69,7 +89,6 @@ func ParseURL(s string) (URL, error) {
 	if strings.Contains(path, "//") {
 		return bad("empty path segment in the prefix")
 	}
-	var u URL
 	for _, h := range strings.Split(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" || port == "" {
@@ -101,9 +120,18 @@ func Open(u URL, o Options) (*Store, error) {
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 3 * time.Second
 	}
+	scheme := "http://"
+	var tlsCfg *tls.Config
+	if u.TLS != nil {
+		var err error
+		if tlsCfg, err = u.TLS.config(); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", u, err)
+		}
+		scheme = "https://"
+	}
 	eps := make([]string, len(u.Endpoints))
 	for i, e := range u.Endpoints {
-		eps[i] = "http://" + e
+		eps[i] = scheme + e
 	}
 	// Reconnect quickly once etcd is back (gRPC's default backoff grows to two minutes), and
 	// detect a silently dead connection (a cut link) by keepalive within seconds.
@@ -115,7 +143,7 @@ func Open(u URL, o Options) (*Store, error) {
 		dialOpts = append(dialOpts, grpc.WithContextDialer(o.Dial))
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: eps, DialTimeout: o.DialTimeout, DialOptions: dialOpts,
+		Endpoints: eps, DialTimeout: o.DialTimeout, DialOptions: dialOpts, TLS: tlsCfg,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
 		PermitWithoutStream: true, Logger: zap.NewNop(),
 	})
@@ -237,7 +265,7 @@ func Encode(v config.VIP) ([]byte, error) {
 func (s *Store) List(ctx context.Context) (Snapshot, error) {
 	resp, err := s.cli.Get(ctx, s.vipsPrefix(), clientv3.WithPrefix())
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("list %s: %w", s.u, err)
+		return Snapshot{}, fmt.Errorf("list %s: %w", s.u, s.Explain(err))
 	}
 	sn := Snapshot{Revision: resp.Header.Revision, Entries: map[string]Entry{}}
 	for _, kv := range resp.Kvs {
@@ -280,7 +308,7 @@ func (s *Store) Commit(ctx context.Context, base Snapshot, changes []Change) (in
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("write %s: %w", s.u, err)
+		return 0, fmt.Errorf("write %s: %w", s.u, s.Explain(err))
 	}
 	if !resp.Succeeded {
 		return 0, ErrConflict
@@ -332,7 +360,7 @@ func (s *Store) Seed(ctx context.Context, vips []config.VIP) ([]string, error) {
 		k := s.VIPKey(v.Name)
 		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit()
 		if err != nil {
-			return added, fmt.Errorf("seed %s: %w", s.u, err)
+			return added, fmt.Errorf("seed %s: %w", s.u, s.Explain(err))
 		}
 		if resp.Succeeded {
 			added = append(added, v.Name)

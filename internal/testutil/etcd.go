@@ -29,6 +29,8 @@ type Etcd struct {
 	cmd               *exec.Cmd
 	done              chan struct{}
 	out               *SyncBuffer
+	// tls is set by StartEtcdTLS.
+	tls *EtcdTLS
 }
 
 // StartEtcd runs an etcd server until the test ends; the test is skipped when etcd is not
@@ -38,14 +40,23 @@ func StartEtcd(t testing.TB) *Etcd {
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed: apt-get install etcd-server (make deps)")
 	}
-	e := &Etcd{dir: t.TempDir()}
+	return startEtcd(t, nil)
+}
+
+func startEtcd(t testing.TB, tl *EtcdTLS) *Etcd {
+	t.Helper()
+	e := &Etcd{dir: t.TempDir(), tls: tl}
+	scheme := "http://"
+	if tl != nil {
+		scheme = "https://"
+	}
 	// A port free when picked may be taken before etcd binds it (another package's test picks
 	// from the same range): then etcd exits at once, and another pair of ports is tried.
 	for attempt := 1; ; attempt++ {
 		cp := etcdPort(t)
 		pp := etcdPort(t)
 		e.Endpoint = fmt.Sprintf("127.0.0.1:%d", cp)
-		e.client, e.peer = "http://"+e.Endpoint, fmt.Sprintf("http://127.0.0.1:%d", pp)
+		e.client, e.peer = scheme+e.Endpoint, fmt.Sprintf("http://127.0.0.1:%d", pp)
 		err := e.run()
 		if err == nil {
 			break
@@ -88,10 +99,14 @@ func (e *Etcd) run() error {
 		return fmt.Errorf("start etcd: already running on %s", e.Endpoint)
 	}
 	e.out = &SyncBuffer{}
-	cmd := exec.Command("etcd", "--name", "m1", "--data-dir", e.dir,
+	args := []string{"--name", "m1", "--data-dir", e.dir,
 		"--listen-client-urls", e.client, "--advertise-client-urls", e.client,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "m1="+e.peer, "--initial-cluster-state", "new")
+		"--initial-cluster", "m1=" + e.peer, "--initial-cluster-state", "new"}
+	if e.tls != nil {
+		args = append(args, e.tls.serverArgs()...)
+	}
+	cmd := exec.Command("etcd", args...)
 	cmd.Stdout, cmd.Stderr = e.out, e.out
 	// Killed with the test binary, even when it dies before its cleanups run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -106,6 +121,9 @@ func (e *Etcd) run() error {
 	// on an old data directory replays its WAL, which took over 20 s on a loaded machine (load 14).
 	exited := false
 	hc := &http.Client{Timeout: time.Second}
+	if e.tls != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: e.tls.rootConfig}
+	}
 	defer hc.CloseIdleConnections()
 	healthy := poll(60*time.Second, func() bool {
 		select {

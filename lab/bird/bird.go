@@ -26,6 +26,9 @@ type Neighbor struct {
 	Addr     netip.Addr
 	ASN      uint32
 	Password string
+	// LocalASN, when set, is the router's AS on this session instead of Config.ASN: the
+	// neighbour's own makes an iBGP session (next hop taken as directly connected).
+	LocalASN uint32
 }
 
 // Config is the router's BGP configuration.
@@ -91,6 +94,12 @@ func (c Config) Render() string {
 `, c.ASN, hold, max(hold/3, 1), opts)
 	for _, n := range c.Neighbors {
 		fmt.Fprintf(&b, "\nprotocol bgp %s from balancer {\n\tneighbor %s as %d;\n", n.Name, n.Addr, n.ASN)
+		if n.LocalASN != 0 {
+			fmt.Fprintf(&b, "\tlocal as %d;\n", n.LocalASN)
+		}
+		if n.LocalASN == n.ASN {
+			b.WriteString("\tdirect;\n") // iBGP: the balancer is on the link, no IGP resolves its next hop
+		}
 		if n.Password != "" {
 			fmt.Fprintf(&b, "\tpassword %q;\n", n.Password)
 		}
@@ -210,11 +219,24 @@ type RoutePath struct {
 	From    string `json:"from"`
 	Via     string `json:"via"`
 	Primary bool   `json:"primary"`
+	// BGP holds the path's BGP attributes as `birdc show route all` prints them, by name without
+	// the BGP. prefix: community "(65001,100) (65001,200)", large_community "(65001, 1, 2)", med
+	// "10", local_pref "100", as_path "65001" (RoutesAll only).
+	BGP map[string]string `json:"bgp,omitempty"`
 }
 
 // Routes reads `birdc show route` (every table).
 func Routes(dir string) ([]Route, error) {
 	out, err := birdc(dir, "show", "route", "table", "all")
+	if err != nil {
+		return nil, err
+	}
+	return parseRoutes(out), nil
+}
+
+// RoutesAll reads `birdc show route all` (every table): the routes with their BGP attributes.
+func RoutesAll(dir string) ([]Route, error) {
+	out, err := birdc(dir, "show", "route", "all", "table", "all")
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +261,17 @@ func parseRoutes(out []byte) []Route {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 0 || strings.HasPrefix(line, "BIRD") || strings.HasPrefix(line, "Table"):
+		case strings.HasPrefix(f[0], "BGP.") && len(rs) > 0:
+			// "	BGP.community: (65001,100)" under a path of `show route all`.
+			r := &rs[len(rs)-1]
+			if len(r.Paths) > 0 {
+				p := &r.Paths[len(r.Paths)-1]
+				if p.BGP == nil {
+					p.BGP = map[string]string{}
+				}
+				name, val, _ := strings.Cut(strings.TrimSpace(line), ":")
+				p.BGP[strings.TrimPrefix(name, "BGP.")] = strings.TrimSpace(val)
+			}
 		case f[0] == "via" && len(rs) > 0:
 			r := &rs[len(rs)-1]
 			if len(r.Paths) > 0 && len(f) > 1 {

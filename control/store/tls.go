@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SecureScheme is the URL scheme of an etcd store reached over TLS.
+const SecureScheme = "etcds"
+
+// TLS is how an etcds:// store is reached: the CA that signed etcd's certificate and this
+// client's certificate, whose common name is its etcd user (etcd's --client-cert-auth: with
+// auth enabled, etcd takes a certificate's CN as the user when no password is given).
+type TLS struct {
+	// CA is the PEM file of the CA that signed the etcd members' certificates ("" trusts the
+	// system's roots).
+	CA string
+	// Cert and Key are this client's certificate and key (PEM files).
+	Cert, Key string
+}
+
+// query renders the TLS files as the URL's query (?ca=...&cert=...&key=...).
+func (t *TLS) query() string {
+	q := url.Values{}
+	for k, v := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + strings.ReplaceAll(q.Encode(), "%2F", "/") // paths stay readable in logs and status
+}
+
+// parseTLS reads the query of an etcds:// URL.
+func parseTLS(query string) (*TLS, error) {
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("query %q: %w", query, err)
+	}
+	t := &TLS{CA: q.Get("ca"), Cert: q.Get("cert"), Key: q.Get("key")}
+	for k := range q {
+		if k != "ca" && k != "cert" && k != "key" {
+			return nil, fmt.Errorf("unknown parameter %q: the query takes ca, cert and key (PEM files)", k)
+		}
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		return nil, errors.New("cert and key go together: give both (the client certificate and its key) or neither")
+	}
+	return t, nil
+}
+
+// config loads the files into a tls.Config.
+func (t *TLS) config() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		b, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("read store ca: %w: give the CA that signed etcd's certificate as ?ca=FILE", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("read store ca %s: no PEM certificate in it: give the CA's certificate (-----BEGIN CERTIFICATE-----)", t.CA)
+		}
+	}
+	if t.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load store client certificate: %w: give this node's certificate and key as ?cert=FILE&key=FILE (PEM, signed by the CA etcd trusts)", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// Explain adds to an etcd error what to do about it: a certificate etcd or this node does not
+// trust, a user without a role on the fleet's prefix, or a client without credentials on a
+// store with auth on. gRPC reports a failed handshake as a deadline or an unavailable store, so
+// for those it dials the members itself to find the cause (diagnose). Other errors come back
+// unchanged.
+func (s *Store) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "context deadline exceeded") || strings.Contains(msg, "Unavailable") {
+		if cause := s.diagnose(); cause != nil {
+			msg += ": " + cause.Error()
+		}
+	}
+	var fix string
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied) || strings.Contains(msg, rpctypes.ErrPermissionDenied.Error()):
+		fix = fmt.Sprintf("the store's user (this node's certificate CN) lacks permission on %s/: grant it a role with readwrite on that prefix: `etcdctl role grant-permission ROLE --prefix=true readwrite %s/` and `etcdctl user grant-role USER ROLE` (docs/fleet.md, \"A secured store\")", s.u.Prefix, s.u.Prefix)
+	case errors.Is(err, rpctypes.ErrUserEmpty) || strings.Contains(msg, rpctypes.ErrUserEmpty.Error()):
+		fix = "etcd has auth on and this client sent no user: use etcds:// with ?cert=FILE&key=FILE whose CN is an etcd user (etcd needs --client-cert-auth)"
+	case strings.Contains(msg, "certificate signed by unknown authority") || strings.Contains(msg, "certificate is not valid") ||
+		strings.Contains(msg, "x509:"):
+		fix = "etcd's certificate is not trusted: give the CA that signed it as ?ca=FILE (and check the member's certificate names the address dialled)"
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "certificate required") || strings.Contains(msg, "unknown certificate authority"):
+		fix = "etcd refused this node's client certificate: give one signed by the CA in etcd's --trusted-ca-file as ?cert=FILE&key=FILE"
+	case strings.Contains(msg, "first record does not look like a TLS handshake") || strings.Contains(msg, "http2: frame too large"):
+		fix = "the etcd members do not speak TLS there: use etcd:// for a plain etcd, or serve etcd with --cert-file and --key-file"
+	case strings.Contains(msg, "tls:") || strings.Contains(msg, "authentication handshake failed"):
+		fix = "the TLS handshake with etcd failed: check ?ca, ?cert and ?key against etcd's --trusted-ca-file, --cert-file and --key-file"
+	case strings.Contains(msg, "speaks TLS"):
+		fix = "use etcds://HOST:PORT/PREFIX?ca=FILE&cert=FILE&key=FILE for a store served over TLS"
+	default:
+		return err
+	}
+	if cause := strings.TrimPrefix(msg, err.Error()); cause != "" {
+		return fmt.Errorf("%w%s: %s", err, cause, fix)
+	}
+	return fmt.Errorf("%w: %s", err, fix)
+}
+
+// diagnose dials the first endpoint as the client would and returns what fails: the TLS
+// handshake (an untrusted server certificate), the server's alert after it (a client
+// certificate refused), or, for etcd://, a member that speaks TLS. nil when nothing does.
+func (s *Store) diagnose() error {
+	ep := s.u.Endpoints[0]
+	d := &net.Dialer{Timeout: time.Second}
+	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // only asks whether the member speaks TLS
+	if s.u.TLS != nil {
+		var err error
+		if cfg, err = s.u.TLS.config(); err != nil {
+			return err
+		}
+	}
+	conn, err := tls.DialWithDialer(d, "tcp", ep, cfg)
+	if err != nil {
+		if s.u.TLS == nil {
+			return nil // no TLS there, as etcd:// expects: the cause is elsewhere
+		}
+		return fmt.Errorf("dial %s: %w", ep, err)
+	}
+	defer conn.Close()
+	if s.u.TLS == nil {
+		return fmt.Errorf("%s speaks TLS", ep)
+	}
+	// TLS 1.3 servers check the client's certificate after the handshake: a refusal arrives as
+	// an alert on the first read, a timeout means it was accepted.
+	_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s after the handshake: %w", ep, err)
+	}
+	return nil
+}
+
+// CheckAccess reads and watches nothing: it asks for the fleet's prefix once and explains what
+// fails (a wrong certificate, a missing permission), so that a node says what to fix at start.
+func (s *Store) CheckAccess(ctx context.Context) error {
+	_, err := s.cli.Get(ctx, s.vipsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return s.Explain(err)
+}

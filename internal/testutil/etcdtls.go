@@ -1,0 +1,103 @@
+package testutil
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/netip"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/switchyard/switchyard/internal/etcdauth"
+	"github.com/switchyard/switchyard/internal/pki"
+)
+
+// EtcdTLS is the certificates of an etcd started by StartEtcdTLS: its CA, and client
+// certificates the CA signs, whose common name is the etcd user.
+type EtcdTLS struct {
+	// CA is the PEM file of the CA that signed the server's and the clients' certificates.
+	CA string
+
+	ca                    *pki.CA
+	dir                   string
+	serverCert, serverKey string
+	rootConfig            *tls.Config
+}
+
+// serverArgs serve clients over TLS with client certificates required.
+func (e *EtcdTLS) serverArgs() []string {
+	return []string{"--cert-file", e.serverCert, "--key-file", e.serverKey, "--trusted-ca-file", e.CA, "--client-cert-auth"}
+}
+
+// ClientCert issues a client certificate for the etcd user cn and returns its files.
+func (e *EtcdTLS) ClientCert(t testing.TB, cn string) (cert, key string) {
+	t.Helper()
+	p, err := e.ca.Issue(cn, nil, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err = p.Write(e.dir, cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// StartEtcdTLS runs an etcd served over TLS with client certificates (a CA made for the test)
+// and etcd's auth on: the user root (role root), and for each of grants, a user of that name
+// with readwrite on the key prefix it maps to (PREFIX/, as a fleet's role). Connect as a user
+// with a certificate from ClientCert; Etcd.TLS has the files.
+func StartEtcdTLS(t testing.TB, grants map[string]string) *Etcd {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("switchyard test etcd ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &EtcdTLS{ca: ca, dir: dir}
+	if tl.CA, err = ca.WriteCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ca.Issue("etcd", []netip.Addr{netip.MustParseAddr("127.0.0.1")}, []string{"localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.serverCert, tl.serverKey, err = srv.Write(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	rootCert, rootKey := tl.ClientCert(t, "root")
+	pair, err := tls.LoadX509KeyPair(rootCert, rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	tl.rootConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	e := startEtcd(t, tl)
+	if err := e.enableAuth(grants); err != nil {
+		t.Fatalf("etcd auth: %v", err)
+	}
+	return e
+}
+
+// TLS is the certificates of an etcd from StartEtcdTLS (nil otherwise).
+func (e *Etcd) TLS() *EtcdTLS { return e.tls }
+
+// enableAuth turns auth on with the grants (user -> prefix), as root (its certificate's CN).
+func (e *Etcd) enableAuth(grants map[string]string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.client}, TLS: e.tls.rootConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var gs []etcdauth.Grant
+	for user, prefix := range grants {
+		gs = append(gs, etcdauth.Grant{User: user, Prefix: prefix})
+	}
+	return etcdauth.Enable(ctx, cli, gs)
+}

@@ -1,0 +1,125 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/switchyard/switchyard/control/store"
+	"github.com/switchyard/switchyard/internal/etcdauth"
+	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/pki"
+)
+
+// The lab's store is secured as a production fleet's should be: the members serve clients over
+// TLS and want a client certificate (--client-cert-auth), and etcd's auth is on with one user
+// for the balancers (StoreUser, by its certificate's CN) whose role reads and writes the lab's
+// prefix only. Certificates come from a CA made for the lab, under StateDir/etcd-pki (removed by
+// `lab down`); peers talk plain HTTP inside the store namespace.
+const (
+	// StoreUser is the etcd user of the lab's balancers (their certificate's CN).
+	StoreUser = "switchyard-lb"
+	pkiLife   = 365 * 24 * time.Hour
+)
+
+// storePKI is where the lab keeps the store's CA, the members' and the clients' certificates.
+func storePKI(prefix string) string { return filepath.Join(StateDir(prefix), "etcd-pki") }
+
+// storeFiles are the paths of the store's certificates (written by writeStorePKI).
+type storeFiles struct{ dir, ca, lbCert, lbKey, rootCert, rootKey string }
+
+func storeFilesOf(prefix string) storeFiles {
+	d := storePKI(prefix)
+	return storeFiles{dir: d, ca: filepath.Join(d, "ca.pem"), lbCert: filepath.Join(d, StoreUser+".pem"), lbKey: filepath.Join(d, StoreUser+"-key.pem"),
+		rootCert: filepath.Join(d, "root.pem"), rootKey: filepath.Join(d, "root-key.pem")}
+}
+
+// memberTLSArgs are a member's server flags for TLS with client certificates.
+func memberTLSArgs(f storeFiles, member string) []string {
+	return []string{"--cert-file", filepath.Join(f.dir, member+".pem"), "--key-file", filepath.Join(f.dir, member+"-key.pem"),
+		"--trusted-ca-file", f.ca, "--client-cert-auth"}
+}
+
+// secureURL is the balancers' store URL.
+func (f storeFiles) url(eps []string, prefix string) string {
+	return store.URL{Endpoints: eps, Prefix: prefix, TLS: &store.TLS{CA: f.ca, Cert: f.lbCert, Key: f.lbKey}}.String()
+}
+
+// writeStorePKI makes the lab's CA and certificates unless they exist (a lab brought up again
+// keeps them).
+func writeStorePKI(s *StoreState, f storeFiles) error {
+	if _, err := os.Stat(f.ca); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return fmt.Errorf("lab up: store certificates: %w", err)
+	}
+	ca, err := pki.NewCA("switchyard lab etcd ca", pkiLife)
+	if err != nil {
+		return err
+	}
+	for _, m := range s.Members {
+		p, err := ca.Issue(m.Name, []netip.Addr{m.Addr}, nil, pkiLife)
+		if err != nil {
+			return err
+		}
+		if _, _, err := p.Write(f.dir, m.Name); err != nil {
+			return err
+		}
+	}
+	for _, user := range []string{StoreUser, "root"} {
+		p, err := ca.Issue(user, nil, nil, pkiLife)
+		if err != nil {
+			return err
+		}
+		if _, _, err := p.Write(f.dir, user); err != nil {
+			return err
+		}
+	}
+	_, err = ca.WriteCA(f.dir)
+	return err
+}
+
+// openStoreRoot is a client of the store as etcd's root user (every key), dialling from the
+// store namespace.
+func openStoreRoot(s *StoreState, f storeFiles) (*store.Store, error) {
+	u := store.URL{Endpoints: []string{netip.AddrPortFrom(s.Members[0].Addr, storeClient).String()}, Prefix: "/", TLS: &store.TLS{CA: f.ca, Cert: f.rootCert, Key: f.rootKey}}
+	dial := namednetns.Dialer(s.NS, &net.Dialer{Timeout: 2 * time.Second})
+	return store.Open(u, store.Options{Dial: func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) }})
+}
+
+// StoreRoot is an etcd client of the lab's secured store as root, to change users and roles
+// (tests take the balancers' permission away with it).
+func StoreRoot(st *State) (*store.Store, error) {
+	if st.Store == nil || st.Store.Plain {
+		return nil, fmt.Errorf("the lab's store is not secured: bring the lab up without --store-plain")
+	}
+	return openStoreRoot(st.Store, storeFilesOf(st.Prefix))
+}
+
+// StoreEtcdRole is the etcd role of the lab's balancers: readwrite on the lab's prefix.
+func StoreEtcdRole() string { return etcdauth.Grant{User: StoreUser}.Role() }
+
+// enableStoreAuth connects as root from the store namespace and turns auth on with the
+// balancers' user limited to the lab's prefix (again on a lab brought up again: it is kept).
+func enableStoreAuth(s *StoreState, f storeFiles, prefix string) error {
+	cl, err := openStoreRoot(s, f)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		if last = etcdauth.Enable(ctx, cl.Client(), []etcdauth.Grant{{User: StoreUser, Prefix: prefix}}); last == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("lab up: enable the store's auth: %w", last)
+}

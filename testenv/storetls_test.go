@@ -1,0 +1,82 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchyard/switchyard/internal/testutil"
+	"github.com/switchyard/switchyard/lab"
+	"github.com/switchyard/switchyard/lab/topo"
+)
+
+// TestFleetStoreSecured: the lab's store is etcds:// with auth by default. With the balancers'
+// permission on the fleet's prefix taken away, each node says DISCONNECTED with the fix (grant
+// the role readwrite on the prefix), keeps forwarding on its last state (a connection made before
+// and one made during the cut both answer), and refuses CLI changes naming the fix; with the
+// permission back, the nodes reconnect and a change goes through.
+func TestFleetStoreSecured(t *testing.T) {
+	f := newFleetLab(t, 1, 2, true)
+	be1 := f.Lab().Topo.ByRole(topo.Backend)[0].Addr4.String()
+	st := f.status(0).Store
+	if st == nil || !strings.HasPrefix(st.URL, "etcds://") {
+		t.Fatalf("the lab's store is not etcds://: %+v", st)
+	}
+	web := net.JoinHostPort(lab.WebVIP4.String(), "80")
+	before, err := dialKeepAlive(f.Lab().Client(1).NS, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.c.Close()
+	if _, err := before.do("/before"); err != nil {
+		t.Fatal(err)
+	}
+
+	root, err := lab.StoreRoot(f.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	key := lab.StorePrefix(f.Prefix) + "/"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := root.Client().RoleRevokePermission(ctx, lab.StoreEtcdRole(), key, clientv3.GetPrefixRangeEnd(key)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStore(0, false, 10*time.Second)
+	f.waitStore(1, false, 10*time.Second)
+	why := f.status(0).Store.LastError
+	t.Logf("lb1 after the revocation: %s", why)
+	if !strings.Contains(why, "lacks permission on "+key+": grant it a role with readwrite on that prefix") {
+		t.Errorf("lb1's store error does not name the fix: %q", why)
+	}
+	if _, err := before.do("/during"); err != nil {
+		t.Errorf("an established connection broke while the store refused: %v", err)
+	}
+	during, err := dialKeepAlive(f.Lab().Client(1).NS, web)
+	if err != nil {
+		t.Fatalf("a new connection failed while the store refused: %v", err)
+	}
+	defer during.c.Close()
+	if _, err := during.do("/new"); err != nil {
+		t.Errorf("a new connection failed while the store refused: %v", err)
+	}
+	out, err := f.cli(0, "backend", "weight", "web", be1, "3")
+	if err == nil || !strings.Contains(out, "the change was NOT made") || !strings.Contains(out, "lacks permission") {
+		t.Errorf("a change with the permission gone: %v: %s", err, out)
+	}
+
+	if _, err := root.Client().RoleGrantPermission(ctx, lab.StoreEtcdRole(), key, clientv3.GetPrefixRangeEnd(key), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStore(0, true, 10*time.Second)
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		out, err = f.cli(0, "backend", "weight", "web", be1, "3")
+		return err == nil
+	}, "a change after the permission came back: %s", out)
+	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 3 }, "lb2 did not apply the change")
+}
