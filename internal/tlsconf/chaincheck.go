@@ -78,7 +78,7 @@ func checkChain(chainPEM []byte, csr *x509.CertificateRequest, now time.Time) er
 	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
 	roots.AddCert(chain[len(chain)-1])
-	for _, c := range chain[1 : max(1, len(chain)-1)] {
+	for _, c := range chain[1:max(1, len(chain)-1)] {
 		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
