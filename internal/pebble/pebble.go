@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -151,9 +152,11 @@ func writeHTTPSCert(certPath, keyPath string, addrs ...string) error {
 		if err != nil {
 			return fmt.Errorf("pebble address %q: %w (write host:port)", a, err)
 		}
-		if ip := net.ParseIP(host); ip != nil {
+		ip := net.ParseIP(host)
+		switch {
+		case ip != nil && !slices.ContainsFunc(tmpl.IPAddresses, ip.Equal):
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
+		case ip == nil && !slices.Contains(tmpl.DNSNames, host):
 			tmpl.DNSNames = append(tmpl.DNSNames, host)
 		}
 	}
