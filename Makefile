@@ -94,7 +94,7 @@ test-short: check-go
 	$(GOENV) $(GO) test -short -count=1 ./...
 
 demo: deps build
-	./$(BIN) lab demo
+	$(GOENV) ./$(BIN) lab demo
 
 demo-down:
 	-./$(BIN) lab down

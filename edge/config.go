@@ -134,6 +134,13 @@ type TierConfig struct {
 	// CAFile is a PEM bundle of the authorities this section's https:// tiers are verified
 	// against, instead of the system's roots.
 	CAFile string `yaml:"ca_file"`
+	// ClientCert and ClientKey (top level only) are the PEM certificate and key this edge
+	// presents to its https:// upper tiers (mutual TLS; edge/tiermtls.go).
+	ClientCert string `yaml:"client_cert"`
+	ClientKey  string `yaml:"client_key"`
+	// ClientCAFile (top level only) makes this edge, as an upper tier, honour a lower tier's
+	// marker only over TLS with a client certificate that chains to these PEM authorities.
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 // Duration is a time.Duration that reads from YAML as "250ms", "10s", "1h".
@@ -364,6 +371,9 @@ func (c *Config) Validate() error {
 		return &fieldError{"heuristic.fraction", fmt.Sprintf("%v is outside 0..1; RFC 9111 suggests 0.1", c.Heuristic.Fraction)}
 	}
 	if err := c.checkTierToken(); err != nil {
+		return err
+	}
+	if err := c.checkTierMTLS(); err != nil {
 		return err
 	}
 	if err := c.Tiers.validate("tiers"); err != nil {

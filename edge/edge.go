@@ -11,6 +11,7 @@ package edge
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,8 +50,11 @@ type Edge struct {
 	stats      Stats
 	registry   *prometheus.Registry
 	upstream   *upstream
-	heuristic  cachecontrol.Heuristic
-	clock      func() time.Time // the cache's clock (edge/clock.go); nil is the wall clock
+	// tierCAs are the authorities a lower tier's client certificate must chain to for its
+	// marker to count (tiers.client_ca_file, edge/tiermtls.go); nil: the token alone.
+	tierCAs   *x509.CertPool
+	heuristic cachecontrol.Heuristic
+	clock     func() time.Time // the cache's clock (edge/clock.go); nil is the wall clock
 
 	// passes are the request fields forwarded as the client sent them (edge/requestheaders.go).
 	passes map[string]bool
@@ -168,7 +172,12 @@ func New(cfg Config, opts ...Option) (*Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create edge: unsliced memory: %w", err)
 	}
-	if e.upstream, err = newUpstream(e, cfg); err != nil {
+	tierCert, tierCAs, err := loadTierMTLS(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create edge: %w", err)
+	}
+	e.tierCAs = tierCAs
+	if e.upstream, err = newUpstream(e, cfg, tierCert); err != nil {
 		return nil, fmt.Errorf("create edge: %w", err)
 	}
 	e.registry = newRegistry(e)

@@ -78,8 +78,9 @@ func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
 // LabelHit sets a hit's X-Cache and Via.
 func (c fastCache) LabelHit(h http.Header) { setCacheHeaders(h, Hit, 0) }
 
-// TierAuthentic checks a lower tier's TierHeader.
-func (c fastCache) TierAuthentic(v []byte) bool { return c.e.tierAuthentic(v) }
+// TierAuthentic checks a lower tier's TierHeader; never with tiers.client_ca_file, which the
+// plain connections of the fast path cannot satisfy (edge/tiermtls.go).
+func (c fastCache) TierAuthentic(v []byte) bool { return c.e.tierCAs == nil && c.e.tierAuthentic(v) }
 
 // ServedHit counts a fast-path hit in the stats and its origin's analytics.
 func (c fastCache) ServedHit(host []byte, fromTier, head bool, size int64) {

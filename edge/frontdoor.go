@@ -105,6 +105,10 @@ func (e *Edge) startTLS() error {
 		return fmt.Errorf("start edge: tls: %w", err)
 	}
 	tc := certs.TLS
+	if err := e.askTierCerts(tc); err != nil { // tiers.client_ca_file: edge/tiermtls.go
+		certs.Close()
+		return fmt.Errorf("start edge: tls: %w", err)
+	}
 	raw, err := e.sockets.Listen("tcp", c.Listen)
 	if err != nil {
 		certs.Close()
@@ -120,7 +124,7 @@ func (e *Edge) startTLS() error {
 		}
 		h = fd.h3.Advertise(e)
 	}
-	fd.srv = &http.Server{Handler: h, ReadHeaderTimeout: clientReadHeader, IdleTimeout: clientIdle,
+	fd.srv = &http.Server{Handler: withTLSState(h), ConnContext: connTLSState, ReadHeaderTimeout: clientReadHeader, IdleTimeout: clientIdle,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
 	fd.ln = clientListener(raw, e.conns)
@@ -196,6 +200,33 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		return
 	}
 	e.serveH2(c, &st, h)
+}
+
+// tlsStateKey holds a TLS connection's state in its requests' context (connTLSState).
+type tlsStateKey struct{}
+
+// connTLSState keeps an HTTP/1.1 connection's TLS state for its requests: net/http fills
+// Request.TLS only for a *tls.Conn, and h1's guard wraps it.
+func connTLSState(ctx context.Context, c net.Conn) context.Context {
+	if g, ok := c.(*h1.GuardConn); ok {
+		c = g.Conn
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		return context.WithValue(ctx, tlsStateKey{}, &st)
+	}
+	return ctx
+}
+
+// withTLSState sets Request.TLS from connTLSState's (a client certificate's check needs it:
+// tiers.client_ca_file, edge/tiermtls.go).
+func withTLSState(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok && r.TLS == nil {
+			r.TLS = st
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveH2 serves an HTTP/2 connection (ALPN h2 with its TLS state, or h2c with prior knowledge

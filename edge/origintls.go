@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -13,42 +14,54 @@ import (
 // Fetches over TLS: every https:// origin and upper tier is verified, against the system's
 // roots or the authorities of the ca_file configured beside it (origin_ca_file, origins[].ca_file,
 // tiers.ca_file), and the edge-wide tier token travels only to https:// tiers unless the
-// operator says the network is private (tiers.plaintext_token).
+// operator says the network is private (tiers.plaintext_token); https:// tiers get the tier
+// client certificate (tiers.client_cert, edge/tiermtls.go).
 
-// trustOf reads the configured CA files into the transport's trust, by each URL's host:port.
-func trustOf(cfg Config) (origin.Trust, error) {
+// trustOf reads the configured CA files into the transport's trust, by each URL's host:port,
+// and gives every https:// tier the tier client certificate (nil: none).
+func trustOf(cfg Config, tierCert *tls.Certificate) (origin.Trust, error) {
 	trust := origin.Trust{}
-	add := func(field, caFile string, urls ...string) error {
-		if caFile == "" {
+	add := func(field, caFile string, cert *tls.Certificate, urls ...string) error {
+		var pool *x509.CertPool
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return &fieldError{field, fmt.Sprintf("read CA bundle: %v", err)}
+			}
+			pool = x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return &fieldError{field, fmt.Sprintf("%s holds no PEM certificate; give the authority's certificate chain", caFile)}
+			}
+		}
+		if pool == nil && cert == nil {
 			return nil
-		}
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return &fieldError{field, fmt.Sprintf("read CA bundle: %v", err)}
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return &fieldError{field, fmt.Sprintf("%s holds no PEM certificate; give the authority's certificate chain", caFile)}
 		}
 		for _, s := range urls {
 			if u, err := url.Parse(s); err == nil && u.Scheme == "https" {
-				trust[hostPort(u)] = pool
+				p := trust[hostPort(u)]
+				if pool != nil {
+					p.Roots = pool
+				}
+				if cert != nil {
+					p.Cert = cert
+				}
+				trust[hostPort(u)] = p
 			}
 		}
 		return nil
 	}
 	tiers := func(t TierConfig) []string { return append(append([]string(nil), t.Candidates...), t.Upper...) }
-	if err := add("origin_ca_file", cfg.OriginCAFile, cfg.Origin); err != nil {
+	if err := add("origin_ca_file", cfg.OriginCAFile, nil, cfg.Origin); err != nil {
 		return nil, err
 	}
-	if err := add("tiers.ca_file", cfg.Tiers.CAFile, tiers(cfg.Tiers)...); err != nil {
+	if err := add("tiers.ca_file", cfg.Tiers.CAFile, tierCert, tiers(cfg.Tiers)...); err != nil {
 		return nil, err
 	}
 	for i, oc := range cfg.Origins {
-		if err := add(fmt.Sprintf("origins.%d.ca_file", i+1), oc.CAFile, oc.URL); err != nil {
+		if err := add(fmt.Sprintf("origins.%d.ca_file", i+1), oc.CAFile, nil, oc.URL); err != nil {
 			return nil, err
 		}
-		if err := add(fmt.Sprintf("origins.%d.tiers.ca_file", i+1), oc.Tiers.CAFile, tiers(oc.Tiers)...); err != nil {
+		if err := add(fmt.Sprintf("origins.%d.tiers.ca_file", i+1), oc.Tiers.CAFile, tierCert, tiers(oc.Tiers)...); err != nil {
 			return nil, err
 		}
 	}

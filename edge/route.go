@@ -51,6 +51,9 @@ func (t *TierConfig) validate(at string) error {
 	if t.PlaintextToken && at != "tiers" {
 		return &fieldError{at + ".plaintext_token", "the tier token is edge-wide; set plaintext_token once beside the top-level tiers.token"}
 	}
+	if (t.ClientCert != "" || t.ClientKey != "" || t.ClientCAFile != "") && at != "tiers" {
+		return &fieldError{at, "client_cert, client_key and client_ca_file are edge-wide; set them once in the top-level tiers"}
+	}
 	for i, c := range t.Candidates {
 		if err := checkBaseURL(c); err != nil {
 			return &fieldError{at + ".candidates", fmt.Sprintf("entry %d: %v", i+1, err)}

@@ -3,6 +3,7 @@ package edge
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -51,8 +52,8 @@ type tier struct {
 // rankedTiers is the smart topology's current choice: primary, then fallback.
 type rankedTiers = atomic.Pointer[[]*tier]
 
-func newUpstream(e *Edge, cfg Config) (*upstream, error) {
-	trust, err := trustOf(cfg)
+func newUpstream(e *Edge, cfg Config, tierCert *tls.Certificate) (*upstream, error) {
+	trust, err := trustOf(cfg, tierCert)
 	if err != nil {
 		return nil, err
 	}

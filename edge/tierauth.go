@@ -36,5 +36,11 @@ func (e *Edge) checkTierMarker(r *http.Request) {
 	}
 	if len(vs) != 1 || !e.tierAuthentic([]byte(vs[0])) {
 		r.Header.Del(TierHeader)
+		return
+	}
+	if !e.tierPeerVerified(r) { // edge/tiermtls.go
+		r.Header.Del(TierHeader)
+		e.warn("edge tier marker refused: no client certificate of tiers.client_ca_file on the connection; give the lower tier tiers.client_cert and an https:// URL of this edge",
+			"remote", r.RemoteAddr, "tls", r.TLS != nil)
 	}
 }

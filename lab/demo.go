@@ -39,6 +39,8 @@ type Target struct {
 	URL   string
 	Paths []string
 	Route string
+	// Proto is what an https target must be answered over: "HTTP/1.1" or "HTTP/2.0" (ALPN).
+	Proto string
 }
 
 // DemoTargets are the requests of the demo: the XDP VIP over IPv4 and IPv6, the L7 VIP when the
@@ -50,6 +52,12 @@ func DemoTargets(st *State) []Target {
 	if st.Running["dns"] == "dns" && st.Running["edge"] == "edge" {
 		out = append(out, Target{Name: "static", URL: "http://" + StaticName, Paths: []string{"/static/logo.png", "/asset/app.js", "/static/app.js", "/asset/style.css"},
 			Route: "DNS static.lab.test -> edge cache (hit ends here) -> L7 VIP (XDP) -> L7 proxy -> app"})
+		if st.ACME != nil && st.ACME.Root != "" {
+			for _, p := range []struct{ name, proto, label string }{{"https", "HTTP/1.1", "HTTP/1.1"}, {"h2", "HTTP/2.0", "HTTP/2"}} {
+				out = append(out, Target{Name: p.name, URL: "https://" + StaticName, Paths: []string{"/static/logo.png", "/asset/app.js"}, Proto: p.proto,
+					Route: fmt.Sprintf("DNS static.lab.test -> edge over TLS (%s; certificate by ACME from Pebble) -> L7 VIP -> L7 proxy -> app", p.label)})
+			}
+		}
 	}
 	if st.Running["dns"] == "dns" {
 		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/tracking", "/event"},
@@ -124,16 +132,18 @@ func Demo(ctx context.Context, st *State, w io.Writer, o DemoOptions) error {
 	}()
 	var wg sync.WaitGroup
 	clients := l.Topo.ByRole(topo.Client)
+	// Four workers per client, more when there are more targets, so that each gets one.
+	perClient := max(4, (len(targets)+len(clients)-1)/len(clients))
 	for i, c := range clients {
-		for j := 0; j < 4; j++ {
+		for j := 0; j < perClient; j++ {
 			wg.Add(1)
 			go func(c topo.Node, k int) {
 				defer wg.Done()
 				demoWorker(ctx, st, c, targets[k%len(targets)], stats[targets[k%len(targets)].Name], tokens)
-			}(c, i*4+j)
+			}(c, i*perClient+j)
 		}
 	}
-	view := newView(st, clients[0], targets, fmt.Sprintf("%d requests/s in total, shared by %d clients x %d workers", o.Rate, len(clients), 4))
+	view := newView(st, clients[0], targets, fmt.Sprintf("%d requests/s in total, shared by %d clients x %d workers", o.Rate, len(clients), perClient))
 	tk := time.NewTicker(o.Interval)
 	defer tk.Stop()
 	start := time.Now()
@@ -162,10 +172,7 @@ func demoWorker(ctx context.Context, st *State, c topo.Node, t Target, s *sent, 
 			if hc != nil {
 				hc.CloseIdleConnections()
 			}
-			hc = HTTPClient(c, true, 5*time.Second)
-			if dns, ok := st.Topo.Node("dns"); ok {
-				hc.Transport.(*http.Transport).DialContext = DialViaDNS(c, dns.Addr4)
-			}
+			hc = demoClient(st, c, t)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.URL+t.Paths[n%len(t.Paths)], nil)
 		n++
@@ -182,7 +189,7 @@ func demoWorker(ctx context.Context, st *State, c topo.Node, t Target, s *sent, 
 		if resp.Header.Get("X-Cache") == "HIT" {
 			s.edgeHits.Add(1)
 		}
-		if resp.StatusCode == http.StatusOK {
+		if resp.StatusCode == http.StatusOK && (t.Proto == "" || resp.Proto == t.Proto) {
 			s.ok.Add(1)
 		} else {
 			s.failed.Add(1)
@@ -191,6 +198,22 @@ func demoWorker(ctx context.Context, st *State, c topo.Node, t Target, s *sent, 
 	if hc != nil {
 		hc.CloseIdleConnections()
 	}
+}
+
+// demoClient is a worker's client: from client namespace c, resolving with the lab's DNS, and
+// for an https target trusting the root of the lab's ACME CA, with HTTP/2 offered by ALPN for
+// an HTTP/2 target only.
+func demoClient(st *State, c topo.Node, t Target) *http.Client {
+	hc := HTTPClient(c, true, 5*time.Second)
+	tr := hc.Transport.(*http.Transport)
+	if dns, ok := st.Topo.Node("dns"); ok {
+		tr.DialContext = DialViaDNS(c, dns.Addr4)
+	}
+	if t.Proto != "" {
+		tr.TLSClientConfig, _ = st.ClientTLS() // DemoTargets lists https targets only with the root saved
+		tr.ForceAttemptHTTP2 = t.Proto == "HTTP/2.0"
+	}
+	return hc
 }
 
 // view reads every app server's counters (from a client namespace, straight to the server's

@@ -70,8 +70,8 @@ func TestStopConfigs(t *testing.T) {
 	}
 	dns, _ := l.Topo.Node("dns")
 	for name, body := range map[string]string{
-		"dns":  dnsConfig(l, dns),
-		"edge": edgeConfig(L7VIP),
+		"dns":  dnsConfig(l, dns, nil),
+		"edge": edgeConfig(L7VIP, nil),
 		"l7":   l7Config(l.Topo.ByRole(topo.Backend)),
 	} {
 		var v map[string]any
@@ -79,7 +79,7 @@ func TestStopConfigs(t *testing.T) {
 			t.Errorf("%s config is not YAML: %v\n%s", name, err, body)
 		}
 	}
-	if c := dnsConfig(l, dns); !strings.Contains(c, `"static 900 A 198.18.4.80"`) || !strings.Contains(c, `name: www, ttl: 30, policy: failover`) || !strings.Contains(c, `"app A 198.18.100.10"`) {
+	if c := dnsConfig(l, dns, nil); !strings.Contains(c, `"static 900 A 198.18.4.80"`) || !strings.Contains(c, `name: www, ttl: 30, policy: failover`) || !strings.Contains(c, `"app A 198.18.100.10"`) {
 		t.Errorf("dns config:\n%s", c)
 	}
 	if c := l7Config(l.Topo.ByRole(topo.Backend)); !strings.Contains(c, "{address: 198.18.3.13:80}") {

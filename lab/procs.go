@@ -32,6 +32,11 @@ type Proc struct {
 // also remounts /sys, which hides /sys/fs/bpf, and then pins made inside would not outlive the
 // process.
 func StartProcess(prefix, name, ns string, argv ...string) (Proc, error) {
+	return StartProcessEnv(prefix, name, ns, nil, argv...)
+}
+
+// StartProcessEnv is StartProcess with env (NAME=VALUE) added to the environment.
+func StartProcessEnv(prefix, name, ns string, env []string, argv ...string) (Proc, error) {
 	dir := StateDir(prefix)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Proc{}, fmt.Errorf("create lab state directory: %w", err)
@@ -49,6 +54,9 @@ func StartProcess(prefix, name, ns string, argv ...string) (Proc, error) {
 	cmd := exec.Command("nsenter", append([]string{"--net=" + namednetns.Path(ns), "--"}, argv...)...)
 	if ns == "" { // the host namespace: the lab's web view and Prometheus (observe.go)
 		cmd = exec.Command(argv[0], argv[1:]...)
+	}
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

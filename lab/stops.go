@@ -26,22 +26,29 @@ const (
 // The stops' configurations are written as YAML text: each stop owns its configuration types,
 // and the lab only fills in the lab's addresses in the shapes their docs give.
 
-// dnsConfig serves lab.test. on port 53 of the DNS host.
-func dnsConfig(l *Lab, dns topo.Node) string {
+// dnsConfig serves lab.test. on port 53 of the DNS host; with a (the lab's ACME CA) the zone
+// takes RFC 2136 updates of the edge's _acme-challenge TXT record signed with the acme key.
+func dnsConfig(l *Lab, dns topo.Node, a *acmeSetup) string {
 	var recs []string
 	recs = append(recs, `"@ NS ns1"`, fmt.Sprintf(`"ns1 A %s"`, dns.Addr4))
 	if e, ok := l.Topo.Node("edge"); ok {
 		recs = append(recs, fmt.Sprintf(`"static %d A %s"`, StaticTTL, e.Addr4), fmt.Sprintf(`"static %d AAAA %s"`, StaticTTL, e.Addr6))
 	}
 	recs = append(recs, fmt.Sprintf(`"app A %s"`, L7VIP), fmt.Sprintf(`"web A %s"`, WebVIP4), fmt.Sprintf(`"web AAAA %s"`, WebVIP6))
+	keys, update := "", ""
+	if a != nil {
+		keys = fmt.Sprintf("tsig_keys: [{name: %s, secret: %q}]\n", acmeKeyName, a.tsigSecret)
+		update = fmt.Sprintf("    update: {allow: [{key: %s, names: [_acme-challenge.%s], types: [TXT]}]}\n",
+			acmeKeyName, strings.TrimSuffix(StaticName, "."+strings.TrimSuffix(Zone, ".")))
+	}
 	return fmt.Sprintf(`listen: 0.0.0.0:53
-zones:
+%szones:
   - origin: %s
     ttl: 30
     soa: {ns: ns1, mbox: hostmaster, serial: 1, minimum: 30}
     records: [%s]
     names: [%s]
-`, Zone, strings.Join(recs, ", "), wwwName(l))
+%s`, keys, Zone, strings.Join(recs, ", "), wwwName(l), update)
 }
 
 // wwwName is the app's name: the L7 VIP while its check passes, else the web VIP (XDP straight
@@ -58,16 +65,29 @@ func wwwName(l *Lab) string {
 	return fmt.Sprintf(`{name: www, ttl: %d, policy: failover, all_down: answer-all, chain: %s, sites: [%s]}`, WWWTTL, chain, sites)
 }
 
-// edgeConfig caches in front of the L7 VIP.
-func edgeConfig(origin netip.Addr) string {
+// edgeConfig caches in front of the L7 VIP; with a (the lab's ACME CA) it also serves HTTPS
+// (HTTP/1.1 and HTTP/2 by ALPN) on :443 with a certificate for static.lab.test obtained by dns-01.
+func edgeConfig(origin netip.Addr, a *acmeSetup) string {
+	tls := ""
+	if a != nil {
+		tls = fmt.Sprintf(`tls:
+  listen: 0.0.0.0:%d
+  acme:
+    directory: %s
+    ca_root: %s
+    domains: [%s]
+    storage: %s
+    dns01: {server: "%s", tsig: {name: %s, secret: %q}, propagation_timeout: 30s}
+`, edgeTLSPort, a.server.Directory, a.server.CARoot, StaticName, a.storage, a.dns, acmeKeyName, a.tsigSecret)
+	}
 	return fmt.Sprintf(`listen: 0.0.0.0:80
-origin: http://%s:80
+%sorigin: http://%s:80
 admin:
   listen: 127.0.0.1:9091
   token: lab-only-token
 memory:
   max_bytes: 64MiB
-`, origin)
+`, tls, origin)
 }
 
 // l7Config is the L7 tier's configuration: /tracking reads go to the reads pool (every backend
@@ -148,36 +168,52 @@ func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv
 	if len(l.Topo.ByRole(topo.L7)) > 0 && !o.Stops["l7"] {
 		st.Notes = append(st.Notes, "l7 namespaces run app servers: this binary has no `switchyard l7 run`")
 	}
-	if n, ok := l.Topo.Node("edge"); ok {
+	dnsNode, hasDNS := l.Topo.Node("dns")
+	edgeNode, hasEdge := l.Topo.Node("edge")
+	// The lab's ACME CA, when DNS and the edge run: Pebble, answered through the DNS stop (acme.go).
+	var a *acmeSetup
+	if hasDNS && hasEdge && o.Stops["dns"] && o.Stops["edge"] {
+		var err error
+		if a, err = prepareACME(st, dnsNode); err != nil {
+			st.Notes = append(st.Notes, fmt.Sprintf("no https on the edge: %v", err))
+			a = nil
+		}
+	}
+	if hasDNS { // before the edge: its certificate order goes through the DNS stop
+		if o.Stops["dns"] {
+			p, err := writeConfig(st.Prefix, dnsNode.Name, dnsConfig(l, dnsNode, a))
+			if err != nil {
+				return err
+			}
+			if err := start(dnsNode.Name, dnsNode.NS, o.Exe, "dns", "run", "--config", p, "--metrics", dnsMetrics); err != nil {
+				return err
+			}
+			st.Running[dnsNode.Name] = "dns"
+		} else {
+			st.Notes = append(st.Notes, "dns namespace is empty: this binary has no `switchyard dns run`")
+		}
+	}
+	if a != nil {
+		if err := startPebble(st, a, dnsNode); err != nil {
+			return err
+		}
+	}
+	if hasEdge {
 		origin := L7VIP
 		if len(l.Topo.ByRole(topo.L7)) == 0 {
 			origin = WebVIP4
 		}
 		if o.Stops["edge"] {
-			p, err := writeConfig(st.Prefix, n.Name, edgeConfig(origin))
+			p, err := writeConfig(st.Prefix, edgeNode.Name, edgeConfig(origin, a))
 			if err != nil {
 				return err
 			}
-			if err := start(n.Name, n.NS, o.Exe, "edge", "run", "--config", p); err != nil {
+			if err := start(edgeNode.Name, edgeNode.NS, o.Exe, "edge", "run", "--config", p); err != nil {
 				return err
 			}
-			st.Running[n.Name] = "edge"
+			st.Running[edgeNode.Name] = "edge"
 		} else {
 			st.Notes = append(st.Notes, "edge namespace is empty: this binary has no `switchyard edge run`")
-		}
-	}
-	if n, ok := l.Topo.Node("dns"); ok {
-		if o.Stops["dns"] {
-			p, err := writeConfig(st.Prefix, n.Name, dnsConfig(l, n))
-			if err != nil {
-				return err
-			}
-			if err := start(n.Name, n.NS, o.Exe, "dns", "run", "--config", p, "--metrics", dnsMetrics); err != nil {
-				return err
-			}
-			st.Running[n.Name] = "dns"
-		} else {
-			st.Notes = append(st.Notes, "dns namespace is empty: this binary has no `switchyard dns run`")
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/control/config"
+	"github.com/switchyard/switchyard/internal/pebble"
 	"github.com/switchyard/switchyard/lab/topo"
 )
 
@@ -74,12 +75,16 @@ type State struct {
 	// UI and Prometheus are the URLs of the lab's web view and Prometheus (observe.go).
 	UI         string `json:"ui,omitempty"`
 	Prometheus string `json:"prometheus,omitempty"`
+	// ACME is the lab's ACME CA and the edge's names (acme.go); nil without DNS and the edge.
+	ACME *ACMEState `json:"acme,omitempty"`
 	// CDN is set on a Mini-CDN lab (`lab up --cdn`, cdn.go), which has no Topo and no VIPs.
 	CDN *CDNState `json:"cdn,omitempty"`
 	// reup: `lab up` runs on a lab that is up, whose live state (reup.go) it keeps; kept are
 	// the daemon configuration files it left as they were.
 	reup bool
 	kept []string
+	// pebble is the lab's ACME CA when this run of `lab up` started it (acme.go).
+	pebble *pebble.Server
 }
 
 func statePath(prefix string) string { return filepath.Join(StateDir(prefix), "state.json") }
@@ -194,6 +199,14 @@ func Up(o UpOptions) (*State, error) {
 	}
 	if err := waitObserve(st, 15*time.Second); err != nil {
 		return st, fmt.Errorf("lab up: %w", err)
+	}
+	if st.pebble != nil {
+		if err := waitCertificate(st, time.Minute); err != nil {
+			return st, fmt.Errorf("lab up: %w", err)
+		}
+		if err := st.save(); err != nil {
+			return st, err
+		}
 	}
 	if l.BGP {
 		if _, err := l.WaitVIPRoutes(active, 45*time.Second); err != nil {

@@ -21,9 +21,9 @@ func TestZoneSplitsAppAndContent(t *testing.T) {
 	}
 	dnsNode, _ := l.Topo.Node("dns")
 	edgeNode, _ := l.Topo.Node("edge")
-	cfg, err := config.Parse([]byte(dnsConfig(l, dnsNode)))
+	cfg, err := config.Parse([]byte(dnsConfig(l, dnsNode, nil)))
 	if err != nil {
-		t.Fatalf("the lab's DNS configuration does not parse: %v\n%s", err, dnsConfig(l, dnsNode))
+		t.Fatalf("the lab's DNS configuration does not parse: %v\n%s", err, dnsConfig(l, dnsNode, nil))
 	}
 	cfg.Listen = "127.0.0.1:0"
 	// The checks probe lab addresses, which only exist in the lab's namespaces: nothing is sent

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,8 @@ func TestLabUpDaemonCLI(t *testing.T) {
 
 // TestLabDemoEveryStop: with a daemon balancer, an L7 proxy, the edge and DNS, the demo's lines
 // show what every stop counts (balancer packets, L7 requests, edge hits, DNS queries), and the
-// summary at the end the same over the whole run.
+// summary at the end the same over the whole run; the edge serves HTTPS (HTTP/1.1 and HTTP/2) with
+// a certificate the lab's Pebble issued by dns-01 through the DNS stop.
 func TestLabDemoEveryStop(t *testing.T) {
 	testutil.RequireLab(t)
 	bin := buildLabBinary(t, "switchyard")
@@ -116,9 +118,19 @@ func TestLabDemoEveryStop(t *testing.T) {
 	if every < 2 {
 		t.Errorf("want >= 2 lines with the balancer, L7, edge and DNS counters:\n%s", out)
 	}
-	for _, want := range []string{"summary after ", "balancer  XDP packets/s by VIP: ", "l7        requests/s by pool: ", "edge      hits/s ", "dns       queries/s "} {
+	for _, want := range []string{"summary after ", "balancer  XDP packets/s by VIP: ", "l7        requests/s by pool: ", "edge      hits/s ", "dns       queries/s ",
+		"https: the edge serves static.lab.test with a certificate Pebble issued by ACME dns-01"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("the summary lacks %q:\n%s", want, out)
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	// HTTPS over HTTP/1.1 and HTTP/2 reached the edge with the issued certificate: the clients'
+	// final counts (a response over another protocol counts as failed).
+	sum := out[strings.LastIndex(out, "summary after "):]
+	for _, target := range []string{"https", "h2"} {
+		m := regexp.MustCompile(`\b` + target + ` ok=(\d+) failed=(\d+)`).FindStringSubmatch(sum)
+		if m == nil || m[1] == "0" {
+			t.Errorf("no %s request answered 200 over its protocol:\n%s", target, sum)
 		}
 	}
 }

@@ -282,7 +282,12 @@ func teDialers(d *net.Dialer, trust Trust) (plain, withTLS func(ctx context.Cont
 	}
 	withTLS = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		// RootCAs nil: the system's roots; the server name is addr's host (tls.Dialer).
-		td := &tls.Dialer{NetDialer: d, Config: &tls.Config{NextProtos: []string{"http/1.1"}, RootCAs: trust[addr]}}
+		peer := trust[addr]
+		tc := &tls.Config{NextProtos: []string{"http/1.1"}, RootCAs: peer.Roots}
+		if peer.Cert != nil {
+			tc.Certificates = []tls.Certificate{*peer.Cert}
+		}
+		td := &tls.Dialer{NetDialer: d, Config: tc}
 		c, err := td.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err

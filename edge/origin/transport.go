@@ -7,16 +7,25 @@
 package origin
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/http"
 	"time"
 )
 
-// Trust names the certificate authorities the edge verifies an HTTPS origin or upper tier
-// against, by its "host:port"; one not listed is verified against the system's roots. Nothing
-// is ever fetched unverified.
-type Trust map[string]*x509.CertPool
+// Trust holds the TLS settings of the HTTPS origins and upper tiers that have any, by their
+// "host:port"; one not listed is verified against the system's roots and gets no client
+// certificate. Nothing is ever fetched unverified.
+type Trust map[string]Peer
+
+// Peer is one HTTPS origin's or upper tier's TLS settings.
+type Peer struct {
+	// Roots are the authorities it is verified against (nil: the system's roots).
+	Roots *x509.CertPool
+	// Cert is the client certificate presented to it (mutual TLS between tiers); nil: none.
+	Cert *tls.Certificate
+}
 
 // NewTransport returns the transport the edge sends its fetches and tier probes through: origins
 // addressed directly (never through an environment proxy), encodings passed through untouched

@@ -2,17 +2,15 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,11 +19,13 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/switchyard/switchyard/internal/pebble"
 )
 
 // PebbleVersion is the Pebble (github.com/letsencrypt/pebble/v2, Let's Encrypt's ACME test
 // server) the ACME tests run.
-const PebbleVersion = "v2.10.3"
+const PebbleVersion = pebble.Version
 
 // Pebble is a running Pebble ACME server on loopback. Its validation authority resolves every
 // name to 127.0.0.1 (a DNS server of the test's own), so the names a test orders reach the
@@ -37,7 +37,7 @@ type Pebble struct {
 	// ca_root that lets a client talk to it.
 	CARoot string
 
-	mgmt string
+	srv  *pebble.Server
 	cmd  *exec.Cmd
 	out  *SyncBuffer
 	done chan struct{}
@@ -52,35 +52,26 @@ type PebbleOptions struct {
 	DNSServer string
 }
 
-// StartPebble builds Pebble (once, into the user cache directory) and runs it until the test
-// ends (or Stop).
+// StartPebble builds Pebble (once, into the user cache directory: internal/pebble) and runs it
+// until the test ends (or Stop).
 func StartPebble(t testing.TB, o PebbleOptions) *Pebble {
 	t.Helper()
-	bin, mod := pebbleBuild(t)
-	dir := t.TempDir()
+	bin, err := pebble.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dnsAddr := o.DNSServer
 	if dnsAddr == "" {
 		dnsAddr = loopbackDNS(t)
 	}
-	listen, mgmt := FreeAddr(t), FreeAddr(t)
-	profile := map[string]any{"description": "switchyard tests", "validityPeriod": int(o.Validity.Seconds())}
-	conf := map[string]any{"pebble": map[string]any{
-		"listenAddress": listen, "managementListenAddress": mgmt,
-		"certificate": filepath.Join(mod, "test/certs/localhost/cert.pem"),
-		"privateKey":  filepath.Join(mod, "test/certs/localhost/key.pem"),
-		"httpPort":    o.HTTPPort, "tlsPort": o.TLSPort, "keyAlgorithm": "ecdsa",
-		"profiles": map[string]any{"default": profile},
-	}}
-	b, _ := json.Marshal(conf)
-	cfgPath := filepath.Join(dir, "pebble.json")
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+	srv, err := pebble.Prepare(bin, t.TempDir(), pebble.Options{Listen: FreeAddr(t), Mgmt: FreeAddr(t),
+		HTTPPort: o.HTTPPort, TLSPort: o.TLSPort, Validity: o.Validity, DNSServer: dnsAddr})
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pebble{Directory: "https://" + listen + "/dir", CARoot: filepath.Join(mod, "test/certs/pebble.minica.pem"),
-		mgmt: mgmt, out: &SyncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "-config", cfgPath, "-dnsserver", dnsAddr)
-	// No random validation sleeps, no rejected nonces: the tests wait on issuance, not on chance.
-	p.cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
+	p := &Pebble{Directory: srv.Directory, CARoot: srv.CARoot, srv: srv, out: &SyncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(srv.Argv[0], srv.Argv[1:]...)
+	p.cmd.Env = append(os.Environ(), srv.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start pebble: %v", err)
@@ -92,8 +83,10 @@ func StartPebble(t testing.TB, o PebbleOptions) *Pebble {
 			t.Logf("pebble output:\n%s", p.out.String())
 		}
 	})
-	if !poll(20*time.Second, func() bool { _, err := p.get("https://" + listen + "/dir"); return err == nil }) {
-		t.Fatalf("pebble did not serve its directory within 20s:\n%s", p.out.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx, p.client(t)); err != nil {
+		t.Fatalf("%v within 20s:\n%s", err, p.out.String())
 	}
 	return p
 }
@@ -109,7 +102,7 @@ func (p *Pebble) Stop() {
 // Roots is a pool holding Pebble's issuing root, to verify the certificates it issues.
 func (p *Pebble) Roots(t testing.TB) *x509.CertPool {
 	t.Helper()
-	pem, err := p.get("https://" + p.mgmt + "/roots/0")
+	pem, err := p.srv.Get(context.Background(), p.client(t), "/roots/0")
 	if err != nil {
 		t.Fatalf("fetch pebble's root: %v", err)
 	}
@@ -123,7 +116,7 @@ func (p *Pebble) Roots(t testing.TB) *x509.CertPool {
 // Status is Pebble's status of the certificate with serial: "Valid", "Revoked" or "" (unknown).
 func (p *Pebble) Status(t testing.TB, serial *big.Int) string {
 	t.Helper()
-	b, err := p.get("https://" + p.mgmt + "/cert-status-by-serial/" + serial.Text(16))
+	b, err := p.srv.Get(context.Background(), p.client(t), "/cert-status-by-serial/"+serial.Text(16))
 	if err != nil {
 		return ""
 	}
@@ -134,74 +127,14 @@ func (p *Pebble) Status(t testing.TB, serial *big.Int) string {
 	return st.Status
 }
 
-// get fetches url from Pebble, trusting its test root.
-func (p *Pebble) get(url string) ([]byte, error) {
-	pem, err := os.ReadFile(p.CARoot)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return b, err
-}
-
-var pebbleOnce struct {
-	sync.Once
-	bin, mod string
-	err      error
-}
-
-// pebbleBuild builds cmd/pebble of PebbleVersion into the user cache directory (kept across
-// runs; the Go module proxy or module cache supplies the source) and returns the binary and the
-// module's directory (for its test certificates).
-func pebbleBuild(t testing.TB) (bin, mod string) {
+// client is an HTTPS client trusting Pebble's own certificate.
+func (p *Pebble) client(t testing.TB) *http.Client {
 	t.Helper()
-	pebbleOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		gobin := filepath.Join(cache, "switchyard", "pebble-"+PebbleVersion)
-		pkg := "github.com/letsencrypt/pebble/v2"
-		// Outside this module, so that Pebble and its dependencies stay out of go.mod.
-		env := append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=", "GOWORK=off")
-		var out bytes.Buffer
-		dl := exec.Command("go", "mod", "download", "-json", pkg+"@"+PebbleVersion)
-		dl.Dir, dl.Env, dl.Stderr = os.TempDir(), env, &out
-		b, err := dl.Output()
-		var info struct{ Dir string }
-		if err == nil {
-			err = json.Unmarshal(b, &info)
-		}
-		if err != nil {
-			pebbleOnce.err = fmt.Errorf("download pebble %s: %v: %s (the Go module proxy or module cache must have it)", PebbleVersion, err, out.String())
-			return
-		}
-		pebbleOnce.mod, pebbleOnce.bin = info.Dir, filepath.Join(gobin, "pebble")
-		if _, err := os.Stat(pebbleOnce.bin); err == nil {
-			return
-		}
-		in := exec.Command("go", "install", pkg+"/cmd/pebble@"+PebbleVersion)
-		in.Dir, in.Env, in.Stdout, in.Stderr = os.TempDir(), env, &out, &out
-		if err := in.Run(); err != nil {
-			pebbleOnce.err = fmt.Errorf("build pebble %s: %v: %s", PebbleVersion, err, out.String())
-		}
-	})
-	if pebbleOnce.err != nil {
-		t.Fatal(pebbleOnce.err)
+	hc, err := p.srv.Client(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return pebbleOnce.bin, pebbleOnce.mod
+	return hc
 }
 
 // loopbackDNS serves, over TCP (Pebble's resolver asks over TCP) until the test ends, A

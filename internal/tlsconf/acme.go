@@ -271,7 +271,7 @@ func (cs *Certs) newMagic() error {
 		tmpl.DNS01Solver = a.DNS01.solver()
 	}
 	cs.issuer = certmagic.NewACMEIssuer(cs.magic, tmpl)
-	cs.magic.Issuers = []certmagic.Issuer{cs.issuer}
+	cs.magic.Issuers = []certmagic.Issuer{checkedIssuer{cs.issuer}} // chaincheck.go
 	return nil
 }
 
