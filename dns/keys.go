@@ -26,18 +26,10 @@ type keyLoop struct {
 	dsAsked map[string]time.Time
 }
 
-// keyDir is zc's key directory, relative paths from the configuration's directory.
-func keyDir(zc *config.Zone, dir string) string {
-	if d := zc.DNSSEC.KeyDir; filepath.IsAbs(d) || dir == "" {
-		return d
-	}
-	return filepath.Join(dir, zc.DNSSEC.KeyDir)
-}
-
 // advanceKeys loads zc's key state, brings it up to now (generating keys and scheduling
 // rollovers) and saves it when that changed it.
 func (s *Server) advanceKeys(zc *config.Zone, dir string, now time.Time) (*keyroll.Roller, *keyroll.State, error) {
-	kd := keyDir(zc, dir)
+	kd := keyroll.Dir(zc.DNSSEC, dir)
 	r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +82,7 @@ func (s *Server) keyRound(ctx context.Context) error {
 		if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil {
 			continue
 		}
-		kd := keyDir(zc, st.cfg.Dir)
+		kd := keyroll.Dir(zc.DNSSEC, st.cfg.Dir)
 		r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC)
 		if err != nil {
 			return err
