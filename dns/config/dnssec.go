@@ -122,8 +122,8 @@ type KeyPolicy struct {
 	// PropagationDelay is how long a change takes to reach every secondary and the parent's
 	// servers (Dprp and DprpP of RFC 7583; default 1h).
 	PropagationDelay Duration `yaml:"propagation_delay"`
-	// ZoneMaxTTL is the largest TTL of the zone's RRsets (TTLsig of RFC 7583; default 86400); a
-	// zone with a larger TTL is refused.
+	// ZoneMaxTTL is the largest TTL of the zone's RRsets (TTLsig of RFC 7583; default 86400). It
+	// is trusted as given: set it at or above the zone's largest TTL.
 	ZoneMaxTTL uint32 `yaml:"zone_max_ttl"`
 	// ParentDSTTL is the TTL of the DS at the parent (TTLds; default 86400), used until a
 	// ds_check has seen the real one.
