@@ -94,6 +94,12 @@ func anchorFile(t *testing.T, key *dnssec.Key) string {
 // delv asks the real validator (BIND's delv) for name/type at srv, trusting the anchor file.
 func delv(t *testing.T, srv *Server, anchor, name, qtype string) string {
 	t.Helper()
+	return delvRoot(t, srv, anchor, "example.", name, qtype)
+}
+
+// delvRoot is delv with the trust anchor's zone root as the validation's root.
+func delvRoot(t *testing.T, srv *Server, anchor, root, name, qtype string) string {
+	t.Helper()
 	path, err := exec.LookPath("delv")
 	if err != nil {
 		t.Skip("delv not installed: apt-get install bind9-dnsutils (make deps)")
@@ -102,7 +108,7 @@ func delv(t *testing.T, srv *Server, anchor, name, qtype string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, _ := exec.CommandContext(ctx, path, "@"+a.Addr().String(), "-p", fmtInt(int(a.Port())), "-a", anchor,
-		"+root=example.", "+nocrypto", name, qtype).CombinedOutput()
+		"+root="+root, "+nocrypto", name, qtype).CombinedOutput()
 	return string(out)
 }
 

@@ -72,7 +72,10 @@ type state struct {
 	// base is the configuration as loaded, before its catalogs were expanded into zones (cfg;
 	// catalog.go).
 	base *config.Config
-	down        map[string]bool
+	down map[string]bool
+	// keysAt is the clock when the signers were built: a policy's key transition after it calls
+	// for a rebuild (keys.go).
+	keysAt time.Time
 }
 
 // Server is an authoritative DNS server.
@@ -113,6 +116,8 @@ type Server struct {
 	dot *dotListener
 	// udpLocal is the UDP listener's address, the response address of dnstap's UDP messages.
 	udpLocal netip.AddrPort
+	// keys is the key policies' loop (keys.go).
+	keys keyLoop
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -189,7 +194,8 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 			return nil, err
 		}
 	}
-	signers, dnskeys, err := s.buildSigners(cfg)
+	keysAt := s.now()
+	signers, dnskeys, err := s.buildSigners(cfg, keysAt)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +253,8 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	}
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
-		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down, base: base}, nil
+		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down, base: base,
+		keysAt: keysAt}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {
@@ -349,6 +356,8 @@ func (s *Server) Start(ctx context.Context) error {
 	s.coarse.Store(time.Now().Unix())
 	s.wg.Add(1)
 	go s.runClock()
+	s.wg.Add(1)
+	go s.runKeys()
 	s.startHealth(s.state.Load())
 	s.watchGeo(s.state.Load().cfg)
 	s.notifyAll(s.state.Load())

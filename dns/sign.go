@@ -4,19 +4,21 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	mdns "github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/dnssec"
+	"github.com/switchyard/switchyard/dns/keyroll"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
 // buildSigners loads the DNSSEC keys of the signed zones and returns their signers and the
 // DNSKEY RRsets the zones publish, by origin; a missing or bad key fails the build, so a reload
 // keeps the old zones.
-func (s *Server) buildSigners(cfg *config.Config) (map[string]*dnssec.Signer, map[string][]mdns.RR, error) {
+func (s *Server) buildSigners(cfg *config.Config, now time.Time) (map[string]*dnssec.Signer, map[string][]mdns.RR, error) {
 	out := map[string]*dnssec.Signer{}
 	keys := map[string][]mdns.RR{}
 	for i := range cfg.Zones {
@@ -24,19 +26,39 @@ func (s *Server) buildSigners(cfg *config.Config) (map[string]*dnssec.Signer, ma
 		if zc.DNSSEC == nil {
 			continue
 		}
-		sg, err := dnssec.New(zc.Origin, zc.DNSSEC, cfg.Dir)
+		sg, cds, err := s.newSigner(zc, cfg.Dir, now)
 		if err != nil {
 			return nil, nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
 		}
 		sg.Stats = &s.sigStats
 		sg.Now = s.now
-		keys[zc.Origin] = sg.DNSKEYs()
+		keys[zc.Origin] = append(slices.Clone(sg.DNSKEYs()), cds...)
 		if sg.NSEC3 {
 			keys[zc.Origin] = append(slices.Clone(keys[zc.Origin]), dnssec.NSEC3PARAM(zc.Origin, 0))
 		}
 		out[zc.Origin] = sg
 	}
 	return out, keys, nil
+}
+
+// newSigner makes zc's signer: from its key files, or from its key policy's keys at now,
+// the policy advanced first (keys generated, rollovers scheduled: keys.go); the second value is
+// the policy's CDS and CDNSKEY records.
+func (s *Server) newSigner(zc *config.Zone, dir string, now time.Time) (*dnssec.Signer, []mdns.RR, error) {
+	d := zc.DNSSEC
+	if d.Policy == nil {
+		sg, err := dnssec.New(zc.Origin, d, dir)
+		return sg, nil, err
+	}
+	r, st, err := s.advanceKeys(zc, dir, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, cds, err := r.KeySet(st, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dnssec.NewFromKeys(zc.Origin, d, ks), keyroll.CDS(zc.Origin, d.DNSKEYTTL, cds), nil
 }
 
 // signAnswer turns resp, the answer to a DO=1 query for a signed zone, into a signed one: a

@@ -37,7 +37,7 @@ func init() {
      switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)
      switchyard dns status --metrics 127.0.0.1:9153   (zones' serials, dynamic updates taken)
      switchyard dns upgrade --control /run/switchyard/dns.sock   (with dns run --control ...)`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), dnsStatusCmd(), upgradeCommand("dns")},
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), dnsKeysCmd(), dnsStatusCmd(), upgradeCommand("dns")},
 	})
 }
 

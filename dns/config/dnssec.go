@@ -35,6 +35,14 @@ type DNSSEC struct {
 	Refresh Duration `yaml:"refresh"`
 	// DNSKEYTTL is the TTL of the DNSKEY RRset (default 3600).
 	DNSKEYTTL uint32 `yaml:"dnskey_ttl"`
+	// Policy generates and rolls the zone's keys itself (package keyroll) instead of key files
+	// named by hand; the keys and their state live in KeyDir.
+	Policy *KeyPolicy `yaml:"policy"`
+	// KeyDir is where a policy keeps the zone's key files and its state file (relative paths
+	// resolve from the configuration's directory).
+	KeyDir string `yaml:"key_dir"`
+	// DSCheck is how a policy learns that the parent serves the DS of a new KSK or CSK.
+	DSCheck *DSCheck `yaml:"ds_check"`
 	// Denial is how names and types that do not exist are proven so: compact (RFC 9824's
 	// compact denial, the default) or nsec3 (NSEC3 records made per answer, RFC 5155 with RFC
 	// 9276's parameters: for validators and tools that do not know compact denial).
@@ -60,7 +68,11 @@ func validateDNSSEC(z *Zone) error {
 		return nil
 	}
 	where := fmt.Sprintf("line %d: zone %s: field dnssec", d.Line, z.Origin)
+	if err := validatePolicy(z, where); err != nil {
+		return err
+	}
 	switch {
+	case d.Policy != nil:
 	case d.KeyFile != "" && (d.KSKFile != "" || d.ZSKFile != ""):
 		return errors.New(where + ": key_file (a CSK) and ksk_file/zsk_file exclude each other; keep one scheme")
 	case d.KeyFile == "" && d.KSKFile == "" && d.ZSKFile == "":
@@ -96,3 +108,92 @@ const (
 	DenialCompact = "compact"
 	DenialNSEC3   = "nsec3"
 )
+
+// KeyPolicy is how a zone's keys are made and rolled (RFC 7583 timings; docs/dns.md "Key policy").
+type KeyPolicy struct {
+	// Algorithm is 13 (ECDSA P-256 / SHA-256, the default) or 15 (Ed25519).
+	Algorithm uint8 `yaml:"algorithm"`
+	// Scheme is csk (one combined key, the default) or ksk_zsk.
+	Scheme string `yaml:"scheme"`
+	// ZSKLifetime is how long a ZSK signs before its successor takes over (default 30 days).
+	ZSKLifetime Duration `yaml:"zsk_lifetime"`
+	// KSKLifetime is how long a KSK or CSK is active before a rollover starts (default 365 days).
+	KSKLifetime Duration `yaml:"ksk_lifetime"`
+	// PropagationDelay is how long a change takes to reach every secondary and the parent's
+	// servers (Dprp and DprpP of RFC 7583; default 1h).
+	PropagationDelay Duration `yaml:"propagation_delay"`
+	// ZoneMaxTTL is the largest TTL of the zone's RRsets (TTLsig of RFC 7583; default 86400). It
+	// is trusted as given: set it at or above the zone's largest TTL.
+	ZoneMaxTTL uint32 `yaml:"zone_max_ttl"`
+	// ParentDSTTL is the TTL of the DS at the parent (TTLds; default 86400), used until a
+	// ds_check has seen the real one.
+	ParentDSTTL uint32 `yaml:"parent_ds_ttl"`
+}
+
+// DSCheck queries the parent's servers for the zone's DS until the new KSK's DS is seen there.
+type DSCheck struct {
+	// Parents are the parent zone's authoritative servers, host:port.
+	Parents []string `yaml:"parents"`
+	// Interval is how often they are asked while a DS is awaited (default 1h).
+	Interval Duration `yaml:"interval"`
+}
+
+// The key schemes of KeyPolicy.Scheme.
+const (
+	SchemeCSK    = "csk"
+	SchemeKSKZSK = "ksk_zsk"
+)
+
+func validatePolicy(z *Zone, where string) error {
+	d := z.DNSSEC
+	if d.Policy == nil {
+		if d.KeyDir != "" || d.DSCheck != nil {
+			return errors.New(where + ": key_dir and ds_check belong to a key policy; add policy: {} or drop them")
+		}
+		return nil
+	}
+	p := d.Policy
+	switch {
+	case d.KeyFile != "" || d.KSKFile != "" || d.ZSKFile != "" || len(d.Publish) > 0:
+		return errors.New(where + ": policy makes its own keys; drop key_file, ksk_file, zsk_file and publish, or drop policy")
+	case d.KeyDir == "":
+		return errors.New(where + ".key_dir: missing; a policy keeps its keys and state there (e.g. /var/lib/switchyard/keys)")
+	}
+	switch p.Algorithm {
+	case 0:
+		p.Algorithm = 13
+	case 13, 15:
+	case 8:
+		return errors.New(where + ".policy.algorithm: 8 (RSASHA256) is not implemented; use 13 (ECDSA P-256) or 15 (Ed25519)")
+	default:
+		return fmt.Errorf("%s.policy.algorithm: %d is unknown; use 13 (ECDSA P-256) or 15 (Ed25519)", where, p.Algorithm)
+	}
+	switch p.Scheme {
+	case "":
+		p.Scheme = SchemeCSK
+	case SchemeCSK, SchemeKSKZSK:
+	default:
+		return fmt.Errorf("%s.policy.scheme: unknown %q; use csk or ksk_zsk", where, p.Scheme)
+	}
+	def := func(v *Duration, d time.Duration) {
+		if *v == 0 {
+			*v = Duration(d)
+		}
+	}
+	def(&p.ZSKLifetime, 30*24*time.Hour)
+	def(&p.KSKLifetime, 365*24*time.Hour)
+	def(&p.PropagationDelay, time.Hour)
+	if p.ZoneMaxTTL == 0 {
+		p.ZoneMaxTTL = 86400
+	}
+	if p.ParentDSTTL == 0 {
+		p.ParentDSTTL = 86400
+	}
+	if d.DSCheck != nil {
+		if len(d.DSCheck.Parents) == 0 {
+			return errors.New(where + ".ds_check.parents: empty; name the parent zone's servers (host:port)")
+		}
+		def(&d.DSCheck.Interval, time.Hour)
+	}
+	return nil
+}

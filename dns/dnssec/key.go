@@ -8,11 +8,12 @@ package dnssec
 import (
 	"bufio"
 	"bytes"
+	"crypto"
 	"crypto/ecdh"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -34,7 +35,7 @@ type Key struct {
 	DNSKEY *dns.DNSKEY
 	// Tag is the key tag (RFC 4034 appendix B) that RRSIGs and DS records name.
 	Tag  uint16
-	priv *ecdsa.PrivateKey
+	priv crypto.Signer // *ecdsa.PrivateKey (algorithm 13) or ed25519.PrivateKey (15)
 }
 
 // SEP reports whether the key has the secure entry point bit (a KSK or CSK).
@@ -42,13 +43,25 @@ func (k *Key) SEP() bool { return k.DNSKEY.Flags&1 == 1 }
 
 // Generate makes a new P-256 key for zone (fully qualified) with flags FlagsKSK or FlagsZSK.
 func Generate(zone string, flags uint16, ttl uint32) (*Key, error) {
+	return GenerateAlgorithm(zone, dns.ECDSAP256SHA256, flags, ttl)
+}
+
+// Algorithms are the signing algorithms supported, by number, with their names.
+var Algorithms = map[uint8]string{dns.ECDSAP256SHA256: "ECDSAP256SHA256", dns.ED25519: "ED25519"}
+
+// GenerateAlgorithm makes a new key of algorithm alg (13: ECDSA P-256, 15: Ed25519).
+func GenerateAlgorithm(zone string, alg uint8, flags uint16, ttl uint32) (*Key, error) {
+	if Algorithms[alg] == "" {
+		return nil, fmt.Errorf("generate dnssec key: algorithm %d is not supported; use 13 (ECDSAP256SHA256) or 15 (ED25519)", alg)
+	}
 	k := &dns.DNSKEY{Hdr: dns.RR_Header{Name: dns.CanonicalName(zone), Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl},
-		Flags: flags, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	priv, err := k.Generate(256)
+		Flags: flags, Protocol: 3, Algorithm: alg}
+	priv, err := k.Generate(256) // miekg takes 256 bits for both algorithms
+
 	if err != nil {
 		return nil, fmt.Errorf("generate dnssec key: %w", err)
 	}
-	return &Key{DNSKEY: k, Tag: k.KeyTag(), priv: priv.(*ecdsa.PrivateKey)}, nil
+	return &Key{DNSKEY: k, Tag: k.KeyTag(), priv: priv.(crypto.Signer)}, nil
 }
 
 // DS returns the delegation signer record (SHA-256 digest, RFC 4509) for the parent zone.
@@ -62,8 +75,8 @@ func (k *Key) File(now time.Time) []byte {
 		kind = "KSK or CSK"
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "; switchyard DNSSEC key for %s: %s, flags %d, algorithm 13 (ECDSAP256SHA256), key tag %d\n",
-		k.DNSKEY.Hdr.Name, kind, k.DNSKEY.Flags, k.Tag)
+	fmt.Fprintf(&b, "; switchyard DNSSEC key for %s: %s, flags %d, algorithm %d (%s), key tag %d\n",
+		k.DNSKEY.Hdr.Name, kind, k.DNSKEY.Flags, k.DNSKEY.Algorithm, Algorithms[k.DNSKEY.Algorithm], k.Tag)
 	fmt.Fprintf(&b, "; created %s; keep this file secret (mode 0600)\n", now.UTC().Format(time.RFC3339))
 	fmt.Fprintln(&b, k.DNSKEY.String())
 	b.WriteString(k.DNSKEY.PrivateKeyString(k.priv))
@@ -117,14 +130,24 @@ func LoadKey(path, zone string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dnssec key %s: read the private key: %w", path, err)
 	}
-	ec, ok := priv.(*ecdsa.PrivateKey)
-	if !ok || ec.Curve != elliptic.P256() {
-		return nil, fmt.Errorf("dnssec key %s: the private key is not ECDSA P-256; generate one with `switchyard dns keygen`", path)
+	var derived []byte
+	switch p := priv.(type) {
+	case *ecdsa.PrivateKey:
+		if p.Curve == elliptic.P256() && pub.Algorithm == dns.ECDSAP256SHA256 {
+			derived = ecPublic(p)
+		}
+	case ed25519.PrivateKey:
+		if pub.Algorithm == dns.ED25519 {
+			derived = p.Public().(ed25519.PublicKey)
+		}
 	}
-	if !bytes.Equal(ecPublic(ec), pubBytes(pub)) {
+	if derived == nil {
+		return nil, fmt.Errorf("dnssec key %s: the private key is not of algorithm %d; generate one with `switchyard dns keygen`", path, pub.Algorithm)
+	}
+	if !bytes.Equal(derived, pubBytes(pub)) {
 		return nil, fmt.Errorf("dnssec key %s: the private key does not match the DNSKEY record (tag %d); the file was edited or mixed up", path, pub.KeyTag())
 	}
-	return &Key{DNSKEY: pub, Tag: pub.KeyTag(), priv: ec}, nil
+	return &Key{DNSKEY: pub, Tag: pub.KeyTag(), priv: priv.(crypto.Signer)}, nil
 }
 
 func parseDNSKEY(line string) (*dns.DNSKEY, error) {
@@ -140,8 +163,8 @@ func parseDNSKEY(line string) (*dns.DNSKEY, error) {
 }
 
 func checkPublic(k *dns.DNSKEY, zone string) error {
-	if k.Algorithm != dns.ECDSAP256SHA256 {
-		return fmt.Errorf("algorithm %d is not supported; only 13 (ECDSAP256SHA256): make a key with `switchyard dns keygen`", k.Algorithm)
+	if Algorithms[k.Algorithm] == "" {
+		return fmt.Errorf("algorithm %d is not supported; only 13 (ECDSAP256SHA256) and 15 (ED25519): make a key with `switchyard dns keygen`", k.Algorithm)
 	}
 	if !strings.EqualFold(dns.Fqdn(k.Hdr.Name), zone) {
 		return fmt.Errorf("the key belongs to %s, not to zone %s; use that zone's key", k.Hdr.Name, zone)
@@ -149,8 +172,8 @@ func checkPublic(k *dns.DNSKEY, zone string) error {
 	if k.Flags != FlagsKSK && k.Flags != FlagsZSK || k.Protocol != 3 {
 		return fmt.Errorf("flags %d protocol %d: want flags 256 (ZSK) or 257 (KSK/CSK), protocol 3", k.Flags, k.Protocol)
 	}
-	if len(pubBytes(k)) != 64 {
-		return errors.New("the public key is not 64 bytes of P-256 point")
+	if want := map[uint8]int{dns.ECDSAP256SHA256: 64, dns.ED25519: 32}[k.Algorithm]; len(pubBytes(k)) != want {
+		return fmt.Errorf("the public key is %d bytes, not the %d of algorithm %d", len(pubBytes(k)), want, k.Algorithm)
 	}
 	return nil
 }

@@ -44,6 +44,12 @@ type Stats struct {
 	Signed, Hits atomic.Uint64
 }
 
+// KeySet is the keys of a zone at one moment: those that sign its data (ZSKs), those that sign
+// its DNSKEY RRset (KSKs) and every key in that RRset (Published; the signing keys are added).
+type KeySet struct {
+	ZSKs, KSKs, Published []*Key
+}
+
 // New loads the keys of cfg (paths relative to dir) for zone and prepares a signer.
 func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 	load := func(p string) (*Key, error) {
@@ -52,8 +58,7 @@ func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 		}
 		return LoadKey(p, zone)
 	}
-	s := &Signer{Zone: zone, validity: int64(cfg.Validity.D().Seconds()), refresh: int64(cfg.Refresh.D().Seconds()),
-		seed: maphash.MakeSeed(), Now: time.Now, NSEC3: cfg.Denial == config.DenialNSEC3}
+	var ks KeySet
 	if cfg.KeyFile != "" {
 		k, err := load(cfg.KeyFile)
 		if err != nil {
@@ -63,7 +68,7 @@ func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 			return nil, fmt.Errorf("dnssec key_file %s: flags %d is a ZSK; a CSK needs flags 257 (`switchyard dns keygen` makes one), or use ksk_file and zsk_file",
 				cfg.KeyFile, k.DNSKEY.Flags)
 		}
-		s.zsks, s.ksks = []*Key{k}, []*Key{k}
+		ks.ZSKs, ks.KSKs = []*Key{k}, []*Key{k}
 	} else {
 		ksk, err := load(cfg.KSKFile)
 		if err != nil {
@@ -77,21 +82,28 @@ func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 			return nil, fmt.Errorf("dnssec ksk_file %s has flags %d and zsk_file %s flags %d: want 257 and 256 (`switchyard dns keygen --type ksk|zsk`)",
 				cfg.KSKFile, ksk.DNSKEY.Flags, cfg.ZSKFile, zsk.DNSKEY.Flags)
 		}
-		s.zsks, s.ksks = []*Key{zsk}, []*Key{ksk}
+		ks.ZSKs, ks.KSKs = []*Key{zsk}, []*Key{ksk}
 	}
-	all := append(slices.Clone(s.ksks), s.zsks...)
 	for _, p := range cfg.Publish {
 		k, err := load(p)
 		if err != nil {
 			return nil, err
 		}
 		if k.SEP() {
-			s.ksks = append(s.ksks, k) // a KSK rollover signs the DNSKEY RRset with both keys
+			ks.KSKs = append(ks.KSKs, k) // a KSK rollover signs the DNSKEY RRset with both keys
 		}
-		all = append(all, k)
+		ks.Published = append(ks.Published, k)
 	}
+	return NewFromKeys(zone, cfg, ks), nil
+}
+
+// NewFromKeys prepares a signer for zone with the keys of ks (a key policy's keys of the moment,
+// package keyroll, or the files of New).
+func NewFromKeys(zone string, cfg *config.DNSSEC, ks KeySet) *Signer {
+	s := &Signer{Zone: zone, zsks: ks.ZSKs, ksks: ks.KSKs, validity: int64(cfg.Validity.D().Seconds()),
+		refresh: int64(cfg.Refresh.D().Seconds()), seed: maphash.MakeSeed(), Now: time.Now, NSEC3: cfg.Denial == config.DenialNSEC3}
 	seen := map[uint16]bool{}
-	for _, k := range all {
+	for _, k := range slices.Concat(ks.KSKs, ks.ZSKs, ks.Published) {
 		if seen[k.Tag] {
 			continue
 		}
@@ -102,7 +114,7 @@ func New(zone string, cfg *config.DNSSEC, dir string) (*Signer, error) {
 		s.dnskeys = append(s.dnskeys, &d)
 	}
 	s.cache.init()
-	return s, nil
+	return s
 }
 
 // DNSKEYs returns the DNSKEY RRset to publish at the apex.
@@ -145,7 +157,7 @@ func (s *Signer) Sign(set []dns.RR) ([]dns.RR, int64, error) {
 	for _, k := range signers {
 		h := set[0].Header()
 		sig := &dns.RRSIG{Hdr: dns.RR_Header{Name: h.Name, Rrtype: dns.TypeRRSIG, Class: h.Class, Ttl: h.Ttl},
-			Algorithm: dns.ECDSAP256SHA256, OrigTtl: h.Ttl, KeyTag: k.Tag, SignerName: s.Zone,
+			Algorithm: k.DNSKEY.Algorithm, OrigTtl: h.Ttl, KeyTag: k.Tag, SignerName: s.Zone,
 			Inception: uint32(start - int64(inceptionSkew.Seconds())), Expiration: uint32(start + s.validity)}
 		if err := sig.Sign(k.priv, set); err != nil {
 			return nil, 0, fmt.Errorf("sign %s %s: %w", h.Name, dns.TypeToString[h.Rrtype], err)

@@ -13,8 +13,10 @@ import (
 // transferred reports whether records of type t are part of a zone transfer: not the SOA
 // (which frames it) and not the DNSKEYs, the online signer's (Build's keys): without the
 // signatures, which are made per answer, a secondary could not serve them, so transfers carry
-// the zone unsigned.
-func transferred(t uint16) bool { return t != dns.TypeSOA && t != dns.TypeDNSKEY }
+// the zone unsigned; a key policy's CDS and CDNSKEY go with the DNSKEYs.
+func transferred(t uint16) bool {
+	return t != dns.TypeSOA && t != dns.TypeDNSKEY && t != dns.TypeCDS && t != dns.TypeCDNSKEY
+}
 
 // canonical is the zone's owners in canonical order, sorted on first use (a transfer): zones
 // that are never transferred do not pay for it.

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sydns "github.com/switchyard/switchyard/dns"
+	"github.com/switchyard/switchyard/dns/config"
+)
+
+// TestDnsKeys: `dns keys` lists the keys a policy zone's server made, with their states; before
+// the server ran it says there are none and makes none.
+func TestDnsKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dns.yaml")
+	yml := `listen: 127.0.0.1:0
+zones:
+  - origin: example.org.
+    dnssec: {key_dir: keys, policy: {scheme: ksk_zsk}}
+    records: ["@ SOA ns1 hostmaster 1 3600 600 604800 60", "@ NS ns1", "ns1 A 127.0.0.1"]
+`
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runDNSCLI(t, context.Background(), "keys", "--config", path)
+	if err != nil || !strings.Contains(out, "no keys yet") {
+		t.Fatalf("keys before the server ran: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keys")); err == nil {
+		t.Fatal("dns keys created the key directory; it must only read")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sydns.NewServer(cfg, sydns.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runDNSCLI(t, context.Background(), "keys", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"zone example.org.: policy ksk_zsk, algorithm 13", "ksk", "zsk", "active", "next transition"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dns keys lacks %q:\n%s", want, out)
+		}
+	}
+}

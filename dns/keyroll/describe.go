@@ -1,0 +1,57 @@
+package keyroll
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/switchyard/switchyard/dns/config"
+)
+
+// Dir is the key directory of a policy zone's dnssec block, relative to the configuration's
+// directory cfgDir.
+func Dir(d *config.DNSSEC, cfgDir string) string {
+	if filepath.IsAbs(d.KeyDir) || cfgDir == "" {
+		return d.KeyDir
+	}
+	return filepath.Join(cfgDir, d.KeyDir)
+}
+
+// Describe lists the keys of zone at now for `switchyard dns keys`: role, tag, state, each
+// timestamp, the DS awaited at the parent and the next transition. It reads the state only.
+func Describe(zone string, d *config.DNSSEC, cfgDir string, now time.Time) ([]string, error) {
+	dir := Dir(d, cfgDir)
+	r, err := NewRoller(zone, dir, d)
+	if err != nil {
+		return nil, err
+	}
+	st, err := Load(dir, zone)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Keys) == 0 {
+		return []string{fmt.Sprintf("zone %s: no keys yet in %s; the server makes them when it loads the zone", zone, dir)}, nil
+	}
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	out := []string{fmt.Sprintf("zone %s: policy %s, algorithm %d, keys in %s", zone, d.Policy.Scheme, d.Policy.Algorithm, dir)}
+	for _, k := range st.Keys {
+		out = append(out, fmt.Sprintf("  %s %5d %-9s created %s publish %s active %s retire %s remove %s",
+			k.Role, k.Tag, k.At(now), ts(k.Created), ts(k.Publish), ts(k.Active), ts(k.Retire), ts(k.Remove)))
+	}
+	if k := AwaitingDS(st, now); k != nil {
+		how := "put it at the parent (its CDS and CDNSKEY are published)"
+		if d.DSCheck != nil {
+			how = fmt.Sprintf("asking %v every %s", d.DSCheck.Parents, d.DSCheck.Interval.D())
+		}
+		out = append(out, fmt.Sprintf("  awaiting the DS of %s %d at the parent: %s", k.Role, k.Tag, how))
+	}
+	if next := r.NextEvent(st, now); !next.IsZero() {
+		out = append(out, "  next transition "+ts(next))
+	}
+	return out, nil
+}

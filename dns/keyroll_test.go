@@ -1,0 +1,280 @@
+package dns
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/keyroll"
+)
+
+// rollTimings are the walks' policy: short intervals so a rollover spans minutes of skewed
+// clock, well inside the hour by which signatures are backdated (delv checks them against the
+// real clock).
+const rollPolicy = `dnskey_ttl: 60
+      refresh: 1m
+      validity: 2h
+      policy: {scheme: %s, algorithm: %d, zsk_lifetime: 10m, ksk_lifetime: %s, propagation_delay: 1m, zone_max_ttl: 300, parent_ds_ttl: 60}
+      ds_check: {parents: [%s], interval: 30s}`
+
+func rollChildYAML(dir, scheme string, alg int, kskLife, parent string) string {
+	return `zones:
+  - origin: example.org.
+    dnssec:
+      key_dir: ` + dir + `
+      ` + fmt.Sprintf(rollPolicy, scheme, alg, kskLife, parent) + `
+    records:
+      - "@ SOA ns1 hostmaster 1 3600 600 604800 60"
+      - "@ NS ns1"
+      - "ns1 A 127.0.0.1"
+      - "www 300 A 192.0.2.1"
+`
+}
+
+// reloadParent makes the parent org. serve the delegation to example.org. with ds as its DS set.
+func reloadParent(t *testing.T, parent *Server, ds []*mdns.DS) {
+	t.Helper()
+	yml := `zones:
+  - origin: org.
+    records:
+      - "@ SOA ns hostmaster 1 3600 600 604800 60"
+      - "@ NS ns"
+      - "ns A 127.0.0.1"
+      - "example NS ns1.example"
+      - "ns1.example A 127.0.0.1"
+`
+	for _, d := range ds {
+		yml += fmt.Sprintf("      - \"example 60 DS %d %d %d %s\"\n", d.KeyTag, d.Algorithm, d.DigestType, d.Digest)
+	}
+	cfg, err := config.Parse([]byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen, cfg.Dir = "127.0.0.1:0", "testdata"
+	if err := parent.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dsAnchor writes a delv trust anchor for example.org. naming ds (as a resolver that cached the
+// parent's DS would trust it).
+func dsAnchor(t *testing.T, ds *mdns.DS) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "anchor")
+	a := fmt.Sprintf("trust-anchors { example.org. static-ds %d %d %d \"%s\"; };\n", ds.KeyTag, ds.Algorithm, ds.DigestType, ds.Digest)
+	if err := os.WriteFile(p, []byte(a), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rollStep is what the walk saw while one set of key states held, from at until the next step.
+type rollStep struct {
+	at, until time.Time
+	states    string   // tag:role:state of every key
+	dnskeys   []uint16 // the tags of the DNSKEY RRset
+	signers   []uint16 // the tags of the RRSIGs over www A
+}
+
+// TestKeyRolloverZSK walks a ZSK pre-publish rollover (KSK/ZSK scheme, algorithm 13).
+func TestKeyRolloverZSK(t *testing.T) { walkRollover(t, "ksk_zsk", 13, "1000h", keyroll.RoleZSK) }
+
+// TestKeyRolloverCSK walks a CSK double-signature rollover with the DS submission (Ed25519).
+func TestKeyRolloverCSK(t *testing.T) { walkRollover(t, "csk", 15, "6m", keyroll.RoleCSK) }
+
+// walkRollover starts a parent (org.) and a child (example.org.) with a key policy, and moves
+// the child's clock from one key transition to the next until the first key of role is removed.
+// The parent publishes what the child's CDS asks for, as a registry following RFC 8078 would.
+// In every state delv validates a positive and a negative answer from every DS a resolver may
+// still hold, the DNSKEY RRset carries a signature of the key each of those DS names, and no
+// resolver cache can pair a DNSKEY RRset with data signed by none of its keys.
+func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
+	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
+	dir := t.TempDir()
+	child := startServer(t, rollChildYAML(dir, scheme, alg, kskLife, parent.Addr().String()), Options{})
+	start := time.Now()
+	now := func() time.Time { return child.now() }
+	first := func() *keyroll.KeyState {
+		st, err := keyroll.Load(dir, "example.org.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range st.Keys {
+			if k.Role == role {
+				return k
+			}
+		}
+		t.Fatalf("no %s in %+v", role, st.Keys)
+		return nil
+	}
+	cdsOf := func() []*mdns.DS {
+		var out []*mdns.DS
+		for _, rr := range exchange(t, child, doQuery("example.org.", mdns.TypeCDS, false), true).Answer {
+			if c, ok := rr.(*mdns.CDS); ok {
+				out = append(out, &c.DS)
+			}
+		}
+		return out
+	}
+	// The parent's DS set, and each DS a resolver may still have cached, until when.
+	parentDS := cdsOf()
+	if len(parentDS) != 1 {
+		t.Fatalf("a new zone's CDS: %v, want one", parentDS)
+	}
+	reloadParent(t, parent, parentDS)
+	live := map[string]time.Time{parentDS[0].String(): {}}
+	liveDS := map[string]*mdns.DS{parentDS[0].String(): parentDS[0]}
+	const dsHold = 60*time.Second + time.Minute // the DS TTL and the propagation delay
+
+	var steps []rollStep
+	seen := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		st, _ := keyroll.Load(dir, "example.org.")
+		var states []string
+		for _, k := range st.Keys {
+			s := k.At(now())
+			states = append(states, fmt.Sprintf("%d:%s:%s", k.Tag, k.Role, s))
+			seen[k.Role+":"+s] = true
+		}
+		step := rollStep{at: now(), states: strings.Join(states, " ")}
+		dnskeyResp := exchange(t, child, doQuery("example.org.", mdns.TypeDNSKEY, false), true)
+		for _, rr := range dnskeyResp.Answer {
+			if k, ok := rr.(*mdns.DNSKEY); ok {
+				step.dnskeys = append(step.dnskeys, k.KeyTag())
+			}
+		}
+		for dsText, ds := range liveDS {
+			if !signedBy(dnskeyResp, ds) {
+				t.Errorf("%s: the DNSKEY RRset is not signed by the key of the live DS %s", step.states, dsText)
+			}
+			anchor := dsAnchor(t, ds)
+			for _, q := range [][2]string{{"www.example.org.", "A"}, {"nope.example.org.", "A"}} {
+				out := delvRoot(t, child, anchor, "example.org.", q[0], q[1])
+				if !strings.Contains(out, "fully validated") {
+					t.Errorf("%s: delv %s %s with DS %d: not validated:\n%s", step.states, q[0], q[1], ds.KeyTag, out)
+				}
+			}
+		}
+		for _, rr := range exchange(t, child, doQuery("www.example.org.", mdns.TypeA, false), false).Answer {
+			if sig, ok := rr.(*mdns.RRSIG); ok {
+				step.signers = append(step.signers, sig.KeyTag)
+			}
+		}
+		t.Logf("t+%s: %s; DNSKEY %v; www signed by %v; live DS %d", now().Sub(start).Round(time.Second), step.states, step.dnskeys, step.signers, len(liveDS))
+
+		if first().At(now()) == keyroll.Removed {
+			step.until = now().Add(time.Hour)
+			steps = append(steps, step)
+			break
+		}
+		// The registry follows the CDS; a DS it withdrew stays live in caches for dsHold.
+		if cds := cdsOf(); len(cds) > 0 && !sameDS(cds, parentDS) {
+			for _, d := range parentDS {
+				if !slices.ContainsFunc(cds, func(c *mdns.DS) bool { return c.String() == d.String() }) {
+					live[d.String()] = now().Add(dsHold)
+				}
+			}
+			parentDS = cds
+			for _, d := range cds {
+				live[d.String()], liveDS[d.String()] = time.Time{}, d
+			}
+			reloadParent(t, parent, parentDS)
+		}
+		// The next moment something changes: a key transition, a DS check, a cached DS expiring.
+		r, err := keyroll.NewRoller("example.org.", dir, child.Config().Zones[0].DNSSEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := r.NextEvent(st, now())
+		if keyroll.AwaitingDS(st, now()) != nil && (next.IsZero() || next.Sub(now()) > 30*time.Second) {
+			next = now().Add(31 * time.Second)
+		}
+		for _, until := range live {
+			if !until.IsZero() && until.After(now()) && (next.IsZero() || until.Before(next)) {
+				next = until
+			}
+		}
+		if next.IsZero() {
+			t.Fatalf("%s: nothing scheduled and the first %s not removed", step.states, role)
+		}
+		step.until = next
+		steps = append(steps, step)
+		child.skew.Add(int64(next.Sub(now())))
+		for d, until := range live {
+			if !until.IsZero() && !now().Before(until) {
+				delete(live, d)
+				delete(liveDS, d)
+			}
+		}
+		if err := child.keyRound(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now().Sub(start) > 50*time.Minute {
+		t.Fatalf("the walk took %s of skewed clock; signatures made then are not yet valid for delv", now().Sub(start))
+	}
+	for _, s := range []string{keyroll.Generated, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Removed} {
+		if !seen[role+":"+s] {
+			t.Errorf("the walk never saw a %s %s", s, role)
+		}
+	}
+	checkCaches(t, steps)
+}
+
+// checkCaches: a resolver may hold a DNSKEY RRset until Dprp + its TTL after it was last served
+// and data until Dprp + the zone's max TTL; whatever it pairs, some signature over the data must
+// be by a key of the RRset.
+func checkCaches(t *testing.T, steps []rollStep) {
+	t.Helper()
+	keyHold, dataHold := 60*time.Second+time.Minute, 300*time.Second+time.Minute
+	for i, a := range steps {
+		for j, b := range steps {
+			// a's DNSKEY RRset cached with b's data, or b's data cached with a's DNSKEY RRset.
+			close := j >= i && b.at.Sub(a.until) < keyHold || j < i && a.at.Sub(b.until) < dataHold
+			if close && !slices.ContainsFunc(b.signers, func(tag uint16) bool { return slices.Contains(a.dnskeys, tag) }) {
+				t.Errorf("DNSKEY RRset of %q (%v) cannot validate the data of %q (signed by %v)", a.states, a.dnskeys, b.states, b.signers)
+			}
+		}
+	}
+}
+
+func sameDS(a, b []*mdns.DS) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, d := range a {
+		if !slices.ContainsFunc(b, func(x *mdns.DS) bool { return x.String() == d.String() }) {
+			return false
+		}
+	}
+	return true
+}
+
+// signedBy reports whether resp's DNSKEY RRset has a valid RRSIG by the DNSKEY that ds names.
+func signedBy(resp *mdns.Msg, ds *mdns.DS) bool {
+	var keys []mdns.RR
+	for _, rr := range resp.Answer {
+		if k, ok := rr.(*mdns.DNSKEY); ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, rr := range resp.Answer {
+		sig, ok := rr.(*mdns.RRSIG)
+		if !ok || sig.KeyTag != ds.KeyTag {
+			continue
+		}
+		for _, k := range keys {
+			if d := k.(*mdns.DNSKEY).ToDS(ds.DigestType); d != nil && strings.EqualFold(d.Digest, ds.Digest) && sig.Verify(k.(*mdns.DNSKEY), keys) == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
