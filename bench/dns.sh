@@ -10,6 +10,11 @@
 # ROUNDS x SECONDS of DO=1 queries to switchyard signing the zone online (static names, and
 # dynamic names with ECS) and to Knot serving the same zone signed (its automatic signing), so
 # signed q/s sits beside unsigned in the same run (signed_qps, signed_ratio_vs_unsigned).
+# Denial phase: ROUNDS x 3 x 2 x SECONDS of DO=1 queries (static and a negative mix) to switchyard
+# with compact denial, with NSEC3 (denial: nsec3), and to Knot signing with NSEC3.
+# Update phase: ROUNDS x 2 runs of bench/dnsupdate (RFC 2136 with TSIG, at most UPDATES updates
+# and SECONDS each) to switchyard, transferred to a Knot secondary (NOTIFY, IXFR), and to Knot as
+# the primary; then the time until the secondary serves the last serial (bounded: 30 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-dns).
 set -euo pipefail
 
@@ -20,6 +25,9 @@ CLIENTS=${CLIENTS:-4}
 # fewer than 200 small datagrams) overflowed whenever the server was descheduled on the shared
 # 2 cores, and the kernel dropped queries (Udp RcvbufErrors) that dnsperf then counted lost.
 OUTSTANDING=${OUTSTANDING:-100}
+# The update phase's bench/dnsupdate: connections (one update at a time on each) and the budget.
+UPDATE_CONNS=${UPDATE_CONNS:-4}
+UPDATES=${UPDATES:-50000}
 BIN=${BIN:-bin/switchyard}
 OUT=bench/out/dns.json
 PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355 PORT_METRICS=25356
@@ -30,6 +38,8 @@ if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1; fi
 require_binary "$BIN" dns
 
 ensure_packages nsd knot dnsperf dnsutils bind9-dnsutils
+WORK_BUILD=$(mktemp -d /tmp/switchyard-dns-bench-build.XXXXXX)
+go build -o "$WORK_BUILD/dnsupdate" ./bench/dnsupdate || bench_fail "could not build bench/dnsupdate"
 ports_free $PORT_SY $PORT_NSD $PORT_KNOT $PORT_METRICS
 
 WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
@@ -37,7 +47,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$WORK_BUILD"
 }
 trap cleanup EXIT
 
@@ -97,6 +107,9 @@ sed 's|^    file: bench.test.zone$|    file: bench.test.zone\n    dnssec: {key_f
 grep -q 'dnssec:' "$WORK/switchyard-signed.yaml" || bench_fail "could not write the signed switchyard config"
 printf 'trust-anchors { bench.test. static-key 257 3 13 "%s"; };\n' \
   "$(awk '$4 == "DNSKEY" {print $8; exit}' "$WORK/keygen.out")" >"$WORK/anchor"
+# The NSEC3 variant: the same key, denial by NSEC3 records made per answer (denial: nsec3).
+sed 's|dnssec: {key_file: bench.key}|dnssec: {key_file: bench.key, denial: nsec3}|' "$WORK/switchyard-signed.yaml" >"$WORK/switchyard-nsec3.yaml"
+grep -q 'denial: nsec3' "$WORK/switchyard-nsec3.yaml" || bench_fail "could not write the NSEC3 switchyard config"
 
 cat > "$WORK/nsd.conf" <<CONF
 server:
@@ -148,6 +161,82 @@ CONF
 mkdir -p "$WORK/knot-signed"
 sed -e "s|$WORK/knot\"|$WORK/knot-signed\"|" -e 's|    journal-content: none|    journal-content: all\n    zonefile-load: difference-no-serial|' \
   -e 's|    file: peer.zone|    file: peer.zone\n    dnssec-signing: on|' "$WORK/knot.conf" >"$WORK/knot-signed.conf"
+# Knot signing with NSEC3 (RFC 9276's parameters, as switchyard's: no iterations, no salt): the
+# peer of the denial phase.
+mkdir -p "$WORK/knot-nsec3"
+# (Knot wants a policy defined before the zones that name it.)
+sed -e "s|$WORK/knot-signed\"|$WORK/knot-nsec3\"|" -e 's|    dnssec-signing: on|    dnssec-signing: on\n    dnssec-policy: nsec3|' \
+  -e 's|^template:$|policy:\n  - id: nsec3\n    nsec3: on\n    nsec3-iterations: 0\n    nsec3-salt-length: 0\ntemplate:|' \
+  "$WORK/knot-signed.conf" >"$WORK/knot-nsec3.conf"
+grep -q 'dnssec-policy: nsec3' "$WORK/knot-nsec3.conf" || bench_fail "could not write the NSEC3 Knot config"
+
+# The update phase: switchyard takes RFC 2136 updates signed with the key upd and hands each new
+# serial to a Knot secondary (NOTIFY, then IXFR); Knot as the primary takes the same updates.
+UPD_SECRET=$(head -c 32 /dev/urandom | base64)
+{ sed -n '1p' "$WORK/switchyard.yaml"
+  printf 'tsig_keys:\n  - {name: upd, algorithm: hmac-sha256, secret: "%s"}\n' "$UPD_SECRET"
+  sed -e '1d' -e 's|^    file: bench.test.zone$|    file: bench.test.zone\n    transfer: {allow: [127.0.0.1], notify: ["127.0.0.1:'$PORT_KNOT'"], journal: 1000}\n    update: {allow: [{key: upd}]}|' "$WORK/switchyard.yaml"
+} >"$WORK/switchyard-update.yaml"
+grep -q 'update: {allow' "$WORK/switchyard-update.yaml" || bench_fail "could not write the update switchyard config"
+mkdir -p "$WORK/knot-secondary" "$WORK/knot-update"
+cp "$WORK/peer.zone" "$WORK/knot-update/peer.zone"
+cat > "$WORK/knot-secondary.conf" <<CONF
+server:
+  rundir: "$WORK/knot-secondary"
+  listen: 127.0.0.1@$PORT_KNOT
+  udp-workers: 2
+  tcp-workers: 1
+  background-workers: 1
+log:
+  - target: stderr
+    any: error
+database:
+  storage: "$WORK/knot-secondary"
+remote:
+  - id: switchyard
+    address: 127.0.0.1@$PORT_SY
+acl:
+  - id: notify
+    address: 127.0.0.1
+    action: notify
+template:
+  - id: default
+    storage: "$WORK/knot-secondary"
+    zonefile-sync: -1
+zone:
+  - domain: bench.test
+    master: switchyard
+    acl: notify
+CONF
+cat > "$WORK/knot-update.conf" <<CONF
+server:
+  rundir: "$WORK/knot-update"
+  listen: 127.0.0.1@$PORT_KNOT
+  udp-workers: 2
+  tcp-workers: 1
+  background-workers: 1
+log:
+  - target: stderr
+    any: error
+database:
+  storage: "$WORK/knot-update"
+key:
+  - id: upd
+    algorithm: hmac-sha256
+    secret: $UPD_SECRET
+acl:
+  - id: update
+    key: upd
+    action: update
+template:
+  - id: default
+    storage: "$WORK/knot-update"
+    zonefile-sync: -1
+zone:
+  - domain: bench.test
+    file: peer.zone
+    acl: update
+CONF
 
 # Query files: static names (the NSD comparison) and dynamic names.
 cat > "$WORK/static.txt" <<'Q'
@@ -161,12 +250,23 @@ missing.bench.test A
 www.bench.test MX
 Q
 printf 'app.bench.test A\nw.bench.test A\n' > "$WORK/dynamic.txt"
+# The negative mix of the denial phase: each static question in turn, then one of 200 missing
+# names (NXDOMAIN, or NOERROR with compact denial): half the answers carry a denial proof. The
+# names repeat, so switchyard's signature cache holds their proofs after the first pass, as Knot
+# holds its precomputed chain; a flood of never-seen names is another case, not measured here.
+for i in $(seq 200); do sed -n "$(( (i - 1) % 8 + 1 ))p" "$WORK/static.txt"; echo "nx$i.bench.test A"; done >"$WORK/negative.txt"
 ECS_G1="8:000118000a0100" # EDNS Client Subnet option, family 1, /24, 10.1.0.0
 
 # answers PORT succeeds when the server on PORT answers www.bench.test A with its address.
 answers() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.bench.test A 2>/dev/null | grep -q 192.0.2.1; }
 # signs PORT succeeds when the DO=1 answer for www.bench.test A carries an RRSIG.
 signs() { dig +dnssec +norec +time=1 +tries=1 @127.0.0.1 -p "$1" www.bench.test A 2>/dev/null | grep -q 'RRSIG'; }
+# nsec3 PORT succeeds when the DO=1 answer for a missing name is NXDOMAIN with an NSEC3 proof.
+nsec3() {
+  local out
+  out=$(dig +dnssec +norec +time=1 +tries=1 @127.0.0.1 -p "$1" nx1.bench.test A 2>/dev/null) || return 1
+  grep -q 'status: NXDOMAIN' <<<"$out" && grep -q 'NSEC3' <<<"$out"
+}
 # validates NAME TYPE has BIND's validator check switchyard's signed answer against the CSK.
 validates() {
   local out
@@ -182,6 +282,12 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   knot) knotd -c "$WORK/knot.conf" >"$WORK/knot.out" 2>&1 & port=$PORT_KNOT ;;
   switchyard-signed) "$BIN" dns run --config "$WORK/switchyard-signed.yaml" >"$WORK/sy-signed.log" 2>&1 & port=$PORT_SY ;;
   knot-signed) knotd -c "$WORK/knot-signed.conf" >"$WORK/knot-signed.out" 2>&1 & port=$PORT_KNOT ;;
+  switchyard-nsec3) "$BIN" dns run --config "$WORK/switchyard-nsec3.yaml" >"$WORK/sy-nsec3.log" 2>&1 & port=$PORT_SY ;;
+  knot-nsec3) knotd -c "$WORK/knot-nsec3.conf" >"$WORK/knot-nsec3.out" 2>&1 & port=$PORT_KNOT ;;
+  switchyard-update) rm -f "$WORK"/bench.test.zone.updates "$WORK"/bench.test.ixfr
+    "$BIN" dns run --config "$WORK/switchyard-update.yaml" >"$WORK/sy-update.log" 2>&1 & port=$PORT_SY ;;
+  knot-secondary) rm -rf "$WORK/knot-secondary"/*; knotd -c "$WORK/knot-secondary.conf" >"$WORK/knot-secondary.out" 2>&1 & port=$PORT_KNOT ;;
+  knot-update) rm -rf "$WORK/knot-update"/{journal,timers,keys}; knotd -c "$WORK/knot-update.conf" >"$WORK/knot-update.out" 2>&1 & port=$PORT_KNOT ;;
   esac
   PID=$!
   PIDS+=("$PID")
@@ -191,6 +297,8 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   sleep 1
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 5 answers "$port"
   case $1 in *-signed) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port" ;; esac
+  case $1 in *-nsec3) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port"
+    LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 nsec3 "$port" ;; esac
 }
 SY_WRAP=""
 stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
@@ -259,6 +367,9 @@ add() { # key qps lost lat
   LAT[$1]=$(awk -v a="${LAT[$1]:-0}" -v b="$4" 'BEGIN{print a+b}')
 }
 
+avg() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'; }
+avgf() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.3f", a/n}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print 0 }'; }
 echo "dns bench: $ROUNDS rounds x ${SECONDS_PER_RUN}s per server and phase, dnsperf -c $CLIENTS -q $OUTSTANDING, $(nproc) cores"
 for r in $(seq "$ROUNDS"); do
   # Alternate the order every round so no server always runs on a warmer or busier machine.
@@ -308,6 +419,74 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
+# Denial: DO=1 queries to switchyard signing with compact denial and with NSEC3, and to Knot
+# signing the same zone with NSEC3, on the static questions and on the negative mix (half the
+# answers a denial: where a proof costs). delv validates switchyard's NSEC3 answers first.
+for r in $(seq "$ROUNDS"); do
+  if (( r % 2 )); then order="switchyard-nsec3 switchyard-signed knot-nsec3"; else order="knot-nsec3 switchyard-signed switchyard-nsec3"; fi
+  for s in $order; do
+    start "$s"
+    if [ "$s" = switchyard-nsec3 ] && [ "$r" = 1 ]; then
+      validates www.bench.test A; validates nx1.bench.test A; validates www.bench.test TXT
+    fi
+    for set in static negative; do
+      perf "round $r $s $set DO=1" "$s" "$WORK/$set.txt" "NOERROR NXDOMAIN" -D -e
+      read -r q l t _ u <<<"$RESULT"
+      add "denial/$s/$set" "$q" "$l" "$t"; addcpu "denial/$s/$set" "$u"
+      echo "  round $r $s $set DO=1: ${q} q/s, lost $l, ${t} ms, ${u} us CPU per answer"
+    done
+    stop
+  done
+done
+
+# Updates: bench/dnsupdate to switchyard with a Knot secondary following it, and to Knot as the
+# primary, in alternating order; updates applied per second (acknowledged NOERROR), the primary's
+# CPU per update, and how long after the last acknowledgement the secondary serves its serial.
+# serial PORT prints the zone's SOA serial as the server on PORT answers it.
+serial() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" bench.test SOA 2>/dev/null | awk '{print $3}'; }
+updates() { # what port -> sets RESULT "ups p99_ms cpu_us_per_update"
+  local what=$1 port=$2 out ticks ok
+  ticks=$(cpu_ticks)
+  out=$("$WORK_BUILD/dnsupdate" -addr "127.0.0.1:$port" -secret "$UPD_SECRET" -key upd -c "$UPDATE_CONNS" -m 1 \
+    -d "${SECONDS_PER_RUN}s" -n "$UPDATES" -timeout 5s 2>&1) || bench_fail "$what: dnsupdate failed: $out"
+  ticks=$(( $(cpu_ticks) - ticks ))
+  check_loadgen "$what" "$out"
+  ok=$(kv ok "$out")
+  RESULT="$(kv rps "$out") $(kv p99_ms "$out") $(us_per "$ticks" "$ok")"
+}
+for r in $(seq "$ROUNDS"); do
+  if (( r % 2 )); then order="switchyard-update knot-update"; else order="knot-update switchyard-update"; fi
+  for s in $order; do
+    if [ "$s" = switchyard-update ]; then
+      start switchyard-update; SYPID=$PID
+      start knot-secondary; KPID=$PID
+      [ "$(serial $PORT_KNOT)" = "$(serial $PORT_SY)" ] || bench_fail "round $r: the Knot secondary does not serve switchyard's serial before the updates"
+      PID=$SYPID
+      updates "round $r switchyard updates" $PORT_SY
+      read -r q p u <<<"$RESULT"
+      t0=$(date +%s%N); want=$(serial $PORT_SY); deadline=$((SECONDS + 30))
+      until [ "$(serial $PORT_KNOT)" = "$want" ]; do
+        [ "$SECONDS" -lt "$deadline" ] || bench_fail "round $r: the Knot secondary did not serve serial $want within 30 s of the last update (it serves $(serial $PORT_KNOT))"
+        sleep 0.01
+      done
+      lag=$(( ($(date +%s%N) - t0) / 1000000 ))
+      add update/switchyard "$q" 0 "$p"; addcpu update/switchyard "$u"; addcpu update/lag "$lag"
+      echo "  round $r switchyard: $q updates/s applied, p99 $p ms, $u us CPU per update; Knot secondary serves serial $want $lag ms after the last"
+      PID=$KPID; stop; PID=$SYPID; stop
+    else
+      start knot-update
+      updates "round $r knot updates" $PORT_KNOT
+      read -r q p u <<<"$RESULT"
+      add update/knot "$q" 0 "$p"; addcpu update/knot "$u"
+      echo "  round $r knot primary: $q updates/s applied, p99 $p ms, $u us CPU per update"
+      stop
+    fi
+  done
+done
+uq=$(avg "${QPS[update/switchyard]}"); ukq=$(avg "${QPS[update/knot]}")
+echo "updates/s: switchyard $uq (p99 $(avgf "${LAT[update/switchyard]}") ms, $(avgf "${CPU[update/switchyard]}") us CPU), knot primary $ukq (p99 $(avgf "${LAT[update/knot]}") ms, $(avgf "${CPU[update/knot]}") us CPU); switchyard / knot $(ratio "$uq" "$ukq"); Knot secondary serves the last $(avg "${CPU[update/lag]}") ms after it"
+UPDATE_JSON="\"update_qps\": $uq, \"update_p99_ms\": $(avgf "${LAT[update/switchyard]}"), \"update_cpu_us\": $(avgf "${CPU[update/switchyard]}"), \"update_secondary_lag_ms\": $(avg "${CPU[update/lag]}"), \"knot_update_qps\": $ukq, \"knot_update_p99_ms\": $(avgf "${LAT[update/knot]}"), \"knot_update_cpu_us\": $(avgf "${CPU[update/knot]}"), \"update_ratio_vs_knot\": $(ratio "$uq" "$ukq"), "
+
 # Core scaling: switchyard on one core (taskset -c 0, GOMAXPROCS=1) against both cores, static
 # names, same load, the order alternating by round. dnsperf shares the two cores with the server
 # (on one core the server leaves dnsperf a core of its own), so q/s understates scaling; the CPU
@@ -327,9 +506,6 @@ done
 SY_WRAP=""
 
 declare -A CPUAVG
-avg() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'; }
-avgf() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.3f", a/n}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print 0 }'; }
 
 sy=$(avg "${QPS[switchyard/static]}"); nsd=$(avg "${QPS[nsd/static]}"); knot=$(avg "${QPS[knot/static]}")
 sye=$(avg "${QPS[switchyard/ecs]}"); nsde=$(avg "${QPS[nsd/ecs]}"); knote=$(avg "${QPS[knot/ecs]}")
@@ -365,6 +541,26 @@ echo "switchyard static: 1 core $c1 q/s (lost ${LOST[cores1]}), 2 cores $c2 q/s 
 cc1=$(avgf "${CPU[cores1]}"); cc2=$(avgf "${CPU[cores2]}")
 echo "switchyard CPU per static answer: 1 core $cc1 us, 2 cores $cc2 us (1 / 2: $(ratio "$cc1" "$cc2"))"
 
+declare -A DQ DC
+for s in switchyard-signed switchyard-nsec3 knot-nsec3; do
+  for set in static negative; do DQ[$s/$set]=$(avg "${QPS[denial/$s/$set]}"); DC[$s/$set]=$(avgf "${CPU[denial/$s/$set]}"); done
+done
+echo "denial (DO=1), q/s and CPU per answer, static / negative mix:"
+for s in switchyard-signed switchyard-nsec3 knot-nsec3; do
+  echo "  $s: ${DQ[$s/static]} / ${DQ[$s/negative]} q/s (lost ${LOST[denial/$s/static]} / ${LOST[denial/$s/negative]}), ${DC[$s/static]} / ${DC[$s/negative]} us"
+done
+echo "switchyard / knot NSEC3 q/s: nsec3 $(ratio "${DQ[switchyard-nsec3/static]}" "${DQ[knot-nsec3/static]}") / $(ratio "${DQ[switchyard-nsec3/negative]}" "${DQ[knot-nsec3/negative]}"), compact $(ratio "${DQ[switchyard-signed/static]}" "${DQ[knot-nsec3/static]}") / $(ratio "${DQ[switchyard-signed/negative]}" "${DQ[knot-nsec3/negative]}")"
+echo "knot NSEC3 CPU per answer / switchyard's: nsec3 $(ratio "${DC[knot-nsec3/static]}" "${DC[switchyard-nsec3/static]}") / $(ratio "${DC[knot-nsec3/negative]}" "${DC[switchyard-nsec3/negative]}"), compact $(ratio "${DC[knot-nsec3/static]}" "${DC[switchyard-signed/static]}") / $(ratio "${DC[knot-nsec3/negative]}" "${DC[switchyard-signed/negative]}")"
+DENIAL_JSON=""
+for s in switchyard-signed switchyard-nsec3 knot-nsec3; do
+  case $s in switchyard-signed) k=compact ;; switchyard-nsec3) k=nsec3 ;; knot-nsec3) k=knot_nsec3 ;; esac
+  DENIAL_JSON+="\"${k}_qps\": ${DQ[$s/static]}, \"${k}_neg_qps\": ${DQ[$s/negative]}, \"${k}_cpu_us\": ${DC[$s/static]}, \"${k}_neg_cpu_us\": ${DC[$s/negative]}, \"${k}_lost\": $(( ${LOST[denial/$s/static]} + ${LOST[denial/$s/negative]} )), "
+done
+for k in nsec3 compact; do
+  case $k in nsec3) s=switchyard-nsec3 ;; compact) s=switchyard-signed ;; esac
+  DENIAL_JSON+="\"${k}_ratio_vs_knot_nsec3\": $(ratio "${DQ[$s/static]}" "${DQ[knot-nsec3/static]}"), \"${k}_neg_ratio_vs_knot_nsec3\": $(ratio "${DQ[$s/negative]}" "${DQ[knot-nsec3/negative]}"), \"${k}_cpu_ratio_knot_nsec3_vs\": $(ratio "${DC[knot-nsec3/static]}" "${DC[$s/static]}"), \"${k}_neg_cpu_ratio_knot_nsec3_vs\": $(ratio "${DC[knot-nsec3/negative]}" "${DC[$s/negative]}"), "
+done
+
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_xdp_qps": $syx, "switchyard_xdp_lost": ${LOST[switchyard-xdp/static]}, "switchyard_xdp_latency_ms": $syxl, "xdp_ratio_vs_nsd": $(ratio "$syx" "$nsd"), "xdp_ratio_vs_knot": $(ratio "$syx" "$knot"), "xdp_ratio_vs_switchyard": $(ratio "$syx" "$sy"), "xdp_latency_ratio_vs_nsd": $(ratio "$syxl" "$nsdl"), "switchyard_xdp_cpu_us": $(avgf "${CPU[switchyard-xdp/static]}"), "switchyard_xdp_client_cpu_us": ${CPUAVG[client/switchyard-xdp]}, "switchyard_client_cpu_us": ${CPUAVG[client/switchyard]}, "nsd_client_cpu_us": ${CPUAVG[client/nsd]}, "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_xdp_qps": $syx, "switchyard_xdp_lost": ${LOST[switchyard-xdp/static]}, "switchyard_xdp_latency_ms": $syxl, "xdp_ratio_vs_nsd": $(ratio "$syx" "$nsd"), "xdp_ratio_vs_knot": $(ratio "$syx" "$knot"), "xdp_ratio_vs_switchyard": $(ratio "$syx" "$sy"), "xdp_latency_ratio_vs_nsd": $(ratio "$syxl" "$nsdl"), "switchyard_xdp_cpu_us": $(avgf "${CPU[switchyard-xdp/static]}"), "switchyard_xdp_client_cpu_us": ${CPUAVG[client/switchyard-xdp]}, "switchyard_client_cpu_us": ${CPUAVG[client/switchyard]}, "nsd_client_cpu_us": ${CPUAVG[client/nsd]}, "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, ${DENIAL_JSON}${UPDATE_JSON}"rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON
