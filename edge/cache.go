@@ -40,6 +40,9 @@ func (e *Edge) serveCacheable(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		if sc := e.sliceRoute(r, primary); sc != nil {
+			if e.servePartial(w, r, primary, key, sc, reqCC, onlyIfCached) { // edge/partial.go
+				return
+			}
 			e.serveSliced(w, r, primary, key, sc, onlyIfCached) // edge/slice.go
 			return
 		}
@@ -669,6 +672,9 @@ func (e *Edge) fillRequest(ctx context.Context, r *http.Request, stored *store.E
 	}
 	if slice != nil {
 		req.Header.Set("Range", slice.rangeValue())
+		if v := slice.ifRange(); v != "" {
+			req.Header.Set("If-Range", v) // a changed object answers whole, never a part to combine
+		}
 	}
 	if e.compress != nil {
 		req.Header.Set("Accept-Encoding", "identity") // stored as it is; codings are made here (compress.go)
@@ -739,6 +745,9 @@ func (e *Edge) fillStore(f *fill, r *http.Request, primary, key string, resp *ht
 			stored := header.Clone()
 			if !bodyless(resp.StatusCode) {
 				stored["Content-Length"] = []string{strconv.FormatInt(n, 10)}
+			}
+			if f.slice != nil && f.slice.raw != "" {
+				stored["Content-Range"] = []string{f.slice.heldRange(n)} // the bytes that came (edge/partial.go)
 			}
 			m := &store.Meta{
 				Key: sliceKey(variantKey(primary, vary, r.Header), f.slice), Primary: primary,

@@ -59,6 +59,9 @@ type Stats struct {
 	// from storage, SliceChanged objects invalidated because a slice's validator or length
 	// differed from the others'.
 	SliceFetches, SliceHits, SliceChanged atomic.Int64
+	// PartialFetches counts partial fills (a client's range forwarded, or the part a partial
+	// entry lacks; edge/partial.go), PartialHits ranges answered from a partial entry.
+	PartialFetches, PartialHits atomic.Int64
 }
 
 // count records one response with the given X-Cache label.
@@ -106,6 +109,8 @@ func (s *Stats) Snapshot() map[string]float64 {
 		"slice_fetches":       float64(s.SliceFetches.Load()),
 		"slice_hits":          float64(s.SliceHits.Load()),
 		"slice_changed":       float64(s.SliceChanged.Load()),
+		"partial_fetches":     float64(s.PartialFetches.Load()),
+		"partial_hits":        float64(s.PartialHits.Load()),
 		"storage_unavailable": float64(s.Unavailable.Load()), "connections_refused": float64(s.ConnsRefused.Load()),
 	}
 }
@@ -145,6 +150,8 @@ func newRegistry(e *Edge) *prometheus.Registry {
 	counter("fast_path_misses_total", "Requests other than fresh memory hits (misses, revalidations, stale, ranges) the fast path answered on its own connection.", &s.FastMiss, nil)
 	counter("slice_fetches_total", "Slices of sliced objects fetched from upstream with a Range request.", &s.SliceFetches, nil)
 	counter("slice_hits_total", "Slices of sliced objects read from storage.", &s.SliceHits, nil)
+	counter("partial_fetches_total", "Ranges asked of upstream for partial entries: a client's range, or the part a partial entry lacks.", &s.PartialFetches, nil)
+	counter("partial_hits_total", "Ranges answered from a partial entry.", &s.PartialHits, nil)
 	counter("slice_changed_total", "Sliced objects invalidated because a slice's validator or length differed from the others'.", &s.SliceChanged, nil)
 	r.MustRegister(newTierCollector(e)) // switchyard_edge_tier_*, edge/tierstats.go
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

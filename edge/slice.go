@@ -72,17 +72,27 @@ type sliceSpan struct {
 	idx, first, last int64 // last as asked: the object may end before it
 	total            int64 // the object's length, from the answer's Content-Range
 	minObject        int64
+	// raw is the Range of a partial fill, sent as is: a client's own range, or the part of an
+	// object its stored partial entry lacks (held, combined with the answer; edge/partial.go).
+	raw  string
+	held *store.Entry
 }
 
 func (s *sliceSpan) rangeValue() string {
+	if s.raw != "" {
+		return s.raw
+	}
 	return "bytes=" + strconv.FormatInt(s.first, 10) + "-" + strconv.FormatInt(s.last, 10)
 }
 
 // sliceKey is the store key of slice s of the object stored under key (key itself for nil). NUL
 // never occurs in a request's key, so no URI names a slice.
 func sliceKey(key string, s *sliceSpan) string {
-	if s == nil {
+	switch {
+	case s == nil:
 		return key
+	case s.raw != "":
+		return partialKeyOf(key)
 	}
 	return sliceKeyOf(key, s.idx)
 }
@@ -124,6 +134,9 @@ func strongValidator(h http.Header) bool {
 // waiters to fetch the object whole (true: the fill is over).
 func (e *Edge) sliceAnswer(f *fill, primary string, resp *http.Response) bool {
 	s := f.slice
+	if s.raw != "" {
+		return e.partialAnswer(f, resp) // edge/partial.go
+	}
 	if resp.StatusCode != http.StatusPartialContent {
 		f.slice = nil
 		if resp.StatusCode == http.StatusOK {
@@ -495,18 +508,25 @@ func (o *slicedObject) Read(p []byte) (int, error) {
 func (o *slicedObject) Seek(offset int64, whence int) (int64, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return seekObject(&o.off, o.total, offset, whence)
+}
+
+// seekObject moves *off, the offset in an object total bytes long, as io.Seeker does.
+func seekObject(off *int64, total, offset int64, whence int) (int64, error) {
+	next := *off
 	switch whence {
 	case io.SeekStart:
-		o.off = offset
+		next = offset
 	case io.SeekCurrent:
-		o.off += offset
+		next += offset
 	case io.SeekEnd:
-		o.off = o.total + offset
+		next = total + offset
 	}
-	if o.off < 0 {
+	if next < 0 {
 		return 0, errors.New("seek before the object's start")
 	}
-	return o.off, nil
+	*off = next
+	return next, nil
 }
 
 func (o *slicedObject) failed() bool {
