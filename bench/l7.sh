@@ -89,9 +89,7 @@ cat "$work/cert.pem" "$work/key.pem" >"$work/haproxy.pem"
 # hardware (it does not let it be configured); each server picks by its own order.
 SUITES=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
 
-# The gzip cell's body: 20 KB of JSON (records alike in shape, not in values).
-awk 'BEGIN { printf "["; for (i = 0; i < 200; i++) printf "%s{\"id\":%d,\"state\":\"at transfer hub %d\",\"zone\":\"%d\",\"step\":%d,\"eta\":\"2026-12-%02dT%02d:00:00Z\"}", (i ? "," : ""), i * 7919 % 100003, i % 17, i % 91, i % 5, i % 28 + 1, i % 24; print "]" }' >"$work/big.json"
-chmod a+x "$work" && chmod a+r "$work/big.json" # nginx's workers (nobody) read it
+write_big_json "$work/big.json" # the gzip cell's body
 # The backend: one nginx worker answering a small JSON body, like the lessons' replicas.
 cat >"$work/backend.conf" <<CONF
 worker_processes 1;

@@ -190,6 +190,13 @@ proc_tree() {
 # those that have exited; per-task files would miss those).
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat 2>/dev/null || echo 0))); done; echo "$t"; }
 
+# write_big_json FILE writes the gzip cells' body: 20 KB of JSON (records alike in shape, not in
+# values), readable by nginx's workers (nobody).
+write_big_json() {
+  awk 'BEGIN { printf "["; for (i = 0; i < 200; i++) printf "%s{\"id\":%d,\"state\":\"at transfer hub %d\",\"zone\":\"%d\",\"step\":%d,\"eta\":\"2026-12-%02dT%02d:00:00Z\"}", (i ? "," : ""), i * 7919 % 100003, i % 17, i % 91, i % 5, i % 28 + 1, i % 24; print "]" }' >"$1"
+  chmod a+x "$(dirname "$1")" && chmod a+r "$1"
+}
+
 # us_per TICKS N prints the CPU microseconds per unit (request, handshake) of TICKS spent on N.
 us_per() { awk -v d="$1" -v t="$(getconf CLK_TCK)" -v n="$2" 'BEGIN { printf "%.1f", (n > 0 ? d / t / n * 1e6 : 0) }'; }
 

@@ -224,6 +224,78 @@ pools: [{name: p, backends: [{address: %q}]}]
 	})
 }
 
+// TestCompressSizedInParts: a sized body that arrives in parts (the head waits for the
+// encoder's first output, sendStart) reaches the client whole, small or past the encoder's
+// blocks; one the backend cuts short never reads as complete.
+func TestCompressSizedInParts(t *testing.T) {
+	part := bytes.Repeat([]byte(`{"id": 12345, "name": "switchyard", "tags": ["edge", "l7"]}, `), 1200) // ~70 KB
+	o := startBackend(t, "b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parts, part := 3, part
+		if r.URL.Path == "/small" {
+			parts, part = 2, part[:2000]
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(parts*len(part)))
+		if r.URL.Path == "/cut" {
+			w.Write(part)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // cut: the connection (HTTP/1.1) or the stream (h2c) ends
+		}
+		for range parts {
+			w.Write(part)
+			w.(http.Flusher).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}))
+	forEachEngineAndH2(t, func(t *testing.T, e engine) {
+		for _, pool := range []string{"http1", "h2c"} {
+			testSizedInParts(t, e, pool, o, part)
+		}
+	})
+}
+
+// testSizedInParts asks for TestCompressSizedInParts' bodies through e with a pool of protocol.
+func testSizedInParts(t *testing.T, e engine, protocol string, o *backend, part []byte) {
+	t.Helper()
+	p := e.start(t, fmt.Sprintf(`
+listeners: [{address: "127.0.0.1:0"}]
+routes: [{name: r, pool: p, compress: {encodings: [gzip]}}]
+pools: [{name: p, protocol: %s, backends: [{address: %q}]}]
+`, protocol, e.backend(o.addr)))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test certificate
+	if e.h2 {
+		client = h2Client(p.base())
+	}
+	get := func(path string) ([]byte, error) {
+		req, _ := http.NewRequest("GET", p.base()+path, nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if ce := resp.Header.Get("Content-Encoding"); ce != "gzip" {
+			t.Fatalf("pool %s: %s: Content-Encoding %q, want gzip", protocol, path, ce)
+		}
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(zr)
+	}
+	small := bytes.Repeat(part[:2000], 2)
+	for path, want := range map[string][]byte{"/small": small, "/large": bytes.Repeat(part, 3), "/small?again": small} {
+		got, err := get(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("pool %s: %s: %d bytes, %v; want the backend's %d", protocol, path, len(got), err, len(want))
+		}
+	}
+	if got, err := get("/cut"); err == nil {
+		t.Errorf("pool %s: /cut: read %d bytes as a complete body; the backend sent a third of it", protocol, len(got))
+	}
+}
+
 // TestCompressWithCurl: curl --compressed (a real client with its own decoders) gets the body.
 func TestCompressWithCurl(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {

@@ -52,6 +52,9 @@ type goConn struct {
 	encFlush bool // flush what each read gave (a body of unknown length)
 	encOut   bytes.Buffer
 	encFrame []byte
+	// held is the length of the response start (head and the encoder's first bytes) waiting
+	// in gc.out for the encoder's next output (startResponse), 0 when none is
+	held int
 }
 
 // serveConn serves one accepted (for TLS: handshaken, not h2) connection on the goroutine
@@ -599,9 +602,10 @@ func (gc *goConn) copyResponse(uc *upConn, method string, deadline time.Time, fi
 			continue // the end (a last chunk alone, decoded to no data) must still be sent
 		}
 		if body.Done() {
-			// data still points into uc's buffer: copy it out before the connection is reused.
-			gc.out = append(gc.out[:0], data...)
-			data = gc.out
+			// data still points into uc's buffer: copy it out (after a held head) before the
+			// connection is reused.
+			gc.out = append(gc.out[:gc.held], data...)
+			data = gc.out[gc.held:]
 			release(reusable())
 		}
 		if werr := gc.sendBody(data); werr != nil {
@@ -633,22 +637,48 @@ func (gc *goConn) startResponse(code int, fr core.Framing, first []byte) {
 		return
 	}
 	gc.out = append(gc.responseHead(code, fr), gc.encodeBody(first)...)
+	gc.held = 0
+	if gc.enc != nil && !gc.encFlush && len(gc.out) < postponeOutput {
+		// A sized body still being compressed: the head (and the coding's header) waits for
+		// the encoder's next output (sendBody), so a small body's whole response is one
+		// write, one wake-up of the client, not two. A stream's encoder flushes each read:
+		// nothing waits.
+		gc.held = len(gc.out)
+	}
 }
 
-// sendStart sends what startResponse prepared.
+// postponeOutput is how much of a held response start (startResponse) is gathered before
+// it is sent with the body unfinished: a segment, as nginx's postpone_output.
+const postponeOutput = 1460
+
+// sendStart sends what startResponse prepared, unless it is held for the encoder's output.
 func (gc *goConn) sendStart() error {
 	if gc.stream != nil {
 		return gc.h2Send(gc.block, gc.out)
+	}
+	if gc.held > 0 {
+		return nil
 	}
 	_, err := gc.c.Write(gc.out)
 	return err
 }
 
-// sendBody sends response body bytes (framed by gc.body for HTTP/1.1, or compressed).
+// sendBody sends response body bytes (framed by gc.body for HTTP/1.1, or compressed); while
+// the response start is held, they join it until it is a segment or the body is done.
 func (gc *goConn) sendBody(data []byte) error {
 	data = gc.encodeBody(data)
 	if gc.stream != nil {
 		return gc.h2Send(nil, data)
+	}
+	if gc.held > 0 {
+		gc.out = append(gc.out[:gc.held], data...) // data is the encoder's, not in gc.out
+		if gc.held = len(gc.out); gc.held < postponeOutput && !gc.body.Done() {
+			return nil
+		}
+		data, gc.held = gc.out, 0
+	}
+	if len(data) == 0 {
+		return nil
 	}
 	_, err := gc.c.Write(data)
 	return err
