@@ -41,6 +41,7 @@ type goConn struct {
 	// pinned: an event loop handed this connection over; it is not moved back (tlsToLoop).
 	pinned bool
 	engine engineKind // engineGoroutine, or engineH2 for an HTTP/2 stream's request
+	t      tries      // the current request's attempts (tries.go)
 	// an HTTP/2 upstream's response (forward_h2.go): its body's read buffer, and the bytes and
 	// spans its head (rhead) points into
 	relay    []byte
@@ -247,24 +248,16 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	if b == nil {
 		return keep, false
 	}
-	ex := attempt{tried: []*balance.Backend{b}}
-	var code int
-	var n int64
+	var lg leg = &h1Leg{gc: gc, rq: &rq, p: rq.rt.pool, until: deadline}
 	if rq.rt.pool.h2up != nil {
-		code, n, keep = gc.forwardH2(&rq, &ex, deadline)
-	} else {
-		code, n, keep = gc.forward(&rq, &ex, deadline)
+		lg = gc.newH2Leg(&rq, deadline)
 	}
+	code, n, keep := gc.forward(&rq, lg, b)
 	gc.stopEncoding() // a response cut short leaves its encoder behind
-	gc.release(&rq, ex.backend())
-	gc.observe(rq.rt, ex.backend(), code, n, rq.start, len(ex.tried), rq.Clean)
+	gc.release(&rq, gc.t.backend())
+	gc.observe(rq.rt, gc.t.backend(), code, n, rq.start, gc.t.attempts(), rq.Clean)
 	return keep && !rq.RI.Close, false
 }
-
-// attempt is the backends a request went to, the last one current.
-type attempt struct{ tried []*balance.Backend }
-
-func (a *attempt) backend() *balance.Backend { return a.tried[len(a.tried)-1] }
 
 var (
 	errClientGone = errors.New("client connection failed")
@@ -306,58 +299,72 @@ func (gc *goConn) requestTrailers() []h1.Field {
 	return out
 }
 
-// forward sends the request to the current backend of ex (moving to another one when the
-// route retries) and streams the response back. It returns the status (499 when the client went
-// away), the body bytes sent and whether the client connection stays usable.
-func (gc *goConn) forward(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
-	p := rq.rt.pool
-	gc.reqBuf = gc.upstreamHead(rq)
-	rb := gc.requestBody(false)
-	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
+// leg is how the goroutine engine speaks to a pool's backends: HTTP/1.1 on the core's
+// connections (h1Leg), or streams on its HTTP/2 connections (h2Leg, forward_h2.go). forward
+// makes the decisions (tries.go); a leg only moves the request and the response.
+type leg interface {
+	// prepare builds the request and buffers the body bytes already read, reporting their
+	// length and whether that is the whole body, or the client's malformed framing.
+	prepare() (bodyLen int, whole bool, rej *h1.Rejection)
+	// send sends the request to the current backend of t and waits for the final response
+	// head (interim ones go to the client as they come), returning its status and, for a gRPC
+	// call's trailers-only answer, its grpc-status.
+	send(t *tries) (code int, grpcStatus string, err error)
+	// drop abandons the response send got (the request is retried elsewhere).
+	drop()
+	// relay streams the response to the client; keep: both connections stay usable.
+	relay(t *tries) (code int, n int64, keep bool)
+	// done releases what the leg holds once the exchange is over.
+	done()
+	// deadline is the request's total time (a gRPC call's may be shorter).
+	deadline() time.Time
+}
+
+// forward is the goroutine engine's exchange over lg from the first backend b: send, await
+// the head, retry or replay as the route and the core allow (tries), relay. It returns the
+// status (499 when the client went away), the body bytes sent and whether the client
+// connection stays usable.
+func (gc *goConn) forward(rq *routed, lg leg, b *balance.Backend) (int, int64, bool) {
+	defer lg.done()
+	bodyLen, whole, rej := lg.prepare()
+	gc.t.start(gc.s, rq.rt, rq.retry, &gc.m.Req, b, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
+	gc.t.failover = &gc.failover
 	if rej != nil {
-		gc.s.onReject(gc.raddr, rej)
-		gc.writeError(rej.Status, rej.Reason, nil, true)
-		return rej.Status, 0, false
+		return gc.refuseBody(rej)
 	}
-	rq.rt.mirror.copy(gc.reqBuf, int64(bodyLen), bodyDone)
-	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
 	for {
-		b := ex.backend()
-		uc, err := gc.exchange(p, b, rq.Method, bodyDone, deadline)
-		if errors.Is(err, errClientGone) {
-			return 499, 0, false // writing an interim (1xx) head to the client failed
-		}
+		code, grpcStatus, err := lg.send(&gc.t)
 		if err != nil {
-			gc.s.passive(p, b, false, err)
-			// Out of descriptors: another backend would need one too.
-			if time.Now().Before(deadline) && !core.LocalResource(err) {
-				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
-					ex.tried = append(ex.tried, nb)
-					continue
-				}
+			switch {
+			case errors.As(err, &rej):
+				return gc.refuseBody(rej) // malformed chunked framing from the client
+			case clientCaused(err):
+				return 499, 0, false // nothing the backend did
+			case gc.t.failed(err, time.Now()):
+				continue
 			}
 			code, msg, extra := upstreamCode(err)
 			gc.s.log.Debug("upstream error", "client", gc.remote, "error", err)
-			if gc.writeError(code, msg, extra, !bodyDone || gc.clientClose) != nil {
+			if gc.writeError(code, msg, extra, !whole || gc.clientClose) != nil {
 				return 499, 0, false
 			}
 			// The unread rest of a body would be taken for the next request: close instead.
-			return code, 0, bodyDone
+			return code, 0, whole
 		}
-		if !bodyDone {
-			return gc.streamUpload(uc, p, b, rq.Method, &rb, deadline)
+		if gc.t.answered(code, grpcStatus, time.Now()) {
+			lg.drop()
+			continue
 		}
-		code, _ := core.StatusCode(gc.rhead.Line)
-		if rq.retry.RetryStatus(code) {
-			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
-				gc.s.passive(p, b, code < 500, nil)
-				uc.Conn.Close() // its response is not read: never pooled
-				ex.tried = append(ex.tried, nb)
-				continue
-			}
-		}
-		return gc.respond(uc, p, b, rq.Method, deadline, nil)
+		return lg.relay(&gc.t)
 	}
+}
+
+// refuseBody answers a request whose body framing was malformed (the client's fault: the
+// backend is not blamed) with 400 and a close.
+func (gc *goConn) refuseBody(rej *h1.Rejection) (int, int64, bool) {
+	gc.s.onReject(gc.raddr, rej)
+	gc.writeError(rej.Status, rej.Reason, nil, true)
+	return rej.Status, 0, false
 }
 
 // requestBody starts the request body of gc.head for an upstream that reads HTTP/1.1 framing
@@ -374,63 +381,96 @@ func (gc *goConn) requestBody(payload bool) core.RequestBody {
 	return core.NewRequestBody(&gc.head)
 }
 
-// exchange writes the request (gc.reqBuf) to a connection to b and, when the body is all there,
-// reads the response head. A pooled connection the backend had closed fails before any response
-// byte: it is tried once more on a new one when the request can be replayed (net/http's
-// transport does the same).
-func (gc *goConn) exchange(p *pool, b *balance.Backend, method string, bodyDone bool, deadline time.Time) (*upConn, error) {
-	for try := 0; ; try++ {
-		uc, err := p.up.get(b, time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()})
+// h1Leg sends requests to an HTTP/1.1 pool on the core's connections (upstream.go): the head
+// and the buffered body in one write; a body still arriving streams up on its own goroutine
+// while the response streams down (full duplex).
+type h1Leg struct {
+	gc     *goConn
+	rq     *routed
+	p      *pool
+	until  time.Time // the request's total time
+	rb     core.RequestBody
+	whole  bool
+	uc     *upConn    // the current attempt's connection
+	upload chan error // the streamed rest of the body's outcome (nil: sent whole)
+}
+
+func (l *h1Leg) deadline() time.Time { return l.until }
+
+func (l *h1Leg) prepare() (int, bool, *h1.Rejection) {
+	gc, rq := l.gc, l.rq
+	gc.reqBuf = gc.upstreamHead(rq)
+	l.rb = gc.requestBody(false)
+	bodyLen, whole, rej := gc.bufferBody(&l.rb)
+	if rej == nil {
+		rq.rt.mirror.copy(gc.reqBuf, int64(bodyLen), whole)
+	}
+	l.whole = whole
+	return bodyLen, whole, rej
+}
+
+// send writes the request (gc.reqBuf) to a connection to the current backend and reads the
+// response head. A pooled connection the backend had closed is replaced once when tries allows
+// (replayStale). A body still arriving starts streaming up once the head is out.
+func (l *h1Leg) send(t *tries) (int, string, error) {
+	gc := l.gc
+	for {
+		uc, err := l.p.up.get(t.backend(), time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()})
 		if err != nil {
-			return nil, err
+			return 0, "", err
 		}
-		err = gc.sendHead(uc, p, deadline)
-		if err == nil && bodyDone {
+		err = gc.sendHead(uc, l.p, l.until)
+		if err == nil && !l.whole {
+			l.uc = uc
+			return l.streamUpload()
+		}
+		if err == nil {
 			err = gc.awaitResponse(uc)
 		}
 		if err == nil {
-			return uc, nil
+			l.uc = uc
+			code, _ := core.StatusCode(gc.rhead.Line)
+			return code, "", nil
 		}
 		uc.Conn.Close()
-		if !(uc.reused && try == 0 && bodyDone && uc.W == 0 && (core.Idempotent(method) || isWriteErr(err))) {
-			return nil, err
+		if !t.replayStale(uc.reused, uc.W != 0, l.whole, l.rq.Method, err) {
+			return 0, "", err
 		}
 	}
 }
 
-// streamUpload streams the rest of a request body on its own goroutine while the response
-// streams down, so a backend may answer before the upload ends (full duplex).
-func (gc *goConn) streamUpload(uc *upConn, p *pool, b *balance.Backend, method string, rb *core.RequestBody, deadline time.Time) (int, int64, bool) {
-	upload := make(chan error, 1)
-	uc.SetDeadline(deadline) // an upload is bounded by the total timeout, not the header one
-	go func() { upload <- gc.copyRequestBody(uc, rb) }()
+// streamUpload streams the rest of the request body on its own goroutine and waits for the
+// response head meanwhile, so a backend may answer before the upload ends (full duplex). When
+// no head comes, the upload's own failure (the client's malformed framing or its going away)
+// is the error, not the backend's.
+func (l *h1Leg) streamUpload() (int, string, error) {
+	gc, uc := l.gc, l.uc
+	l.upload = make(chan error, 1)
+	uc.SetDeadline(l.until) // an upload is bounded by the total timeout, not the header one
+	go func() { l.upload <- gc.copyRequestBody(uc, &l.rb) }()
 	if err := gc.awaitResponse(uc); err != nil {
 		uc.Conn.Close()
-		uerr := <-upload
-		// Malformed chunked framing in the streamed body: the client's fault (the backend is
-		// not blamed), answered as the buffered part's would be (400 and a close).
-		if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) {
-			gc.s.onReject(gc.raddr, rej)
-			gc.writeError(rej.Status, rej.Reason, nil, true)
-			return rej.Status, 0, false
+		uerr := <-l.upload
+		l.upload = nil
+		if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) || errors.Is(uerr, errClientBody) {
+			return 0, "", uerr
 		}
-		gc.s.passive(p, b, false, err)
-		if errors.Is(uerr, errClientBody) {
-			return 499, 0, false
-		}
-		code, msg, extra := upstreamCode(err)
-		if gc.writeError(code, msg, extra, true) != nil {
-			return 499, 0, false
-		}
-		return code, 0, false
+		return 0, "", err
 	}
-	return gc.respond(uc, p, b, method, deadline, upload)
+	code, _ := core.StatusCode(gc.rhead.Line)
+	return code, "", nil
 }
 
-// respond streams the response whose head is in gc.rhead to the client. The upstream connection
+// drop closes the connection whose response is not read: it is never pooled.
+func (l *h1Leg) drop() { l.uc.Conn.Close() }
+
+func (l *h1Leg) done() {}
+
+// relay streams the response whose head is in gc.rhead to the client. The upstream connection
 // goes back to the pool as soon as the response has been read from it, before the last write to
 // the client: a client's next request then finds it idle.
-func (gc *goConn) respond(uc *upConn, p *pool, b *balance.Backend, method string, deadline time.Time, upload chan error) (int, int64, bool) {
+func (l *h1Leg) relay(t *tries) (int, int64, bool) {
+	gc, uc, upload := l.gc, l.uc, l.upload
 	var uploadErr error
 	finish := func(keep bool) {
 		if !keep {
@@ -443,16 +483,16 @@ func (gc *goConn) respond(uc *upConn, p *pool, b *balance.Backend, method string
 			}
 		}
 		if keep {
-			p.up.put(uc, time.Now())
+			l.p.up.put(uc, time.Now())
 		}
 	}
-	code, n, cerr := gc.copyResponse(uc, method, deadline, finish)
+	code, n, cerr := gc.copyResponse(uc, l.rq.Method, l.until, finish)
 	if errors.Is(uploadErr, errClientBody) {
 		cerr = uploadErr
 	}
-	gc.s.passive(p, b, code < 500, nil)
+	t.relayed(code, cerr)
 	if cerr != nil {
-		if errors.Is(cerr, errClientGone) || errors.Is(cerr, errClientBody) {
+		if clientCaused(cerr) {
 			return 499, n, false
 		}
 		return code, n, false

@@ -108,15 +108,15 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		return l.endExchange(c, keep)
 	}
 	l.s.served.add(engineLoop)
-	c.rq, c.b = rq, bk
-	c.tried = append(c.tried[:0], bk)
-	c.replayable = rq.retry.Replayable(rq.Method, int64(n), true)
+	c.rq = rq
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
+	c.t.start(l.s, rq.rt, rq.retry, &c.m.Req, bk, rq.retry.Replayable(rq.Method, int64(n), true), c.total)
+	c.t.usable, c.t.failover = l.usable, &c.failover
 	c.reqBuf = append(c.upstreamHead(&rq), body...)
 	rq.rt.mirror.copy(c.reqBuf, int64(n), true)
 	c.in.Consume(end + n)
-	c.sent, c.retried, c.code, c.n = 0, false, 0, 0
+	c.sent, c.code, c.n = 0, 0, 0
 	return l.connect(c, false)
 }
 
@@ -198,7 +198,7 @@ func (l *evLoop) sockaddr(b *balance.Backend) unix.Sockaddr {
 func (l *evLoop) connect(c *loopConn, fresh bool) bool {
 	p := c.rq.rt.pool
 	if !fresh {
-		if u := l.takeIdle(c.b); u != nil {
+		if u := l.takeIdle(c.t.backend()); u != nil {
 			u.owner, u.reused, u.gotBytes = c, true, false
 			c.u = u
 			c.phase = phSend
@@ -206,11 +206,11 @@ func (l *evLoop) connect(c *loopConn, fresh bool) bool {
 			return true
 		}
 	}
-	fd, err := l.dial(c.b)
+	fd, err := l.dial(c.t.backend())
 	if err != nil {
 		return l.upstreamFailed(c, err)
 	}
-	u := &loopUp{fd: fd, b: c.b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
+	u := &loopUp{fd: fd, b: c.t.backend(), idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
 		in: h1.Reader{Buf: make([]byte, 16<<10)}}
 	for fd >= len(l.up) {
 		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
@@ -333,8 +333,8 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		c.send(head)
 		return true
 	}
-	if c.rq.retry.RetryStatus(code) && l.retryElsewhere(c, code < 500, nil) {
-		return true // the response is not read: its connection was closed
+	if c.t.answered(code, "", l.now) {
+		return l.retryElsewhere(c) // the response is not read: its connection is closed
 	}
 	// The response head: its framing, then the head and the body bytes that came with it.
 	c.code = code
@@ -356,26 +356,14 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 	return true
 }
 
-// retryElsewhere sends the request to another backend when the route's retry policy, its
-// attempts so far and the pool's retry budget allow: the current upstream connection is closed
-// (its response, if any, unread) and the outcome ok (with err) goes to passive health. It
-// reports false, changing nothing, when the request stays where it is.
-func (l *evLoop) retryElsewhere(c *loopConn, ok bool, err error) bool {
-	if !l.now.Before(c.total) {
-		return false // the request's total time is up: a retry could not finish
-	}
-	nb := c.retryPick(&c.rq, c.b, c.tried, c.replayable, l.dialable)
-	if nb == nil {
-		return false
-	}
-	l.s.passive(c.rq.rt.pool, c.b, ok, err)
+// retryElsewhere sends the request to the backend tries moved it to: the current upstream
+// connection is closed (its response, if any, unread).
+func (l *evLoop) retryElsewhere(c *loopConn) bool {
 	if c.u != nil {
 		l.closeUp(c.u)
 		c.u = nil
 	}
-	c.b = nb
-	c.tried = append(c.tried, nb)
-	c.sent, c.retried = 0, false
+	c.sent = 0
 	return l.connect(c, false)
 }
 
@@ -395,7 +383,7 @@ func (l *evLoop) responseTaken(c *loopConn) {
 	} else {
 		l.closeUp(u)
 	}
-	l.s.passive(c.rq.rt.pool, c.b, c.code < 500, nil)
+	c.t.relayed(c.code, nil)
 	l.endRequest(c, c.code)
 }
 
@@ -437,7 +425,7 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 				return true
 			}
 		}
-		l.s.passive(c.rq.rt.pool, c.b, false, err)
+		c.t.relayed(c.code, err)
 		l.abort(c, c.code)
 		return false
 	}
@@ -454,26 +442,21 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	return true
 }
 
-// upstreamFailed handles an upstream failure before any response byte: a pooled connection the
-// backend had closed is replaced once when the request can be replayed (net/http's transport
-// does the same); a route that retries sends it to another backend; otherwise the client gets
-// 504 on a timeout and 502 for the rest.
+// upstreamFailed handles an upstream failure before any response byte: tries decides between
+// a replay on a new connection (a pooled one the backend had closed), another backend, and the
+// answer the failure gets (upstreamCode).
 func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
-	u := c.u
-	if u != nil {
+	if u := c.u; u != nil {
 		c.u = nil
 		l.closeUp(u)
-		if u.reused && !u.gotBytes && !c.retried && !errors.Is(err, os.ErrDeadlineExceeded) &&
-			(core.Idempotent(c.rq.Method) || isWriteErr(err)) {
-			c.retried, c.sent = true, 0
+		if c.t.replayStale(u.reused, u.gotBytes, true, c.rq.Method, err) {
+			c.sent = 0
 			return l.connect(c, true)
 		}
 	}
-	// Out of descriptors: another backend would need one too.
-	if !core.LocalResource(err) && l.retryElsewhere(c, false, err) {
-		return true
+	if c.t.failed(err, l.now) {
+		return l.retryElsewhere(c)
 	}
-	l.s.passive(c.rq.rt.pool, c.b, false, err)
 	code, msg, extra := upstreamCode(err)
 	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
 	c.writeError(code, msg, extra, c.clientClose)
@@ -483,11 +466,11 @@ func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
 
 // endRequest records a finished request and gives back what admit took.
 func (l *evLoop) endRequest(c *loopConn, code int) {
-	c.observe(c.rq.rt, c.b, code, c.n, c.rq.start, len(c.tried), c.rq.Clean)
-	c.release(&c.rq, c.b)
-	c.b, c.reqBuf = nil, c.reqBuf[:0]
-	clear(c.tried)
-	c.tried = c.tried[:0]
+	b := c.t.backend()
+	c.observe(c.rq.rt, b, code, c.n, c.rq.start, c.t.attempts(), c.rq.Clean)
+	c.release(&c.rq, b)
+	c.reqBuf = c.reqBuf[:0]
+	c.t.end()
 }
 
 // endExchange readies the connection for its next request, or to close once its answer is out.

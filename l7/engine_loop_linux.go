@@ -71,6 +71,8 @@ type evLoop struct {
 	conns  []*loopConn // every client connection (deadline sweep, shutdown)
 	idle   *core.Idle[*balance.Backend, *loopUp]
 	addrs  map[*balance.Backend]unix.Sockaddr
+	// usable is dialable as a value made once (tries.usable), not per request
+	usable func(*balance.Backend) bool
 	lns    []*loopListener
 	now    time.Time
 	sweep  time.Time
@@ -124,18 +126,15 @@ type loopConn struct {
 	wire *tlsWire
 
 	// the request in progress
-	rq         routed
-	b          *balance.Backend
-	u          *loopUp
-	total      time.Time // the request's total deadline
-	sent       int
-	retried    bool               // a stale pooled connection was replaced once
-	tried      []*balance.Backend // the backends this request went to, the last one c.b
-	replayable bool               // the route may send it to another backend
-	code       int
-	n          int64
-	upClose    bool
-	respErr    error
+	rq      routed
+	t       tries // its attempts (tries.go); none between requests
+	u       *loopUp
+	total   time.Time // the request's total deadline
+	sent    int
+	code    int
+	n       int64
+	upClose bool
+	respErr error
 }
 
 // loopUp is an upstream HTTP/1.1 connection of a loop: in use by owner, or idle in l.idle.
@@ -205,6 +204,7 @@ func newLoop(s *Server) (*evLoop, error) {
 	l := &evLoop{s: s, epfd: epfd, wakefd: wfd, events: make([]unix.EpollEvent, 256),
 		idle: core.NewIdle[*balance.Backend, *loopUp](), addrs: map[*balance.Backend]unix.Sockaddr{},
 		done: make(chan struct{}), now: time.Now()}
+	l.usable = l.dialable
 	// An epoll descriptor is itself pollable: readable when events are ready. On Go's poller, an
 	// idle loop parks like any goroutine, so its P goes idle instead of sitting in a blocking
 	// system call, which sysmon would take from it every 20 us (and stay awake doing so).
@@ -652,7 +652,7 @@ func (l *evLoop) forget(c *loopConn) {
 
 // abort ends a connection at once: the request in progress (if any) ends with code.
 func (l *evLoop) abort(c *loopConn, code int) {
-	if c.b != nil {
+	if c.t.attempts() > 0 {
 		if c.u != nil {
 			l.closeUp(c.u)
 			c.u = nil

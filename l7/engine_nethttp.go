@@ -31,12 +31,13 @@ const (
 
 // exchange carries one request's decisions through the reverse proxy and back to the logger.
 type exchange struct {
-	route    *routeRT
-	backend  *balance.Backend
-	attempts int
-	scheme   string
+	route  *routeRT
+	t      tries // the backends tried, the last one current (tries.go)
+	scheme string
 	// broken is the error that cut the backend's response body short (not the client's abort).
 	broken error
+	// relaying is the status of the response being relayed (0 before RoundTrip returns one).
+	relaying int
 	// client are the client connection's addresses, for a pool's PROXY header (proxyDial).
 	client clientEnds
 }
@@ -88,30 +89,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
 	}
-	ex.backend = b
 	s.metrics.inFlight.Inc()
 	s.decisions.Add(1)
-	defer func() {
-		rt.admission.Release(ex.backend)
-		s.metrics.inFlight.Dec()
-	}()
 
 	// An upgraded connection (WebSocket) lives as long as its peers keep it open; the total
 	// timeout would cut it, so only requests with a response body of their own get it.
+	total := grpcBound(r, rt.timeout)
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if r.Header.Get("Upgrade") == "" {
-		ctx, cancel = context.WithTimeout(r.Context(), grpcBound(r, rt.timeout))
+		ctx, cancel = context.WithTimeout(r.Context(), total)
 	} else {
 		ctx, cancel = context.WithCancel(r.Context())
 	}
 	defer cancel()
 	r = r.WithContext(context.WithValue(ctx, exchangeKey, ex))
 	r.URL.Path, r.URL.RawPath = clean, ""
+	var policy *core.RetryPolicy
 	if s.retryable(rt, r) {
+		policy = rt.retry
 		s.bufferBody(rt, r)
 	}
+	// Retries start within the total time; a replay needs the body held (GetBody).
+	ex.t.start(s, rt, policy, r, b, policy != nil && r.GetBody != nil, start.Add(total))
+	defer func() {
+		rt.admission.Release(ex.t.backend())
+		s.metrics.inFlight.Dec()
+	}()
 	s.proxy.ServeHTTP(rec, r)
+	if ex.relaying != 0 {
+		ex.t.relayed(ex.relaying, ex.broken)
+	}
 	if ex.broken != nil && r.Context().Err() == nil {
 		s.brokenResponse(rec, r, ex.broken)
 	}
@@ -264,8 +272,8 @@ func modifyResponse(resp *http.Response) error {
 	encodeResponse(ex.route.compress, resp)
 	resp.Header.Add("Via", fmt.Sprintf("%d.%d switchyard", resp.ProtoMajor, resp.ProtoMinor))
 	p := ex.route.pool
-	if p.sticky != nil && ex.backend != nil && p.sticky.NeedsCookie(resp.Request, ex.backend) {
-		c := &http.Cookie{Name: p.sticky.CookieName, Value: balance.ID(ex.backend), Path: "/", HttpOnly: true,
+	if b := ex.t.backend(); p.sticky != nil && p.sticky.NeedsCookie(resp.Request, b) {
+		c := &http.Cookie{Name: p.sticky.CookieName, Value: balance.ID(b), Path: "/", HttpOnly: true,
 			Secure: ex.scheme == "https", SameSite: http.SameSiteLaxMode}
 		if ttl := p.cfg.Sticky.TTL; ttl > 0 {
 			c.MaxAge = int(ttl.Seconds())
@@ -301,25 +309,10 @@ func grpcBound(r *http.Request, route time.Duration) time.Duration {
 func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := req.Context().Value(exchangeKey).(*exchange)
 	p, rt := ex.route.pool, ex.route
-	tried := []*balance.Backend{ex.backend}
-	maxAttempts := rt.retry.MaxAttempts(s.retryable(rt, req) && req.GetBody != nil)
-	retry := func() bool {
-		if len(tried) >= maxAttempts || req.Context().Err() != nil {
-			return false
-		}
-		nb := rt.admission.Retry(req, ex.backend, tried, nil, func(ok bool) { s.countRetry(p, ok) })
-		if nb == nil {
-			return false
-		}
-		s.decisions.Add(1)
-		ex.backend, tried = nb, append(tried, nb)
-		return true
-	}
 	for {
-		b := ex.backend
-		ex.attempts++
+		b := ex.t.backend()
 		out := req
-		if ex.attempts > 1 {
+		if ex.t.attempts() > 1 {
 			body, err := req.GetBody()
 			if err != nil {
 				return nil, fmt.Errorf("replay request body: %w", err)
@@ -336,24 +329,22 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp, err = p.transport.RoundTrip(out)
 		}
 		if err != nil {
-			if !errors.Is(req.Context().Err(), context.Canceled) {
-				// Only what the backend did counts against it: the client's own abort does not.
-				s.passive(p, b, false, err)
+			if errors.Is(req.Context().Err(), context.Canceled) {
+				err = errors.Join(err, context.Canceled) // the client's own abort
 			}
-			// Out of descriptors: another backend would need one too.
-			if !core.LocalResource(err) && retry() {
+			if ex.t.failed(err, time.Now()) {
 				continue
 			}
 			return nil, fmt.Errorf("forward to %s: %w", b.Address, err)
 		}
-		s.passive(p, b, resp.StatusCode < 500, nil)
-		if rt.retry.RetryStatus(resp.StatusCode) && retry() {
+		if ex.t.answered(resp.StatusCode, "", time.Now()) {
 			// Drain a little so the connection can be reused, then drop this response.
 			io.CopyN(io.Discard, resp.Body, 4<<10)
 			resp.Body.Close()
 			continue
 		}
-		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.attempts > 1 {
+		ex.relaying = resp.StatusCode // passive health hears of it once relayed (ServeHTTP)
+		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.t.attempts() > 1 {
 			resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
 		}
 		resp.Body = watchBody(resp.Body, ex)
@@ -429,8 +420,8 @@ func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start tim
 	if ex.route != nil {
 		routeName, poolName = ex.route.cfg.Name, ex.route.poolName()
 	}
-	if ex.backend != nil {
-		backend = ex.backend.Address
+	if ex.t.attempts() > 0 {
+		backend = ex.t.backend().Address
 	}
 	code := strconv.Itoa(rec.code)
 	s.metrics.requests.WithLabelValues(routeName, poolName, backend, code).Inc()
@@ -438,7 +429,7 @@ func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start tim
 	if s.access != nil {
 		s.access.log(&accessEntry{client: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
 			status: rec.code, bytes: rec.bytes, duration: elapsed, route: routeName, pool: poolName, backend: backend,
-			attempts: ex.attempts})
+			attempts: ex.t.attempts()})
 	}
 }
 

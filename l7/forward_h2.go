@@ -19,84 +19,91 @@ import (
 	"github.com/switchyard/switchyard/l7/core"
 )
 
-// forwardH2 is forward for h2 and h2c pools: the request goes out as an HTTP/2 stream on the
-// core's own connections (h2Upstreams), moving to another backend when the route retries, and
-// the response streams back with its trailers, whatever the client speaks. The decisions are
-// forward's: the retry policy and budget, the error-to-status map (upstreamCode), passive
-// health that counts only what the backend did, and for gRPC requests the answers a gRPC
-// client reads (clientConn.h2Error) and its grpc-timeout.
-func (gc *goConn) forwardH2(rq *routed, ex *attempt, deadline time.Time) (int, int64, bool) {
-	p := rq.rt.pool
+// h2Leg sends requests to an h2 or h2c pool as streams on the core's own HTTP/2 connections
+// (h2Upstreams), the response streaming back with its trailers, whatever the client speaks
+// (goConn.forward decides). A gRPC call's deadline is its client's grpc-timeout when shorter
+// than the route's, and a stream the client resets ends its upstream stream too.
+type h2Leg struct {
+	gc     *goConn
+	rq     *routed
+	until  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	rb     core.RequestBody
+	upload *clientBody // the rest of a body still arriving, read by the transport
+	resp   *http.Response
+	end    func() // ends the current attempt once its response is relayed
+}
+
+// newH2Leg starts the leg of a request to an HTTP/2 pool, due by deadline.
+func (gc *goConn) newH2Leg(rq *routed, deadline time.Time) *h2Leg {
 	if d, ok := gc.grpcTimeout(rq); ok && rq.start.Add(d).Before(deadline) {
 		deadline = rq.start.Add(d)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	l := &h2Leg{gc: gc, rq: rq, until: deadline}
+	l.ctx, l.cancel = context.WithDeadline(context.Background(), deadline)
 	if gc.stream != nil {
-		// A stream the client resets ends its upstream stream too.
-		gc.stream.OnReset(cancel)
-		defer gc.stream.OnReset(nil)
+		gc.stream.OnReset(l.cancel)
 	}
-	rb := gc.requestBody(true)
-	gc.reqBuf = gc.reqBuf[:0]
-	bodyLen, bodyDone, rej := gc.bufferBody(&rb)
-	if rej != nil {
-		return gc.refuseBody(rej)
-	}
-	var upload *clientBody // the rest of a body still arriving, read by the transport
-	if !bodyDone {
-		upload = &clientBody{gc: gc, rb: &rb}
-		defer upload.detach()
-	}
-	replayable := bodyDone && rq.retry.Replayable(rq.Method, int64(bodyLen), bodyDone)
-	for {
-		b := ex.backend()
-		resp, done, err := gc.roundTripH2(ctx, rq, b, &rb, upload)
-		if err != nil {
-			switch {
-			case errors.As(err, &rej):
-				return gc.refuseBody(rej) // malformed chunked framing from the client
-			case ctx.Err() == context.Canceled || errors.Is(err, errClientBody):
-				return 499, 0, false // the client went away: nothing the backend did
-			}
-			gc.s.passive(p, b, false, err)
-			if replayable && time.Now().Before(deadline) && !core.LocalResource(err) {
-				if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
-					ex.tried = append(ex.tried, nb)
-					continue
-				}
-			}
-			code, msg, extra := upstreamCode(err)
-			if gc.writeError(code, msg, extra, !bodyDone || gc.clientClose) != nil {
-				return 499, 0, false
-			}
-			return code, 0, bodyDone
-		}
-		// A gRPC status in the response head is a trailers-only answer: nothing streamed yet.
-		retryGRPC := rq.RI.GRPC && rq.retry.RetryGRPCStatus(resp.Header.Get("Grpc-Status"))
-		if (rq.retry.RetryStatus(resp.StatusCode) || retryGRPC) && replayable {
-			if nb := gc.retryPick(rq, b, ex.tried, replayable, nil); nb != nil {
-				gc.s.passive(p, b, resp.StatusCode < 500, nil)
-				resp.Body.Close()
-				done()
-				ex.tried = append(ex.tried, nb)
-				continue
-			}
-		}
-		gc.s.passive(p, b, resp.StatusCode < 500, nil)
-		code, n, keep := gc.relayH2(resp, rq.Method, rq.RI.GRPC)
-		done()
-		// A body the upstream did not read to its end leaves the client's connection out of step.
-		return code, n, keep && (upload == nil || upload.detach())
-	}
+	return l
 }
 
-// refuseBody answers a request whose body framing was malformed (the client's fault: the
-// backend is not blamed) with 400 and a close.
-func (gc *goConn) refuseBody(rej *h1.Rejection) (int, int64, bool) {
-	gc.s.onReject(gc.raddr, rej)
-	gc.writeError(rej.Status, rej.Reason, nil, true)
-	return rej.Status, 0, false
+func (l *h2Leg) deadline() time.Time { return l.until }
+
+func (l *h2Leg) prepare() (int, bool, *h1.Rejection) {
+	gc := l.gc
+	l.rb = gc.requestBody(true)
+	gc.reqBuf = gc.reqBuf[:0]
+	bodyLen, whole, rej := gc.bufferBody(&l.rb)
+	if rej == nil && !whole {
+		l.upload = &clientBody{gc: gc, rb: &l.rb}
+	}
+	return bodyLen, whole, rej
+}
+
+func (l *h2Leg) send(t *tries) (int, string, error) {
+	resp, end, err := l.gc.roundTripH2(l.ctx, l.rq, t.backend(), &l.rb, l.upload)
+	if err != nil {
+		if l.ctx.Err() == context.Canceled {
+			err = errors.Join(err, context.Canceled) // the client reset its stream
+		}
+		return 0, "", err
+	}
+	l.resp, l.end = resp, end
+	grpcStatus := ""
+	if l.rq.RI.GRPC {
+		grpcStatus = resp.Header.Get("Grpc-Status") // a trailers-only answer: nothing streamed yet
+	}
+	return resp.StatusCode, grpcStatus, nil
+}
+
+func (l *h2Leg) drop() {
+	l.resp.Body.Close()
+	l.end()
+}
+
+func (l *h2Leg) relay(t *tries) (int, int64, bool) {
+	code, n, err := l.gc.relayH2(l.resp, l.rq.Method, l.rq.RI.GRPC)
+	l.end()
+	t.relayed(code, err)
+	switch {
+	case clientCaused(err):
+		return 499, n, false
+	case err != nil:
+		return code, n, false
+	}
+	// A body the upstream did not read to its end leaves the client's connection out of step.
+	return code, n, l.upload == nil || l.upload.detach()
+}
+
+func (l *h2Leg) done() {
+	if l.upload != nil {
+		l.upload.detach()
+	}
+	if l.gc.stream != nil {
+		l.gc.stream.OnReset(nil)
+	}
+	l.cancel()
 }
 
 // errHeaderTimeout is a response head that did not come within the pool's header timeout.
@@ -281,7 +288,7 @@ func (cb *clientBody) detach() bool {
 // a body of known length ends without them on HTTP/1.1). A body cut short by the upstream ends a gRPC
 // call with UNAVAILABLE in its trailers, anything else by resetting the stream or closing the
 // connection, never as if it were whole.
-func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, int64, bool) {
+func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, int64, error) {
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	gc.headOf(resp)
@@ -299,7 +306,7 @@ func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, i
 	body.Reset(fr, resp.ContentLength, decode)
 	gc.startResponse(code, clientFr, nil)
 	if err := gc.sendStart(); err != nil {
-		return 499, 0, false
+		return code, 0, errors.Join(errClientGone, err)
 	}
 	if gc.relay == nil {
 		gc.relay = make([]byte, 16<<10)
@@ -311,23 +318,23 @@ func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, i
 			_, out, _ := body.Next(gc.relay[:k])
 			n += int64(k)
 			if err := gc.sendBody(out); err != nil {
-				return 499, n, false
+				return code, n, errors.Join(errClientGone, err)
 			}
 		}
 		switch {
 		case rerr == io.EOF && fr == core.CloseBody:
 			if err := gc.sendBody(body.Finish(trailerFields(resp.Trailer))); err != nil {
-				return 499, n, false
+				return code, n, errors.Join(errClientGone, err)
 			}
-			return code, n, true
+			return code, n, nil
 		case rerr != nil && !body.Done():
 			if grpc && gc.stream != nil {
 				_ = gc.stream.Trailers(gc.h2Trailers(grpcFields(core.GRPCUnavailable, "upstream failed mid-response: "+rerr.Error())))
 			}
-			return code, n, false
+			return code, n, errors.Join(core.ErrUpstream, rerr)
 		}
 	}
-	return code, n, true
+	return code, n, nil
 }
 
 // headOf fills gc.rhead with the response head of resp, as an HTTP/1.1 upstream's would be

@@ -25,8 +25,8 @@ import (
 // frames and decides reuse and retries; this file ties that to the configuration state
 // (state.go: which route and pool an index means, the answers and metrics of a refusal) and
 // observes (metrics, access log), the same way for every engine. An engine owns the sockets and
-// calls these in order: route, admit, (forward with the core's heads and body framing),
-// retryPick when the policy allows, release, observe.
+// calls these in order: route, admit, (forward with the core's heads and body framing, the
+// attempts decided by tries.go), release, observe.
 
 // clientConn is the per-connection request state every HTTP/1.1 engine shares: the event loops
 // (loopConn) and the goroutine engine (goConn) each wrap one.
@@ -214,23 +214,6 @@ func (r refusal) setHeaders(h http.Header) {
 func (cc *clientConn) release(rq *routed, b *balance.Backend) {
 	rq.rt.admission.Release(b)
 	cc.s.metrics.inFlight.Dec()
-}
-
-// retryPick moves an admitted request from backend b to another one for a retry, when the
-// route's policy, the attempts so far and the pool's retry budget allow it; it returns nil
-// (and b keeps the request) otherwise. tried lists the backends used so far; usable, when set,
-// restricts the pick to backends the engine can reach itself.
-func (cc *clientConn) retryPick(rq *routed, b *balance.Backend, tried []*balance.Backend, replayable bool, usable func(*balance.Backend) bool) *balance.Backend {
-	if rq.retry == nil || len(tried) >= rq.retry.MaxAttempts(replayable) {
-		return nil
-	}
-	p := rq.rt.pool
-	nb := rq.rt.admission.Retry(&cc.m.Req, b, tried, usable, func(ok bool) { cc.s.countRetry(p, ok) })
-	if nb != nil {
-		cc.s.decisions.Add(1)
-		cc.failover = rq.rt.failoverLine()
-	}
-	return nb
 }
 
 // upstreamHead builds the request head for the backend into cc.reqBuf.

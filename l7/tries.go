@@ -1,0 +1,149 @@
+package l7
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
+)
+
+// The exchange's lifecycle, the same on every engine:
+//
+//	route → admit (picks the first backend) → send → await the head
+//	  ├ failed before any response byte: replay once on a fresh connection (a pooled one the
+//	  │   backend had closed), retry on another backend, or answer the failure (upstreamCode)
+//	  ├ a head the route retries on: retry on another backend
+//	  └ relay the head, the body and its trailers
+//	→ release → observe
+//
+// The engines only move bytes and frames between those steps: the event loops as a state
+// machine (engine_loop_exchange_linux.go), the goroutine engine and the HTTP/2 front end with
+// blocking calls (goConn.forward, one loop over an HTTP/1.1 or HTTP/2 upstream leg), net/http's
+// path in RoundTrip. Every decision between the steps is made here, once: which failures the
+// backend is blamed for, when a request may go out again and to which backend, and what the
+// client is told.
+
+// tries is one request's attempts at its pool's backends: the backends tried (the last one
+// current) and the decisions about the next attempt.
+type tries struct {
+	s        *Server
+	rt       *routeRT
+	policy   *core.RetryPolicy // nil: the route does not retry this request
+	req      *http.Request     // what the pool's picker hashes and matches on
+	tried    []*balance.Backend
+	max      int       // backends the request may go to in all
+	deadline time.Time // the request's total time: no retry starts after it
+	stale    bool      // a stale pooled connection was replaced once already
+	// usable, when set, restricts retries to backends the engine can reach itself.
+	usable func(*balance.Backend) bool
+	// failover, when set, is where the route's failover header line goes once the request
+	// moves to another backend (failover.go).
+	failover *[]byte
+}
+
+// start begins the attempts of a request admitted to backend b. replayable says whether its
+// body (all of it held) may go out more than once; policy is nil when the route does not retry it.
+func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend, replayable bool, deadline time.Time) {
+	t.s, t.rt, t.policy, t.req, t.deadline, t.stale = s, rt, policy, req, deadline, false
+	t.usable, t.failover = nil, nil
+	t.tried = append(t.tried[:0], b)
+	t.max = policy.MaxAttempts(replayable)
+}
+
+// backend is the backend of the current attempt.
+func (t *tries) backend() *balance.Backend { return t.tried[len(t.tried)-1] }
+
+// attempts is how many backends the request went to (0 between requests).
+func (t *tries) attempts() int { return len(t.tried) }
+
+// end forgets the request's backends once it is over.
+func (t *tries) end() {
+	clear(t.tried)
+	t.tried = t.tried[:0]
+}
+
+// failed decides what follows an attempt that failed before any response byte reached the
+// client: it reports whether the request goes to another backend (now current). The backend is
+// blamed (passive health) only for what it did: not for the client's abort nor the proxy's own
+// shortage of descriptors, after which no retry is tried either (another backend would need one
+// too). When it reports false the caller answers with upstreamCode(err).
+func (t *tries) failed(err error, now time.Time) bool {
+	if clientCaused(err) {
+		return false
+	}
+	t.s.passive(t.rt.pool, t.backend(), false, err)
+	return !core.LocalResource(err) && t.next(now)
+}
+
+// answered decides about a response head the backend gave with status code (and, for a gRPC
+// call, the grpc-status of a trailers-only answer, "" when none): it reports whether the request
+// goes to another backend instead of relaying it (the route retries that status and may
+// retry). The caller then drops the response unread.
+func (t *tries) answered(code int, grpcStatus string, now time.Time) bool {
+	if !t.policy.RetryStatus(code) && !t.policy.RetryGRPCStatus(grpcStatus) {
+		return false
+	}
+	b := t.backend()
+	if !t.next(now) {
+		return false
+	}
+	t.s.passive(t.rt.pool, b, code < 500, nil)
+	return true
+}
+
+// relayed reports how the current backend's response went, once relayed, to passive health:
+// a 5xx counts against the backend, and so does a body it cut short (err, when not the
+// client's doing).
+func (t *tries) relayed(code int, err error) {
+	if err != nil && !clientCaused(err) {
+		t.s.passive(t.rt.pool, t.backend(), false, err)
+		return
+	}
+	t.s.passive(t.rt.pool, t.backend(), code < 500, nil)
+}
+
+// next moves the request to another backend when the attempts so far, the request's total time
+// and the pool's retry budget allow it.
+func (t *tries) next(now time.Time) bool {
+	if len(t.tried) >= t.max || !now.Before(t.deadline) {
+		return false
+	}
+	b := t.backend()
+	p := t.rt.pool
+	nb := t.rt.admission.Retry(t.req, b, t.tried, t.usable, func(ok bool) { t.s.countRetry(p, ok) })
+	if nb == nil {
+		return false
+	}
+	t.s.decisions.Add(1)
+	t.tried = append(t.tried, nb)
+	t.stale = false // the new backend's pooled connections may be stale too
+	if t.failover != nil {
+		*t.failover = t.rt.failoverLine()
+	}
+	return true
+}
+
+// replayStale reports whether an attempt that failed with err on a pooled connection goes out
+// once more, to the same backend, on a new connection: the backend closed the idle connection
+// as the request went out (reused, nothing read from it: gotBytes false), the request is held
+// whole, its time is not up, and sending it again is safe (an idempotent method, or the write
+// itself failed, so the backend saw none of it). net/http's transport does the same. Once per
+// backend.
+func (t *tries) replayStale(reused, gotBytes, whole bool, method string, err error) bool {
+	if t.stale || !reused || gotBytes || !whole || errors.Is(err, os.ErrDeadlineExceeded) ||
+		!(core.Idempotent(method) || isWriteErr(err)) {
+		return false
+	}
+	t.stale = true
+	return true
+}
+
+// clientCaused reports a failure of the client's making (it went away, or its body broke off),
+// which says nothing about the backend.
+func clientCaused(err error) bool {
+	return errors.Is(err, errClientGone) || errors.Is(err, errClientBody) || errors.Is(err, context.Canceled)
+}
