@@ -116,10 +116,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.admission.Release(ex.t.backend())
 		s.metrics.inFlight.Dec()
 	}()
+	defer func() {
+		// Deferred: ReverseProxy aborts the handler (panics) on a body the backend cut short.
+		if ex.relaying != 0 {
+			ex.t.relayed(ex.relaying, ex.broken)
+		}
+	}()
 	s.proxy.ServeHTTP(rec, r)
-	if ex.relaying != 0 {
-		ex.t.relayed(ex.relaying, ex.broken)
-	}
 	if ex.broken != nil && r.Context().Err() == nil {
 		s.brokenResponse(rec, r, ex.broken)
 	}

@@ -1,7 +1,9 @@
 package l7
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -259,4 +261,45 @@ func backendInfo(s *Server, addr string) BackendInfo {
 		}
 	}
 	return BackendInfo{}
+}
+
+// A backend that cuts its response body short is blamed for it by passive health on every
+// engine and on net/http's path (tries.relayed, the one classification): three such answers
+// eject it with consecutive_errors: 3. (The goroutine engine and net/http once counted the 200
+// head as a success.)
+func TestTruncatedBodyCountsAgainstBackend(t *testing.T) {
+	forEachEngineAndH2(t, func(t *testing.T, e engine) { testTruncatedBody(t, e, "HTTP/1.1") })
+	t.Run("nethttp", func(t *testing.T) { testTruncatedBody(t, engine{name: "loops"}, "HTTP/1.0") })
+}
+
+func testTruncatedBody(t *testing.T, e engine, proto string) {
+	addr, _ := rawBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+		}
+	})
+	p := e.start(t, oneRoute(", outlier: {consecutive_errors: 3, ejection_time: 1m, max_ejected_percent: 100}", e.backend(addr)))
+	ejected := func() bool {
+		for _, b := range p.s.Backends() {
+			if b.Address == e.backend(addr) {
+				return b.Ejected
+			}
+		}
+		t.Fatalf("backend %s not in the pool", addr)
+		return false
+	}
+	for i := range 3 {
+		if ejected() {
+			t.Fatalf("ejected after %d truncated answers; want 3", i)
+		}
+		c, br := p.dial(t)
+		fmt.Fprintf(c, "GET /t%d %s\r\nHost: a\r\n\r\n", i, proto)
+		if resp, err := http.ReadResponse(br, nil); err == nil {
+			if body, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("request %d: a whole body %q from a backend that cut it short", i, body)
+			}
+		}
+		c.Close()
+	}
+	testutil.Eventually(t, 5*time.Second, ejected, "three truncated bodies did not eject the backend")
 }
