@@ -233,9 +233,11 @@ func (sc *streamConn) request(h *h1.Head, body []byte) []byte {
 	case whole && (n > 0 || st.ContentLength >= 0):
 		h.ContentLength = int64(n)
 	case whole:
-	case st.ContentLength >= 0:
+	case st.ContentLength >= 0 && !announcesTrailers(st.Fields):
 		h.ContentLength = st.ContentLength
 	default:
+		// No length, or trailers announced (a Trailer field) after one: framed as a body of
+		// unknown length, so that trailers can follow it to an HTTP/1.1 pool too.
 		h.Chunked, h.TransferEncoding = true, chunkedCoding
 	}
 	if whole && n > 0 && n <= inlineBody {
@@ -245,6 +247,17 @@ func (sc *streamConn) request(h *h1.Head, body []byte) []byte {
 }
 
 var chunkedCoding = []byte("chunked")
+
+// announcesTrailers reports a request that names the trailer fields it will send (RFC 9110
+// 6.6.2).
+func announcesTrailers(fields []h2.Field) bool {
+	for _, f := range fields {
+		if f.Name == "trailer" {
+			return true
+		}
+	}
+	return false
+}
 
 // readFull appends n buffered body bytes of st to b.
 func readFull(st *h2.Stream, b []byte, n int) []byte {
