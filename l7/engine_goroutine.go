@@ -306,10 +306,11 @@ type leg interface {
 	// prepare builds the request and buffers the body bytes already read, reporting their
 	// length and whether that is the whole body, or the client's malformed framing.
 	prepare() (bodyLen int, whole bool, rej *h1.Rejection)
-	// send sends the request to the current backend of t and waits for the final response
-	// head (interim ones go to the client as they come), returning its status and, for a gRPC
-	// call's trailers-only answer, its grpc-status.
-	send(t *tries) (code int, grpcStatus string, err error)
+	// send sends the request to the current backend of t (on a new connection when fresh)
+	// and waits for the final response head (interim ones go to the client as they come),
+	// returning its status and, for a gRPC call's trailers-only answer, its grpc-status. On a
+	// failure, reused and gotBytes describe the connection it used (tries.failed).
+	send(t *tries, fresh bool) (code int, grpcStatus string, reused, gotBytes bool, err error)
 	// drop abandons the response send got (the request is retried elsewhere).
 	drop()
 	// relay streams the response to the client; keep: both connections stay usable.
@@ -327,20 +328,23 @@ type leg interface {
 func (gc *goConn) forward(rq *routed, lg leg, b *balance.Backend) (int, int64, bool) {
 	defer lg.done()
 	bodyLen, whole, rej := lg.prepare()
-	gc.t.start(gc.s, rq.rt, rq.retry, &gc.m.Req, b, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
+	gc.t.start(gc.s, rq.rt, rq.retry, &gc.m.Req, b, whole, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
 	gc.t.failover = &gc.failover
 	if rej != nil {
 		return gc.refuseBody(rej)
 	}
-	for {
-		code, grpcStatus, err := lg.send(&gc.t)
+	for fresh := false; ; {
+		code, grpcStatus, reused, gotBytes, err := lg.send(&gc.t, fresh)
 		if err != nil {
-			switch {
-			case errors.As(err, &rej):
+			if errors.As(err, &rej) {
 				return gc.refuseBody(rej) // malformed chunked framing from the client
+			}
+			v := gc.t.failed(err, reused, gotBytes, time.Now())
+			switch {
 			case clientCaused(err):
-				return 499, 0, false // nothing the backend did
-			case gc.t.failed(err, time.Now()):
+				return 499, 0, false // the client is gone: nothing to answer
+			case v != answer:
+				fresh = v == replay
 				continue
 			}
 			code, msg, extra := upstreamCode(err)
@@ -353,6 +357,7 @@ func (gc *goConn) forward(rq *routed, lg leg, b *balance.Backend) (int, int64, b
 		}
 		if gc.t.answered(code, grpcStatus, time.Now()) {
 			lg.drop()
+			fresh = false
 			continue
 		}
 		return lg.relay(&gc.t)
@@ -409,41 +414,37 @@ func (l *h1Leg) prepare() (int, bool, *h1.Rejection) {
 	return bodyLen, whole, rej
 }
 
-// send writes the request (gc.reqBuf) to a connection to the current backend and reads the
-// response head. A pooled connection the backend had closed is replaced once when tries allows
-// (replayStale). A body still arriving starts streaming up once the head is out.
-func (l *h1Leg) send(t *tries) (int, string, error) {
+// send writes the request (gc.reqBuf) to a connection to the current backend (a new one when
+// fresh) and reads the response head. A body still arriving starts streaming up once the head
+// is out.
+func (l *h1Leg) send(t *tries, fresh bool) (int, string, bool, bool, error) {
 	gc := l.gc
-	for {
-		uc, err := l.p.up.get(t.backend(), time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()})
-		if err != nil {
-			return 0, "", err
-		}
-		err = gc.sendHead(uc, l.p, l.until)
-		if err == nil && !l.whole {
-			l.uc = uc
-			return l.streamUpload()
-		}
-		if err == nil {
-			err = gc.awaitResponse(uc)
-		}
-		if err == nil {
-			l.uc = uc
-			code, _ := core.StatusCode(gc.rhead.Line)
-			return code, "", nil
-		}
-		uc.Conn.Close()
-		if !t.replayStale(uc.reused, uc.W != 0, l.whole, l.rq.Method, err) {
-			return 0, "", err
-		}
+	uc, err := l.p.up.get(t.backend(), time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()}, fresh)
+	if err != nil {
+		return 0, "", false, false, err
 	}
+	err = gc.sendHead(uc, l.p, l.until)
+	if err == nil && !l.whole {
+		l.uc = uc
+		return l.streamUpload()
+	}
+	if err == nil {
+		err = gc.awaitResponse(uc)
+	}
+	if err != nil {
+		uc.Conn.Close()
+		return 0, "", uc.reused, uc.W != 0, err
+	}
+	l.uc = uc
+	code, _ := core.StatusCode(gc.rhead.Line)
+	return code, "", false, false, nil
 }
 
 // streamUpload streams the rest of the request body on its own goroutine and waits for the
 // response head meanwhile, so a backend may answer before the upload ends (full duplex). When
 // no head comes, the upload's own failure (the client's malformed framing or its going away)
 // is the error, not the backend's.
-func (l *h1Leg) streamUpload() (int, string, error) {
+func (l *h1Leg) streamUpload() (int, string, bool, bool, error) {
 	gc, uc := l.gc, l.uc
 	l.upload = make(chan error, 1)
 	uc.SetDeadline(l.until) // an upload is bounded by the total timeout, not the header one
@@ -453,12 +454,12 @@ func (l *h1Leg) streamUpload() (int, string, error) {
 		uerr := <-l.upload
 		l.upload = nil
 		if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) || errors.Is(uerr, errClientBody) {
-			return 0, "", uerr
+			return 0, "", false, false, uerr
 		}
-		return 0, "", err
+		return 0, "", false, false, err // a body partly sent is never replayed
 	}
 	code, _ := core.StatusCode(gc.rhead.Line)
-	return code, "", nil
+	return code, "", false, false, nil
 }
 
 // drop closes the connection whose response is not read: it is never pooled.

@@ -111,7 +111,7 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	c.rq = rq
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
-	c.t.start(l.s, rq.rt, rq.retry, &c.m.Req, bk, rq.retry.Replayable(rq.Method, int64(n), true), c.total)
+	c.t.start(l.s, rq.rt, rq.retry, &c.m.Req, bk, true, rq.retry.Replayable(rq.Method, int64(n), true), c.total)
 	c.t.usable, c.t.failover = l.usable, &c.failover
 	c.reqBuf = append(c.upstreamHead(&rq), body...)
 	rq.rt.mirror.copy(c.reqBuf, int64(n), true)
@@ -446,15 +446,17 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 // a replay on a new connection (a pooled one the backend had closed), another backend, and the
 // answer the failure gets (upstreamCode).
 func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
+	var reused, gotBytes bool
 	if u := c.u; u != nil {
 		c.u = nil
 		l.closeUp(u)
-		if c.t.replayStale(u.reused, u.gotBytes, true, c.rq.Method, err) {
-			c.sent = 0
-			return l.connect(c, true)
-		}
+		reused, gotBytes = u.reused, u.gotBytes
 	}
-	if c.t.failed(err, l.now) {
+	switch c.t.failed(err, reused, gotBytes, l.now) {
+	case replay:
+		c.sent = 0
+		return l.connect(c, true)
+	case retry:
 		return l.retryElsewhere(c)
 	}
 	code, msg, extra := upstreamCode(err)

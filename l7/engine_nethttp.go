@@ -111,7 +111,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.bufferBody(rt, r)
 	}
 	// Retries start within the total time; a replay needs the body held (GetBody).
-	ex.t.start(s, rt, policy, r, b, policy != nil && r.GetBody != nil, start.Add(total))
+	// The transport replays a request on a stale connection itself (tries gets no connection).
+	ex.t.start(s, rt, policy, r, b, r.GetBody != nil, policy != nil && r.GetBody != nil, start.Add(total))
 	defer func() {
 		rt.admission.Release(ex.t.backend())
 		s.metrics.inFlight.Dec()
@@ -335,7 +336,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			if errors.Is(req.Context().Err(), context.Canceled) {
 				err = errors.Join(err, context.Canceled) // the client's own abort
 			}
-			if ex.t.failed(err, time.Now()) {
+			if ex.t.failed(err, false, false, time.Now()) == retry {
 				continue
 			}
 			return nil, fmt.Errorf("forward to %s: %w", b.Address, err)

@@ -61,20 +61,22 @@ func (l *h2Leg) prepare() (int, bool, *h1.Rejection) {
 	return bodyLen, whole, rej
 }
 
-func (l *h2Leg) send(t *tries) (int, string, error) {
+// send opens a stream to the current backend; fresh is not needed (net/http's ClientConn
+// moves a request the backend refused before processing it, GOAWAY or REFUSED_STREAM, itself).
+func (l *h2Leg) send(t *tries, _ bool) (int, string, bool, bool, error) {
 	resp, end, err := l.gc.roundTripH2(l.ctx, l.rq, t.backend(), &l.rb, l.upload)
 	if err != nil {
 		if l.ctx.Err() == context.Canceled {
 			err = errors.Join(err, context.Canceled) // the client reset its stream
 		}
-		return 0, "", err
+		return 0, "", false, false, err
 	}
 	l.resp, l.end = resp, end
 	grpcStatus := ""
 	if l.rq.RI.GRPC {
 		grpcStatus = resp.Header.Get("Grpc-Status") // a trailers-only answer: nothing streamed yet
 	}
-	return resp.StatusCode, grpcStatus, nil
+	return resp.StatusCode, grpcStatus, false, false, nil
 }
 
 func (l *h2Leg) drop() {

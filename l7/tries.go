@@ -37,6 +37,7 @@ type tries struct {
 	tried    []*balance.Backend
 	max      int       // backends the request may go to in all
 	deadline time.Time // the request's total time: no retry starts after it
+	whole    bool      // the request's body is all held (it can be sent again)
 	stale    bool      // a stale pooled connection was replaced once already
 	// usable, when set, restricts retries to backends the engine can reach itself.
 	usable func(*balance.Backend) bool
@@ -45,10 +46,11 @@ type tries struct {
 	failover *[]byte
 }
 
-// start begins the attempts of a request admitted to backend b. replayable says whether its
-// body (all of it held) may go out more than once; policy is nil when the route does not retry it.
-func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend, replayable bool, deadline time.Time) {
-	t.s, t.rt, t.policy, t.req, t.deadline, t.stale = s, rt, policy, req, deadline, false
+// start begins the attempts of a request admitted to backend b. whole says that its body is all
+// held, replayable that it may go to another backend (the route's policy allows it and the body
+// fits); policy is nil when the route does not retry it.
+func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend, whole, replayable bool, deadline time.Time) {
+	t.s, t.rt, t.policy, t.req, t.deadline, t.whole, t.stale = s, rt, policy, req, deadline, whole, false
 	t.usable, t.failover = nil, nil
 	t.tried = append(t.tried[:0], b)
 	t.max = policy.MaxAttempts(replayable)
@@ -66,17 +68,34 @@ func (t *tries) end() {
 	t.tried = t.tried[:0]
 }
 
-// failed decides what follows an attempt that failed before any response byte reached the
-// client: it reports whether the request goes to another backend (now current). The backend is
-// blamed (passive health) only for what it did: not for the client's abort nor the proxy's own
+// verdict is what follows an attempt that failed before any response byte reached the client.
+type verdict uint8
+
+const (
+	answer verdict = iota // the client gets upstreamCode(err)
+	replay                // the same backend again, on a new connection
+	retry                 // another backend, now t.backend()
+)
+
+// failed decides what follows an attempt that failed with err before any response byte reached
+// the client. reused and gotBytes describe the attempt's connection (a pooled one; a response
+// byte read from it), false both where the engine has none of its own. A pooled connection the
+// backend had closed is replayed (replayStale) without blaming it; otherwise the backend is
+// blamed (passive health) only for what it did, not for the client's abort nor the proxy's own
 // shortage of descriptors, after which no retry is tried either (another backend would need one
-// too). When it reports false the caller answers with upstreamCode(err).
-func (t *tries) failed(err error, now time.Time) bool {
-	if clientCaused(err) {
-		return false
+// too).
+func (t *tries) failed(err error, reused, gotBytes bool, now time.Time) verdict {
+	switch {
+	case clientCaused(err):
+		return answer
+	case t.replayStale(reused, gotBytes, err):
+		return replay
 	}
 	t.s.passive(t.rt.pool, t.backend(), false, err)
-	return !core.LocalResource(err) && t.next(now)
+	if !core.LocalResource(err) && t.next(now) {
+		return retry
+	}
+	return answer
 }
 
 // answered decides about a response head the backend gave with status code (and, for a gRPC
@@ -133,9 +152,9 @@ func (t *tries) next(now time.Time) bool {
 // whole, its time is not up, and sending it again is safe (an idempotent method, or the write
 // itself failed, so the backend saw none of it). net/http's transport does the same. Once per
 // backend.
-func (t *tries) replayStale(reused, gotBytes, whole bool, method string, err error) bool {
-	if t.stale || !reused || gotBytes || !whole || errors.Is(err, os.ErrDeadlineExceeded) ||
-		!(core.Idempotent(method) || isWriteErr(err)) {
+func (t *tries) replayStale(reused, gotBytes bool, err error) bool {
+	if t.stale || !reused || gotBytes || !t.whole || errors.Is(err, os.ErrDeadlineExceeded) ||
+		!(core.Idempotent(t.req.Method) || isWriteErr(err)) {
 		return false
 	}
 	t.stale = true

@@ -79,13 +79,13 @@ func closeUpConn(uc *upConn) { uc.Conn.Close() }
 func (u *upstreams) idleForOf(*upConn) time.Duration { return u.idleFor }
 
 // get returns an idle connection to b that is quiet and has not been idle too long, or dials a
-// new one.
-func (u *upstreams) get(b *balance.Backend, now time.Time, client clientEnds) (*upConn, error) {
+// new one (always when fresh: a replay after a stale one).
+func (u *upstreams) get(b *balance.Backend, now time.Time, client clientEnds, fresh bool) (*upConn, error) {
 	key := upKey{b: b}
 	if u.sendProxy != 0 {
 		key.client = client.src.String() + " " + client.dst.String()
 	}
-	for {
+	for !fresh {
 		u.mu.Lock()
 		uc, ok := u.idle.Get(key, now, u.idleForOf, closeUpConn)
 		u.mu.Unlock()
@@ -98,6 +98,7 @@ func (u *upstreams) get(b *balance.Backend, now time.Time, client clientEnds) (*
 		}
 		uc.Conn.Close()
 	}
+	return u.dial(key, client)
 }
 
 // dial opens a connection to key's backend, its PROXY header first when the pool sends one.
