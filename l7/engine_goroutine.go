@@ -42,6 +42,7 @@ type goConn struct {
 	pinned bool
 	engine engineKind // engineGoroutine, or engineH2 for an HTTP/2 stream's request
 	t      tries      // the current request's attempts (tries.go)
+	h1     h1Leg      // the leg to HTTP/1.1 pools, kept so a request allocates none
 	// an HTTP/2 upstream's response (forward_h2.go): its body's read buffer, and the bytes and
 	// spans its head (rhead) points into
 	relay    []byte
@@ -248,7 +249,8 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	if b == nil {
 		return keep, false
 	}
-	var lg leg = &h1Leg{gc: gc, rq: &rq, p: rq.rt.pool, until: deadline}
+	gc.h1 = h1Leg{gc: gc, rq: &rq, p: rq.rt.pool, until: deadline}
+	var lg leg = &gc.h1
 	if rq.rt.pool.h2up != nil {
 		lg = gc.newH2Leg(&rq, deadline)
 	}
