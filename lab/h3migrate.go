@@ -69,7 +69,7 @@ func (r H3Report) String() string {
 	}
 	routed := ""
 	if r.Routed >= 0 {
-		routed = fmt.Sprintf("; the balancer routed %d packets by connection ID", r.Routed)
+		routed = fmt.Sprintf("; the balancer routed %d packets by connection ID (the first of each new address: its flow entry takes the rest)", r.Routed)
 	}
 	return fmt.Sprintf("%s: %s%s", verdict, b.String(), routed)
 }
