@@ -43,30 +43,9 @@ func freeTCPUDPPort(t *testing.T) int {
 // the routes, and every TCP response (HTTP/1.1 on the goroutine engine and on the event loops,
 // HTTP/2) advertises it with Alt-Svc.
 func TestHTTP3Listener(t *testing.T) {
-	b := startBackend(t, "b1", nil)
-	cp, kp, cert := testutil.WriteCert(t, t.TempDir(), "proxy.test")
 	port := freeTCPUDPPort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
-listeners: [{address: %q, http3: true, tls: {certificates: [{cert: %q, key: %q}]}}]
-routes: [{name: r, pool: p}]
-pools: [{name: p, backends: [{address: %q}]}]
-`, addr, cp, kp, b.addr)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	cert := startHTTP3Proxy(t, addr, "")
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	tc := &tls.Config{RootCAs: pool, ServerName: "proxy.test"}
@@ -95,6 +74,35 @@ pools: [{name: p, backends: [{address: %q}]}]
 	}
 }
 
+// startHTTP3Proxy runs a proxy with one TLS and HTTP/3 listener on addr (extra: more of its
+// fields) in front of a backend b1, and returns the certificate its clients trust (proxy.test).
+func startHTTP3Proxy(t *testing.T, addr, extra string) *x509.Certificate {
+	t.Helper()
+	b := startBackend(t, "b1", nil)
+	cp, kp, cert := testutil.WriteCert(t, t.TempDir(), "proxy.test")
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+listeners: [{address: %q, http3: true, %stls: {certificates: [{cert: %q, key: %q}]}}]
+routes: [{name: r, pool: p}]
+pools: [{name: p, backends: [{address: %q}]}]
+`, addr, extra, cp, kp, b.addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Listen(); err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return cert
+}
+
 // TestHTTP3NeedsTLS: http3 on a plain listener is refused, naming the fix.
 func TestHTTP3NeedsTLS(t *testing.T) {
 	_, err := ParseConfig([]byte(`
@@ -112,29 +120,8 @@ pools: [{name: p, backends: [{address: "127.0.0.1:1"}]}]
 // short-header packet the client sends, seen by a relay in front of the listener, names the
 // server. quic-go's own random IDs name none.
 func TestHTTP3QUICLBConnectionIDs(t *testing.T) {
-	b := startBackend(t, "b1", nil)
-	cp, kp, cert := testutil.WriteCert(t, t.TempDir(), "proxy.test")
 	const addr, relayAddr = "127.0.0.1:47210", "127.0.0.1:47211"
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
-listeners: [{address: %q, http3: true, quic_lb: {server_id: 515, config_id: 2}, tls: {certificates: [{cert: %q, key: %q}]}}]
-routes: [{name: r, pool: p}]
-pools: [{name: p, backends: [{address: %q}]}]
-`, addr, cp, kp, b.addr)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Listen(); err != nil {
-		t.Skipf("port %s taken: %v", addr, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	cert := startHTTP3Proxy(t, addr, "quic_lb: {server_id: 515, config_id: 2}, ")
 	dcids := udpRelay(t, relayAddr, addr)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
