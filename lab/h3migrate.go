@@ -111,7 +111,7 @@ func H3Migration(ctx context.Context, st *State, c topo.Node, moves int) (H3Repo
 	if err != nil {
 		return rep, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the whole exchange: dial, moves and requests
 	defer cancel()
 	conn, err := tr.Dial(dctx, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, tlsPort)), tc, &quic.Config{MaxIdleTimeout: 10 * time.Second})
 	if err != nil {
