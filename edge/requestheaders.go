@@ -24,8 +24,8 @@ var strippedRequestFields = []string{
 }
 
 // forwardingFields sets the fields of an upstream request that describe the client's request as
-// the edge received it: X-Forwarded-For with the peer appended (one line), X-Forwarded-Proto and
-// X-Forwarded-Host from the edge's own listener and the request's Host, and Via; the override
+// the edge received it: X-Forwarded-For with the peer appended (one line), X-Forwarded-Proto
+// (clientScheme) and X-Forwarded-Host from the edge's own listener and the request's Host, and Via; the override
 // fields are stripped. out holds the end-to-end copy of r's header.
 func (e *Edge) forwardingFields(out http.Header, r *http.Request) {
 	for _, n := range strippedRequestFields {
@@ -34,7 +34,7 @@ func (e *Edge) forwardingFields(out http.Header, r *http.Request) {
 		}
 	}
 	if !e.passes["X-Forwarded-Proto"] {
-		out["X-Forwarded-Proto"] = []string{"http"} // the client listener is plain HTTP
+		out["X-Forwarded-Proto"] = []string{clientScheme(r)}
 	}
 	if !e.passes["X-Forwarded-Host"] {
 		out["X-Forwarded-Host"] = []string{r.Host}
@@ -47,6 +47,17 @@ func (e *Edge) forwardingFields(out http.Header, r *http.Request) {
 		out["X-Forwarded-For"] = []string{chain + ip}
 	}
 	out.Add("Via", viaValue)
+}
+
+// clientScheme is the scheme the client came over: https when its connection is TLS. Every
+// path sets r.TLS for a TLS client (net/http, withTLSState behind h1's guard, internal/h2,
+// quic-go's HTTP/3), and the plain listener's fast path builds requests without it; L7 derives
+// its scheme from the listener the same way (l7 schemeOf).
+func clientScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // passSet is the set of request fields the operator lets through (forwarded or keyed).

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchyard/switchyard/internal/compress"
+	"github.com/switchyard/switchyard/internal/quiclb"
 	"github.com/switchyard/switchyard/internal/tlsconf"
 	"github.com/switchyard/switchyard/internal/yamlx"
 
@@ -62,6 +63,10 @@ type Listener struct {
 	TLS *tlsconf.Config `yaml:"tls"`
 	// HTTP3 (with TLS) serves HTTP/3 on the same port over UDP, advertised with Alt-Svc.
 	HTTP3 bool `yaml:"http3"`
+	// QUICLB (with http3) issues HTTP/3 connection IDs that name this instance to a balancer
+	// routing QUIC by connection ID (internal/quiclb; the VIP's quic block on the balancer, this
+	// instance's server_id there): a client that changes its address keeps this instance.
+	QUICLB *quiclb.Config `yaml:"quic_lb"`
 	// RedirectHTTPS answers every request with 308 to https on this port instead of proxying.
 	RedirectHTTPS int `yaml:"redirect_https"`
 	// ProxyProtocol takes client addresses from the PROXY protocol header of trusted sources.
@@ -478,6 +483,14 @@ func (c *Config) Validate() error {
 		}
 		if l.HTTP3 && l.TLS == nil {
 			return c.fieldError(f+".http3", "HTTP/3 is TLS only: add tls: {certificates: [...]} to this listener, or remove http3")
+		}
+		if l.QUICLB != nil && !l.HTTP3 {
+			return c.fieldError(f+".quic_lb", "names HTTP/3 connections: add http3: true to this listener, or remove quic_lb")
+		}
+		if l.QUICLB != nil {
+			if err := l.QUICLB.Validate(); err != nil {
+				return c.fieldError(f+".quic_lb", "%v", err)
+			}
 		}
 		if l.RedirectHTTPS < 0 || l.RedirectHTTPS > 65535 {
 			return c.fieldError(f+".redirect_https", "port %d out of range 1-65535", l.RedirectHTTPS)

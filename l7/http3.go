@@ -15,14 +15,19 @@ import (
 // HTTP/3 request runs the net/http request path (ServeHTTP: routing, admission, rate limits,
 // retries, gRPC answers), as HTTP/2 streams the core does not take do.
 
-// listenHTTP3 binds (or inherits) the UDP sockets on tcp's port and serves HTTP/3 there.
-func (s *Server) listenHTTP3(address string, tcp *net.TCPAddr, tc *tls.Config) (*h3.Server, error) {
-	conns, err := h3.ListenUDP(s.sockets, address, tcp)
+// listenHTTP3 binds (or inherits) the UDP sockets on tcp's port and serves HTTP/3 there, with
+// connection IDs naming this instance when the listener has quic_lb.
+func (s *Server) listenHTTP3(l Listener, tcp *net.TCPAddr, tc *tls.Config) (*h3.Server, error) {
+	conns, err := h3.ListenUDP(s.sockets, l.Address, tcp)
 	if err != nil {
 		return nil, err
 	}
 	cfg := s.state.Load().cfg
-	h3s, err := h3.Serve(conns, tc, s, h3.Options{MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, IdleTimeout: cfg.Timeouts.Idle, Log: s.log})
+	o := h3.Options{MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, IdleTimeout: cfg.Timeouts.Idle, Log: s.log}
+	if l.QUICLB != nil {
+		o.ConnectionIDs = l.QUICLB.Generator()
+	}
+	h3s, err := h3.Serve(conns, tc, s, o)
 	if err != nil {
 		return nil, err
 	}

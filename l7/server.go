@@ -461,7 +461,7 @@ func (s *Server) Listen() (<-chan error, error) {
 			var h3s *h3.Server
 			if l.HTTP3 {
 				var err error
-				if h3s, err = s.listenHTTP3(l.Address, ln.Addr().(*net.TCPAddr), certs[i].TLS); err != nil {
+				if h3s, err = s.listenHTTP3(l, ln.Addr().(*net.TCPAddr), certs[i].TLS); err != nil {
 					return fail(err)
 				}
 			}

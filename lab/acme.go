@@ -32,7 +32,7 @@ import (
 const (
 	pebblePort     = 14000
 	pebbleMgmtPort = 15000
-	edgeTLSPort    = 443
+	tlsPort        = 443
 	acmeKeyName    = "acme"
 )
 
@@ -44,7 +44,7 @@ type ACMEState struct {
 	// Root is the PEM file of Pebble's issuing root (fetched once the edge's certificate
 	// verifies against it).
 	Root string `json:"root,omitempty"`
-	// Names are the names the edge orders.
+	// Names are the names the edge and the L7 tier order.
 	Names []string `json:"names"`
 }
 
@@ -53,7 +53,14 @@ type acmeSetup struct {
 	server     *pebble.Server
 	dns        netip.AddrPort // the DNS stop: RFC 2136 primary and Pebble's resolver
 	tsigSecret string
-	storage    string // the edge's certificate storage
+	dir        string // the lab's state directory, which holds each stop's certificate storage
+}
+
+// acmeYAML is the acme block (YAML flow style) of a stop's TLS listener: name ordered from the
+// lab's CA by dns-01 through the DNS stop, kept in storage under the lab's state directory.
+func (a *acmeSetup) acmeYAML(name, storage string) string {
+	return fmt.Sprintf(`{directory: %s, ca_root: %s, domains: [%s], storage: %s, dns01: {server: "%s", tsig: {name: %s, secret: %q}, propagation_timeout: 30s}}`,
+		a.server.Directory, a.server.CARoot, name, filepath.Join(a.dir, storage), a.dns, acmeKeyName, a.tsigSecret)
 }
 
 // prepareACME builds Pebble (once per machine) and writes its configuration and the lab's
@@ -67,7 +74,7 @@ func prepareACME(st *State, dnsNode topo.Node) (*acmeSetup, error) {
 	dns := netip.AddrPortFrom(dnsNode.Addr4, 53)
 	srv, err := pebble.Prepare(bin, filepath.Join(dir, "pebble"), pebble.Options{
 		Listen: netip.AddrPortFrom(dnsNode.Addr4, pebblePort).String(), Mgmt: netip.AddrPortFrom(dnsNode.Addr4, pebbleMgmtPort).String(),
-		HTTPPort: 80, TLSPort: edgeTLSPort, DNSServer: dns.String()})
+		HTTPPort: 80, TLSPort: tlsPort, DNSServer: dns.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +82,7 @@ func prepareACME(st *State, dnsNode topo.Node) (*acmeSetup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &acmeSetup{server: srv, dns: dns, tsigSecret: secret, storage: filepath.Join(dir, "edge-acme")}, nil
+	return &acmeSetup{server: srv, dns: dns, tsigSecret: secret, dir: dir}, nil
 }
 
 // tsigSecret reads the lab's TSIG secret from path, or makes one (32 random bytes, base64).
@@ -123,15 +130,15 @@ func startPebble(st *State, a *acmeSetup, dnsNode topo.Node) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	st.ACME, st.pebble = &ACMEState{Directory: a.server.Directory, Names: []string{StaticName}}, a.server
+	st.ACME, st.pebble = &ACMEState{Directory: a.server.Directory, Names: []string{StaticName, AppName}}, a.server
 	return nil
 }
 
-// waitCertificate waits until the edge serves static.lab.test with a certificate that chains to
-// Pebble's issuing root, saves that root for the demo's clients and notes the certificate.
+// waitCertificate waits until the edge serves static.lab.test, and every L7 proxy app.lab.test,
+// with a certificate that chains to Pebble's issuing root, saves that root for the demo's
+// clients and notes the certificates.
 func waitCertificate(st *State, d time.Duration) error {
 	dnsNode, _ := st.Topo.Node("dns")
-	edgeNode, _ := st.Topo.Node("edge")
 	srv := st.pebble
 	hc, err := srv.Client(namednetns.Dialer(dnsNode.NS, &net.Dialer{Timeout: time.Second}))
 	if err != nil {
@@ -147,23 +154,47 @@ func waitCertificate(st *State, d time.Duration) error {
 	if !pool.AppendCertsFromPEM(root) {
 		return fmt.Errorf("pebble's issuing root is not PEM: %q", root)
 	}
-	dial := namednetns.Dialer(edgeNode.NS, &net.Dialer{Timeout: time.Second})
-	addr := netip.AddrPortFrom(edgeNode.Addr4, edgeTLSPort).String()
+	type server struct {
+		node topo.Node
+		name string
+	}
+	edgeNode, _ := st.Topo.Node("edge")
+	servers := []server{{edgeNode, StaticName}}
+	for _, n := range st.Topo.ByRole(topo.L7) {
+		if st.Running[n.Name] == "l7" {
+			servers = append(servers, server{n, AppName})
+		}
+	}
+	var notes []string
+	for _, s := range servers {
+		leaf, err := waitServerCert(ctx, s.node, s.name, pool)
+		if err != nil {
+			return fmt.Errorf("%s serves no certificate for %s from pebble after %s: %w (see %s.log, dns.log and pebble.log in %s)", s.node.Name, s.name, d, err, s.node.Name, StateDir(st.Prefix))
+		}
+		notes = append(notes, fmt.Sprintf("%s serves %s (serial %x, until %s)", s.node.Name, s.name, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	p := filepath.Join(StateDir(st.Prefix), "acme-root.pem")
+	if err := os.WriteFile(p, root, 0o600); err != nil {
+		return fmt.Errorf("write pebble's issuing root: %w", err)
+	}
+	st.ACME.Root = p
+	st.Notes = append(st.Notes, fmt.Sprintf("https: certificates Pebble issued by ACME dns-01 through the lab's DNS stop: %s; their root: %s", strings.Join(notes, "; "), p))
+	return nil
+}
+
+// waitServerCert dials port 443 of node n, in its namespace, for name until it serves a
+// certificate that verifies against roots, or ctx ends.
+func waitServerCert(ctx context.Context, n topo.Node, name string, roots *x509.CertPool) (*x509.Certificate, error) {
+	dial := namednetns.Dialer(n.NS, &net.Dialer{Timeout: time.Second})
+	addr := netip.AddrPortFrom(n.Addr4, tlsPort).String()
 	for {
-		leaf, err := serverCert(ctx, dial, addr, StaticName, pool)
+		leaf, err := serverCert(ctx, dial, addr, name, roots)
 		if err == nil {
-			p := filepath.Join(StateDir(st.Prefix), "acme-root.pem")
-			if err := os.WriteFile(p, root, 0o600); err != nil {
-				return fmt.Errorf("write pebble's issuing root: %w", err)
-			}
-			st.ACME.Root = p
-			st.Notes = append(st.Notes, fmt.Sprintf("https: the edge serves %s with a certificate Pebble issued by ACME dns-01 through the lab's DNS stop (serial %x, until %s); its root: %s",
-				StaticName, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339), p))
-			return nil
+			return leaf, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the edge serves no certificate for %s from pebble after %s: %w (see edge.log, dns.log and pebble.log in %s)", StaticName, d, err, StateDir(st.Prefix))
+			return nil, err
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -102,7 +102,7 @@ func routePolicies(vips []VIP) {
 			vips[i].BGP = &config.VIPBGP{RoutePolicy: config.RoutePolicy{Communities: []string{fmt.Sprintf("%d:201", BalancerASN)}}}
 		case "web6":
 			vips[i].BGP = &config.VIPBGP{RoutePolicy: config.RoutePolicy{Communities: []string{fmt.Sprintf("%d:206", BalancerASN)}}}
-		case "l7":
+		case "l7", "l7tls", "l7quic": // one address, one route
 			vips[i].BGP = &config.VIPBGP{RoutePolicy: config.RoutePolicy{Communities: []string{fmt.Sprintf("%d:300", BalancerASN)},
 				LargeCommunities: []string{fmt.Sprintf("%d:7:1", BalancerASN)}}, AnnounceFrom: []string{L7Label}}
 		}

@@ -59,12 +59,16 @@ func DemoTargets(st *State) []Target {
 			}
 		}
 	}
+	if h3Ready(st) {
+		out = append(out, Target{Name: "l7tls", URL: "https://" + AppName, Paths: []string{"/tracking", "/event"}, Proto: "HTTP/1.1",
+			Route: "DNS app.lab.test -> L7 VIP :443 (XDP) -> L7 proxy over TLS (certificate by ACME from Pebble) -> app"})
+	}
 	if st.Running["dns"] == "dns" {
 		out = append(out, Target{Name: "www", URL: "http://" + WWWName, Paths: []string{"/tracking", "/event"},
 			Route: "DNS www.lab.test (failover) -> L7 VIP (XDP) -> L7 proxy -> app"})
 	}
 	for _, v := range st.VIPs {
-		if v.Protocol != "tcp" {
+		if v.Protocol != "tcp" || v.Name == "l7tls" { // the https target above
 			continue
 		}
 		host := v.Address
@@ -152,8 +156,10 @@ func Demo(ctx context.Context, st *State, w io.Writer, o DemoOptions) error {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			h3 := demoH3(st, clients[0]) // before the last sample: the summary counts its packets
 			view.sample()
 			view.summary(w, time.Since(start), stats)
+			io.WriteString(w, h3)
 			return nil
 		case <-tk.C:
 			view.sample()
@@ -480,26 +486,59 @@ func (v *view) summary(w io.Writer, elapsed time.Duration, stats map[string]*sen
 // lab's services by name.
 func DialViaDNS(c topo.Node, dns netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := namednetns.Dialer(c.NS, &net.Dialer{Timeout: 5 * time.Second})
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return d(ctx, network, netip.AddrPortFrom(dns, 53).String())
-	}}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := netip.ParseAddr(host); err == nil {
-			return d(ctx, network, addr)
-		}
-		ips, err := r.LookupNetIP(ctx, "ip4", host)
+		ip, err := resolveViaDNS(ctx, c, dns, host)
 		if err != nil {
-			return nil, fmt.Errorf("resolve %s at the lab's DNS %s: %w", host, dns, err)
+			return nil, err
 		}
-		if len(ips) == 0 {
-			return nil, fmt.Errorf("resolve %s: no address", host)
-		}
-		return d(ctx, network, net.JoinHostPort(ips[0].String(), port))
+		return d(ctx, network, net.JoinHostPort(ip.String(), port))
 	}
+}
+
+// resolveViaDNS is host's IPv4 address as the lab's DNS server at dns:53 answers client c (an
+// address is its own answer).
+func resolveViaDNS(ctx context.Context, c topo.Node, dns netip.Addr, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a, nil
+	}
+	d := namednetns.Dialer(c.NS, &net.Dialer{Timeout: 5 * time.Second})
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d(ctx, network, netip.AddrPortFrom(dns, 53).String())
+	}}
+	ips, err := r.LookupNetIP(ctx, "ip4", host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("resolve %s at the lab's DNS %s: %w", host, dns, err)
+	}
+	if len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("resolve %s: no address", host)
+	}
+	return ips[0].Unmap(), nil
+}
+
+// h3Ready reports whether the L7 tier serves app.lab.test over TLS and HTTP/3 behind the
+// balancer's QUIC VIP, with a certificate whose root the lab saved.
+func h3Ready(st *State) bool {
+	return st.ACME != nil && st.ACME.Root != "" && anyRunning(st, "l7") && st.Lab().VIP("l7quic").QUIC
+}
+
+// demoH3 runs the migrating HTTP/3 client (h3migrate.go) once from client c and says, in a
+// line of the summary, what it saw ("" when the lab serves no HTTP/3).
+func demoH3(st *State, c topo.Node) string {
+	if !h3Ready(st) {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	head := fmt.Sprintf("  http/3:   %s over QUIC from %s through the balancer, moving to a new UDP port 3 times: ", AppName, c.Name)
+	rep, err := H3Migration(ctx, st, c, 3)
+	if err != nil {
+		return head + "FAILED: " + err.Error() + "\n"
+	}
+	return head + rep.String() + "\n"
 }
 
 func anyRunning(st *State, what string) bool {

@@ -66,3 +66,18 @@ func TestSmoothRate(t *testing.T) {
 		t.Error("the first measurement does not start the average")
 	}
 }
+
+// TestH3Report: the migration's line says whether every step came through one L7 instance.
+func TestH3Report(t *testing.T) {
+	same := H3Report{Steps: []H3Step{{"198.18.1.11:1000", "l7a", "be1"}, {"198.18.1.11:2000", "l7a", "be2"}}, Routed: 1}
+	if !same.SameL7() || !strings.Contains(same.String(), "the same L7 instance after every move: 198.18.1.11:1000 -> l7a (be1), moved to 198.18.1.11:2000 -> l7a (be2); the balancer routed 1 packets") {
+		t.Errorf("one instance: %s", same)
+	}
+	moved := H3Report{Steps: []H3Step{{"a", "l7a", "be1"}, {"b", "l7b", "be1"}}, Routed: -1}
+	if moved.SameL7() || !strings.Contains(moved.String(), "NOT the same L7 instance") || strings.Contains(moved.String(), "routed") {
+		t.Errorf("two instances, no daemon: %s", moved)
+	}
+	if (H3Report{}).SameL7() {
+		t.Error("no step counts as one instance")
+	}
+}

@@ -55,7 +55,13 @@ type VIP struct {
 	Backends []netip.Addr `json:"backends"`
 	// BGP is the VIP's route policy and announce_from in the daemon's configuration.
 	BGP *config.VIPBGP `json:"bgp,omitempty"`
+	// QUIC routes the VIP's QUIC packets by connection ID (QUIC-LB, the balancer's defaults):
+	// backend i has server ID i+1 (ServerID), which the L7 proxy on it issues (stops.go).
+	QUIC bool `json:"quic,omitempty"`
 }
+
+// ServerID is the QUIC server ID of the VIP's backend i.
+func (v VIP) ServerID(i int) uint32 { return uint32(i + 1) }
 
 func vip(name string, id uint32, a netip.Addr, port uint16, p maps.Proto, bes []netip.Addr) VIP {
 	return VIP{Name: name, Key: maps.VIPKey{Addr: a, Port: port, Proto: p}, Address: a.String(), Port: port,
@@ -120,6 +126,13 @@ func Plan(s Spec) (*Lab, error) {
 	}
 	if len(l7) > 0 {
 		l.VIPs = append(l.VIPs, vip("l7", 3, L7VIP, webPort, maps.TCP, l7))
+	}
+	if len(l7) > 0 && s.DNS && s.Edge {
+		// The L7 tier's front door (HTTPS and HTTP/3 with a certificate from the lab's ACME
+		// CA, which needs the DNS stop; acme.go): TCP and QUIC on 443 of the L7 VIP.
+		h3 := vip("l7quic", 5, L7VIP, tlsPort, maps.UDP, l7)
+		h3.QUIC = true
+		l.VIPs = append(l.VIPs, vip("l7tls", 4, L7VIP, tlsPort, maps.TCP, l7), h3)
 	}
 	routePolicies(l.VIPs)
 	return l, nil
@@ -240,14 +253,35 @@ func (l *Lab) StartForwarder(n topo.Node, ringSize uint32) (*fwd.Forwarder, erro
 	if err != nil {
 		return nil, err
 	}
+	sids := map[uint32]uint32{}
 	for _, v := range l.VIPs {
 		bes := make([]fwd.Backend, len(v.Backends))
 		for i, a := range v.Backends {
 			bes[i] = fwd.Backend{Addr: a, Weight: 1}
 		}
-		if err := f.SetVIP(v.Key, v.ID, 0, bes); err != nil {
+		var flags maps.VIPFlags
+		if v.QUIC {
+			flags, _ = maps.QUICLBFlags(config.DefaultQUICServerIDLen, 0) // in range: they are the defaults
+		}
+		if err := f.SetVIP(v.Key, v.ID, flags, bes); err != nil {
 			f.Close()
 			return nil, err
+		}
+		if v.QUIC {
+			for i, a := range v.Backends {
+				id, err := f.BackendID(a)
+				if err != nil {
+					f.Close()
+					return nil, err
+				}
+				sids[v.ServerID(i)] = id
+			}
+		}
+	}
+	if len(sids) > 0 {
+		if err := f.Maps.SetQUICServers(sids); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("set quic server ids: %w", err)
 		}
 	}
 	return f, nil

@@ -15,7 +15,7 @@ func TestPlanVIPs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.VIPs) != 4 {
+	if len(l.VIPs) != 6 {
 		t.Fatalf("VIPs %+v", l.VIPs)
 	}
 	web := l.VIP("web")
@@ -27,6 +27,16 @@ func TestPlanVIPs(t *testing.T) {
 	}
 	if v := l.VIP("l7"); len(v.Backends) != 2 || v.Backends[0].String() != "198.18.3.151" {
 		t.Errorf("l7 = %+v", v)
+	}
+	if v := l.VIP("l7quic"); v.Address != L7VIP.String() || v.Port != 443 || v.Protocol != "udp" || !v.QUIC || len(v.Backends) != 2 {
+		t.Errorf("l7quic = %+v", v)
+	}
+	if v := l.VIP("l7tls"); v.Port != 443 || v.Protocol != "tcp" || v.QUIC {
+		t.Errorf("l7tls = %+v", v)
+	}
+	small, _ := Plan(Spec{Prefix: "sm", Clients: 1, Balancers: 1, Backends: 1, L7: 1})
+	if len(small.VIPs) != 4 {
+		t.Errorf("a lab without DNS and the edge (no ACME CA, so no TLS on L7) has %d VIPs, want 4", len(small.VIPs))
 	}
 	ids := map[uint32]bool{}
 	for _, v := range l.VIPs {
@@ -54,11 +64,15 @@ func TestDaemonConfigParses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("daemon rejects the lab's config: %v\n%s", err, b)
 		}
-		if c.Interface != "eth0" || len(c.VIPs) != 4 || c.NextHop != "198.18.2.1" || c.PinDir != PinDir("sy-lb1", "eth0") {
+		if c.Interface != "eth0" || len(c.VIPs) != 6 || c.NextHop != "198.18.2.1" || c.PinDir != PinDir("sy-lb1", "eth0") {
 			t.Errorf("parsed %+v", c)
 		}
 		if (h != nil) != (c.VIPs[0].Health != nil) {
 			t.Errorf("health %v -> parsed %+v", h, c.VIPs[0].Health)
+		}
+		q := c.VIPs[5]
+		if q.Name != "l7quic" || !q.QUIC.Enabled || q.Backends[0].ServerID != 1 || q.Backends[1].ServerID != 2 {
+			t.Errorf("the QUIC VIP: %+v", q)
 		}
 	}
 }
@@ -72,7 +86,7 @@ func TestStopConfigs(t *testing.T) {
 	for name, body := range map[string]string{
 		"dns":  dnsConfig(l, dns, nil),
 		"edge": edgeConfig(L7VIP, nil),
-		"l7":   l7Config(l.Topo.ByRole(topo.Backend)),
+		"l7":   l7Config(l.Topo.ByRole(topo.Backend), nil, 1),
 	} {
 		var v map[string]any
 		if err := yaml.Unmarshal([]byte(body), &v); err != nil {
@@ -82,7 +96,7 @@ func TestStopConfigs(t *testing.T) {
 	if c := dnsConfig(l, dns, nil); !strings.Contains(c, `"static 900 A 198.18.4.80"`) || !strings.Contains(c, `name: www, ttl: 30, policy: failover`) || !strings.Contains(c, `"app A 198.18.100.10"`) {
 		t.Errorf("dns config:\n%s", c)
 	}
-	if c := l7Config(l.Topo.ByRole(topo.Backend)); !strings.Contains(c, "{address: 198.18.3.13:80}") {
+	if c := l7Config(l.Topo.ByRole(topo.Backend), nil, 1); !strings.Contains(c, "{address: 198.18.3.13:80}") {
 		t.Errorf("l7 config:\n%s", c)
 	}
 }

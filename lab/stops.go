@@ -13,11 +13,12 @@ import (
 // The lab's DNS zone, split as the content-delivery lesson's "Static Content Hosting" splits
 // it: www.lab.test is the app's name (short TTL: it fails over, a failover policy name from the
 // L7 VIP to the web VIP), static.lab.test the content name (long TTL) answering the edge cache;
-// app.lab.test is the L7 VIP.
+// app.lab.test is the L7 VIP (its HTTPS and HTTP/3 name).
 const (
 	Zone       = "lab.test."
 	WWWName    = "www.lab.test"
 	StaticName = "static.lab.test"
+	AppName    = "app.lab.test"
 	// WWWTTL and StaticTTL are the two ends of the first lesson's TTL table (30 s and 900 s).
 	WWWTTL    = 30
 	StaticTTL = 900
@@ -27,7 +28,8 @@ const (
 // and the lab only fills in the lab's addresses in the shapes their docs give.
 
 // dnsConfig serves lab.test. on port 53 of the DNS host; with a (the lab's ACME CA) the zone
-// takes RFC 2136 updates of the edge's _acme-challenge TXT record signed with the acme key.
+// takes RFC 2136 updates of the edge's and the L7 tier's _acme-challenge TXT records signed with
+// the acme key.
 func dnsConfig(l *Lab, dns topo.Node, a *acmeSetup) string {
 	var recs []string
 	recs = append(recs, `"@ NS ns1"`, fmt.Sprintf(`"ns1 A %s"`, dns.Addr4))
@@ -38,8 +40,10 @@ func dnsConfig(l *Lab, dns topo.Node, a *acmeSetup) string {
 	keys, update := "", ""
 	if a != nil {
 		keys = fmt.Sprintf("tsig_keys: [{name: %s, secret: %q}]\n", acmeKeyName, a.tsigSecret)
-		update = fmt.Sprintf("    update: {allow: [{key: %s, names: [_acme-challenge.%s], types: [TXT]}]}\n",
-			acmeKeyName, strings.TrimSuffix(StaticName, "."+strings.TrimSuffix(Zone, ".")))
+		rel := func(name string) string {
+			return "_acme-challenge." + strings.TrimSuffix(name, "."+strings.TrimSuffix(Zone, "."))
+		}
+		update = fmt.Sprintf("    update: {allow: [{key: %s, names: [%s, %s], types: [TXT]}]}\n", acmeKeyName, rel(StaticName), rel(AppName))
 	}
 	return fmt.Sprintf(`listen: 0.0.0.0:53
 %szones:
@@ -70,15 +74,7 @@ func wwwName(l *Lab) string {
 func edgeConfig(origin netip.Addr, a *acmeSetup) string {
 	tls := ""
 	if a != nil {
-		tls = fmt.Sprintf(`tls:
-  listen: 0.0.0.0:%d
-  acme:
-    directory: %s
-    ca_root: %s
-    domains: [%s]
-    storage: %s
-    dns01: {server: "%s", tsig: {name: %s, secret: %q}, propagation_timeout: 30s}
-`, edgeTLSPort, a.server.Directory, a.server.CARoot, StaticName, a.storage, a.dns, acmeKeyName, a.tsigSecret)
+		tls = fmt.Sprintf("tls:\n  listen: 0.0.0.0:%d\n  acme: %s\n", tlsPort, a.acmeYAML(StaticName, "edge-acme"))
 	}
 	return fmt.Sprintf(`listen: 0.0.0.0:80
 %sorigin: http://%s:80
@@ -93,8 +89,12 @@ memory:
 // l7Config is the L7 tier's configuration: /tracking reads go to the reads pool (every backend
 // but the last), /event writes to the writes pool (the last backend), /asset to the static pool,
 // everything else to all backends. It listens on every address (the L7 VIP on lo for the
-// clients, the host's own address for the L4 daemon's health checks).
-func l7Config(bes []topo.Node) string {
+// clients, the host's own address for the L4 daemon's health checks). With a (the lab's ACME
+// CA) it also serves app.lab.test over TLS (HTTP/1.1 and HTTP/2) and HTTP/3 on :443, with a
+// certificate ordered by dns-01 into a storage every L7 instance shares (the first orders, the
+// others wait on its lock and load the result), and HTTP/3 connection IDs that carry serverID,
+// the instance's server ID at the balancer's QUIC VIP (lab.go).
+func l7Config(bes []topo.Node, a *acmeSetup, serverID uint32) string {
 	addrs := func(ns []topo.Node) string {
 		var b []string
 		for _, n := range ns {
@@ -106,10 +106,14 @@ func l7Config(bes []topo.Node) string {
 	if len(bes) > 1 {
 		reads, writes = bes[:len(bes)-1], bes[len(bes)-1:]
 	}
+	tls := ""
+	if a != nil {
+		tls = fmt.Sprintf("  - {address: 0.0.0.0:%d, http3: true, quic_lb: {server_id: %d}, tls: {acme: %s}}\n", tlsPort, serverID, a.acmeYAML(AppName, "l7-acme"))
+	}
 	health := "health: {path: /health, interval: 1s, timeout: 500ms, rise: 2, fall: 2, expect_status: 200}"
 	return fmt.Sprintf(`listeners:
   - address: 0.0.0.0:80
-admin: {address: 127.0.0.1:9901, token: lab-only-token}
+%[5]sadmin: {address: 127.0.0.1:9901, token: lab-only-token}
 routes:
   - name: tracking
     match: {path: {prefix: /tracking}, methods: [GET, HEAD]}
@@ -128,7 +132,7 @@ pools:
   - {name: writes, balance: round_robin, backends: [%[2]s], %[4]s}
   - {name: static, balance: round_robin, backends: [%[3]s], %[4]s}
   - {name: app, balance: least_request, backends: [%[3]s], %[4]s}
-`, addrs(reads), addrs(writes), addrs(bes), health)
+`, addrs(reads), addrs(writes), addrs(bes), health, tls)
 }
 
 // writeConfig writes a stop's configuration into the lab's state directory.
@@ -143,31 +147,9 @@ func writeConfig(prefix, name, body string) (string, error) {
 	return p, nil
 }
 
-// startStops starts the other stops whose commands exist: the L7 proxies on the L7 hosts (app
-// servers otherwise), the edge cache and the DNS server.
+// startStops starts the other stops whose commands exist: the DNS server, the lab's ACME CA,
+// the L7 proxies on the L7 hosts (app servers otherwise) and the edge cache.
 func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv ...string) error) error {
-	bes := l.Topo.ByRole(topo.Backend)
-	for _, n := range l.Topo.ByRole(topo.L7) {
-		if !o.Stops["l7"] {
-			// An app server answers for the L7 VIP, so that the path through it works.
-			if err := start(n.Name, n.NS, appArgv(o.Exe, n)...); err != nil {
-				return err
-			}
-			st.Running[n.Name] = "app"
-			continue
-		}
-		p, err := writeConfig(st.Prefix, n.Name, l7Config(bes))
-		if err != nil {
-			return err
-		}
-		if err := start(n.Name, n.NS, o.Exe, "l7", "run", "--config", p); err != nil {
-			return err
-		}
-		st.Running[n.Name] = "l7"
-	}
-	if len(l.Topo.ByRole(topo.L7)) > 0 && !o.Stops["l7"] {
-		st.Notes = append(st.Notes, "l7 namespaces run app servers: this binary has no `switchyard l7 run`")
-	}
 	dnsNode, hasDNS := l.Topo.Node("dns")
 	edgeNode, hasEdge := l.Topo.Node("edge")
 	// The lab's ACME CA, when DNS and the edge run: Pebble, answered through the DNS stop (acme.go).
@@ -197,6 +179,29 @@ func startStops(o UpOptions, l *Lab, st *State, start func(name, ns string, argv
 		if err := startPebble(st, a, dnsNode); err != nil {
 			return err
 		}
+	}
+	// The L7 proxies after Pebble: their certificate order goes to it.
+	bes := l.Topo.ByRole(topo.Backend)
+	for i, n := range l.Topo.ByRole(topo.L7) {
+		if !o.Stops["l7"] {
+			// An app server answers for the L7 VIP, so that the path through it works.
+			if err := start(n.Name, n.NS, appArgv(o.Exe, n)...); err != nil {
+				return err
+			}
+			st.Running[n.Name] = "app"
+			continue
+		}
+		p, err := writeConfig(st.Prefix, n.Name, l7Config(bes, a, l.VIP("l7quic").ServerID(i)))
+		if err != nil {
+			return err
+		}
+		if err := start(n.Name, n.NS, o.Exe, "l7", "run", "--config", p); err != nil {
+			return err
+		}
+		st.Running[n.Name] = "l7"
+	}
+	if len(l.Topo.ByRole(topo.L7)) > 0 && !o.Stops["l7"] {
+		st.Notes = append(st.Notes, "l7 namespaces run app servers: this binary has no `switchyard l7 run`")
 	}
 	if hasEdge {
 		origin := L7VIP

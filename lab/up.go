@@ -283,12 +283,16 @@ func DaemonConfigFor(l *Lab, n topo.Node, socket string, h *config.HealthCheck) 
 		DrainTimeout: config.Duration(5 * time.Minute), AllBackendsDown: "keep",
 	}
 	for _, v := range l.VIPs {
-		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, BGP: v.BGP.Clone()}
+		dv := config.VIP{Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, BGP: v.BGP.Clone(), QUIC: config.QUIC{Enabled: v.QUIC}}
 		if v.Protocol == "tcp" {
 			dv.Health = h
 		}
-		for _, b := range v.Backends {
-			dv.Backends = append(dv.Backends, config.Backend{Address: b.String(), Weight: 1})
+		for i, b := range v.Backends {
+			be := config.Backend{Address: b.String(), Weight: 1}
+			if v.QUIC {
+				be.ServerID = v.ServerID(i)
+			}
+			dv.Backends = append(dv.Backends, be)
 		}
 		c.VIPs = append(c.VIPs, dv)
 	}

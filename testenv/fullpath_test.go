@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,12 +13,16 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/app"
+	"github.com/switchyard/switchyard/lab/topo"
 )
 
 // TestFullPath: every stop in one request path, as `lab up` runs it: static.lab.test resolved by
 // `switchyard dns run` to `switchyard edge run`, whose misses go to the L7 VIP (XDP forwarder
 // under `switchyard lb run`), then `switchyard l7 run` on two L7 hosts, then the app servers; a
-// second request for a cacheable path is an edge hit.
+// second request for a cacheable path is an edge hit. app.lab.test, the L7 VIP, answers over
+// TLS with the certificate the L7 tier ordered from the lab's Pebble, and over HTTP/3 through the
+// balancer's QUIC VIP to a client that moves its connection to new UDP ports: every answer comes
+// through the same L7 instance, routed by the server ID in its connection IDs.
 func TestFullPath(t *testing.T) {
 	testutil.RequireLab(t)
 	bin := switchyardBin(t)
@@ -119,5 +124,42 @@ func TestFullPath(t *testing.T) {
 	}
 	if !peers[l7a.Addr4.String()] || !peers[l7b.Addr4.String()] {
 		t.Errorf("requests came through L7 hosts %v, want both %s and %s", peers, l7a.Addr4, l7b.Addr4)
+	}
+	l7FrontDoor(t, st, c)
+}
+
+// l7FrontDoor: app.lab.test over TLS (the L7 VIP's TCP 443) and over HTTP/3 with connection
+// migration (its QUIC VIP).
+func l7FrontDoor(t *testing.T, st *lab.State, c topo.Node) {
+	dns, _ := st.Topo.Node("dns")
+	tc, err := st.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: lab.DialViaDNS(c, dns.Addr4), TLSClientConfig: tc, DisableKeepAlives: true}}
+	r, err := hc.Get("https://" + lab.AppName + "/tracking")
+	if err != nil {
+		t.Fatalf("https://%s: %v", lab.AppName, err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 200 || r.TLS == nil || r.Header.Get(app.Header) != "be1" {
+		t.Errorf("https://%s/tracking: status %d, tls %v, from %q; want 200 over TLS from the reads pool (be1)", lab.AppName, r.StatusCode, r.TLS != nil, r.Header.Get(app.Header))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := lab.H3Migration(ctx, st, c, 3)
+	if err != nil {
+		t.Fatalf("HTTP/3 through the balancer with connection migration: %v (so far: %+v)", err, rep.Steps)
+	}
+	t.Logf("http/3: %s", rep)
+	locals := map[string]bool{}
+	for _, s := range rep.Steps {
+		locals[s.Local] = true
+	}
+	if len(rep.Steps) != 4 || len(locals) != 4 || !rep.SameL7() {
+		t.Errorf("HTTP/3 steps %+v: want 4 requests from 4 local ports through one L7 instance", rep.Steps)
+	}
+	if rep.Routed <= 0 {
+		t.Errorf("the balancer routed %d packets by connection ID, want the moved client's (> 0)", rep.Routed)
 	}
 }

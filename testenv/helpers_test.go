@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -17,11 +18,17 @@ import (
 )
 
 // uniquePrefix names a test's namespaces so that they never collide with a running lab
-// (prefix "sy") or with another test.
+// (prefix "sy") or with another test: "t" and six hex digits. SWITCHYARD_TEST_LAB_PREFIX (one
+// or two characters) replaces the "t", so that the runs of several people on one machine can
+// tell their namespaces, pins and state apart (and clean up their own).
 func uniquePrefix() string {
 	b := make([]byte, 3)
 	rand.Read(b)
-	return "t" + hex.EncodeToString(b)
+	p := os.Getenv("SWITCHYARD_TEST_LAB_PREFIX")
+	if p == "" || len(p) > 2 {
+		p = "t" // the lab's prefixes are at most 8 characters (lab/topo)
+	}
+	return p + hex.EncodeToString(b)
 }
 
 // testLab builds a lab with a unique prefix and removes everything it made when the test ends,

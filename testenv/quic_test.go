@@ -25,6 +25,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/internal/quiclb"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/fwd"
@@ -43,22 +44,6 @@ const (
 	quicSIDLen   = 2
 	quicTransfer = 3 << 20 // bytes each connection downloads
 )
-
-// quicLBGenerator issues QUIC-LB plaintext connection IDs: config rotation bits, the server ID,
-// a random nonce (8 bytes in all).
-type quicLBGenerator struct{ sid uint16 }
-
-func (g quicLBGenerator) GenerateConnectionID() (quic.ConnectionID, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return quic.ConnectionID{}, err
-	}
-	b[0] = quicConfigID<<5 | b[0]&0x1f
-	b[1], b[2] = byte(g.sid>>8), byte(g.sid)
-	return quic.ConnectionIDFromBytes(b), nil
-}
-
-func (g quicLBGenerator) ConnectionIDLen() int { return 8 }
 
 // katranGenerator issues connection IDs of Katran's scheme, version 1: two version bits, the
 // 16-bit server ID, random bits (8 bytes in all).
@@ -271,7 +256,9 @@ func TestQUICMigrationKeepsBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("quic-lb", func(t *testing.T) {
-		quicMigration(t, lb, func(sid uint16) quic.ConnectionIDGenerator { return quicLBGenerator{sid} })
+		quicMigration(t, lb, func(sid uint16) quic.ConnectionIDGenerator {
+			return quiclb.Config{ServerID: uint32(sid), ServerIDLen: quicSIDLen, ConfigID: quicConfigID}.Generator()
+		})
 	})
 	t.Run("katran", func(t *testing.T) {
 		quicMigration(t, maps.QUICKatran, func(sid uint16) quic.ConnectionIDGenerator { return katranGenerator{sid} })

@@ -36,6 +36,10 @@ type Options struct {
 	// costs one round trip and stops a spoofed flood from making the server work. 0: 1,000;
 	// negative: always (tests).
 	ValidateAbove int
+	// ConnectionIDs issues the server's connection IDs; nil: quic-go's random ones. Behind a
+	// balancer that routes QUIC by connection ID, a generator naming this server
+	// (internal/quiclb) keeps a client that changes its address on this server.
+	ConnectionIDs quic.ConnectionIDGenerator
 }
 
 // Server serves one http.Handler over HTTP/3 on one or more UDP sockets (a SO_REUSEPORT group)
@@ -83,7 +87,7 @@ func Serve(conns []net.PacketConn, tc *tls.Config, h http.Handler, o Options) (*
 	for _, c := range conns {
 		// quic-go asks for address validation only when told to (VerifySourceAddress); under
 		// load is when a spoofed flood would otherwise cost handshakes.
-		tr := &quic.Transport{Conn: c, VerifySourceAddress: func(net.Addr) bool { return s.load.over(time.Now()) }}
+		tr := &quic.Transport{Conn: c, ConnectionIDGenerator: o.ConnectionIDs, VerifySourceAddress: func(net.Addr) bool { return s.load.over(time.Now()) }}
 		ln, err := tr.ListenEarly(s.srv.TLSConfig, s.srv.QUICConfig)
 		if err != nil {
 			s.close()
