@@ -21,12 +21,15 @@ const (
 )
 
 // fastCache is the edge as its HTTP/1.1 fast path (edge/fastpath) sees it.
-type fastCache struct{ e *Edge }
+type fastCache struct {
+	e *Edge
+	h http.Handler // the full path: the edge, with the listener's own fields (Alt-Svc on TLS)
+}
 
 var _ fastpath.Cache = fastCache{}
 
 // ServeHTTP answers through the full path.
-func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.e.ServeHTTP(w, r) }
+func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
 
 // FreshHit looks a plain GET or HEAD up as Edge.serveCacheable does: the same key, the same
 // pass-through and freshness checks, a memory body only.
@@ -67,12 +70,27 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 
 // newFastPath returns the fast path on the client listener ln; srv is to serve its Fallback.
 func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
-	return fastpath.New(fastCache{e}, ln, fastpath.Config{
+	cfg := e.fastConfig()
+	cfg.H2C = func(c net.Conn) { e.serveH2(c, nil, e) }
+	return fastpath.New(fastCache{e, e}, ln, cfg)
+}
+
+// newTLSFastPath returns the fast path of the TLS listener ln: its HTTP/1.1 connections, once
+// handshaken, are given to its ServeConn; h is the listener's full path, altSvc its HTTP/3
+// advertisement ("" for none).
+func (e *Edge) newTLSFastPath(ln net.Listener, h http.Handler, altSvc string) *fastpath.Server {
+	cfg := e.fastConfig()
+	cfg.AltSvc = altSvc
+	return fastpath.New(fastCache{e, h}, ln, cfg)
+}
+
+// fastConfig is what the fast paths of every listener share.
+func (e *Edge) fastConfig() fastpath.Config {
+	return fastpath.Config{
 		MaxHead: clientMaxHead, Idle: clientIdle, ReadHeader: clientReadHeader,
 		ClientTimeout: time.Duration(e.cfg.ClientTimeout), TierHeader: TierHeader,
 		Raw: rawConn, Cut: cutSlow, Warn: e.warn, Log: e.log,
-		H2C: func(c net.Conn) { e.serveH2(c, nil, e) },
-	})
+	}
 }
 
 // LabelHit sets a hit's X-Cache and Via.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/edge/fastpath"
 	"github.com/switchyard/switchyard/internal/connlimit"
 	"github.com/switchyard/switchyard/internal/h1"
 	"github.com/switchyard/switchyard/internal/h2"
@@ -50,8 +51,9 @@ func (c *TLSConfig) validate() error {
 type frontDoor struct {
 	srv   *http.Server
 	addr  net.Addr
-	ln    net.Listener // the TLS port's TCP listener
-	h1    *h1.Handover // HTTP/1.1 connections, handshaken, for srv
+	ln    net.Listener     // the TLS port's TCP listener
+	h1    *h1.Handover     // HTTP/1.1 connections, handshaken, for srv (the fast path off)
+	fast  *fastpath.Server // HTTP/1.1 connections, handshaken, on the fast path; srv serves its Fallback
 	h3    *h3.Server
 	certs *tlsconf.Certs // with tls.acme: obtained and renewed until close
 }
@@ -128,7 +130,18 @@ func (e *Edge) startTLS() error {
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout), ConnState: guardState,
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
 	fd.ln = clientListener(raw, e.conns)
-	go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: clientMaxHead})
+	if e.cfg.DisableFastPath {
+		go fd.srv.Serve(&h1.GuardListener{Listener: fd.h1, MaxHeaderBytes: clientMaxHead})
+	} else {
+		// Hits over TLS are answered as on the plain listener, without net/http: the fast
+		// path hands it the rest (screened by internal/h1's guard), as it does there.
+		alt := ""
+		if fd.h3 != nil {
+			alt = fd.h3.AltSvc()
+		}
+		fd.fast = e.newTLSFastPath(fd.ln, h, alt)
+		go fd.srv.Serve(fd.fast.Fallback())
+	}
 	go e.acceptTLS(fd, tc, h)
 	e.front = fd
 	e.log.Info("edge tls listening", "listen", fd.addr.String(), "http3", c.HTTP3)
@@ -155,8 +168,8 @@ func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) 
 
 // acceptTLS takes the TLS port's connections: each is handshaken on a goroutine of its own
 // (within the read-header timeout, so a slow handshake is cut like a slow head), then served by
-// the HTTP/2 front end (internal/h2, the one L7 runs) when ALPN chose h2, else handed to
-// net/http as HTTP/1.1, its heads screened by internal/h1's guard.
+// the HTTP/2 front end (internal/h2, the one L7 runs) when ALPN chose h2, else as HTTP/1.1 by
+// the fast path (or, with it off, by net/http, its heads screened by internal/h1's guard).
 func (e *Edge) acceptTLS(fd *frontDoor, tc *tls.Config, h http.Handler) {
 	defer fd.h1.Close()
 	e.acceptLoop(fd.ln, "edge tls accept", func(raw net.Conn) { e.serveTLS(fd, tls.Server(raw, tc), h) })
@@ -194,7 +207,9 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		return
 	}
 	if st.NegotiatedProtocol != "h2" {
-		if !fd.h1.Deliver(c) {
+		if fd.fast != nil {
+			fd.fast.ServeConn(c)
+		} else if !fd.h1.Deliver(c) {
 			c.Close()
 		}
 		return
@@ -206,16 +221,19 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 type tlsStateKey struct{}
 
 // connTLSState keeps an HTTP/1.1 connection's TLS state for its requests: net/http fills
-// Request.TLS only for a *tls.Conn, and h1's guard wraps it.
+// Request.TLS only for a *tls.Conn, and h1's guard and the fast path's hand-over wrap it.
 func connTLSState(ctx context.Context, c net.Conn) context.Context {
-	if g, ok := c.(*h1.GuardConn); ok {
-		c = g.Conn
+	for {
+		if tc, ok := c.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			return context.WithValue(ctx, tlsStateKey{}, &st)
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = w.NetConn()
 	}
-	if tc, ok := c.(*tls.Conn); ok {
-		st := tc.ConnectionState()
-		return context.WithValue(ctx, tlsStateKey{}, &st)
-	}
-	return ctx
 }
 
 // withTLSState sets Request.TLS from connTLSState's (a client certificate's check needs it:
@@ -255,6 +273,9 @@ func (e *Edge) TLSAddr() string {
 // shutdown closes the TLS and HTTP/3 listeners, letting requests in flight finish (up to ctx).
 func (fd *frontDoor) shutdown(ctx context.Context) error {
 	errs := []error{fd.ln.Close()}
+	if fd.fast != nil {
+		fd.fast.Close(2 * time.Second)
+	}
 	if err := fd.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fd.srv.Close())
 	}

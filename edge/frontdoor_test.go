@@ -104,6 +104,46 @@ func TestFrontDoorOneObjectEveryProtocol(t *testing.T) {
 	}
 }
 
+// TestTLSHitsOnTheFastPath: HTTP/1.1 keep-alive hits over TLS are answered by the fast path
+// (no net/http server, as on the plain listener), each with Alt-Svc, and a request the fast
+// path does not read (a POST) still reaches the edge through net/http with its TLS state.
+func TestTLSHitsOnTheFastPath(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=300")
+		io.WriteString(w, r.Method+" "+r.Header.Get("X-Forwarded-Proto"))
+	})
+	e, clients, urls := frontDoorEdge(t, o.URL)
+	c, base := clients["tls"], urls["tls"]
+	getAs(c, base+"/hit") // the miss stores it
+	before := e.stats.FastPath.Load()
+	for i := range 3 {
+		resp, err := getAs(c, base+"/hit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "GET https" || !strings.HasPrefix(resp.Header.Get("X-Cache"), "HIT") {
+			t.Fatalf("hit %d: %q, X-Cache %q", i, body, resp.Header.Get("X-Cache"))
+		}
+		if alt := resp.Header.Get("Alt-Svc"); !strings.HasPrefix(alt, `h3=":`) {
+			t.Errorf("hit %d without Alt-Svc for HTTP/3: %q", i, alt)
+		}
+	}
+	if got := e.stats.FastPath.Load() - before; got != 3 {
+		t.Errorf("%d of 3 TLS hits answered by the fast path", got)
+	}
+	resp, err := c.Post(base+"/post", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "POST https" {
+		t.Errorf("POST over TLS (net/http's path) reached the origin as %q, want POST https", body)
+	}
+}
+
 // TestForwardedProtoPerProtocol: the origin learns the scheme the client came over, on every
 // path of the edge: plain HTTP/1.1 (the fast path's own miss) and h2c say http; HTTP/1.1 over
 // TLS, HTTP/2 and HTTP/3 say https. A client's own X-Forwarded-Proto never reaches the origin.

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -73,6 +74,9 @@ type Config struct {
 	// H2C serves a connection whose first bytes are the HTTP/2 client preface (h2c with prior
 	// knowledge), given with the bytes already read; nil leaves it to net/http (a 505).
 	H2C func(net.Conn)
+	// AltSvc, when set, is advertised on every hit (an Alt-Svc field after the others: the
+	// HTTP/3 endpoint of a TLS listener).
+	AltSvc string
 }
 
 // Server accepts connections for the fast path and hands connections over to the net/http
@@ -122,13 +126,33 @@ func (fs *Server) Serve() {
 			continue
 		}
 		backoff.Accepted()
-		fc := &fastConn{fs: fs, c: c, born: time.Now()}
-		if !fs.track(fc, true) {
-			c.Close()
-			continue
+		if fc := fs.admit(c); fc != nil {
+			go fc.serve()
 		}
-		go fc.serve()
 	}
+}
+
+// ServeConn serves one connection accepted elsewhere (a TLS connection, handshaken, that chose
+// HTTP/1.1) until it closes or is handed over; a Server that only serves such connections is
+// made by New on the listener they come from, and its Serve is not called.
+func (fs *Server) ServeConn(c net.Conn) {
+	if fc := fs.admit(c); fc != nil {
+		fc.serve()
+	}
+}
+
+// admit tracks a new connection, or closes it once the server no longer serves any.
+func (fs *Server) admit(c net.Conn) *fastConn {
+	fc := &fastConn{fs: fs, c: c, born: time.Now()}
+	if tc, ok := c.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		fc.tls = &st
+	}
+	if !fs.track(fc, true) {
+		c.Close()
+		return nil
+	}
+	return fc
 }
 
 // track registers (on) or forgets a connection; it refuses new ones once the grace is over (one
@@ -184,7 +208,8 @@ const fastNewConnGrace = time.Second
 type fastConn struct {
 	fs     *Server
 	c      net.Conn
-	active atomic.Bool  // inside a request (close waits for it) rather than idle
+	tls    *tls.ConnectionState // of a TLS connection, for its requests (nil: plain)
+	active atomic.Bool          // inside a request (close waits for it) rather than idle
 	born   time.Time    // accepted at
 	served atomic.Int64 // request heads read
 
@@ -454,6 +479,9 @@ func (fc *fastConn) sendHit(end int, hr *hitRequest, ent *store.Entry, hh *hitHe
 	}
 	if hr.close {
 		out = append(out, "Connection: close\r\n"...)
+	}
+	if alt := fc.fs.cfg.AltSvc; alt != "" {
+		out = append(append(append(out, "Alt-Svc: "...), alt...), "\r\n"...)
 	}
 	out = append(out, "\r\n"...)
 	// A client that reads too slowly is cut off after client_timeout, as net/http's is. The

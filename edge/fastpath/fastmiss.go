@@ -108,7 +108,7 @@ func (fc *fastConn) request(ctx context.Context) (*http.Request, bool) {
 	r := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Host: host, RequestURI: target, RemoteAddr: fc.c.RemoteAddr().String(),
-		Body: http.NoBody, Close: h1.HasToken([]byte(h.Get("Connection")), "close"),
+		Body: http.NoBody, Close: h1.HasToken([]byte(h.Get("Connection")), "close"), TLS: fc.tls,
 	}
 	return r.WithContext(ctx), true
 }

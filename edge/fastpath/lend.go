@@ -42,6 +42,9 @@ type lentConn struct {
 	back chan bool // true: the connection returns to the fast path; false: close it
 }
 
+// NetConn is the fast path's client connection (net/http finds its TLS state through it).
+func (c *lentConn) NetConn() net.Conn { return c.Conn }
+
 // newLentConn lends c for the request whose head is given.
 func newLentConn(c net.Conn, head []byte) *lentConn {
 	return &lentConn{Conn: c, head: head, kick: make(chan struct{}), back: make(chan bool, 1)}

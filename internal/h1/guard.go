@@ -74,6 +74,9 @@ type GuardConn struct {
 	active    atomic.Bool
 }
 
+// NetConn is the connection the guard reads (the TLS state of a request is found through it).
+func (g *GuardConn) NetConn() net.Conn { return g.Conn }
+
 // SetActive tells the conn whether the server is inside a request (http.StateActive). While it
 // is, a refused head that follows is not reported as EOF yet, because the server would take EOF
 // as the client leaving and cancel the request in progress; wire it to http.Server.ConnState.

@@ -57,6 +57,9 @@ type PrefixConn struct {
 	Pre []byte
 }
 
+// NetConn is the connection after the prefix.
+func (p *PrefixConn) NetConn() net.Conn { return p.Conn }
+
 // Read implements net.Conn.
 func (p *PrefixConn) Read(b []byte) (int, error) {
 	if len(p.Pre) > 0 {
