@@ -210,8 +210,8 @@ type fastConn struct {
 	c      net.Conn
 	tls    *tls.ConnectionState // of a TLS connection, for its requests (nil: plain)
 	active atomic.Bool          // inside a request (close waits for it) rather than idle
-	born   time.Time    // accepted at
-	served atomic.Int64 // request heads read
+	born   time.Time            // accepted at
+	served atomic.Int64         // request heads read
 
 	in h1.Reader // heads are parsed in place in its buffer
 
