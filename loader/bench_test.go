@@ -89,6 +89,10 @@ func BenchmarkXDP(b *testing.B) {
 	if err := minimal.FloorTable.Put(fk, uint64(1)); err != nil {
 		b.Fatal(err)
 	}
+	// The cold floor's table: the 2^20 flows of the many-flows frame, in the order of stride 1
+	// (the timed run goes by benchStride).
+	floorFlows := flowsFrame(pkt{src: "10.0.0.0", dst: vip4, sport: 40000, dport: 80, proto: "tcp", flags: "A"}.build(b), benchStride)
+	fillColdFloor(b, minimal.FloorColdTable, floorFlows)
 	sy := func(counter string) pathCheck {
 		return func(tb testing.TB, n int, run func()) {
 			before := dp.counters()
@@ -126,6 +130,7 @@ func BenchmarkXDP(b *testing.B) {
 		{"guard_drop", bench, synDenied, xdpDrop, gy("deny"), nil, false, true},
 		{"minimal", minimal.XdpMacswap, ack, xdpTX, sy(""), nil, false, false},
 		{"lookup_floor", minimal.XdpLookupFloor, ack, xdpTX, sy(""), nil, false, false},
+		{"lookup_floor_cold", minimal.XdpLookupFloorCold, floorFlows, xdpTX, sy(""), nil, false, false},
 		// Last in the round: it fills the tables past their size, evicting the many-flows entries.
 		{"new_flows_distinct", objs.XdpLbBenchFlows, synFresh, xdpTX, sy("conntrack_miss_syn"), nil, true, false},
 	}
@@ -205,6 +210,27 @@ const benchStride = 0x9e37
 func flowsFrame(frame []byte, stride uint16) []byte {
 	binary.BigEndian.PutUint16(frame[14+4:], stride)
 	return frame
+}
+
+// fillColdFloor puts in table the keys xdp_lookup_floor_cold reads from frame (16 bytes from
+// the IPv4 source address) for each of the 2^20 sources it visits.
+func fillColdFloor(b *testing.B, table *ebpf.Map, frame []byte) {
+	b.Helper()
+	const n = 1 << 20
+	keys := make([]bpfobj.BenchFloorKey, n)
+	vals := make([]uint64, n)
+	raw := append([]byte(nil), frame[14+12:14+28]...)
+	src := binary.BigEndian.Uint32(raw)
+	for i := range keys {
+		binary.BigEndian.PutUint32(raw, src&^0xfffff|uint32(i))
+		for w := range keys[i].W {
+			keys[i].W[w] = binary.LittleEndian.Uint32(raw[4*w:])
+		}
+		vals[i] = 1
+	}
+	if _, err := table.BatchUpdate(keys, vals, nil); err != nil {
+		b.Fatalf("fill the cold floor's table: %v", err)
+	}
 }
 
 // freshSources gives a flows frame the n-th /12 of sources after its own (each case counts its

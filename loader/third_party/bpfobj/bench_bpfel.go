@@ -22,37 +22,39 @@ type BenchFloorKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	BenchMapBackendStats     = "backend_stats"
-	BenchMapBackends         = "backends"
-	BenchMapConfig           = "config"
-	BenchMapConntrack        = "conntrack"
-	BenchMapConntrack4       = "conntrack4"
-	BenchMapConntrackSyn     = "conntrack_syn"
-	BenchMapConntrackSyn4    = "conntrack_syn4"
-	BenchMapCounters         = "counters"
-	BenchMapFloorTable       = "floor_table"
-	BenchMapGuardAllow       = "guard_allow"
-	BenchMapGuardCounters    = "guard_counters"
-	BenchMapGuardDeny        = "guard_deny"
-	BenchMapGuardSrc         = "guard_src"
-	BenchMapGuardVipBuckets  = "guard_vip_buckets"
-	BenchMapGuardVips        = "guard_vips"
-	BenchMapPrevRings16      = "prev_rings16"
-	BenchMapQuicCounters     = "quic_counters"
-	BenchMapQuicServers      = "quic_servers"
-	BenchMapRings16          = "rings16"
-	BenchMapScCounters       = "sc_counters"
-	BenchMapVipAddrs         = "vip_addrs"
-	BenchMapVipDrops         = "vip_drops"
-	BenchMapVipFilter        = "vip_filter"
-	BenchMapVipGens          = "vip_gens"
-	BenchMapVipStats         = "vip_stats"
-	BenchMapVips             = "vips"
-	BenchProgXdpLb           = "xdp_lb"
-	BenchProgXdpLbBench      = "xdp_lb_bench"
-	BenchProgXdpLbBenchFlows = "xdp_lb_bench_flows"
-	BenchProgXdpLookupFloor  = "xdp_lookup_floor"
-	BenchProgXdpMacswap      = "xdp_macswap"
+	BenchMapBackendStats        = "backend_stats"
+	BenchMapBackends            = "backends"
+	BenchMapConfig              = "config"
+	BenchMapConntrack           = "conntrack"
+	BenchMapConntrack4          = "conntrack4"
+	BenchMapConntrackSyn        = "conntrack_syn"
+	BenchMapConntrackSyn4       = "conntrack_syn4"
+	BenchMapCounters            = "counters"
+	BenchMapFloorColdTable      = "floor_cold_table"
+	BenchMapFloorTable          = "floor_table"
+	BenchMapGuardAllow          = "guard_allow"
+	BenchMapGuardCounters       = "guard_counters"
+	BenchMapGuardDeny           = "guard_deny"
+	BenchMapGuardSrc            = "guard_src"
+	BenchMapGuardVipBuckets     = "guard_vip_buckets"
+	BenchMapGuardVips           = "guard_vips"
+	BenchMapPrevRings16         = "prev_rings16"
+	BenchMapQuicCounters        = "quic_counters"
+	BenchMapQuicServers         = "quic_servers"
+	BenchMapRings16             = "rings16"
+	BenchMapScCounters          = "sc_counters"
+	BenchMapVipAddrs            = "vip_addrs"
+	BenchMapVipDrops            = "vip_drops"
+	BenchMapVipFilter           = "vip_filter"
+	BenchMapVipGens             = "vip_gens"
+	BenchMapVipStats            = "vip_stats"
+	BenchMapVips                = "vips"
+	BenchProgXdpLb              = "xdp_lb"
+	BenchProgXdpLbBench         = "xdp_lb_bench"
+	BenchProgXdpLbBenchFlows    = "xdp_lb_bench_flows"
+	BenchProgXdpLookupFloor     = "xdp_lookup_floor"
+	BenchProgXdpLookupFloorCold = "xdp_lookup_floor_cold"
+	BenchProgXdpMacswap         = "xdp_macswap"
 )
 
 // LoadBench returns the embedded CollectionSpec for Bench.
@@ -97,11 +99,12 @@ type BenchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchProgramSpecs struct {
-	XdpLb           *ebpf.ProgramSpec `ebpf:"xdp_lb"`
-	XdpLbBench      *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
-	XdpLbBenchFlows *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
-	XdpLookupFloor  *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
-	XdpMacswap      *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
+	XdpLb              *ebpf.ProgramSpec `ebpf:"xdp_lb"`
+	XdpLbBench         *ebpf.ProgramSpec `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows    *ebpf.ProgramSpec `ebpf:"xdp_lb_bench_flows"`
+	XdpLookupFloor     *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor"`
+	XdpLookupFloorCold *ebpf.ProgramSpec `ebpf:"xdp_lookup_floor_cold"`
+	XdpMacswap         *ebpf.ProgramSpec `ebpf:"xdp_macswap"`
 }
 
 // BenchMapSpecs contains maps before they are loaded into the kernel.
@@ -116,6 +119,7 @@ type BenchMapSpecs struct {
 	ConntrackSyn    *ebpf.MapSpec `ebpf:"conntrack_syn"`
 	ConntrackSyn4   *ebpf.MapSpec `ebpf:"conntrack_syn4"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	FloorColdTable  *ebpf.MapSpec `ebpf:"floor_cold_table"`
 	FloorTable      *ebpf.MapSpec `ebpf:"floor_table"`
 	GuardAllow      *ebpf.MapSpec `ebpf:"guard_allow"`
 	GuardCounters   *ebpf.MapSpec `ebpf:"guard_counters"`
@@ -170,6 +174,7 @@ type BenchMaps struct {
 	ConntrackSyn    *ebpf.Map `ebpf:"conntrack_syn"`
 	ConntrackSyn4   *ebpf.Map `ebpf:"conntrack_syn4"`
 	Counters        *ebpf.Map `ebpf:"counters"`
+	FloorColdTable  *ebpf.Map `ebpf:"floor_cold_table"`
 	FloorTable      *ebpf.Map `ebpf:"floor_table"`
 	GuardAllow      *ebpf.Map `ebpf:"guard_allow"`
 	GuardCounters   *ebpf.Map `ebpf:"guard_counters"`
@@ -200,6 +205,7 @@ func (m *BenchMaps) Close() error {
 		m.ConntrackSyn,
 		m.ConntrackSyn4,
 		m.Counters,
+		m.FloorColdTable,
 		m.FloorTable,
 		m.GuardAllow,
 		m.GuardCounters,
@@ -231,11 +237,12 @@ type BenchVariables struct {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchPrograms struct {
-	XdpLb           *ebpf.Program `ebpf:"xdp_lb"`
-	XdpLbBench      *ebpf.Program `ebpf:"xdp_lb_bench"`
-	XdpLbBenchFlows *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
-	XdpLookupFloor  *ebpf.Program `ebpf:"xdp_lookup_floor"`
-	XdpMacswap      *ebpf.Program `ebpf:"xdp_macswap"`
+	XdpLb              *ebpf.Program `ebpf:"xdp_lb"`
+	XdpLbBench         *ebpf.Program `ebpf:"xdp_lb_bench"`
+	XdpLbBenchFlows    *ebpf.Program `ebpf:"xdp_lb_bench_flows"`
+	XdpLookupFloor     *ebpf.Program `ebpf:"xdp_lookup_floor"`
+	XdpLookupFloorCold *ebpf.Program `ebpf:"xdp_lookup_floor_cold"`
+	XdpMacswap         *ebpf.Program `ebpf:"xdp_macswap"`
 }
 
 func (p *BenchPrograms) Close() error {
@@ -244,6 +251,7 @@ func (p *BenchPrograms) Close() error {
 		p.XdpLbBench,
 		p.XdpLbBenchFlows,
 		p.XdpLookupFloor,
+		p.XdpLookupFloorCold,
 		p.XdpMacswap,
 	)
 }
