@@ -33,7 +33,10 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
+require (
+	connectrpc.com/connect v1.21.1 // indirect
+	go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

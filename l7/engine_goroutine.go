@@ -46,8 +46,11 @@ type goConn struct {
 	// an HTTP/2 upstream's response (forward_h2.go): its body's read buffer, and the bytes and
 	// spans its head (rhead) points into
 	relay    []byte
-	rheadBuf []byte
-	rspans   [][3]int
+	webFrame []byte // a gRPC-Web response's trailers frame (grpcweb.go)
+	// webTrailers: the gRPC-Web response relayed ends with its trailers as a frame
+	webTrailers bool
+	rheadBuf    []byte
+	rspans      [][3]int
 	// the response's encoder when the route compresses it (compress.go), what it wrote, and
 	// that framed as chunks for an HTTP/1.1 client
 	enc      compress.Writer

@@ -328,10 +328,9 @@ func (cc *clientConn) h2ResponseHead(code int) []byte {
 // the failure (core.GRPCStatus), which is all a gRPC client reads.
 func (cc *clientConn) h2Error(code int, msg string, extra []byte) error {
 	if cc.grpc {
-		shed := code == http.StatusTooManyRequests || bytes.Contains(extra, []byte("X-Load-Shed"))
 		b := h2.AppendStatus(cc.block[:0], http.StatusOK)
 		b = h2.AppendField(b, hContentType, grpcType)
-		b = h2.AppendField(b, hGRPCStatus, strconv.AppendInt(cc.out[:0], int64(core.GRPCStatus(code, shed)), 10))
+		b = h2.AppendField(b, hGRPCStatus, strconv.AppendInt(cc.out[:0], int64(grpcStatusOf(code, extra)), 10))
 		b = h2.AppendField(b, hGRPCMessage, []byte(core.GRPCMessage(msg)))
 		cc.block = b
 		return cc.stream.Respond(b, nil, true)
@@ -344,6 +343,13 @@ func (cc *clientConn) h2Error(code int, msg string, extra []byte) error {
 	cc.block = b
 	cc.out = append(append(cc.out[:0], msg...), '\n')
 	return cc.stream.Respond(b, cc.out, true)
+}
+
+// grpcStatusOf is the gRPC status of a failure the proxy answers with code (and extra header
+// lines, which mark deliberate shedding).
+func grpcStatusOf(code int, extra []byte) int {
+	shed := code == http.StatusTooManyRequests || bytes.Contains(extra, []byte("X-Load-Shed"))
+	return core.GRPCStatus(code, shed)
 }
 
 // h2Trailers builds in cc.block the trailer block of fields (an HTTP/1.1 upstream's chunked

@@ -73,7 +73,7 @@ func (l *h2Leg) send(t *tries, _ bool) (int, string, bool, bool, error) {
 	}
 	l.resp, l.end = resp, end
 	grpcStatus := ""
-	if l.rq.RI.GRPC {
+	if l.rq.RI.GRPC || l.gc.grpcWeb {
 		grpcStatus = resp.Header.Get("Grpc-Status") // a trailers-only answer: nothing streamed yet
 	}
 	return resp.StatusCode, grpcStatus, false, false, nil
@@ -85,7 +85,7 @@ func (l *h2Leg) drop() {
 }
 
 func (l *h2Leg) relay(t *tries) (int, int64, bool) {
-	code, n, err := l.gc.relayH2(l.resp, l.rq.Method, l.rq.RI.GRPC)
+	code, n, err := l.gc.relayH2(l.resp, l.rq.Method, l.rq.RI.GRPC || l.gc.grpcWeb)
 	l.end()
 	t.relayed(code, err)
 	switch {
@@ -130,6 +130,9 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 			req.Header[k] = append(req.Header[k], string(value))
 			return out
 		})
+	if gc.grpcWeb {
+		toGRPC(req.Header)
+	}
 	req.ContentLength = int64(len(gc.reqBuf))
 	if len(gc.reqBuf) > 0 {
 		req.Body = io.NopCloser(&byteReader{b: gc.reqBuf})
@@ -293,6 +296,7 @@ func (cb *clientBody) detach() bool {
 func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, int64, error) {
 	defer resp.Body.Close()
 	code := resp.StatusCode
+	gc.webTrailers = gc.grpcWeb && toGRPCWeb(resp)
 	gc.headOf(resp)
 	gc.tokens = gc.tokens[:0]
 	fr := core.ResponseFraming(method, code, &gc.rhead)
@@ -325,13 +329,17 @@ func (gc *goConn) relayH2(resp *http.Response, method string, grpc bool) (int, i
 		}
 		switch {
 		case rerr == io.EOF && fr == core.CloseBody:
-			if err := gc.sendBody(body.Finish(trailerFields(resp.Trailer))); err != nil {
+			if err := gc.endBody(trailerFields(resp.Trailer)); err != nil {
 				return code, n, errors.Join(errClientGone, err)
 			}
 			return code, n, nil
 		case rerr != nil && !body.Done():
-			if grpc && gc.stream != nil {
-				_ = gc.stream.Trailers(gc.h2Trailers(grpcFields(core.GRPCUnavailable, "upstream failed mid-response: "+rerr.Error())))
+			failed := grpcFields(core.GRPCUnavailable, "upstream failed mid-response: "+rerr.Error())
+			switch {
+			case gc.webTrailers:
+				_ = gc.endBody(failed) // a gRPC-Web body ends with its status, as a gRPC stream does
+			case grpc && gc.stream != nil:
+				_ = gc.stream.Trailers(gc.h2Trailers(failed))
 			}
 			return code, n, errors.Join(core.ErrUpstream, rerr)
 		}
@@ -348,13 +356,21 @@ func (gc *goConn) headOf(resp *http.Response) {
 	b = append(append(b, ' '), core.StatusText(resp.StatusCode)...)
 	line := len(b)
 	spans := gc.rspans[:0]
+	field := func(name, v string) {
+		n := len(b)
+		b = append(b, name...)
+		spans = append(spans, [3]int{n, len(b), len(b) + len(v)})
+		b = append(b, v...)
+	}
 	for name, values := range resp.Header {
 		for _, v := range values {
-			n := len(b)
-			b = append(b, name...)
-			spans = append(spans, [3]int{n, len(b), len(b) + len(v)})
-			b = append(b, v...)
+			field(name, v)
 		}
+	}
+	if _, ok := resp.Header["Content-Length"]; !ok && resp.ContentLength >= 0 {
+		// A length the stream's end gave (HEADERS that end it: an empty body) but no field
+		// says: an HTTP/1.1 client needs the field, or it would read until the close.
+		field("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	h := &gc.rhead
 	h.Line, h.Fields = b[:line], h.Fields[:0]
@@ -384,7 +400,7 @@ func grpcFields(status int, msg string) []h1.Field {
 
 // grpcTimeout is a gRPC request's grpc-timeout: the deadline its client gives the whole call.
 func (gc *goConn) grpcTimeout(rq *routed) (time.Duration, bool) {
-	if !rq.RI.GRPC {
+	if !rq.RI.GRPC && !gc.grpcWeb {
 		return 0, false
 	}
 	for _, f := range gc.head.Fields {

@@ -60,6 +60,9 @@ type clientConn struct {
 	// grpc: the request is a gRPC call (on an HTTP/2 stream): the proxy's own answers take
 	// gRPC's trailers-only form (h2Error).
 	grpc bool
+	// grpcWeb: the request is a gRPC-Web call to an HTTP/2 pool, which the proxy translates to
+	// gRPC and back (grpcweb.go); its own answers are gRPC-Web's (grpcWebError).
+	grpcWeb bool
 	// responseHeaders is the request's route's response header filter (nil: none).
 	responseHeaders *core.HeaderFilter
 	// coding is the content coding the request's route compresses its response with, as the
@@ -128,7 +131,7 @@ type routed struct {
 func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	rq.start = start
 	cc.requests.Add(1)
-	cc.failover, cc.grpc, cc.responseHeaders, cc.coding = nil, false, nil, compress.Identity
+	cc.failover, cc.grpc, cc.grpcWeb, cc.responseHeaders, cc.coding = nil, false, false, nil, compress.Identity
 	rq.Routed, ok = cc.m.Route(st.table, &cc.head, st.needHeaders)
 	if !ok {
 		return rq, false
@@ -149,6 +152,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 		rq.rt.rewrite.apply(&rq)
 	}
 	cc.grpc = rq.RI.GRPC && cc.stream != nil
+	cc.grpcWeb = rq.RI.GRPCWeb && rq.rt.pool.h2up != nil
 	cc.responseHeaders = rq.rt.responseHeaders
 	cc.compress, cc.coding = rq.rt.compress, negotiateCoding(rq.rt.compress, &cc.head)
 	if rq.rt.retry.Covers(rq.Method) {
@@ -318,6 +322,9 @@ func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64
 
 // writeError writes what http.Error would: a plain-text body with the message.
 func (cc *clientConn) writeError(code int, msg string, extra []byte, closeConn bool) error {
+	if cc.grpcWeb {
+		return cc.grpcWebError(code, msg, extra, closeConn)
+	}
 	if cc.stream != nil {
 		return cc.h2Error(code, msg, extra)
 	}

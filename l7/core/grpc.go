@@ -1,9 +1,12 @@
 package core
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 // gRPC status codes the proxy answers with (the values of google.golang.org/grpc/codes, named
@@ -32,6 +35,48 @@ var GRPCCodes = map[string]int{"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_A
 func IsGRPC(contentType string) bool {
 	rest, ok := strings.CutPrefix(strings.ToLower(contentType), "application/grpc")
 	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// IsGRPCWeb reports whether a Content-Type is gRPC-Web's binary one ("application/grpc-web",
+// alone or with a "+proto"-style suffix or parameters), which browsers send: the messages are
+// framed as gRPC's, and the trailers come as a last frame of the body. ("application/grpc-web-text",
+// the same base64-encoded, is not one.)
+func IsGRPCWeb(contentType string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(contentType), "application/grpc-web")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// GRPCWebToGRPC is the gRPC Content-Type of a gRPC-Web one ("application/grpc-web+proto" is
+// "application/grpc+proto"), and GRPCToGRPCWeb the way back.
+func GRPCWebToGRPC(ct string) string {
+	return "application/grpc" + ct[len("application/grpc-web"):]
+}
+
+// GRPCToGRPCWeb is the gRPC-Web Content-Type of a gRPC response's.
+func GRPCToGRPCWeb(ct string) string {
+	if !IsGRPC(ct) {
+		return "application/grpc-web+proto"
+	}
+	return "application/grpc-web" + ct[len("application/grpc"):]
+}
+
+// AppendGRPCWebTrailers appends the frame that carries a gRPC response's trailers in a gRPC-Web
+// body: flag 0x80, the length, then "name: value" lines with lowercase names, each ending in
+// CRLF (the gRPC-Web protocol, PROTOCOL-WEB.md).
+func AppendGRPCWebTrailers(dst []byte, fields []h1.Field) []byte {
+	start := len(dst)
+	dst = append(dst, 0x80, 0, 0, 0, 0)
+	for _, f := range fields {
+		for _, c := range f.Name {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+		}
+		dst = append(append(append(dst, ": "...), f.Value...), "\r\n"...)
+	}
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-5))
+	return dst
 }
 
 // GRPCStatus is the gRPC status that stands for an HTTP status the proxy itself answers:

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/h1"
 )
 
 func TestIsGRPC(t *testing.T) {
@@ -46,5 +48,25 @@ func TestGRPCStatusAndMessage(t *testing.T) {
 	}
 	if got := GRPCMessage("100% sûr\n"); got != "100%25 s%C3%BBr%0A" {
 		t.Errorf("GRPCMessage: %q", got)
+	}
+}
+
+func TestGRPCWebTypesAndTrailers(t *testing.T) {
+	for ct, want := range map[string]bool{"application/grpc-web": true, "application/grpc-web+proto": true,
+		"Application/gRPC-Web; charset=utf-8": true, "application/grpc-web-text": false, "application/grpc": false} {
+		if got := IsGRPCWeb(ct); got != want {
+			t.Errorf("IsGRPCWeb(%q) = %v, want %v", ct, got, want)
+		}
+	}
+	if got := GRPCWebToGRPC("application/grpc-web+proto"); got != "application/grpc+proto" {
+		t.Errorf("to gRPC: %q", got)
+	}
+	if got := GRPCToGRPCWeb("application/grpc"); got != "application/grpc-web" {
+		t.Errorf("to gRPC-Web: %q", got)
+	}
+	got := AppendGRPCWebTrailers([]byte("x"), []h1.Field{{Name: []byte("Grpc-Status"), Value: []byte("0")}})
+	want := "x\x80\x00\x00\x00\x10grpc-status: 0\r\n"
+	if string(got) != want {
+		t.Errorf("trailer frame %q, want %q", got, want)
 	}
 }

@@ -120,6 +120,8 @@ type ReqInfo struct {
 	Tokens [][]byte
 	// GRPC: the Content-Type is gRPC's (IsGRPC); failures are answered in gRPC's terms.
 	GRPC bool
+	// GRPCWeb: the Content-Type is gRPC-Web's binary one (IsGRPCWeb).
+	GRPCWeb bool
 	// UpstreamHost, when set, is the Host sent to the backend (a route's URL rewrite); the
 	// forwarding fields keep the client's Host.
 	UpstreamHost []byte
@@ -156,6 +158,7 @@ func Inspect(h *h1.Head, tokens [][]byte) ReqInfo {
 			ri.xff++
 		case len(f.Name) == len(hContentType) && bytes.EqualFold(f.Name, hContentType):
 			ri.GRPC = IsGRPC(string(f.Value))
+			ri.GRPCWeb = IsGRPCWeb(string(f.Value))
 		case bytes.EqualFold(f.Name, hForwarded):
 			if ri.forwarded == nil {
 				ri.forwarded = f.Value
