@@ -195,16 +195,14 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		}
 	}
 	keysAt := s.now()
-	signers, dnskeys, err := s.buildSigners(cfg, keysAt)
-	if err != nil {
-		return nil, err
-	}
 	var prevStore *zone.Store
 	if prev != nil {
 		prevStore = prev.store
 	}
-	// Zones whose source is unchanged come over from prev as they are (zone.Build).
-	store, err := zone.Build(cfg, prevStore, dnskeys)
+	// Zones whose source is unchanged come over from prev as they are (zone.Build); signed
+	// zones' signers are made as their data's largest TTL is known.
+	signers := map[string]*dnssec.Signer{}
+	store, err := zone.Build(cfg, prevStore, s.signerKeys(cfg, keysAt, signers))
 	if err != nil {
 		return nil, err
 	}

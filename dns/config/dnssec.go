@@ -93,6 +93,10 @@ func validateDNSSEC(z *Zone) error {
 	if d.DNSKEYTTL == 0 {
 		d.DNSKEYTTL = DefaultDNSKEYTTL
 	}
+	if p := d.Policy; p != nil && p.ZoneMaxTTL != 0 && d.DNSKEYTTL > p.ZoneMaxTTL {
+		return fmt.Errorf("%s: dnskey_ttl %d is above policy.zone_max_ttl %d; lower dnskey_ttl or raise zone_max_ttl",
+			where, d.DNSKEYTTL, p.ZoneMaxTTL)
+	}
 	switch d.Denial {
 	case "":
 		d.Denial = DenialCompact
@@ -122,8 +126,8 @@ type KeyPolicy struct {
 	// PropagationDelay is how long a change takes to reach every secondary and the parent's
 	// servers (Dprp and DprpP of RFC 7583; default 1h).
 	PropagationDelay Duration `yaml:"propagation_delay"`
-	// ZoneMaxTTL is the largest TTL of the zone's RRsets (TTLsig of RFC 7583; default 86400). It
-	// is trusted as given: set it at or above the zone's largest TTL.
+	// ZoneMaxTTL is the largest TTL the zone's RRsets may have (TTLsig of RFC 7583): a zone
+	// with a larger one is refused at load. Without it the zone's own largest TTL is used.
 	ZoneMaxTTL uint32 `yaml:"zone_max_ttl"`
 	// ParentDSTTL is the TTL of the DS at the parent (TTLds; default 86400), used until a
 	// ds_check has seen the real one.
@@ -183,9 +187,6 @@ func validatePolicy(z *Zone, where string) error {
 	def(&p.ZSKLifetime, 30*24*time.Hour)
 	def(&p.KSKLifetime, 365*24*time.Hour)
 	def(&p.PropagationDelay, time.Hour)
-	if p.ZoneMaxTTL == 0 {
-		p.ZoneMaxTTL = 86400
-	}
 	if p.ParentDSTTL == 0 {
 		p.ParentDSTTL = 86400
 	}
