@@ -115,8 +115,11 @@ const (
 
 // KeyPolicy is how a zone's keys are made and rolled (RFC 7583 timings; docs/dns.md "Key policy").
 type KeyPolicy struct {
-	// Algorithm is 13 (ECDSA P-256 / SHA-256, the default) or 15 (Ed25519).
+	// Algorithm is 13 (ECDSA P-256 / SHA-256, the default), 15 (Ed25519) or 8 (RSA/SHA-256,
+	// for resolvers and registries that know no other).
 	Algorithm uint8 `yaml:"algorithm"`
+	// KeySize is the size of algorithm 8's keys in bits: 2048 (the default) to 4096.
+	KeySize int `yaml:"key_size"`
 	// Scheme is csk (one combined key, the default) or ksk_zsk.
 	Scheme string `yaml:"scheme"`
 	// ZSKLifetime is how long a ZSK signs before its successor takes over (default 30 days).
@@ -166,11 +169,17 @@ func validatePolicy(z *Zone, where string) error {
 	switch p.Algorithm {
 	case 0:
 		p.Algorithm = 13
-	case 13, 15:
-	case 8:
-		return errors.New(where + ".policy.algorithm: 8 (RSASHA256) is not implemented; use 13 (ECDSA P-256) or 15 (Ed25519)")
+	case 13, 15, 8:
 	default:
-		return fmt.Errorf("%s.policy.algorithm: %d is unknown; use 13 (ECDSA P-256) or 15 (Ed25519)", where, p.Algorithm)
+		return fmt.Errorf("%s.policy.algorithm: %d is unknown; use 13 (ECDSA P-256), 15 (Ed25519) or 8 (RSA/SHA-256)", where, p.Algorithm)
+	}
+	switch {
+	case p.Algorithm != 8 && p.KeySize != 0:
+		return fmt.Errorf("%s.policy.key_size: algorithm %d has one key size; drop key_size (it is for algorithm 8)", where, p.Algorithm)
+	case p.Algorithm == 8 && p.KeySize == 0:
+		p.KeySize = 2048
+	case p.Algorithm == 8 && (p.KeySize < 2048 || p.KeySize > 4096):
+		return fmt.Errorf("%s.policy.key_size: %d bits; use 2048 (the default) to 4096", where, p.KeySize)
 	}
 	switch p.Scheme {
 	case "":

@@ -165,7 +165,7 @@ func (r *Roller) generate(st *State, role string, now time.Time) (*KeyState, err
 	var k *dnssec.Key
 	for {
 		var err error
-		if k, err = dnssec.GenerateAlgorithm(r.Zone, r.Cfg.Policy.Algorithm, flags, r.Cfg.DNSKEYTTL); err != nil {
+		if k, err = dnssec.GenerateAlgorithm(r.Zone, r.Cfg.Policy.Algorithm, r.Cfg.Policy.KeySize, flags, r.Cfg.DNSKEYTTL); err != nil {
 			return nil, err
 		}
 		if st.key(k.Tag) == nil { // tags must tell the zone's keys apart
