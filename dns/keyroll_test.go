@@ -27,6 +27,7 @@ const rollPolicy = `dnskey_ttl: 60
 func rollChildYAML(dir, scheme string, alg int, kskLife, parent string) string {
 	return `zones:
   - origin: example.org.
+    transfer: {allow: [127.0.0.1]}
     dnssec:
       key_dir: ` + dir + `
       ` + fmt.Sprintf(rollPolicy, scheme, alg, kskLife, parent) + `
@@ -93,8 +94,9 @@ func TestKeyRolloverCSK(t *testing.T) { walkRollover(t, "csk", 15, "6m", keyroll
 // the child's clock from one key transition to the next until the first key of role is removed.
 // The parent publishes what the child's CDS asks for, as a registry following RFC 8078 would.
 // In every state delv validates a positive and a negative answer from every DS a resolver may
-// still hold, the DNSKEY RRset carries a signature of the key each of those DS names, and no
-// resolver cache can pair a DNSKEY RRset with data signed by none of its keys.
+// still hold (and, for KSK/ZSK, kzonecheck the whole zone), the DNSKEY RRset carries a
+// signature of the key each of those DS names, and no resolver cache can pair a DNSKEY RRset
+// with data signed by none of its keys.
 func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
@@ -161,6 +163,12 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 					t.Errorf("%s: delv %s %s with DS %d: not validated:\n%s", step.states, q[0], q[1], ds.KeyTag, out)
 				}
 			}
+		}
+		if scheme == "ksk_zsk" {
+			// The second validator, over the whole zone. Not for CSKs: kzonecheck takes a
+			// zone for single-key signing only when it has one DNSKEY, so a CSK rollover's
+			// two keys read to it as KSKs with no ZSK to sign the data.
+			kzonecheckServed(t, child, "example.org.")
 		}
 		for _, rr := range exchange(t, child, doQuery("www.example.org.", mdns.TypeA, false), false).Answer {
 			if sig, ok := rr.(*mdns.RRSIG); ok {
