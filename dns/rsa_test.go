@@ -91,13 +91,16 @@ func rsaBits(t *testing.T, k *mdns.DNSKEY) int {
 // owners (in the AXFR's canonical order), signed by the server's own signer.
 func kzonecheckServed(t *testing.T, srv *Server, zone string) {
 	t.Helper()
+	// Missing tools leave out this validator only, not the test that calls it.
 	kzc, err := exec.LookPath("kzonecheck")
 	if err != nil {
-		t.Skip("kzonecheck not installed: apt-get install knot-dnssecutils (make deps)")
+		t.Log("kzonecheck not installed, not validated by it: apt-get install knot-dnssecutils (make deps)")
+		return
 	}
 	kdig, err := exec.LookPath("kdig")
 	if err != nil {
-		t.Skip("kdig not installed: apt-get install knot-dnsutils (make deps)")
+		t.Log("kdig not installed, not validated by kzonecheck: apt-get install knot-dnsutils (make deps)")
+		return
 	}
 	a := srv.Addr()
 	axfr, err := exec.Command(kdig, "@"+a.Addr().String(), "-p", fmtInt(int(a.Port())), "AXFR", zone, "+nocomments", "+nostats").CombinedOutput()
