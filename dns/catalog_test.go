@@ -28,9 +28,15 @@ func serves(addr, origin string) bool {
 // runKnot runs knotd with conf (%[1]s: its directory, %[2]d: its port) and zone files.
 func runKnot(t *testing.T, conf string, files map[string]string) *refServer {
 	t.Helper()
+	return runKnotOn(t, catalogPorts, conf, files)
+}
+
+// runKnotOn is runKnot on a port of ports.
+func runKnotOn(t *testing.T, ports *portRange, conf string, files map[string]string) *refServer {
+	t.Helper()
 	bin := needBinary(t, "knotd", "knot")
 	dir := t.TempDir()
-	port := catalogPorts.free(t)
+	port := ports.free(t)
 	for name, text := range files {
 		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
 	}
