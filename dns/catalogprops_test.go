@@ -57,40 +57,15 @@ func TestCatalogGroupToKnot(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "dns.yaml"), []byte(y), 0o600)
 	updServer(t, dir)
-	bin := needBinary(t, "knotd", "knot")
-	kdir := t.TempDir()
-	os.WriteFile(filepath.Join(kdir, "knot.conf"), []byte(fmt.Sprintf(knotServer+`remote:
-  - id: sy
-    address: %[3]s
-acl:
-  - id: from-sy
-    address: 127.0.0.1
-    action: notify
-  - id: xfr-out
+	knot := runKnotInterpreting(t, knotPort, addr, `  - id: xfr-out
     address: 127.0.0.1
     action: transfer
-template:
-  - id: default
-    storage: "%[1]s"
-    zonefile-sync: -1
-  - id: member
-    storage: "%[1]s"
-    master: sy
-    acl: from-sy
-    zonefile-sync: -1
-  - id: gold
-    storage: "%[1]s"
+`, `  - id: gold
+    storage: "{dir}"
     master: sy
     acl: [from-sy, xfr-out]
     zonefile-sync: -1
-zone:
-  - domain: catalog.invalid.
-    master: sy
-    acl: from-sy
-    catalog-role: interpret
-    catalog-template: [member, gold]
-`, kdir, knotPort, strings.Replace(addr, ":", "@", 1))), 0o644)
-	knot := runRef(t, "knot", bin, kdir, knotPort, "", false, "-c", filepath.Join(kdir, "knot.conf"))
+`, "[member, gold]")
 	for _, z := range []string{"a.test.", "b.test."} {
 		testutil.Eventually(t, 20*time.Second, func() bool { return serves(knot.addr, z) },
 			"knot does not serve the catalog member %s:\n%s", z, func() any { return knot.log() })
