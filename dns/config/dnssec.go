@@ -15,7 +15,7 @@ const (
 	DefaultDNSKEYTTL   = 3600
 )
 
-// DNSSEC turns on online signing of one zone with ECDSA P-256 / SHA-256 (algorithm 13). Give
+// DNSSEC turns on online signing of one zone (algorithm 13, 15 or 8: the keys'). Give
 // either one combined signing key (key_file, a CSK) or a KSK and a ZSK; key files come from
 // `switchyard dns keygen` (or BIND's dnssec-keygen .private files with the .key beside them).
 type DNSSEC struct {
