@@ -14,7 +14,7 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # major version emits other bytes, and CI's drift check would fail on a correct tree.
 BPF_CLANG_MAJOR := 14
 BPF_CLANG ?= clang-$(BPF_CLANG_MAJOR)
-APT_DEPS  := clang llvm clang-$(BPF_CLANG_MAJOR) llvm-$(BPF_CLANG_MAJOR) libbpf-dev bpftool iproute2 ethtool dnsutils bind9-dnsutils nftables curl etcd-server etcd-client bird2 nsd knot knot-dnsutils bind9 nghttp2-client zsh systemd chromium prometheus python3-grpcio python3-h2 python3-wsproto
+APT_DEPS  := clang llvm clang-$(BPF_CLANG_MAJOR) llvm-$(BPF_CLANG_MAJOR) libbpf-dev bpftool iproute2 ethtool dnsutils bind9-dnsutils nftables curl etcd-server etcd-client bird2 nsd knot knot-dnsutils knot-dnssecutils bind9 nghttp2-client zsh systemd chromium prometheus python3-grpcio python3-h2 python3-wsproto
 TEST_FLAGS ?= -count=1 -timeout 30m
 
 .PHONY: install deb all build generate webui-vendor deps check-go check-clang test test-short fuzz demo demo-down bench bench-smoke bench-xdp bench-l4 bench-l4scale bench-l7 bench-edge bench-edgescale bench-dns bench-dnsscale clean

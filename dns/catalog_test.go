@@ -28,9 +28,15 @@ func serves(addr, origin string) bool {
 // runKnot runs knotd with conf (%[1]s: its directory, %[2]d: its port) and zone files.
 func runKnot(t *testing.T, conf string, files map[string]string) *refServer {
 	t.Helper()
+	return runKnotOn(t, catalogPorts, conf, files)
+}
+
+// runKnotOn is runKnot on a port of ports.
+func runKnotOn(t *testing.T, ports *portRange, conf string, files map[string]string) *refServer {
+	t.Helper()
 	bin := needBinary(t, "knotd", "knot")
 	dir := t.TempDir()
-	port := catalogPorts.free(t)
+	port := ports.free(t)
 	for name, text := range files {
 		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
 	}
@@ -50,6 +56,40 @@ log:
 database:
   storage: "%[1]s"
 `
+
+// runKnotInterpreting runs Knot on knotPort, taking switchyard's catalog.invalid. from syAddr
+// (catalog-role: interpret) and its members by catalogTemplates (at least member: from
+// syAddr, NOTIFY from it allowed); acls and templates are more entries of those lists ({dir}
+// in templates: Knot's directory).
+func runKnotInterpreting(t *testing.T, knotPort int, syAddr, acls, templates, catalogTemplates string) *refServer {
+	t.Helper()
+	bin := needBinary(t, "knotd", "knot")
+	kdir := t.TempDir()
+	os.WriteFile(filepath.Join(kdir, "knot.conf"), []byte(fmt.Sprintf(knotServer+`remote:
+  - id: sy
+    address: %[3]s
+acl:
+  - id: from-sy
+    address: 127.0.0.1
+    action: notify
+%[4]stemplate:
+  - id: default
+    storage: "%[1]s"
+    zonefile-sync: -1
+  - id: member
+    storage: "%[1]s"
+    master: sy
+    acl: from-sy
+    zonefile-sync: -1
+%[5]szone:
+  - domain: catalog.invalid.
+    master: sy
+    acl: from-sy
+    catalog-role: interpret
+    catalog-template: %[6]s
+`, kdir, knotPort, strings.Replace(syAddr, ":", "@", 1), acls, strings.ReplaceAll(templates, "{dir}", kdir), catalogTemplates)), 0o644)
+	return runRef(t, "knot", bin, kdir, knotPort, "", false, "-c", filepath.Join(kdir, "knot.conf"))
+}
 
 // TestCatalogToKnot: switchyard produces a catalog of its zones; Knot (catalog-role: interpret)
 // takes it and serves every member as its secondary, and a zone added to switchyard's
@@ -71,32 +111,7 @@ func TestCatalogToKnot(t *testing.T) {
 	}
 	write("a.test.", "b.test.")
 	srv := updServer(t, dir)
-	bin := needBinary(t, "knotd", "knot")
-	kdir := t.TempDir()
-	os.WriteFile(filepath.Join(kdir, "knot.conf"), []byte(fmt.Sprintf(knotServer+`remote:
-  - id: sy
-    address: %[3]s
-acl:
-  - id: from-sy
-    address: 127.0.0.1
-    action: notify
-template:
-  - id: default
-    storage: "%[1]s"
-    zonefile-sync: -1
-  - id: member
-    storage: "%[1]s"
-    master: sy
-    acl: from-sy
-    zonefile-sync: -1
-zone:
-  - domain: catalog.invalid.
-    master: sy
-    acl: from-sy
-    catalog-role: interpret
-    catalog-template: member
-`, kdir, knotPort, strings.Replace(addr, ":", "@", 1))), 0o644)
-	knot := runRef(t, "knot", bin, kdir, knotPort, "", false, "-c", filepath.Join(kdir, "knot.conf"))
+	knot := runKnotInterpreting(t, knotPort, addr, "", "", "member")
 	for _, z := range []string{"a.test.", "b.test."} {
 		testutil.Eventually(t, 20*time.Second, func() bool { return serves(knot.addr, z) },
 			"knot does not serve the catalog member %s:\n%s", z, func() any { return knot.log() })

@@ -27,6 +27,7 @@ const rollPolicy = `dnskey_ttl: 60
 func rollChildYAML(dir, scheme string, alg int, kskLife, parent string) string {
 	return `zones:
   - origin: example.org.
+    transfer: {allow: [127.0.0.1]}
     dnssec:
       key_dir: ` + dir + `
       ` + fmt.Sprintf(rollPolicy, scheme, alg, kskLife, parent) + `
@@ -93,8 +94,9 @@ func TestKeyRolloverCSK(t *testing.T) { walkRollover(t, "csk", 15, "6m", keyroll
 // the child's clock from one key transition to the next until the first key of role is removed.
 // The parent publishes what the child's CDS asks for, as a registry following RFC 8078 would.
 // In every state delv validates a positive and a negative answer from every DS a resolver may
-// still hold, the DNSKEY RRset carries a signature of the key each of those DS names, and no
-// resolver cache can pair a DNSKEY RRset with data signed by none of its keys.
+// still hold (and, for KSK/ZSK, kzonecheck the whole zone), the DNSKEY RRset carries a
+// signature of the key each of those DS names, and no resolver cache can pair a DNSKEY RRset
+// with data signed by none of its keys.
 func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
@@ -162,6 +164,12 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 				}
 			}
 		}
+		if scheme == "ksk_zsk" {
+			// The second validator, over the whole zone. Not for CSKs: kzonecheck takes a
+			// zone for single-key signing only when it has one DNSKEY, so a CSK rollover's
+			// two keys read to it as KSKs with no ZSK to sign the data.
+			kzonecheckServed(t, child, "example.org.")
+		}
 		for _, rr := range exchange(t, child, doQuery("www.example.org.", mdns.TypeA, false), false).Answer {
 			if sig, ok := rr.(*mdns.RRSIG); ok {
 				step.signers = append(step.signers, sig.KeyTag)
@@ -188,7 +196,7 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 			reloadParent(t, parent, parentDS)
 		}
 		// The next moment something changes: a key transition, a DS check, a cached DS expiring.
-		r, err := keyroll.NewRoller("example.org.", dir, child.Config().Zones[0].DNSSEC)
+		r, err := keyroll.NewRoller("example.org.", dir, child.Config().Zones[0].DNSSEC, 300)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,4 +285,88 @@ func signedBy(resp *mdns.Msg, ds *mdns.DS) bool {
 		}
 	}
 	return false
+}
+
+// maxTTLZone is a ksk_zsk policy zone whose www record has ttl; limit is the policy's
+// zone_max_ttl field (empty: none).
+func maxTTLZone(dir, limit string, ttl int) string {
+	return `zones:
+  - origin: example.org.
+    dnssec:
+      key_dir: ` + dir + `
+      dnskey_ttl: 60
+      policy: {scheme: ksk_zsk, zsk_lifetime: 10h, ksk_lifetime: 1000h, propagation_delay: 1m` + limit + `}
+    records:
+      - "@ SOA ns1 hostmaster 1 3600 600 604800 60"
+      - "@ NS ns1"
+      - "ns1 A 127.0.0.1"
+      - ` + fmt.Sprintf(`"www %d A 192.0.2.1"`, ttl) + `
+`
+}
+
+// TestZoneMaxTTLRefusesLongerTTL: a record above the policy's zone_max_ttl fails the load and a
+// reload (the old zone keeps answering), with an error naming the record, its TTL and the fix.
+func TestZoneMaxTTLRefusesLongerTTL(t *testing.T) {
+	dir := t.TempDir()
+	const limit = ", zone_max_ttl: 3600"
+	cfg, err := config.Parse([]byte(maxTTLZone(dir, limit, 7200)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	wantErr := func(err error) {
+		t.Helper()
+		for _, want := range []string{"www.example.org.", "TTL 7200", "zone_max_ttl 3600", "lower the record's TTL or raise zone_max_ttl"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v: want it to say %q", err, want)
+			}
+		}
+	}
+	_, err = NewServer(cfg, Options{})
+	wantErr(err)
+
+	srv := startServer(t, maxTTLZone(dir, limit, 3600), Options{})
+	bad, err := config.Parse([]byte(maxTTLZone(dir, limit, 7200)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Listen = srv.Config().Listen
+	wantErr(srv.Reload(bad))
+	resp := exchange(t, srv, doQuery("www.example.org.", mdns.TypeA, false), false)
+	if len(resp.Answer) == 0 || resp.Answer[0].Header().Ttl != 3600 {
+		t.Fatalf("after the refused reload: %v, want the old zone's www 3600 A", resp.Answer)
+	}
+}
+
+// TestZoneMaxTTLFromZone: without zone_max_ttl a ZSK rollover keeps the old ZSK published for
+// the propagation delay plus the zone's own largest TTL (RFC 7583 3.2's Iret), and with one,
+// for that instead.
+func TestZoneMaxTTLFromZone(t *testing.T) {
+	for _, c := range []struct {
+		limit string
+		want  time.Duration
+	}{{"", time.Minute + 7200*time.Second}, {", zone_max_ttl: 9000", time.Minute + 9000*time.Second}} {
+		dir := t.TempDir()
+		srv := startServer(t, maxTTLZone(dir, c.limit, 7200), Options{})
+		srv.skew.Add(int64(10 * time.Hour))
+		if err := srv.keyRound(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := keyroll.Load(dir, "example.org.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old *keyroll.KeyState
+		for _, k := range st.Keys {
+			if k.Role == keyroll.RoleZSK && k.Successor != 0 {
+				old = k
+			}
+		}
+		if old == nil {
+			t.Fatalf("zone_max_ttl %q: no ZSK rollover scheduled after the lifetime: %+v", c.limit, st.Keys)
+		}
+		if got := old.Remove.Sub(old.Retire); got != c.want {
+			t.Errorf("zone_max_ttl %q: the old ZSK stays %s after it retires, want %s", c.limit, got, c.want)
+		}
+	}
 }

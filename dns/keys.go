@@ -27,10 +27,10 @@ type keyLoop struct {
 }
 
 // advanceKeys loads zc's key state, brings it up to now (generating keys and scheduling
-// rollovers) and saves it when that changed it.
-func (s *Server) advanceKeys(zc *config.Zone, dir string, now time.Time) (*keyroll.Roller, *keyroll.State, error) {
+// rollovers for the zone's largest TTL maxTTL) and saves it when that changed it.
+func (s *Server) advanceKeys(zc *config.Zone, dir string, now time.Time, maxTTL uint32) (*keyroll.Roller, *keyroll.State, error) {
 	kd := keyroll.Dir(zc.DNSSEC, dir)
-	r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC)
+	r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC, maxTTL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,8 +82,12 @@ func (s *Server) keyRound(ctx context.Context) error {
 		if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil {
 			continue
 		}
+		z := st.store.Get(zc.Origin)
+		if z == nil {
+			continue
+		}
 		kd := keyroll.Dir(zc.DNSSEC, st.cfg.Dir)
-		r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC)
+		r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC, z.MaxTTL())
 		if err != nil {
 			return err
 		}

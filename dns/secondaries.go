@@ -77,6 +77,14 @@ func (s *Server) buildSecondaries(cfg *config.Config, store *zone.Store, prev *s
 	secs := map[string]*secondary.Zone{}
 	down := map[string]bool{}
 	var copies []*zone.Zone
+	prevCatalog := map[string]string{} // the catalog each member came from before
+	if prev != nil {
+		for _, z := range prev.cfg.Zones {
+			if z.FromCatalog != "" {
+				prevCatalog[z.Origin] = z.FromCatalog
+			}
+		}
+	}
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
 		if zc.Secondary == nil {
@@ -85,6 +93,16 @@ func (s *Server) buildSecondaries(cfg *config.Config, store *zone.Store, prev *s
 		var sz *secondary.Zone
 		if prev != nil {
 			sz = prev.secondaries[zc.Origin]
+			if was := prevCatalog[zc.Origin]; sz != nil && was != "" && zc.FromCatalog != "" && was != zc.FromCatalog {
+				// A member moved to another catalog (its coo property): its state is reset
+				// (RFC 9432 5.6), so the copy is taken anew from the new catalog's primaries,
+				// whatever its serial.
+				sz = nil
+				if err := os.Remove(cfg.SecondaryPath(zc)); err != nil && !os.IsNotExist(err) {
+					s.log.Warn("dns catalog member moved: saved copy not removed", "zone", zc.Origin, "err", err)
+				}
+				s.log.Info("dns catalog member moved: transferred anew", "zone", zc.Origin, "from", was, "to", zc.FromCatalog)
+			}
 		}
 		if sz == nil {
 			sz = s.newSecondary(cfg, zc)

@@ -131,9 +131,12 @@ type Server struct {
 	tcpConns    map[net.Conn]struct{}
 	serveCtx    context.Context
 	serveCancel context.CancelFunc
-	// catalogMembers are the consumed catalogs' members by catalog, catalogRecords and
-	// catalogSerial the produced catalog's list and serial (catalog.go).
-	catalogMembers map[string][]string
+	// catalogListed are the members each consumed catalog lists, catalogOwner the catalog
+	// each member is served from, catalogMembers the members served from each catalog;
+	// catalogRecords and catalogSerial the produced catalog's list and serial (catalog.go).
+	catalogListed  map[string][]config.CatalogMember
+	catalogOwner   map[string]string
+	catalogMembers map[string][]config.CatalogMember
 	catalogRecords []string
 	catalogSerial  uint32
 }
@@ -147,7 +150,8 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		opt.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{opt: opt, log: opt.Logger, tcpConns: map[net.Conn]struct{}{}, journals: map[string]*update.Journal{},
-		running: map[string]*runningSecondary{}, catalogMembers: map[string][]string{}}
+		running: map[string]*runningSecondary{}, catalogListed: map[string][]config.CatalogMember{},
+		catalogMembers: map[string][]config.CatalogMember{}}
 	s.localWarn = rateLog{log: s.log, interval: 10 * time.Second}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -195,16 +199,14 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		}
 	}
 	keysAt := s.now()
-	signers, dnskeys, err := s.buildSigners(cfg, keysAt)
-	if err != nil {
-		return nil, err
-	}
 	var prevStore *zone.Store
 	if prev != nil {
 		prevStore = prev.store
 	}
-	// Zones whose source is unchanged come over from prev as they are (zone.Build).
-	store, err := zone.Build(cfg, prevStore, dnskeys)
+	// Zones whose source is unchanged come over from prev as they are (zone.Build); signed
+	// zones' signers are made as their data's largest TTL is known.
+	signers := map[string]*dnssec.Signer{}
+	store, err := zone.Build(cfg, prevStore, s.signerKeys(cfg, keysAt, signers))
 	if err != nil {
 		return nil, err
 	}

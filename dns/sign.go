@@ -15,42 +15,37 @@ import (
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
-// buildSigners loads the DNSSEC keys of the signed zones and returns their signers and the
-// DNSKEY RRsets the zones publish, by origin; a missing or bad key fails the build, so a reload
-// keeps the old zones.
-func (s *Server) buildSigners(cfg *config.Config, now time.Time) (map[string]*dnssec.Signer, map[string][]mdns.RR, error) {
-	out := map[string]*dnssec.Signer{}
-	keys := map[string][]mdns.RR{}
-	for i := range cfg.Zones {
-		zc := &cfg.Zones[i]
-		if zc.DNSSEC == nil {
-			continue
-		}
-		sg, cds, err := s.newSigner(zc, cfg.Dir, now)
+// signerKeys returns the zone builder's KeysFunc (zone.Build): it loads each signed zone's
+// DNSSEC keys (a key policy's advanced at now for the zone's largest TTL), records its signer
+// in signers and returns the DNSKEY RRset the zone publishes; a missing or bad key fails the
+// build, so a reload keeps the old zones.
+func (s *Server) signerKeys(cfg *config.Config, now time.Time, signers map[string]*dnssec.Signer) zone.KeysFunc {
+	return func(zc *config.Zone, maxTTL uint32) ([]mdns.RR, error) {
+		sg, cds, err := s.newSigner(zc, cfg.Dir, now, maxTTL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("line %d: zone %s: field dnssec: %w", zc.DNSSEC.Line, zc.Origin, err)
+			return nil, fmt.Errorf("field dnssec: %w", err)
 		}
 		sg.Stats = &s.sigStats
 		sg.Now = s.now
-		keys[zc.Origin] = append(slices.Clone(sg.DNSKEYs()), cds...)
+		signers[zc.Origin] = sg
+		keys := append(slices.Clone(sg.DNSKEYs()), cds...)
 		if sg.NSEC3 {
-			keys[zc.Origin] = append(slices.Clone(keys[zc.Origin]), dnssec.NSEC3PARAM(zc.Origin, 0))
+			keys = append(keys, dnssec.NSEC3PARAM(zc.Origin, 0))
 		}
-		out[zc.Origin] = sg
+		return keys, nil
 	}
-	return out, keys, nil
 }
 
 // newSigner makes zc's signer: from its key files, or from its key policy's keys at now,
-// the policy advanced first (keys generated, rollovers scheduled: keys.go); the second value is
-// the policy's CDS and CDNSKEY records.
-func (s *Server) newSigner(zc *config.Zone, dir string, now time.Time) (*dnssec.Signer, []mdns.RR, error) {
+// the policy advanced first (keys generated, rollovers scheduled for the zone's largest TTL
+// maxTTL: keys.go); the second value is the policy's CDS and CDNSKEY records.
+func (s *Server) newSigner(zc *config.Zone, dir string, now time.Time, maxTTL uint32) (*dnssec.Signer, []mdns.RR, error) {
 	d := zc.DNSSEC
 	if d.Policy == nil {
 		sg, err := dnssec.New(zc.Origin, d, dir)
 		return sg, nil, err
 	}
-	r, st, err := s.advanceKeys(zc, dir, now)
+	r, st, err := s.advanceKeys(zc, dir, now, maxTTL)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,20 +15,24 @@ import (
 func dnsKeygenCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "keygen",
-		Usage: "create an ECDSA P-256 DNSSEC key file and print its DNSKEY and the DS record for the parent",
+		Usage: "create a DNSSEC key file and print its DNSKEY and the DS record for the parent",
 		Description: `Writes the key (DNSKEY record and private key, mode 0600) to --out, by default
-   K<zone>+013+<tag>.private in the current directory, and prints the DNSKEY, the DS record
+   K<zone>+<alg>+<tag>.private in the current directory, and prints the DNSKEY, the DS record
    (SHA-256) to give to the parent zone, and the trust anchor for a validator. A CSK (the default)
-   signs everything; --type ksk and --type zsk make the two keys of a split scheme. See docs/dns.md.
+   signs everything; --type ksk and --type zsk make the two keys of a split scheme. The algorithm
+   is 13 (ECDSA P-256, the default), 15 (Ed25519) or 8 (RSA/SHA-256 of --bits). See docs/dns.md.
 
    Examples:
      switchyard dns keygen --zone example.com.
-     switchyard dns keygen --zone example.com. --type ksk --out /etc/switchyard/example.ksk`,
+     switchyard dns keygen --zone example.com. --type ksk --out /etc/switchyard/example.ksk
+     switchyard dns keygen --zone example.com. --algorithm 8 --bits 2048`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "zone", Usage: "zone `ORIGIN`, e.g. example.com.", Required: true},
 			&cli.StringFlag{Name: "type", Value: "csk", Usage: "key `TYPE`: csk (flags 257, signs all), ksk (257) or zsk (256)"},
 			&cli.StringFlag{Name: "out", Usage: "key `FILE` to write (refused when it exists, unless --force)"},
 			&cli.UintFlag{Name: "ttl", Value: 3600, Usage: "`TTL` of the printed DNSKEY and DS records"},
+			&cli.UintFlag{Name: "algorithm", Value: 13, Usage: "`ALG`: 13 (ECDSA P-256), 15 (Ed25519) or 8 (RSA/SHA-256)"},
+			&cli.UintFlag{Name: "bits", Usage: "RSA key size in `BITS` (algorithm 8: 2048 to 4096, default 2048)"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite --out when it exists"},
 		},
 		Action: func(c *cli.Context) error {
@@ -40,13 +44,16 @@ func dnsKeygenCmd() *cli.Command {
 			if flags == 0 {
 				return fmt.Errorf("keygen: --type %q is unknown; use csk, ksk or zsk", c.String("type"))
 			}
-			k, err := dnssec.Generate(zone, flags, uint32(c.Uint("ttl")))
+			if c.Uint("algorithm") > 255 {
+				return fmt.Errorf("keygen: --algorithm %d is unknown; use 13, 15 or 8", c.Uint("algorithm"))
+			}
+			k, err := dnssec.GenerateAlgorithm(zone, uint8(c.Uint("algorithm")), int(c.Uint("bits")), flags, uint32(c.Uint("ttl")))
 			if err != nil {
-				return err
+				return fmt.Errorf("keygen: %w", err)
 			}
 			out := c.String("out")
 			if out == "" {
-				out = fmt.Sprintf("K%s+013+%05d.private", zone, k.Tag)
+				out = fmt.Sprintf("K%s+%03d+%05d.private", zone, k.DNSKEY.Algorithm, k.Tag)
 			}
 			mode := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 			if c.Bool("force") {

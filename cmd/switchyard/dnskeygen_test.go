@@ -42,6 +42,17 @@ func TestDnsKeygen(t *testing.T) {
 		strings.Contains(out, "IN\tDS\t") { // a DS record; "DS" alone occurs in base64 key material
 		t.Errorf("zsk: err %v, output (no DS for a ZSK):\n%s", err, out)
 	}
+	rsa := filepath.Join(dir, "rsa")
+	if out, _, err := runDNSCLI(t, context.Background(), "keygen", "--zone", "example.", "--algorithm", "8", "--out", rsa); err != nil ||
+		!strings.Contains(out, "DNSKEY\t257 3 8 ") || !strings.Contains(out, "static-key 257 3 8") {
+		t.Errorf("RSA key: err %v, output:\n%s", err, out)
+	} else if k, err := dnssec.LoadKey(rsa, "example."); err != nil || k.DNSKEY.Algorithm != 8 {
+		t.Errorf("RSA key file: %v", err)
+	}
+	if _, _, err := runDNSCLI(t, context.Background(), "keygen", "--zone", "example.", "--algorithm", "8", "--bits", "1024", "--out", rsa+"2"); err == nil ||
+		!strings.Contains(err.Error(), "want 2048 to 4096") {
+		t.Errorf("1024-bit RSA key: %v, want a refusal", err)
+	}
 	cfg := writeDNSConfig(t, "zones:\n  - origin: example.\n    dnssec: {ksk_file: "+key+", zsk_file: "+zsk+"}\n    records: ['www A 192.0.2.1']\n")
 	if out, _, err := runDNSCLI(t, context.Background(), "check", "--config", cfg); err != nil || !strings.Contains(out, "configuration OK") || !strings.Contains(out, "dnssec example.: signed online") || !strings.Contains(out, "DS for the parent: "+k.DS().String()) {
 		t.Errorf("check with the keys: %v\n%s", err, out)

@@ -3,10 +3,12 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
+	"github.com/miekg/dns"
 	"gopkg.in/yaml.v3"
 )
 
@@ -34,6 +36,63 @@ type CatalogSource struct {
 	// From is where the catalog and its members come from (primaries, tsig, tls), written
 	// inline in the entry.
 	From SecondaryFields `yaml:",inline"`
+	// Groups are where the members of a group (the catalog's group property, RFC 9432 4.4.2)
+	// come from instead, by group name: a field left out is the catalog's.
+	Groups map[string]SecondaryFields `yaml:"groups"`
+}
+
+// MemberProperties are a zone's properties in the catalog this server produces (RFC 9432
+// 4.4): the zones block's catalog field.
+type MemberProperties struct {
+	// Group is the member's group property: consumers choose its configuration by it (Knot's
+	// catalog-template of that name, or a catalogs entry's groups here).
+	Group string `yaml:"group"`
+	// COO is the catalog the zone moves to (its coo property, RFC 9432 4.4.1): consumers of
+	// this catalog hand the zone over once that catalog lists it too.
+	COO string `yaml:"coo"`
+}
+
+// UnmarshalYAML decodes a zone's catalog block strictly.
+func (m *MemberProperties) UnmarshalYAML(n *yaml.Node) error {
+	type plain MemberProperties
+	return strict(n, (*plain)(m))
+}
+
+// CatalogMember is a zone listed in a catalog with its properties: Groups (sorted) and the
+// catalog its coo property names ("" for none).
+type CatalogMember struct {
+	Zone   string
+	Groups []string
+	COO    string
+}
+
+// Equal reports whether m and o list the same zone with the same properties.
+func (m CatalogMember) Equal(o CatalogMember) bool {
+	return m.Zone == o.Zone && m.COO == o.COO && slices.Equal(m.Groups, o.Groups)
+}
+
+// memberSecondary is where member m of src comes from: the first of its groups that src
+// configures, its fields left out taken from src's, or src's own.
+func (src *CatalogSource) memberSecondary(m CatalogMember) Secondary {
+	sec := Secondary(src.From)
+	for _, g := range m.Groups {
+		gs, ok := src.Groups[g]
+		if !ok {
+			continue
+		}
+		if len(gs.Primaries) > 0 {
+			sec.Primaries = gs.Primaries
+		}
+		if gs.TSIG != "" {
+			sec.TSIG = gs.TSIG
+		}
+		if gs.TLS != nil {
+			sec.TLS = gs.TLS
+		}
+		break
+	}
+	sec.Primaries = slices.Clone(sec.Primaries)
+	return sec
 }
 
 // SecondaryFields are a Secondary's fields without its decoder, for inlining them (yaml.v3
@@ -85,35 +144,108 @@ func (c *Config) validateCatalogs() error {
 		}
 	}
 	for i := range c.Catalogs {
-		if err := check(c.Catalogs[i].From.Line, fmt.Sprintf("catalogs[%d]", i), &c.Catalogs[i].Zone); err != nil {
+		src := &c.Catalogs[i]
+		if err := check(src.From.Line, fmt.Sprintf("catalogs[%d]", i), &src.Zone); err != nil {
+			return err
+		}
+		for name, g := range src.Groups {
+			// Checked as the secondary block a member of the group gets.
+			sec := src.memberSecondary(CatalogMember{Groups: []string{name}})
+			z := Zone{Origin: fmt.Sprintf("%s (catalogs[%d].groups.%s)", src.Zone, i, name), Secondary: &sec}
+			sec.Line = src.From.Line
+			if err := c.validateSecondary(&z); err != nil {
+				return err
+			}
+			if len(g.Primaries) > 0 {
+				g.Primaries = sec.Primaries // as validated: with their ports
+				src.Groups[name] = g
+			}
+		}
+	}
+	for i := range c.Zones {
+		if err := c.validateMemberProperties(&c.Zones[i], fqdn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// CatalogRecords are the records of the produced catalog listing zones (none without a
+// validateMemberProperties checks a zone's catalog block: a catalog is produced, the group is
+// a plain name and coo names another catalog.
+func (c *Config) validateMemberProperties(z *Zone, fqdn func(string) string) error {
+	p := z.Catalog
+	if p == nil {
+		return nil
+	}
+	where := fmt.Sprintf("line %d: zone %s: field catalog", z.Line, z.Origin)
+	switch {
+	case c.Catalog == nil:
+		return errors.New(where + ": no catalog is produced; add a catalog block (catalog: {zone: ...}) or drop the zone's catalog field")
+	case p.Group == "" && p.COO == "":
+		return errors.New(where + ": empty; set group or coo, or drop it")
+	case len(p.Group) > 255 || strings.Trim(p.Group, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "":
+		return fmt.Errorf("%s.group: %q: use up to 255 letters, digits, '-', '_' and '.'", where, p.Group)
+	}
+	if p.COO != "" {
+		if _, ok := dns.IsDomainName(p.COO); !ok {
+			return fmt.Errorf("%s.coo: %q is not a domain name; name the catalog the zone moves to", where, p.COO)
+		}
+		p.COO = fqdn(p.COO)
+		if p.COO == c.Catalog.Zone {
+			return fmt.Errorf("%s.coo: %s is this server's own catalog; name the catalog the zone moves to", where, p.COO)
+		}
+	}
+	return nil
+}
+
+// CatalogRecords are the records of the produced catalog listing members (none without a
 // catalog block): version 2 and a PTR per member under a label derived from its name, so a
-// member keeps its label across changes of the others (RFC 9432 4.1).
-func (c *Config) CatalogRecords(zones []string) []string {
+// member keeps its label across changes of the others (RFC 9432 4.1), and beside it the
+// member's properties (4.4): a TXT per group and a PTR naming the catalog of its coo.
+func (c *Config) CatalogRecords(members []CatalogMember) []string {
 	if c.Catalog == nil {
 		return nil
 	}
-	sort.Strings(zones)
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b CatalogMember) int { return strings.Compare(a.Zone, b.Zone) })
 	recs := []string{"@ 0 NS invalid.", `version 0 TXT "2"`}
-	for _, z := range zones {
-		id := sha256.Sum256([]byte(strings.ToLower(z)))
-		recs = append(recs, fmt.Sprintf("%s.zones 0 PTR %s", hex.EncodeToString(id[:8]), z))
+	for _, m := range members {
+		id := sha256.Sum256([]byte(strings.ToLower(m.Zone)))
+		label := hex.EncodeToString(id[:8]) + ".zones"
+		recs = append(recs, fmt.Sprintf("%s 0 PTR %s", label, m.Zone))
+		for _, g := range m.Groups {
+			recs = append(recs, fmt.Sprintf("group.%s 0 TXT %q", label, g))
+		}
+		if m.COO != "" {
+			recs = append(recs, fmt.Sprintf("coo.%s 0 PTR %s", label, m.COO))
+		}
 	}
 	return recs
 }
 
+// CatalogMembers are the configured zones as members of the produced catalog, with the
+// properties their catalog fields set.
+func (c *Config) CatalogMembers() []CatalogMember {
+	var out []CatalogMember
+	for _, z := range c.Zones {
+		m := CatalogMember{Zone: z.Origin}
+		if p := z.Catalog; p != nil {
+			m.COO = p.COO
+			if p.Group != "" {
+				m.Groups = []string{p.Group}
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // WithCatalogs returns a copy of c with its catalogs as zones: the produced catalog (records,
 // serial serial) and each consumed catalog and its members (by catalog, from the catalogs'
-// copies) as secondary zones of that catalog's primaries. A member configured as a zone of its
-// own keeps that configuration. The copy has no catalog blocks left: validate c, not it, for
-// them.
-func (c *Config) WithCatalogs(records []string, serial uint32, members map[string][]string) *Config {
+// copies, each member under one catalog) as secondary zones of that catalog's primaries, or of
+// its group's. A member configured as a zone of its own keeps that configuration. The copy has
+// no catalog blocks left: validate c, not it, for them.
+func (c *Config) WithCatalogs(records []string, serial uint32, members map[string][]CatalogMember) *Config {
 	if c.Catalog == nil && len(c.Catalogs) == 0 {
 		return c
 	}
@@ -128,17 +260,21 @@ func (c *Config) WithCatalogs(records []string, serial uint32, members map[strin
 		out.Zones = append(out.Zones, Zone{Origin: cat.Zone, Records: records, Transfer: cat.Transfer, Line: cat.Line,
 			SOA: &SOA{NS: "invalid.", Mbox: "invalid.", Serial: serial, Refresh: 3600, Retry: 600, Expire: 2147483646, Minimum: 0}})
 	}
-	for _, src := range c.Catalogs {
+	for i := range c.Catalogs {
+		src := &c.Catalogs[i]
 		sec := Secondary(src.From)
 		out.Zones = append(out.Zones, Zone{Origin: src.Zone, Secondary: &sec, Line: src.From.Line})
 		have[src.Zone] = true
 		for _, m := range members[src.Zone] {
-			if !have[m] {
-				msec := Secondary(src.From)
-				out.Zones = append(out.Zones, Zone{Origin: m, Secondary: &msec, Line: src.From.Line, FromCatalog: src.Zone})
-				have[m] = true
+			if !have[m.Zone] {
+				msec := src.memberSecondary(m)
+				out.Zones = append(out.Zones, Zone{Origin: m.Zone, Secondary: &msec, Line: src.From.Line, FromCatalog: src.Zone})
+				have[m.Zone] = true
 			}
 		}
+	}
+	for i := range out.Zones {
+		out.Zones[i].Catalog = nil // expanded: its properties are in the catalog's records
 	}
 	return &out
 }

@@ -116,6 +116,9 @@ type Zone struct {
 	// Secondary takes the zone from primaries by zone transfer instead of File and Records
 	// (secondary.go); nil serves the zone's own data.
 	Secondary *Secondary `yaml:"secondary"`
+	// Catalog are the zone's properties in the catalog this server produces (group, coo;
+	// catalog.go); nil lists it without any.
+	Catalog *MemberProperties `yaml:"catalog"`
 	// FromCatalog is the consumed catalog this zone is a member of ("" for a zone configured
 	// as such; catalog.go).
 	FromCatalog string `yaml:"-"`

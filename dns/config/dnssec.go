@@ -15,7 +15,7 @@ const (
 	DefaultDNSKEYTTL   = 3600
 )
 
-// DNSSEC turns on online signing of one zone with ECDSA P-256 / SHA-256 (algorithm 13). Give
+// DNSSEC turns on online signing of one zone (algorithm 13, 15 or 8: the keys'). Give
 // either one combined signing key (key_file, a CSK) or a KSK and a ZSK; key files come from
 // `switchyard dns keygen` (or BIND's dnssec-keygen .private files with the .key beside them).
 type DNSSEC struct {
@@ -93,6 +93,10 @@ func validateDNSSEC(z *Zone) error {
 	if d.DNSKEYTTL == 0 {
 		d.DNSKEYTTL = DefaultDNSKEYTTL
 	}
+	if p := d.Policy; p != nil && p.ZoneMaxTTL != 0 && d.DNSKEYTTL > p.ZoneMaxTTL {
+		return fmt.Errorf("%s: dnskey_ttl %d is above policy.zone_max_ttl %d; lower dnskey_ttl or raise zone_max_ttl",
+			where, d.DNSKEYTTL, p.ZoneMaxTTL)
+	}
 	switch d.Denial {
 	case "":
 		d.Denial = DenialCompact
@@ -111,8 +115,11 @@ const (
 
 // KeyPolicy is how a zone's keys are made and rolled (RFC 7583 timings; docs/dns.md "Key policy").
 type KeyPolicy struct {
-	// Algorithm is 13 (ECDSA P-256 / SHA-256, the default) or 15 (Ed25519).
+	// Algorithm is 13 (ECDSA P-256 / SHA-256, the default), 15 (Ed25519) or 8 (RSA/SHA-256,
+	// for resolvers and registries that know no other).
 	Algorithm uint8 `yaml:"algorithm"`
+	// KeySize is the size of algorithm 8's keys in bits: 2048 (the default) to 4096.
+	KeySize int `yaml:"key_size"`
 	// Scheme is csk (one combined key, the default) or ksk_zsk.
 	Scheme string `yaml:"scheme"`
 	// ZSKLifetime is how long a ZSK signs before its successor takes over (default 30 days).
@@ -122,8 +129,8 @@ type KeyPolicy struct {
 	// PropagationDelay is how long a change takes to reach every secondary and the parent's
 	// servers (Dprp and DprpP of RFC 7583; default 1h).
 	PropagationDelay Duration `yaml:"propagation_delay"`
-	// ZoneMaxTTL is the largest TTL of the zone's RRsets (TTLsig of RFC 7583; default 86400). It
-	// is trusted as given: set it at or above the zone's largest TTL.
+	// ZoneMaxTTL is the largest TTL the zone's RRsets may have (TTLsig of RFC 7583): a zone
+	// with a larger one is refused at load. Without it the zone's own largest TTL is used.
 	ZoneMaxTTL uint32 `yaml:"zone_max_ttl"`
 	// ParentDSTTL is the TTL of the DS at the parent (TTLds; default 86400), used until a
 	// ds_check has seen the real one.
@@ -162,11 +169,17 @@ func validatePolicy(z *Zone, where string) error {
 	switch p.Algorithm {
 	case 0:
 		p.Algorithm = 13
-	case 13, 15:
-	case 8:
-		return errors.New(where + ".policy.algorithm: 8 (RSASHA256) is not implemented; use 13 (ECDSA P-256) or 15 (Ed25519)")
+	case 13, 15, 8:
 	default:
-		return fmt.Errorf("%s.policy.algorithm: %d is unknown; use 13 (ECDSA P-256) or 15 (Ed25519)", where, p.Algorithm)
+		return fmt.Errorf("%s.policy.algorithm: %d is unknown; use 13 (ECDSA P-256), 15 (Ed25519) or 8 (RSA/SHA-256)", where, p.Algorithm)
+	}
+	switch {
+	case p.Algorithm != 8 && p.KeySize != 0:
+		return fmt.Errorf("%s.policy.key_size: algorithm %d has one key size; drop key_size (it is for algorithm 8)", where, p.Algorithm)
+	case p.Algorithm == 8 && p.KeySize == 0:
+		p.KeySize = 2048
+	case p.Algorithm == 8 && (p.KeySize < 2048 || p.KeySize > 4096):
+		return fmt.Errorf("%s.policy.key_size: %d bits; use 2048 (the default) to 4096", where, p.KeySize)
 	}
 	switch p.Scheme {
 	case "":
@@ -183,9 +196,6 @@ func validatePolicy(z *Zone, where string) error {
 	def(&p.ZSKLifetime, 30*24*time.Hour)
 	def(&p.KSKLifetime, 365*24*time.Hour)
 	def(&p.PropagationDelay, time.Hour)
-	if p.ZoneMaxTTL == 0 {
-		p.ZoneMaxTTL = 86400
-	}
 	if p.ParentDSTTL == 0 {
 		p.ParentDSTTL = 86400
 	}

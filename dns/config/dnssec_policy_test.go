@@ -18,12 +18,22 @@ func TestKeyPolicyValidation(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if p := cfg.Zones[0].DNSSEC.Policy; p.Algorithm != 13 || p.Scheme != SchemeCSK || p.PropagationDelay.D().Hours() != 1 {
+	if p := cfg.Zones[0].DNSSEC.Policy; p.Algorithm != 13 || p.Scheme != SchemeCSK || p.PropagationDelay.D().Hours() != 1 || p.ZoneMaxTTL != 0 {
 		t.Errorf("defaults: %+v", p)
 	}
+	rsa, err := Parse([]byte(zone("{key_dir: k, policy: {algorithm: 8}}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsa.ApplyDefaults()
+	if err := rsa.Validate(); err != nil || rsa.Zones[0].DNSSEC.Policy.KeySize != 2048 {
+		t.Errorf("algorithm 8: %v, key_size %d, want 2048", err, rsa.Zones[0].DNSSEC.Policy.KeySize)
+	}
 	for _, c := range []struct{ dnssec, want string }{
-		{"{key_dir: k, policy: {algorithm: 8}}", "8 (RSASHA256) is not implemented"},
-		{"{key_dir: k, policy: {algorithm: 7}}", "use 13 (ECDSA P-256) or 15"},
+		{"{key_dir: k, policy: {algorithm: 8, key_size: 1024}}", "1024 bits; use 2048 (the default) to 4096"},
+		{"{key_dir: k, policy: {algorithm: 13, key_size: 2048}}", "drop key_size"},
+		{"{key_dir: k, policy: {algorithm: 7}}", "use 13 (ECDSA P-256), 15 (Ed25519) or 8"},
+		{"{key_dir: k, dnskey_ttl: 7200, policy: {zone_max_ttl: 3600}}", "dnskey_ttl 7200 is above policy.zone_max_ttl 3600"},
 		{"{key_dir: k, policy: {scheme: split}}", "use csk or ksk_zsk"},
 		{"{policy: {}}", "key_dir: missing"},
 		{"{key_file: a.key, key_dir: k, policy: {}}", "drop key_file"},

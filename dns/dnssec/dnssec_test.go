@@ -1,6 +1,7 @@
 package dnssec
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,12 +55,15 @@ func TestBadKeyFilesNameTheProblem(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "nodnskey"), []byte(k.DNSKEY.PrivateKeyString(k.priv)), 0o600)
 	rsa := strings.Replace(string(b), "257 3 13 ", "257 3 8 ", 1)
 	os.WriteFile(filepath.Join(dir, "rsa"), []byte(rsa), 0o600)
+	dsa := strings.Replace(string(b), "257 3 13 ", "257 3 3 ", 1)
+	os.WriteFile(filepath.Join(dir, "dsa"), []byte(dsa), 0o600)
 	for _, c := range []struct{ file, zone, want string }{
 		{"missing", "example.", "no such file"},
 		{"mixed", "example.", "does not match the DNSKEY"},
 		{"nokey", "example.", "read the private key"},
 		{"nodnskey", "example.", "no DNSKEY record"},
-		{"rsa", "example.", "algorithm 8 is not supported"},
+		{"rsa", "example.", "the RSA public key has"},
+		{"dsa", "example.", "algorithm 3 is not supported"},
 		{"good", "example.com.", "belongs to example., not to zone example.com."},
 	} {
 		_, err := LoadKey(filepath.Join(dir, c.file), c.zone)
@@ -210,5 +214,37 @@ func TestCompactDenialNSEC(t *testing.T) {
 	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." + strings.Repeat("d", 61) + ".example."
 	if n := NSEC(long, 60, nil); !strings.HasPrefix(n.NextDomain, strings.Repeat("a", 59)+"b.") {
 		t.Fatalf("full-length successor %s", n.NextDomain)
+	}
+}
+
+// TestRSAKeyFiles: an RSA/SHA-256 key (algorithm 8) of 2048 bits round-trips through its file,
+// a file whose private key is another RSA key's is refused, and so are keys under 2048 bits.
+func TestRSAKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i := range 2 {
+		k, err := GenerateAlgorithm("example.", dns.RSASHA256, 0, FlagsKSK, 3600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, string(k.File(time.Now())))
+		p := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(p, k.File(time.Now()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoadKey(p, "example.")
+		if err != nil || got.Tag != k.Tag || got.DNSKEY.Algorithm != dns.RSASHA256 {
+			t.Fatalf("round trip: %v, %+v", err, got)
+		}
+	}
+	// The DNSKEY line of the first key over the private key of the second.
+	dnskey := func(f string) string { return strings.SplitN(f, "Private-key-format", 2)[0] }
+	mixed := dnskey(files[0]) + "Private-key-format" + strings.SplitN(files[1], "Private-key-format", 2)[1]
+	os.WriteFile(filepath.Join(dir, "mixed"), []byte(mixed), 0o600)
+	if _, err := LoadKey(filepath.Join(dir, "mixed"), "example."); err == nil || !strings.Contains(err.Error(), "does not match the DNSKEY") {
+		t.Errorf("mixed RSA key: %v", err)
+	}
+	if _, err := GenerateAlgorithm("example.", dns.RSASHA256, 1024, FlagsKSK, 3600); err == nil || !strings.Contains(err.Error(), "want 2048 to 4096") {
+		t.Errorf("1024-bit RSA key: %v", err)
 	}
 }

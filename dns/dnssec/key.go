@@ -1,5 +1,5 @@
-// Package dnssec signs the DNS stop's answers online: ECDSA P-256 / SHA-256 keys (algorithm 13,
-// RFC 6605) loaded from files, RRSIGs made per RRset when a DO=1 query is answered and kept in a
+// Package dnssec signs the DNS stop's answers online: ECDSA P-256 / SHA-256 (algorithm 13, RFC
+// 6605), Ed25519 (15, RFC 8080) or RSA/SHA-256 (8, RFC 5702) keys loaded from files, RRSIGs made per RRset when a DO=1 query is answered and kept in a
 // cache keyed by the RRset's content and the signing window, and the NSEC records of compact
 // denial of existence (RFC 9824). The zone data stays unsigned; policy answers, which differ per
 // client, are signed the same way as static ones.
@@ -13,8 +13,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"encoding/base64"
 	"fmt"
+	"math/big"
 	"os"
 	"strings"
 	"time"
@@ -35,7 +37,7 @@ type Key struct {
 	DNSKEY *dns.DNSKEY
 	// Tag is the key tag (RFC 4034 appendix B) that RRSIGs and DS records name.
 	Tag  uint16
-	priv crypto.Signer // *ecdsa.PrivateKey (algorithm 13) or ed25519.PrivateKey (15)
+	priv crypto.Signer // *ecdsa.PrivateKey (algorithm 13), ed25519.PrivateKey (15) or *rsa.PrivateKey (8)
 }
 
 // SEP reports whether the key has the secure entry point bit (a KSK or CSK).
@@ -43,21 +45,37 @@ func (k *Key) SEP() bool { return k.DNSKEY.Flags&1 == 1 }
 
 // Generate makes a new P-256 key for zone (fully qualified) with flags FlagsKSK or FlagsZSK.
 func Generate(zone string, flags uint16, ttl uint32) (*Key, error) {
-	return GenerateAlgorithm(zone, dns.ECDSAP256SHA256, flags, ttl)
+	return GenerateAlgorithm(zone, dns.ECDSAP256SHA256, 0, flags, ttl)
 }
 
 // Algorithms are the signing algorithms supported, by number, with their names.
-var Algorithms = map[uint8]string{dns.ECDSAP256SHA256: "ECDSAP256SHA256", dns.ED25519: "ED25519"}
+var Algorithms = map[uint8]string{dns.RSASHA256: "RSASHA256", dns.ECDSAP256SHA256: "ECDSAP256SHA256", dns.ED25519: "ED25519"}
 
-// GenerateAlgorithm makes a new key of algorithm alg (13: ECDSA P-256, 15: Ed25519).
-func GenerateAlgorithm(zone string, alg uint8, flags uint16, ttl uint32) (*Key, error) {
+// RSA key sizes: 2048 bits unless told (RFC 8624 3.1 and NIST SP 800-57 rate 1024 too weak);
+// DNSKEYs over 4096 bits make responses too large to be worth it.
+const (
+	DefaultRSABits = 2048
+	MinRSABits     = 2048
+	MaxRSABits     = 4096
+)
+
+// GenerateAlgorithm makes a new key of algorithm alg (13: ECDSA P-256, 15: Ed25519, 8:
+// RSA/SHA-256 of bits bits, 0 meaning DefaultRSABits; bits is ignored for the others).
+func GenerateAlgorithm(zone string, alg uint8, bits int, flags uint16, ttl uint32) (*Key, error) {
 	if Algorithms[alg] == "" {
-		return nil, fmt.Errorf("generate dnssec key: algorithm %d is not supported; use 13 (ECDSAP256SHA256) or 15 (ED25519)", alg)
+		return nil, fmt.Errorf("generate dnssec key: algorithm %d is not supported; use 13 (ECDSAP256SHA256), 15 (ED25519) or 8 (RSASHA256)", alg)
+	}
+	switch {
+	case alg != dns.RSASHA256:
+		bits = 256 // miekg takes 256 bits for both curves
+	case bits == 0:
+		bits = DefaultRSABits
+	case bits < MinRSABits || bits > MaxRSABits:
+		return nil, fmt.Errorf("generate dnssec key: RSA key size %d: want %d to %d bits", bits, MinRSABits, MaxRSABits)
 	}
 	k := &dns.DNSKEY{Hdr: dns.RR_Header{Name: dns.CanonicalName(zone), Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl},
 		Flags: flags, Protocol: 3, Algorithm: alg}
-	priv, err := k.Generate(256) // miekg takes 256 bits for both algorithms
-
+	priv, err := k.Generate(bits)
 	if err != nil {
 		return nil, fmt.Errorf("generate dnssec key: %w", err)
 	}
@@ -140,6 +158,17 @@ func LoadKey(path, zone string) (*Key, error) {
 		if pub.Algorithm == dns.ED25519 {
 			derived = p.Public().(ed25519.PublicKey)
 		}
+	case *rsa.PrivateKey:
+		// Validate checks that the file's primes make its modulus (miekg's reader takes the
+		// modulus from the DNSKEY or the file, depending on its version): a private key that
+		// is not the DNSKEY's fails here or in the comparison below.
+		if pub.Algorithm == dns.RSASHA256 {
+			derived = []byte{}
+			if p.Validate() == nil {
+				p.Precompute() // else each signature derives the CRT values again
+				derived = rsaPublic(p.N, p.E)
+			}
+		}
 	}
 	if derived == nil {
 		return nil, fmt.Errorf("dnssec key %s: the private key is not of algorithm %d; generate one with `switchyard dns keygen`", path, pub.Algorithm)
@@ -164,7 +193,7 @@ func parseDNSKEY(line string) (*dns.DNSKEY, error) {
 
 func checkPublic(k *dns.DNSKEY, zone string) error {
 	if Algorithms[k.Algorithm] == "" {
-		return fmt.Errorf("algorithm %d is not supported; only 13 (ECDSAP256SHA256) and 15 (ED25519): make a key with `switchyard dns keygen`", k.Algorithm)
+		return fmt.Errorf("algorithm %d is not supported; only 13 (ECDSAP256SHA256), 15 (ED25519) and 8 (RSASHA256): make a key with `switchyard dns keygen`", k.Algorithm)
 	}
 	if !strings.EqualFold(dns.Fqdn(k.Hdr.Name), zone) {
 		return fmt.Errorf("the key belongs to %s, not to zone %s; use that zone's key", k.Hdr.Name, zone)
@@ -172,10 +201,44 @@ func checkPublic(k *dns.DNSKEY, zone string) error {
 	if k.Flags != FlagsKSK && k.Flags != FlagsZSK || k.Protocol != 3 {
 		return fmt.Errorf("flags %d protocol %d: want flags 256 (ZSK) or 257 (KSK/CSK), protocol 3", k.Flags, k.Protocol)
 	}
+	if k.Algorithm == dns.RSASHA256 {
+		if bits := rsaBits(pubBytes(k)); bits < MinRSABits || bits > MaxRSABits {
+			return fmt.Errorf("the RSA public key has %d bits: want %d to %d (a shorter key is breakable); make a new key", bits, MinRSABits, MaxRSABits)
+		}
+		return nil
+	}
 	if want := map[uint8]int{dns.ECDSAP256SHA256: 64, dns.ED25519: 32}[k.Algorithm]; len(pubBytes(k)) != want {
 		return fmt.Errorf("the public key is %d bytes, not the %d of algorithm %d", len(pubBytes(k)), want, k.Algorithm)
 	}
 	return nil
+}
+
+// rsaPublic is the DNSKEY public key field of an RSA key (RFC 3110 2: the exponent's length,
+// one byte or a zero and two, the exponent, then the modulus).
+func rsaPublic(n *big.Int, e int) []byte {
+	exp := big.NewInt(int64(e)).Bytes()
+	var b []byte
+	if len(exp) < 256 {
+		b = append(b, byte(len(exp)))
+	} else {
+		b = append(b, 0, byte(len(exp)>>8), byte(len(exp)))
+	}
+	return append(append(b, exp...), n.Bytes()...)
+}
+
+// rsaBits is the modulus size of an RFC 3110 public key field, 0 when it is malformed.
+func rsaBits(b []byte) int {
+	if len(b) < 3 {
+		return 0
+	}
+	n, off := int(b[0]), 1
+	if n == 0 {
+		n, off = int(b[1])<<8|int(b[2]), 3
+	}
+	if off+n >= len(b) {
+		return 0
+	}
+	return new(big.Int).SetBytes(b[off+n:]).BitLen()
 }
 
 // pubBytes is the DNSKEY's public key field decoded (RFC 6605: x || y, 32 bytes each).

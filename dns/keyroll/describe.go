@@ -21,7 +21,9 @@ func Dir(d *config.DNSSEC, cfgDir string) string {
 // timestamp, the DS awaited at the parent and the next transition. It reads the state only.
 func Describe(zone string, d *config.DNSSEC, cfgDir string, now time.Time) ([]string, error) {
 	dir := Dir(d, cfgDir)
-	r, err := NewRoller(zone, dir, d)
+	// The zone's largest TTL is not known here (the zone is not loaded); the transitions
+	// listed come from the state and from Ipub and Dprp, which do not depend on it.
+	r, err := NewRoller(zone, dir, d, 0)
 	if err != nil {
 		return nil, err
 	}

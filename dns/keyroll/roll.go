@@ -26,12 +26,17 @@ type Timings struct {
 	Dprp time.Duration
 }
 
-// TimingsOf derives the intervals from the zone's DNSSEC block (defaults applied).
-func TimingsOf(d *config.DNSSEC) Timings {
+// TimingsOf derives the intervals from the zone's DNSSEC block (defaults applied) and zoneTTL,
+// the largest TTL of the zone's data, which counts when the policy has no zone_max_ttl.
+func TimingsOf(d *config.DNSSEC, zoneTTL uint32) Timings {
 	p := d.Policy
 	dprp := p.PropagationDelay.D()
 	sec := func(ttl uint32) time.Duration { return time.Duration(ttl) * time.Second }
-	return Timings{Ipub: dprp + sec(d.DNSKEYTTL), IretZSK: dprp + sec(max(p.ZoneMaxTTL, d.DNSKEYTTL)),
+	ttlSig := p.ZoneMaxTTL
+	if ttlSig == 0 {
+		ttlSig = zoneTTL
+	}
+	return Timings{Ipub: dprp + sec(d.DNSKEYTTL), IretZSK: dprp + sec(max(ttlSig, d.DNSKEYTTL)),
 		IretDS: dprp + sec(p.ParentDSTTL), Dprp: dprp}
 }
 
@@ -43,12 +48,13 @@ type Roller struct {
 	T    Timings
 }
 
-// NewRoller checks that the policy's lifetimes leave room for a rollover's intervals.
-func NewRoller(zone, dir string, d *config.DNSSEC) (*Roller, error) {
-	r := &Roller{Zone: zone, Dir: dir, Cfg: d, T: TimingsOf(d)}
+// NewRoller checks that the policy's lifetimes leave room for a rollover's intervals; zoneTTL
+// is the largest TTL of the zone's data (see TimingsOf).
+func NewRoller(zone, dir string, d *config.DNSSEC, zoneTTL uint32) (*Roller, error) {
+	r := &Roller{Zone: zone, Dir: dir, Cfg: d, T: TimingsOf(d, zoneTTL)}
 	p := d.Policy
 	if p.ZSKLifetime.D() <= r.T.Ipub+r.T.IretZSK+r.T.Dprp {
-		return nil, fmt.Errorf("policy.zsk_lifetime %s is shorter than a ZSK rollover (%s: propagation_delay, DNSKEY TTL and zone_max_ttl); raise it",
+		return nil, fmt.Errorf("policy.zsk_lifetime %s is shorter than a ZSK rollover (%s: propagation_delay, DNSKEY TTL and zone_max_ttl or the zone's largest TTL); raise it",
 			p.ZSKLifetime.D(), r.T.Ipub+r.T.IretZSK+r.T.Dprp)
 	}
 	if p.KSKLifetime.D() <= r.T.Ipub+r.T.IretDS+r.T.Dprp {
@@ -159,7 +165,7 @@ func (r *Roller) generate(st *State, role string, now time.Time) (*KeyState, err
 	var k *dnssec.Key
 	for {
 		var err error
-		if k, err = dnssec.GenerateAlgorithm(r.Zone, r.Cfg.Policy.Algorithm, flags, r.Cfg.DNSKEYTTL); err != nil {
+		if k, err = dnssec.GenerateAlgorithm(r.Zone, r.Cfg.Policy.Algorithm, r.Cfg.Policy.KeySize, flags, r.Cfg.DNSKEYTTL); err != nil {
 			return nil, err
 		}
 		if st.key(k.Tag) == nil { // tags must tell the zone's keys apart

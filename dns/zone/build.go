@@ -112,8 +112,9 @@ func (b *builder) add(rr dns.RR) error {
 }
 
 // apex completes the zone: the SOA and apex NS set when the data has none, the dynamic names
-// (which must not also have records) and, for an online-signed zone, the DNSKEY RRset.
-func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
+// (which must not also have records) and, for an online-signed zone, the DNSKEY RRset that
+// keys makes for the data's largest TTL.
+func (b *builder) apex(zc *config.Zone, keys func(maxTTL uint32) ([]dns.RR, error)) error {
 	z := b.z
 	apex := b.owner(z.Origin)
 	if z.SOA == nil {
@@ -131,11 +132,17 @@ func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
 		}
 	}
 	b.flags[apex] |= ownHasData
+	z.maxTTL = b.maxTTL()
 	for _, n := range zc.Names {
 		if b.has(n.Name) {
 			return fmt.Errorf("dynamic name %s also has static records; remove one of them", n.Name)
 		}
+		if z.limit != 0 && n.TTL > z.limit {
+			return fmt.Errorf("name %s: ttl %d is above dnssec.policy.zone_max_ttl %d; lower the name's ttl or raise zone_max_ttl",
+				n.Name, n.TTL, z.limit)
+		}
 		z.dynamic[n.Name] = true
+		z.maxTTL = max(z.maxTTL, n.TTL)
 	}
 	if zc.DNSSEC == nil {
 		return nil
@@ -147,12 +154,26 @@ func (b *builder) apex(zc *config.Zone, keys []dns.RR) error {
 		}
 	}
 	// The online signer's DNSKEY RRset; zone transfers leave it out (Records).
-	for _, k := range keys {
+	ks, err := keys(z.maxTTL)
+	if err != nil {
+		return err
+	}
+	z.keys = hashKeys(ks)
+	for _, k := range ks {
 		if err := b.stage(apex, k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// maxTTL is the largest TTL of the records staged.
+func (b *builder) maxTTL() uint32 {
+	var m uint32
+	for _, r := range b.recs {
+		m = max(m, r.ttl)
+	}
+	return m
 }
 
 // stage packs rr's rdata and appends it to the staged records.
@@ -162,6 +183,12 @@ func (b *builder) stage(id uint32, rr dns.RR) error {
 		return fmt.Errorf("record %q: pack: %w", rr.String(), err)
 	}
 	h := rr.Header()
+	if b.z.limit != 0 && h.Ttl > b.z.limit {
+		// A signature lives in caches as long as its RRset: the key policy's rollover
+		// timings assume none lives longer than zone_max_ttl.
+		return fmt.Errorf("record %q: TTL %d is above dnssec.policy.zone_max_ttl %d; lower the record's TTL or raise zone_max_ttl",
+			rr.String(), h.Ttl, b.z.limit)
+	}
 	rd := b.buf[end-int(h.Rdlength) : end]
 	// What is staged must unpack to the record again, or answers would lose it. The common
 	// types' rdata (addresses, names, strings, numbers) always does; the rest is checked.

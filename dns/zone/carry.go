@@ -13,8 +13,8 @@ import (
 	"github.com/switchyard/switchyard/dns/config"
 )
 
-// source is what a zone is built from: its configuration, the content of its zone file and
-// its DNSKEYs, hashed. A reload that finds the hash unchanged carries the zone over as it is.
+// source is what a zone is built from, hashed: its configuration and the content of its zone
+// file (data), or its DNSKEYs (keys). A reload that finds both unchanged carries the zone over.
 type source [sha256.Size]byte
 
 // zonePath is the zone file of zc, relative paths taken from dir (the config file's).
@@ -25,9 +25,9 @@ func zonePath(zc *config.Zone, dir string) string {
 	return filepath.Join(dir, zc.File)
 }
 
-// hashConfig starts the source hash with every field of zc the built zone depends on, and the
-// DNSKEYs it publishes. The file's content follows (hashFile, or the parse's tee).
-func hashConfig(zc *config.Zone, dir string, keys []dns.RR) hash.Hash {
+// hashConfig starts the source hash with every field of zc the built zone depends on. The
+// file's content follows (sourceOf, or the parse's tee).
+func hashConfig(zc *config.Zone, dir string) hash.Hash {
 	h := sha256.New()
 	fmt.Fprintf(h, "origin %q ttl %d file %q records %d\n", zc.Origin, zc.TTL, zonePath(zc, dir), len(zc.Records))
 	for _, r := range zc.Records {
@@ -39,18 +39,26 @@ func hashConfig(zc *config.Zone, dir string, keys []dns.RR) hash.Hash {
 	for _, n := range zc.Names {
 		fmt.Fprintf(h, "name %q\n", n.Name)
 	}
-	fmt.Fprintf(h, "dnssec %t keys %d\n", zc.DNSSEC != nil, len(keys))
-	for _, k := range keys {
-		fmt.Fprintf(h, "%s\n", k.String())
-	}
+	fmt.Fprintf(h, "dnssec %t zone_max_ttl %d\n", zc.DNSSEC != nil, ttlLimit(zc))
 	h.Write([]byte("file\n"))
 	return h
 }
 
+// hashKeys is the source hash of the DNSKEYs (and CDS) a signed zone publishes.
+func hashKeys(keys []dns.RR) source {
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s\n", k.String())
+	}
+	var s source
+	h.Sum(s[:0])
+	return s
+}
+
 // sourceOf hashes what zc would build from now: the configuration and the file's content (its
 // bytes, not its mtime, which an editor or a checkout may keep or move at will).
-func sourceOf(zc *config.Zone, dir string, keys []dns.RR) (source, error) {
-	h := hashConfig(zc, dir, keys)
+func sourceOf(zc *config.Zone, dir string) (source, error) {
+	h := hashConfig(zc, dir)
 	if zc.File != "" {
 		f, err := os.Open(zonePath(zc, dir))
 		if err != nil {
@@ -66,8 +74,9 @@ func sourceOf(zc *config.Zone, dir string, keys []dns.RR) (source, error) {
 	return s, nil
 }
 
-// carried returns prev's zone for zc when it was built from the same source, else nil.
-func carried(prev *Store, zc *config.Zone, dir string, keys []dns.RR) *Zone {
+// carried returns prev's zone for zc when it was built from the same data, else nil (its keys
+// are compared by the caller: they follow from the data's largest TTL).
+func carried(prev *Store, zc *config.Zone, dir string) *Zone {
 	if prev == nil {
 		return nil
 	}
@@ -75,7 +84,7 @@ func carried(prev *Store, zc *config.Zone, dir string, keys []dns.RR) *Zone {
 	if old == nil {
 		return nil
 	}
-	src, err := sourceOf(zc, dir, keys)
+	src, err := sourceOf(zc, dir)
 	if err != nil || src != old.source {
 		return nil // a missing file is reported by the build that follows
 	}

@@ -39,8 +39,28 @@ type Zone struct {
 	hasCuts bool
 	// count is the number of static records, xfrCount of those a transfer carries (Records).
 	count, xfrCount int
-	// source is the hash of what the zone was built from (Build carries it over when unchanged).
-	source source
+	// source is the hash of what the zone was built from (Build carries it over when unchanged),
+	// keys the hash of the DNSKEYs it publishes.
+	source, keys source
+	// maxTTL is the largest TTL of the zone's data and dynamic names (a signed zone's RRSIGs
+	// live that long in caches: RFC 7583's TTLsig); limit, when not 0, is the largest allowed
+	// (dnssec.policy.zone_max_ttl).
+	maxTTL, limit uint32
+}
+
+// KeysFunc returns the DNSKEY RRset (with CDS and CDNSKEY) that the online-signed zone zc
+// publishes, given the largest TTL of its data: a key policy's rollover timings depend on it.
+type KeysFunc func(zc *config.Zone, maxTTL uint32) ([]dns.RR, error)
+
+// MaxTTL is the largest TTL of the zone's data and dynamic names.
+func (z *Zone) MaxTTL() uint32 { return z.maxTTL }
+
+// ttlLimit is the largest TTL zc's data may have: its key policy's zone_max_ttl, 0 for none.
+func ttlLimit(zc *config.Zone) uint32 {
+	if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil {
+		return 0
+	}
+	return zc.DNSSEC.Policy.ZoneMaxTTL
 }
 
 // Store is the set of zones, looked up by longest suffix.
@@ -74,27 +94,20 @@ type Result struct {
 	DynamicName string
 }
 
-// Build parses the static records of every zone of c; keys are the DNSKEY RRsets of the
-// online-signed zones, by origin. A zone built from the same source as the one of the same
-// origin in prev (configuration, zone file content and DNSKEYs unchanged) is taken from prev as
-// it is, the same *Zone, instead of being parsed again: a reload of many zones where one changed
-// costs the memory and time of that one. prev may be nil. Secondary zones are left out.
-func Build(c *config.Config, prev *Store, keys map[string][]dns.RR) (*Store, error) {
+// Build parses the static records of every zone of c; keys makes the DNSKEY RRsets of the
+// online-signed zones (nil: none are signed). A zone built from the same source as the one of
+// the same origin in prev (configuration, zone file content and DNSKEYs unchanged) is taken
+// from prev as it is, the same *Zone, instead of being parsed again: a reload of many zones
+// where one changed costs the memory and time of that one. prev may be nil. Secondary zones
+// are left out.
+func Build(c *config.Config, prev *Store, keys KeysFunc) (*Store, error) {
 	s := &Store{zones: map[string]*Zone{}}
 	for i := range c.Zones {
 		zc := &c.Zones[i]
 		if zc.Secondary != nil {
 			continue // its data comes by transfer: the server adds it (package secondary)
 		}
-		if z := carried(prev, zc, c.Dir, keys[zc.Origin]); z != nil {
-			s.zones[z.Origin] = z
-			continue
-		}
-		var like *Zone
-		if prev != nil {
-			like = prev.zones[zc.Origin]
-		}
-		z, err := buildZone(zc, c.Dir, keys[zc.Origin], like)
+		z, err := buildOrCarry(zc, c.Dir, prev, keys)
 		if err != nil {
 			if zc.Line > 0 {
 				return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
@@ -136,10 +149,34 @@ func (s *Store) Find(qname string) *Zone {
 	}
 }
 
-func buildZone(zc *config.Zone, dir string, keys []dns.RR, like *Zone) (*Zone, error) {
-	z := &Zone{Origin: zc.Origin, dynamic: map[string]bool{}}
+// buildOrCarry builds zc's zone, or takes prev's when its data and keys are unchanged.
+func buildOrCarry(zc *config.Zone, dir string, prev *Store, keys KeysFunc) (*Zone, error) {
+	keysOf := func(maxTTL uint32) ([]dns.RR, error) {
+		if zc.DNSSEC == nil || keys == nil {
+			return nil, nil
+		}
+		return keys(zc, maxTTL)
+	}
+	if old := carried(prev, zc, dir); old != nil {
+		ks, err := keysOf(old.maxTTL)
+		if err != nil {
+			return nil, err
+		}
+		if zc.DNSSEC == nil || hashKeys(ks) == old.keys {
+			return old, nil
+		}
+	}
+	var like *Zone
+	if prev != nil {
+		like = prev.zones[zc.Origin]
+	}
+	return buildZone(zc, dir, keysOf, like)
+}
+
+func buildZone(zc *config.Zone, dir string, keys func(maxTTL uint32) ([]dns.RR, error), like *Zone) (*Zone, error) {
+	z := &Zone{Origin: zc.Origin, dynamic: map[string]bool{}, limit: ttlLimit(zc)}
 	b := newBuilder(z, like)
-	h := hashConfig(zc, dir, keys)
+	h := hashConfig(zc, dir)
 	if zc.File != "" {
 		path := zonePath(zc, dir)
 		f, err := os.Open(path)

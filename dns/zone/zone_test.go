@@ -295,3 +295,47 @@ func TestSharedSetsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneMaxTTLBound: a key policy's zone_max_ttl bounds the zone's records and dynamic
+// names at build and an update's records; the keys are made for the data's largest TTL, names
+// included; and an update never lowers it.
+func TestZoneMaxTTLBound(t *testing.T) {
+	zc := func(limit uint32, recs ...string) *config.Config {
+		c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", Records: recs,
+			DNSSEC: &config.DNSSEC{KeyDir: "k", DNSKEYTTL: 60, Policy: &config.KeyPolicy{ZoneMaxTTL: limit}},
+			Names:  []config.Name{{Name: "app", TTL: 900, Policy: "weighted", Sites: []config.Site{{Name: "a", Weight: 1, Addresses: []string{"192.0.2.9"}}}}}}}}
+		c.ApplyDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var seen uint32
+	keys := func(_ *config.Zone, maxTTL uint32) ([]dns.RR, error) { seen = maxTTL; return nil, nil }
+	if _, err := Build(zc(3600, "www 7200 A 192.0.2.1"), nil, keys); err == nil || !strings.Contains(err.Error(), "TTL 7200 is above dnssec.policy.zone_max_ttl 3600") {
+		t.Errorf("record above zone_max_ttl: %v", err)
+	}
+	if _, err := Build(zc(600), nil, keys); err == nil || !strings.Contains(err.Error(), "name app.z.test.: ttl 900 is above dnssec.policy.zone_max_ttl 600") {
+		t.Errorf("name above zone_max_ttl: %v", err)
+	}
+	s, err := Build(zc(3600, "www 1200 A 192.0.2.1"), nil, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := s.Find("z.test.")
+	if seen != 1200 || z.MaxTTL() != 1200 {
+		t.Errorf("keys made for %d, MaxTTL %d: want the largest record TTL 1200", seen, z.MaxTTL())
+	}
+	www, _ := dns.NewRR("www.z.test. 1200 A 192.0.2.1")
+	big, _ := dns.NewRR("big.z.test. 7200 A 192.0.2.2")
+	if _, err := z.Apply(nil, []dns.RR{big}); err == nil || !strings.Contains(err.Error(), "zone_max_ttl 3600") {
+		t.Errorf("update above zone_max_ttl: %v", err)
+	}
+	nz, err := z.Apply([]dns.RR{www}, nil)
+	if err != nil || nz.MaxTTL() != 1200 {
+		t.Errorf("after removing the largest TTL's record: %v, MaxTTL %d, want 1200 kept", err, nz.MaxTTL())
+	}
+	if s, err := Build(zc(0, "www 1200 A 192.0.2.1", "long 99999 TXT x"), nil, keys); err != nil || s.Find("z.test.").MaxTTL() != 99999 {
+		t.Errorf("without zone_max_ttl: %v, want any TTL taken and counted", err)
+	}
+}
