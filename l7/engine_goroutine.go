@@ -261,6 +261,8 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	gc.stopEncoding() // a response cut short leaves its encoder behind
 	gc.release(&rq, gc.t.backend())
 	gc.observe(rq.rt, gc.t.backend(), code, n, rq.start, gc.t.attempts(), rq.Clean)
+	gc.t.end()
+	gc.h1 = h1Leg{}
 	return keep && !rq.RI.Close, false
 }
 

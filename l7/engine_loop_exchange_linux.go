@@ -473,6 +473,7 @@ func (l *evLoop) endRequest(c *loopConn, code int) {
 	c.release(&c.rq, b)
 	c.reqBuf = c.reqBuf[:0]
 	c.t.end()
+	c.rq = routed{} // an idle connection keeps no route (nor the configuration it belongs to)
 }
 
 // endExchange readies the connection for its next request, or to close once its answer is out.

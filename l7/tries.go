@@ -62,10 +62,11 @@ func (t *tries) backend() *balance.Backend { return t.tried[len(t.tried)-1] }
 // attempts is how many backends the request went to (0 between requests).
 func (t *tries) attempts() int { return len(t.tried) }
 
-// end forgets the request's backends once it is over.
+// end forgets the request once it is over: an idle connection must not keep its route (and
+// with it a configuration a reload replaced) alive.
 func (t *tries) end() {
 	clear(t.tried)
-	t.tried = t.tried[:0]
+	*t = tries{tried: t.tried[:0]}
 }
 
 // verdict is what follows an attempt that failed before any response byte reached the client.
