@@ -32,17 +32,25 @@ const (
 	gens    = int(bpfobj.QuicsteerSteerCidSTEER_GENS)
 )
 
-// CID returns a new connection ID of generation gen: random bytes, the generation, and the tag
-// the program checks. The first byte's top three bits are set: QUIC-LB's "unroutable" config
+// PrefixLen is how many leading bytes of a connection ID are free for another scheme's routing
+// bytes (e.g. QUIC-LB's config rotation and server ID, internal/quiclb: at most five).
+const PrefixLen = genByte
+
+// CID returns a new connection ID of generation gen: prefix (at most PrefixLen bytes; longer is
+// cut), random bytes up to the generation, the generation, and the tag the program checks.
+// Without a prefix the first byte's top three bits are set: QUIC-LB's "unroutable" config
 // rotation, so that an L4 balancer routing QUIC by server ID (docs/l4.md) reads none from it
 // (with the Katran scheme it reads a random 32-bit ID, which names a backend about never) and
 // keeps the client on its connection-table entry or Maglev.
-func CID(gen uint8) ([]byte, error) {
+func CID(gen uint8, prefix []byte) ([]byte, error) {
 	b := make([]byte, CIDLen)
 	if _, err := rand.Read(b[:genByte]); err != nil {
 		return nil, fmt.Errorf("generate connection id: %w", err)
 	}
-	b[0] |= unroutable
+	if len(prefix) == 0 {
+		b[0] |= unroutable
+	}
+	copy(b[:genByte], prefix)
 	b[genByte], b[tagByte], b[tagByte+1] = gen, tag0, tag1
 	return b, nil
 }

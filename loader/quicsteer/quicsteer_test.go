@@ -51,7 +51,7 @@ func long(cid []byte) []byte {
 
 func mustCID(t *testing.T, gen uint8) []byte {
 	t.Helper()
-	c, err := CID(gen)
+	c, err := CID(gen, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +187,13 @@ func TestCID(t *testing.T) {
 	}
 	if _, ok := generation([]byte{1, 2, 3, 4, 5, 6, 7, 8}); ok {
 		t.Error("an 8-byte client ID taken for ours")
+	}
+	prefix := []byte{0x20, 0x01, 0x02} // QUIC-LB: config 1, server ID 0x0102
+	c, err := CID(5, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := generation(c); !bytes.Equal(c[:3], prefix) || !ok || g != 5 {
+		t.Errorf("CID(5, %x) = %x: want the prefix kept and generation 5", prefix, c)
 	}
 }
