@@ -142,7 +142,9 @@ func testUpgradeHTTP3WithoutBPF(t *testing.T, lh l7H3) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux) to drop CAP_BPF")
 	}
-	p, bin, addr := lh.start(t, "", func(dir, bin string) string {
+	// Unsteered, the old process may never see its client's close (the new one can read it from
+	// the shared socket): its drain ends at timeouts.total.
+	p, bin, addr := lh.start(t, "timeouts: {total: 3s}\n", func(dir, bin string) string {
 		nobpf := filepath.Join(dir, "switchyard-nobpf")
 		os.WriteFile(nobpf, []byte("#!/bin/sh\nexec setpriv --bounding-set -bpf,-sys_admin -- "+bin+" \"$@\"\n"), 0o755)
 		return nobpf

@@ -37,8 +37,8 @@ func steerName(name string) string { return name + " quic-steer" }
 
 // ListenUDP binds (or, in a hitless upgrade, inherits through sk) the UDP socket of a TLS
 // listener's HTTP/3: the same address as its TCP listener tcp, configured as address (the name
-// the socket passes to the next process under). With sk (upgrades on), the socket is steered
-// when the kernel lets this process load the program; log says when it cannot.
+// the socket passes to the next process under). When sk can hand over (a control socket), the
+// socket is steered if the kernel lets this process load the program; log says when it cannot.
 func ListenUDP(sk *handover.Sockets, address string, tcp *net.TCPAddr, log *slog.Logger) (*UDP, error) {
 	if log == nil {
 		log = slog.Default()
@@ -49,7 +49,7 @@ func ListenUDP(sk *handover.Sockets, address string, tcp *net.TCPAddr, log *slog
 	}
 	var g *quicsteer.Group
 	switch {
-	case sk == nil:
+	case !sk.Upgrades(): // no successor to keep connections for
 	case sk.Inherits(name):
 		log.Warn("http/3: QUIC connections will not survive an upgrade: the process this one replaces did not steer them (an older binary, or no BPF), and its socket passes on as it is; a restart of the stop steers them", "address", address)
 	default:
