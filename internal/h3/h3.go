@@ -1,7 +1,8 @@
 // Package h3 is the HTTP/3 listener of the HTTP stops (the edge, and L7 once its exchange takes
 // HTTP/3 streams): quic-go's HTTP/3 server on UDP sockets the stop opened (or inherited in a
-// hitless upgrade, keeping the old process's QUIC connections: steer.go), serving the stop's http.Handler, and the Alt-Svc value its TCP listeners
-// advertise it with. One package, so both stops speak HTTP/3 the same way.
+// hitless upgrade, keeping the old process's QUIC connections: steer.go), serving the stop's
+// http.Handler, and the Alt-Svc value its TCP listeners advertise it with. One package, so both
+// stops speak HTTP/3 the same way.
 package h3
 
 import (
@@ -37,9 +38,9 @@ type Options struct {
 	ValidateAbove int
 	// ConnectionIDs issues the server's connection IDs; nil: quic-go's random ones. Behind a
 	// balancer that routes QUIC by connection ID, a generator naming this server
-	// (internal/quiclb) keeps a client that changes its address on this server. When steered across upgrades
-	// (steer.go), its IDs' first bytes (quicsteer.PrefixLen) lead IDs that also name the
-	// process generation.
+	// (internal/quiclb) keeps a client that changes its address on this server. Steered across
+	// upgrades (steer.go), its IDs' first bytes (quicsteer.PrefixLen) lead IDs that also name
+	// the process generation.
 	ConnectionIDs quic.ConnectionIDGenerator
 	// DrainTimeout bounds how long a process that a successor replaced keeps serving its QUIC
 	// connections (when steered) before it asks them to go (GOAWAY); 0: IdleTimeout.
@@ -54,7 +55,6 @@ type Server struct {
 	lns    []*quic.EarlyListener
 	trs    []*quic.Transport
 	altSvc string
-	errc   chan error
 	load   attempts
 	drain  time.Duration
 	log    *slog.Logger
@@ -62,8 +62,7 @@ type Server struct {
 }
 
 // Serve starts serving h on u's sockets with tc's certificates (its ALPN list is replaced by h3)
-// and returns at once; Err reports a socket that stopped serving. A steered u takes the new
-// connections of its address from here on.
+// and returns at once. A steered u takes the new connections of its address from here on.
 func Serve(u *UDP, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
 	if len(u.Conns) == 0 {
 		return nil, errors.New("serve http/3: no UDP socket")
@@ -93,7 +92,6 @@ func Serve(u *UDP, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
 		},
 		udp:    u,
 		altSvc: fmt.Sprintf(`h3=":%d"; ma=%d`, port, int(o.AltSvcMaxAge.Seconds())),
-		errc:   make(chan error, len(u.Conns)),
 		load:   attempts{limit: o.ValidateAbove},
 		drain:  o.DrainTimeout,
 		log:    o.Log,
@@ -111,7 +109,11 @@ func Serve(u *UDP, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
 			return nil, fmt.Errorf("serve http/3 on %s: %w", c.LocalAddr(), err)
 		}
 		s.trs, s.lns = append(s.trs, tr), append(s.lns, ln)
-		go func() { s.errc <- s.accept(ln) }()
+		go func() {
+			if err := s.accept(ln); err != nil {
+				s.log.Error("http/3 stopped accepting connections", "address", c.LocalAddr().String(), "err", err)
+			}
+		}()
 	}
 	if u.steer != nil {
 		if err := u.steer.SetNewest(u.gen); err != nil {
@@ -127,7 +129,7 @@ func Serve(u *UDP, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
 func (s *Server) accept(ln *quic.EarlyListener) error {
 	for {
 		c, err := ln.Accept(context.Background())
-		if errors.Is(err, quic.ErrServerClosed) {
+		if errors.Is(err, quic.ErrServerClosed) || errors.Is(err, quic.ErrTransportClosed) {
 			return nil
 		}
 		if err != nil {
