@@ -28,7 +28,7 @@ import (
 // process exits as soon as its last connection ends.
 func testUpgradeHTTP3(t *testing.T, built string) {
 	if os.Geteuid() != 0 {
-		t.Skip("QUIC connections survive an upgrade through an SK_REUSEPORT program: needs root (or CAP_BPF and CAP_NET_ADMIN)")
+		t.Skip("QUIC connections survive an upgrade through an SK_REUSEPORT program: needs root (or CAP_BPF)")
 	}
 	g, err := quicsteer.Load()
 	if err != nil {

@@ -55,7 +55,7 @@ func ListenUDP(sk *handover.Sockets, address string, tcp *net.TCPAddr, log *slog
 	default:
 		var err error
 		if g, err = quicsteer.Load(); err != nil {
-			log.Warn("http/3: QUIC connections will not survive an upgrade (the sockets still pass on): run as root or with CAP_BPF and CAP_NET_ADMIN on a kernel with SK_REUSEPORT programs (4.19+)", "address", address, "err", err)
+			log.Warn("http/3: QUIC connections will not survive an upgrade (the sockets still pass on): run as root or with CAP_BPF (CAP_SYS_ADMIN before Linux 5.8; under the shipped systemd units, a drop-in: docs/upgrades.md) on a kernel with SK_REUSEPORT programs (4.19+)", "address", address, "err", err)
 		}
 	}
 	bound := false

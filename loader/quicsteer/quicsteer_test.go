@@ -13,7 +13,7 @@ import (
 func loadOrSkip(t *testing.T) *Group {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("loading an SK_REUSEPORT program needs root (or CAP_BPF and CAP_NET_ADMIN)")
+		t.Skip("loading an SK_REUSEPORT program needs root (or CAP_BPF)")
 	}
 	g, err := Load()
 	if err != nil {
