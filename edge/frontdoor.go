@@ -159,11 +159,11 @@ func (e *Edge) startTLS() error {
 
 // startHTTP3 binds (or inherits) the UDP sockets on the TLS listener's port and serves HTTP/3.
 func (e *Edge) startHTTP3(tc *tls.Config, tcp *net.TCPAddr) (*h3.Server, error) {
-	conns, err := h3.ListenUDP(e.sockets, e.cfg.TLS.Listen, tcp)
+	udp, err := h3.ListenUDP(e.sockets, e.cfg.TLS.Listen, tcp, e.log)
 	if err != nil {
 		return nil, fmt.Errorf("start edge: %w", err)
 	}
-	return h3.Serve(conns, tc, e, h3.Options{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, Log: e.log})
+	return h3.Serve(udp, tc, e, h3.Options{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, Log: e.log})
 }
 
 // acceptTLS takes the TLS port's connections: each is handshaken on a goroutine of its own

@@ -18,7 +18,7 @@ import (
 // listenHTTP3 binds (or inherits) the UDP sockets on tcp's port and serves HTTP/3 there, with
 // connection IDs naming this instance when the listener has quic_lb.
 func (s *Server) listenHTTP3(l Listener, tcp *net.TCPAddr, tc *tls.Config) (*h3.Server, error) {
-	conns, err := h3.ListenUDP(s.sockets, l.Address, tcp)
+	udp, err := h3.ListenUDP(s.sockets, l.Address, tcp, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (s *Server) listenHTTP3(l Listener, tcp *net.TCPAddr, tc *tls.Config) (*h3.
 	if l.QUICLB != nil {
 		o.ConnectionIDs = l.QUICLB.Generator()
 	}
-	h3s, err := h3.Serve(conns, tc, s, o)
+	h3s, err := h3.Serve(udp, tc, s, o)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ func TestUpgrade(t *testing.T) {
 	t.Run("L7Engines", func(t *testing.T) { testUpgradeL7Engines(t, built) })
 	t.Run("FailureKeepsOldServing", func(t *testing.T) { testUpgradeFailureKeepsOldServing(t, built) })
 	t.Run("ControlSocket", func(t *testing.T) { testUpgradeControlSocket(t, built) })
+	t.Run("HTTP3KeepsConnections", func(t *testing.T) { testUpgradeHTTP3(t, built) })
 }
 
 // copyBinary installs a copy of the built binary in dir.
@@ -228,9 +229,12 @@ func dnsAsk(network, addr string) error {
 
 // upgradeOrigin is the application behind the L7 and edge stops: cacheable and uncacheable
 // objects, so the edge both answers from memory and goes to the origin.
-func upgradeOrigin(t *testing.T) string {
+func upgradeOrigin(t *testing.T) string { return upgradeOriginOn(t, "127.0.0.1:0") }
+
+// upgradeOriginOn is upgradeOrigin listening on addr.
+func upgradeOriginOn(t *testing.T, addr string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

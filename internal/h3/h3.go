@@ -1,7 +1,8 @@
 // Package h3 is the HTTP/3 listener of the HTTP stops (the edge, and L7 once its exchange takes
 // HTTP/3 streams): quic-go's HTTP/3 server on UDP sockets the stop opened (or inherited in a
-// hitless upgrade), serving the stop's http.Handler, and the Alt-Svc value its TCP listeners
-// advertise it with. One package, so both stops speak HTTP/3 the same way.
+// hitless upgrade, keeping the old process's QUIC connections: steer.go), serving the stop's
+// http.Handler, and the Alt-Svc value its TCP listeners advertise it with. One package, so both
+// stops speak HTTP/3 the same way.
 package h3
 
 import (
@@ -12,13 +13,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/switchyard/switchyard/internal/handover"
 )
 
 // Options tune a Server.
@@ -38,30 +38,41 @@ type Options struct {
 	ValidateAbove int
 	// ConnectionIDs issues the server's connection IDs; nil: quic-go's random ones. Behind a
 	// balancer that routes QUIC by connection ID, a generator naming this server
-	// (internal/quiclb) keeps a client that changes its address on this server.
+	// (internal/quiclb) keeps a client that changes its address on this server. Steered across
+	// upgrades (steer.go), its IDs' first bytes (quicsteer.PrefixLen) lead IDs that also name
+	// the process generation.
 	ConnectionIDs quic.ConnectionIDGenerator
+	// DrainTimeout bounds how long a process that a successor replaced keeps serving its QUIC
+	// connections (when steered) before it asks them to go (GOAWAY); 0: IdleTimeout.
+	DrainTimeout time.Duration
 }
 
 // Server serves one http.Handler over HTTP/3 on one or more UDP sockets (a SO_REUSEPORT group)
 // of one address.
 type Server struct {
 	srv    *http3.Server
-	conns  []net.PacketConn
+	udp    *UDP
+	lns    []*quic.EarlyListener
 	trs    []*quic.Transport
 	altSvc string
-	errc   chan error
 	load   attempts
+	drain  time.Duration
+	log    *slog.Logger
+	active atomic.Int64 // connections being served
 }
 
-// Serve starts serving h on conns with tc's certificates (its ALPN list is replaced by h3) and
-// returns at once; Err reports a socket that stopped serving.
-func Serve(conns []net.PacketConn, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
-	if len(conns) == 0 {
+// Serve starts serving h on u's sockets with tc's certificates (its ALPN list is replaced by h3)
+// and returns at once. A steered u takes the new connections of its address from here on.
+func Serve(u *UDP, tc *tls.Config, h http.Handler, o Options) (*Server, error) {
+	if len(u.Conns) == 0 {
 		return nil, errors.New("serve http/3: no UDP socket")
 	}
-	port := conns[0].LocalAddr().(*net.UDPAddr).Port
+	port := u.Conns[0].LocalAddr().(*net.UDPAddr).Port
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = o.IdleTimeout
 	}
 	if o.AltSvcMaxAge == 0 {
 		o.AltSvcMaxAge = 24 * time.Hour
@@ -79,30 +90,59 @@ func Serve(conns []net.PacketConn, tc *tls.Config, h http.Handler, o Options) (*
 			// 0-RTT stays off (Allow0RTT false), so no request can be replayed.
 			QUICConfig: &quic.Config{MaxIdleTimeout: o.IdleTimeout},
 		},
-		conns:  conns,
+		udp:    u,
 		altSvc: fmt.Sprintf(`h3=":%d"; ma=%d`, port, int(o.AltSvcMaxAge.Seconds())),
-		errc:   make(chan error, len(conns)),
 		load:   attempts{limit: o.ValidateAbove},
+		drain:  o.DrainTimeout,
+		log:    o.Log,
 	}
-	for _, c := range conns {
+	for _, c := range u.Conns {
 		// quic-go asks for address validation only when told to (VerifySourceAddress); under
 		// load is when a spoofed flood would otherwise cost handshakes.
 		tr := &quic.Transport{Conn: c, ConnectionIDGenerator: o.ConnectionIDs, VerifySourceAddress: func(net.Addr) bool { return s.load.over(time.Now()) }}
+		if u.steer != nil {
+			tr.ConnectionIDGenerator = cidGen{inner: o.ConnectionIDs, gen: u.gen}
+		}
 		ln, err := tr.ListenEarly(s.srv.TLSConfig, s.srv.QUICConfig)
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("serve http/3 on %s: %w", c.LocalAddr(), err)
 		}
-		s.trs = append(s.trs, tr)
+		s.trs, s.lns = append(s.trs, tr), append(s.lns, ln)
 		go func() {
-			err := s.srv.ServeListener(ln)
-			if errors.Is(err, http.ErrServerClosed) || errors.Is(err, quic.ErrServerClosed) {
-				err = nil
+			if err := s.accept(ln); err != nil {
+				s.log.Error("http/3 stopped accepting connections", "address", c.LocalAddr().String(), "err", err)
 			}
-			s.errc <- err
 		}()
 	}
+	if u.steer != nil {
+		if err := u.steer.SetNewest(u.gen); err != nil {
+			s.close()
+			return nil, fmt.Errorf("serve http/3 on %s: %w", s.Addr(), err)
+		}
+	}
 	return s, nil
+}
+
+// accept serves ln's connections until it closes. Each is served through ServeQUICConn so that
+// Shutdown can wait for the connections themselves, not only their requests.
+func (s *Server) accept(ln *quic.EarlyListener) error {
+	for {
+		c, err := ln.Accept(context.Background())
+		if errors.Is(err, quic.ErrServerClosed) || errors.Is(err, quic.ErrTransportClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		s.active.Add(1)
+		go func() {
+			defer s.active.Add(-1)
+			if err := s.srv.ServeQUICConn(c); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Debug("http/3 connection ended", "remote", c.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
 }
 
 // attempts counts new connection attempts per second, to ask for address validation past a
@@ -129,7 +169,7 @@ func (a *attempts) over(now time.Time) bool {
 }
 
 // Addr is the UDP address served.
-func (s *Server) Addr() net.Addr { return s.conns[0].LocalAddr() }
+func (s *Server) Addr() net.Addr { return s.udp.Conns[0].LocalAddr() }
 
 // AltSvc is the Alt-Svc field value that advertises this endpoint on the same host (RFC 7838),
 // e.g. `h3=":8443"; ma=86400`.
@@ -144,45 +184,60 @@ func (s *Server) Advertise(h http.Handler) http.Handler {
 	})
 }
 
-// Shutdown stops taking new connections and requests, waits for those running (up to ctx),
-// then closes the sockets.
+// Shutdown stops taking new connections. When a successor takes them now (steered), the open
+// connections go on being served until they end or the drain timeout passes; then (or at
+// once) each is asked to go (GOAWAY), the requests running finish (within the time ctx gave,
+// counted from then), and the sockets close.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, s.srv.Close())
+	// A ctx already done asks for a hard stop: no drain.
+	if s.udp.steer != nil && ctx.Err() == nil && s.udp.steer.Superseded(s.udp.gen) {
+		var cancel context.CancelFunc
+		ctx, cancel = s.drainConns(ctx)
+		defer cancel()
 	}
-	return errors.Join(err, s.close())
+	var errs []error
+	for _, ln := range s.lns {
+		errs = append(errs, ln.Close())
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, err, s.srv.Close())
+	}
+	return errors.Join(append(errs, s.close())...)
 }
 
-// close closes the transports and their sockets.
+// drainConns waits until the connections end or the drain timeout passes, and returns ctx's
+// grace counted from then. The listeners stay open meanwhile: new clients reach the successor
+// (steered), and a handshake that began here before it served can finish instead of being
+// refused.
+func (s *Server) drainConns(ctx context.Context) (context.Context, context.CancelFunc) {
+	s.log.Info("http/3: a new process takes new connections; serving the open ones until they end", "address", s.Addr().String(), "connections", s.active.Load(), "drain_timeout", s.drain.String())
+	d, hasGrace := ctx.Deadline()
+	grace := time.Until(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(s.drain); s.active.Load() > 0; <-tick.C {
+		if time.Now().After(end) {
+			s.log.Info("http/3: drain timeout; asking the open connections to go", "address", s.Addr().String(), "connections", s.active.Load())
+			break
+		}
+	}
+	if !hasGrace {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), grace)
+}
+
+// close closes the transports (and their connections) and the sockets.
 func (s *Server) close() error {
 	var errs []error
 	for _, tr := range s.trs {
 		errs = append(errs, tr.Close())
 	}
-	for _, c := range s.conns {
+	for _, c := range s.udp.Conns {
 		c.Close()
 	}
+	if s.udp.steer != nil {
+		errs = append(errs, s.udp.steer.Close())
+	}
 	return errors.Join(errs...)
-}
-
-// ListenUDP binds (or, in a hitless upgrade, inherits through sk) the UDP socket of a TLS
-// listener's HTTP/3: the same address as its TCP listener tcp, configured as address (the name
-// the socket passes to the next process under).
-func ListenUDP(sk *handover.Sockets, address string, tcp *net.TCPAddr) ([]net.PacketConn, error) {
-	udp, err := sk.ListenUDP(address, func() ([]*net.UDPConn, error) {
-		uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port})
-		if err != nil {
-			return nil, fmt.Errorf("listen on udp %s: %w (HTTP/3 needs the TLS port free on UDP too)", net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)), err)
-		}
-		return []*net.UDPConn{uc}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	conns := make([]net.PacketConn, len(udp))
-	for i, c := range udp {
-		conns[i] = c
-	}
-	return conns, nil
 }

@@ -31,7 +31,7 @@ func serve(t *testing.T, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Serve([]net.PacketConn{uc}, tc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, err := Serve(&UDP{Conns: []net.PacketConn{uc}}, tc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}), o)
 	if err != nil {

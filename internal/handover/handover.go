@@ -76,6 +76,7 @@ func Start(opt Options) (*Process, error) {
 	}
 	p := &Process{opt: opt, sockets: &Sockets{}, exe: exe, args: os.Args[1:], upgraded: make(chan struct{}), results: make(chan error, 1)}
 	p.sockets.activated = activated()
+	p.sockets.upgrades = opt.Control != "" || opt.From != ""
 	if opt.From != "" {
 		if err := p.takeOver(); err != nil {
 			return nil, err

@@ -28,6 +28,7 @@ type Sockets struct {
 	inherited map[string][]*os.File // received, not yet taken
 	activated []*os.File            // systemd socket activation, matched by local address
 	kept      []kept                // served now, in the order opened
+	upgrades  bool                  // a control socket: the process can hand over
 }
 
 type kept struct {
@@ -116,6 +117,10 @@ func errOr(err error, msg string) string {
 	}
 	return msg
 }
+
+// Upgrades reports whether these sockets can pass to a successor (the process serves a control
+// socket), for listeners that prepare for it.
+func (s *Sockets) Upgrades() bool { return s != nil && s.upgrades }
 
 // Take returns (and forgets) the inherited sockets under name; nil when there are none.
 func (s *Sockets) Take(name string) []*os.File {
