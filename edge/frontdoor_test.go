@@ -21,16 +21,10 @@ import (
 // that trust its certificate.
 func frontDoorEdge(t *testing.T, origin string) (e *Edge, clients map[string]*http.Client, urls map[string]string) {
 	t.Helper()
-	return frontDoorEdgeAt(t, origin, "127.0.0.1:0", "127.0.0.1:0")
-}
-
-// frontDoorEdgeAt is frontDoorEdge with the plain and TLS listeners on the given addresses.
-func frontDoorEdgeAt(t *testing.T, origin, plain, tlsAddr string) (e *Edge, clients map[string]*http.Client, urls map[string]string) {
-	t.Helper()
 	cp, kp, cert := testutil.WriteCert(t, t.TempDir(), "edge.test")
 	e = newEdge(t, origin, func(c *Config) {
-		c.Listen = plain
-		c.TLS = &TLSConfig{Listen: tlsAddr, HTTP3: true}
+		c.Listen = "127.0.0.1:0"
+		c.TLS = &TLSConfig{Listen: "127.0.0.1:0", HTTP3: true}
 		c.TLS.Certificates = append(c.TLS.Certificates, tlsCert(cp, kp))
 	})
 	pool := x509.NewCertPool()
@@ -148,9 +142,9 @@ func TestTLSHitsOnTheFastPath(t *testing.T) {
 // path of the edge: plain HTTP/1.1 (the fast path's own miss) and h2c say http; HTTP/1.1 over
 // TLS, HTTP/2 and HTTP/3 say https. A client's own X-Forwarded-Proto never reaches the origin.
 func TestForwardedProtoPerProtocol(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:47200")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("port 47200 is taken: %v", err)
+		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	seen := map[string]string{}
@@ -162,7 +156,7 @@ func TestForwardedProtoPerProtocol(t *testing.T) {
 	})}
 	go o.Serve(ln)
 	t.Cleanup(func() { o.Close() })
-	_, clients, urls := frontDoorEdgeAt(t, "http://"+ln.Addr().String(), "127.0.0.1:47201", "127.0.0.1:47202")
+	_, clients, urls := frontDoorEdge(t, "http://"+ln.Addr().String())
 	want := map[string]string{"plain": "http", "h2c": "http", "tls": "https", "h2": "https", "h3": "https"}
 	for name, c := range clients {
 		req, _ := http.NewRequest(http.MethodGet, urls[name]+"/"+name, nil)

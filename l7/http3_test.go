@@ -120,9 +120,9 @@ pools: [{name: p, backends: [{address: "127.0.0.1:1"}]}]
 // short-header packet the client sends, seen by a relay in front of the listener, names the
 // server. quic-go's own random IDs name none.
 func TestHTTP3QUICLBConnectionIDs(t *testing.T) {
-	const addr, relayAddr = "127.0.0.1:47210", "127.0.0.1:47211"
+	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPUDPPort(t))
 	cert := startHTTP3Proxy(t, addr, "quic_lb: {server_id: 515, config_id: 2}, ")
-	dcids := udpRelay(t, relayAddr, addr)
+	relayAddr, dcids := udpRelay(t, addr)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	h3 := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "proxy.test"}}
@@ -144,14 +144,14 @@ func TestHTTP3QUICLBConnectionIDs(t *testing.T) {
 	}
 }
 
-// udpRelay forwards datagrams between one client at listen and the server at to, and returns
-// a function listing the first three bytes of each short-header packet's destination
-// connection ID the client sent.
-func udpRelay(t *testing.T, listen, to string) func() [][3]byte {
+// udpRelay forwards datagrams between one client and the server at to; it returns the address
+// the client is to send to, and a function listing the first three bytes of each short-header
+// packet's destination connection ID the client sent.
+func udpRelay(t *testing.T, to string) (string, func() [][3]byte) {
 	t.Helper()
-	front, err := net.ListenPacket("udp", listen)
+	front, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("port %s taken: %v", listen, err)
+		t.Fatal(err)
 	}
 	back, err := net.Dial("udp", to)
 	if err != nil {
@@ -193,7 +193,7 @@ func udpRelay(t *testing.T, listen, to string) func() [][3]byte {
 			front.WriteTo(buf[:n], to)
 		}
 	}()
-	return func() [][3]byte {
+	return front.LocalAddr().String(), func() [][3]byte {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([][3]byte(nil), ids...)

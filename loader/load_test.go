@@ -74,6 +74,7 @@ var mapTypes = map[string]struct {
 	bpfobj.DecapMapDecapScPeers:    {bpfobj.DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
 	bpfobj.DecapMapDecapScSources:  {bpfobj.DecapScPrefixKey{}, uint32(0), "sc_prefix_key", "__u32"},
 	bpfobj.BenchMapFloorTable:      {bpfobj.BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
+	bpfobj.BenchMapFloorColdTable:  {bpfobj.BenchFloorKey{}, uint64(0), "floor_key", "__u64"},
 }
 
 // TestMapTypesMatchGo checks every map of the four objects against the Go types the code uses

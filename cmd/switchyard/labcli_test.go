@@ -119,7 +119,7 @@ func TestLabDemoEveryStop(t *testing.T) {
 		t.Errorf("want >= 2 lines with the balancer, L7, edge and DNS counters:\n%s", out)
 	}
 	for _, want := range []string{"summary after ", "balancer  XDP packets/s by VIP: ", "l7        requests/s by pool: ", "edge      hits/s ", "dns       queries/s ",
-		"https: the edge serves static.lab.test with a certificate Pebble issued by ACME dns-01"} {
+		"https: certificates Pebble issued by ACME dns-01 through the lab's DNS stop: edge serves static.lab.test"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}
