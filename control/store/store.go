@@ -10,6 +10,7 @@
 //	PREFIX/vips/<name>   the VIP as YAML, the shape of one entry of lb.yaml's `vips:`
 //	                     (name, address, port, protocol, hash, health, backends), name
 //	                     path-escaped in the key
+//	PREFIX/guard         the global guard as YAML, the shape of lb.yaml's `guard:` (guard.go)
 //
 // One key per VIP, not per backend: a VIP's backend set is what its Maglev table is built from,
 // and one key makes every change to it (several backends added at once, a drain and a weight)
@@ -177,12 +178,18 @@ type Entry struct {
 	Err error
 }
 
-// Snapshot is the fleet's desired VIPs at a revision of the store.
+// Snapshot is the fleet's desired VIPs and global guard at a revision of the store.
 type Snapshot struct {
 	// Revision is the store revision the snapshot reflects.
 	Revision int64
 	// Entries by VIP name.
 	Entries map[string]Entry
+	// Guard is the global guard (nil: none, or GuardErr); GuardRevision the mod revision of its
+	// key (0: absent).
+	Guard         *config.Guard
+	GuardRevision int64
+	// GuardErr is set when the guard's value is invalid (written by hand with etcdctl).
+	GuardErr error
 }
 
 // VIPs lists the valid VIPs in name order, so that every node sees the same list.
@@ -204,8 +211,11 @@ func (sn Snapshot) VIPs() []config.VIP {
 // copyVIP is a deep copy: callers change the VIPs they get, never the snapshot's.
 func copyVIP(v config.VIP) config.VIP { return v.Clone() }
 
-// Err reports the first invalid entry (in name order), or nil.
+// Err reports an invalid global guard, else the first invalid entry (in name order), or nil.
 func (sn Snapshot) Err() error {
+	if sn.GuardErr != nil {
+		return sn.GuardErr
+	}
 	names := make([]string, 0, len(sn.Entries))
 	for n := range sn.Entries {
 		names = append(names, n)
@@ -221,7 +231,8 @@ func (sn Snapshot) Err() error {
 
 // clone copies the entry map, so that a snapshot handed out never changes.
 func (sn Snapshot) clone() Snapshot {
-	out := Snapshot{Revision: sn.Revision, Entries: make(map[string]Entry, len(sn.Entries))}
+	out := sn
+	out.Entries = make(map[string]Entry, len(sn.Entries))
 	for k, v := range sn.Entries {
 		out.Entries[k] = v
 	}
@@ -252,48 +263,94 @@ func (s *Store) decode(key string, value []byte, modRev int64) (string, Entry) {
 
 // Encode is the value of a VIP's key.
 func Encode(v config.VIP) ([]byte, error) {
+	b, err := encodeYAML(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode vip %s: %w", v.Name, err)
+	}
+	return b, nil
+}
+
+func encodeYAML(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode vip %s: %w", v.Name, err)
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// List reads every VIP under the prefix.
+// List reads every VIP and the global guard at one revision.
 func (s *Store) List(ctx context.Context) (Snapshot, error) {
-	resp, err := s.cli.Get(ctx, s.vipsPrefix(), clientv3.WithPrefix())
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.vipsPrefix(), clientv3.WithPrefix()), clientv3.OpGet(s.GuardKey())).Commit()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list %s: %w", s.u, s.Explain(err))
 	}
 	sn := Snapshot{Revision: resp.Header.Revision, Entries: map[string]Entry{}}
-	for _, kv := range resp.Kvs {
-		name, e := s.decode(string(kv.Key), kv.Value, kv.ModRevision)
-		sn.Entries[name] = e
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			s.apply(&sn, string(kv.Key), kv.Value, kv.ModRevision)
+		}
 	}
 	return sn, nil
+}
+
+// apply sets the key's value (nil value and modRev 0: deleted) in sn; it reports whether the
+// key is one of the snapshot's (a VIP or the global guard), not another key of the prefix.
+func (s *Store) apply(sn *Snapshot, key string, value []byte, modRev int64) bool {
+	switch {
+	case key == s.GuardKey():
+		sn.Guard, sn.GuardErr, sn.GuardRevision = nil, nil, modRev
+		if modRev != 0 {
+			sn.Guard, sn.GuardErr = s.decodeGuard(value)
+		}
+	case strings.HasPrefix(key, s.vipsPrefix()):
+		name, e := s.decode(key, value, modRev)
+		if modRev == 0 {
+			delete(sn.Entries, name)
+		} else {
+			sn.Entries[name] = e
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // ErrConflict is returned by Commit when the store changed since the base snapshot.
 var ErrConflict = errors.New("the store changed since this node's snapshot (another node or operator wrote meanwhile)")
 
-// Change puts (VIP set) or deletes (VIP nil) the VIP Name.
+// Change puts (VIP set) or deletes (VIP nil) the VIP Name; with Global, it puts (Guard set) or
+// deletes (Guard nil) the global guard instead (DiffGuard).
 type Change struct {
 	Name string
 	VIP  *config.VIP
+	// Global marks a change of the global guard.
+	Global bool
+	Guard  *config.Guard
 }
 
 // Commit writes changes computed from base in one transaction. It fails with ErrConflict when
-// any VIP key changed after base.Revision, or when a changed key is not as base saw it
-// (deleted, or created meanwhile): no update is ever lost. It returns the new revision.
+// any VIP key changed after base.Revision, when a changed key is not as base saw it (deleted,
+// or created meanwhile), or when the global guard is not as base saw it: no update is ever
+// lost, and rules checked together (the guard's count with the VIPs') are written together. It
+// returns the new revision.
 func (s *Store) Commit(ctx context.Context, base Snapshot, changes []Change) (int64, error) {
 	if len(changes) == 0 {
 		return base.Revision, nil
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.vipsPrefix()).WithPrefix(), "<", base.Revision+1)}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.vipsPrefix()).WithPrefix(), "<", base.Revision+1),
+		clientv3.Compare(clientv3.ModRevision(s.GuardKey()), "=", base.GuardRevision)}
 	var ops []clientv3.Op
 	for _, c := range changes {
+		if c.Global {
+			op, err := s.guardOp(c)
+			if err != nil {
+				return 0, err
+			}
+			ops = append(ops, op)
+			continue
+		}
 		k := s.VIPKey(c.Name)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", base.Entries[c.Name].ModRevision))
 		if c.VIP == nil {
