@@ -113,6 +113,7 @@ type Options struct {
 type Store struct {
 	u   URL
 	cli *clientv3.Client
+	tls *tlsFiles // etcds:// only
 }
 
 // Open makes a client. It does not wait for the store: etcd may be down, and the client
@@ -123,9 +124,11 @@ func Open(u URL, o Options) (*Store, error) {
 	}
 	scheme := "http://"
 	var tlsCfg *tls.Config
+	var files *tlsFiles
 	if u.TLS != nil {
+		files = newTLSFiles(u.TLS)
 		var err error
-		if tlsCfg, err = u.TLS.config(); err != nil {
+		if tlsCfg, err = files.current(); err != nil { // bad files fail at start
 			return nil, fmt.Errorf("open store %s: %w", u, err)
 		}
 		scheme = "https://"
@@ -143,6 +146,10 @@ func Open(u URL, o Options) (*Store, error) {
 	if o.Dial != nil {
 		dialOpts = append(dialOpts, grpc.WithContextDialer(o.Dial))
 	}
+	if files != nil {
+		// After etcd's client's own credentials, so these are the ones used (tlsreload.go).
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(files.credentials()))
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: eps, DialTimeout: o.DialTimeout, DialOptions: dialOpts, TLS: tlsCfg,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
@@ -151,7 +158,7 @@ func Open(u URL, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", u, err)
 	}
-	return &Store{u: u, cli: cli}, nil
+	return &Store{u: u, cli: cli, tls: files}, nil
 }
 
 // Close ends the client.

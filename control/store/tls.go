@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -63,23 +64,52 @@ func parseTLS(query string) (*TLS, error) {
 	return t, nil
 }
 
+// files are the TLS files' contents (ca, cert, key; nil for a file not given).
+type files [3][]byte
+
+func (a files) equal(b files) bool {
+	return bytes.Equal(a[0], b[0]) && bytes.Equal(a[1], b[1]) && bytes.Equal(a[2], b[2])
+}
+
+// read reads the files given.
+func (t *TLS) read() (files, error) {
+	var raw files
+	for i, name := range []string{t.CA, t.Cert, t.Key} {
+		if name == "" {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			what := [...]string{"store ca: give the CA that signed etcd's certificate as ?ca=FILE", "store client certificate: give this node's certificate as ?cert=FILE", "store client key: give this node's key as ?key=FILE"}[i]
+			return raw, fmt.Errorf("read %s: %w", what, err)
+		}
+		raw[i] = b
+	}
+	return raw, nil
+}
+
 // config loads the files into a tls.Config.
 func (t *TLS) config() (*tls.Config, error) {
+	raw, err := t.read()
+	if err != nil {
+		return nil, err
+	}
+	return t.build(raw)
+}
+
+// build makes the tls.Config of the files' contents.
+func (t *TLS) build(raw files) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		b, err := os.ReadFile(t.CA)
-		if err != nil {
-			return nil, fmt.Errorf("read store ca: %w: give the CA that signed etcd's certificate as ?ca=FILE", err)
-		}
 		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(b) {
+		if !c.RootCAs.AppendCertsFromPEM(raw[0]) {
 			return nil, fmt.Errorf("read store ca %s: no PEM certificate in it: give the CA's certificate (-----BEGIN CERTIFICATE-----)", t.CA)
 		}
 	}
 	if t.Cert != "" {
-		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		pair, err := tls.X509KeyPair(raw[1], raw[2])
 		if err != nil {
-			return nil, fmt.Errorf("load store client certificate: %w: give this node's certificate and key as ?cert=FILE&key=FILE (PEM, signed by the CA etcd trusts)", err)
+			return nil, fmt.Errorf("load store client certificate %s: %w: give this node's certificate and key as ?cert=FILE&key=FILE (PEM, signed by the CA etcd trusts)", t.Cert, err)
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}
@@ -121,6 +151,9 @@ func (s *Store) Explain(err error) error {
 	default:
 		return err
 	}
+	if stale := s.tls.stale(); stale != nil {
+		fix += fmt.Sprintf(" (this node's TLS files on disk do not load, so the ones loaded before are in use: %v)", stale)
+	}
 	if cause := strings.TrimPrefix(msg, err.Error()); cause != "" {
 		return fmt.Errorf("%w%s: %s", err, cause, fix)
 	}
@@ -136,7 +169,7 @@ func (s *Store) diagnose() error {
 	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // only asks whether the member speaks TLS
 	if s.u.TLS != nil {
 		var err error
-		if cfg, err = s.u.TLS.config(); err != nil {
+		if cfg, err = s.tls.current(); err != nil {
 			return err
 		}
 	}

@@ -61,26 +61,56 @@ func StartEtcdTLS(t testing.TB, grants map[string]string) *Etcd {
 	if tl.CA, err = ca.WriteCA(dir); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := ca.Issue("etcd", []netip.Addr{netip.MustParseAddr("127.0.0.1")}, []string{"localhost"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tl.serverCert, tl.serverKey, err = srv.Write(dir, "server"); err != nil {
-		t.Fatal(err)
-	}
-	rootCert, rootKey := tl.ClientCert(t, "root")
-	pair, err := tls.LoadX509KeyPair(rootCert, rootKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	tl.rootConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	tl.issueServer(t)
+	tl.rootConfig = tl.rootTLS(t)
 	e := startEtcd(t, tl)
 	if err := e.enableAuth(grants); err != nil {
 		t.Fatalf("etcd auth: %v", err)
 	}
 	return e
+}
+
+// issueServer writes the server's certificate and key, signed by the current CA.
+func (e *EtcdTLS) issueServer(t testing.TB) {
+	t.Helper()
+	srv, err := e.ca.Issue("etcd", []netip.Addr{netip.MustParseAddr("127.0.0.1")}, []string{"localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.serverCert, e.serverKey, err = srv.Write(e.dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rootTLS is the client configuration of the user root under the current CA.
+func (e *EtcdTLS) rootTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	rootCert, rootKey := e.ClientCert(t, "root")
+	pair, err := tls.LoadX509KeyPair(rootCert, rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(e.ca.Cert)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+}
+
+// Rotate replaces the CA by a new one: the CA file (which etcd trusts, and clients given it
+// trust) holds the new CA only, and the server's certificate is the new CA's. The old CA's
+// client certificates are refused once etcd is restarted (Etcd.Stop, Etcd.Start); ClientCert
+// issues from the new one, to the same files.
+func (e *EtcdTLS) Rotate(t testing.TB) {
+	t.Helper()
+	ca, err := pki.NewCA("switchyard test etcd ca (rotated)", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ca = ca
+	if _, err := ca.WriteCA(e.dir); err != nil {
+		t.Fatal(err)
+	}
+	e.issueServer(t)
+	e.rootConfig = e.rootTLS(t)
 }
 
 // TLS is the certificates of an etcd from StartEtcdTLS (nil otherwise).
