@@ -116,7 +116,7 @@ func enableStoreAuth(s *StoreState, f storeFiles, prefix string) error {
 	defer cancel()
 	var last error
 	for ctx.Err() == nil {
-		if last = etcdauth.Enable(ctx, cl.Client(), []etcdauth.Grant{{User: StoreUser, Prefix: prefix}}); last == nil {
+		if last = etcdauth.Enable(ctx, cl.Client(), "", []etcdauth.Grant{{User: StoreUser, Prefix: prefix}}); last == nil {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)

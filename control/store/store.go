@@ -43,7 +43,8 @@ import (
 const Scheme = "etcd"
 
 // URL is a parsed store address: etcd://HOST:PORT[,HOST:PORT...]/PREFIX, or
-// etcds://HOST:PORT[,...]/PREFIX?ca=FILE&cert=FILE&key=FILE over TLS.
+// etcds://HOST:PORT[,...]/PREFIX?ca=FILE&cert=FILE&key=FILE over TLS (or
+// ?ca=FILE&user=NAME&password_file=FILE for a password user).
 type URL struct {
 	Endpoints []string
 	// Prefix starts with / and has no trailing /.
@@ -61,10 +62,10 @@ func (u URL) String() string {
 }
 
 // ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX or
-// etcds://HOST:PORT[,...]/PREFIX[?ca=FILE&cert=FILE&key=FILE].
+// etcds://HOST:PORT[,...]/PREFIX[?ca=FILE&cert=FILE&key=FILE|&user=NAME&password_file=FILE].
 func ParseURL(s string) (URL, error) {
 	bad := func(why string) (URL, error) {
-		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod, or etcds://...?ca=CA.pem&cert=NODE.pem&key=NODE-key.pem over TLS", s, why)
+		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod, or etcds://...?ca=CA.pem&cert=NODE.pem&key=NODE-key.pem over TLS (?ca=CA.pem&user=NAME&password_file=FILE for a password user)", s, why)
 	}
 	var u URL
 	rest, ok := strings.CutPrefix(s, Scheme+"://")
@@ -80,7 +81,7 @@ func ParseURL(s string) (URL, error) {
 		}
 		u.TLS = t
 	} else if strings.Contains(rest, "?") {
-		return bad("parameters (ca, cert, key) need etcds://")
+		return bad("parameters (ca, cert, key, user, password_file) need etcds://: a password over plain etcd:// would cross the network in clear")
 	}
 	hosts, path, _ := strings.Cut(rest, "/")
 	path = strings.Trim(path, "/")
@@ -149,6 +150,9 @@ func Open(u URL, o Options) (*Store, error) {
 	if files != nil {
 		// After etcd's client's own credentials, so these are the ones used (tlsreload.go).
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(files.credentials()))
+	}
+	if u.TLS != nil && u.TLS.User != "" {
+		dialOpts = append(dialOpts, newPasswordAuth(u.TLS).dialOptions()...)
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: eps, DialTimeout: o.DialTimeout, DialOptions: dialOpts, TLS: tlsCfg,

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,21 +22,27 @@ import (
 // SecureScheme is the URL scheme of an etcd store reached over TLS.
 const SecureScheme = "etcds"
 
-// TLS is how an etcds:// store is reached: the CA that signed etcd's certificate and this
-// client's certificate, whose common name is its etcd user (etcd's --client-cert-auth: with
-// auth enabled, etcd takes a certificate's CN as the user when no password is given).
+// TLS is how an etcds:// store is reached: the CA that signed etcd's certificate, and this
+// client's etcd user, either by certificate (its common name is the user: etcd's
+// --client-cert-auth) or by name and password (password.go).
 type TLS struct {
 	// CA is the PEM file of the CA that signed the etcd members' certificates ("" trusts the
 	// system's roots).
 	CA string
 	// Cert and Key are this client's certificate and key (PEM files).
 	Cert, Key string
+	// User is an etcd user that authenticates by password, read from PasswordFile (its first
+	// line), never from the command line.
+	User, PasswordFile string
 }
+
+// params are the query parameters of an etcds:// URL.
+var params = []string{"ca", "cert", "key", "user", "password_file"}
 
 // query renders the TLS files as the URL's query (?ca=...&cert=...&key=...).
 func (t *TLS) query() string {
 	q := url.Values{}
-	for k, v := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key} {
+	for k, v := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key, "user": t.User, "password_file": t.PasswordFile} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -52,14 +59,22 @@ func parseTLS(query string) (*TLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("query %q: %w", query, err)
 	}
-	t := &TLS{CA: q.Get("ca"), Cert: q.Get("cert"), Key: q.Get("key")}
+	t := &TLS{CA: q.Get("ca"), Cert: q.Get("cert"), Key: q.Get("key"), User: q.Get("user"), PasswordFile: q.Get("password_file")}
 	for k := range q {
-		if k != "ca" && k != "cert" && k != "key" {
-			return nil, fmt.Errorf("unknown parameter %q: the query takes ca, cert and key (PEM files)", k)
+		if !slices.Contains(params, k) {
+			if k == "password" {
+				return nil, errors.New(`parameter "password": a password is never given in the URL (it would show in ps, logs and status): put it in a file readable by the daemon only and give ?user=NAME&password_file=FILE`)
+			}
+			return nil, fmt.Errorf("unknown parameter %q: the query takes ca, cert and key (PEM files), or user and password_file", k)
 		}
 	}
-	if (t.Cert == "") != (t.Key == "") {
+	switch {
+	case (t.Cert == "") != (t.Key == ""):
 		return nil, errors.New("cert and key go together: give both (the client certificate and its key) or neither")
+	case (t.User == "") != (t.PasswordFile == ""):
+		return nil, errors.New("user and password_file go together: give the etcd user and the file holding its password, or neither")
+	case t.User != "" && t.Cert != "":
+		return nil, errors.New("a client certificate and a password user together: etcd takes the password's user and ignores the certificate's; give either cert and key, or user and password_file")
 	}
 	return t, nil
 }
@@ -131,12 +146,22 @@ func (s *Store) Explain(err error) error {
 			msg += ": " + cause.Error()
 		}
 	}
+	user, password := "USER", s.u.TLS != nil && s.u.TLS.User != ""
+	who := "the store's user (this node's certificate CN)"
+	if password {
+		user = s.u.TLS.User
+		who = "the store's user " + user
+	}
 	var fix string
 	switch {
 	case errors.Is(err, rpctypes.ErrPermissionDenied) || strings.Contains(msg, rpctypes.ErrPermissionDenied.Error()):
-		fix = fmt.Sprintf("the store's user (this node's certificate CN) lacks permission on %s/: grant it a role with readwrite on that prefix: `etcdctl role grant-permission ROLE --prefix=true readwrite %s/` and `etcdctl user grant-role USER ROLE` (docs/fleet.md, \"A secured store\")", s.u.Prefix, s.u.Prefix)
+		fix = fmt.Sprintf("%s lacks permission on %s/: grant it a role with readwrite on that prefix: `etcdctl role grant-permission ROLE --prefix=true readwrite %s/` and `etcdctl user grant-role %s ROLE` (docs/fleet.md, \"A secured store\")", who, s.u.Prefix, s.u.Prefix, user)
+	case password && (errors.Is(err, rpctypes.ErrAuthFailed) || strings.Contains(msg, rpctypes.ErrAuthFailed.Error())):
+		fix = fmt.Sprintf("etcd refused user %s with the password in %s: write the user's password on the file's first line (`etcdctl user passwd %s` sets a new one; `etcdctl user get %s` shows the user exists)", user, s.u.TLS.PasswordFile, user, user)
 	case errors.Is(err, rpctypes.ErrUserEmpty) || strings.Contains(msg, rpctypes.ErrUserEmpty.Error()):
-		fix = "etcd has auth on and this client sent no user: use etcds:// with ?cert=FILE&key=FILE whose CN is an etcd user (etcd needs --client-cert-auth)"
+		fix = "etcd has auth on and this client sent no user: use etcds:// with ?cert=FILE&key=FILE whose CN is an etcd user (etcd needs --client-cert-auth), or with ?user=NAME&password_file=FILE"
+	case password && (strings.Contains(msg, "bad certificate") || strings.Contains(msg, "certificate required")):
+		fix = "etcd requires client certificates (--client-cert-auth), and a password user has none: give this node a certificate (?cert=FILE&key=FILE instead of user and password_file), or serve the members without --client-cert-auth"
 	case strings.Contains(msg, "certificate signed by unknown authority") || strings.Contains(msg, "certificate is not valid") ||
 		strings.Contains(msg, "x509:"):
 		fix = "etcd's certificate is not trusted: give the CA that signed it as ?ca=FILE (and check the member's certificate names the address dialled)"

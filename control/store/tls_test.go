@@ -28,9 +28,13 @@ func TestParseSecureURL(t *testing.T) {
 		t.Errorf("round trip %s: %v", u, err)
 	}
 	for bad, want := range map[string]string{
-		"etcds://10.0.0.1:2379/x?cert=a.pem":       "cert and key go together",
-		"etcds://10.0.0.1:2379/x?ca=a.pem&user=lb": `unknown parameter "user"`,
-		"etcd://10.0.0.1:2379/x?ca=a.pem":          "parameters (ca, cert, key) need etcds://",
+		"etcds://10.0.0.1:2379/x?cert=a.pem":                           "cert and key go together",
+		"etcds://10.0.0.1:2379/x?ca=a.pem&usr=lb":                      `unknown parameter "usr"`,
+		"etcd://10.0.0.1:2379/x?ca=a.pem":                              "parameters (ca, cert, key, user, password_file) need etcds://",
+		"etcd://10.0.0.1:2379/x?user=lb&password_file=p":               "a password over plain etcd:// would cross the network in clear",
+		"etcds://10.0.0.1:2379/x?user=lb&password=hunter2":             "a password is never given in the URL",
+		"etcds://10.0.0.1:2379/x?user=lb":                              "user and password_file go together",
+		"etcds://10.0.0.1:2379/x?user=lb&password_file=p&cert=c&key=k": "give either cert and key, or user and password_file",
 	} {
 		if _, err := ParseURL(bad); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", bad, err, want)
