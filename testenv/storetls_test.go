@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,78 @@ func TestFleetStoreSecured(t *testing.T) {
 		out, err = f.cli(0, "backend", "weight", "web", be1, "3")
 		return err == nil
 	}, "a change after the permission came back: %s", out)
+	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 3 }, "lb2 did not apply the change")
+}
+
+// TestFleetStorePasswords: a lab whose store's users authenticate by password (from a file, no
+// client certificates). Both nodes follow and take CLI changes; the balancers' password changed
+// in etcd behind their back, each node says DISCONNECTED naming the user and the file, keeps
+// forwarding (an old and a new connection answer) and refuses CLI changes; with the file fixed,
+// both reconnect without a restart and a change goes through.
+func TestFleetStorePasswords(t *testing.T) {
+	f := newFleetLabWith(t, lab.UpOptions{StoreMembers: 1, NoHealth: true, StorePasswords: true}, 2)
+	be1 := f.Lab().Topo.ByRole(topo.Backend)[0].Addr4.String()
+	pwFile := lab.StorePasswordFile(f.State)
+	st := f.status(0).Store
+	if st == nil || !strings.Contains(st.URL, "user="+lab.StoreUser) || !strings.Contains(st.URL, "password_file="+pwFile) || strings.Contains(st.URL, "cert=") {
+		t.Fatalf("the lab's store is not a password user's: %+v", st)
+	}
+	if out, err := f.cli(0, "backend", "weight", "web", be1, "2"); err != nil {
+		t.Fatalf("a change as the password user: %v: %s", err, out)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 2 }, "lb2 did not apply the change")
+	web := net.JoinHostPort(lab.WebVIP4.String(), "80")
+	before, err := dialKeepAlive(f.Lab().Client(1).NS, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.c.Close()
+	if _, err := before.do("/before"); err != nil {
+		t.Fatal(err)
+	}
+
+	root, err := lab.StoreRoot(f.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const changed = "changed-behind-the-nodes-back"
+	if _, err := root.Client().UserChangePassword(ctx, lab.StoreUser, changed); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStore(0, false, 10*time.Second)
+	f.waitStore(1, false, 10*time.Second)
+	why := f.status(0).Store.LastError
+	t.Logf("lb1 after the password change: %s", why)
+	if !strings.Contains(why, "etcd refused user "+lab.StoreUser+" with the password in "+pwFile) {
+		t.Errorf("lb1's store error does not name the user and the file: %q", why)
+	}
+	if _, err := before.do("/during"); err != nil {
+		t.Errorf("an established connection broke while the store refused the password: %v", err)
+	}
+	during, err := dialKeepAlive(f.Lab().Client(1).NS, web)
+	if err != nil {
+		t.Fatalf("a new connection failed while the store refused the password: %v", err)
+	}
+	defer during.c.Close()
+	if _, err := during.do("/new"); err != nil {
+		t.Errorf("a new connection failed while the store refused the password: %v", err)
+	}
+	out, err := f.cli(0, "backend", "weight", "web", be1, "3")
+	if err == nil || !strings.Contains(out, "the change was NOT made") || !strings.Contains(out, "etcd refused user") {
+		t.Errorf("a change with the password refused: %v: %s", err, out)
+	}
+
+	if err := os.WriteFile(pwFile, []byte(changed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStore(0, true, 10*time.Second)
+	f.waitStore(1, true, 10*time.Second)
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		out, err = f.cli(0, "backend", "weight", "web", be1, "3")
+		return err == nil
+	}, "a change after the password file was fixed: %s", out)
 	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 3 }, "lb2 did not apply the change")
 }
