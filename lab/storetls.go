@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -93,7 +94,17 @@ func writeStorePKI(s *StoreState, f storeFiles) error {
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("lab up: store certificates: %w", err)
 	}
-	ca, err := pki.NewCA("switchyard lab etcd ca", pkiLife)
+	if err := issueStorePKI(s, f, "switchyard lab etcd ca"); err != nil {
+		return err
+	}
+	return writeStorePasswords(f)
+}
+
+// issueStorePKI makes a CA named cn and the certificates it signs (the members', the
+// balancers', root's), written over the files there are: the members' and clients' first, the
+// CA last.
+func issueStorePKI(s *StoreState, f storeFiles, cn string) error {
+	ca, err := pki.NewCA(cn, pkiLife)
 	if err != nil {
 		return err
 	}
@@ -115,10 +126,35 @@ func writeStorePKI(s *StoreState, f storeFiles) error {
 			return err
 		}
 	}
-	if _, err = ca.WriteCA(f.dir); err != nil {
+	_, err = ca.WriteCA(f.dir)
+	return err
+}
+
+// RotateStorePKI replaces the lab store's CA and every certificate, in place, and restarts the
+// members, which then trust the new CA only: the daemons take the new files at their next
+// connection without a restart (docs/fleet.md, "Rotation without a restart").
+func RotateStorePKI(st *State) error {
+	if st.Store == nil || st.Store.Plain {
+		return errors.New("the lab's store is not secured: bring the lab up without --store-plain")
+	}
+	if err := issueStorePKI(st.Store, storeFilesOf(st.Prefix), "switchyard lab etcd ca (rotated "+time.Now().UTC().Format(time.RFC3339)+")"); err != nil {
 		return err
 	}
-	return writeStorePasswords(f)
+	for i := range st.Store.Members {
+		if err := StopStoreMember(st, i+1); err != nil {
+			return err
+		}
+		if err := StartStoreMember(st, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StoreClientFiles are the balancers' CA, certificate and key files.
+func StoreClientFiles(st *State) (ca, cert, key string) {
+	f := storeFilesOf(st.Prefix)
+	return f.ca, f.lbCert, f.lbKey
 }
 
 // writeStorePasswords makes the users' passwords (for --store-passwords) unless they exist.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard/switchyard/control/store"
+	"github.com/switchyard/switchyard/internal/namednetns"
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/lab"
 	"github.com/switchyard/switchyard/lab/topo"
@@ -153,4 +156,74 @@ func TestFleetStorePasswords(t *testing.T) {
 		return err == nil
 	}, "a change after the password file was fixed: %s", out)
 	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 3 }, "lb2 did not apply the change")
+}
+
+// TestFleetStoreRotation: the lab store's CA and every certificate replaced on disk and its
+// member restarted trusting the new CA only: both daemons, not restarted, reconnect with their
+// new files and keep syncing (a change through lb1 reaches lb2), connections answer throughout,
+// and the balancers' old certificate is refused.
+func TestFleetStoreRotation(t *testing.T) {
+	f := newFleetLab(t, 1, 2, true)
+	be1 := f.Lab().Topo.ByRole(topo.Backend)[0].Addr4.String()
+	_, cert, key := lab.StoreClientFiles(f.State)
+	old := t.TempDir()
+	oldCert, oldKey := filepath.Join(old, "lb.pem"), filepath.Join(old, "lb-key.pem")
+	for src, dst := range map[string]string{cert: oldCert, key: oldKey} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	web := net.JoinHostPort(lab.WebVIP4.String(), "80")
+	before, err := dialKeepAlive(f.Lab().Client(1).NS, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.c.Close()
+	if _, err := before.do("/before"); err != nil {
+		t.Fatal(err)
+	}
+	started := [2]time.Time{f.status(0).Started, f.status(1).Started}
+
+	if err := lab.RotateStorePKI(f.State); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var out string
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		out, err = f.cli(0, "backend", "weight", "web", be1, "4")
+		return err == nil
+	}, "no change through lb1 after the rotation: %s", func() any { return out })
+	testutil.Eventually(t, 10*time.Second, func() bool { return f.backendWeight(1, "web", be1) == 4 }, "lb2 did not apply the change after the rotation")
+	t.Logf("a change through lb1 applied on lb2 %v after the rotation", time.Since(start).Round(time.Millisecond))
+	f.waitStore(0, true, 10*time.Second)
+	f.waitStore(1, true, 10*time.Second)
+	for i := range 2 {
+		if got := f.status(i).Started; !got.Equal(started[i]) {
+			t.Errorf("lb%d restarted: started %v, then %v", i+1, started[i], got)
+		}
+	}
+	if _, err := before.do("/after"); err != nil {
+		t.Errorf("an established connection broke across the rotation: %v", err)
+	}
+
+	u, err := store.ParseURL(f.Store.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.TLS.Cert, u.TLS.Key = oldCert, oldKey
+	dial := namednetns.Dialer(f.Store.NS, &net.Dialer{Timeout: 2 * time.Second})
+	stale, err := store.Open(u, store.Options{Dial: func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := stale.List(ctx); err == nil || !strings.Contains(err.Error(), "refused this node's client certificate") {
+		t.Errorf("the balancers' old certificate after the rotation: %v, want refused", err)
+	}
 }

@@ -115,6 +115,8 @@ type Store struct {
 	u   URL
 	cli *clientv3.Client
 	tls *tlsFiles // etcds:// only
+	// dial is how the client connects (Options.Dial, else TCP), for the diagnosis of errors.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Open makes a client. It does not wait for the store: etcd may be down, and the client
@@ -162,7 +164,12 @@ func Open(u URL, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", u, err)
 	}
-	return &Store{u: u, cli: cli, tls: files}, nil
+	dial := o.Dial
+	if dial == nil {
+		d := &net.Dialer{}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return &Store{u: u, cli: cli, tls: files, dial: dial}, nil
 }
 
 // Close ends the client.

@@ -190,7 +190,6 @@ func (s *Store) Explain(err error) error {
 // certificate refused), or, for etcd://, a member that speaks TLS. nil when nothing does.
 func (s *Store) diagnose() error {
 	ep := s.u.Endpoints[0]
-	d := &net.Dialer{Timeout: time.Second}
 	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // only asks whether the member speaks TLS
 	if s.u.TLS != nil {
 		var err error
@@ -198,14 +197,26 @@ func (s *Store) diagnose() error {
 			return err
 		}
 	}
-	conn, err := tls.DialWithDialer(d, "tcp", ep, cfg)
+	if host, _, err := net.SplitHostPort(ep); err == nil && cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	raw, err := s.dial(ctx, ep) // as the client dials (the lab's from a namespace)
 	if err != nil {
+		if s.u.TLS == nil {
+			return nil
+		}
+		return fmt.Errorf("dial %s: %w", ep, err)
+	}
+	conn := tls.Client(raw, cfg)
+	defer conn.Close()
+	if err := conn.HandshakeContext(ctx); err != nil {
 		if s.u.TLS == nil {
 			return nil // no TLS there, as etcd:// expects: the cause is elsewhere
 		}
 		return fmt.Errorf("dial %s: %w", ep, err)
 	}
-	defer conn.Close()
 	if s.u.TLS == nil {
 		return fmt.Errorf("%s speaks TLS", ep)
 	}
