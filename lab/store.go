@@ -66,7 +66,7 @@ func StoreNS(prefix string) string { return prefix + "-etcd" }
 // planStore computes the members of a cluster of n, served over TLS with auth unless plain
 // (users by password with passwords, else by certificate).
 func planStore(prefix string, n int, plain, passwords bool) *StoreState {
-	s := &StoreState{NS: StoreNS(prefix), Plain: plain, Passwords: passwords && !plain}
+	s := &StoreState{NS: StoreNS(prefix), Plain: plain, Passwords: passwords}
 	f := storeFilesOf(prefix)
 	scheme := "https://"
 	if plain {
@@ -110,6 +110,9 @@ func StorePrefix(prefix string) string { return "/switchyard/" + prefix }
 func startStore(st *State, members int, plain, passwords bool, h *config.HealthCheck, start func(name, ns string, argv ...string) error) error {
 	if members < 1 || members > MaxStoreMembers {
 		return fmt.Errorf("lab up: --store-members %d: use 1..%d (0: no store)", members, MaxStoreMembers)
+	}
+	if plain && passwords {
+		return errors.New("lab up: --store-plain and --store-passwords: a plain store has no users; give one of them")
 	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		return errors.New("lab up: etcd not found: install Debian's etcd-server (`make deps`), or run without a store (--store-members 0)")

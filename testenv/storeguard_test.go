@@ -28,14 +28,7 @@ func TestFleetGlobalGuardThroughStore(t *testing.T) {
 	client := f.Lab().Client(1)
 	deny := netip.PrefixFrom(client.Addr4, 32).String()
 	web := net.JoinHostPort(lab.WebVIP4.String(), "80")
-	before, err := dialKeepAlive(client.NS, web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer before.c.Close()
-	if _, err := before.do("/before"); err != nil {
-		t.Fatal(err)
-	}
+	before := f.keepAlive()
 	const tries = 12
 	if n := f.connects(client.NS, web, tries); n != tries {
 		t.Fatalf("%d of %d connections before any rule", n, tries)

@@ -76,10 +76,10 @@ func l4StoreCmd() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "seed",
-				Usage:     "write the VIPs of a configuration file that the store does not hold yet (never overwrites)",
+				Usage:     "write the VIPs and global guard of a configuration file that the store does not hold yet (never overwrites)",
 				ArgsUsage: "FILE",
-				Description: `Each VIP is written only if its key is absent: seeding twice, or from two nodes, changes
-   nothing that is there. Run it where etcd is reachable.
+				Description: `Each VIP, and the file's global guard:, is written only if its key is absent: seeding
+   twice, or from two nodes, changes nothing that is there. Run it where etcd is reachable.
 
    Examples:
      switchyard lb store seed --store etcd://10.0.0.1:2379/switchyard/prod /etc/switchyard/lb.yaml`,
@@ -180,7 +180,7 @@ func l4StoreList(c *cli.Context) error {
 		case out.GuardError != "":
 			fmt.Fprintf(w, "global guard INVALID: %s\n", out.GuardError)
 		case g != nil:
-			fmt.Fprintf(w, "global guard\tallow %s\tdeny %s\tper source %s\tper VIP %s\n", orDash(strings.Join(g.Allow, " ")), orDash(strings.Join(g.Deny, " ")), sourceLimit(g.PerSource), vipLimit(g.PerVIP))
+			fmt.Fprintf(w, "global guard: allow %s; deny %s; per source %s; per VIP %s\n", orDash(strings.Join(g.Allow, " ")), orDash(strings.Join(g.Deny, " ")), sourceLimit(g.PerSource), vipLimit(g.PerVIP))
 		}
 		fmt.Fprintln(w, "NAME\tADDRESS\tPORT\tPROTO\tBACKENDS\tREVISION")
 		for _, r := range out.VIPs {

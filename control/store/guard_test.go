@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -41,11 +40,7 @@ func TestGlobalGuardInStore(t *testing.T) {
 		t.Fatalf("listed guard %+v rev %d err %v", sn.Guard, sn.GuardRevision, sn.Err())
 	}
 
-	f := s.NewFollower(sn)
-	fctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.Run(fctx, 200*time.Millisecond); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f := follow(t, s, sn)
 
 	// A change of the global guard is delivered by the watch.
 	next := g.Clone()

@@ -58,29 +58,15 @@ func TestPasswordStore(t *testing.T) {
 	if err := os.WriteFile(wrong, []byte("not-the-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ name, url, want string }{
+	listErrors(t, []listCase{
 		{"wrong password", passwordURL(e, prefix, "lb", wrong), "etcd refused user lb with the password in " + wrong + ": write the user's password on the file's first line"},
 		{"user of another prefix", passwordURL(e, prefix, "other", tl.PasswordFile(t, "other")), "the store's user other lacks permission on /switchyard/prod/: grant it a role with readwrite on that prefix"},
 		{"no user", passwordURL(e, prefix, "", ""), "this client sent no user"},
 		{"no password file", passwordURL(e, prefix, "lb", filepath.Join(dir, "absent")), "read the password of etcd user lb"},
-	} {
-		st := openURL(t, tc.url)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, err := st.List(ctx)
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v\nwant %q", tc.name, err, tc.want)
-		} else {
-			t.Logf("%s: %v", tc.name, err)
-		}
-	}
+	})
 
 	// The password changed under a running follower, then its file fixed.
-	f := s.NewFollower(sn)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.Run(ctx, 200*time.Millisecond); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f := follow(t, s, sn)
 	root := openURL(t, passwordURL(e, "/x", "root", tl.PasswordFile(t, "root")))
 	if _, err := root.Client().UserChangePassword(ctxT(t), "lb", "rotated"); err != nil {
 		t.Fatal(err)
@@ -97,14 +83,7 @@ func TestPasswordStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool { return f.State().Connected }, "not connected with the fixed password file: %+v", func() any { return f.State() })
-	cur, err := s.List(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs := cur.VIPs()
-	vs[0].Backends = append(vs[0].Backends, config.Backend{Address: "198.18.3.2", Weight: 1})
-	ch, _ := Diff(cur.VIPs(), vs)
-	rev, err := s.Commit(ctxT(t), cur, ch)
+	rev, err := addBackend(ctxT(t), s, "198.18.3.2")
 	if err != nil {
 		t.Fatal(err)
 	}

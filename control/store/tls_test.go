@@ -106,23 +106,13 @@ func TestSecureStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherCert, otherKey := tl.ClientCert(t, "other")
-	for _, tc := range []struct{ name, url, want string }{
+	listErrors(t, []listCase{
 		{"no ca", secureURL(e, prefix, "", cert, key), "etcd's certificate is not trusted: give the CA that signed it as ?ca=FILE"},
 		{"client certificate from another ca", secureURL(e, prefix, tl.CA, rogueCert, rogueKey), "refused this node's client certificate"},
 		{"no client certificate", secureURL(e, prefix, tl.CA, "", ""), "refused this node's client certificate"},
 		{"user of another prefix", secureURL(e, prefix, tl.CA, otherCert, otherKey), "lacks permission on /switchyard/prod/: grant it a role with readwrite on that prefix"},
 		{"plain etcd:// against TLS", "etcd://" + e.Endpoint + prefix, "speaks TLS: use etcds://HOST:PORT/PREFIX?ca=FILE&cert=FILE&key=FILE"},
-	} {
-		st := openURL(t, tc.url)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, err := st.List(ctx)
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v\nwant %q", tc.name, err, tc.want)
-		} else {
-			t.Logf("%s: %v", tc.name, err)
-		}
-	}
+	})
 
 	// A permission revoked under a running follower.
 	f := s.NewFollower(sn)
@@ -141,6 +131,25 @@ func TestSecureStore(t *testing.T) {
 		t.Errorf("the follower's snapshot changed without the store: %+v", got)
 	}
 	t.Logf("revoked: %s", f.State().LastError)
+}
+
+// listCase is a store URL whose listing fails with an error holding want.
+type listCase struct{ name, url, want string }
+
+// listErrors lists each case's store and checks its error.
+func listErrors(t *testing.T, cases []listCase) {
+	t.Helper()
+	for _, tc := range cases {
+		st := openURL(t, tc.url)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := st.List(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant %q", tc.name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
 }
 
 // rootClient connects to e as root.
@@ -175,11 +184,7 @@ func TestSecureStoreRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := s.NewFollower(sn)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.Run(ctx, 200*time.Millisecond); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f := follow(t, s, sn)
 
 	tl.Rotate(t)                                               // the CA file now holds the new CA only, etcd's certificate is the new CA's
 	if c, k := tl.ClientCert(t, "lb"); c != cert || k != key { // the node's files, rewritten
@@ -192,15 +197,10 @@ func TestSecureStoreRotation(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, func() bool {
 		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer ccancel()
-		cur, err := s.List(cctx)
-		if err != nil {
-			t.Logf("list after the rotation: %v", err)
-			return false
+		var err error
+		if rev, err = addBackend(cctx, s, "198.18.3.2"); err != nil {
+			t.Logf("write after the rotation: %v", err)
 		}
-		vs := cur.VIPs()
-		vs[0].Backends = append(vs[0].Backends, config.Backend{Address: "198.18.3.2", Weight: 1})
-		ch, _ := Diff(cur.VIPs(), vs)
-		rev, err = s.Commit(cctx, cur, ch)
 		return err == nil
 	}, "no write with the rotated files")
 	got := nextSnapshot(t, f, "the change after the rotation", func(u Snapshot) bool { return u.Revision >= rev })
