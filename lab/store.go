@@ -44,8 +44,11 @@ type StoreState struct {
 	// balancers' certificate, or etcd:// for a plain store (storetls.go).
 	URL string `json:"url"`
 	// Plain is set for a store without TLS or auth (`lab up --store-plain`).
-	Plain   bool          `json:"plain,omitempty"`
-	Members []StoreMember `json:"members"`
+	Plain bool `json:"plain,omitempty"`
+	// Passwords is set for a store whose users authenticate by password (`lab up
+	// --store-passwords`).
+	Passwords bool          `json:"passwords,omitempty"`
+	Members   []StoreMember `json:"members"`
 }
 
 // StoreMember is one etcd member.
@@ -60,9 +63,10 @@ type StoreMember struct {
 // StoreNS is the store namespace of a lab.
 func StoreNS(prefix string) string { return prefix + "-etcd" }
 
-// planStore computes the members of a cluster of n, served over TLS with auth unless plain.
-func planStore(prefix string, n int, plain bool) *StoreState {
-	s := &StoreState{NS: StoreNS(prefix), Plain: plain}
+// planStore computes the members of a cluster of n, served over TLS with auth unless plain
+// (users by password with passwords, else by certificate).
+func planStore(prefix string, n int, plain, passwords bool) *StoreState {
+	s := &StoreState{NS: StoreNS(prefix), Plain: plain, Passwords: passwords}
 	f := storeFilesOf(prefix)
 	scheme := "https://"
 	if plain {
@@ -88,12 +92,12 @@ func planStore(prefix string, n int, plain bool) *StoreState {
 			// Fast elections on a lab's loopback-speed links: a lost member is replaced quickly.
 			"--heartbeat-interval", "100", "--election-timeout", "1000"}
 		if !plain {
-			m.Argv = append(m.Argv, memberTLSArgs(f, m.Name)...)
+			m.Argv = append(m.Argv, memberTLSArgs(f, m.Name, s.Passwords)...)
 		}
 	}
 	s.URL = store.URL{Endpoints: eps, Prefix: StorePrefix(prefix)}.String()
 	if !plain {
-		s.URL = f.url(eps, StorePrefix(prefix))
+		s.URL = f.url(eps, StorePrefix(prefix), s.Passwords)
 	}
 	return s
 }
@@ -103,14 +107,17 @@ func StorePrefix(prefix string) string { return "/switchyard/" + prefix }
 
 // startStore builds the store namespace, starts its members, waits for a quorum and seeds the
 // lab's VIPs (with health check h) into it.
-func startStore(st *State, members int, plain bool, h *config.HealthCheck, start func(name, ns string, argv ...string) error) error {
+func startStore(st *State, members int, plain, passwords bool, h *config.HealthCheck, start func(name, ns string, argv ...string) error) error {
 	if members < 1 || members > MaxStoreMembers {
 		return fmt.Errorf("lab up: --store-members %d: use 1..%d (0: no store)", members, MaxStoreMembers)
+	}
+	if plain && passwords {
+		return errors.New("lab up: --store-plain and --store-passwords: a plain store has no users; give one of them")
 	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		return errors.New("lab up: etcd not found: install Debian's etcd-server (`make deps`), or run without a store (--store-members 0)")
 	}
-	s := planStore(st.Prefix, members, plain)
+	s := planStore(st.Prefix, members, plain, passwords)
 	if err := buildStoreNS(st.Topo.RouterNS, s); err != nil {
 		return fmt.Errorf("lab up: store namespace: %w", err)
 	}
@@ -241,7 +248,7 @@ func upStore(o UpOptions, st *State, start func(name, ns string, argv ...string)
 	if o.NoHealth {
 		h = nil
 	}
-	return startStore(st, o.StoreMembers, o.StorePlain, h, start)
+	return startStore(st, o.StoreMembers, o.StorePlain, o.StorePasswords, h, start)
 }
 
 // storeArgs are the extra `lb run` arguments of a lab with a store.

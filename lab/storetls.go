@@ -2,11 +2,14 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/control/store"
@@ -19,7 +22,9 @@ import (
 // TLS and want a client certificate (--client-cert-auth), and etcd's auth is on with one user
 // for the balancers (StoreUser, by its certificate's CN) whose role reads and writes the lab's
 // prefix only. Certificates come from a CA made for the lab, under StateDir/etcd-pki (removed by
-// `lab down`); peers talk plain HTTP inside the store namespace.
+// `lab down`); peers talk plain HTTP inside the store namespace. With --store-passwords the users
+// (root's too) authenticate by a password kept in a file there instead, and the members want no
+// client certificate.
 const (
 	// StoreUser is the etcd user of the lab's balancers (their certificate's CN).
 	StoreUser = "switchyard-lb"
@@ -29,36 +34,77 @@ const (
 // storePKI is where the lab keeps the store's CA, the members' and the clients' certificates.
 func storePKI(prefix string) string { return filepath.Join(StateDir(prefix), "etcd-pki") }
 
-// storeFiles are the paths of the store's certificates (written by writeStorePKI).
-type storeFiles struct{ dir, ca, lbCert, lbKey, rootCert, rootKey string }
+// storeFiles are the paths of the store's certificates and passwords (written by writeStorePKI).
+type storeFiles struct{ dir, ca, lbCert, lbKey, rootCert, rootKey, lbPassword, rootPassword string }
 
 func storeFilesOf(prefix string) storeFiles {
 	d := storePKI(prefix)
 	return storeFiles{dir: d, ca: filepath.Join(d, "ca.pem"), lbCert: filepath.Join(d, StoreUser+".pem"), lbKey: filepath.Join(d, StoreUser+"-key.pem"),
-		rootCert: filepath.Join(d, "root.pem"), rootKey: filepath.Join(d, "root-key.pem")}
+		rootCert: filepath.Join(d, "root.pem"), rootKey: filepath.Join(d, "root-key.pem"),
+		lbPassword: filepath.Join(d, StoreUser+".password"), rootPassword: filepath.Join(d, "root.password")}
 }
 
-// memberTLSArgs are a member's server flags for TLS with client certificates.
-func memberTLSArgs(f storeFiles, member string) []string {
-	return []string{"--cert-file", filepath.Join(f.dir, member+".pem"), "--key-file", filepath.Join(f.dir, member+"-key.pem"),
-		"--trusted-ca-file", f.ca, "--client-cert-auth"}
+// memberTLSArgs are a member's server flags for TLS, with client certificates unless users
+// authenticate by password.
+func memberTLSArgs(f storeFiles, member string, passwords bool) []string {
+	args := []string{"--cert-file", filepath.Join(f.dir, member+".pem"), "--key-file", filepath.Join(f.dir, member+"-key.pem")}
+	if passwords {
+		return args
+	}
+	return append(args, "--trusted-ca-file", f.ca, "--client-cert-auth")
 }
 
-// secureURL is the balancers' store URL.
-func (f storeFiles) url(eps []string, prefix string) string {
-	return store.URL{Endpoints: eps, Prefix: prefix, TLS: &store.TLS{CA: f.ca, Cert: f.lbCert, Key: f.lbKey}}.String()
+// url is the balancers' store URL.
+func (f storeFiles) url(eps []string, prefix string, passwords bool) string {
+	return store.URL{Endpoints: eps, Prefix: prefix, TLS: f.user(StoreUser, passwords)}.String()
+}
+
+// user is how the user StoreUser or root reaches the store.
+func (f storeFiles) user(name string, passwords bool) *store.TLS {
+	switch {
+	case passwords && name == "root":
+		return &store.TLS{CA: f.ca, User: name, PasswordFile: f.rootPassword}
+	case passwords:
+		return &store.TLS{CA: f.ca, User: name, PasswordFile: f.lbPassword}
+	case name == "root":
+		return &store.TLS{CA: f.ca, Cert: f.rootCert, Key: f.rootKey}
+	}
+	return &store.TLS{CA: f.ca, Cert: f.lbCert, Key: f.lbKey}
+}
+
+// StorePasswordFile is the file holding the lab balancers' etcd password (--store-passwords).
+func StorePasswordFile(st *State) string { return storeFilesOf(st.Prefix).lbPassword }
+
+// readPassword is a password file's first line.
+func readPassword(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("lab: store password: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return line, nil
 }
 
 // writeStorePKI makes the lab's CA and certificates unless they exist (a lab brought up again
 // keeps them).
 func writeStorePKI(s *StoreState, f storeFiles) error {
 	if _, err := os.Stat(f.ca); err == nil {
-		return nil
+		return writeStorePasswords(f)
 	}
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("lab up: store certificates: %w", err)
 	}
-	ca, err := pki.NewCA("switchyard lab etcd ca", pkiLife)
+	if err := issueStorePKI(s, f, "switchyard lab etcd ca"); err != nil {
+		return err
+	}
+	return writeStorePasswords(f)
+}
+
+// issueStorePKI makes a CA named cn and the certificates it signs (the members', the
+// balancers', root's), written over the files there are: the members' and clients' first, the
+// CA last.
+func issueStorePKI(s *StoreState, f storeFiles, cn string) error {
+	ca, err := pki.NewCA(cn, pkiLife)
 	if err != nil {
 		return err
 	}
@@ -84,10 +130,50 @@ func writeStorePKI(s *StoreState, f storeFiles) error {
 	return err
 }
 
+// RotateStorePKI replaces the lab store's CA and every certificate, in place, and restarts the
+// members, which then trust the new CA only: the daemons take the new files at their next
+// connection without a restart (docs/fleet.md, "Rotation without a restart").
+func RotateStorePKI(st *State) error {
+	if st.Store == nil || st.Store.Plain {
+		return errors.New("the lab's store is not secured: bring the lab up without --store-plain")
+	}
+	if err := issueStorePKI(st.Store, storeFilesOf(st.Prefix), "switchyard lab etcd ca (rotated "+time.Now().UTC().Format(time.RFC3339)+")"); err != nil {
+		return err
+	}
+	for i := range st.Store.Members {
+		if err := StopStoreMember(st, i+1); err != nil {
+			return err
+		}
+		if err := StartStoreMember(st, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StoreClientFiles are the balancers' CA, certificate and key files.
+func StoreClientFiles(st *State) (ca, cert, key string) {
+	f := storeFilesOf(st.Prefix)
+	return f.ca, f.lbCert, f.lbKey
+}
+
+// writeStorePasswords makes the users' passwords (for --store-passwords) unless they exist.
+func writeStorePasswords(f storeFiles) error {
+	for _, file := range []string{f.lbPassword, f.rootPassword} {
+		if _, err := os.Stat(file); err == nil {
+			continue
+		}
+		if err := os.WriteFile(file, []byte(rand.Text()+"\n"), 0o600); err != nil {
+			return fmt.Errorf("lab up: store password: %w", err)
+		}
+	}
+	return nil
+}
+
 // openStoreRoot is a client of the store as etcd's root user (every key), dialling from the
 // store namespace.
 func openStoreRoot(s *StoreState, f storeFiles) (*store.Store, error) {
-	u := store.URL{Endpoints: []string{netip.AddrPortFrom(s.Members[0].Addr, storeClient).String()}, Prefix: "/", TLS: &store.TLS{CA: f.ca, Cert: f.rootCert, Key: f.rootKey}}
+	u := store.URL{Endpoints: []string{netip.AddrPortFrom(s.Members[0].Addr, storeClient).String()}, Prefix: "/", TLS: f.user("root", s.Passwords)}
 	dial := namednetns.Dialer(s.NS, &net.Dialer{Timeout: 2 * time.Second})
 	return store.Open(u, store.Options{Dial: func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) }})
 }
@@ -112,11 +198,20 @@ func enableStoreAuth(s *StoreState, f storeFiles, prefix string) error {
 		return err
 	}
 	defer cl.Close()
+	grant, root := etcdauth.Grant{User: StoreUser, Prefix: prefix}, ""
+	if s.Passwords {
+		if grant.Password, err = readPassword(f.lbPassword); err != nil {
+			return err
+		}
+		if root, err = readPassword(f.rootPassword); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var last error
 	for ctx.Err() == nil {
-		if last = etcdauth.Enable(ctx, cl.Client(), []etcdauth.Grant{{User: StoreUser, Prefix: prefix}}); last == nil {
+		if last = etcdauth.Enable(ctx, cl.Client(), root, []etcdauth.Grant{grant}); last == nil {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)

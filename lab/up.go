@@ -44,6 +44,9 @@ type UpOptions struct {
 	// StorePlain runs the store without TLS or auth (etcd://); by default its members serve
 	// TLS with client certificates and auth is on (storetls.go).
 	StorePlain bool
+	// StorePasswords authenticates the balancers by etcd user and password (from a file)
+	// instead of client certificates; the members serve TLS without --client-cert-auth.
+	StorePasswords bool
 	// Standby > 0 leaves the daemons of the last Standby balancers unstarted (their namespaces,
 	// configuration files and router sessions are ready): StartBalancer brings one into the
 	// fleet later, as a node that joins.

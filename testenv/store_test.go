@@ -28,6 +28,12 @@ type fleetLab struct {
 
 func newFleetLab(t *testing.T, members, balancers int, noHealth bool) *fleetLab {
 	t.Helper()
+	return newFleetLabWith(t, lab.UpOptions{StoreMembers: members, NoHealth: noHealth}, balancers)
+}
+
+// newFleetLabWith is newFleetLab with the store and health options of o.
+func newFleetLabWith(t *testing.T, o lab.UpOptions, balancers int) *fleetLab {
+	t.Helper()
 	testutil.RequireLab(t)
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd not installed: apt-get install etcd-server (make deps)")
@@ -45,7 +51,8 @@ func newFleetLab(t *testing.T, members, balancers int, noHealth bool) *fleetLab 
 			t.Errorf("destroy lab: %v", err)
 		}
 	})
-	st, err := lab.Up(lab.UpOptions{Spec: s, Exe: bin, Balancer: lab.ModeDaemon, StoreMembers: members, NoHealth: noHealth})
+	o.Spec, o.Exe, o.Balancer = s, bin, lab.ModeDaemon
+	st, err := lab.Up(o)
 	if err != nil {
 		t.Fatal(err)
 	}

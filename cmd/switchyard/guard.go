@@ -20,7 +20,7 @@ func init() {
 		Description: `The guard runs in XDP on flows without a connection-table entry only: an established flow is
    never limited nor denied. Rules are global (every VIP) or of one VIP (--vip); an allow wins over
    a deny. Changes are validated as the file is, applied at once and written back to the daemon's
-   configuration file (with --store: per-VIP rules go to the store, for the whole fleet).
+   configuration file (with --store: global and per-VIP rules go to the store, for the whole fleet).
 
    Examples:
      switchyard guard add deny 203.0.113.0/24

@@ -232,6 +232,7 @@ func upFlags(prefix cli.Flag) []cli.Flag {
 		&cli.StringFlag{Name: "balancer", Value: "auto", Usage: "auto, daemon (`switchyard lb run` per balancer) or direct (forwarder maps written once, no health checks)"},
 		&cli.IntFlag{Name: "store-members", Value: 1, Usage: "etcd members of the fleet store in their own namespace; the daemons take the VIPs from it (0: none, each daemon uses its file)"},
 		&cli.BoolFlag{Name: "store-plain", Usage: "run the store without TLS and auth (etcd://); by default etcds:// with the lab's CA, client certificates and a user limited to the lab's prefix"},
+		&cli.BoolFlag{Name: "store-passwords", Usage: "the store's users authenticate by password (a file in the lab's etcd-pki) instead of client certificates"},
 		&cli.BoolFlag{Name: "static-routes", Usage: "static ECMP VIP routes on the router instead of BGP (bird2); always so with --balancer direct"},
 	}
 	return append(flags, observeFlags()...) // labui.go
@@ -328,7 +329,7 @@ func upOptions(c *cli.Context) (lab.UpOptions, error) {
 	if err != nil {
 		return lab.UpOptions{}, err
 	}
-	o := lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), StorePlain: c.Bool("store-plain"), Stops: map[string]bool{
+	o := lab.UpOptions{Spec: s, Exe: exe, Balancer: mode, StoreMembers: c.Int("store-members"), StorePlain: c.Bool("store-plain"), StorePasswords: c.Bool("store-passwords"), Stops: map[string]bool{
 		"dns": hasCommand("dns", "run"), "edge": hasCommand("edge", "run"), "l7": hasCommand("l7", "run"),
 	}}
 	observeOptions(c, &o)

@@ -76,10 +76,10 @@ func l4StoreCmd() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "seed",
-				Usage:     "write the VIPs of a configuration file that the store does not hold yet (never overwrites)",
+				Usage:     "write the VIPs and global guard of a configuration file that the store does not hold yet (never overwrites)",
 				ArgsUsage: "FILE",
-				Description: `Each VIP is written only if its key is absent: seeding twice, or from two nodes, changes
-   nothing that is there. Run it where etcd is reachable.
+				Description: `Each VIP, and the file's global guard:, is written only if its key is absent: seeding
+   twice, or from two nodes, changes nothing that is there. Run it where etcd is reachable.
 
    Examples:
      switchyard lb store seed --store etcd://10.0.0.1:2379/switchyard/prod /etc/switchyard/lb.yaml`,
@@ -123,6 +123,18 @@ func l4StoreSeed(c *cli.Context, args []string) error {
 	}
 	fmt.Fprintf(c.App.Writer, "seeded %s: %d of %d VIPs written (%s); the others were there already\n",
 		s.URL(), len(added), len(cfg.VIPs), strings.Join(added, ", "))
+	if cfg.Guard.Empty() {
+		return nil
+	}
+	wrote, err := s.SeedGuard(ctx, cfg.Guard)
+	switch {
+	case err != nil:
+		return err
+	case wrote:
+		fmt.Fprintf(c.App.Writer, "global guard written to %s\n", s.GuardKey())
+	default:
+		fmt.Fprintf(c.App.Writer, "global guard not written: %s holds one already (change it with `switchyard guard ...`)\n", s.GuardKey())
+	}
 	return nil
 }
 
@@ -145,9 +157,14 @@ func l4StoreList(c *cli.Context) error {
 		Error       string      `json:"error,omitempty"`
 	}
 	out := struct {
-		Revision int64 `json:"revision"`
-		VIPs     []row `json:"vips"`
-	}{Revision: sn.Revision}
+		Revision   int64         `json:"revision"`
+		Guard      *config.Guard `json:"guard,omitempty"`
+		GuardError string        `json:"guard_error,omitempty"`
+		VIPs       []row         `json:"vips"`
+	}{Revision: sn.Revision, Guard: sn.Guard}
+	if sn.GuardErr != nil {
+		out.GuardError = sn.GuardErr.Error()
+	}
 	for _, v := range sn.VIPs() {
 		v := v
 		out.VIPs = append(out.VIPs, row{Name: v.Name, ModRevision: sn.Entries[v.Name].ModRevision, VIP: &v})
@@ -159,6 +176,12 @@ func l4StoreList(c *cli.Context) error {
 	}
 	return l4Output(c, out, func(w io.Writer) {
 		fmt.Fprintf(w, "revision %d\n", sn.Revision)
+		switch g := out.Guard; {
+		case out.GuardError != "":
+			fmt.Fprintf(w, "global guard INVALID: %s\n", out.GuardError)
+		case g != nil:
+			fmt.Fprintf(w, "global guard: allow %s; deny %s; per source %s; per VIP %s\n", orDash(strings.Join(g.Allow, " ")), orDash(strings.Join(g.Deny, " ")), sourceLimit(g.PerSource), vipLimit(g.PerVIP))
+		}
 		fmt.Fprintln(w, "NAME\tADDRESS\tPORT\tPROTO\tBACKENDS\tREVISION")
 		for _, r := range out.VIPs {
 			if r.VIP == nil {

@@ -178,6 +178,23 @@ func checkPrefixList(items []string) *prefixError {
 	return nil
 }
 
+// Validate checks a global guard on its own (as the fleet store holds it): its prefixes, limits,
+// and that its lists fit the maps. The rules it adds up to with the VIPs' are checked with the
+// whole configuration (Config.Validate).
+func (g *Guard) Validate() error {
+	if err := g.validate(locator{}, "guard"); err != nil {
+		return err
+	}
+	if g != nil && (len(g.Allow) > layout.GuardRulesMax || len(g.Deny) > layout.GuardRulesMax) {
+		return tooManyRules(locator{}, len(g.Allow), len(g.Deny))
+	}
+	return nil
+}
+
+func tooManyRules(l locator, allow, deny int) error {
+	return l.errf([]any{"guard"}, "%d allow and %d deny prefixes in all, the maps hold %d of each: merge prefixes into wider ones, or move per-VIP rules that every VIP shares to the global guard", allow, deny, layout.GuardRulesMax)
+}
+
 // validateGuard checks the global guard and each VIP's, and that the rules fit the maps.
 func (c *Config) validateGuard(l locator) error {
 	if err := c.Guard.validate(l, "guard"); err != nil {
@@ -197,7 +214,7 @@ func (c *Config) validateGuard(l locator) error {
 		}
 	}
 	if allow > layout.GuardRulesMax || deny > layout.GuardRulesMax {
-		return l.errf([]any{"guard"}, "%d allow and %d deny prefixes in all, the maps hold %d of each: merge prefixes into wider ones, or move per-VIP rules that every VIP shares to the global guard", allow, deny, layout.GuardRulesMax)
+		return tooManyRules(l, allow, deny)
 	}
 	return nil
 }

@@ -53,6 +53,11 @@ func TestStoreOptionsRefuseFileVIPs(t *testing.T) {
 	if err := checkStoreOptions(Options{Config: c}); err != nil {
 		t.Fatalf("no store: %v", err)
 	}
+	// The global guard lives in the store too: a file's is refused, naming the move.
+	g := &config.Config{Interface: "eth0", Guard: &config.Guard{Deny: []string{"203.0.113.0/24"}}}
+	if err := checkStoreOptions(Options{Config: g, Store: "etcd://127.0.0.1:2379/sy"}); err == nil || !strings.Contains(err.Error(), "guard: a global guard in the configuration file") || !strings.Contains(err.Error(), "lb store seed") {
+		t.Fatalf("file guard with a store: %v", err)
+	}
 }
 
 func first(d uint64, _ int) uint64 { return d }

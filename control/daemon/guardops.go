@@ -26,13 +26,10 @@ func (d *Daemon) GuardList() (api.GuardInfo, error) {
 	return out, nil
 }
 
-// guardOf is the guard a change edits: the VIP's (made when absent), or the global one. With a
-// store, the global guard is each node's own file: it is refused, naming the fix.
+// guardOf is the guard a change edits: the VIP's (made when absent), or the global one (with a
+// store, the fleet's: PREFIX/guard).
 func (d *Daemon) guardOf(c *config.Config, vip string) (*config.Guard, string, error) {
 	if vip == "" {
-		if d.store != nil {
-			return nil, "", &api.Error{Status: http.StatusBadRequest, Msg: "the daemon runs with --store: the fleet's rules live with its VIPs there; give --vip to store the rule with a VIP, or set guard: in every node's file for a node-wide rule"}
-		}
 		if c.Guard == nil {
 			c.Guard = &config.Guard{}
 		}

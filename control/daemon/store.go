@@ -15,8 +15,8 @@ import (
 	"github.com/switchyard/switchyard/control/store"
 )
 
-// storeLink is the daemon's side of the fleet store (`lb run --store`): the VIPs come from the
-// store's snapshots, through the same switchToLocked path a file reload takes, and CLI changes
+// storeLink is the daemon's side of the fleet store (`lb run --store`): the VIPs and the global
+// guard come from the store's snapshots, through the same switchToLocked path a file reload takes, and CLI changes
 // are written to the store and applied when the watch delivers them, like every other node's.
 type storeLink struct {
 	s *store.Store
@@ -34,8 +34,9 @@ type storeLink struct {
 	writes, conflicts, errors uint64
 }
 
-// checkStoreOptions refuses a store with VIPs in the file: with a store, the fleet's VIPs live
-// there only, so that no node can serve a VIP the others do not know.
+// checkStoreOptions refuses a store with VIPs or a global guard in the file: with a store, the
+// fleet's VIPs and guard rules live there only, so that no node can serve a VIP the others do
+// not know, nor drop what the others let through.
 func checkStoreOptions(opt Options) error {
 	if opt.Store == "" {
 		return nil
@@ -45,6 +46,9 @@ func checkStoreOptions(opt Options) error {
 	}
 	if n := len(opt.Config.VIPs); n > 0 {
 		return fmt.Errorf("vips: %d VIPs in the configuration file, but the daemon runs with --store %s: the fleet's VIPs live in the store; write them there once with `switchyard lb store seed --store URL FILE`, then remove vips: from this node's file", n, opt.Store)
+	}
+	if !opt.Config.Guard.Empty() {
+		return fmt.Errorf("guard: a global guard in the configuration file, but the daemon runs with --store %s: the fleet's guard rules live in the store; write them there once with `switchyard lb store seed --store URL FILE` (or `switchyard guard ...`), then remove guard: from this node's file", opt.Store)
 	}
 	return nil
 }
@@ -71,7 +75,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		s.Close()
 		return fmt.Errorf("the store's state at revision %d is refused: %w: fix it in the store (a pinned forwarder keeps its last state meanwhile)", sn.Revision, err)
 	}
-	d.cfg.VIPs = next.VIPs // in place: Run holds d.cfg
+	d.cfg.VIPs, d.cfg.Guard = next.VIPs, next.Guard // in place: Run holds d.cfg
 	d.store = &storeLink{s: s, f: s.NewFollower(sn), applied: sn.Revision, cache: cachePath(d.cfg)}
 	if listErr != nil {
 		d.store.f.Disconnected(listErr)
@@ -161,13 +165,13 @@ func (d *Daemon) saveCacheLocked(sn store.Snapshot) {
 	}
 }
 
-// fromSnapshot is the running configuration with the snapshot's VIPs, validated.
+// fromSnapshot is the running configuration with the snapshot's VIPs and global guard, validated.
 func (d *Daemon) fromSnapshot(sn store.Snapshot) (*config.Config, error) {
 	if err := sn.Err(); err != nil {
 		return nil, err
 	}
 	next := d.cfg.Clone()
-	next.VIPs = sn.VIPs()
+	next.VIPs, next.Guard = sn.VIPs(), sn.Guard.Clone()
 	if err := next.Validate(); err != nil {
 		return nil, err
 	}
@@ -237,7 +241,7 @@ func (d *Daemon) storeChange(mut func(c *config.Config) (string, error)) (api.Ch
 		d.mu.Lock()
 		base := d.cfg.Clone()
 		d.mu.Unlock()
-		base.VIPs = sn.VIPs()
+		base.VIPs, base.Guard = sn.VIPs(), sn.Guard.Clone()
 		_ = base.Validate() // fills the defaults of hand-written VIPs, so that only real changes differ
 		next := base.Clone()
 		msg, err := mut(next)
@@ -253,6 +257,9 @@ func (d *Daemon) storeChange(mut func(c *config.Config) (string, error)) (api.Ch
 		changes, err := store.Diff(base.VIPs, next.VIPs)
 		if err != nil {
 			return api.ChangeResult{}, err
+		}
+		if g := store.DiffGuard(base.Guard, next.Guard); g != nil {
+			changes = append(changes, *g)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		rev, err := l.s.Commit(ctx, sn, changes)
@@ -312,7 +319,8 @@ func (d *Daemon) waitApplied(rev int64, timeout time.Duration) (slots int, appli
 	}
 }
 
-// storeReload keeps the store's VIPs across a reload of the node's file, which must hold none.
+// storeReload keeps the store's VIPs and global guard across a reload of the node's file, which
+// must hold neither.
 func (d *Daemon) storeReload(next *config.Config) error {
 	if d.store == nil {
 		return nil
@@ -320,17 +328,22 @@ func (d *Daemon) storeReload(next *config.Config) error {
 	if len(next.VIPs) > 0 {
 		return fmt.Errorf("vips: %d VIPs in the file, but the daemon runs with --store: the fleet's VIPs live in the store; remove vips: from the file", len(next.VIPs))
 	}
-	next.VIPs = d.cfg.Clone().VIPs
+	if !next.Guard.Empty() {
+		return errors.New("guard: a global guard in the file, but the daemon runs with --store: the fleet's guard rules live in the store; set them with `switchyard guard ...` and remove guard: from the file")
+	}
+	cur := d.cfg.Clone()
+	next.VIPs, next.Guard = cur.VIPs, cur.Guard
 	return nil
 }
 
-// nodeConfigLocked is what `lb config save` writes: with a store, the node's own settings only.
+// nodeConfigLocked is what `lb config save` writes: with a store, the node's own settings only
+// (no VIP, no global guard).
 func (d *Daemon) nodeConfigLocked() *config.Config {
 	if d.store == nil {
 		return d.cfg
 	}
 	c := d.cfg.Clone()
-	c.VIPs = nil
+	c.VIPs, c.Guard = nil, nil
 	return c
 }
 

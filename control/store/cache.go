@@ -17,6 +17,10 @@ type cacheFile struct {
 	URL      string       `json:"url"`
 	Revision int64        `json:"revision"`
 	Entries  []cacheEntry `json:"entries"`
+	// Guard is the global guard as the store holds it (YAML; "" none), GuardRevision its key's
+	// mod revision.
+	Guard         string `json:"guard,omitempty"`
+	GuardRevision int64  `json:"guard_revision,omitempty"`
 }
 
 type cacheEntry struct {
@@ -28,7 +32,14 @@ type cacheEntry struct {
 
 // SaveCache writes the valid entries of sn to path atomically.
 func (s *Store) SaveCache(path string, sn Snapshot) error {
-	c := cacheFile{URL: s.u.String(), Revision: sn.Revision}
+	c := cacheFile{URL: s.u.String(), Revision: sn.Revision, GuardRevision: sn.GuardRevision}
+	if sn.Guard != nil {
+		b, err := encodeYAML(sn.Guard)
+		if err != nil {
+			return fmt.Errorf("save store cache: %w", err)
+		}
+		c.Guard = string(b)
+	}
 	for _, v := range sn.VIPs() {
 		b, err := Encode(v)
 		if err != nil {
@@ -60,7 +71,12 @@ func (s *Store) LoadCache(path string) (Snapshot, error) {
 	if c.URL != s.u.String() {
 		return Snapshot{}, fmt.Errorf("read store cache %s: it is of %s, not %s", path, c.URL, s.u)
 	}
-	sn := Snapshot{Revision: c.Revision, Entries: map[string]Entry{}}
+	sn := Snapshot{Revision: c.Revision, Entries: map[string]Entry{}, GuardRevision: c.GuardRevision}
+	if c.Guard != "" {
+		if sn.Guard, err = s.decodeGuard([]byte(c.Guard)); err != nil {
+			return Snapshot{}, fmt.Errorf("read store cache %s: %w", path, err)
+		}
+	}
 	for _, e := range c.Entries {
 		name, en := s.decode(s.VIPKey(e.Name), []byte(e.Value), e.ModRevision)
 		if en.Err != nil {

@@ -133,7 +133,9 @@ func (f *Follower) watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		rev := f.Snapshot().Revision
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := f.s.cli.Watch(wctx, f.s.vipsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		// The whole prefix in one watch: the VIPs and the global guard move at one revision
+		// (keys of the prefix that are neither are skipped in consume).
+		wch := f.s.cli.Watch(wctx, f.s.u.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		err := f.consume(wch)
 		cancel()
 		if ctx.Err() != nil {
@@ -166,19 +168,22 @@ func (f *Follower) consume(wch clientv3.WatchChan) error {
 		}
 		f.mu.Lock()
 		sn := f.snap.clone()
+		ours := 0
 		for _, ev := range resp.Events {
-			key := string(ev.Kv.Key)
+			value, modRev := ev.Kv.Value, ev.Kv.ModRevision
 			if ev.Type == clientv3.EventTypeDelete {
-				name, _ := f.s.decode(key, nil, 0)
-				delete(sn.Entries, name)
-				continue
+				value, modRev = nil, 0
 			}
-			name, e := f.s.decode(key, ev.Kv.Value, ev.Kv.ModRevision)
-			sn.Entries[name] = e
+			if f.s.apply(&sn, string(ev.Kv.Key), value, modRev) {
+				ours++
+			}
+		}
+		f.st.Events += uint64(ours)
+		f.mu.Unlock()
+		if ours == 0 { // another key of the prefix (the node registry): nothing to apply
+			continue
 		}
 		sn.Revision = resp.Header.Revision
-		f.st.Events += uint64(len(resp.Events))
-		f.mu.Unlock()
 		f.deliver(sn)
 	}
 	return errors.New("watch closed")

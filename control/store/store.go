@@ -10,6 +10,7 @@
 //	PREFIX/vips/<name>   the VIP as YAML, the shape of one entry of lb.yaml's `vips:`
 //	                     (name, address, port, protocol, hash, health, backends), name
 //	                     path-escaped in the key
+//	PREFIX/guard         the global guard as YAML, the shape of lb.yaml's `guard:` (guard.go)
 //
 // One key per VIP, not per backend: a VIP's backend set is what its Maglev table is built from,
 // and one key makes every change to it (several backends added at once, a drain and a weight)
@@ -42,7 +43,8 @@ import (
 const Scheme = "etcd"
 
 // URL is a parsed store address: etcd://HOST:PORT[,HOST:PORT...]/PREFIX, or
-// etcds://HOST:PORT[,...]/PREFIX?ca=FILE&cert=FILE&key=FILE over TLS.
+// etcds://HOST:PORT[,...]/PREFIX?ca=FILE&cert=FILE&key=FILE over TLS (or
+// ?ca=FILE&user=NAME&password_file=FILE for a password user).
 type URL struct {
 	Endpoints []string
 	// Prefix starts with / and has no trailing /.
@@ -60,10 +62,10 @@ func (u URL) String() string {
 }
 
 // ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX or
-// etcds://HOST:PORT[,...]/PREFIX[?ca=FILE&cert=FILE&key=FILE].
+// etcds://HOST:PORT[,...]/PREFIX[?ca=FILE&cert=FILE&key=FILE|&user=NAME&password_file=FILE].
 func ParseURL(s string) (URL, error) {
 	bad := func(why string) (URL, error) {
-		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod, or etcds://...?ca=CA.pem&cert=NODE.pem&key=NODE-key.pem over TLS", s, why)
+		return URL{}, fmt.Errorf("invalid store %q: %s: use etcd://HOST:PORT[,HOST:PORT...]/PREFIX, e.g. etcd://10.0.0.1:2379,10.0.0.2:2379/switchyard/prod, or etcds://...?ca=CA.pem&cert=NODE.pem&key=NODE-key.pem over TLS (?ca=CA.pem&user=NAME&password_file=FILE for a password user)", s, why)
 	}
 	var u URL
 	rest, ok := strings.CutPrefix(s, Scheme+"://")
@@ -79,7 +81,7 @@ func ParseURL(s string) (URL, error) {
 		}
 		u.TLS = t
 	} else if strings.Contains(rest, "?") {
-		return bad("parameters (ca, cert, key) need etcds://")
+		return bad("parameters (ca, cert, key, user, password_file) need etcds://: a password over plain etcd:// would cross the network in clear")
 	}
 	hosts, path, _ := strings.Cut(rest, "/")
 	path = strings.Trim(path, "/")
@@ -112,6 +114,9 @@ type Options struct {
 type Store struct {
 	u   URL
 	cli *clientv3.Client
+	tls *tlsFiles // etcds:// only
+	// dial is how the client connects (Options.Dial, else TCP), for the diagnosis of errors.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Open makes a client. It does not wait for the store: etcd may be down, and the client
@@ -122,9 +127,11 @@ func Open(u URL, o Options) (*Store, error) {
 	}
 	scheme := "http://"
 	var tlsCfg *tls.Config
+	var files *tlsFiles
 	if u.TLS != nil {
+		files = newTLSFiles(u.TLS)
 		var err error
-		if tlsCfg, err = u.TLS.config(); err != nil {
+		if tlsCfg, err = files.current(); err != nil { // bad files fail at start
 			return nil, fmt.Errorf("open store %s: %w", u, err)
 		}
 		scheme = "https://"
@@ -142,6 +149,13 @@ func Open(u URL, o Options) (*Store, error) {
 	if o.Dial != nil {
 		dialOpts = append(dialOpts, grpc.WithContextDialer(o.Dial))
 	}
+	if files != nil {
+		// After etcd's client's own credentials, so these are the ones used (tlsreload.go).
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(files.credentials()))
+	}
+	if u.TLS != nil && u.TLS.User != "" {
+		dialOpts = append(dialOpts, newPasswordAuth(u.TLS).dialOptions()...)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: eps, DialTimeout: o.DialTimeout, DialOptions: dialOpts, TLS: tlsCfg,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
@@ -150,7 +164,12 @@ func Open(u URL, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", u, err)
 	}
-	return &Store{u: u, cli: cli}, nil
+	dial := o.Dial
+	if dial == nil {
+		d := &net.Dialer{}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return &Store{u: u, cli: cli, tls: files, dial: dial}, nil
 }
 
 // Close ends the client.
@@ -177,12 +196,18 @@ type Entry struct {
 	Err error
 }
 
-// Snapshot is the fleet's desired VIPs at a revision of the store.
+// Snapshot is the fleet's desired VIPs and global guard at a revision of the store.
 type Snapshot struct {
 	// Revision is the store revision the snapshot reflects.
 	Revision int64
 	// Entries by VIP name.
 	Entries map[string]Entry
+	// Guard is the global guard (nil: none, or GuardErr); GuardRevision the mod revision of its
+	// key (0: absent).
+	Guard         *config.Guard
+	GuardRevision int64
+	// GuardErr is set when the guard's value is invalid (written by hand with etcdctl).
+	GuardErr error
 }
 
 // VIPs lists the valid VIPs in name order, so that every node sees the same list.
@@ -204,8 +229,11 @@ func (sn Snapshot) VIPs() []config.VIP {
 // copyVIP is a deep copy: callers change the VIPs they get, never the snapshot's.
 func copyVIP(v config.VIP) config.VIP { return v.Clone() }
 
-// Err reports the first invalid entry (in name order), or nil.
+// Err reports an invalid global guard, else the first invalid entry (in name order), or nil.
 func (sn Snapshot) Err() error {
+	if sn.GuardErr != nil {
+		return sn.GuardErr
+	}
 	names := make([]string, 0, len(sn.Entries))
 	for n := range sn.Entries {
 		names = append(names, n)
@@ -221,7 +249,8 @@ func (sn Snapshot) Err() error {
 
 // clone copies the entry map, so that a snapshot handed out never changes.
 func (sn Snapshot) clone() Snapshot {
-	out := Snapshot{Revision: sn.Revision, Entries: make(map[string]Entry, len(sn.Entries))}
+	out := sn
+	out.Entries = make(map[string]Entry, len(sn.Entries))
 	for k, v := range sn.Entries {
 		out.Entries[k] = v
 	}
@@ -252,48 +281,94 @@ func (s *Store) decode(key string, value []byte, modRev int64) (string, Entry) {
 
 // Encode is the value of a VIP's key.
 func Encode(v config.VIP) ([]byte, error) {
+	b, err := encodeYAML(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode vip %s: %w", v.Name, err)
+	}
+	return b, nil
+}
+
+func encodeYAML(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode vip %s: %w", v.Name, err)
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// List reads every VIP under the prefix.
+// List reads every VIP and the global guard at one revision.
 func (s *Store) List(ctx context.Context) (Snapshot, error) {
-	resp, err := s.cli.Get(ctx, s.vipsPrefix(), clientv3.WithPrefix())
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.vipsPrefix(), clientv3.WithPrefix()), clientv3.OpGet(s.GuardKey())).Commit()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list %s: %w", s.u, s.Explain(err))
 	}
 	sn := Snapshot{Revision: resp.Header.Revision, Entries: map[string]Entry{}}
-	for _, kv := range resp.Kvs {
-		name, e := s.decode(string(kv.Key), kv.Value, kv.ModRevision)
-		sn.Entries[name] = e
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			s.apply(&sn, string(kv.Key), kv.Value, kv.ModRevision)
+		}
 	}
 	return sn, nil
+}
+
+// apply sets the key's value (nil value and modRev 0: deleted) in sn; it reports whether the
+// key is one of the snapshot's (a VIP or the global guard), not another key of the prefix.
+func (s *Store) apply(sn *Snapshot, key string, value []byte, modRev int64) bool {
+	switch {
+	case key == s.GuardKey():
+		sn.Guard, sn.GuardErr, sn.GuardRevision = nil, nil, modRev
+		if modRev != 0 {
+			sn.Guard, sn.GuardErr = s.decodeGuard(value)
+		}
+	case strings.HasPrefix(key, s.vipsPrefix()):
+		name, e := s.decode(key, value, modRev)
+		if modRev == 0 {
+			delete(sn.Entries, name)
+		} else {
+			sn.Entries[name] = e
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // ErrConflict is returned by Commit when the store changed since the base snapshot.
 var ErrConflict = errors.New("the store changed since this node's snapshot (another node or operator wrote meanwhile)")
 
-// Change puts (VIP set) or deletes (VIP nil) the VIP Name.
+// Change puts (VIP set) or deletes (VIP nil) the VIP Name; with Global, it puts (Guard set) or
+// deletes (Guard nil) the global guard instead (DiffGuard).
 type Change struct {
 	Name string
 	VIP  *config.VIP
+	// Global marks a change of the global guard.
+	Global bool
+	Guard  *config.Guard
 }
 
 // Commit writes changes computed from base in one transaction. It fails with ErrConflict when
-// any VIP key changed after base.Revision, or when a changed key is not as base saw it
-// (deleted, or created meanwhile): no update is ever lost. It returns the new revision.
+// any VIP key changed after base.Revision, when a changed key is not as base saw it (deleted,
+// or created meanwhile), or when the global guard is not as base saw it: no update is ever
+// lost, and rules checked together (the guard's count with the VIPs') are written together. It
+// returns the new revision.
 func (s *Store) Commit(ctx context.Context, base Snapshot, changes []Change) (int64, error) {
 	if len(changes) == 0 {
 		return base.Revision, nil
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.vipsPrefix()).WithPrefix(), "<", base.Revision+1)}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.vipsPrefix()).WithPrefix(), "<", base.Revision+1),
+		clientv3.Compare(clientv3.ModRevision(s.GuardKey()), "=", base.GuardRevision)}
 	var ops []clientv3.Op
 	for _, c := range changes {
+		if c.Global {
+			op, err := s.guardOp(c)
+			if err != nil {
+				return 0, err
+			}
+			ops = append(ops, op)
+			continue
+		}
 		k := s.VIPKey(c.Name)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", base.Entries[c.Name].ModRevision))
 		if c.VIP == nil {

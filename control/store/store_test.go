@@ -63,6 +63,32 @@ func web(backends ...string) config.VIP {
 	return v
 }
 
+// addBackend adds a backend to the first VIP of the store's current listing and returns the
+// revision written.
+func addBackend(ctx context.Context, s *Store, addr string) (int64, error) {
+	cur, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	vs := cur.VIPs()
+	vs[0].Backends = append(vs[0].Backends, config.Backend{Address: addr, Weight: 1})
+	ch, err := Diff(cur.VIPs(), vs)
+	if err != nil {
+		return 0, err
+	}
+	return s.Commit(ctx, cur, ch)
+}
+
+// follow runs a follower of s from sn until the test ends.
+func follow(t *testing.T, s *Store, sn Snapshot) *Follower {
+	f := s.NewFollower(sn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx, 200*time.Millisecond); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return f
+}
+
 // nextSnapshot reads f's updates until one satisfies ok and returns it, failing the test when
 // none does within 15 s.
 func nextSnapshot(t *testing.T, f *Follower, what string, ok func(Snapshot) bool) Snapshot {
@@ -259,14 +285,7 @@ func TestFollowerAcrossRestart(t *testing.T) {
 	}
 	e.Start(t)
 	w := open(t, e, "/sy/restart")
-	cur, err := w.List(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs := cur.VIPs()
-	vs[0].Backends = append(vs[0].Backends, config.Backend{Address: "198.18.3.2", Weight: 1})
-	ch, _ := Diff(cur.VIPs(), vs)
-	rev, err := w.Commit(ctxT(t), cur, ch)
+	rev, err := addBackend(ctxT(t), w, "198.18.3.2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,21 @@ import (
 
 // The loopback ports etcd servers of the tests listen on (client and peer), a range no other
 // test uses: tests of several packages run at once, each starting its own servers.
+// SWITCHYARD_TEST_ETCD_PORTS=FIRST-LAST replaces it, so that several people's runs on one
+// machine each keep to their own ports.
 const etcdPortFirst, etcdPortLast = 21500, 21599
+
+// etcdPortRange is the range in use: SWITCHYARD_TEST_ETCD_PORTS, else the default.
+func etcdPortRange(t testing.TB) (first, last int) {
+	s := os.Getenv("SWITCHYARD_TEST_ETCD_PORTS")
+	if s == "" {
+		return etcdPortFirst, etcdPortLast
+	}
+	if _, err := fmt.Sscanf(s, "%d-%d", &first, &last); err != nil || first < 1024 || last < first || last > 65535 {
+		t.Fatalf("SWITCHYARD_TEST_ETCD_PORTS=%q: give FIRST-LAST, e.g. 47400-47499", s)
+	}
+	return first, last
+}
 
 // Etcd is one real etcd server (Debian's etcd-server) on loopback, a single-member cluster with
 // a data directory of the test's own.
@@ -168,21 +182,22 @@ func etcdPort(t testing.TB) int {
 	t.Helper()
 	etcdPorts.Lock()
 	defer etcdPorts.Unlock()
-	n := etcdPortLast - etcdPortFirst + 1
+	first, last := etcdPortRange(t)
+	n := last - first + 1
 	if etcdPorts.next == 0 {
-		etcdPorts.next = etcdPortFirst + os.Getpid()%n
+		etcdPorts.next = first + os.Getpid()%n
 	}
 	for range n {
 		p := etcdPorts.next
 		etcdPorts.next++
-		if etcdPorts.next > etcdPortLast {
-			etcdPorts.next = etcdPortFirst
+		if etcdPorts.next > last {
+			etcdPorts.next = first
 		}
 		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
 			ln.Close()
 			return p
 		}
 	}
-	t.Fatalf("no free port in %d-%d for etcd", etcdPortFirst, etcdPortLast)
+	t.Fatalf("no free port in %d-%d for etcd", first, last)
 	return 0
 }
