@@ -196,7 +196,7 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 			reloadParent(t, parent, parentDS)
 		}
 		// The next moment something changes: a key transition, a DS check, a cached DS expiring.
-		r, err := keyroll.NewRoller("example.org.", dir, child.Config().Zones[0].DNSSEC, 300)
+		r, err := keyroll.NewRoller("example.org.", keyroll.DirStore(dir), child.Config().Zones[0].DNSSEC, 300)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,8 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +11,8 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
-	"github.com/switchyard/switchyard/dns/dnssec"
 	"github.com/switchyard/switchyard/dns/keyroll"
+	"github.com/switchyard/switchyard/dns/keystore"
 )
 
 // keyTick is how often the key loop looks for a due key transition or DS check: it compares
@@ -24,31 +24,98 @@ const keyTick = time.Second
 type keyLoop struct {
 	mu      sync.Mutex
 	dsAsked map[string]time.Time
+
+	// store is the configuration's etcd key store, opened by the first build that needs it
+	// (storeURL), under storeMu.
+	storeMu  sync.Mutex
+	store    *keystore.Store
+	storeURL string
+}
+
+// keysOf is where zc's key policy keeps its keys: the configuration's etcd store (opened on
+// first use, for the server's life), else the policy's key_dir.
+func (s *Server) keysOf(cfg *config.Config, zc *config.Zone) (keyroll.Store, error) {
+	if cfg.Store == "" {
+		return keyroll.DirStore(keyroll.Dir(zc.DNSSEC, cfg.Dir)), nil
+	}
+	s.keys.storeMu.Lock()
+	defer s.keys.storeMu.Unlock()
+	switch {
+	case s.keys.store == nil && s.serveCtx != nil:
+		return nil, errors.New("field store: added by a reload; a store is taken at start: restart the server")
+	case s.keys.store == nil:
+		ks, err := keystore.Open(cfg.Store, cfg.StoreKeyFile, s.log, s.opt.KeyStore)
+		if err != nil {
+			return nil, fmt.Errorf("field store: %w", err)
+		}
+		s.keys.store, s.keys.storeURL = ks, cfg.Store
+	case s.keys.storeURL != cfg.Store:
+		return nil, fmt.Errorf("field store: changed from %s; a new store needs a restart", s.keys.storeURL)
+	}
+	return s.keys.store, nil
 }
 
 // advanceKeys loads zc's key state, brings it up to now (generating keys and scheduling
-// rollovers for the zone's largest TTL maxTTL) and saves it when that changed it.
-func (s *Server) advanceKeys(zc *config.Zone, dir string, now time.Time, maxTTL uint32) (*keyroll.Roller, *keyroll.State, error) {
-	kd := keyroll.Dir(zc.DNSSEC, dir)
+// rollovers for the zone's largest TTL maxTTL) and saves it when that changed it, all under
+// the zone's lock in the store. A store that cannot be locked (etcd unreachable) gives its last
+// state, not advanced: the keys go on rolling by the timestamps they have, and none is made.
+func (s *Server) advanceKeys(cfg *config.Config, zc *config.Zone, now time.Time, maxTTL uint32) (*keyroll.Roller, *keyroll.State, error) {
+	kd, err := s.keysOf(cfg, zc)
+	if err != nil {
+		return nil, nil, err
+	}
 	r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC, maxTTL)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := keyroll.Load(kd, zc.Origin)
-	if err != nil {
-		return nil, nil, err
+	unlock, lerr := kd.Lock(s.serveContext(), zc.Origin)
+	if lerr != nil {
+		s.log.Warn("dns dnssec keys not advanced: the key store cannot be locked; signing with the keys last read", "zone", zc.Origin, "err", lerr)
+	} else {
+		defer unlock()
+	}
+	st, err := kd.Load(zc.Origin)
+	if err != nil || lerr != nil {
+		return r, st, err
 	}
 	changed, err := r.Advance(st, now)
 	if err != nil {
 		return nil, nil, err
 	}
 	if changed {
-		if err := st.Save(kd); err != nil {
+		if err := kd.Save(st); err != nil {
 			return nil, nil, err
 		}
-		s.log.Info("dns dnssec keys scheduled", "zone", zc.Origin, "keys", len(st.Keys))
+		s.log.Info("dns dnssec keys scheduled", "zone", zc.Origin, "keys", len(st.Keys), "store", kd.String())
 	}
 	return r, st, nil
+}
+
+// serveContext is the context of the running server, or a background one before Start.
+func (s *Server) serveContext() context.Context {
+	if s.serveCtx != nil {
+		return s.serveCtx
+	}
+	return context.Background()
+}
+
+// followKeys reloads whenever a policy zone's state changed in the etcd store (another node
+// generated a key or saw a DS), so that every node signs with the new keys at once; the
+// reload's own advance finds the state current and writes nothing.
+func (s *Server) followKeys(ks *keystore.Store) {
+	defer s.wg.Done()
+	ks.Watch(s.serveCtx, func(zone string) {
+		st := s.state.Load()
+		for _, zc := range st.cfg.Zones {
+			if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil || zone != "" && zone != zc.Origin {
+				continue
+			}
+			if err := s.Reload(st.base); err != nil {
+				s.log.Warn("dns dnssec keys changed in the store: reload failed; the old keys sign", "zone", zone, "err", err)
+			}
+			return
+		}
+	})
 }
 
 // runKeys runs keyRound every keyTick until the server stops.
@@ -86,12 +153,15 @@ func (s *Server) keyRound(ctx context.Context) error {
 		if z == nil {
 			continue
 		}
-		kd := keyroll.Dir(zc.DNSSEC, st.cfg.Dir)
+		kd, err := s.keysOf(st.cfg, zc)
+		if err != nil {
+			return err
+		}
 		r, err := keyroll.NewRoller(zc.Origin, kd, zc.DNSSEC, z.MaxTTL())
 		if err != nil {
 			return err
 		}
-		ks, err := keyroll.Load(kd, zc.Origin)
+		ks, err := kd.Load(zc.Origin)
 		if err != nil {
 			return err
 		}
@@ -99,12 +169,11 @@ func (s *Server) keyRound(ctx context.Context) error {
 			due = true
 		}
 		if k := keyroll.AwaitingDS(ks, now); k != nil && zc.DNSSEC.DSCheck != nil && s.dsDue(zc, now) {
-			seen, err := s.checkDS(ctx, zc, kd, k)
+			seen, err := s.checkDS(ctx, zc, r, k)
 			if err != nil {
 				s.log.Warn("dns dnssec ds check", "zone", zc.Origin, "tag", k.Tag, "err", err)
 			} else if seen {
-				k.DSSeen = now
-				if err := ks.Save(kd); err != nil {
+				if err := s.markDSSeen(ctx, kd, zc.Origin, k.Tag, now); err != nil {
 					return err
 				}
 				s.log.Info("dns dnssec ds seen at every parent server", "zone", zc.Origin, "tag", k.Tag)
@@ -132,8 +201,8 @@ func (s *Server) dsDue(zc *config.Zone, now time.Time) bool {
 
 // checkDS asks every parent server of zc for the zone's DS RRset and reports whether each one
 // serves the DS of k.
-func (s *Server) checkDS(ctx context.Context, zc *config.Zone, kd string, k *keyroll.KeyState) (bool, error) {
-	key, err := dnssec.LoadKey(filepath.Join(kd, k.File), zc.Origin)
+func (s *Server) checkDS(ctx context.Context, zc *config.Zone, r *keyroll.Roller, k *keyroll.KeyState) (bool, error) {
+	key, err := r.Key(k)
 	if err != nil {
 		return false, err
 	}
@@ -152,6 +221,27 @@ func (s *Server) checkDS(ctx context.Context, zc *config.Zone, kd string, k *key
 		}
 	}
 	return true, nil
+}
+
+// markDSSeen notes in the store, under the zone's lock, that the parent serves the DS of the
+// key tag since now.
+func (s *Server) markDSSeen(ctx context.Context, kd keyroll.Store, zone string, tag uint16, now time.Time) error {
+	unlock, err := kd.Lock(ctx, zone)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := kd.Load(zone)
+	if err != nil {
+		return err
+	}
+	for _, k := range st.Keys {
+		if k.Tag == tag && k.DSSeen.IsZero() {
+			k.DSSeen = now
+			return kd.Save(st)
+		}
+	}
+	return nil
 }
 
 func hasDS(rrs []mdns.RR, want *mdns.DS) bool {

@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/dns/dnstap"
 	"github.com/switchyard/switchyard/dns/health"
 	"github.com/switchyard/switchyard/dns/internal/wire"
+	"github.com/switchyard/switchyard/dns/keystore"
 	"github.com/switchyard/switchyard/dns/policy"
 	"github.com/switchyard/switchyard/dns/secondary"
 	"github.com/switchyard/switchyard/dns/udpio"
@@ -49,6 +50,9 @@ type Options struct {
 	// UDPWait is how a UDP worker waits for datagrams (udpio.WaitNetpoll, WaitThread,
 	// WaitSpin); empty takes SWITCHYARD_DNS_UDP_WAIT from the environment, else netpoll.
 	UDPWait udpio.Wait
+	// KeyStore tunes the etcd store of the policies' keys (the configuration's store:); the
+	// zero value is what production runs.
+	KeyStore keystore.Options
 }
 
 // state is everything a reload replaces at once; queries load it once and use it throughout.
@@ -360,6 +364,10 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.runClock()
 	s.wg.Add(1)
 	go s.runKeys()
+	if s.keys.store != nil {
+		s.wg.Add(1)
+		go s.followKeys(s.keys.store)
+	}
 	s.startHealth(s.state.Load())
 	s.watchGeo(s.state.Load().cfg)
 	s.notifyAll(s.state.Load())
@@ -509,6 +517,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.tap.Close()
+	if s.keys.store != nil {
+		s.keys.store.Close()
+	}
 	if s.xdp != nil {
 		// Draining is an upgrade (Shutdown): the successor holds the attachment.
 		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {

@@ -21,7 +21,7 @@ import (
 // build, so a reload keeps the old zones.
 func (s *Server) signerKeys(cfg *config.Config, now time.Time, signers map[string]*dnssec.Signer) zone.KeysFunc {
 	return func(zc *config.Zone, maxTTL uint32) ([]mdns.RR, error) {
-		sg, cds, err := s.newSigner(zc, cfg.Dir, now, maxTTL)
+		sg, cds, err := s.newSigner(cfg, zc, now, maxTTL)
 		if err != nil {
 			return nil, fmt.Errorf("field dnssec: %w", err)
 		}
@@ -39,13 +39,13 @@ func (s *Server) signerKeys(cfg *config.Config, now time.Time, signers map[strin
 // newSigner makes zc's signer: from its key files, or from its key policy's keys at now,
 // the policy advanced first (keys generated, rollovers scheduled for the zone's largest TTL
 // maxTTL: keys.go); the second value is the policy's CDS and CDNSKEY records.
-func (s *Server) newSigner(zc *config.Zone, dir string, now time.Time, maxTTL uint32) (*dnssec.Signer, []mdns.RR, error) {
+func (s *Server) newSigner(cfg *config.Config, zc *config.Zone, now time.Time, maxTTL uint32) (*dnssec.Signer, []mdns.RR, error) {
 	d := zc.DNSSEC
 	if d.Policy == nil {
-		sg, err := dnssec.New(zc.Origin, d, dir)
+		sg, err := dnssec.New(zc.Origin, d, cfg.Dir)
 		return sg, nil, err
 	}
-	r, st, err := s.advanceKeys(zc, dir, now, maxTTL)
+	r, st, err := s.advanceKeys(cfg, zc, now, maxTTL)
 	if err != nil {
 		return nil, nil, err
 	}

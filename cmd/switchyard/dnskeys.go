@@ -2,20 +2,23 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/keyroll"
+	"github.com/switchyard/switchyard/dns/keystore"
 )
 
 func dnsKeysCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "keys",
 		Usage: "show the keys of the zones with a DNSSEC key policy: states, timestamps, next transition",
-		Description: `Reads each policy zone's key state in its key_dir (nothing is generated or
-   changed; the server does that). See docs/dns.md "Key policy".
+		Description: `Reads each policy zone's key state in its key_dir, or in the fleet's etcd store
+   with store: (nothing is generated or changed; the server does that). See docs/dns.md "Key
+   policy".
 
    Example:
      switchyard dns keys --config dns.yaml`,
@@ -29,12 +32,23 @@ func dnsKeysCmd() *cli.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			var fleet *keystore.Store
+			if cfg.Store != "" {
+				if fleet, err = keystore.Open(cfg.Store, cfg.StoreKeyFile, slog.New(slog.DiscardHandler), keystore.Options{}); err != nil {
+					return err
+				}
+				defer fleet.Close()
+			}
 			n := 0
 			for _, z := range cfg.Zones {
 				if z.DNSSEC == nil || z.DNSSEC.Policy == nil {
 					continue
 				}
-				lines, err := keyroll.Describe(z.Origin, z.DNSSEC, cfg.Dir, time.Now())
+				var keys keyroll.Store = keyroll.DirStore(keyroll.Dir(z.DNSSEC, cfg.Dir))
+				if fleet != nil {
+					keys = fleet
+				}
+				lines, err := keyroll.Describe(z.Origin, z.DNSSEC, keys, time.Now())
 				if err != nil {
 					return fmt.Errorf("keys: zone %s: %w", z.Origin, err)
 				}

@@ -72,6 +72,13 @@ type Config struct {
 	TLS *TLS `yaml:"tls"`
 	// Dnstap logs queries and responses to a dnstap reader (dnstap.go); nil logs none.
 	Dnstap *Dnstap `yaml:"dnstap"`
+	// Store is the etcd store (etcd://HOST:PORT[,...]/PREFIX or etcds://...) in which the zones
+	// with a key policy keep their keys and rollover state, shared by a fleet (docs/dns.md "A
+	// fleet's keys"); empty: each policy's key_dir.
+	Store string `yaml:"store"`
+	// StoreKeyFile is the 32-byte key (raw, or 64 hex characters) the private keys in Store are
+	// encrypted with; every node of the fleet has the same copy.
+	StoreKeyFile string `yaml:"store_key_file"`
 	// Catalog produces a catalog zone (RFC 9432) listing the zones served (catalog.go).
 	Catalog *Catalog `yaml:"catalog"`
 	// Catalogs are catalog zones taken from primaries, whose members are served as secondary
@@ -398,6 +405,9 @@ func (c *Config) Validate() error {
 	if err := c.validateKeys(); err != nil {
 		return err
 	}
+	if err := c.validateStore(); err != nil {
+		return err
+	}
 	if err := c.validateCatalogs(); err != nil {
 		return err
 	}
@@ -410,7 +420,7 @@ func (c *Config) Validate() error {
 		if err := c.validateTransfer(z); err != nil {
 			return err
 		}
-		if err := validateDNSSEC(z); err != nil {
+		if err := c.validateDNSSEC(z); err != nil {
 			return err
 		}
 		if err := c.validateUpdate(z); err != nil {

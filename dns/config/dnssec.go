@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -62,13 +63,13 @@ func (d *DNSSEC) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-func validateDNSSEC(z *Zone) error {
+func (c *Config) validateDNSSEC(z *Zone) error {
 	d := z.DNSSEC
 	if d == nil {
 		return nil
 	}
 	where := fmt.Sprintf("line %d: zone %s: field dnssec", d.Line, z.Origin)
-	if err := validatePolicy(z, where); err != nil {
+	if err := validatePolicy(z, where, c.Store != ""); err != nil {
 		return err
 	}
 	switch {
@@ -151,7 +152,22 @@ const (
 	SchemeKSKZSK = "ksk_zsk"
 )
 
-func validatePolicy(z *Zone, where string) error {
+// validateStore checks the store of the policies' keys: an etcd URL with its key file.
+func (c *Config) validateStore() error {
+	switch {
+	case c.Store == "" && c.StoreKeyFile != "":
+		return errors.New("field store_key_file: set without store; leave it out, or set store to the fleet's etcd:// URL")
+	case c.Store == "":
+		return nil
+	case !strings.HasPrefix(c.Store, "etcd://") && !strings.HasPrefix(c.Store, "etcds://"):
+		return fmt.Errorf("field store: %q is not an etcd store; use etcd://HOST:PORT[,HOST:PORT...]/PREFIX (or etcds://... over TLS)", c.Store)
+	case c.StoreKeyFile == "":
+		return errors.New("field store_key_file: missing; the store holds private keys, encrypted with the key in this file: make one with `head -c 32 /dev/urandom > /etc/switchyard/dnssec-store.key` and give every node the same copy")
+	}
+	return nil
+}
+
+func validatePolicy(z *Zone, where string, store bool) error {
 	d := z.DNSSEC
 	if d.Policy == nil {
 		if d.KeyDir != "" || d.DSCheck != nil {
@@ -163,8 +179,10 @@ func validatePolicy(z *Zone, where string) error {
 	switch {
 	case d.KeyFile != "" || d.KSKFile != "" || d.ZSKFile != "" || len(d.Publish) > 0:
 		return errors.New(where + ": policy makes its own keys; drop key_file, ksk_file, zsk_file and publish, or drop policy")
-	case d.KeyDir == "":
-		return errors.New(where + ".key_dir: missing; a policy keeps its keys and state there (e.g. /var/lib/switchyard/keys)")
+	case d.KeyDir == "" && !store:
+		return errors.New(where + ".key_dir: missing; a policy keeps its keys and state there (e.g. /var/lib/switchyard/keys), or in the fleet's store:")
+	case d.KeyDir != "" && store:
+		return errors.New(where + ".key_dir: set, but the configuration's store: keeps the policies' keys; drop key_dir (or store)")
 	}
 	switch p.Algorithm {
 	case 0:

@@ -50,3 +50,26 @@ func TestKeyPolicyValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyStoreValidation: a fleet's store of policy keys is an etcd URL with its key file, and
+// the policies then have no key_dir.
+func TestKeyStoreValidation(t *testing.T) {
+	const zone = "zones:\n  - origin: example.org.\n    dnssec: %s\n    records: [\"@ SOA ns1 h 1 3600 600 604800 60\", \"@ NS ns1\"]\n"
+	for _, c := range []struct{ top, dnssec, want string }{
+		{"store: etcd://127.0.0.1:2379/sy\nstore_key_file: k\n", "{policy: {}}", ""},
+		{"store: etcds://127.0.0.1:2379/sy?ca=c\nstore_key_file: k\n", "{policy: {}}", ""},
+		{"store: etcd://127.0.0.1:2379/sy\nstore_key_file: k\n", "{key_dir: k, policy: {}}", "drop key_dir (or store)"},
+		{"store: etcd://127.0.0.1:2379/sy\n", "{policy: {}}", "store_key_file: missing"},
+		{"store_key_file: k\n", "{key_dir: k, policy: {}}", "set without store"},
+		{"store: /var/lib/keys\nstore_key_file: k\n", "{policy: {}}", "is not an etcd store"},
+	} {
+		cfg, err := Parse([]byte(c.top + strings.Replace(zone, "%s", c.dnssec, 1)))
+		if err == nil {
+			cfg.ApplyDefaults()
+			err = cfg.Validate()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s%s: %v, want %q", c.top, c.dnssec, err, c.want)
+		}
+	}
+}

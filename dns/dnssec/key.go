@@ -109,6 +109,13 @@ func LoadKey(path, zone string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read dnssec key: %w", err)
 	}
+	return ParseKey(b, path, zone)
+}
+
+// ParseKey reads a key file's text b for zone as LoadKey does; path names it in errors (and, for
+// a BIND .private file, says where its .key lies).
+func ParseKey(b []byte, path, zone string) (*Key, error) {
+	var err error
 	var pub *dns.DNSKEY
 	var private strings.Builder
 	sc := bufio.NewScanner(bytes.NewReader(b))

@@ -17,17 +17,16 @@ func Dir(d *config.DNSSEC, cfgDir string) string {
 	return filepath.Join(cfgDir, d.KeyDir)
 }
 
-// Describe lists the keys of zone at now for `switchyard dns keys`: role, tag, state, each
-// timestamp, the DS awaited at the parent and the next transition. It reads the state only.
-func Describe(zone string, d *config.DNSSEC, cfgDir string, now time.Time) ([]string, error) {
-	dir := Dir(d, cfgDir)
+// Describe lists the keys of zone in dir at now for `switchyard dns keys`: role, tag, state,
+// each timestamp, the DS awaited at the parent and the next transition. It reads the state only.
+func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string, error) {
 	// The zone's largest TTL is not known here (the zone is not loaded); the transitions
 	// listed come from the state and from Ipub and Dprp, which do not depend on it.
 	r, err := NewRoller(zone, dir, d, 0)
 	if err != nil {
 		return nil, err
 	}
-	st, err := Load(dir, zone)
+	st, err := dir.Load(zone)
 	if err != nil {
 		return nil, err
 	}

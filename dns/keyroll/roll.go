@@ -2,8 +2,6 @@ package keyroll
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/miekg/dns"
@@ -43,15 +41,15 @@ func TimingsOf(d *config.DNSSEC, zoneTTL uint32) Timings {
 // Roller applies one zone's policy to its state.
 type Roller struct {
 	Zone string
-	Dir  string // the key directory
+	Keys Store // where the key files and the state live
 	Cfg  *config.DNSSEC
 	T    Timings
 }
 
 // NewRoller checks that the policy's lifetimes leave room for a rollover's intervals; zoneTTL
 // is the largest TTL of the zone's data (see TimingsOf).
-func NewRoller(zone, dir string, d *config.DNSSEC, zoneTTL uint32) (*Roller, error) {
-	r := &Roller{Zone: zone, Dir: dir, Cfg: d, T: TimingsOf(d, zoneTTL)}
+func NewRoller(zone string, keys Store, d *config.DNSSEC, zoneTTL uint32) (*Roller, error) {
+	r := &Roller{Zone: zone, Keys: keys, Cfg: d, T: TimingsOf(d, zoneTTL)}
 	p := d.Policy
 	if p.ZSKLifetime.D() <= r.T.Ipub+r.T.IretZSK+r.T.Dprp {
 		return nil, fmt.Errorf("policy.zsk_lifetime %s is shorter than a ZSK rollover (%s: propagation_delay, DNSKEY TTL and zone_max_ttl or the zone's largest TTL); raise it",
@@ -73,7 +71,7 @@ func (r *Roller) Advance(st *State, now time.Time) (bool, error) {
 		wantRoles := map[string]bool{config.SchemeCSK: k.Role == RoleCSK, config.SchemeKSKZSK: k.Role != RoleCSK}
 		if k.Algorithm != r.Cfg.Policy.Algorithm || !wantRoles[r.Cfg.Policy.Scheme] {
 			return false, fmt.Errorf("keys in %s are algorithm %d %s keys and the policy asks for algorithm %d scheme %s: algorithm and scheme rollovers are not implemented; restore the policy",
-				r.Dir, k.Algorithm, k.Role, r.Cfg.Policy.Algorithm, r.Cfg.Policy.Scheme)
+				r.Keys, k.Algorithm, k.Role, r.Cfg.Policy.Algorithm, r.Cfg.Policy.Scheme)
 		}
 	}
 	changed := false
@@ -156,7 +154,7 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// generate makes a key for role, writes its file (mode 0600) and appends it to st.
+// generate makes a key for role, stores its file and appends it to st.
 func (r *Roller) generate(st *State, role string, now time.Time) (*KeyState, error) {
 	flags := uint16(dnssec.FlagsKSK)
 	if role == RoleZSK {
@@ -173,10 +171,7 @@ func (r *Roller) generate(st *State, role string, now time.Time) (*KeyState, err
 		}
 	}
 	name := fmt.Sprintf("K%s+%03d+%05d.key", r.Zone, k.DNSKEY.Algorithm, k.Tag)
-	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create key_dir: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(r.Dir, name), k.File(now)); err != nil {
+	if err := r.Keys.WriteKey(r.Zone, name, k.File(now)); err != nil {
 		return nil, err
 	}
 	ks := &KeyState{Tag: k.Tag, Role: role, Algorithm: k.DNSKEY.Algorithm, File: name, Created: now}
@@ -193,7 +188,7 @@ func (r *Roller) KeySet(st *State, now time.Time) (ks dnssec.KeySet, cds []*dnss
 		if state == Generated || state == Removed {
 			continue
 		}
-		key, err := dnssec.LoadKey(filepath.Join(r.Dir, k.File), r.Zone)
+		key, err := r.Key(k)
 		if err != nil {
 			return ks, nil, err
 		}
@@ -209,9 +204,18 @@ func (r *Roller) KeySet(st *State, now time.Time) (ks dnssec.KeySet, cds []*dnss
 		}
 	}
 	if len(ks.ZSKs) == 0 || len(ks.KSKs) == 0 {
-		return ks, nil, fmt.Errorf("key state of %s in %s has no signing key at %s; restore the state file from a backup", r.Zone, r.Dir, now.UTC().Format(time.RFC3339))
+		return ks, nil, fmt.Errorf("key state of %s in %s has no signing key at %s; restore the state from a backup", r.Zone, r.Keys, now.UTC().Format(time.RFC3339))
 	}
 	return ks, cds, nil
+}
+
+// Key loads k's key from the store.
+func (r *Roller) Key(k *KeyState) (*dnssec.Key, error) {
+	b, err := r.Keys.ReadKey(r.Zone, k.File)
+	if err != nil {
+		return nil, err
+	}
+	return dnssec.ParseKey(b, r.Keys.String()+"/"+k.File, r.Zone)
 }
 
 // NextEvent is the first moment after now at which st's keys change state or a successor is

@@ -1,8 +1,8 @@
 // Package keyroll makes and rolls the DNSSEC keys of a zone by its key policy: a ZSK rolls by
 // pre-publication, a KSK or CSK by double signature (RFC 7583 section 3), with the intervals
 // derived from the DNSKEY TTL, the zone's largest TTL, the parent's DS TTL and the propagation
-// delay. Keys and their timestamps live in a key directory, the timestamps in one JSON file per
-// zone written atomically; a key's state at any moment follows from its timestamps, so a signer
+// delay. Keys and their timestamps live in a Store: a key directory, the timestamps in one JSON
+// file per zone written atomically, or a fleet's etcd (dns/keystore); a key's state at any moment follows from its timestamps, so a signer
 // built at time t (dns/sign.go) publishes and signs with exactly the keys of t.
 package keyroll
 

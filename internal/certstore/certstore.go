@@ -2,9 +2,10 @@
 // challenge tokens) in etcd, so that a fleet of stops shares it: one node orders a name's
 // certificate while the others wait on its lock and then load what it stored, and any node
 // answers a challenge another node started (certmagic's distributed solving reads the token
-// from the storage).
+// from the storage). The DNS stop keeps its DNSSEC keys the same way in an area of its own
+// (Options.Area "dnssec", dns/keystore).
 //
-// Key layout (PREFIX is the path of the store URL, e.g. /switchyard/prod):
+// Key layout (PREFIX is the path of the store URL, e.g. /switchyard/prod; acme is the area):
 //
 //	PREFIX/acme/data/<key>            a certmagic key ("certificates/<issuer>/<name>/<name>.crt",
 //	                                  ...), its value sealed with AES-256-GCM
@@ -61,12 +62,20 @@ type Options struct {
 	// certmagic calls the storage from contexts without deadlines, and a call to an unreachable
 	// etcd would otherwise block its job for good. Default 10 s.
 	OpTimeout time.Duration
+	// Area is the key prefix under PREFIX that the values and locks live in, and what errors
+	// call them. Default "acme".
+	Area string
+	// KeyField is the configuration field naming the key file, for errors. Default
+	// "storage_key_file".
+	KeyField string
 }
 
 // Storage is a certmagic.Storage (and certmagic.TryLocker) over etcd.
 type Storage struct {
 	st        *store.Store
 	cli       *clientv3.Client
+	area      string // acme (Options.Area)
+	keyField  string // storage_key_file (Options.KeyField)
 	data      string // PREFIX/acme/data/
 	locks     string // PREFIX/acme/locks/
 	aead      cipher.AEAD
@@ -99,17 +108,23 @@ func Open(rawURL, keyFile string, o Options) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := ReadKey(keyFile)
+	if o.Area == "" {
+		o.Area = "acme"
+	}
+	if o.KeyField == "" {
+		o.KeyField = "storage_key_file"
+	}
+	key, err := readKey(keyFile, o.Area, o.KeyField)
 	if err != nil {
 		return nil, err
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("open acme storage: %w", err)
+		return nil, fmt.Errorf("open %s storage: %w", o.Area, err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		return nil, fmt.Errorf("open acme storage: %w", err)
+		return nil, fmt.Errorf("open %s storage: %w", o.Area, err)
 	}
 	st, err := store.Open(u, store.Options{})
 	if err != nil {
@@ -122,8 +137,8 @@ func Open(rawURL, keyFile string, o Options) (*Storage, error) {
 		o.OpTimeout = 10 * time.Second
 	}
 	return &Storage{
-		st: st, cli: st.Client(), aead: aead,
-		data: u.Prefix + "/acme/data/", locks: u.Prefix + "/acme/locks/",
+		st: st, cli: st.Client(), aead: aead, area: o.Area, keyField: o.KeyField,
+		data: u.Prefix + "/" + o.Area + "/data/", locks: u.Prefix + "/" + o.Area + "/locks/",
 		lockTTL:   int((o.LockTTL + time.Second - 1) / time.Second),
 		opTimeout: o.OpTimeout,
 		held:      map[string]*heldLock{},
@@ -132,14 +147,17 @@ func Open(rawURL, keyFile string, o Options) (*Storage, error) {
 
 // ReadKey reads a 32-byte AES-256 key from file: exactly 32 raw bytes, or 64 hex characters
 // (surrounding white space allowed).
-func ReadKey(file string) ([]byte, error) {
+func ReadKey(file string) ([]byte, error) { return readKey(file, "acme", "storage_key_file") }
+
+// readKey is ReadKey for the storage of area (named in errors).
+func readKey(file, area, field string) ([]byte, error) {
 	const fix = "make one with `head -c 32 /dev/urandom > FILE` and give every node of the fleet the same copy"
 	if file == "" {
-		return nil, fmt.Errorf("read acme storage key: no storage_key_file given; %s", fix)
+		return nil, fmt.Errorf("read %s storage key: no %s given; %s", area, field, fix)
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("read acme storage key: %w (%s)", err, fix)
+		return nil, fmt.Errorf("read %s storage key: %w (%s)", area, err, fix)
 	}
 	if len(b) == 32 {
 		return b, nil
@@ -149,14 +167,14 @@ func ReadKey(file string) ([]byte, error) {
 			return key, nil
 		}
 	}
-	return nil, fmt.Errorf("read acme storage key %s: %d bytes, want exactly 32 raw bytes or 64 hex characters; %s", file, len(b), fix)
+	return nil, fmt.Errorf("read %s storage key %s: %d bytes, want exactly 32 raw bytes or 64 hex characters; %s", area, file, len(b), fix)
 }
 
 // Close ends the client. Locks still held are released when their leases run out.
 func (s *Storage) Close() error { return s.st.Close() }
 
 // String names the storage in certmagic's logs (and keeps the key out of them).
-func (s *Storage) String() string { return s.st.URL().String() + "/acme" }
+func (s *Storage) String() string { return s.st.URL().String() + "/" + s.area }
 
 // Client is the etcd client (for tests that read the raw keys).
 func (s *Storage) Client() *clientv3.Client { return s.cli }
@@ -183,12 +201,12 @@ func (s *Storage) opCtx(ctx context.Context) (context.Context, context.CancelFun
 func (s *Storage) Store(ctx context.Context, key string, value []byte) error {
 	key = clean(key)
 	if key == "" {
-		return errors.New("store acme key: empty key")
+		return fmt.Errorf("store %s key: empty key", s.area)
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	if _, err := s.cli.Put(ctx, s.etcdKey(key), string(s.seal(key, value, time.Now()))); err != nil {
-		return fmt.Errorf("store acme key %s in etcd: %w", key, err)
+		return fmt.Errorf("store %s key %s in etcd: %w", s.area, key, err)
 	}
 	return nil
 }
@@ -206,10 +224,10 @@ func (s *Storage) get(ctx context.Context, key string) ([]byte, time.Time, error
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.etcdKey(key))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("load acme key %s from etcd: %w", key, err)
+		return nil, time.Time{}, fmt.Errorf("load %s key %s from etcd: %w", s.area, key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, time.Time{}, fmt.Errorf("load acme key %s: %w", key, fs.ErrNotExist)
+		return nil, time.Time{}, fmt.Errorf("load %s key %s: %w", s.area, key, fs.ErrNotExist)
 	}
 	return s.open(key, resp.Kvs[0].Value)
 }
@@ -220,7 +238,7 @@ func (s *Storage) Check(ctx context.Context) error {
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.data, clientv3.WithPrefix(), clientv3.WithLimit(1))
 	if err != nil {
-		return fmt.Errorf("read acme storage %s: %w", s, err)
+		return fmt.Errorf("read %s storage %s: %w", s.area, s, err)
 	}
 	for _, kv := range resp.Kvs {
 		if _, _, err := s.open(strings.TrimPrefix(string(kv.Key), s.data), kv.Value); err != nil {
@@ -240,7 +258,7 @@ func (s *Storage) Delete(ctx context.Context, key string) error {
 		ops = append(ops, clientv3.OpDelete(s.etcdKey(key)))
 	}
 	if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return fmt.Errorf("delete acme key %s in etcd: %w", key, err)
+		return fmt.Errorf("delete %s key %s in etcd: %w", s.area, key, err)
 	}
 	return nil
 }
@@ -260,7 +278,7 @@ func (s *Storage) kind(ctx context.Context, key string) (isFile, isDir bool, err
 		clientv3.OpGet(s.dirPrefix(key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return false, false, fmt.Errorf("stat acme key %s in etcd: %w", key, err)
+		return false, false, fmt.Errorf("stat %s key %s in etcd: %w", s.area, key, err)
 	}
 	return key != "" && resp.Responses[0].GetResponseRange().Count > 0, resp.Responses[1].GetResponseRange().Count > 0, nil
 }
@@ -275,13 +293,13 @@ func (s *Storage) List(ctx context.Context, dir string, recursive bool) ([]strin
 	pfx := s.dirPrefix(dir)
 	resp, err := s.cli.Get(lctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, fmt.Errorf("list acme keys under %s in etcd: %w", dir, err)
+		return nil, fmt.Errorf("list %s keys under %s in etcd: %w", s.area, dir, err)
 	}
 	if len(resp.Kvs) == 0 {
 		if isFile, _, err := s.kind(ctx, dir); err != nil || isFile {
 			return nil, err
 		}
-		return nil, fmt.Errorf("list acme keys under %s: %w", dir, fs.ErrNotExist)
+		return nil, fmt.Errorf("list %s keys under %s: %w", s.area, dir, fs.ErrNotExist)
 	}
 	seen := map[string]bool{}
 	var keys []string
@@ -325,7 +343,7 @@ func (s *Storage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, erro
 		return certmagic.KeyInfo{}, kerr
 	}
 	if !isDir {
-		return certmagic.KeyInfo{}, fmt.Errorf("stat acme key %s: %w", key, fs.ErrNotExist)
+		return certmagic.KeyInfo{}, fmt.Errorf("stat %s key %s: %w", s.area, key, fs.ErrNotExist)
 	}
 	return certmagic.KeyInfo{Key: key, IsTerminal: false}, nil
 }
@@ -350,12 +368,12 @@ func (s *Storage) seal(key string, value []byte, modified time.Time) []byte {
 // open decrypts a value sealed for key and returns it with its modified time.
 func (s *Storage) open(key string, sealed []byte) ([]byte, time.Time, error) {
 	if len(sealed) < headerLen+nonceLen+s.aead.Overhead() || sealed[0] != sealVersion {
-		return nil, time.Time{}, fmt.Errorf("decrypt acme key %s: not a value switchyard sealed (written by hand or another tool?); delete it to have it made again", key)
+		return nil, time.Time{}, fmt.Errorf("decrypt %s key %s: not a value switchyard sealed (written by hand or another tool?); delete it to have it made again", s.area, key)
 	}
 	header, nonce, ct := sealed[:headerLen], sealed[headerLen:headerLen+nonceLen], sealed[headerLen+nonceLen:]
 	v, err := s.aead.Open(nil, nonce, ct, s.additional(header, key))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("decrypt acme key %s: %w: the storage_key_file is not the key it was written with (give every node of the fleet the same key file)", key, ErrDecrypt)
+		return nil, time.Time{}, fmt.Errorf("decrypt %s key %s: %w: the %s is not the key it was written with (give every node of the fleet the same key file)", s.area, key, ErrDecrypt, s.keyField)
 	}
 	return v, time.Unix(0, int64(binary.BigEndian.Uint64(header[1:]))), nil
 }
@@ -391,11 +409,11 @@ func (s *Storage) lock(ctx context.Context, name string, try bool) error {
 	lease, err := s.cli.Grant(gctx, int64(s.lockTTL))
 	cancel()
 	if err != nil {
-		return fmt.Errorf("lock acme %s: grant lease in etcd: %w", name, err)
+		return fmt.Errorf("lock %s %s: grant lease in etcd: %w", s.area, name, err)
 	}
 	session, err := concurrency.NewSession(s.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(s.lockTTL))
 	if err != nil {
-		return fmt.Errorf("lock acme %s: keep lease alive in etcd: %w", name, err)
+		return fmt.Errorf("lock %s %s: keep lease alive in etcd: %w", s.area, name, err)
 	}
 	m := concurrency.NewMutex(session, s.lockPrefix(name))
 	if try {
@@ -408,7 +426,7 @@ func (s *Storage) lock(ctx context.Context, name string, try bool) error {
 		if errors.Is(err, concurrency.ErrLocked) {
 			return err
 		}
-		return fmt.Errorf("lock acme %s in etcd: %w", name, err)
+		return fmt.Errorf("lock %s %s in etcd: %w", s.area, name, err)
 	}
 	s.mu.Lock()
 	s.held[name] = &heldLock{session: session, mutex: m}
@@ -423,7 +441,7 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 	delete(s.held, name)
 	s.mu.Unlock()
 	if h == nil {
-		return fmt.Errorf("unlock acme %s: not held by this node", name)
+		return fmt.Errorf("unlock %s %s: not held by this node", s.area, name)
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
@@ -434,7 +452,32 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("unlock acme %s in etcd: %w (the lock expires with its lease)", name, err)
+		return fmt.Errorf("unlock %s %s in etcd: %w (the lock expires with its lease)", s.area, name, err)
 	}
 	return nil
+}
+
+// Watch calls changed with the key of each value stored or deleted in the area, until ctx
+// ends, and with "" whenever the watch had to start again (etcd unreachable, history
+// compacted): then any value may have changed unseen. The client reconnects by itself.
+func (s *Storage) Watch(ctx context.Context, changed func(key string)) {
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			changed("")
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range s.cli.Watch(wctx, s.data, clientv3.WithPrefix()) {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				changed(strings.TrimPrefix(string(ev.Kv.Key), s.data))
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -1,0 +1,228 @@
+package dns
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/keystore"
+	"github.com/switchyard/switchyard/internal/testutil"
+)
+
+// fleetPorts are the ports of the key fleet's and the BIND XoT tests' servers.
+var fleetPorts = &portRange{first: 47500, last: 47549}
+
+// fleetYAML is a KSK/ZSK policy zone whose keys live in the etcd store at endpoint, with the
+// rollover walks' short intervals: a ZSK successor is made 7m after the first ZSK signs,
+// published at 8m, signs at 10m (Ipub 2m) and the old one leaves 6m later (IretZSK).
+func fleetYAML(endpoint, keyFile string) string {
+	return `store: etcd://` + endpoint + `/switchyard/test
+store_key_file: ` + keyFile + `
+zones:
+  - origin: example.org.
+    dnssec:
+      dnskey_ttl: 60
+      refresh: 1m
+      validity: 2h
+      policy: {scheme: ksk_zsk, algorithm: 13, zsk_lifetime: 10m, ksk_lifetime: 1000h, propagation_delay: 1m, zone_max_ttl: 300, parent_ds_ttl: 60}
+    records:
+      - "@ SOA ns1 hostmaster 1 3600 600 604800 60"
+      - "@ NS ns1"
+      - "ns1 A 127.0.0.1"
+      - "www 300 A 192.0.2.1"
+`
+}
+
+// fleetNode starts a DNS server of the fleet on a port of fleetPorts; its log goes to the test
+// and to logs.
+func fleetNode(t *testing.T, yml string, logs *testutil.SyncBuffer) (*Server, error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen, cfg.Dir = fmt.Sprintf("127.0.0.1:%d", fleetPorts.free(t)), t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logs), nil))
+	srv, err := NewServer(cfg, Options{Logger: log, KeyStore: keystore.Options{OpTimeout: 2 * time.Second, LockTTL: 2 * time.Second}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.Close() })
+	return srv, nil
+}
+
+// rrTags are the key tags of the DNSKEYs and of the RRSIGs over name's qtype that srv answers.
+func rrTags(t *testing.T, srv *Server, name string, qtype uint16) (keys, sigs []uint16) {
+	t.Helper()
+	for _, rr := range exchange(t, srv, doQuery(name, qtype, false), true).Answer {
+		switch r := rr.(type) {
+		case *mdns.DNSKEY:
+			keys = append(keys, r.KeyTag())
+		case *mdns.RRSIG:
+			if r.TypeCovered == qtype {
+				sigs = append(sigs, r.KeyTag)
+			}
+		}
+	}
+	slices.Sort(keys)
+	slices.Sort(sigs)
+	return keys, sigs
+}
+
+// TestKeysFleetEtcd: two DNS servers take a policy zone's keys from one etcd store. The first
+// generates them, the second loads them: both publish the same DNSKEYs and sign with the same
+// ZSK. A ZSK rollover that the first advances (the second's own key loop held) reaches the
+// second through the store's watch; with etcd gone, a node still rolls by the timestamps it
+// has, signing with its last keys, and logs why. The private keys in etcd are sealed, and a
+// node with another key file is refused.
+func TestKeysFleetEtcd(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "store.key")
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yml := fleetYAML(e.Endpoint, keyFile)
+	var logA, logB testutil.SyncBuffer
+	a, err := fleetNode(t, yml, &logA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fleetNode(t, yml, &logB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skew := func(d time.Duration) {
+		a.skew.Store(int64(d))
+		b.skew.Store(int64(d))
+	}
+	same := func(step string, wantKeys, wantSigs int) (keys, sigs []uint16) {
+		t.Helper()
+		keys, _ = rrTags(t, a, "example.org.", mdns.TypeDNSKEY)
+		_, sigs = rrTags(t, a, "www.example.org.", mdns.TypeA)
+		keysB, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+		_, sigsB := rrTags(t, b, "www.example.org.", mdns.TypeA)
+		if !slices.Equal(keys, keysB) || !slices.Equal(sigs, sigsB) {
+			t.Fatalf("%s: node a publishes %v and signs www with %v, node b %v and %v", step, keys, sigs, keysB, sigsB)
+		}
+		if len(keys) != wantKeys || len(sigs) != wantSigs {
+			t.Fatalf("%s: DNSKEYs %v and www signed by %v, want %d and %d", step, keys, sigs, wantKeys, wantSigs)
+		}
+		t.Logf("%s: both publish %v and sign www with %v", step, keys, sigs)
+		return keys, sigs
+	}
+	_, first := same("start", 2, 1)
+
+	// Sealed at rest: no private key is readable in etcd.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(t.Context(), "/switchyard/test/dnssec/data/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 3 { // the state and two keys
+		t.Fatalf("%d values in the store, want the state and 2 keys", len(resp.Kvs))
+	}
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Value), "PrivateKey") || strings.Contains(string(kv.Value), "DNSKEY") {
+			t.Fatalf("%s is stored in the clear: %.80q", kv.Key, kv.Value)
+		}
+	}
+	other := filepath.Join(dir, "other.key")
+	rand.Read(secret)
+	if err := os.WriteFile(other, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logC testutil.SyncBuffer
+	if _, err := fleetNode(t, fleetYAML(e.Endpoint, other), &logC); err == nil || !strings.Contains(err.Error(), "store_key_file is not the key") {
+		t.Fatalf("a node with another store_key_file: %v, want it refused naming store_key_file", err)
+	}
+
+	// The successor ZSK, generated and published by a; b's own key loop cannot run, so only
+	// the watch can bring it.
+	b.keys.mu.Lock()
+	skew(8*time.Minute + 30*time.Second)
+	if err := a.keyRound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+		if len(keys) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.keys.mu.Unlock()
+			t.Fatalf("node b still publishes %v 15s after node a published a new ZSK", keys)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.keys.mu.Unlock()
+	same("successor published", 3, 1)
+
+	// The successor signs on both.
+	skew(10*time.Minute + 40*time.Second)
+	for _, n := range []*Server{a, b} {
+		if err := n.keyRound(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, second := same("successor active", 3, 1)
+	if slices.Equal(first, second) {
+		t.Fatalf("www is still signed by %v after the ZSK rollover", first)
+	}
+	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/test", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	st, err := reader.Load("example.org.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Keys) != 3 {
+		t.Fatalf("the store holds %d keys, want 3 (KSK, ZSK, one successor): %+v", len(st.Keys), st.Keys)
+	}
+	if n := strings.Count(logB.String(), "dns dnssec keys scheduled"); n != 0 {
+		t.Fatalf("node b generated or scheduled keys %d times; it should only load node a's", n)
+	}
+
+	// etcd gone: the old ZSK leaves by its timestamp, the successor goes on signing.
+	e.Stop()
+	skew(16*time.Minute + 40*time.Second)
+	if err := b.keyRound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	keys, sigs := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+	_, sigs = rrTags(t, b, "www.example.org.", mdns.TypeA)
+	if len(keys) != 2 || !slices.Equal(sigs, second) || slices.Contains(keys, first[0]) {
+		t.Fatalf("without etcd node b publishes %v and signs www with %v; want the old ZSK %v gone and %v signing", keys, sigs, first, second)
+	}
+	for _, want := range []string{"dns dnssec keys not advanced: the key store cannot be locked", "dns dnssec key store unreachable"} {
+		if !strings.Contains(logB.String(), want) {
+			t.Errorf("node b's log without etcd lacks %q", want)
+		}
+	}
+}

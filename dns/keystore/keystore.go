@@ -1,0 +1,216 @@
+// Package keystore keeps the DNSSEC keys of the zones with a key policy, and their rollover
+// state, in etcd for a fleet of DNS servers (the configuration's store:), so that every node
+// signs with the same keys and a rollover happens once. A node advances a zone's state only
+// under the zone's etcd lock (the others wait, then find nothing left to do); every node
+// watches the store and reloads when another changed a state.
+//
+// Values are sealed with the fleet's key as the ACME storage's are: this is an area of
+// internal/certstore's storage, laid out as
+//
+//	PREFIX/dnssec/data/<zone>/state.json            the zone's keyroll.State
+//	PREFIX/dnssec/data/<zone>/K<zone>+013+<tag>.key  a key file (DNSKEY and private key)
+//	PREFIX/dnssec/locks/<zone>/<lease>              the zone's lock, held while advancing
+//
+// A node that cannot reach etcd keeps signing with the last state and keys it read (a key's
+// state at any moment follows from the timestamps it already has) and generates nothing.
+package keystore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/dns/keyroll"
+	"github.com/switchyard/switchyard/internal/certstore"
+)
+
+// Area is the store's key prefix under the URL's PREFIX.
+const Area = "dnssec"
+
+const stateName = "state.json"
+
+// Options tune a Store; the zero value is what production runs.
+type Options struct {
+	// OpTimeout bounds each read, write and lock wait (default 10 s): past it the node goes on
+	// with the keys it has.
+	OpTimeout time.Duration
+	// LockTTL is how long a node that died holding a zone's lock keeps it (default 10 s).
+	LockTTL time.Duration
+}
+
+// Store is a keyroll.Store in etcd.
+type Store struct {
+	st      *certstore.Storage
+	log     *slog.Logger
+	timeout time.Duration
+
+	mu     sync.Mutex
+	states map[string][]byte // the last state read or written per zone (JSON)
+	keys   map[string][]byte // key files read or written, by zone/name: they never change
+	down   bool              // the last read failed (logged once until one succeeds)
+}
+
+var _ keyroll.Store = (*Store)(nil)
+
+// Open makes a client of the store at rawURL (etcd:// or etcds://, as control/store parses it)
+// sealing values with the 32-byte key in keyFile. It does not wait for etcd.
+func Open(rawURL, keyFile string, log *slog.Logger, o Options) (*Store, error) {
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = 10 * time.Second
+	}
+	if o.LockTTL <= 0 {
+		o.LockTTL = 10 * time.Second
+	}
+	st, err := certstore.Open(rawURL, keyFile, certstore.Options{Area: Area, KeyField: "store_key_file",
+		OpTimeout: o.OpTimeout, LockTTL: o.LockTTL})
+	if err != nil {
+		return nil, fmt.Errorf("open dnssec key store: %w", err)
+	}
+	return &Store{st: st, log: log, timeout: o.OpTimeout, states: map[string][]byte{}, keys: map[string][]byte{}}, nil
+}
+
+// Close ends the client.
+func (s *Store) Close() error { return s.st.Close() }
+
+func (s *Store) String() string { return s.st.String() }
+
+// zoneKey is the storage key of name under zone ("example.org." keeps its dot: the root zone
+// "." must have a name too).
+func zoneKey(zone, name string) string { return strings.ToLower(zone) + "/" + name }
+
+// Load reads zone's state from etcd; when etcd does not answer it returns the last state read
+// (and logs once why), or the error when it has none.
+func (s *Store) Load(zone string) (*keyroll.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	b, err := s.st.Load(ctx, zoneKey(zone, stateName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s.noteUp()
+		return &keyroll.State{Zone: zone}, nil
+	case err != nil:
+		s.mu.Lock()
+		last, had := s.states[zone]
+		first := !s.down
+		s.down = true
+		s.mu.Unlock()
+		if !had {
+			return nil, fmt.Errorf("read key state of %s: %w; the node needs etcd once to learn the fleet's keys", zone, err)
+		}
+		if first {
+			s.log.Warn("dns dnssec key store unreachable: signing with the last keys read, generating none until it answers", "store", s.String(), "err", err)
+		}
+		b = last
+	default:
+		s.noteUp()
+		s.mu.Lock()
+		s.states[zone] = b
+		s.mu.Unlock()
+	}
+	var st keyroll.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("read key state of %s in %s: %w; restore it from a backup", zone, s, err)
+	}
+	if st.Zone != zone {
+		return nil, fmt.Errorf("read key state in %s: it is zone %s's, not %s's", s, st.Zone, zone)
+	}
+	return &st, nil
+}
+
+// noteUp logs that the store answers again after a failure.
+func (s *Store) noteUp() {
+	s.mu.Lock()
+	was := s.down
+	s.down = false
+	s.mu.Unlock()
+	if was {
+		s.log.Info("dns dnssec key store answers again", "store", s.String())
+	}
+}
+
+// Save writes st to etcd.
+func (s *Store) Save(st *keyroll.State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("write key state: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if err := s.st.Store(ctx, zoneKey(st.Zone, stateName), b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.states[st.Zone] = b
+	s.mu.Unlock()
+	return nil
+}
+
+// WriteKey stores a key file, sealed.
+func (s *Store) WriteKey(zone, name string, b []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if err := s.st.Store(ctx, zoneKey(zone, name), b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.keys[zoneKey(zone, name)] = b
+	s.mu.Unlock()
+	return nil
+}
+
+// ReadKey reads a key file, from memory once read: key files never change.
+func (s *Store) ReadKey(zone, name string) ([]byte, error) {
+	k := zoneKey(zone, name)
+	s.mu.Lock()
+	b, ok := s.keys[k]
+	s.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	b, err := s.st.Load(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.keys[k] = b
+	s.mu.Unlock()
+	return b, nil
+}
+
+// Lock takes zone's lock in etcd, waiting at most the store's OpTimeout for another node to
+// release it.
+func (s *Store) Lock(ctx context.Context, zone string) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	name := strings.ToLower(zone)
+	if err := s.st.Lock(ctx, name); err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := s.st.Unlock(context.Background(), name); err != nil {
+			s.log.Warn("dns dnssec key store", "err", err)
+		}
+	}, nil
+}
+
+// Watch calls changed with the zone whose state another node (or this one) wrote, until ctx
+// ends; "" when the watch started again and any zone may have changed.
+func (s *Store) Watch(ctx context.Context, changed func(zone string)) {
+	s.st.Watch(ctx, func(key string) {
+		if key == "" {
+			changed("")
+			return
+		}
+		if zone, name, ok := strings.Cut(key, "/"); ok && name == stateName {
+			changed(zone)
+		}
+	})
+}
