@@ -231,10 +231,20 @@ zone:
 // clauses) goes before the options and zoneConf into the zone statement.
 func startBIND(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
 	t.Helper()
+	return runBIND(t, port, origin, zoneText, topConf, "", "  type primary;\n  file \"zone\";\n"+zoneConf)
+}
+
+// runBIND runs BIND's named on port with topConf before the options, optConf inside them and
+// zoneConf as origin's zone statement; zoneText, when set, is the file "zone" beside named.conf.
+// It waits until origin is served.
+func runBIND(t *testing.T, port int, origin, zoneText, topConf, optConf, zoneConf string) *refServer {
+	t.Helper()
 	bin := needBinary(t, "named", "bind9")
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
-		t.Fatal(err)
+	if zoneText != "" {
+		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	conf := fmt.Sprintf(`%soptions {
   directory "%s";
@@ -244,17 +254,15 @@ func startBIND(t *testing.T, port int, origin, zoneText, topConf, zoneConf strin
   listen-on-v6 { none; };
   recursion no;
   dnssec-validation no;
-};
-logging { channel f { file "%s/named.log"; severity info; print-time yes; }; category default { f; }; category xfer-out { f; }; category notify { f; }; };
-zone "%s" {
-  type primary;
-  file "%s/zone";
 %s};
-`, topConf, dir, dir, dir, port, dir, origin, dir, zoneConf)
+logging { channel f { file "%s/named.log"; severity info; print-time yes; }; category default { f; }; category xfer-in { f; }; category xfer-out { f; }; category notify { f; }; };
+zone "%s" {
+%s};
+`, topConf, dir, dir, dir, port, optConf, dir, origin, zoneConf)
 	if err := os.WriteFile(filepath.Join(dir, "named.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return runRef(t, "named", bin, dir, port, origin, true, "-g", "-4", "-n", "1", "-c", filepath.Join(dir, "named.conf"))
+	return runRef(t, "named", bin, dir, port, origin, zoneText != "", "-g", "-4", "-n", "1", "-c", filepath.Join(dir, "named.conf"))
 }
 
 // startZoneServer serves zoneText for origin with switchyard (extra YAML is added to the zone).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/pki"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
@@ -20,18 +21,25 @@ var xotPorts = &portRange{first: 22700, last: 22799}
 // notifying notify; it returns the server, the certificate's path and a reload to a new serial.
 func xotPrimary(t *testing.T, notify string) (*Server, string, func(serial int)) {
 	t.Helper()
+	certPath, keyPath, _ := testutil.WriteCert(t, t.TempDir(), "dns.test")
+	srv, reload := xotPrimaryOn(t, notify, "127.0.0.1:0", "127.0.0.1:0", certPath, keyPath)
+	return srv, certPath, reload
+}
+
+// xotPrimaryOn is xotPrimary listening on listen and tlsListen with the certificate given.
+func xotPrimaryOn(t *testing.T, notify, listen, tlsListen, certPath, keyPath string) (*Server, func(serial int)) {
+	t.Helper()
 	dir := t.TempDir()
-	certPath, keyPath, _ := testutil.WriteCert(t, dir, "dns.test")
 	load := func(serial int) *config.Config {
 		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(xfrZoneText(serial)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		yml := xfrYAML(notify) + "tls: {listen: \"127.0.0.1:0\", certificates: [{cert: " + certPath + ", key: " + keyPath + "}]}\n"
+		yml := xfrYAML(notify) + "tls: {listen: \"" + tlsListen + "\", certificates: [{cert: " + certPath + ", key: " + keyPath + "}]}\n"
 		cfg, err := config.Parse([]byte(yml))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Listen, cfg.Dir = "127.0.0.1:0", dir
+		cfg.Listen, cfg.Dir = listen, dir
 		return cfg
 	}
 	srv, err := NewServer(load(1), Options{Logger: testLogger(t)})
@@ -44,7 +52,7 @@ func xotPrimary(t *testing.T, notify string) (*Server, string, func(serial int))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); srv.Close() })
-	return srv, certPath, func(serial int) {
+	return srv, func(serial int) {
 		if err := srv.Reload(load(serial)); err != nil {
 			t.Fatal(err)
 		}
@@ -115,4 +123,102 @@ func secondaryErr(s *Server, origin string) string {
 		return r.z.Status().Err
 	}
 	return ""
+}
+
+// xotCA makes a CA and a certificate it issues for dns.test (BIND verifies a peer against a CA
+// file, as OpenSSL does: a self-signed leaf without keyCertSign is no CA to it).
+func xotCA(t *testing.T) (caFile, certFile, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("switchyard xot test ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caFile, err = ca.WriteCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("dns.test", nil, []string{"dns.test"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if certFile, keyFile, err = pair.Write(dir, "dns"); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, certFile, keyFile
+}
+
+// bindXoTKey is the transfer key in named.conf's syntax.
+var bindXoTKey = fmt.Sprintf("key \"xfr-key\" { algorithm hmac-sha256; secret \"%s\"; };\n", xfrSecret)
+
+// TestXoTBINDSecondary: BIND 9.18 as the secondary of switchyard's XoT listener. named's
+// primaries name only the TLS port (the plain one is another), with a tls clause verifying the
+// certificate against the CA and the name dns.test: the AXFR at start and the IXFR after a
+// NOTIFY (to named's plain port) go over TLS, TSIG-signed inside it. A named verifying another
+// name gets nothing.
+func TestXoTBINDSecondary(t *testing.T) {
+	needBinary(t, "named", "bind9")
+	caFile, certFile, keyFile := xotCA(t)
+	bindPort, plainPort, tlsPort, badPort := fleetPorts.free(t), fleetPorts.free(t), fleetPorts.free(t), fleetPorts.free(t)
+	primary, reload := xotPrimaryOn(t, fmt.Sprintf("127.0.0.1:%d", bindPort), fmt.Sprintf("127.0.0.1:%d", plainPort),
+		fmt.Sprintf("127.0.0.1:%d", tlsPort), certFile, keyFile)
+	bind := func(port int, name string) *refServer {
+		top := bindXoTKey + fmt.Sprintf("tls sy { ca-file \"%s\"; remote-hostname \"%s\"; };\n", caFile, name)
+		zone := fmt.Sprintf("  type secondary;\n  file \"sec.db\";\n  primaries { 127.0.0.1 port %d key xfr-key tls sy; };\n", tlsPort)
+		return runBIND(t, port, "example.com", "", top, "", zone)
+	}
+	sec := bind(bindPort, "dns.test")
+	testutil.Eventually(t, 30*time.Second, func() bool { s, err := soaSerial(sec.addr); return err == nil && s == 1 },
+		"named did not load the zone by AXFR over TLS:\n%s", func() any { return sec.log() })
+	if err := sameAnswers(primary.Addr().String(), sec.addr); err != nil {
+		t.Fatalf("after AXFR over TLS: %v", err)
+	}
+	reload(2)
+	testutil.Eventually(t, 30*time.Second, func() bool { s, err := soaSerial(sec.addr); return err == nil && s == 2 },
+		"named did not follow serial 2 after NOTIFY:\n%s", func() any { return sec.log() })
+	if err := sameAnswers(primary.Addr().String(), sec.addr); err != nil {
+		t.Fatalf("after IXFR over TLS: %v", err)
+	}
+	if n := counterValue(primary.ops.transfers.WithLabelValues("example.com.", "IXFR", "ok")); n < 1 {
+		t.Errorf("no incremental transfer served to named (IXFR ok = %v)\n%s", n, sec.log())
+	}
+
+	bad := bind(badPort, "other.test")
+	time.Sleep(3 * time.Second) // named's first refresh fails at once on the certificate
+	if s, err := soaSerial(bad.addr); err == nil {
+		t.Errorf("named verifying other.test got the zone (serial %d)\n%s", s, bad.log())
+	}
+}
+
+// TestXoTSecondaryOfBIND: switchyard as the secondary of BIND 9.18 over XoT. named listens
+// for TLS on a port of its own (listen-on ... tls) and allows transfers over TLS only
+// (allow-transfer transport tls); the secondary's primary is that port, verified against the
+// CA as dns.test: SOA queries, the AXFR and the IXFR after named's NOTIFY all go over TLS.
+func TestXoTSecondaryOfBIND(t *testing.T) {
+	needBinary(t, "named", "bind9")
+	caFile, certFile, keyFile := xotCA(t)
+	bindPort, bindTLS, secPort := fleetPorts.free(t), fleetPorts.free(t), fleetPorts.free(t)
+	secAddr := fmt.Sprintf("127.0.0.1:%d", secPort)
+	top := bindXoTKey + fmt.Sprintf("tls sy { key-file \"%s\"; cert-file \"%s\"; };\n", keyFile, certFile)
+	opt := fmt.Sprintf("  listen-on port %d tls sy { 127.0.0.1; };\n", bindTLS)
+	zone := fmt.Sprintf("  type primary;\n  file \"zone\";\n  allow-transfer port %d transport tls { key xfr-key; };\n"+
+		"  notify explicit;\n  also-notify { 127.0.0.1 port %d key xfr-key; };\n  ixfr-from-differences yes;\n", bindTLS, secPort)
+	prim := runBIND(t, bindPort, "example.com", xfrZoneText(1), top, opt, zone)
+	yml := strings.Replace(secondaryYAML(fmt.Sprintf("127.0.0.1:%d", bindTLS), ""), "tsig: xfr-key}",
+		"tsig: xfr-key, tls: {ca_file: "+caFile+", server_name: dns.test}}", 1)
+	sec, _ := startSecondary(t, t.TempDir(), secPort, yml)
+	waitSerial(t, secAddr, 1, "after AXFR over TLS from named")
+	if err := sameAnswers(prim.addr, secAddr); err != nil {
+		t.Fatalf("after AXFR: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(prim.dir, "zone"), []byte(xfrZoneText(2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prim.reload(t)
+	waitSerial(t, secAddr, 2, "after named's reload and NOTIFY")
+	if err := sameAnswers(prim.addr, secAddr); err != nil {
+		t.Fatalf("after IXFR: %v", err)
+	}
+	if a, i := transfersIn(sec, "AXFR"), transfersIn(sec, "IXFR"); a != 1 || i != 1 {
+		t.Errorf("transfers in: AXFR %v IXFR %v, want 1 and 1\n%s", a, i, prim.log())
+	}
 }
