@@ -55,6 +55,16 @@ func (s *Server) keysOf(cfg *config.Config, zc *config.Zone) (keyroll.Store, err
 	return s.keys.store, nil
 }
 
+// closeKeyStore ends the etcd key store's client, if one was opened.
+func (s *Server) closeKeyStore() {
+	s.keys.storeMu.Lock()
+	defer s.keys.storeMu.Unlock()
+	if s.keys.store != nil {
+		s.keys.store.Close()
+		s.keys.store = nil
+	}
+}
+
 // advanceKeys loads zc's key state, brings it up to now (generating keys and scheduling
 // rollovers for the zone's largest TTL maxTTL) and saves it when that changed it, all under
 // the zone's lock in the store. A store that cannot be locked (etcd unreachable) gives its last
@@ -101,13 +111,15 @@ func (s *Server) serveContext() context.Context {
 
 // followKeys reloads whenever a policy zone's state changed in the etcd store (another node
 // generated a key or saw a DS), so that every node signs with the new keys at once; the
-// reload's own advance finds the state current and writes nothing.
+// reload's own advance finds the state current and writes nothing. A watch that started again
+// ("") reloads nothing: the store then reads every state afresh for the key loop, which
+// reloads when one of them has a transition due.
 func (s *Server) followKeys(ks *keystore.Store) {
 	defer s.wg.Done()
 	ks.Watch(s.serveCtx, func(zone string) {
 		st := s.state.Load()
 		for _, zc := range st.cfg.Zones {
-			if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil || zone != "" && zone != zc.Origin {
+			if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil || zone != zc.Origin {
 				continue
 			}
 			if err := s.Reload(st.base); err != nil {
@@ -161,7 +173,7 @@ func (s *Server) keyRound(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ks, err := kd.Load(zc.Origin)
+		ks, err := kd.Current(zc.Origin)
 		if err != nil {
 			return err
 		}

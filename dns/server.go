@@ -181,9 +181,11 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 	}
 	st, err := s.build(cfg, nil)
 	if err != nil {
+		s.closeKeyStore()
 		return nil, err
 	}
 	if s.tap, err = s.newTap(st.cfg); err != nil {
+		s.closeKeyStore()
 		return nil, err
 	}
 	s.state.Store(st)
@@ -498,8 +500,12 @@ func (s *Server) ReloadWith(load func() (*config.Config, error)) error {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed || s.udp == nil {
+		started := s.udp != nil
 		s.closed = true
 		s.mu.Unlock()
+		if !started { // else the first Close ends the key store once the key loop is done
+			s.closeKeyStore()
+		}
 		return nil
 	}
 	s.closed = true
@@ -517,9 +523,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.tap.Close()
-	if s.keys.store != nil {
-		s.keys.store.Close()
-	}
+	s.closeKeyStore()
 	if s.xdp != nil {
 		// Draining is an upgrade (Shutdown): the successor holds the attachment.
 		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {

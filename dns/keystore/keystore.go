@@ -35,6 +35,9 @@ const Area = "dnssec"
 
 const stateName = "state.json"
 
+// retryWait is how long after a failed read or lock the store is not asked again.
+const retryWait = 5 * time.Second
+
 // Options tune a Store; the zero value is what production runs.
 type Options struct {
 	// OpTimeout bounds each read, write and lock wait (default 10 s): past it the node goes on
@@ -54,6 +57,13 @@ type Store struct {
 	states map[string][]byte // the last state read or written per zone (JSON)
 	keys   map[string][]byte // key files read or written, by zone/name: they never change
 	down   bool              // the last read failed (logged once until one succeeds)
+	// retryAt is when etcd is asked again after a read or lock that failed: until then both
+	// fail at once, so a reload building many zones waits for one timeout, not one per zone.
+	retryAt time.Time
+	// watching is set while Watch runs; stale are the zones whose state changed in etcd since
+	// it was last read (marked by the watch), so their copy in states is not current.
+	watching bool
+	stale    map[string]bool
 }
 
 var _ keyroll.Store = (*Store)(nil)
@@ -72,7 +82,7 @@ func Open(rawURL, keyFile string, log *slog.Logger, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open dnssec key store: %w", err)
 	}
-	return &Store{st: st, log: log, timeout: o.OpTimeout, states: map[string][]byte{}, keys: map[string][]byte{}}, nil
+	return &Store{st: st, log: log, timeout: o.OpTimeout, states: map[string][]byte{}, keys: map[string][]byte{}, stale: map[string]bool{}}, nil
 }
 
 // Close ends the client.
@@ -89,7 +99,16 @@ func zoneKey(zone, name string) string { return strings.ToLower(zone) + "/" + na
 func (s *Store) Load(zone string) (*keyroll.State, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	b, err := s.st.Load(ctx, zoneKey(zone, stateName))
+	// Cleared before the read: a change the watch reports during it marks the zone again.
+	s.mu.Lock()
+	wasStale := s.stale[zone]
+	delete(s.stale, zone)
+	s.mu.Unlock()
+	var b []byte
+	err := s.waitingRetry()
+	if err == nil {
+		b, err = s.st.Load(ctx, zoneKey(zone, stateName))
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		s.noteUp()
@@ -99,6 +118,10 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 		last, had := s.states[zone]
 		first := !s.down
 		s.down = true
+		s.failedLocked()
+		if wasStale { // still not read; a copy never read again is current until the watch says not
+			s.stale[zone] = true
+		}
 		s.mu.Unlock()
 		if !had {
 			return nil, fmt.Errorf("read key state of %s: %w; the node needs etcd once to learn the fleet's keys", zone, err)
@@ -113,6 +136,24 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 		s.states[zone] = b
 		s.mu.Unlock()
 	}
+	return s.parse(zone, b)
+}
+
+// Current is the state last read or written while the watch has reported no change of it
+// since; otherwise it is Load.
+func (s *Store) Current(zone string) (*keyroll.State, error) {
+	s.mu.Lock()
+	b, ok := s.states[zone]
+	ok = ok && s.watching && !s.stale[zone]
+	s.mu.Unlock()
+	if !ok {
+		return s.Load(zone)
+	}
+	return s.parse(zone, b)
+}
+
+// parse decodes zone's state.
+func (s *Store) parse(zone string, b []byte) (*keyroll.State, error) {
 	var st keyroll.State
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("read key state of %s in %s: %w; restore it from a backup", zone, s, err)
@@ -122,6 +163,19 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 	}
 	return &st, nil
 }
+
+// waitingRetry is an error while the store is not to be asked again yet.
+func (s *Store) waitingRetry() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait := time.Until(s.retryAt); wait > 0 {
+		return fmt.Errorf("etcd did not answer; asking again in %s", wait.Round(time.Second))
+	}
+	return nil
+}
+
+// failedLocked notes a failed read or lock (s.mu held).
+func (s *Store) failedLocked() { s.retryAt = time.Now().Add(retryWait) }
 
 // noteUp logs that the store answers again after a failure.
 func (s *Store) noteUp() {
@@ -191,7 +245,13 @@ func (s *Store) Lock(ctx context.Context, zone string) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	name := strings.ToLower(zone)
+	if err := s.waitingRetry(); err != nil {
+		return nil, fmt.Errorf("lock dnssec %s: %w", name, err)
+	}
 	if err := s.st.Lock(ctx, name); err != nil {
+		s.mu.Lock()
+		s.failedLocked()
+		s.mu.Unlock()
 		return nil, err
 	}
 	return func() {
@@ -204,12 +264,28 @@ func (s *Store) Lock(ctx context.Context, zone string) (func(), error) {
 // Watch calls changed with the zone whose state another node (or this one) wrote, until ctx
 // ends; "" when the watch started again and any zone may have changed.
 func (s *Store) Watch(ctx context.Context, changed func(zone string)) {
+	s.mu.Lock()
+	s.watching = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watching = false
+		s.mu.Unlock()
+	}()
 	s.st.Watch(ctx, func(key string) {
 		if key == "" {
+			s.mu.Lock()
+			for zone := range s.states {
+				s.stale[zone] = true
+			}
+			s.mu.Unlock()
 			changed("")
 			return
 		}
 		if zone, name, ok := strings.Cut(key, "/"); ok && name == stateName {
+			s.mu.Lock()
+			s.stale[zone] = true
+			s.mu.Unlock()
 			changed(zone)
 		}
 	})
