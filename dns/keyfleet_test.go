@@ -28,10 +28,19 @@ var fleetPorts = &portRange{first: 47500, last: 47549}
 // rollover walks' short intervals: a ZSK successor is made 7m after the first ZSK signs,
 // published at 8m, signs at 10m (Ipub 2m) and the old one leaves 6m later (IretZSK).
 func fleetYAML(endpoint, keyFile string) string {
-	return `store: etcd://` + endpoint + `/switchyard/test
-store_key_file: ` + keyFile + `
-zones:
-  - origin: example.org.
+	return fleetZonesYAML(endpoint+"/switchyard/test", keyFile, "example.org.")
+}
+
+// fleetZonesYAML is fleetYAML's zone for each origin, in the store at endpointPrefix.
+func fleetZonesYAML(endpointPrefix, keyFile string, origins ...string) string {
+	y := "store: etcd://" + endpointPrefix + "\nstore_key_file: " + keyFile + "\nzones:\n"
+	for _, o := range origins {
+		y += strings.Replace(fleetZone, "example.org.", o, 1)
+	}
+	return y
+}
+
+const fleetZone = `  - origin: example.org.
     dnssec:
       dnskey_ttl: 60
       refresh: 1m
@@ -43,7 +52,6 @@ zones:
       - "ns1 A 127.0.0.1"
       - "www 300 A 192.0.2.1"
 `
-}
 
 // fleetNode starts a DNS server of the fleet on a port of fleetPorts; its log goes to the test
 // and to logs.
@@ -223,6 +231,52 @@ func TestKeysFleetEtcd(t *testing.T) {
 	for _, want := range []string{"dns dnssec keys not advanced: the key store cannot be locked", "dns dnssec key store unreachable"} {
 		if !strings.Contains(logB.String(), want) {
 			t.Errorf("node b's log without etcd lacks %q", want)
+		}
+	}
+}
+
+// TestKeysFleetFirstStart: two servers started at once on an empty store, four policy zones
+// each: every zone's keys are generated once (the zone's etcd lock), so both publish the same
+// DNSKEYs and the store holds one KSK and one ZSK per zone.
+func TestKeysFleetFirstStart(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := filepath.Join(t.TempDir(), "store.key")
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	origins := []string{"a.example.", "b.example.", "c.example.", "d.example."}
+	yml := fleetZonesYAML(e.Endpoint+"/switchyard/race", keyFile, origins...)
+	nodes := make([]*Server, 2)
+	errs := make(chan error, 2)
+	var logs [2]testutil.SyncBuffer
+	for i := range nodes {
+		go func() {
+			var err error
+			nodes[i], err = fleetNode(t, yml, &logs[i])
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/race", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	for _, o := range origins {
+		a, _ := rrTags(t, nodes[0], o, mdns.TypeDNSKEY)
+		b, _ := rrTags(t, nodes[1], o, mdns.TypeDNSKEY)
+		st, err := reader.Load(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a, b) || len(a) != 2 || len(st.Keys) != 2 {
+			t.Errorf("%s: node a publishes %v, node b %v, the store holds %d keys; want the same 2", o, a, b, len(st.Keys))
 		}
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"github.com/switchyard/switchyard/dns/dnssec"
 )
 
+// FirstKeysBackdate is how long before their creation a new zone's first keys count as
+// published and active.
+const FirstKeysBackdate = time.Minute
+
 // Timings are the rollover intervals of RFC 7583 for one zone.
 type Timings struct {
 	// Ipub is how long a new key is published before it is relied on: Dprp + TTLkey.
@@ -107,7 +111,11 @@ func (r *Roller) advanceRole(st *State, role string, now time.Time) (bool, error
 		if err != nil {
 			return false, err
 		}
-		k.Publish, k.Active, k.DSSeen = now, now, now
+		// Backdated, so that the other servers of a fleet sharing the state see the key in use
+		// too: one whose clock is a little behind, or that read its clock before waiting for
+		// the zone's lock while this one generated.
+		k.Publish = now.Add(-FirstKeysBackdate)
+		k.Active, k.DSSeen = k.Publish, k.Publish
 		return true, nil
 	}
 	life := r.Cfg.Policy.KSKLifetime.D()
