@@ -44,7 +44,7 @@ func (s *Server) keysOf(cfg *config.Config, zc *config.Zone) (keyroll.Store, err
 	case s.keys.store == nil && s.serveCtx != nil:
 		return nil, errors.New("field store: added by a reload; a store is taken at start: restart the server")
 	case s.keys.store == nil:
-		ks, err := keystore.Open(cfg.Store, cfg.StoreKeyFile, s.log, s.opt.KeyStore)
+		ks, err := keystore.Open(cfg.Store, cfg.StoreKeyPath(), s.log, s.opt.KeyStore)
 		if err != nil {
 			return nil, fmt.Errorf("field store: %w", err)
 		}

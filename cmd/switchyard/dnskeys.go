@@ -34,7 +34,7 @@ func dnsKeysCmd() *cli.Command {
 			}
 			var fleet *keystore.Store
 			if cfg.Store != "" {
-				if fleet, err = keystore.Open(cfg.Store, cfg.StoreKeyFile, slog.New(slog.DiscardHandler), keystore.Options{}); err != nil {
+				if fleet, err = keystore.Open(cfg.Store, cfg.StoreKeyPath(), slog.New(slog.DiscardHandler), keystore.Options{}); err != nil {
 					return err
 				}
 				defer fleet.Close()

@@ -9,6 +9,7 @@ import (
 
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/internal/testutil"
 )
 
 // TestDnsKeys: `dns keys` lists the keys a policy zone's server made, with their states; before
@@ -44,6 +45,50 @@ zones:
 		t.Fatal(err)
 	}
 	for _, want := range []string{"zone example.org.: policy ksk_zsk, algorithm 13", "ksk", "zsk", "active", "next transition"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dns keys lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDnsKeysFleet: with store:, `dns keys` reads the keys from the fleet's etcd store, as the
+// servers made them there.
+func TestDnsKeysFleet(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "store.key"), []byte(strings.Repeat("ab", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "dns.yaml")
+	yml := `listen: 127.0.0.1:0
+store: etcd://` + e.Endpoint + `/switchyard/cli
+store_key_file: store.key
+zones:
+  - origin: example.org.
+    dnssec: {policy: {scheme: ksk_zsk}}
+    records: ["@ SOA ns1 hostmaster 1 3600 600 604800 60", "@ NS ns1", "ns1 A 127.0.0.1"]
+`
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runDNSCLI(t, context.Background(), "keys", "--config", path)
+	if err != nil || !strings.Contains(out, "no keys yet in etcd://") {
+		t.Fatalf("keys before a server ran: %v\n%s", err, out)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sydns.NewServer(cfg, sydns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	out, _, err = runDNSCLI(t, context.Background(), "keys", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"keys in etcd://" + e.Endpoint + "/switchyard/cli/dnssec", "ksk", "zsk", "active"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dns keys lacks %q:\n%s", want, out)
 		}

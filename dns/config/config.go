@@ -77,7 +77,8 @@ type Config struct {
 	// fleet's keys"); empty: each policy's key_dir.
 	Store string `yaml:"store"`
 	// StoreKeyFile is the 32-byte key (raw, or 64 hex characters) the private keys in Store are
-	// encrypted with; every node of the fleet has the same copy.
+	// encrypted with; every node of the fleet has the same copy. Relative to the configuration
+	// file.
 	StoreKeyFile string `yaml:"store_key_file"`
 	// Catalog produces a catalog zone (RFC 9432) listing the zones served (catalog.go).
 	Catalog *Catalog `yaml:"catalog"`

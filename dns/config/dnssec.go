@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -151,6 +152,14 @@ const (
 	SchemeCSK    = "csk"
 	SchemeKSKZSK = "ksk_zsk"
 )
+
+// StoreKeyPath is StoreKeyFile, a relative path resolved from the configuration's directory.
+func (c *Config) StoreKeyPath() string {
+	if c.StoreKeyFile == "" || filepath.IsAbs(c.StoreKeyFile) || c.Dir == "" {
+		return c.StoreKeyFile
+	}
+	return filepath.Join(c.Dir, c.StoreKeyFile)
+}
 
 // validateStore checks the store of the policies' keys: an etcd URL with its key file.
 func (c *Config) validateStore() error {
