@@ -132,7 +132,7 @@ func issueStorePKI(s *StoreState, f storeFiles, cn string) error {
 
 // RotateStorePKI replaces the lab store's CA and every certificate, in place, and restarts the
 // members, which then trust the new CA only: the daemons take the new files at their next
-// connection without a restart (docs/fleet.md, "Rotation without a restart").
+// connection without a restart (docs/fleet.md, "A secured store": rotation without a restart).
 func RotateStorePKI(st *State) error {
 	if st.Store == nil || st.Store.Plain {
 		return errors.New("the lab's store is not secured: bring the lab up without --store-plain")
