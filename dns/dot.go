@@ -2,7 +2,6 @@ package dns
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -88,57 +87,18 @@ func (s *Server) TLSAddr() netip.AddrPort {
 	return addrPort(s.dot.ln.Addr())
 }
 
+// serveDoT accepts the DoT listener's connections, at most max_connections at once.
 func (s *Server) serveDoT(d *dotListener) {
 	defer s.wg.Done()
-	bo := backoff{min: acceptBackoffMin, max: acceptBackoffMax}
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.ops.acceptErrors.Inc()
-			select {
-			case <-s.serveCtx.Done():
-				return
-			case <-time.After(bo.next()):
-			}
-			continue
-		}
-		bo.ok()
-		select {
-		case d.sem <- struct{}{}:
-		default:
-			c.Close() // over max_connections
-			continue
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
+	s.acceptLoop(d.ln, d.sem, nil, func(c net.Conn) {
+		tc := tls.Server(c, d.tc)
+		if err := d.handshakes.Run(tc, dotHandshake); err != nil {
 			return
 		}
-		s.tcpConns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer func() {
-				s.mu.Lock()
-				delete(s.tcpConns, c)
-				s.mu.Unlock()
-				c.Close()
-				<-d.sem
-				s.wg.Done()
-			}()
-			tc := tls.Server(c, d.tc)
-			if err := d.handshakes.Run(tc, dotHandshake); err != nil {
-				return
-			}
-			d.conns.Inc()
-			defer d.conns.Dec()
-			s.serveDoTConn(d, tc)
-		}()
-	}
+		d.conns.Inc()
+		defer d.conns.Dec()
+		s.serveDoTConn(d, tc)
+	})
 }
 
 // dotConn is one DoT connection: queries are read in order and answered concurrently, each

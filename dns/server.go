@@ -579,21 +579,33 @@ const maxTCPConns = 512
 
 func (s *Server) serveTCP() {
 	defer s.wg.Done()
-	sem := make(chan struct{}, maxTCPConns)
-	bo := backoff{min: acceptBackoffMin, max: acceptBackoffMax}
 	warn := rateLog{log: s.log, interval: 10 * time.Second}
+	s.acceptLoop(s.tcp, make(chan struct{}, maxTCPConns), func(err error, retry time.Duration) {
+		warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", retry,
+			"fix", "out of descriptors: raise LimitNOFILE / ulimit -n, or lower the TCP client count")
+	}, s.serveTCPConn)
+}
+
+// acceptLoop accepts ln's connections until ln closes or the server stops, and serves each
+// with serve on a goroutine of its own, tracked in tcpConns so that Close ends it; the loop
+// closes the connection when serve returns. sem holds a slot per connection served: with none
+// free a new connection is closed at once, so a flood of them cannot exhaust memory. failed (nil:
+// none) reports a failed accept before the loop waits retry.
+func (s *Server) acceptLoop(ln net.Listener, sem chan struct{}, failed func(err error, retry time.Duration), serve func(net.Conn)) {
+	bo := backoff{min: acceptBackoffMin, max: acceptBackoffMax}
 	for {
-		c, err := s.tcp.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			// Out of descriptors the kernel keeps the connection queued and accept fails again at
-			// once: wait (exponential, capped), count and log (rate-limited) instead of spinning.
+			// once: wait (exponential, capped) and count instead of spinning.
 			d := bo.next()
 			s.ops.acceptErrors.Inc()
-			warn.warn("dns tcp accept failed; backing off", "err", err, "retry_in", d,
-				"fix", "out of descriptors: raise LimitNOFILE / ulimit -n, or lower the TCP client count")
+			if failed != nil {
+				failed(err, d)
+			}
 			select {
 			case <-s.serveCtx.Done():
 				return
@@ -605,7 +617,7 @@ func (s *Server) serveTCP() {
 		select {
 		case sem <- struct{}{}:
 		default:
-			c.Close()
+			c.Close() // over the limit
 			continue
 		}
 		s.mu.Lock()
@@ -626,7 +638,7 @@ func (s *Server) serveTCP() {
 				<-sem
 				s.wg.Done()
 			}()
-			s.serveTCPConn(c)
+			serve(c)
 		}()
 	}
 }
