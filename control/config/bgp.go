@@ -149,15 +149,9 @@ func (b *BGP) clone() *BGP {
 	n := *b
 	n.Peers = append([]BGPPeer(nil), b.Peers...)
 	for i, p := range n.Peers {
-		if p.BFD != nil {
-			f := *p.BFD
-			n.Peers[i].BFD = &f
-		}
+		n.Peers[i].BFD = clonePtr(p.BFD)
 	}
-	if b.GracefulRestart != nil {
-		gr := *b.GracefulRestart
-		n.GracefulRestart = &gr
-	}
+	n.GracefulRestart = clonePtr(b.GracefulRestart)
 	n.RoutePolicy = b.RoutePolicy.clone()
 	n.Labels = append([]string(nil), b.Labels...)
 	return &n

@@ -285,10 +285,7 @@ func (c *Config) Clone() *Config {
 }
 
 func (v VIP) clone() VIP {
-	if v.Health != nil {
-		h := *v.Health
-		v.Health = &h
-	}
+	v.Health = clonePtr(v.Health)
 	v.Backends = append([]Backend(nil), v.Backends...)
 	v.Guard = v.Guard.Clone()
 	v.BGP = v.BGP.Clone()

@@ -8,14 +8,7 @@ package config
 // MutableVIP (or replace the VIP whole); c itself must not change afterwards.
 func (c *Config) CloneForChange() *Config {
 	n := *c
-	if c.ICMPTooBig != nil {
-		v := *c.ICMPTooBig
-		n.ICMPTooBig = &v
-	}
-	if c.SecondChance != nil {
-		v := *c.SecondChance
-		n.SecondChance = &v
-	}
+	n.ICMPTooBig, n.SecondChance = clonePtr(c.ICMPTooBig), clonePtr(c.SecondChance)
 	n.VIPs = append(make([]VIP, 0, len(c.VIPs)+1), c.VIPs...)
 	n.BGP = c.BGP.clone()
 	n.Guard = c.Guard.Clone()

@@ -56,14 +56,7 @@ func (g *Guard) Clone() *Guard {
 	n := *g
 	n.Allow = slices.Clone(g.Allow)
 	n.Deny = slices.Clone(g.Deny)
-	if g.PerSource != nil {
-		s := *g.PerSource
-		n.PerSource = &s
-	}
-	if g.PerVIP != nil {
-		v := *g.PerVIP
-		n.PerVIP = &v
-	}
+	n.PerSource, n.PerVIP = clonePtr(g.PerSource), clonePtr(g.PerVIP)
 	return &n
 }
 
@@ -73,13 +66,6 @@ func (g *Guard) Equal(o *Guard) bool {
 		return g == o
 	}
 	return slices.Equal(g.Allow, o.Allow) && slices.Equal(g.Deny, o.Deny) && eqPtr(g.PerSource, o.PerSource) && eqPtr(g.PerVIP, o.PerVIP)
-}
-
-func eqPtr[T comparable](a, b *T) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 // Empty reports whether the guard holds no rule.

@@ -121,14 +121,7 @@ func (b *VIPBGP) Equal(o *VIPBGP) bool {
 func (p RoutePolicy) clone() RoutePolicy {
 	p.Communities = slices.Clone(p.Communities)
 	p.LargeCommunities = slices.Clone(p.LargeCommunities)
-	if p.LocalPref != nil {
-		v := *p.LocalPref
-		p.LocalPref = &v
-	}
-	if p.MED != nil {
-		v := *p.MED
-		p.MED = &v
-	}
+	p.LocalPref, p.MED = clonePtr(p.LocalPref), clonePtr(p.MED)
 	return p
 }
 
