@@ -22,7 +22,7 @@ import (
 // record is gone once the certificate is issued.
 func TestACMEDNS01ThroughTheDNSStop(t *testing.T) {
 	dir := t.TempDir()
-	port := updPort(t)
+	port := updPorts.free(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	os.WriteFile(filepath.Join(dir, "dns.yaml"), []byte(fmt.Sprintf(`listen: %s
 tsig_keys: [{name: acme, secret: "%s"}]

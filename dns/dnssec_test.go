@@ -160,11 +160,7 @@ func TestDelvRejectsWrongAnchorAndExpiredSignatures(t *testing.T) {
 	// A server whose clock is 30 days behind makes signatures that expired long ago.
 	old := newTestServer(t, yml, Options{})
 	old.skew.Store(int64(-30 * 24 * time.Hour))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); old.Close() })
-	if err := old.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	startBuilt(t, old)
 	out := delv(t, old, anchorFile(t, key), "www.example.", "A")
 	if strings.Contains(out, "fully validated") || !strings.Contains(out, "resolution failed") {
 		t.Errorf("expired signatures validated:\n%s", out)

@@ -181,17 +181,7 @@ func startServerFile(t *testing.T, path string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
-	return srv
+	return startConfig(t, cfg, Options{})
 }
 
 // gatherVec sums the series of metric name whose label has value.

@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,13 +31,7 @@ func TestIXFRJournalSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		if err := srv.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		stop := func() { cancel(); srv.Close() }
-		t.Cleanup(stop)
-		return srv, stop
+		return srv, startBuilt(t, srv)
 	}
 	srv, stop := start(1)
 	if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(xfrZoneText(2)), 0o644); err != nil {

@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -67,12 +66,7 @@ func fleetNode(t *testing.T, yml string, logs *testutil.SyncBuffer) (*Server, er
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
+	startBuilt(t, srv)
 	return srv, nil
 }
 

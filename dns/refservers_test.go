@@ -279,17 +279,7 @@ func startZoneServer(t *testing.T, origin, zoneText, top, zoneExtra string, opt 
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Dir = dir
-	srv, err := NewServer(cfg, opt)
-	if err != nil {
-		t.Fatalf("new server: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
-	return srv
+	return startConfig(t, cfg, opt)
 }
 
 // exchangeRaw sends raw over UDP to addr and returns the raw response.

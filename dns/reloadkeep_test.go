@@ -65,16 +65,7 @@ func TestReloadCarriesUnchangedZones(t *testing.T) {
 		cfg.Listen, cfg.Dir = "127.0.0.1:0", dir
 		return cfg
 	}
-	srv, err := NewServer(load(300), Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startConfig(t, load(300), Options{Logger: testLogger(t)})
 	for range 2 { // the start-up NOTIFYs of b and c
 		if sec.next(t, 5*time.Second) == nil {
 			t.Fatal("no start-up NOTIFY")

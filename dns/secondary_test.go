@@ -46,14 +46,7 @@ func startSecondary(t *testing.T, dir string, port int, yml string) (*Server, fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	stop := func() { cancel(); srv.Close() }
-	t.Cleanup(stop)
-	return srv, stop
+	return srv, startBuilt(t, srv)
 }
 
 // waitSerial waits until addr serves example.com at serial want.

@@ -40,13 +40,33 @@ func newTestServer(tb testing.TB, yml string, opt Options) *Server {
 func startServer(tb testing.TB, yml string, opt Options) *Server {
 	tb.Helper()
 	srv := newTestServer(tb, yml, opt)
+	startBuilt(tb, srv)
+	return srv
+}
+
+// startConfig builds a server for cfg and starts it until the test ends (startBuilt).
+func startConfig(tb testing.TB, cfg *config.Config, opt Options) *Server {
+	tb.Helper()
+	srv, err := NewServer(cfg, opt)
+	if err != nil {
+		tb.Fatalf("new server: %v", err)
+	}
+	startBuilt(tb, srv)
+	return srv
+}
+
+// startBuilt starts srv and stops it when the test ends; stop stops it earlier (for a restart
+// on the same files).
+func startBuilt(tb testing.TB, srv *Server) (stop func()) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := srv.Start(ctx); err != nil {
 		cancel()
 		tb.Fatalf("start: %v", err)
 	}
-	tb.Cleanup(func() { cancel(); srv.Close() })
-	return srv
+	stop = func() { cancel(); srv.Close() }
+	tb.Cleanup(stop)
+	return stop
 }
 
 func testConfig(t testing.TB) string {

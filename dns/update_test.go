@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,29 +17,8 @@ import (
 	"github.com/switchyard/switchyard/dns/dnssec"
 )
 
-// The update tests bind their servers on loopback ports 22100-22199.
-const updPortFirst, updPortLast = 22100, 22199
-
-// updPort returns a port of the range where UDP and TCP on 127.0.0.1 are free now.
-func updPort(t *testing.T) int {
-	t.Helper()
-	for p := updPortFirst; p <= updPortLast; p++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		u.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p
-	}
-	t.Fatalf("no free port in %d-%d", updPortFirst, updPortLast)
-	return 0
-}
+// updPorts are the update tests' loopback ports.
+var updPorts = &portRange{first: 22100, last: 22199}
 
 // Secrets of the update tests' keys (base64).
 const (
@@ -90,17 +68,7 @@ func updServer(t *testing.T, dir string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
-	return srv
+	return startConfig(t, cfg, Options{Logger: testLogger(t)})
 }
 
 // nsupdate runs Debian's nsupdate with the key alg:name:secret on script (the server and zone
@@ -146,7 +114,7 @@ func TestNsupdateEndToEnd(t *testing.T) {
 	keyFile := filepath.Join(dir, "example.key")
 	sec := newNotifyCatcher(t)
 	for name, text := range map[string]string{"example.key": string(k.File(time.Now())), "example.zone": updZone,
-		"dns.yaml": updYAML(updPort(t), keyFile, sec.pc.LocalAddr().String())} {
+		"dns.yaml": updYAML(updPorts.free(t), keyFile, sec.pc.LocalAddr().String())} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}

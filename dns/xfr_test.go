@@ -86,28 +86,25 @@ zones:
 // xfrPrimary serves the zone at serial with switchyard; reload(serial) rewrites and reloads it.
 func xfrPrimary(t *testing.T, notify string) (*Server, func(serial int)) {
 	t.Helper()
+	return xfrPrimaryWith(t, notify, "127.0.0.1:0", "")
+}
+
+// xfrPrimaryWith is xfrPrimary listening on listen, extra added to its configuration.
+func xfrPrimaryWith(t *testing.T, notify, listen, extra string) (*Server, func(serial int)) {
+	t.Helper()
 	dir := t.TempDir()
 	load := func(serial int) *config.Config {
 		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(xfrZoneText(serial)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := config.Parse([]byte(xfrYAML(notify)))
+		cfg, err := config.Parse([]byte(xfrYAML(notify) + extra))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Listen, cfg.Dir = "127.0.0.1:0", dir
+		cfg.Listen, cfg.Dir = listen, dir
 		return cfg
 	}
-	srv, err := NewServer(load(1), Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
+	srv := startConfig(t, load(1), Options{Logger: testLogger(t)})
 	return srv, func(serial int) {
 		if err := srv.Reload(load(serial)); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,34 +28,8 @@ func xotPrimary(t *testing.T, notify string) (*Server, string, func(serial int))
 // xotPrimaryOn is xotPrimary listening on listen and tlsListen with the certificate given.
 func xotPrimaryOn(t *testing.T, notify, listen, tlsListen, certPath, keyPath string) (*Server, func(serial int)) {
 	t.Helper()
-	dir := t.TempDir()
-	load := func(serial int) *config.Config {
-		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(xfrZoneText(serial)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		yml := xfrYAML(notify) + "tls: {listen: \"" + tlsListen + "\", certificates: [{cert: " + certPath + ", key: " + keyPath + "}]}\n"
-		cfg, err := config.Parse([]byte(yml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Listen, cfg.Dir = listen, dir
-		return cfg
-	}
-	srv, err := NewServer(load(1), Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
-	return srv, func(serial int) {
-		if err := srv.Reload(load(serial)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tlsYAML := "tls: {listen: \"" + tlsListen + "\", certificates: [{cert: " + certPath + ", key: " + keyPath + "}]}\n"
+	return xfrPrimaryWith(t, notify, listen, tlsYAML)
 }
 
 // XoT (RFC 9103) between two switchyard servers: the secondary asks only the primary's TLS
