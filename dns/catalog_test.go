@@ -44,19 +44,6 @@ func runKnotOn(t *testing.T, ports *portRange, conf string, files map[string]str
 	return runRef(t, "knot", bin, dir, port, "", false, "-c", filepath.Join(dir, "knot.conf"))
 }
 
-const knotServer = `server:
-  rundir: "%[1]s"
-  listen: 127.0.0.1@%[2]d
-  udp-workers: 1
-  tcp-workers: 1
-  background-workers: 1
-log:
-  - target: stderr
-    any: info
-database:
-  storage: "%[1]s"
-`
-
 // runKnotInterpreting runs Knot on knotPort, taking switchyard's catalog.invalid. from syAddr
 // (catalog-role: interpret) and its members by catalogTemplates (at least member: from
 // syAddr, NOTIFY from it allowed); acls and templates are more entries of those lists ({dir}

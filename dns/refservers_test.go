@@ -181,6 +181,21 @@ remote-control:
 	return runRef(t, "nsd", bin, dir, port, origin, zoneText != "", "-d", "-c", filepath.Join(dir, "nsd.conf"))
 }
 
+// knotServer is the start of a Knot configuration: its server, log and database sections
+// (%[1]s: its directory, %[2]d: its port).
+const knotServer = `server:
+  rundir: "%[1]s"
+  listen: 127.0.0.1@%[2]d
+  udp-workers: 1
+  tcp-workers: 1
+  background-workers: 1
+log:
+  - target: stderr
+    any: info
+database:
+  storage: "%[1]s"
+`
+
 // startKnot serves zoneText for origin with Knot; zoneConf is appended to its zone entry and
 // topConf (keys, remotes, acls) before the template.
 func startKnot(t *testing.T, origin, zoneText, topConf, zoneConf string) *refServer {
@@ -203,24 +218,13 @@ func startKnotOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf str
 		}
 		fileLine = "    file: zone\n"
 	}
-	conf := fmt.Sprintf(`server:
-  rundir: "%s"
-  listen: 127.0.0.1@%d
-  udp-workers: 1
-  tcp-workers: 1
-  background-workers: 1
-log:
-  - target: stderr
-    any: info
-database:
-  storage: "%s"
-%stemplate:
+	conf := fmt.Sprintf(knotServer, dir, port) + topConf + fmt.Sprintf(`template:
   - id: default
     storage: "%s"
     zonefile-sync: -1
 zone:
   - domain: %s
-%s%s`, dir, port, dir, topConf, dir, origin, fileLine, zoneConf)
+%s%s`, dir, origin, fileLine, zoneConf)
 	if err := os.WriteFile(filepath.Join(dir, "knot.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
