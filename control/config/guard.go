@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -118,6 +119,12 @@ func (g *Guard) validate(l locator, path ...any) error {
 	return nil
 }
 
+// withDefaultBurst is lim with its burst, when not set, its rate.
+func (lim Limit) withDefaultBurst() Limit {
+	lim.Burst = cmp.Or(lim.Burst, lim.Rate)
+	return lim
+}
+
 // check says what is wrong with a limit, or "".
 func (lim Limit) check() string {
 	switch {
@@ -227,27 +234,17 @@ func (c *Config) GuardOf(v *VIP) *EffectiveGuard {
 	}
 	if g := v.Guard; g != nil {
 		e.Allow, e.Deny = Prefixes(g.Allow), Prefixes(g.Deny)
-		if g.PerSource != nil {
-			e.PerSource = g.PerSource
-		}
-		if g.PerVIP != nil {
-			e.PerVIP = g.PerVIP
-		}
+		e.PerSource, e.PerVIP = cmp.Or(g.PerSource, e.PerSource), cmp.Or(g.PerVIP, e.PerVIP)
 	}
 	if s := e.PerSource; s != nil {
 		n := *s
 		n.PrefixV4 = int(orDefault(uint32(n.PrefixV4), DefaultGuardPrefixV4))
 		n.PrefixV6 = int(orDefault(uint32(n.PrefixV6), DefaultGuardPrefixV6))
-		if n.Burst == 0 {
-			n.Burst = n.Rate
-		}
+		n.Limit = n.withDefaultBurst()
 		e.PerSource = &n
 	}
 	if v := e.PerVIP; v != nil {
-		n := *v
-		if n.Burst == 0 {
-			n.Burst = n.Rate
-		}
+		n := v.withDefaultBurst()
 		e.PerVIP = &n
 	}
 	return e

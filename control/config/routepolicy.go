@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -83,15 +84,8 @@ func (v *VIP) Policy(global *BGP, n Node) RoutePolicy {
 // merge returns p with o on top: communities added (once each), local_pref and med replaced
 // when o sets them.
 func (p RoutePolicy) merge(o RoutePolicy) RoutePolicy {
-	out := RoutePolicy{LocalPref: p.LocalPref, MED: p.MED,
+	return RoutePolicy{LocalPref: cmp.Or(o.LocalPref, p.LocalPref), MED: cmp.Or(o.MED, p.MED),
 		Communities: appendNew(slices.Clone(p.Communities), o.Communities), LargeCommunities: appendNew(slices.Clone(p.LargeCommunities), o.LargeCommunities)}
-	if o.LocalPref != nil {
-		out.LocalPref = o.LocalPref
-	}
-	if o.MED != nil {
-		out.MED = o.MED
-	}
-	return out
 }
 
 func appendNew(to, from []string) []string {
