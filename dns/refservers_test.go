@@ -135,6 +135,22 @@ func runRef(t *testing.T, name, bin, dir string, port int, origin string, wait b
 	return r
 }
 
+// refDir is a new directory for a reference server, holding zoneText (when set) as its file
+// "zone", and the server's port: port, or one of refPorts when port is 0.
+func refDir(t *testing.T, port int, zoneText string) (string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	if zoneText != "" {
+		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if port == 0 {
+		port = refPort(t)
+	}
+	return dir, port
+}
+
 // startNSD serves zoneText for origin with NSD; zoneConf is appended to its zone: clause.
 func startNSD(t *testing.T, origin, zoneText, zoneConf string) *refServer {
 	t.Helper()
@@ -146,15 +162,9 @@ func startNSD(t *testing.T, origin, zoneText, zoneConf string) *refServer {
 func startNSDOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
 	t.Helper()
 	bin := needBinary(t, "nsd", "nsd")
-	dir := t.TempDir()
-	if port == 0 {
-		port = refPort(t)
-	}
+	dir, port := refDir(t, port, zoneText)
 	zoneLine := ""
 	if zoneText != "" {
-		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		zoneLine = "  zonefile: zone\n"
 	}
 	conf := fmt.Sprintf(`server:
@@ -207,15 +217,9 @@ func startKnot(t *testing.T, origin, zoneText, topConf, zoneConf string) *refSer
 func startKnotOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf string) *refServer {
 	t.Helper()
 	bin := needBinary(t, "knotd", "knot")
-	dir := t.TempDir()
-	if port == 0 {
-		port = refPort(t)
-	}
+	dir, port := refDir(t, port, zoneText)
 	fileLine := ""
 	if zoneText != "" {
-		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		fileLine = "    file: zone\n"
 	}
 	conf := fmt.Sprintf(knotServer, dir, port) + topConf + fmt.Sprintf(`template:
@@ -244,12 +248,7 @@ func startBIND(t *testing.T, port int, origin, zoneText, topConf, zoneConf strin
 func runBIND(t *testing.T, port int, origin, zoneText, topConf, optConf, zoneConf string) *refServer {
 	t.Helper()
 	bin := needBinary(t, "named", "bind9")
-	dir := t.TempDir()
-	if zoneText != "" {
-		if err := os.WriteFile(filepath.Join(dir, "zone"), []byte(zoneText), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, port := refDir(t, port, zoneText)
 	conf := fmt.Sprintf(`%soptions {
   directory "%s";
   pid-file "%s/named.pid";
