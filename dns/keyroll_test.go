@@ -78,29 +78,59 @@ func dsAnchor(t *testing.T, ds *mdns.DS) string {
 
 // rollStep is what the walk saw while one set of key states held, from at until the next step.
 type rollStep struct {
-	at, until time.Time
-	states    string   // tag:role:state of every key
-	dnskeys   []uint16 // the tags of the DNSKEY RRset
-	signers   []uint16 // the tags of the RRSIGs over www A
+	at, until  time.Time
+	states     string   // tag:role:state of every key
+	dnskeys    []uint16 // the tags of the DNSKEY RRset
+	signers    []uint16 // the tags of the RRSIGs over www A
+	keyAlgs    []uint8  // the algorithms of the DNSKEY RRset
+	signerAlgs []uint8  // the algorithms of the RRSIGs over www A
 }
 
 // TestKeyRolloverZSK walks a ZSK pre-publish rollover (KSK/ZSK scheme, algorithm 13).
-func TestKeyRolloverZSK(t *testing.T) { walkRollover(t, "ksk_zsk", 13, "1000h", keyroll.RoleZSK) }
+func TestKeyRolloverZSK(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "ksk_zsk", alg: 13, kskLife: "1000h", role: keyroll.RoleZSK})
+}
 
 // TestKeyRolloverCSK walks a CSK double-signature rollover with the DS submission (Ed25519).
-func TestKeyRolloverCSK(t *testing.T) { walkRollover(t, "csk", 15, "6m", keyroll.RoleCSK) }
+func TestKeyRolloverCSK(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "csk", alg: 15, kskLife: "6m", role: keyroll.RoleCSK})
+}
+
+// TestKeyRolloverAlgorithm walks an algorithm rollover of KSK/ZSK keys from ECDSA P-256 to
+// Ed25519 (RFC 6781 4.1.4), started by the policy's change, through the DS submission.
+func TestKeyRolloverAlgorithm(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "ksk_zsk", alg: 13, toAlg: 15, kskLife: "1000h", role: keyroll.RoleKSK})
+}
+
+// TestKeyRolloverAlgorithmCSK walks an algorithm rollover of a CSK from RSA/SHA-256 to ECDSA
+// P-256.
+func TestKeyRolloverAlgorithmCSK(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "csk", alg: 8, toAlg: 13, kskLife: "1000h", role: keyroll.RoleCSK})
+}
+
+// rollCase is a walk's policy: scheme, algorithm and KSK lifetime; toAlg, when set, the
+// algorithm the policy changes to after the first step (an algorithm rollover); role, the role
+// whose first key's removal ends the walk.
+type rollCase struct {
+	scheme     string
+	alg, toAlg int
+	kskLife    string
+	role       string
+}
 
 // walkRollover starts a parent (org.) and a child (example.org.) with a key policy, and moves
 // the child's clock from one key transition to the next until the first key of role is removed.
 // The parent publishes what the child's CDS asks for, as a registry following RFC 8078 would.
 // In every state delv validates a positive and a negative answer from every DS a resolver may
-// still hold (and, for KSK/ZSK, kzonecheck the whole zone), the DNSKEY RRset carries a
-// signature of the key each of those DS names, and no resolver cache can pair a DNSKEY RRset
-// with data signed by none of its keys.
-func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
+// still hold, and both answers carry a signature of its algorithm (and kzonecheck validates the
+// whole zone, for KSK/ZSK, or a CSK with one DNSKEY), the DNSKEY RRset carries a signature of
+// the key each of those DS names, and no resolver cache can pair a DNSKEY RRset with data
+// signed by none of its keys, or by not every algorithm of it.
+func walkRollover(t *testing.T, c rollCase) {
+	scheme, role := c.scheme, c.role
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
-	child := startServer(t, rollChildYAML(dir, scheme, alg, kskLife, parent.Addr().String()), Options{})
+	child := startServer(t, rollChildYAML(dir, scheme, c.alg, c.kskLife, parent.Addr().String()), Options{})
 	start := time.Now()
 	now := func() time.Time { return child.now() }
 	first := func() *keyroll.KeyState {
@@ -134,6 +164,8 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 	live := map[string]time.Time{parentDS[0].String(): {}}
 	liveDS := map[string]*mdns.DS{parentDS[0].String(): parentDS[0]}
 	const dsHold = 60*time.Second + time.Minute // the DS TTL and the propagation delay
+	// When the parent began serving each DS.
+	dsSince := map[uint16]time.Time{parentDS[0].KeyTag: now()}
 
 	var steps []rollStep
 	seen := map[string]bool{}
@@ -150,11 +182,19 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 		for _, rr := range dnskeyResp.Answer {
 			if k, ok := rr.(*mdns.DNSKEY); ok {
 				step.dnskeys = append(step.dnskeys, k.KeyTag())
+				step.keyAlgs = append(step.keyAlgs, k.Algorithm)
 			}
 		}
+		www := exchange(t, child, doQuery("www.example.org.", mdns.TypeA, false), false)
+		nope := exchange(t, child, doQuery("nope.example.org.", mdns.TypeA, false), false)
 		for dsText, ds := range liveDS {
 			if !signedBy(dnskeyResp, ds) {
 				t.Errorf("%s: the DNSKEY RRset is not signed by the key of the live DS %s", step.states, dsText)
+			}
+			for _, m := range []*mdns.Msg{www, nope} {
+				if !slices.Contains(sigAlgs(m), ds.Algorithm) {
+					t.Errorf("%s: the answer for %s has no RRSIG of the live DS's algorithm %d:\n%v", step.states, m.Question[0].Name, ds.Algorithm, m)
+				}
 			}
 			anchor := dsAnchor(t, ds)
 			for _, q := range [][2]string{{"www.example.org.", "A"}, {"nope.example.org.", "A"}} {
@@ -164,23 +204,34 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 				}
 			}
 		}
-		if scheme == "ksk_zsk" {
-			// The second validator, over the whole zone. Not for CSKs: kzonecheck takes a
-			// zone for single-key signing only when it has one DNSKEY, so a CSK rollover's
-			// two keys read to it as KSKs with no ZSK to sign the data.
+		if scheme == "ksk_zsk" || len(step.dnskeys) == 1 {
+			// The second validator, over the whole zone. Not for CSKs with two DNSKEYs:
+			// kzonecheck takes a zone for single-key signing only when it has one DNSKEY,
+			// so a CSK rollover's two keys read to it as KSKs with no ZSK to sign the data.
 			kzonecheckServed(t, child, "example.org.")
 		}
-		for _, rr := range exchange(t, child, doQuery("www.example.org.", mdns.TypeA, false), false).Answer {
+		for _, rr := range www.Answer {
 			if sig, ok := rr.(*mdns.RRSIG); ok {
 				step.signers = append(step.signers, sig.KeyTag)
 			}
 		}
-		t.Logf("t+%s: %s; DNSKEY %v; www signed by %v; live DS %d", now().Sub(start).Round(time.Second), step.states, step.dnskeys, step.signers, len(liveDS))
+		step.signerAlgs = sigAlgs(www)
+		t.Logf("t+%s: %s; DNSKEY %v (algorithms %v); www signed by %v (algorithms %v); live DS %d",
+			now().Sub(start).Round(time.Second), step.states, step.dnskeys, step.keyAlgs, step.signers, step.signerAlgs, len(liveDS))
 
 		if first().At(now()) == keyroll.Removed {
 			step.until = now().Add(time.Hour)
 			steps = append(steps, step)
 			break
+		}
+		if i == 0 && c.toAlg != 0 {
+			// The policy's new algorithm: the rollover starts at the reload.
+			step.until = now()
+			steps = append(steps, step)
+			if err := reloadChild(t, child, rollChildYAML(dir, scheme, c.toAlg, c.kskLife, parent.Addr().String())); err != nil {
+				t.Fatalf("reload with algorithm %d: %v", c.toAlg, err)
+			}
+			continue
 		}
 		// The registry follows the CDS; a DS it withdrew stays live in caches for dsHold.
 		if cds := cdsOf(); len(cds) > 0 && !sameDS(cds, parentDS) {
@@ -191,6 +242,9 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 			}
 			parentDS = cds
 			for _, d := range cds {
+				if _, ok := liveDS[d.String()]; !ok {
+					dsSince[d.KeyTag] = now()
+				}
 				live[d.String()], liveDS[d.String()] = time.Time{}, d
 			}
 			reloadParent(t, parent, parentDS)
@@ -228,17 +282,38 @@ func walkRollover(t *testing.T, scheme string, alg int, kskLife, role string) {
 	if now().Sub(start) > 50*time.Minute {
 		t.Fatalf("the walk took %s of skewed clock; signatures made then are not yet valid for delv", now().Sub(start))
 	}
-	for _, s := range []string{keyroll.Generated, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Removed} {
+	want := []string{keyroll.Generated, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Removed}
+	if c.toAlg != 0 {
+		want = []string{keyroll.Presigned, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Withdrawn, keyroll.Removed}
+	}
+	for _, s := range want {
 		if !seen[role+":"+s] {
 			t.Errorf("the walk never saw a %s %s", s, role)
 		}
 	}
 	checkCaches(t, steps)
+	checkDSCaches(t, steps, dsSince)
+}
+
+// checkDSCaches: a resolver that fetches a DS from the parent may pair it with a DNSKEY RRset
+// it cached up to Dprp + its TTL before; each such RRset must hold the DS's key.
+func checkDSCaches(t *testing.T, steps []rollStep, dsSince map[uint16]time.Time) {
+	t.Helper()
+	keyHold := 60*time.Second + time.Minute
+	for tag, since := range dsSince {
+		for _, a := range steps {
+			if a.at.Before(since) && a.until.Add(keyHold).After(since) && !slices.Contains(a.dnskeys, tag) {
+				t.Errorf("the parent's DS of key %d from %s meets the cached DNSKEY RRset of %q (%v), without that key",
+					tag, since.Format(time.TimeOnly), a.states, a.dnskeys)
+			}
+		}
+	}
 }
 
 // checkCaches: a resolver may hold a DNSKEY RRset until Dprp + its TTL after it was last served
 // and data until Dprp + the zone's max TTL; whatever it pairs, some signature over the data must
-// be by a key of the RRset.
+// be by a key of the RRset, and every algorithm of the RRset must sign the data (RFC 4035 2.2,
+// which a strict validator holds a zone to in an algorithm rollover).
 func checkCaches(t *testing.T, steps []rollStep) {
 	t.Helper()
 	keyHold, dataHold := 60*time.Second+time.Minute, 300*time.Second+time.Minute
@@ -249,8 +324,35 @@ func checkCaches(t *testing.T, steps []rollStep) {
 			if close && !slices.ContainsFunc(b.signers, func(tag uint16) bool { return slices.Contains(a.dnskeys, tag) }) {
 				t.Errorf("DNSKEY RRset of %q (%v) cannot validate the data of %q (signed by %v)", a.states, a.dnskeys, b.states, b.signers)
 			}
+			for _, alg := range a.keyAlgs {
+				if close && !slices.Contains(b.signerAlgs, alg) {
+					t.Errorf("DNSKEY RRset of %q (algorithms %v) meets the data of %q signed by algorithms %v only", a.states, a.keyAlgs, b.states, b.signerAlgs)
+				}
+			}
 		}
 	}
+}
+
+// sigAlgs are the algorithms of the RRSIGs in m's answer and authority sections.
+func sigAlgs(m *mdns.Msg) []uint8 {
+	var out []uint8
+	for _, rr := range append(slices.Clone(m.Answer), m.Ns...) {
+		if sig, ok := rr.(*mdns.RRSIG); ok && !slices.Contains(out, sig.Algorithm) {
+			out = append(out, sig.Algorithm)
+		}
+	}
+	return out
+}
+
+// reloadChild reloads srv with the configuration yml (its listener kept).
+func reloadChild(t *testing.T, srv *Server, yml string) error {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = srv.Config().Listen
+	return srv.Reload(cfg)
 }
 
 func sameDS(a, b []*mdns.DS) bool {
@@ -368,5 +470,103 @@ func TestZoneMaxTTLFromZone(t *testing.T) {
 		if got := old.Remove.Sub(old.Retire); got != c.want {
 			t.Errorf("zone_max_ttl %q: the old ZSK stays %s after it retires, want %s", c.limit, got, c.want)
 		}
+	}
+}
+
+// TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
+// resumes it from the state file (the same keys and times, no new key, the same stage) and moves
+// on by its timestamps. A policy changed back to the old algorithm midway is refused with the
+// fix, as is a change of scheme, and both leave the state and the served keys as they were.
+func TestKeyRolloverAlgorithmRestart(t *testing.T) {
+	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
+	dir := t.TempDir()
+	yml := func(scheme string, alg int) string {
+		return rollChildYAML(dir, scheme, alg, "1000h", parent.Addr().String())
+	}
+	state := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "example.org.keys.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	describe := func(srv *Server) string {
+		lines, err := keyroll.Describe("example.org.", srv.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), srv.now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	a := newTestServer(t, yml("ksk_zsk", 13), Options{})
+	stopA := startBuilt(t, a)
+	if err := reloadChild(t, a, yml("ksk_zsk", 15)); err != nil {
+		t.Fatalf("reload with algorithm 15: %v", err)
+	}
+	started := state()
+	stopA()
+
+	b := newTestServer(t, yml("ksk_zsk", 15), Options{})
+	startBuilt(t, b)
+	if got := state(); got != started {
+		t.Fatalf("the restart changed the key state:\n%s\nwas\n%s", got, started)
+	}
+	keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+	_, sigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
+	if len(keys) != 2 || len(sigs) != 2 {
+		t.Fatalf("after the restart: DNSKEY %v, www signed by %v; want the old KSK and ZSK published, both ZSKs signing", keys, sigs)
+	}
+	if d := describe(b); !strings.Contains(d, "algorithm rollover 13 -> 15, stage 2 of 6 (new RRSIGs)") {
+		t.Errorf("dns keys after the restart:\n%s", d)
+	}
+
+	refused := func(yml string, want ...string) {
+		t.Helper()
+		err := reloadChild(t, b, yml)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("reload: %v; want it to say %q", err, w)
+			}
+		}
+		if got := state(); got != started {
+			t.Errorf("a refused reload changed the key state:\n%s", got)
+		}
+	}
+	refused(yml("ksk_zsk", 13), "rolling from algorithm 13 to 15", "a rollover is not reversed midway; restore algorithm 15")
+	refused(yml("csk", 15), "scheme rollover (ksk_zsk to csk or back) is not supported", "restore scheme ksk_zsk")
+
+	// On by the timestamps: Dprp + the zone's max TTL later the new DNSKEYs are published.
+	b.skew.Add(int64(time.Minute + 300*time.Second))
+	if err := b.keyRound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY); len(keys) != 4 {
+		t.Errorf("after Dprp + max TTL: DNSKEY %v, want both algorithms' KSK and ZSK", keys)
+	}
+	if d := describe(b); !strings.Contains(d, "stage 3 of 6 (new DNSKEY)") {
+		t.Errorf("dns keys in stage 3:\n%s", d)
+	}
+}
+
+// TestKeyRolloverAlgorithmWaits: an algorithm change while a ZSK rollover is in progress is
+// refused, naming the key to wait for; nothing is generated. (The ds_check parent is never asked:
+// no DS is awaited.)
+func TestKeyRolloverAlgorithmWaits(t *testing.T) {
+	dir := t.TempDir()
+	srv := startServer(t, rollChildYAML(dir, "ksk_zsk", 13, "1000h", "127.0.0.1:47200"), Options{})
+	srv.skew.Add(int64(7 * time.Minute)) // the ZSK's successor is made Ipub + Dprp before its lifetime ends
+	if err := srv.keyRound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := keyroll.Load(dir, "example.org.")
+	if err != nil || len(st.Keys) != 3 {
+		t.Fatalf("no ZSK rollover under way: %v %+v", err, st)
+	}
+	err = reloadChild(t, srv, rollChildYAML(dir, "ksk_zsk", 15, "1000h", "127.0.0.1:47200"))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("while zsk %d (algorithm 13) is being rolled", st.Keys[1].Tag)) ||
+		!strings.Contains(err.Error(), "an algorithm rollover starts only after it") {
+		t.Fatalf("algorithm change during a ZSK rollover: %v", err)
+	}
+	if after, _ := keyroll.Load(dir, "example.org."); len(after.Keys) != 3 {
+		t.Errorf("the refused change generated keys: %+v", after.Keys)
 	}
 }

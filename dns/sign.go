@@ -203,7 +203,13 @@ func (s *Server) DNSSECSummary() []string {
 			continue
 		}
 		zsks, ksks := sg.Keys()
-		line := fmt.Sprintf("dnssec %s: signed online, algorithm 13, %d DNSKEYs, zone signed by", z.Origin, len(sg.DNSKEYs()))
+		var algs []string // two in an algorithm rollover
+		for _, k := range zsks {
+			if a := fmt.Sprint(k.DNSKEY.Algorithm); !slices.Contains(algs, a) {
+				algs = append(algs, a)
+			}
+		}
+		line := fmt.Sprintf("dnssec %s: signed online, algorithm %s, %d DNSKEYs, zone signed by", z.Origin, strings.Join(algs, " and "), len(sg.DNSKEYs()))
 		for _, k := range zsks {
 			line += fmt.Sprintf(" %d", k.Tag)
 		}

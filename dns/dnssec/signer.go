@@ -45,9 +45,11 @@ type Stats struct {
 }
 
 // KeySet is the keys of a zone at one moment: those that sign its data (ZSKs), those that sign
-// its DNSKEY RRset (KSKs) and every key in that RRset (Published; the signing keys are added).
+// its DNSKEY RRset (KSKs) and every key in that RRset (Published; the signing keys are added,
+// but for those in Hidden: an algorithm rollover's keys that sign while their DNSKEY is not
+// yet, or no longer, published, RFC 6781 4.1.4).
 type KeySet struct {
-	ZSKs, KSKs, Published []*Key
+	ZSKs, KSKs, Published, Hidden []*Key
 }
 
 // New loads the keys of cfg (paths relative to dir) for zone and prepares a signer.
@@ -103,6 +105,9 @@ func NewFromKeys(zone string, cfg *config.DNSSEC, ks KeySet) *Signer {
 	s := &Signer{Zone: zone, zsks: ks.ZSKs, ksks: ks.KSKs, validity: int64(cfg.Validity.D().Seconds()),
 		refresh: int64(cfg.Refresh.D().Seconds()), seed: maphash.MakeSeed(), Now: time.Now, NSEC3: cfg.Denial == config.DenialNSEC3}
 	seen := map[uint16]bool{}
+	for _, k := range ks.Hidden {
+		seen[k.Tag] = true
+	}
 	for _, k := range slices.Concat(ks.KSKs, ks.ZSKs, ks.Published) {
 		if seen[k.Tag] {
 			continue

@@ -17,8 +17,9 @@ func Dir(d *config.DNSSEC, cfgDir string) string {
 	return filepath.Join(cfgDir, d.KeyDir)
 }
 
-// Describe lists the keys of zone in dir at now for `switchyard dns keys`: role, tag, state,
-// each timestamp, the DS awaited at the parent and the next transition. It reads the state only.
+// Describe lists the keys of zone in dir at now for `switchyard dns keys`: role, tag, algorithm,
+// state, each timestamp, an algorithm rollover's stage and next step, the DS awaited at the
+// parent and the next transition. It reads the state only.
 func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string, error) {
 	// The zone's largest TTL is not known here (the zone is not loaded); the transitions
 	// listed come from the state and from Ipub and Dprp, which do not depend on it.
@@ -41,8 +42,18 @@ func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string
 	}
 	out := []string{fmt.Sprintf("zone %s: policy %s, algorithm %d, keys in %s", zone, d.Policy.Scheme, d.Policy.Algorithm, dir)}
 	for _, k := range st.Keys {
-		out = append(out, fmt.Sprintf("  %s %5d %-9s created %s publish %s active %s retire %s remove %s",
-			k.Role, k.Tag, k.At(now), ts(k.Created), ts(k.Publish), ts(k.Active), ts(k.Retire), ts(k.Remove)))
+		line := fmt.Sprintf("  %s %5d alg %2d %-9s created %s", k.Role, k.Tag, k.Algorithm, k.At(now), ts(k.Created))
+		if !k.Sign.IsZero() {
+			line += " sign " + ts(k.Sign)
+		}
+		line += fmt.Sprintf(" publish %s active %s retire %s", ts(k.Publish), ts(k.Active), ts(k.Retire))
+		if !k.Unpublish.IsZero() {
+			line += " unpublish " + ts(k.Unpublish)
+		}
+		out = append(out, line+" remove "+ts(k.Remove))
+	}
+	if phase := r.AlgorithmPhase(st, now); phase != "" {
+		out = append(out, "  "+phase)
 	}
 	if k := AwaitingDS(st, now); k != nil {
 		how := "put it at the parent (its CDS and CDNSKEY are published)"

@@ -67,30 +67,30 @@ func NewRoller(zone string, keys Store, d *config.DNSSEC, zoneTTL uint32) (*Roll
 }
 
 // Advance brings st up to now: the first keys of an empty state, successors generated when a
-// key's lifetime nears its end, an old KSK's removal scheduled once its successor's DS was seen.
+// key's lifetime nears its end, an old KSK's removal scheduled once its successor's DS was seen,
+// and an algorithm rollover started when the policy's algorithm changed (algroll.go).
 // It reports whether st changed (then Save it).
 func (r *Roller) Advance(st *State, now time.Time) (bool, error) {
-	if len(st.Keys) > 0 {
-		k := st.Keys[len(st.Keys)-1]
-		wantRoles := map[string]bool{config.SchemeCSK: k.Role == RoleCSK, config.SchemeKSKZSK: k.Role != RoleCSK}
-		if k.Algorithm != r.Cfg.Policy.Algorithm || !wantRoles[r.Cfg.Policy.Scheme] {
-			return false, fmt.Errorf("keys in %s are algorithm %d %s keys and the policy asks for algorithm %d scheme %s: algorithm and scheme rollovers are not implemented; restore the policy",
-				r.Keys, k.Algorithm, k.Role, r.Cfg.Policy.Algorithm, r.Cfg.Policy.Scheme)
-		}
+	changed, err := r.applyAlgorithm(st, now)
+	if err != nil {
+		return false, err
 	}
-	changed := false
-	roles := []string{RoleCSK}
-	if r.Cfg.Policy.Scheme == config.SchemeKSKZSK {
-		roles = []string{RoleKSK, RoleZSK}
-	}
-	for _, role := range roles {
+	for _, role := range r.roles() {
 		c, err := r.advanceRole(st, role, now)
 		if err != nil {
 			return changed, err
 		}
 		changed = changed || c
 	}
-	return changed, nil
+	return r.scheduleAlgorithmRemoval(st) || changed, nil
+}
+
+// roles are the roles of the policy's keys.
+func (r *Roller) roles() []string {
+	if r.Cfg.Policy.Scheme == config.SchemeKSKZSK {
+		return []string{RoleKSK, RoleZSK}
+	}
+	return []string{RoleCSK}
 }
 
 // current is the role's newest key without a successor.
@@ -142,7 +142,8 @@ func (r *Roller) advanceRole(st *State, role string, now time.Time) (bool, error
 	// A KSK or CSK leaves once its successor's DS has been seen at the parent and the old DS
 	// has expired from caches (and, for a CSK, the answers it alone signed).
 	for _, k := range st.Keys {
-		if next := st.key(k.Successor); k.SEP() && next != nil && k.Remove.IsZero() && !next.DSSeen.IsZero() {
+		next := st.key(k.Successor)
+		if k.SEP() && next != nil && next.Algorithm == k.Algorithm && k.Remove.IsZero() && !next.DSSeen.IsZero() {
 			k.Remove = later(next.DSSeen, next.Active).Add(r.T.IretDS)
 			if k.Role == RoleCSK {
 				// Answers signed by the old CSK alone, from before the new one signed, stay
@@ -189,7 +190,9 @@ func (r *Roller) generate(st *State, role string, now time.Time) (*KeyState, err
 
 // KeySet loads the keys that st has in the zone at now: ZSKs active, KSKs and CSKs published,
 // active or retired (double signature), and every key not generated or removed in the DNSKEY
-// RRset. CDS lists the keys whose DS the parent should serve: the active KSKs and CSKs.
+// RRset; in an algorithm rollover, presigned and withdrawn keys sign (a KSK the DNSKEY RRset)
+// but are left out of it. CDS lists the keys whose DS the parent should serve: the active KSKs
+// and CSKs.
 func (r *Roller) KeySet(st *State, now time.Time) (ks dnssec.KeySet, cds []*dnssec.Key, err error) {
 	for _, k := range st.Keys {
 		state := k.At(now)
@@ -200,14 +203,19 @@ func (r *Roller) KeySet(st *State, now time.Time) (ks dnssec.KeySet, cds []*dnss
 		if err != nil {
 			return ks, nil, err
 		}
-		ks.Published = append(ks.Published, key)
+		hidden := state == Presigned || state == Withdrawn
+		if hidden {
+			ks.Hidden = append(ks.Hidden, key)
+		} else {
+			ks.Published = append(ks.Published, key)
+		}
 		if k.SEP() {
 			ks.KSKs = append(ks.KSKs, key)
 			if state == Active {
 				cds = append(cds, key)
 			}
 		}
-		if k.Role == RoleCSK || k.Role == RoleZSK && state == Active {
+		if k.Role == RoleCSK || k.Role == RoleZSK && (state == Active || hidden) {
 			ks.ZSKs = append(ks.ZSKs, key)
 		}
 	}
@@ -236,7 +244,7 @@ func (r *Roller) NextEvent(st *State, now time.Time) time.Time {
 		}
 	}
 	for _, k := range st.Keys {
-		for _, t := range []time.Time{k.Publish, k.Active, k.Retire, k.Remove} {
+		for _, t := range []time.Time{k.Sign, k.Publish, k.Active, k.Retire, k.Unpublish, k.Remove} {
 			consider(t)
 		}
 		if k.Successor == 0 && !k.Active.IsZero() {

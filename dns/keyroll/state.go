@@ -1,5 +1,6 @@
 // Package keyroll makes and rolls the DNSSEC keys of a zone by its key policy: a ZSK rolls by
-// pre-publication, a KSK or CSK by double signature (RFC 7583 section 3), with the intervals
+// pre-publication, a KSK or CSK by double signature (RFC 7583 section 3), all keys at once to a
+// new algorithm when the policy's changes (RFC 6781 4.1.4, algroll.go), with the intervals
 // derived from the DNSKEY TTL, the zone's largest TTL, the parent's DS TTL and the propagation
 // delay. Keys and their timestamps live in a Store: a key directory, the timestamps in one JSON
 // file per zone written atomically, or a fleet's etcd (dns/keystore); a key's state at any moment follows from its timestamps, so a signer
@@ -23,12 +24,16 @@ const (
 	RoleZSK = "zsk"
 )
 
-// The states of a key, in order.
+// The states of a key, in order. Presigned and Withdrawn occur in algorithm rollovers only
+// (RFC 6781 4.1.4): the new algorithm's RRSIGs come before its DNSKEYs, the old algorithm's
+// RRSIGs go after its DNSKEYs.
 const (
 	Generated = "generated" // made, not yet in the DNSKEY RRset
+	Presigned = "presigned" // signs, not yet in the DNSKEY RRset (a new algorithm's key)
 	Published = "published" // in the DNSKEY RRset; a KSK or CSK also signs (double signature)
 	Active    = "active"    // signs; a KSK or CSK is the one the parent's DS should name (CDS)
 	Retired   = "retired"   // a successor took over; still published (and a KSK/CSK still signs)
+	Withdrawn = "withdrawn" // out of the DNSKEY RRset, still signs (an old algorithm's key)
 	Removed   = "removed"   // gone from the zone
 )
 
@@ -39,9 +44,14 @@ type KeyState struct {
 	Algorithm uint8     `json:"algorithm"`
 	File      string    `json:"file"` // in the key directory
 	Created   time.Time `json:"created"`
-	Publish   time.Time `json:"publish,omitzero"`
-	Active    time.Time `json:"active,omitzero"`
-	Retire    time.Time `json:"retire,omitzero"`
+	// Sign is when an algorithm rollover's new key starts signing, before its Publish.
+	Sign    time.Time `json:"sign,omitzero"`
+	Publish time.Time `json:"publish,omitzero"`
+	Active  time.Time `json:"active,omitzero"`
+	Retire  time.Time `json:"retire,omitzero"`
+	// Unpublish is when an algorithm rollover's old key leaves the DNSKEY RRset; it signs on
+	// until its Remove.
+	Unpublish time.Time `json:"unpublish,omitzero"`
 	Remove    time.Time `json:"remove,omitzero"`
 	// DSSeen is when the parent was seen serving this KSK's or CSK's DS (the first key's is its
 	// creation: nothing is rolled away from it).
@@ -59,12 +69,16 @@ func (k *KeyState) At(t time.Time) string {
 	switch {
 	case reached(k.Remove):
 		return Removed
+	case reached(k.Unpublish):
+		return Withdrawn
 	case reached(k.Retire):
 		return Retired
 	case reached(k.Active):
 		return Active
 	case reached(k.Publish):
 		return Published
+	case reached(k.Sign):
+		return Presigned
 	}
 	return Generated
 }
