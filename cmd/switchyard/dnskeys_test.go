@@ -94,3 +94,38 @@ zones:
 		}
 	}
 }
+
+// TestDnsKeysAlgorithmRollover: after the policy's algorithm changed, `dns keys` shows the
+// algorithm rollover's stage and next step and each key's algorithm.
+func TestDnsKeysAlgorithmRollover(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dns.yaml")
+	for _, alg := range []string{"13", "15"} {
+		yml := `listen: 127.0.0.1:0
+zones:
+  - origin: example.org.
+    dnssec: {key_dir: keys, policy: {scheme: ksk_zsk, algorithm: ` + alg + `}}
+    records: ["@ SOA ns1 hostmaster 1 3600 600 604800 60", "@ NS ns1", "ns1 A 127.0.0.1"]
+`
+		if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sydns.NewServer(cfg, sydns.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := runDNSCLI(t, context.Background(), "keys", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"alg 13 active", "alg 15 presigned", " sign 20",
+		"algorithm rollover 13 -> 15, stage 2 of 6 (new RRSIGs): both algorithms sign every RRset; the algorithm 15 DNSKEYs are published at 20"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dns keys lacks %q:\n%s", want, out)
+		}
+	}
+}
