@@ -42,7 +42,7 @@ func (r *Roller) applyAlgorithm(st *State, now time.Time) (bool, error) {
 	if old := rollingAway(st, now); old != nil {
 		if p.Algorithm != newest.Algorithm {
 			return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d: a rollover is not reversed midway; restore algorithm %d, and change it once `switchyard dns keys` shows the rollover done",
-				r.Keys, old.Algorithm, newest.Algorithm, r.AlgorithmPhase(st, now), p.Algorithm, newest.Algorithm)
+				r.Keys, old.Algorithm, newest.Algorithm, AlgorithmPhase(st, now), p.Algorithm, newest.Algorithm)
 		}
 		return false, nil
 	}
@@ -121,7 +121,7 @@ func rollingAway(st *State, now time.Time) *KeyState {
 
 // AlgorithmPhase describes the algorithm rollover in progress at now, by RFC 6781 4.1.4's steps,
 // and its next step ("" when none is in progress; stage 1 is before it, 6 after it).
-func (r *Roller) AlgorithmPhase(st *State, now time.Time) string {
+func AlgorithmPhase(st *State, now time.Time) string {
 	old := rollingAway(st, now)
 	if old == nil {
 		return ""

@@ -52,7 +52,7 @@ func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string
 		}
 		out = append(out, line+" remove "+ts(k.Remove))
 	}
-	if phase := r.AlgorithmPhase(st, now); phase != "" {
+	if phase := AlgorithmPhase(st, now); phase != "" {
 		out = append(out, "  "+phase)
 	}
 	if k := AwaitingDS(st, now); k != nil {
