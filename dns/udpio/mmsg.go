@@ -105,6 +105,16 @@ func (r *mmsgRing) recv(rc syscall.RawConn) (int, error) {
 	return n, nil
 }
 
+// rawSyscall6 makes the workers' recvmmsg and sendmmsg calls. The sockets are non-blocking, so
+// neither call ever sleeps, and a raw system call skips the runtime's bookkeeping for one that
+// might: entering a regular one wakes sysmon when it sleeps, and one that runs past 20 us (a
+// sendmmsg of a batch on loopback delivers to the receivers and wakes them inside the call, and
+// signed answers make it longer) lets sysmon hand the worker's P to another thread, a context
+// switch and a wake-up for CPU work the worker was doing anyway.
+func rawSyscall6(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
+	return unix.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
+}
+
 // send writes the first n queued answers. A datagram the kernel refuses (a client address it
 // cannot reach) is skipped so it cannot stall the rest of the batch.
 func (r *mmsgRing) send(rc syscall.RawConn, n int) {
@@ -113,7 +123,7 @@ func (r *mmsgRing) send(rc syscall.RawConn, n int) {
 		var sent int
 		var errno syscall.Errno
 		err := rc.Write(func(fd uintptr) bool {
-			m, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&r.out[off])),
+			m, _, e := rawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&r.out[off])),
 				uintptr(n-off), 0, 0, 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				return false

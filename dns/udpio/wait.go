@@ -88,9 +88,9 @@ func RegisterBatchStats(r *prometheus.Registry, stats []BatchStats) error {
 	return nil
 }
 
-// recvmmsg is one non-blocking recvmmsg into the ring.
+// recvmmsg is one non-blocking recvmmsg into the ring, a raw system call (rawSyscall6).
 func (r *mmsgRing) recvmmsg(fd uintptr) (int, syscall.Errno) {
-	m, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.in[0])),
+	m, _, e := rawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.in[0])),
 		uintptr(len(r.in)), 0, 0, 0)
 	return int(m), e
 }
