@@ -194,25 +194,38 @@ func (s *Server) replayUpdates(cfg *config.Config, store, prev *zone.Store) (*zo
 		if prev != nil && prev.Find(zc.Origin) == z {
 			continue
 		}
-		path := zc.Update.JournalPath(zc, cfg.Dir)
-		entries, _, err := update.Read(path)
+		nz, err := s.replayZone(cfg, zc, z)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
+			return nil, err
 		}
-		nz, n, stale, err := update.Replay(z, entries)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: zone %s: %s: %w", zc.Line, zc.Origin, path, err)
-		}
-		if stale {
-			s.log.Warn("dns update journal does not start at the zone file's serial (the file was edited); its updates are not applied and it is moved aside at the next update",
-				"zone", zc.Origin, "journal", path, "file_serial", z.SOA.Serial, "journal_from", entries[0].From)
-		}
-		if n > 0 {
-			s.log.Info("dns update journal replayed", "zone", zc.Origin, "journal", path, "updates", n, "serial", nz.SOA.Serial)
+		if nz != z {
 			store = store.With(nz)
 		}
 	}
 	return store, nil
+}
+
+// replayZone applies the journal of zc, an updatable zone, to z, the zone its file built; it
+// returns z itself when the journal holds nothing to apply.
+func (s *Server) replayZone(cfg *config.Config, zc *config.Zone, z *zone.Zone) (*zone.Zone, error) {
+	path := zc.Update.JournalPath(zc, cfg.Dir)
+	entries, _, err := update.Read(path)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
+	}
+	nz, n, stale, err := update.Replay(z, entries)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: zone %s: %s: %w", zc.Line, zc.Origin, path, err)
+	}
+	if stale {
+		s.log.Warn("dns update journal does not start at the zone file's serial (the file was edited); its updates are not applied and it is moved aside at the next update",
+			"zone", zc.Origin, "journal", path, "file_serial", z.SOA.Serial, "journal_from", entries[0].From)
+	}
+	if n == 0 {
+		return z, nil
+	}
+	s.log.Info("dns update journal replayed", "zone", zc.Origin, "journal", path, "updates", n, "serial", nz.SOA.Serial)
+	return nz, nil
 }
 
 // UpdateSummary describes, one line each, the zones that take dynamic updates: the journal and

@@ -77,6 +77,10 @@ func (b *builder) add(rr dns.RR) error {
 	if h.Class != dns.ClassINET {
 		return fmt.Errorf("record %q: class %s is not served; use IN", rr.String(), dns.ClassToString[h.Class])
 	}
+	if h.Rrtype == dns.TypeSOA && !inZone(h.Name, z.Origin) {
+		return fmt.Errorf("the SOA is for %s, not the zone's origin %s: the data is another zone's (or its $ORIGIN is wrong); point the zone's file at its own data, or change its origin in the configuration",
+			h.Name, z.Origin)
+	}
 	if !inZone(h.Name, z.Origin) {
 		return fmt.Errorf("record %q: owner %s is outside the zone %s", rr.String(), h.Name, z.Origin)
 	}

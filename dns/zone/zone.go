@@ -107,16 +107,27 @@ func Build(c *config.Config, prev *Store, keys KeysFunc) (*Store, error) {
 		if zc.Secondary != nil {
 			continue // its data comes by transfer: the server adds it (package secondary)
 		}
-		z, err := buildOrCarry(zc, c.Dir, prev, keys)
+		z, err := BuildZone(zc, c.Dir, prev, keys)
 		if err != nil {
-			if zc.Line > 0 {
-				return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
-			}
-			return nil, fmt.Errorf("zone %s: %w", zc.Origin, err)
+			return nil, err
 		}
 		s.zones[z.Origin] = z
 	}
 	return s, nil
+}
+
+// BuildZone builds the one zone zc (files relative to dir) as Build does, taking prev's zone of
+// its origin as it is when its source and keys are unchanged: what a reload of that zone alone
+// needs. Errors name the zone and its configuration line.
+func BuildZone(zc *config.Zone, dir string, prev *Store, keys KeysFunc) (*Zone, error) {
+	z, err := buildOrCarry(zc, dir, prev, keys)
+	switch {
+	case err == nil:
+		return z, nil
+	case zc.Line > 0:
+		return nil, fmt.Errorf("line %d: zone %s: %w", zc.Line, zc.Origin, err)
+	}
+	return nil, fmt.Errorf("zone %s: %w", zc.Origin, err)
 }
 
 // Zones returns the zones sorted by origin.
