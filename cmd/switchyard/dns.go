@@ -36,8 +36,9 @@ func init() {
      switchyard dns query --server 127.0.0.1:5353 --subnet 10.1.0.0/24 app.example.com
      switchyard dns keygen --zone example.com.   (DNSSEC key; prints the DS for the parent)
      switchyard dns status --metrics 127.0.0.1:9153   (zones' serials, dynamic updates taken)
+     switchyard dns reload --metrics 127.0.0.1:9153 --token-file dns.token --zone example.com.
      switchyard dns upgrade --control /run/switchyard/dns.sock   (with dns run --control ...)`,
-		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), dnsKeysCmd(), dnsStatusCmd(), upgradeCommand("dns")},
+		Subcommands: []*cli.Command{dnsRunCmd(), dnsCheckCmd(), dnsQueryCmd(), dnsKeygenCmd(), dnsKeysCmd(), dnsStatusCmd(), dnsReloadCmd(), upgradeCommand("dns")},
 	})
 }
 
@@ -47,15 +48,20 @@ func dnsRunCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "serve the configured zones until SIGINT/SIGTERM; SIGHUP reloads the configuration",
-		Description: `Examples:
+		Description: `With --metrics and --token-file, POST /reload on the metrics listener reloads the
+   configuration or one zone (switchyard dns reload).
+
+   Examples:
      switchyard dns run --config dns.yaml
+     switchyard dns run --config dns.yaml --metrics 127.0.0.1:9153 --token-file /etc/switchyard/dns.token
      switchyard dns run --config dns.yaml --listen 0.0.0.0:53 --metrics 0.0.0.0:9153 --query-log   (":9153" is loopback)`,
 		Flags: append([]cli.Flag{
 			dnsConfigFlag,
 			&cli.StringFlag{Name: "listen", Usage: "override the configured UDP+TCP `ADDR:PORT`"},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR:PORT` at /metrics"},
 			&cli.BoolFlag{Name: "query-log", Usage: "log every query (overrides query_log)"},
-		}, append(uiFlags(), upgradeFlags("dns")...)...),
+		}, append(append(tokenFlags(dnsTokenEnv, "admin token that `dns reload` must send to POST /reload on the metrics listener (none: reloads only by SIGHUP)"),
+			uiFlags()...), upgradeFlags("dns")...)...),
 		Action: func(c *cli.Context) error {
 			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 			gen, err := startGeneration(c, "dns", log)
@@ -88,6 +94,10 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	token, err := adminToken(c, dnsTokenEnv)
+	if err != nil {
+		return err
+	}
 	srv, err := sydns.NewServer(cfg, sydns.Options{Logger: log, Sockets: gen.Sockets()})
 	if err != nil {
 		return err
@@ -104,7 +114,11 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", m, err)
 		}
-		hs := &http.Server{Handler: promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		// The metrics on every path, as before; POST /reload is `dns reload`'s (needs the token).
+		mux.Handle("/", promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{}))
+		mux.Handle("/reload", srv.ReloadHandler(token, load))
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ln)
 		defer hs.Close()
 		metricsAddr = ln.Addr().String()

@@ -18,8 +18,8 @@ import (
 	"github.com/switchyard/switchyard/internal/webui"
 )
 
-// dnsStatusCmd reads a running server's zones from its metrics endpoint (the DNS stop has no
-// other admin API): each zone's role and serial, for a secondary zone the primary it came from,
+// dnsStatusCmd reads a running server's zones from its metrics endpoint (the listener's only
+// other endpoint is `dns reload`'s POST /reload): each zone's role and serial, for a secondary zone the primary it came from,
 // its last transfer and next refresh, and the dynamic updates it took, by result.
 func dnsStatusCmd() *cli.Command {
 	return &cli.Command{
