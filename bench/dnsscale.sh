@@ -8,8 +8,9 @@
 #   - per-zone memory: the server's PSS (every process) with the ZONES zones, less its PSS with
 #     the same records in one zone (www.zN, ns1.zN A and a TXT at zN for the NS), over ZONES:
 #     the cost of a zone above its records (target <= 2 KB for switchyard);
-#   - reload_ms: one zone's file gets a new serial and record, then the server is told (switchyard
-#     SIGHUP, `knotc zone-reload`, `nsd-control reload`) and the time until the new record is
+#   - reload_ms: one zone's file gets a new serial and record, then the server is told to reload
+#     that zone alone (`switchyard dns reload --zone`, `knotc zone-reload`, `nsd-control reload
+#     ZONE`; the times include the client's start) and the time until the new record is
 #     served is taken; meanwhile dnsperf asks 1,000 other zones and must lose nothing and get
 #     NOERROR only (the others are not stalled);
 #   - update_ms (switchyard, Knot): the median of 20 RFC 2136 updates (bench/dnsupdate, TSIG) to
@@ -24,14 +25,14 @@ ZONES=${ZONES:-100000}
 START_LIMIT=${START_LIMIT:-240}
 BIN=${BIN:-bin/switchyard}
 OUT=bench/out/dnsscale.json
-PORT_SY=25360 PORT_NSD=25361 PORT_KNOT=25362
+PORT_SY=25360 PORT_NSD=25361 PORT_KNOT=25362 PORT_SY_ADMIN=25363 # the last: dns run --metrics, /reload
 
 BENCH=dnsscale
 . "$(dirname "$0")/lib.sh"
 if is_smoke; then ZONES=2000; fi
 require_binary "$BIN" dnsscale
 ensure_packages nsd knot dnsperf dnsutils
-ports_free $PORT_SY $PORT_NSD $PORT_KNOT
+ports_free $PORT_SY $PORT_NSD $PORT_KNOT $PORT_SY_ADMIN
 
 WORK=$(mktemp -d /tmp/switchyard-dnsscale.XXXXXX)
 PIDS=()
@@ -68,6 +69,7 @@ awk -v n="$ZONES" -v m="$MID" 'BEGIN { for (i = 1; i <= 1000; i++) { z = 1 + (i 
   printf '  - {origin: z1.scale.test., file: zones/z1.scale.test.zone, update: {journal: sy/z1.updates, allow: [{key: upd}]}}\n'
   awk -v n="$ZONES" 'BEGIN { for (i = 2; i <= n; i++) printf "  - {origin: z%d.scale.test., file: zones/z%d.scale.test.zone}\n", i, i }'
 } >"$WORK/switchyard.yaml"
+head -c 24 /dev/urandom | base64 >"$WORK/sy.token" # dns reload's admin token (dns run --token-file)
 printf 'listen: 127.0.0.1:%s\nstate_dir: %s/sy\nzones:\n  - {origin: scale.test., file: big/scale.test.zone}\n' $PORT_SY "$WORK" >"$WORK/switchyard-big.yaml"
 
 # NSD: one process serving (server-count 1), a control socket for the one-zone reload.
@@ -136,7 +138,8 @@ CONF
 start() { # name -> starts it in the background (PID, T0 in ms)
   T0=$(date +%s%3N)
   case $1 in
-  switchyard) "$BIN" dns run --config "$WORK/switchyard.yaml" >"$WORK/sy.log" 2>&1 & ;;
+  switchyard) "$BIN" dns run --config "$WORK/switchyard.yaml" --metrics 127.0.0.1:$PORT_SY_ADMIN \
+    --token-file "$WORK/sy.token" >"$WORK/sy.log" 2>&1 & ;;
   switchyard-big) "$BIN" dns run --config "$WORK/switchyard-big.yaml" >"$WORK/sy-big.log" 2>&1 & ;;
   nsd) nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.out" 2>&1 & ;;
   nsd-big) nsd -d -c "$WORK/nsd-big.conf" >"$WORK/nsd-big.out" 2>&1 & ;;
@@ -190,7 +193,7 @@ reload_one() {
   sleep 1
   t0=$(date +%s%3N)
   case $1 in
-  switchyard) kill -HUP "$PID" ;;
+  switchyard) "$BIN" dns reload --metrics 127.0.0.1:$PORT_SY_ADMIN --token-file "$WORK/sy.token" --zone "z$MID.scale.test." >/dev/null ;;
   knot) knotc -s "$WORK/knot/knot.sock" zone-reload "z$MID.scale.test." >/dev/null ;;
   nsd) nsd-control -c "$WORK/nsd.conf" reload "z$MID.scale.test" >/dev/null ;;
   esac
