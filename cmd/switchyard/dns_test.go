@@ -106,6 +106,13 @@ func TestDnsRunServesAndStops(t *testing.T) {
 	var www string
 	testutil.Eventually(t, 5*time.Second, func() bool { www = wwwAnswer(t, addr); return www == "192.0.2.77" },
 		"SIGHUP did not reload: www = %q", func() any { return www })
+	stopRun(t, cancel, done)
+}
+
+// stopRun ends a `dns run` started with the context cancel ends, and checks that it returned
+// nil (on done) within 5 s.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
 	cancel()
 	select {
 	case err := <-done:

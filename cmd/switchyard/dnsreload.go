@@ -54,21 +54,11 @@ func dnsReload(c *cli.Context) error {
 	if z := c.String("zone"); z != "" {
 		u += "?" + url.Values{"zone": {z}}.Encode()
 	}
-	req, err := http.NewRequestWithContext(c.Context, http.MethodPost, u, nil)
-	if err != nil {
-		return fmt.Errorf("build reload request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: c.Duration("timeout")}).Do(req)
+	status, body, err := adminRequest(c, dnsTokenEnv, http.MethodPost, u, c.Duration("timeout"))
 	if err != nil {
 		return fmt.Errorf("dns reload: %w; is `switchyard dns run --metrics %s --token-file FILE` running?", err, addr)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("dns reload: read the answer: %w", err)
-	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
 		return fmt.Errorf("dns reload: unauthorized: the token differs from the one the server was started with (dns run --token-file)")

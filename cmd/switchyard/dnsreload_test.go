@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,26 +11,6 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 )
-
-// reloadTestPort returns a port of from-47199 free for UDP and TCP on 127.0.0.1.
-func reloadTestPort(t *testing.T, from int) int {
-	t.Helper()
-	for p := from; p <= 47199; p++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		u.Close()
-		if err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port in %d-47199", from)
-	return 0
-}
 
 // `dns reload --zone` makes a running `dns run` read that zone's file again, through POST
 // /reload on its metrics listener with the admin token; without --zone it reloads the whole
@@ -42,8 +21,8 @@ func TestDnsReloadCommand(t *testing.T) {
 	zoneText := func(serial int, www string) string {
 		return fmt.Sprintf("$ORIGIN example.com.\n$TTL 300\n@ IN SOA ns1 hostmaster %d 3600 600 604800 60\n@ IN NS ns1\nns1 IN A 192.0.2.53\nwww IN A %s\n", serial, www)
 	}
-	port := reloadTestPort(t, 47150)
-	listen, metrics := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", reloadTestPort(t, port+1))
+	port := freePortIn(t, 47150, 47199) // this test's range
+	listen, metrics := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", freePortIn(t, port+1, 47199))
 	files := map[string]string{"example.zone": zoneText(1, "192.0.2.1"), "token": "s3cret\n", "wrong": "guess\n",
 		"dns.yaml": "listen: " + listen + "\nzones:\n  - origin: example.com.\n    file: example.zone\n"}
 	for name, text := range files {
@@ -111,13 +90,5 @@ func TestDnsReloadCommand(t *testing.T) {
 	if got := wwwAnswer(t, listen); got != "192.0.2.3" {
 		t.Errorf("www after the configuration reload = %s, want 192.0.2.3", got)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run returned %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("run did not stop on cancel")
-	}
+	stopRun(t, cancel, done)
 }

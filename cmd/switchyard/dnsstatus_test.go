@@ -19,16 +19,25 @@ import (
 )
 
 // freeTCPPort returns a loopback TCP port of 22150-22199 (this test's range) free now.
-func freeTCPPort(t *testing.T) int {
+func freeTCPPort(t *testing.T) int { return freePortIn(t, 22150, 22199) }
+
+// freePortIn returns a port of first-last free now for both TCP and UDP on 127.0.0.1.
+func freePortIn(t *testing.T, first, last int) int {
 	t.Helper()
-	for p := 22150; p <= 22199; p++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	for p := first; p <= last; p++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		u.Close()
 		if err == nil {
 			l.Close()
 			return p
 		}
 	}
-	t.Fatal("no free port in 22150-22199")
+	t.Fatalf("no free port in %d-%d", first, last)
 	return 0
 }
 

@@ -245,30 +245,14 @@ func adminCall(c *cli.Context, method, path string, out any) error {
 	if addr == "" {
 		return fmt.Errorf("l7 %s: --admin HOST:PORT is required (the admin.address of the running proxy)", c.Command.Name)
 	}
-	req, err := http.NewRequestWithContext(c.Context, method, "http://"+addr+path, nil)
-	if err != nil {
-		return fmt.Errorf("build admin request: %w", err)
-	}
-	t, err := adminToken(c, l7TokenEnv)
+	status, body, err := adminRequest(c, l7TokenEnv, method, "http://"+addr+path, 5*time.Second)
 	if err != nil {
 		return err
 	}
-	if t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("call admin %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("read admin answer: %w", err)
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	if status == http.StatusUnauthorized {
 		return fmt.Errorf("admin %s %s: unauthorized: pass the proxy's admin.token with --token-file FILE or %s", method, path, l7TokenEnv)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		return fmt.Errorf("admin %s %s: %s", method, path, strings.TrimSpace(string(body)))
 	}
 	if out == nil {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -38,4 +41,31 @@ func adminToken(c *cli.Context, env string) (string, error) {
 		return "", fmt.Errorf("read admin token: %s is empty; write the token in it", path)
 	}
 	return t, nil
+}
+
+// adminRequest sends one request to a stop's admin endpoint at url, with the token of
+// --token-file or env (adminToken), if any, as its bearer token, and returns the answer's status
+// and body.
+func adminRequest(c *cli.Context, env, method, url string, timeout time.Duration) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(c.Context, method, url, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("build admin request: %w", err)
+	}
+	t, err := adminToken(c, env)
+	if err != nil {
+		return 0, nil, err
+	}
+	if t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("call admin %s: %w", req.URL.Host, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read admin answer: %w", err)
+	}
+	return resp.StatusCode, body, nil
 }
