@@ -48,18 +48,9 @@ func (r *portRange) free(t testing.TB) int {
 		}
 		p := r.next
 		r.next++
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
+		if testutil.PortFree(p) {
+			return p
 		}
-		l, err := net.Listen("tcp", addr)
-		u.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p
 	}
 	t.Fatalf("no free port in %d-%d", r.first, r.last)
 	return 0

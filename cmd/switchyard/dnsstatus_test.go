@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,15 +24,7 @@ func freeTCPPort(t *testing.T) int { return freePortIn(t, 22150, 22199) }
 func freePortIn(t *testing.T, first, last int) int {
 	t.Helper()
 	for p := first; p <= last; p++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		u.Close()
-		if err == nil {
-			l.Close()
+		if testutil.PortFree(p) {
 			return p
 		}
 	}

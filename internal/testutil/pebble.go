@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -169,6 +170,23 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// PortFree reports whether port is free now for both UDP and TCP on 127.0.0.1 (a DNS server
+// binds both on the same port).
+func PortFree(port int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	defer u.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 // Port is addr's port.
