@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -101,7 +102,11 @@ func (s *Server) followCatalogs(st *state) {
 	if !changed {
 		return
 	}
-	s.catalogOwner = s.assignOwners(st.base.Catalogs)
+	owners := s.assignOwners(st.base.Catalogs)
+	if !maps.Equal(owners, s.catalogOwner) {
+		s.saveCatalogOwners(st.base, owners)
+	}
+	s.catalogOwner = owners
 	s.catalogMembers = map[string][]config.CatalogMember{}
 	for _, src := range st.base.Catalogs {
 		for _, m := range s.catalogListed[src.Zone] {
@@ -118,8 +123,8 @@ func (s *Server) followCatalogs(st *state) {
 // assignOwners decides which consumed catalog each listed member zone is served from (RFC
 // 9432 5.4 and 4.4.1): the catalog that owns it keeps it while it lists it, a zone no catalog
 // owns goes to the first in the configuration that lists it, and then a zone moves to the
-// catalog its owner's coo property names when that catalog lists it too (so a restart, which
-// knows no owners, ends where the moves went).
+// catalog its owner's coo property names when that catalog lists it too (so a restart whose
+// saved owners are lost ends where the moves went). The owners are saved (catalogowners.go).
 func (s *Server) assignOwners(sources []config.CatalogSource) map[string]string {
 	lists := func(cat, zone string) (config.CatalogMember, bool) {
 		i := slices.IndexFunc(s.catalogListed[cat], func(m config.CatalogMember) bool { return m.Zone == zone })

@@ -16,7 +16,7 @@ import (
 )
 
 // reloadPorts are the one-zone reload tests' loopback ports.
-var reloadPorts = &portRange{first: 47100, last: 47199}
+var reloadPorts = &portRange{first: 47100, last: 47139}
 
 // writeFiles writes name -> text into dir.
 func writeFiles(t *testing.T, dir string, files map[string]string) {

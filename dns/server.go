@@ -184,6 +184,7 @@ func NewServer(cfg *config.Config, opt Options) (*Server, error) {
 		s.closeKeyStore()
 		return nil, err
 	}
+	s.catalogOwner = s.loadCatalogOwners(st.base) // followed from Start (followCatalogs)
 	if s.tap, err = s.newTap(st.cfg); err != nil {
 		s.closeKeyStore()
 		return nil, err

@@ -62,7 +62,8 @@ type Config struct {
 	// UDP tunes the UDP listener (udp.go).
 	UDP UDP `yaml:"udp"`
 	// StateDir is where the server keeps what it must find again after a restart: the copies
-	// of secondary zones and the IXFR journals of zones without a file. Relative to the
+	// of secondary zones, the IXFR journals of zones without a file and the consumed catalogs'
+	// member owners (catalog.owners). Relative to the
 	// configuration file; empty is the configuration file's directory. The packaged unit sets
 	// /var/lib/switchyard-dns (its StateDirectory).
 	StateDir string `yaml:"state_dir"`

@@ -111,6 +111,11 @@ func (c *Config) SecondaryPath(z *Zone) string { return c.stateFile(z, "zone") }
 // secondaries, transfer:) across restarts: <state_dir>/<origin>ixfr (the root zone: root.ixfr).
 func (c *Config) IXFRJournalPath(z *Zone) string { return c.stateFile(z, "ixfr") }
 
+// CatalogOwnersPath returns the file that keeps, across restarts, which consumed catalog each
+// member zone is served from (RFC 9432 5.4: a zone listed by two catalogs stays with its owner):
+// <state_dir>/catalog.owners.
+func (c *Config) CatalogOwnersPath() string { return c.statePath("catalog.owners") }
+
 // stateFile names a file of zone z in the state directory: the origin without its final dot
 // ("root" for the root zone), then ext.
 func (c *Config) stateFile(z *Zone, ext string) string {
