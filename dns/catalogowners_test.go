@@ -2,12 +2,9 @@ package dns
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	mdns "github.com/miekg/dns"
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/internal/testutil"
@@ -23,41 +20,18 @@ var catalogOwnerPorts = &portRange{first: 47140, last: 47149}
 // whose primary has the old serial).
 func TestCatalogOwnerSurvivesRestart(t *testing.T) {
 	consumer := fmt.Sprintf("127.0.0.1:%d", catalogOwnerPorts.free(t))
-	type producer struct {
-		dir, addr, catalog string
-		srv                *Server
-	}
-	write := func(p *producer, zones string) {
-		t.Helper()
-		y := fmt.Sprintf("listen: %s\nstate_dir: %s\ncatalog: {zone: %s, transfer: {allow: [127.0.0.1], notify: [\"%s\"]}}\nzones:\n%s",
-			p.addr, p.dir, p.catalog, consumer, zones)
-		if err := os.WriteFile(filepath.Join(p.dir, "dns.yaml"), []byte(y), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if p.srv != nil {
-			if err := p.srv.ReloadWith(func() (*config.Config, error) { return config.Load(filepath.Join(p.dir, "dns.yaml")) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// zone is origin at serial, ns1 at addr, transferred to the consumer and notifying it.
+	// A member at serial, ns1 at addr, notifying the consumer of its changes.
 	zone := func(origin, addr string, serial int) string {
-		return fmt.Sprintf("  - {origin: %s, soa: {serial: %d}, records: [\"@ NS ns1.%s\", \"ns1 A %s\"], transfer: {allow: [127.0.0.1], notify: [\"%s\"]}}\n",
-			origin, serial, origin, addr, consumer)
+		return catalogMember(origin, addr, consumer, fmt.Sprintf(", soa: {serial: %d}", serial))
 	}
-	p1 := &producer{dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", catalogOwnerPorts.free(t)), catalog: "cat1.invalid."}
-	p2 := &producer{dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", catalogOwnerPorts.free(t)), catalog: "cat2.invalid."}
-	write(p1, zone("other.test.", "192.0.2.1", 1))
-	write(p2, zone("m.test.", "192.0.2.2", 1))
+	p1 := newCatalogProducer(t, catalogOwnerPorts, "cat1.invalid.", consumer)
+	p2 := newCatalogProducer(t, catalogOwnerPorts, "cat2.invalid.", consumer)
+	p1.write(t, zone("other.test.", "192.0.2.1", 1))
+	p2.write(t, zone("m.test.", "192.0.2.2", 1))
 	p1.srv, p2.srv = updServer(t, p1.dir), updServer(t, p2.dir)
 
 	cdir := t.TempDir()
-	os.WriteFile(filepath.Join(cdir, "dns.yaml"), []byte(fmt.Sprintf(`listen: %s
-state_dir: %s
-catalogs:
-  - {zone: cat1.invalid., primaries: ["%s"]}
-  - {zone: cat2.invalid., primaries: ["%s"]}
-`, consumer, cdir, p1.addr, p2.addr)), 0o600)
+	writeCatalogConsumer(t, cdir, consumer, p1, p2)
 	start := func() (*Server, func()) {
 		cfg, err := config.Load(filepath.Join(cdir, "dns.yaml"))
 		if err != nil {
@@ -70,16 +44,10 @@ catalogs:
 		return srv, startBuilt(t, srv)
 	}
 	_, stop := start()
-	ns1 := func() string {
-		m, _, err := Query(t.Context(), consumer, "ns1.m.test.", mdns.TypeA, QueryOptions{Timeout: 300 * time.Millisecond})
-		if err != nil || len(m.Answer) != 1 {
-			return ""
-		}
-		return m.Answer[0].(*mdns.A).A.String()
-	}
+	ns1 := func() string { return memberNS1(t, consumer) }
 	testutil.Eventually(t, 20*time.Second, func() bool { return ns1() == "192.0.2.2" }, "the consumer does not serve m.test. from cat2's primary")
 	// cat1 lists m.test. too (and new.test., to see that its new copy was taken).
-	write(p1, zone("other.test.", "192.0.2.1", 1)+zone("m.test.", "192.0.2.1", 1)+zone("new.test.", "192.0.2.1", 1))
+	p1.write(t, zone("other.test.", "192.0.2.1", 1)+zone("m.test.", "192.0.2.1", 1)+zone("new.test.", "192.0.2.1", 1))
 	testutil.Eventually(t, 20*time.Second, func() bool { return serves(consumer, "new.test.") }, "the consumer did not take cat1's new copy")
 	if got := ns1(); got != "192.0.2.2" {
 		t.Fatalf("m.test. listed by a second catalog: served %q, want its owner cat2's 192.0.2.2", got)
@@ -94,7 +62,7 @@ catalogs:
 	if owner != "cat2.invalid." {
 		t.Errorf("after the restart m.test. belongs to %q, want cat2.invalid.", owner)
 	}
-	write(p2, zone("m.test.", "192.0.2.3", 2)) // a new serial at cat2's primary, notified
+	p2.write(t, zone("m.test.", "192.0.2.3", 2)) // a new serial at cat2's primary, notified
 	testutil.Eventually(t, 20*time.Second, func() bool { return ns1() == "192.0.2.3" },
 		"after the restart m.test. does not follow cat2's primary (served %q)", func() any { return ns1() })
 }

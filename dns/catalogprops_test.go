@@ -138,64 +138,94 @@ catalogs: [{zone: catalog.example., primaries: ["%s"], groups: {gold: {tsig: gol
 	}
 }
 
+// catalogProducer is a switchyard server producing the catalog zone catalog (catalog:), which
+// notifies consumer.
+type catalogProducer struct {
+	dir, addr, catalog, consumer string
+	srv                          *Server
+}
+
+// newCatalogProducer prepares (does not start) the producer of catalog on a port of ports.
+func newCatalogProducer(t *testing.T, ports *portRange, catalog, consumer string) *catalogProducer {
+	return &catalogProducer{dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", ports.free(t)), catalog: catalog, consumer: consumer}
+}
+
+// write configures p to serve zones (items of its zones: list) and, once it runs, reloads it.
+func (p *catalogProducer) write(t *testing.T, zones string) {
+	t.Helper()
+	y := fmt.Sprintf("listen: %s\nstate_dir: %s\ncatalog: {zone: %s, transfer: {allow: [127.0.0.1], notify: [\"%s\"]}}\nzones:\n%s",
+		p.addr, p.dir, p.catalog, p.consumer, zones)
+	if err := os.WriteFile(filepath.Join(p.dir, "dns.yaml"), []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p.srv != nil {
+		if err := p.srv.ReloadWith(func() (*config.Config, error) { return config.Load(filepath.Join(p.dir, "dns.yaml")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// catalogMember is a zones: item for origin, its ns1 at addr, transferred to 127.0.0.1 with
+// NOTIFYs to notify ("": none); extra ends its map.
+func catalogMember(origin, addr, notify, extra string) string {
+	n := ""
+	if notify != "" {
+		n = fmt.Sprintf(", notify: [\"%s\"]", notify)
+	}
+	return fmt.Sprintf("  - {origin: %s, records: [\"@ NS ns1.%s\", \"ns1 A %s\"], transfer: {allow: [127.0.0.1]%s}%s}\n", origin, origin, addr, n, extra)
+}
+
+// writeCatalogConsumer writes dir/dns.yaml: a server at addr consuming the producers' catalogs,
+// in that order.
+func writeCatalogConsumer(t *testing.T, dir, addr string, ps ...*catalogProducer) {
+	t.Helper()
+	y := fmt.Sprintf("listen: %s\nstate_dir: %s\ncatalogs:\n", addr, dir)
+	for _, p := range ps {
+		y += fmt.Sprintf("  - {zone: %s, primaries: [\"%s\"]}\n", p.catalog, p.addr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dns.yaml"), []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memberNS1 is the address the server at addr answers for ns1.m.test. A, "" for none.
+func memberNS1(t *testing.T, addr string) string {
+	m, _, err := Query(t.Context(), addr, "ns1.m.test.", mdns.TypeA, QueryOptions{Timeout: 300 * time.Millisecond})
+	if err != nil || len(m.Answer) != 1 {
+		return ""
+	}
+	return m.Answer[0].(*mdns.A).A.String()
+}
+
 // TestCatalogCOOMovesMember: a consumer of two switchyard catalogs serves m.test. from the
 // first that listed it; the second listing it too changes nothing (RFC 9432 5.4), until the
 // first's coo property hands it over (4.4.1): then m.test. is transferred anew from the second
 // catalog's primary, whose copy has the same serial and other data.
 func TestCatalogCOOMovesMember(t *testing.T) {
 	consumer := fmt.Sprintf("127.0.0.1:%d", catalogPropPorts.free(t))
-	type producer struct {
-		dir, addr, catalog string
-		srv                *Server
-	}
-	write := func(p *producer, zones string) {
-		y := fmt.Sprintf("listen: %s\nstate_dir: %s\ncatalog: {zone: %s, transfer: {allow: [127.0.0.1], notify: [\"%s\"]}}\nzones:\n%s",
-			p.addr, p.dir, p.catalog, consumer, zones)
-		if err := os.WriteFile(filepath.Join(p.dir, "dns.yaml"), []byte(y), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if p.srv != nil {
-			if err := p.srv.ReloadWith(func() (*config.Config, error) { return config.Load(filepath.Join(p.dir, "dns.yaml")) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	zone := func(origin, addr, extra string) string {
-		return fmt.Sprintf("  - {origin: %s, records: [\"@ NS ns1.%s\", \"ns1 A %s\"], transfer: {allow: [127.0.0.1]}%s}\n", origin, origin, addr, extra)
-	}
-	p1 := &producer{dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", catalogPropPorts.free(t)), catalog: "cat1.invalid."}
-	p2 := &producer{dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", catalogPropPorts.free(t)), catalog: "cat2.invalid."}
-	write(p1, zone("m.test.", "192.0.2.1", ""))
-	write(p2, zone("other.test.", "192.0.2.2", ""))
+	zone := func(origin, addr, extra string) string { return catalogMember(origin, addr, "", extra) }
+	p1 := newCatalogProducer(t, catalogPropPorts, "cat1.invalid.", consumer)
+	p2 := newCatalogProducer(t, catalogPropPorts, "cat2.invalid.", consumer)
+	p1.write(t, zone("m.test.", "192.0.2.1", ""))
+	p2.write(t, zone("other.test.", "192.0.2.2", ""))
 	p1.srv, p2.srv = updServer(t, p1.dir), updServer(t, p2.dir)
 
 	cdir := t.TempDir()
-	os.WriteFile(filepath.Join(cdir, "dns.yaml"), []byte(fmt.Sprintf(`listen: %s
-state_dir: %s
-catalogs:
-  - {zone: cat1.invalid., primaries: ["%s"]}
-  - {zone: cat2.invalid., primaries: ["%s"]}
-`, consumer, cdir, p1.addr, p2.addr)), 0o600)
+	writeCatalogConsumer(t, cdir, consumer, p1, p2)
 	updServer(t, cdir)
-	ns1 := func() string {
-		m, _, err := Query(t.Context(), consumer, "ns1.m.test.", mdns.TypeA, QueryOptions{Timeout: 300 * time.Millisecond})
-		if err != nil || len(m.Answer) != 1 {
-			return ""
-		}
-		return m.Answer[0].(*mdns.A).A.String()
-	}
+	ns1 := func() string { return memberNS1(t, consumer) }
 	testutil.Eventually(t, 20*time.Second, func() bool { return ns1() == "192.0.2.1" }, "the consumer does not serve m.test. from cat1's primary")
 
 	// cat2 lists m.test. too (and a new zone, to see that its new copy was taken): m.test.
 	// stays with cat1.
-	write(p2, zone("other.test.", "192.0.2.2", "")+zone("m.test.", "192.0.2.2", "")+zone("new.test.", "192.0.2.2", ""))
+	p2.write(t, zone("other.test.", "192.0.2.2", "")+zone("m.test.", "192.0.2.2", "")+zone("new.test.", "192.0.2.2", ""))
 	testutil.Eventually(t, 20*time.Second, func() bool { return serves(consumer, "new.test.") }, "the consumer did not take cat2's new copy")
 	if got := ns1(); got != "192.0.2.1" {
 		t.Fatalf("m.test. listed by a second catalog without a coo: served %q, want cat1's 192.0.2.1", got)
 	}
 
 	// cat1's coo hands m.test. to cat2.
-	write(p1, zone("m.test.", "192.0.2.1", ", catalog: {coo: cat2.invalid.}"))
+	p1.write(t, zone("m.test.", "192.0.2.1", ", catalog: {coo: cat2.invalid.}"))
 	testutil.Eventually(t, 20*time.Second, func() bool { return ns1() == "192.0.2.2" },
 		"m.test. did not move to cat2 by cat1's coo property (served %q)", func() any { return ns1() })
 }
