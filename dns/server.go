@@ -204,6 +204,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}
+		base = base.SharingZones(cfg)
 	}
 	keysAt := s.now()
 	var prevStore *zone.Store

@@ -163,6 +163,9 @@ func (c *Config) validateCatalogs() error {
 		}
 	}
 	for i := range c.Zones {
+		if c.expanded {
+			break // checked in the configuration it was expanded from, which had the catalog block
+		}
 		if err := c.validateMemberProperties(&c.Zones[i], fqdn); err != nil {
 			return err
 		}
@@ -244,14 +247,16 @@ func (c *Config) CatalogMembers() []CatalogMember {
 // serial serial) and each consumed catalog and its members (by catalog, from the catalogs'
 // copies, each member under one catalog) as secondary zones of that catalog's primaries, or of
 // its group's. A member configured as a zone of its own keeps that configuration. The copy has
-// no catalog blocks left: validate c, not it, for them.
+// no catalog blocks left: validate c, not it, for them (its zones keep their catalog fields,
+// which it does not check). Its zones begin with c's, unchanged (see SharingZones).
 func (c *Config) WithCatalogs(records []string, serial uint32, members map[string][]CatalogMember) *Config {
 	if c.Catalog == nil && len(c.Catalogs) == 0 {
 		return c
 	}
 	out := *c
 	out.Catalog, out.Catalogs = nil, nil // expanded: the zones below stand for them
-	out.Zones = append([]Zone(nil), c.Zones...)
+	out.expanded = true
+	out.Zones = append(make([]Zone, 0, len(c.Zones)+1+len(c.Catalogs)), c.Zones...)
 	have := map[string]bool{}
 	for _, z := range c.Zones {
 		have[z.Origin] = true
@@ -273,8 +278,18 @@ func (c *Config) WithCatalogs(records []string, serial uint32, members map[strin
 			}
 		}
 	}
-	for i := range out.Zones {
-		out.Zones[i].Catalog = nil // expanded: its properties are in the catalog's records
+	return &out
+}
+
+// SharingZones returns a copy of c whose zones are the first len(c.Zones) of expanded's (c's
+// WithCatalogs, which copies them unchanged), so a server keeping both configurations keeps one
+// copy of each zone's: with 100,000 zones the second was 15 MB.
+func (c *Config) SharingZones(expanded *Config) *Config {
+	n := len(c.Zones)
+	if expanded == c || len(expanded.Zones) < n {
+		return c
 	}
+	out := *c
+	out.Zones = expanded.Zones[:n:n] // clipped: an append to it copies, never writes into expanded's
 	return &out
 }

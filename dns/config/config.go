@@ -89,6 +89,9 @@ type Config struct {
 
 	// Dir is the directory of the configuration file; relative zone file paths resolve from it.
 	Dir string `yaml:"-"`
+	// expanded marks WithCatalogs' result: its zones' catalog fields were checked in the
+	// configuration it came from.
+	expanded bool
 }
 
 // RateLimit configures response-rate limiting (RRL) per client network.
@@ -443,7 +446,11 @@ func (c *Config) validateZone(z *Zone) error {
 	if z.Origin == "" {
 		return fmt.Errorf("line %d: field origin: missing; set it to the zone apex, e.g. example.com.", z.Line)
 	}
-	z.Origin = strings.ToLower(z.Origin)
+	// Written only when it changes: a server validates its loaded configuration again on a
+	// reload, whose zones a running state may be reading (SharingZones).
+	if o := strings.ToLower(z.Origin); o != z.Origin {
+		z.Origin = o
+	}
 	if !strings.HasSuffix(z.Origin, ".") {
 		z.Origin += "."
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/miekg/dns"
 
@@ -27,7 +28,7 @@ type builder struct {
 	recs   []staged
 	rdata  []byte
 	apexNS bool
-	buf    []byte   // PackRR scratch
+	buf    *[]byte  // PackRR scratch, from packBufs until finish
 	kept   []staged // set's scratch
 	gc     *gcBound
 }
@@ -47,16 +48,21 @@ const (
 // newBuilder starts the build of z; like, when set, is the zone it replaces, whose size the
 // staging is made for, so a reload does not grow it by doubling (copies of it at a time).
 func newBuilder(z *Zone, like *Zone) *builder {
-	b := &builder{z: z, buf: make([]byte, 0, dns.MaxMsgSize), gc: newGCBound()}
+	b := &builder{z: z, buf: packBufs.Get().(*[]byte), gc: newGCBound()}
 	if like == nil {
 		b.owners = map[string]uint32{}
 		return b
 	}
-	b.owners = make(map[string]uint32, len(like.index))
+	b.owners = make(map[string]uint32, like.index.len())
 	b.recs = make([]staged, 0, like.count+like.count/16)
-	b.flags = make([]uint8, 0, len(like.index))
+	b.flags = make([]uint8, 0, like.index.len())
 	return b
 }
+
+// packBufs are the builders' PackRR scratch buffers (a largest message each), reused: a server
+// starting with 100,000 small zones otherwise allocated 6.5 GB of them, a collection every few
+// hundred zones.
+var packBufs = sync.Pool{New: func() any { b := make([]byte, dns.MaxMsgSize); return &b }}
 
 // owner returns the id of name, adding it.
 func (b *builder) owner(name string) uint32 {
@@ -145,6 +151,9 @@ func (b *builder) apex(zc *config.Zone, keys func(maxTTL uint32) ([]dns.RR, erro
 			return fmt.Errorf("name %s: ttl %d is above dnssec.policy.zone_max_ttl %d; lower the name's ttl or raise zone_max_ttl",
 				n.Name, n.TTL, z.limit)
 		}
+		if z.dynamic == nil { // most zones have none: no map for them
+			z.dynamic = map[string]bool{}
+		}
 		z.dynamic[n.Name] = true
 		z.maxTTL = max(z.maxTTL, n.TTL)
 	}
@@ -182,7 +191,7 @@ func (b *builder) maxTTL() uint32 {
 
 // stage packs rr's rdata and appends it to the staged records.
 func (b *builder) stage(id uint32, rr dns.RR) error {
-	end, err := dns.PackRR(rr, b.buf[:cap(b.buf)], 0, nil, false)
+	end, err := dns.PackRR(rr, *b.buf, 0, nil, false)
 	if err != nil {
 		return fmt.Errorf("record %q: pack: %w", rr.String(), err)
 	}
@@ -193,7 +202,7 @@ func (b *builder) stage(id uint32, rr dns.RR) error {
 		return fmt.Errorf("record %q: TTL %d is above dnssec.policy.zone_max_ttl %d; lower the record's TTL or raise zone_max_ttl",
 			rr.String(), h.Ttl, b.z.limit)
 	}
-	rd := b.buf[end-int(h.Rdlength) : end]
+	rd := (*b.buf)[end-int(h.Rdlength) : end]
 	// What is staged must unpack to the record again, or answers would lose it. The common
 	// types' rdata (addresses, names, strings, numbers) always does; the rest is checked.
 	if !simpleRdata[h.Rrtype] {
@@ -234,10 +243,20 @@ func (b *builder) has(name string) bool {
 // above every owner and dynamic name.
 func (b *builder) finish() error {
 	z := b.z
+	packBufs.Put(b.buf) // staging is over (a failed build leaves its buffer to the collector)
+	b.buf = nil
 	slices.SortStableFunc(b.recs, func(x, y staged) int {
 		return cmp.Or(cmp.Compare(x.owner, y.owner), cmp.Compare(x.rrtype, y.rrtype))
 	})
-	data := make([]byte, 0, len(b.rdata)+len(b.recs)*2+len(b.flags)*(nodeHeader+setHeader))
+	// Sized to what the nodes take (less any duplicates dropped), so append never grows it: a
+	// grown slice keeps up to twice its length, which with 100,000 small zones was half their data.
+	nsets := 0
+	for i, r := range b.recs {
+		if i == 0 || r.owner != b.recs[i-1].owner || r.rrtype != b.recs[i-1].rrtype {
+			nsets++
+		}
+	}
+	data := make([]byte, 0, len(b.rdata)+len(b.recs)*2+len(b.flags)*nodeHeader+nsets*setHeader)
 	// Node offsets by owner id: the index takes them below, in place of the ids.
 	offs := make([]uint32, len(b.flags))
 	for i := 0; i < len(b.recs); {
@@ -254,17 +273,12 @@ func (b *builder) finish() error {
 	}
 	z.data = data
 	b.recs, b.rdata, b.flags = nil, nil, nil
+	z.index = newIndex(len(b.owners))
 	for name, id := range b.owners {
-		b.owners[name] = offs[id]
+		z.index.set(name, offs[id])
 	}
-	z.index = b.owners
-	// Marking adds the empty non-terminals to the index while it is walked, which Go allows;
-	// those the walk meets are skipped, and those it misses need no marking of their own
-	// (their parents are marked by the owner below them).
-	for name, off := range z.index {
-		if off != entMark {
-			z.markParents(name)
-		}
+	for name := range b.owners {
+		z.markParents(name)
 	}
 	for name := range z.dynamic {
 		z.markParents(name)

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/miekg/dns"
 )
@@ -18,26 +17,21 @@ func transferred(t uint16) bool {
 	return t != dns.TypeSOA && t != dns.TypeDNSKEY && t != dns.TypeCDS && t != dns.TypeCDNSKEY
 }
 
-// canonical is the zone's owners in canonical order, sorted on first use (a transfer): zones
-// that are never transferred do not pay for it.
-type canonical struct {
-	once  sync.Once
-	names []string
-}
-
 // owners returns the zone's owner names (not the empty non-terminals) in canonical order.
 func (z *Zone) owners() []string {
-	z.canon.once.Do(func() {
-		names := make([]string, 0, len(z.index))
-		for name, off := range z.index {
-			if off != entMark {
-				names = append(names, name)
-			}
+	if names := z.canon.Load(); names != nil {
+		return *names
+	}
+	// Two first transfers at once both sort; either result is the same.
+	names := make([]string, 0, z.index.len())
+	for name, off := range z.index.all() {
+		if off != entMark {
+			names = append(names, name)
 		}
-		slices.SortFunc(names, canonicalCompare)
-		z.canon.names = names
-	})
-	return z.canon.names
+	}
+	slices.SortFunc(names, canonicalCompare)
+	z.canon.Store(&names)
+	return names
 }
 
 // Records returns every static record of the zone except the SOA and the DNSKEYs, in a stable

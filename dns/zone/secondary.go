@@ -15,7 +15,7 @@ import (
 // them), checked as a zone file's are. A secondary zone is built this way, or by Read from
 // its saved copy; it has no dynamic names and no online signer.
 func FromRecords(origin string, rrs []dns.RR) (*Zone, error) {
-	z := &Zone{Origin: origin, dynamic: map[string]bool{}}
+	z := &Zone{Origin: origin, id: zoneIDs.Add(1)}
 	b := newBuilder(z, nil)
 	for _, rr := range rrs {
 		if err := b.add(dns.Copy(rr)); err != nil {
@@ -28,7 +28,7 @@ func FromRecords(origin string, rrs []dns.RR) (*Zone, error) {
 // Read builds the zone origin from zone-file text (a secondary zone's saved copy, WriteText's
 // output); name names the source in errors.
 func Read(origin string, r io.Reader, name string) (*Zone, error) {
-	z := &Zone{Origin: origin, dynamic: map[string]bool{}}
+	z := &Zone{Origin: origin, id: zoneIDs.Add(1)}
 	b := newBuilder(z, nil)
 	if err := parse(r, origin, name, 3600, b.add); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ func (z *Zone) TypesAt(name string) []uint16 {
 // one and adding the new one. z is not changed: the caller swaps the new zone in. The new zone
 // keeps z's source, so a reload of an unchanged file carries it over as it is.
 func (z *Zone) Apply(del, add []dns.RR) (*Zone, error) {
-	nz := &Zone{Origin: z.Origin, dynamic: z.dynamic, source: z.source, keys: z.keys, limit: z.limit}
+	nz := &Zone{Origin: z.Origin, id: zoneIDs.Add(1), dynamic: z.dynamic, source: z.source, keys: z.keys, limit: z.limit}
 	b := newBuilder(nz, z)
 	gone := map[string][]dns.RR{} // by owner and type
 	for _, rr := range del {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 
@@ -28,13 +29,15 @@ type Zone struct {
 	// data holds the nodes; index maps a lowercased owner name to its node's offset in data,
 	// or to entMark for an empty non-terminal.
 	data  []byte
-	index map[string]uint32
+	index index
 	// dynamic marks owners answered by a routing policy; they exist for NODATA purposes.
 	dynamic map[string]bool
-	// canon is the owners in canonical order, for transfers.
-	canon canonical
-	// sets are the RRsets answers unpacked, shared by the queries that ask for them again.
-	sets setCache
+	// canon is the owners in canonical order, sorted on first use (a transfer): zones that are
+	// never transferred do not pay for it.
+	canon atomic.Pointer[[]string]
+	// id names the zone's data in the process's set cache (setCache): a zone whose data
+	// changes (a build, an update, a transfer) gets a new one.
+	id uint64
 	// hasCuts is set when the zone delegates (has NS records below the apex).
 	hasCuts bool
 	// count is the number of static records, xfrCount of those a transfer carries (Records).
@@ -185,7 +188,7 @@ func buildOrCarry(zc *config.Zone, dir string, prev *Store, keys KeysFunc) (*Zon
 }
 
 func buildZone(zc *config.Zone, dir string, keys func(maxTTL uint32) ([]dns.RR, error), like *Zone) (*Zone, error) {
-	z := &Zone{Origin: zc.Origin, dynamic: map[string]bool{}, limit: ttlLimit(zc)}
+	z := &Zone{Origin: zc.Origin, id: zoneIDs.Add(1), limit: ttlLimit(zc)}
 	b := newBuilder(z, like)
 	h := hashConfig(zc, dir)
 	if zc.File != "" {
@@ -205,7 +208,7 @@ func buildZone(zc *config.Zone, dir string, keys func(maxTTL uint32) ([]dns.RR, 
 			return nil, fmt.Errorf("read zone file: %w", err)
 		}
 	}
-	h.Sum(z.source[:0])
+	copy(z.source[:], h.Sum(nil))
 	if len(zc.Records) > 0 {
 		r := strings.NewReader(strings.Join(zc.Records, "\n") + "\n")
 		if err := parse(r, zc.Origin, "records", zc.TTL, b.add); err != nil {
@@ -269,7 +272,7 @@ func parse(r io.Reader, origin, file string, ttl uint32, add func(dns.RR) error)
 
 // node returns the node of the lowercased name; ent reports an empty non-terminal.
 func (z *Zone) node(name string) (n node, ent bool) {
-	off, ok := z.index[name]
+	off, ok := z.index.get(name)
 	switch {
 	case !ok:
 		return node{}, false
@@ -281,8 +284,8 @@ func (z *Zone) node(name string) (n node, ent bool) {
 
 func (z *Zone) markParents(owner string) {
 	for name := parent(owner); name != "" && name != z.Origin && inZone(name, z.Origin); name = parent(name) {
-		if _, ok := z.index[name]; !ok && !z.dynamic[name] {
-			z.index[name] = entMark
+		if _, ok := z.index.get(name); !ok && !z.dynamic[name] {
+			z.index.set(name, entMark)
 		}
 	}
 }
@@ -429,7 +432,7 @@ func (z *Zone) Encloser(qname string) (ce string, wildcard bool) {
 // only covered by that name's own wildcard, never by one further up.
 func (z *Zone) wildcard(qname string) node {
 	for name := parent(qname); name != "" && inZone(name, z.Origin); name = parent(name) {
-		if _, exists := z.index[name]; exists || z.dynamic[name] || name == z.Origin {
+		if _, exists := z.index.get(name); exists || z.dynamic[name] || name == z.Origin {
 			n, _ := z.node("*." + name)
 			return n
 		}
