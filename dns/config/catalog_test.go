@@ -96,3 +96,39 @@ zones: [{origin: a.test., records: ["@ NS ns1.a.test."], catalog: {group: gold, 
 		t.Errorf("members' secondary blocks %v, want %v", got, want)
 	}
 }
+
+// A server keeps the configuration as loaded and its catalogs expanded: the expanded zones
+// begin with the loaded ones unchanged (catalog properties included, which the expanded
+// configuration validates without its catalog block), so both share one copy of each
+// (SharingZones), and what is read from the shared copy still makes the same catalog.
+func TestSharingZones(t *testing.T) {
+	c, err := Parse([]byte("listen: 127.0.0.1:0\ncatalog: {zone: cat.invalid.}\nzones:\n" +
+		"  - {origin: a.test., records: [\"@ NS ns1.a.test.\"], catalog: {group: gold}}\n" +
+		"  - {origin: b.test., records: [\"@ NS ns1.b.test.\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	recs := c.CatalogRecords(c.CatalogMembers())
+	x := c.WithCatalogs(recs, 1, nil)
+	if err := x.Validate(); err != nil {
+		t.Fatalf("the expanded configuration, whose zones keep their catalog fields, does not validate: %v", err)
+	}
+	base := c.SharingZones(x)
+	if &base.Zones[0] != &x.Zones[0] || len(base.Zones) != 2 || cap(base.Zones) != 2 {
+		t.Fatalf("base zones %p (len %d cap %d), expanded %p: want the expanded array's first two, clipped",
+			&base.Zones[0], len(base.Zones), cap(base.Zones), &x.Zones[0])
+	}
+	if got := base.CatalogRecords(base.CatalogMembers()); strings.Join(got, "\n") != strings.Join(recs, "\n") {
+		t.Errorf("catalog from the shared zones:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(recs, "\n"))
+	}
+	if err := base.Validate(); err != nil {
+		t.Errorf("the shared base does not validate again (a reload does): %v", err)
+	}
+	if y := base.WithCatalogs(recs, 2, nil); &y.Zones[0] == &x.Zones[0] {
+		t.Error("a second expansion writes into the first's zones; want a copy")
+	}
+}
