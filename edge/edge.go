@@ -91,6 +91,8 @@ type Edge struct {
 	pushPeers atomic.Pointer[[]PushPeer]
 	// fleet sends purges on to the fleet's members (admin.fleet, edge/fleetpurge.go); nil: none.
 	fleet *fleet
+	// gcStop ends the collector's headroom ApplyMemoryLimit keeps (edge/memlimit.go); nil: none.
+	gcStop chan struct{}
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -300,6 +302,10 @@ func (e *Edge) Close() error {
 	e.unsliced.StopAllGoroutines()
 	if e.fleet != nil {
 		e.fleet.close()
+	}
+	if e.gcStop != nil {
+		close(e.gcStop)
+		e.gcStop = nil
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package edge
 import (
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"time"
 )
 
 // The Go runtime grows the heap to twice the live data before it collects (GOGC=100), so a
@@ -11,9 +13,21 @@ import (
 // limit a fifth above the budget plus a fixed allowance for everything else (connections,
 // buffers, the runtime): the collector then runs as the heap nears it, and RSS stays within about
 // 1.3x of memory.max_bytes. GOMEMLIMIT, when set, wins.
+//
+// The limit alone leaves GOGC=100 in charge while the heap is far below it, as it is with a cold
+// or small cache: a live heap of a few MB was collected every few MB of garbage, about 20 times a
+// second under full TLS handshakes (some 50 KB each), and the collections (marking, sweeping,
+// shrunk stacks grown again) cost about a sixth of the edge's CPU per handshake
+// (docs/measurements/edge.md, "handshake profile"). So with the limit the edge also lets the heap
+// grow by the allowance the limit already counts before it collects: GOGC is kept at
+// gcPercentFor(the live heap), never below 100, re-read every headroomEvery; the limit still
+// bounds the whole. GOGC, when set, wins.
 
 // memoryAllowance is what the process needs besides the memory tier.
 const memoryAllowance = 64 << 20
+
+// headroomEvery is how often the edge re-reads its live heap to keep GOGC at gcPercentFor it.
+const headroomEvery = time.Second
 
 // MemoryLimit is the soft memory limit for an edge process with this configuration, 0 when the
 // memory tier is bounded by object count (no byte figure to derive one from).
@@ -26,15 +40,54 @@ func MemoryLimit(cfg Config) int64 {
 }
 
 // ApplyMemoryLimit sets the edge's MemoryLimit as the runtime's soft memory limit unless
-// GOMEMLIMIT is set; it returns the limit it set (0: none). Call it only in a process the edge
-// owns.
+// GOMEMLIMIT is set, and with it the collector's headroom (unless GOGC is set) until Close; it
+// returns the limit it set (0: none). Call it only in a process the edge owns.
 func (e *Edge) ApplyMemoryLimit() int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
 	lim := MemoryLimit(e.cfg)
-	if lim > 0 {
-		debug.SetMemoryLimit(lim)
+	if lim <= 0 {
+		return 0
+	}
+	debug.SetMemoryLimit(lim)
+	if os.Getenv("GOGC") == "" && e.gcStop == nil {
+		e.gcStop = make(chan struct{})
+		prev := debug.SetGCPercent(gcPercentFor(liveHeap()))
+		go holdHeadroom(e.gcStop, prev)
 	}
 	return lim
+}
+
+// gcPercentFor is the GOGC that lets a heap of live bytes grow by memoryAllowance (or double,
+// when that is more) before the next collection. Below 1 MiB (nothing marked yet) counts as
+// 1 MiB, which bounds the percentage.
+func gcPercentFor(live uint64) int {
+	live = max(live, 1<<20)
+	return max(100, int(memoryAllowance*100/live))
+}
+
+// liveHeap is the heap the last collection marked live.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// holdHeadroom keeps GOGC at gcPercentFor the live heap until stop closes, then puts back prev.
+func holdHeadroom(stop <-chan struct{}, prev int) {
+	t := time.NewTicker(headroomEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			debug.SetGCPercent(prev)
+			return
+		case <-t.C:
+			debug.SetGCPercent(gcPercentFor(liveHeap()))
+		}
+	}
 }
