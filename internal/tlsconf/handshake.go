@@ -53,13 +53,17 @@ func NewHandshakes(reg prometheus.Registerer, log *slog.Logger) *Handshakes {
 }
 
 // Run performs c's server handshake within timeout. A failure is counted and logged (rate
-// limited) and returned; the caller closes the connection.
+// limited) and returned; the caller closes the connection. The timeout is the connection's
+// deadline, cleared once the handshake is done: a context's timer, its cancellation and the
+// close crypto/tls hooks to it cost about 1% of a full handshake's CPU more
+// (docs/measurements/edge.md, "handshake profile") and cut a slow client no sooner.
 func (h *Handshakes) Run(c *tls.Conn, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	err := c.HandshakeContext(ctx)
+	err := c.SetDeadline(time.Now().Add(timeout))
 	if err == nil {
-		return nil
+		err = c.Handshake()
+	}
+	if err == nil {
+		return c.SetDeadline(time.Time{})
 	}
 	reason := HandshakeReason(err)
 	h.failures.WithLabelValues(reason).Inc()
