@@ -15,18 +15,19 @@ import (
 // 1.3x of memory.max_bytes. GOMEMLIMIT, when set, wins.
 //
 // The limit alone leaves GOGC=100 in charge while the heap is far below it, as it is with a cold
-// or small cache: a live heap of a few MB was collected every few MB of garbage, about 20 times a
-// second under full TLS handshakes (some 50 KB each), and the collections (marking, sweeping,
-// shrunk stacks grown again) cost about a sixth of the edge's CPU per handshake
-// (docs/measurements/edge.md, "handshake profile"). So with the limit the edge also lets the heap
+// or small cache: a live heap of a few MB is collected every few MB of garbage, many times a
+// second under full TLS handshakes, and the collections (marking, sweeping, shrunk stacks grown
+// again) were a large share of the edge's CPU per handshake (docs/measurements/edge.md,
+// "handshake profile"). So with the limit the edge also lets the heap
 // grow by the allowance the limit already counts before it collects: GOGC is kept at
-// gcPercentFor(the live heap), never below 100, re-read every headroomEvery; the limit still
-// bounds the whole. GOGC, when set, wins.
+// gcPercentFor(the live heap, stacks and globals), never below 100, re-read every headroomEvery;
+// the limit still bounds the whole. GOGC, when set, wins.
 
 // memoryAllowance is what the process needs besides the memory tier.
 const memoryAllowance = 64 << 20
 
-// headroomEvery is how often the edge re-reads its live heap to keep GOGC at gcPercentFor it.
+// headroomEvery is how often the edge re-reads what the collector scans to keep GOGC at
+// gcPercentFor it.
 const headroomEvery = time.Second
 
 // MemoryLimit is the soft memory limit for an edge process with this configuration, 0 when the
@@ -53,31 +54,37 @@ func (e *Edge) ApplyMemoryLimit() int64 {
 	debug.SetMemoryLimit(lim)
 	if os.Getenv("GOGC") == "" && e.gcStop == nil {
 		e.gcStop = make(chan struct{})
-		prev := debug.SetGCPercent(gcPercentFor(liveHeap()))
+		prev := debug.SetGCPercent(gcPercentFor(gcBase()))
 		go holdHeadroom(e.gcStop, prev)
 	}
 	return lim
 }
 
-// gcPercentFor is the GOGC that lets a heap of live bytes grow by memoryAllowance (or double,
-// when that is more) before the next collection. Below 1 MiB (nothing marked yet) counts as
-// 1 MiB, which bounds the percentage.
-func gcPercentFor(live uint64) int {
-	live = max(live, 1<<20)
-	return max(100, int(memoryAllowance*100/live))
+// gcPercentFor is the GOGC that lets the heap grow by memoryAllowance (or double, when that is
+// more) past what the collector scans, base bytes (the live heap, stacks and globals: GOGC is a
+// share of them), before the next collection. The runtime's least heap goal, 4 MiB, scales
+// with GOGC too, so a base below that counts as 4 MiB: the goal is then about the allowance.
+func gcPercentFor(base uint64) int {
+	base = max(base, 4<<20)
+	return max(100, int(memoryAllowance*100/base))
 }
 
-// liveHeap is the heap the last collection marked live.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// gcBase is what the last collection found to scan: the live heap, the goroutine stacks and
+// the globals, the base GOGC is a share of.
+func gcBase() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	var sum uint64
+	for _, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			sum += v.Value.Uint64()
+		}
 	}
-	return s[0].Value.Uint64()
+	return sum
 }
 
-// holdHeadroom keeps GOGC at gcPercentFor the live heap until stop closes, then puts back prev.
+// holdHeadroom keeps GOGC at gcPercentFor the collector's base until stop closes, then puts back
+// prev.
 func holdHeadroom(stop <-chan struct{}, prev int) {
 	t := time.NewTicker(headroomEvery)
 	defer t.Stop()
@@ -87,7 +94,7 @@ func holdHeadroom(stop <-chan struct{}, prev int) {
 			debug.SetGCPercent(prev)
 			return
 		case <-t.C:
-			debug.SetGCPercent(gcPercentFor(liveHeap()))
+			debug.SetGCPercent(gcPercentFor(gcBase()))
 		}
 	}
 }

@@ -20,15 +20,15 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestGCPercentFor: a small live heap may grow by the allowance, a large one doubles, and an
-// empty one counts as 1 MiB.
+// TestGCPercentFor: a small heap may grow by the allowance, a large one doubles, and one below
+// the runtime's least goal (4 MiB, which GOGC scales too) counts as 4 MiB.
 func TestGCPercentFor(t *testing.T) {
 	for _, c := range []struct {
-		live uint64
+		base uint64
 		want int
-	}{{4 << 20, 1600}, {64 << 20, 100}, {1 << 30, 100}, {0, 6400}, {512 << 10, 6400}} {
-		if got := gcPercentFor(c.live); got != c.want {
-			t.Errorf("gcPercentFor(%d) = %d, want %d", c.live, got, c.want)
+	}{{8 << 20, 800}, {4 << 20, 1600}, {64 << 20, 100}, {1 << 30, 100}, {0, 1600}, {512 << 10, 1600}} {
+		if got := gcPercentFor(c.base); got != c.want {
+			t.Errorf("gcPercentFor(%d) = %d, want %d", c.base, got, c.want)
 		}
 	}
 }

@@ -55,8 +55,8 @@ func NewHandshakes(reg prometheus.Registerer, log *slog.Logger) *Handshakes {
 // Run performs c's server handshake within timeout. A failure is counted and logged (rate
 // limited) and returned; the caller closes the connection. The timeout is the connection's
 // deadline, cleared once the handshake is done: a context's timer, its cancellation and the
-// close crypto/tls hooks to it cost about 1% of a full handshake's CPU more
-// (docs/measurements/edge.md, "handshake profile") and cut a slow client no sooner.
+// close crypto/tls hooks to it cost more CPU a handshake (docs/measurements/edge.md,
+// "handshake profile") and cut a slow client no sooner.
 func (h *Handshakes) Run(c *tls.Conn, timeout time.Duration) error {
 	err := c.SetDeadline(time.Now().Add(timeout))
 	if err == nil {
@@ -106,11 +106,11 @@ func refusedHello(msg string) bool {
 
 // A server handshake (ECDSA P-256 or X25519 arithmetic at its deepest) needs between 8 and 16
 // KiB of goroutine stack. A connection's goroutine starts with the runtime's average (2 KiB on
-// a stop whose other goroutines idle), so each handshake grew its stack three times, each time
-// copying the frames deep inside the key exchange or the signature: about 5% of a stop's CPU per
-// full handshake (docs/measurements/edge.md, "handshake profile"). Load's configurations grow it
-// once instead, where the ClientHello has been read (GetConfigForClient): the few frames above
-// are cheap to copy, and a client that sends nothing still costs only the small stack.
+// a stop whose other goroutines idle), so each handshake grew its stack up to three times, the
+// last copying the frames deep inside the signature, a visible share of a stop's CPU per full
+// handshake (docs/measurements/edge.md, "handshake profile"). Load's configurations grow it once
+// instead, where the ClientHello has been read (GetConfigForClient): the few frames above are
+// cheap to copy, and a client that sends nothing keeps the stack it had.
 
 // handshakeFrame is the frame growHandshakeStack takes: the stack grows to the next power of
 // two that fits it and what is in use, 16 KiB from a connection's goroutine.
@@ -131,5 +131,7 @@ func takeFrame() byte {
 	return lastByte(frame[:])
 }
 
+// lastByte reads b, so that takeFrame's frame is not optimized away.
+//
 //go:noinline
 func lastByte(b []byte) byte { return b[len(b)-1] }
