@@ -18,10 +18,10 @@ import (
 // or small cache: a live heap of a few MB is collected every few MB of garbage, many times a
 // second under full TLS handshakes, and the collections (marking, sweeping, shrunk stacks grown
 // again) were a large share of the edge's CPU per handshake (docs/measurements/edge.md,
-// "handshake profile"). So with the limit the edge also lets the heap
-// grow by the allowance the limit already counts before it collects: GOGC is kept at
-// gcPercentFor(the live heap, stacks and globals), never below 100, re-read every headroomEvery;
-// the limit still bounds the whole. GOGC, when set, wins.
+// "handshake profile"). So with the limit the edge also lets the heap grow by the allowance the
+// limit already counts before it collects: GOGC is kept at gcPercentFor(the live heap, stacks
+// and globals), never below 100, re-read every headroomEvery; the limit still bounds the whole.
+// GOGC, when set, wins.
 
 // memoryAllowance is what the process needs besides the memory tier.
 const memoryAllowance = 64 << 20
