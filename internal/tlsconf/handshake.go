@@ -103,35 +103,3 @@ func refusedHello(msg string) bool {
 	}
 	return false
 }
-
-// A server handshake (ECDSA P-256 or X25519 arithmetic at its deepest) needs between 8 and 16
-// KiB of goroutine stack. A connection's goroutine starts with the runtime's average (2 KiB on
-// a stop whose other goroutines idle), so each handshake grew its stack up to three times, the
-// last copying the frames deep inside the signature, a visible share of a stop's CPU per full
-// handshake (docs/measurements/edge.md, "handshake profile"). Load's configurations grow it once
-// instead, where the ClientHello has been read (GetConfigForClient): the few frames above are
-// cheap to copy, and a client that sends nothing keeps the stack it had.
-
-// handshakeFrame is the frame growHandshakeStack takes: the stack grows to the next power of
-// two that fits it and what is in use, 16 KiB from a connection's goroutine.
-const handshakeFrame = 8 << 10
-
-// growHandshakeStack, as a server's GetConfigForClient, grows the handshake's stack before the
-// key exchange needs it; it keeps the configuration (nil).
-func growHandshakeStack(*tls.ClientHelloInfo) (*tls.Config, error) {
-	takeFrame()
-	return nil, nil
-}
-
-// takeFrame has a handshakeFrame-byte frame, which the runtime makes room for before it runs.
-//
-//go:noinline
-func takeFrame() byte {
-	var frame [handshakeFrame]byte
-	return lastByte(frame[:])
-}
-
-// lastByte reads b, so that takeFrame's frame is not optimized away.
-//
-//go:noinline
-func lastByte(b []byte) byte { return b[len(b)-1] }

@@ -95,7 +95,7 @@ func (c *Config) Validate(field string) (path, problem string, ok bool) {
 // Load reads the certificate files into a server configuration offering alpn (e.g. "h2",
 // "http/1.1"; none: no ALPN). It leaves acme: out; Open serves both.
 func Load(c *Config, alpn ...string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: alpn, GetConfigForClient: growHandshakeStack}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: alpn}
 	for _, cert := range c.Certificates {
 		kp, err := tls.LoadX509KeyPair(cert.Cert, cert.Key)
 		if err != nil {
