@@ -56,11 +56,17 @@ const fleetZone = `  - origin: example.org.
 // and to logs.
 func fleetNode(t *testing.T, yml string, logs *testutil.SyncBuffer) (*Server, error) {
 	t.Helper()
+	return fleetNodeIn(t, yml, t.TempDir(), logs)
+}
+
+// fleetNodeIn is fleetNode with its configuration (and state) directory dir.
+func fleetNodeIn(t *testing.T, yml, dir string, logs *testutil.SyncBuffer) (*Server, error) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen, cfg.Dir = fmt.Sprintf("127.0.0.1:%d", fleetPorts.free(t)), t.TempDir()
+	cfg.Listen, cfg.Dir = fmt.Sprintf("127.0.0.1:%d", fleetPorts.free(t)), dir
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logs), nil))
 	srv, err := NewServer(cfg, Options{Logger: log, KeyStore: keystore.Options{OpTimeout: 2 * time.Second, LockTTL: 2 * time.Second}})
 	if err != nil {
@@ -272,5 +278,60 @@ func TestKeysFleetFirstStart(t *testing.T) {
 		if !slices.Equal(a, b) || len(a) != 2 || len(st.Keys) != 2 {
 			t.Errorf("%s: node a publishes %v, node b %v, the store holds %d keys; want the same 2", o, a, b, len(st.Keys))
 		}
+	}
+}
+
+// TestKeysFleetRestartWithoutEtcd: a node restarted while etcd is down signs with the keys it
+// cached (sealed) in its state directory in its last run: the same DNSKEYs, the same ZSK, and
+// nothing readable in the cache; a node that never reached etcd fails its start, naming why.
+func TestKeysFleetRestartWithoutEtcd(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := filepath.Join(t.TempDir(), "store.key")
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yml := fleetYAML(e.Endpoint, keyFile)
+	dir := t.TempDir()
+	var logs testutil.SyncBuffer
+	a, err := fleetNodeIn(t, yml, dir, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, sigs := rrTags(t, a, "www.example.org.", mdns.TypeA)
+	dnskeys, _ := rrTags(t, a, "example.org.", mdns.TypeDNSKEY)
+	if len(dnskeys) != 2 || len(sigs) != 1 || len(keys) != 0 {
+		t.Fatalf("first run: DNSKEYs %v, www signed by %v", dnskeys, sigs)
+	}
+	a.Close()
+	e.Stop()
+
+	b, err := fleetNodeIn(t, yml, dir, &logs)
+	if err != nil {
+		t.Fatalf("restart with etcd down: %v", err)
+	}
+	defer b.Close()
+	gotKeys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+	_, gotSigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
+	if !slices.Equal(gotKeys, dnskeys) || !slices.Equal(gotSigs, sigs) {
+		t.Errorf("restart with etcd down: DNSKEYs %v signed by %v, want %v signed by %v", gotKeys, gotSigs, dnskeys, sigs)
+	}
+	if !strings.Contains(logs.String(), "signing with the keys this node cached") {
+		t.Errorf("no log line says the cached keys sign:\n%s", logs.String())
+	}
+	cache, _ := os.ReadDir(filepath.Join(dir, "dnssec-store"))
+	if len(cache) != 3 { // the state and two key files
+		t.Errorf("cache holds %d files, want 3", len(cache))
+	}
+	for _, f := range cache {
+		raw, _ := os.ReadFile(filepath.Join(dir, "dnssec-store", f.Name()))
+		if strings.Contains(string(raw), "PrivateKey") || strings.Contains(string(raw), "example.org") {
+			t.Errorf("cache file %s is readable without the store key", f.Name())
+		}
+	}
+
+	if _, err := fleetNodeIn(t, yml, t.TempDir(), &logs); err == nil || !strings.Contains(err.Error(), "needs etcd once") {
+		t.Errorf("a new node with etcd down: %v, want the start refused naming etcd", err)
 	}
 }

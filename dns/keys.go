@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,9 @@ func (s *Server) keysOf(cfg *config.Config, zc *config.Zone) (keyroll.Store, err
 	case s.keys.store == nil && s.serveCtx != nil:
 		return nil, errors.New("field store: added by a reload; a store is taken at start: restart the server")
 	case s.keys.store == nil:
-		ks, err := keystore.Open(cfg.Store, cfg.StoreKeyPath(), s.log, s.opt.KeyStore)
+		o := s.opt.KeyStore
+		o.CacheDir = cmp.Or(o.CacheDir, cfg.KeyCacheDir())
+		ks, err := keystore.Open(cfg.Store, cfg.StoreKeyPath(), s.log, o)
 		if err != nil {
 			return nil, fmt.Errorf("field store: %w", err)
 		}

@@ -161,6 +161,10 @@ func (c *Config) StoreKeyPath() string {
 	return filepath.Join(c.Dir, c.StoreKeyFile)
 }
 
+// KeyCacheDir is where a node keeps sealed copies of the keys and states it read from the
+// store (state_dir/dnssec-store), so a restart while etcd is down signs with them.
+func (c *Config) KeyCacheDir() string { return c.statePath("dnssec-store") }
+
 // validateStore checks the store of the policies' keys: an etcd URL with its key file.
 func (c *Config) validateStore() error {
 	switch {

@@ -12,7 +12,10 @@
 //	PREFIX/dnssec/locks/<zone>/<lease>              the zone's lock, held while advancing
 //
 // A node that cannot reach etcd keeps signing with the last state and keys it read (a key's
-// state at any moment follows from the timestamps it already has) and generates nothing.
+// state at any moment follows from the timestamps it already has) and generates nothing. It
+// keeps sealed copies of them in a directory of its own (Options.CacheDir, cache.go), so a node
+// restarted while etcd is down signs with them too: only a node that never reached etcd has no
+// keys.
 package keystore
 
 import (
@@ -45,6 +48,9 @@ type Options struct {
 	OpTimeout time.Duration
 	// LockTTL is how long a node that died holding a zone's lock keeps it (default 10 s).
 	LockTTL time.Duration
+	// CacheDir keeps a sealed copy of every state and key file read or written (cache.go);
+	// empty: none.
+	CacheDir string
 }
 
 // Store is a keyroll.Store in etcd.
@@ -52,6 +58,7 @@ type Store struct {
 	st      *certstore.Storage
 	log     *slog.Logger
 	timeout time.Duration
+	cache   string // Options.CacheDir
 
 	mu     sync.Mutex
 	states map[string][]byte // the last state read or written per zone (JSON)
@@ -82,7 +89,7 @@ func Open(rawURL, keyFile string, log *slog.Logger, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open dnssec key store: %w", err)
 	}
-	return &Store{st: st, log: log, timeout: o.OpTimeout, states: map[string][]byte{}, keys: map[string][]byte{}, stale: map[string]bool{}}, nil
+	return &Store{st: st, log: log, timeout: o.OpTimeout, cache: o.CacheDir, states: map[string][]byte{}, keys: map[string][]byte{}, stale: map[string]bool{}}, nil
 }
 
 // Close ends the client.
@@ -124,7 +131,19 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 		}
 		s.mu.Unlock()
 		if !had {
-			return nil, fmt.Errorf("read key state of %s: %w; the node needs etcd once to learn the fleet's keys", zone, err)
+			if last, had = s.cached(zoneKey(zone, stateName)); had {
+				s.log.Warn("dns dnssec key store unreachable at start: signing with the keys this node cached in its last run", "zone", zone, "cache", s.cache, "err", err)
+				s.mu.Lock()
+				s.states[zone] = last
+				s.mu.Unlock()
+			}
+		}
+		if !had {
+			hint := "the node needs etcd once to learn the fleet's keys"
+			if s.cache != "" {
+				hint += " (it keeps a copy in " + s.cache + " after that)"
+			}
+			return nil, fmt.Errorf("read key state of %s: %w; %s", zone, err, hint)
 		}
 		if first {
 			s.log.Warn("dns dnssec key store unreachable: signing with the last keys read, generating none until it answers", "store", s.String(), "err", err)
@@ -133,8 +152,12 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 	default:
 		s.noteUp()
 		s.mu.Lock()
+		changed := string(s.states[zone]) != string(b)
 		s.states[zone] = b
 		s.mu.Unlock()
+		if changed {
+			s.keep(zoneKey(zone, stateName), b)
+		}
 	}
 	return s.parse(zone, b)
 }
@@ -202,6 +225,7 @@ func (s *Store) Save(st *keyroll.State) error {
 	s.mu.Lock()
 	s.states[st.Zone] = b
 	s.mu.Unlock()
+	s.keep(zoneKey(st.Zone, stateName), b)
 	return nil
 }
 
@@ -215,6 +239,7 @@ func (s *Store) WriteKey(zone, name string, b []byte) error {
 	s.mu.Lock()
 	s.keys[zoneKey(zone, name)] = b
 	s.mu.Unlock()
+	s.keep(zoneKey(zone, name), b)
 	return nil
 }
 
@@ -230,6 +255,13 @@ func (s *Store) ReadKey(zone, name string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	b, err := s.st.Load(ctx, k)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if c, ok := s.cached(k); ok { // etcd unreachable: the copy of the last run
+			b, err = c, nil
+		}
+	} else if err == nil {
+		s.keep(k, b)
+	}
 	if err != nil {
 		return nil, err
 	}

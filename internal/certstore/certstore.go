@@ -378,6 +378,17 @@ func (s *Storage) open(key string, sealed []byte) ([]byte, time.Time, error) {
 	return v, time.Unix(0, int64(binary.BigEndian.Uint64(header[1:]))), nil
 }
 
+// Seal encrypts value as the store does for key, for a copy kept outside etcd (a node's cache
+// of what it read); Unseal reads such a copy back, refusing one sealed for another key or with
+// another key file.
+func (s *Storage) Seal(key string, value []byte) []byte { return s.seal(key, value, time.Now()) }
+
+// Unseal decrypts a copy Seal made for key.
+func (s *Storage) Unseal(key string, sealed []byte) ([]byte, error) {
+	v, _, err := s.open(key, sealed)
+	return v, err
+}
+
 // additional is the data authenticated beside a value: its header and its key.
 func (s *Storage) additional(header []byte, key string) []byte {
 	return append(append([]byte(nil), header...), key...)
