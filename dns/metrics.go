@@ -24,7 +24,7 @@ func newMetrics(r *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_dns_queries_total",
-			Help: "Queries answered, by name (dynamic name, zone origin, or - when outside every zone), query type and rcode.",
+			Help: "Queries answered, by name (dynamic name, zone origin or * for every zone past query_metrics_zones, or - when outside every zone), query type and rcode.",
 		}, []string{"name", "qtype", "rcode"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_dns_policy_decisions_total",
@@ -66,13 +66,18 @@ var knownTypes = map[uint16]bool{mdns.TypeA: true, mdns.TypeAAAA: true, mdns.Typ
 	mdns.TypeSOA: true, mdns.TypeNS: true, mdns.TypeTXT: true, mdns.TypeMX: true, mdns.TypeSRV: true,
 	mdns.TypeCAA: true, mdns.TypeANY: true, mdns.TypePTR: true, mdns.TypeDS: true, mdns.TypeHTTPS: true}
 
-// queryCounter returns the queries_total series of an outcome.
+// queryCounter returns the queries_total series of an outcome: by zone while the zones are
+// few enough (query_metrics_zones), else a static zone's queries under name "*".
 func (s *Server) queryCounter(oc *outcome) prometheus.Counter {
 	qt := "other"
 	if knownTypes[oc.qtype] {
 		qt = mdns.TypeToString[oc.qtype]
 	}
-	return s.metrics.queries.WithLabelValues(oc.name, qt, mdns.RcodeToString[oc.rcode])
+	name := oc.name
+	if st := s.state.Load(); !st.zoneSeries && name != "-" && st.names[name] == nil {
+		name = "*"
+	}
+	return s.metrics.queries.WithLabelValues(name, qt, mdns.RcodeToString[oc.rcode])
 }
 
 // decisionCounter returns the policy_decisions_total series of an outcome, nil for static ones.

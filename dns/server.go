@@ -70,6 +70,9 @@ type state struct {
 	signers map[string]*dnssec.Signer
 	// xdpGen is the XDP answer path's generation of this state (0: it packs nothing; xdp.go).
 	xdpGen uint32
+	// zoneSeries is set while the zones are few enough to count queries per zone
+	// (query_metrics_zones; metrics.go).
+	zoneSeries bool
 	// secondaries are the secondary zones by origin (secondaries.go); down are those of them
 	// without a copy to serve (none yet, or expired): their queries get SERVFAIL.
 	secondaries map[string]*secondary.Zone
@@ -264,7 +267,7 @@ func (s *Server) build(cfg *config.Config, prev *state) (*state, error) {
 	return &state{cfg: cfg, store: store, names: names, groups: groups, health: hc,
 		rrl: newLimiter(cfg.RateLimit), cache: newAnswerCache(),
 		xfr: xfr.Build(cfg, store, prevXfr, s.log), signers: signers, secondaries: secs, down: down, base: base,
-		keysAt: keysAt}, nil
+		keysAt: keysAt, zoneSeries: len(cfg.Zones) <= cfg.QueryMetricsZones}, nil
 }
 
 func (s *Server) healthChanged(key string, up bool) {

@@ -459,6 +459,41 @@ func TestReloadKeepsOldZonesOnError(t *testing.T) {
 
 func TestMetricsCountQueriesAndDecisions(t *testing.T) {
 	srv := startServer(t, testConfig(t), Options{})
+	got := countedQueries(t, srv)
+	for k, v := range map[string]float64{
+		"switchyard_dns_queries_total,name=example.com.,qtype=A,rcode=NOERROR":                                   3,
+		"switchyard_dns_queries_total,name=app.example.com.,qtype=A,rcode=NOERROR":                               3,
+		"switchyard_dns_queries_total,name=example.com.,qtype=A,rcode=NXDOMAIN":                                  1,
+		"switchyard_dns_policy_decisions_total,name=app.example.com.,policy=geolocation,reason=primary,site=b34": 3,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// TestMetricsZoneLimit: past query_metrics_zones zones, static zones' queries are counted
+// under name "*" (no series per zone), dynamic names keep theirs.
+func TestMetricsZoneLimit(t *testing.T) {
+	srv := startServer(t, "query_metrics_zones: 1\n"+testConfig(t)+"  - {origin: other.test., records: [\"www A 192.0.2.9\"]}\n", Options{})
+	q(t, srv, "www.other.test", mdns.TypeA, QueryOptions{})
+	got := countedQueries(t, srv)
+	for k, v := range map[string]float64{
+		"switchyard_dns_queries_total,name=*,qtype=A,rcode=NOERROR":                3 + 1,
+		"switchyard_dns_queries_total,name=app.example.com.,qtype=A,rcode=NOERROR": 3,
+		"switchyard_dns_queries_total,name=*,qtype=A,rcode=NXDOMAIN":               1,
+		"switchyard_dns_queries_total,name=example.com.,qtype=A,rcode=NOERROR":     0,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// countedQueries sends srv three static and three dynamic queries and one for a missing name,
+// and returns its counters by name and labels.
+func countedQueries(t *testing.T, srv *Server) map[string]float64 {
+	t.Helper()
 	for i := 0; i < 3; i++ {
 		q(t, srv, "www.example.com", mdns.TypeA, QueryOptions{})
 		q(t, srv, "app.example.com", mdns.TypeA, QueryOptions{Subnet: "10.1.0.0/24"})
@@ -480,16 +515,7 @@ func TestMetricsCountQueriesAndDecisions(t *testing.T) {
 			}
 		}
 	}
-	for k, v := range map[string]float64{
-		"switchyard_dns_queries_total,name=example.com.,qtype=A,rcode=NOERROR":                                   3,
-		"switchyard_dns_queries_total,name=app.example.com.,qtype=A,rcode=NOERROR":                               3,
-		"switchyard_dns_queries_total,name=example.com.,qtype=A,rcode=NXDOMAIN":                                  1,
-		"switchyard_dns_policy_decisions_total,name=app.example.com.,policy=geolocation,reason=primary,site=b34": 3,
-	} {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
-		}
-	}
+	return got
 }
 
 func TestIPv6Loopback(t *testing.T) {

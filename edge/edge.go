@@ -92,7 +92,7 @@ type Edge struct {
 	// fleet sends purges on to the fleet's members (admin.fleet, edge/fleetpurge.go); nil: none.
 	fleet *fleet
 	// gcStop ends the collector's headroom ApplyMemoryLimit keeps (edge/memlimit.go); nil: none.
-	gcStop chan struct{}
+	gcStop func()
 }
 
 // variantSet is what the edge knows about the variants of one URL.
@@ -304,7 +304,7 @@ func (e *Edge) Close() error {
 		e.fleet.close()
 	}
 	if e.gcStop != nil {
-		close(e.gcStop)
+		e.gcStop()
 		e.gcStop = nil
 	}
 	return errors.Join(errs...)

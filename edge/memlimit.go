@@ -3,8 +3,8 @@ package edge
 import (
 	"os"
 	"runtime/debug"
-	"runtime/metrics"
-	"time"
+
+	"github.com/switchyard/switchyard/internal/gcheadroom"
 )
 
 // The Go runtime grows the heap to twice the live data before it collects (GOGC=100), so a
@@ -19,16 +19,11 @@ import (
 // second under full TLS handshakes, and the collections (marking, sweeping, shrunk stacks grown
 // again) were a large share of the edge's CPU per handshake (docs/measurements/edge.md,
 // "handshake profile"). So with the limit the edge also lets the heap grow by the allowance the
-// limit already counts before it collects: GOGC is kept at gcPercentFor(the live heap, stacks
-// and globals), never below 100, re-read every headroomEvery; the limit still bounds the whole.
-// GOGC, when set, wins.
+// limit already counts before it collects (gcheadroom, GOGC never below 100); the limit still
+// bounds the whole. GOGC, when set, wins.
 
 // memoryAllowance is what the process needs besides the memory tier.
 const memoryAllowance = 64 << 20
-
-// headroomEvery is how often the edge re-reads what the collector scans to keep GOGC at
-// gcPercentFor it.
-const headroomEvery = time.Second
 
 // MemoryLimit is the soft memory limit for an edge process with this configuration, 0 when the
 // memory tier is bounded by object count (no byte figure to derive one from).
@@ -52,49 +47,11 @@ func (e *Edge) ApplyMemoryLimit() int64 {
 		return 0
 	}
 	debug.SetMemoryLimit(lim)
-	if os.Getenv("GOGC") == "" && e.gcStop == nil {
-		e.gcStop = make(chan struct{})
-		prev := debug.SetGCPercent(gcPercentFor(gcBase()))
-		go holdHeadroom(e.gcStop, prev)
+	if e.gcStop == nil {
+		e.gcStop = gcheadroom.Hold(gcPolicy)
 	}
 	return lim
 }
 
-// gcPercentFor is the GOGC that lets the heap grow by memoryAllowance (or double, when that is
-// more) past what the collector scans, base bytes (the live heap, stacks and globals: GOGC is a
-// share of them), before the next collection. The runtime's least heap goal, 4 MiB, scales
-// with GOGC too, so a base below that counts as 4 MiB: the goal is then about the allowance.
-func gcPercentFor(base uint64) int {
-	base = max(base, 4<<20)
-	return max(100, int(memoryAllowance*100/base))
-}
-
-// gcBase is what the last collection found to scan: the live heap, the goroutine stacks and
-// the globals, the base GOGC is a share of.
-func gcBase() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
-	metrics.Read(s)
-	var sum uint64
-	for _, v := range s {
-		if v.Value.Kind() == metrics.KindUint64 {
-			sum += v.Value.Uint64()
-		}
-	}
-	return sum
-}
-
-// holdHeadroom keeps GOGC at gcPercentFor the collector's base until stop closes, then puts back
-// prev.
-func holdHeadroom(stop <-chan struct{}, prev int) {
-	t := time.NewTicker(headroomEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			debug.SetGCPercent(prev)
-			return
-		case <-t.C:
-			debug.SetGCPercent(gcPercentFor(gcBase()))
-		}
-	}
-}
+// gcPolicy is the edge's collector headroom: the limit's allowance, never less than GOGC=100.
+var gcPolicy = gcheadroom.Policy{Allowance: memoryAllowance, MinPercent: 100}

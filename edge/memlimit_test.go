@@ -20,19 +20,6 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestGCPercentFor: a small heap may grow by the allowance, a large one doubles, and one below
-// the runtime's least goal (4 MiB, which GOGC scales too) counts as 4 MiB.
-func TestGCPercentFor(t *testing.T) {
-	for _, c := range []struct {
-		base uint64
-		want int
-	}{{8 << 20, 800}, {4 << 20, 1600}, {64 << 20, 100}, {1 << 30, 100}, {0, 1600}, {512 << 10, 1600}} {
-		if got := gcPercentFor(c.base); got != c.want {
-			t.Errorf("gcPercentFor(%d) = %d, want %d", c.base, got, c.want)
-		}
-	}
-}
-
 // TestApplyMemoryLimitHeadroom: with the limit set, 32 MiB of garbage over a small live heap
 // is not collected every few MiB (GOGC=100 would collect it about ten times); Close puts GOGC
 // back; a GOGC set in the environment is left alone.
@@ -48,13 +35,13 @@ func TestApplyMemoryLimitHeadroom(t *testing.T) {
 	if n := gcCycles(func() { garbage(32 << 20) }); n > 1 {
 		t.Fatalf("%d collections for 32 MiB of garbage over a small live heap, want at most 1", n)
 	}
-	close(e.gcStop)
+	e.gcStop()
 	waitGCPercent(t, 100)
 
 	t.Setenv("GOGC", "100")
 	e = &Edge{cfg: e.cfg}
 	e.ApplyMemoryLimit()
-	if e.gcStop != nil || gcPercent() != 100 {
+	if gcPercent() != 100 {
 		t.Fatalf("GOGC set in the environment: headroom kept anyway (GOGC now %d)", gcPercent())
 	}
 }

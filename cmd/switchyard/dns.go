@@ -19,6 +19,7 @@ import (
 	sydns "github.com/switchyard/switchyard/dns"
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/internal/adminauth"
+	"github.com/switchyard/switchyard/internal/gcheadroom"
 	"github.com/switchyard/switchyard/internal/handover"
 )
 
@@ -98,6 +99,7 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer gcheadroom.Hold(sydns.GCHeadroom)() // this process is the server's, zones loading included
 	srv, err := sydns.NewServer(cfg, sydns.Options{Logger: log, Sockets: gen.Sockets()})
 	if err != nil {
 		return err
@@ -108,6 +110,7 @@ func dnsServe(c *cli.Context, gen *handover.Process, log *slog.Logger) error {
 		return err
 	}
 	defer srv.Close()
+	defer gcheadroom.Hold(sydns.GCHeadroom)()                  // this process is the server's
 	metricsAddr := ""                                          // where --ui reads the metrics
 	if m := adminauth.Loopback(c.String("metrics")); m != "" { // ":9153" binds to loopback
 		ln, err := gen.Sockets().Listen("tcp", m)

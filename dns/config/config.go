@@ -46,6 +46,11 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// QueryLog logs every query with log/slog at Info level when true.
 	QueryLog bool `yaml:"query_log"`
+	// QueryMetricsZones is the most zones whose queries switchyard_dns_queries_total counts per
+	// zone (default 1000): a server with more counts its static zones' queries under name "*",
+	// since a series per zone, type and rcode costs about 600 bytes a zone and a scrape of
+	// megabytes at 100,000 zones. Dynamic names keep theirs.
+	QueryMetricsZones int `yaml:"query_metrics_zones"`
 	// MaxUDPSize caps the EDNS buffer size the server honours (default 1232, the DNS flag day value).
 	MaxUDPSize int `yaml:"max_udp_size"`
 	// RateLimit is the optional response-rate limit per client /24 (or /56); 0 disables it.
@@ -332,6 +337,9 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxUDPSize == 0 {
 		c.MaxUDPSize = 1232
 	}
+	if c.QueryMetricsZones == 0 {
+		c.QueryMetricsZones = 1000
+	}
 	for i := range c.Zones {
 		z := &c.Zones[i]
 		if z.TTL == 0 {
@@ -391,6 +399,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RateLimit.ResponsesPerSecond < 0 || c.RateLimit.Slip < 0 {
 		return errors.New("field rate_limit: responses_per_second and slip must be >= 0")
+	}
+	if c.QueryMetricsZones < 0 {
+		return fmt.Errorf("field query_metrics_zones: %d: must be > 0 (the most zones counted one by one; 0 or unset: 1000)", c.QueryMetricsZones)
 	}
 	if err := c.UDP.validate(); err != nil {
 		return err
