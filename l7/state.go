@@ -336,11 +336,21 @@ func newTransport(pc Pool, tc *tls.Config, counted func(connlimit.DialFunc) conn
 		DisableKeepAlives: v != 0 && counted != nil,
 	}
 	switch pc.Protocol {
-	case "h2c":
-		t.Protocols.SetUnencryptedHTTP2(true)
-	case "h2":
-		t.Protocols.SetHTTP2(true)
-		t.TLSClientConfig = tc
+	case "h2c", "h2":
+		// HTTP/2 connections gather their frames' writes (batchConn); TLS (h2) runs on top.
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return newBatchConn(c), nil
+		}
+		if pc.Protocol == "h2c" {
+			t.Protocols.SetUnencryptedHTTP2(true)
+		} else {
+			t.Protocols.SetHTTP2(true)
+			t.TLSClientConfig = tc
+		}
 	default:
 		t.Protocols.SetHTTP1(true)
 		t.TLSClientConfig = tc // nil: a cleartext pool

@@ -23,7 +23,8 @@ import (
 // connection with a stream reserved, dialing another only when every open one is full.
 //
 // net/http's ClientConn does the HTTP/2 framing, flow control and HPACK (a client as complete
-// and as hardened as Go's is not worth writing twice); the pool, the choice of connection, the
+// and as hardened as Go's is not worth writing twice), over connections that gather its
+// per-frame writes (batchConn); the pool, the choice of connection, the
 // descriptor budget (the transport dials through it) and the exchange around it (goConn.
 // forwardH2: admission, retries, timeouts, gRPC answers, passive health) are the core's, the
 // same as for HTTP/1.1 pools.
