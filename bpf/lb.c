@@ -175,7 +175,8 @@ static __always_inline int flow_touch(struct flow_state *st, __u64 now, const st
  * It returns -1 when the packet must take the slow path (VIP lookup, Maglev). An established flow
  * never looks at the ring, so a ring change (drain, weights) never moves it. A flow whose SYN
  * made an unconfirmed entry is confirmed here, by its first non-SYN packet. */
-static __always_inline int established(struct xdp_md *ctx, const struct packet *p)
+static __always_inline int established(struct xdp_md *ctx, const struct packet *p, const struct lb_config *cfg,
+				       struct lb_percpu *pc)
 {
 	struct flow_state *st = ct_lookup(&p->flow);
 	if (!st) {
@@ -185,10 +186,8 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 		guard_count(GUARD_CNT_UNCONFIRMED, 0);
 	}
 	struct backend *be = flow_backend(st);
-	struct lb_config *cfg = get_config();
 	if (!be || !cfg)
 		return -1;
-	struct lb_percpu *pc = percpu();
 	if (flow_touch(st, now_pc(pc), cfg, p->flow.proto, p->tcp_flags))
 		return -1;
 	count_pc(pc, CNT_CT_HIT, 0);
@@ -232,6 +231,11 @@ static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
 	} else {
 		return -1;
 	}
+	/* The configuration and the MAC check before the lookup: an inlined array read, no call,
+	 * and then nothing after the lookup reads the frame. */
+	struct lb_config *cfg = get_config();
+	if (!cfg || foreign_mac(data, cfg))
+		return -1;
 	/* struct flow_key4 as two words: the addresses as they sit in the header, then the ports
 	 * and the protocol (pad zero). */
 	union {
@@ -244,17 +248,24 @@ static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
 	if (!st)
 		return -1;
 	struct backend *be = flow_backend(st);
-	struct lb_config *cfg = get_config();
 	/* backend2 is read only when second chance is on: it is the entry's last word, and in a cold
 	 * table it sits, for one kernel LRU element in eight (88 bytes each), on a cache line that
 	 * nothing else this path reads is on. */
-	if (!be || !cfg || ((cfg->flags & CFG_SECOND_CHANCE) && st->backend2) || foreign_mac(data, cfg))
+	if (!be || ((cfg->flags & CFG_SECOND_CHANCE) && st->backend2))
 		return -1;
 	__u32 overhead = encap_overhead(be);
 	if (tot + overhead > cfg->mtu)
 		return -1;
 	struct lb_percpu *pc = percpu();
-	if (flow_touch(st, now_pc(pc), cfg, proto, flags))
+	if (!pc) /* never (a one-entry array): the counters below then check nothing */
+		return -1;
+	/* The clock as now_pc caches it this jiffy. The first packet of a jiffy, which finds it stale,
+	 * takes the general path (established(), the same decision), which reads the clock: so the
+	 * lookup is this path's only helper call before the encapsulation, and what it read of the
+	 * frame stays in registers instead of being saved on the stack around a second call. */
+	if (pc->clock_jiffies != bpf_jiffies64() || pc->clock_ns == 0)
+		return -1;
+	if (flow_touch(st, pc->clock_ns, cfg, proto, flags))
 		return -1;
 	count_pc(pc, CNT_CT_HIT, 0);
 	__u32 src = key.k.src;
@@ -281,9 +292,9 @@ static __always_inline long ring_slot(const struct flow_key *f, const struct vip
 	return (long)vip->ring_off + flow_hash(f, vip->flags) % size;
 }
 
-/* ring_at reads a slot of a ring map (RING_WORD_SLOTS slots a value): a backend id whose backend
- * slot is occupied, else 0. */
-static __always_inline __u32 ring_at(void *ring, long slot)
+/* ring_id reads a slot of a ring map (RING_WORD_SLOTS slots a value): a backend id, 0 for none
+ * (the slot may name an empty backend slot). */
+static __always_inline __u32 ring_id(void *ring, long slot)
 {
 	if (slot < 0)
 		return 0;
@@ -291,7 +302,14 @@ static __always_inline __u32 ring_at(void *ring, long slot)
 	struct ring_word *w = bpf_map_lookup_elem(ring, &k);
 	if (!w)
 		return 0;
-	__u32 id = w->id[slot & (RING_WORD_SLOTS - 1)];
+	return w->id[slot & (RING_WORD_SLOTS - 1)];
+}
+
+/* ring_at reads a slot of a ring map (RING_WORD_SLOTS slots a value): a backend id whose backend
+ * slot is occupied, else 0. */
+static __always_inline __u32 ring_at(void *ring, long slot)
+{
+	__u32 id = ring_id(ring, slot);
 	if (!backend_at(id))
 		return 0;
 	return id;
@@ -327,22 +345,22 @@ static __always_inline int syn_guarded(struct lb_percpu *pc, const struct lb_con
  * was lost, or another balancer carried the flow until now) may belong to a connection that began
  * before the ring last changed: when the previous ring's pick differs, that pick is recorded as
  * the flow's second candidate, and every packet of the flow carries it (see docs/xdp.md). */
-static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip)
+static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, const struct vip_meta *vip,
+				    const struct lb_config *cfg, struct lb_percpu *pc)
 {
 	long slot = ring_slot(&p->flow, vip);
-	__u32 id = ring_at(&rings16, slot);
-	if (!id)
+	__u32 id = ring_id(&rings16, slot);
+	struct backend *be = backend_at(id);
+	if (!be)
 		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
 	int tcp = p->flow.proto == IPPROTO_TCP_;
 	int syn = tcp && (p->tcp_flags & TCP_SYN) && !(p->tcp_flags & TCP_ACK);
-	struct lb_percpu *pc = percpu();
 	count_pc(pc, syn ? CNT_CT_MISS_SYN : CNT_CT_MISS_NONSYN, 0);
 	__u32 prev = 0;
-	struct lb_config *cfg = get_config();
 	if (tcp && !syn && cfg && (cfg->flags & CFG_SECOND_CHANCE)) {
 		prev = ring_at(&prev_rings16, slot);
-		struct backend *cur = backend_at(id), *old = backend_at(prev);
-		if (prev == id || !cur || !old || cur->family != old->family)
+		struct backend *old = backend_at(prev);
+		if (prev == id || !old || be->family != old->family)
 			prev = 0; /* the option sits in the outer header: same family only */
 		if (prev)
 			sc_count(SC_CNT_FLOWS);
@@ -373,7 +391,9 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct packet *p, 
 		ct_syn_update(&p->flow, &st);
 	else
 		ct_update(&p->flow, &st);
-	return send_to(ctx, p, pc, id, vip->id, prev);
+	if (!cfg)
+		return drop_vip(CNT_DROP_NO_BACKEND, vip->id, p->l3_len);
+	return send(ctx, p, pc, cfg, be, id, vip->id, prev);
 }
 
 /* quic_route sends a UDP packet toward a QUIC VIP to the backend that its connection ID's server
@@ -530,6 +550,13 @@ static __always_inline int process(struct xdp_md *ctx)
 		int fast = fast4(ctx, data, data_end);
 		if (fast >= 0)
 			return fast;
+		/* fast4 changed nothing: the frame's bounds are read again rather than kept across
+		 * its calls. */
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		len = data_end - data;
+		if (data + ETH_HLEN + 4 > data_end)
+			return verdict_pass(len);
 	} else if (!frame_maybe_vip(data, data_end)) {
 		return verdict_pass(len);
 	}
@@ -559,15 +586,16 @@ static __always_inline int process(struct xdp_md *ctx)
 	int l4 = ports == 0;
 	if (l4) {
 		int syn = p.flow.proto == IPPROTO_TCP_ && (p.tcp_flags & TCP_SYN) && !(p.tcp_flags & TCP_ACK);
+		struct lb_percpu *pc = percpu();
 		if (!syn) {
-			int v = established(ctx, &p);
+			int v = established(ctx, &p, cfg, pc);
 			if (v >= 0)
 				return v;
 		}
 		struct vip_meta *vip = find_vip(&p.flow);
 		if (vip) {
 			/* The guard: new flows only, before anything costs a ring lookup or an entry. */
-			int g = guard_check(&p.flow, vip->id, syn || p.flow.proto == IPPROTO_UDP_, percpu(), p.l3_len);
+			int g = guard_check(&p.flow, vip->id, syn || p.flow.proto == IPPROTO_UDP_, pc, p.l3_len);
 			if (g >= 0)
 				return guard_drop(g, vip->id, p.l3_len);
 			/* QUIC VIPs only, after the connection table (docs/xdp.md, "QUIC by
@@ -577,7 +605,7 @@ static __always_inline int process(struct xdp_md *ctx)
 				if (v >= 0)
 					return v;
 			}
-			return new_flow(ctx, &p, vip);
+			return new_flow(ctx, &p, vip, cfg, pc);
 		}
 	}
 	if (!is_vip_addr(&p.flow))

@@ -15,12 +15,10 @@
 /* write_eth writes the Ethernet header (and the VLAN tag) with word stores: struct ethhdr is
  * packed, so field copies would compile to a load and a store per byte. Each MAC is read from cfg
  * as a 32-bit and a 16-bit word (if_mac at offset 0, nexthop_mac at 6; x86 loads them unaligned
- * at no cost, and the verifier does not ask for alignment there). */
-static __always_inline int write_eth(void *data, void *data_end, __u8 has_vlan, __u16 tci,
-				     const struct lb_config *cfg, __u16 proto)
+ * at no cost, and the verifier does not ask for alignment there). The caller has checked the
+ * frame holds the Ethernet header, the tag and the outer IP header: no bounds check of its own. */
+static __always_inline void write_eth(void *data, __u8 has_vlan, __u16 tci, const struct lb_config *cfg, __u16 proto)
 {
-	if (data + ETH_HLEN > data_end)
-		return -1;
 	const __u8 *m = (const __u8 *)cfg;
 	__u16 *e = data;
 	*(__u32 *)data = *(const __u32 *)(m + 6); /* destination: the next hop */
@@ -28,15 +26,12 @@ static __always_inline int write_eth(void *data, void *data_end, __u8 has_vlan, 
 	*(__u32 *)(data + 6) = *(const __u32 *)m; /* source: this interface */
 	e[5] = *(const __u16 *)(m + 4);
 	if (has_vlan) {
-		if (data + ETH_HLEN + 4 > data_end)
-			return -1;
 		e[6] = bpf_htons(ETH_P_8021Q);
 		e[7] = tci;
 		e[8] = bpf_htons(proto);
 	} else {
 		e[6] = bpf_htons(proto);
 	}
-	return 0;
 }
 
 /* encap_overhead is what encapsulation toward a backend of this family adds. */
@@ -97,8 +92,7 @@ static __always_inline int encap4(struct xdp_md *ctx, const struct inner *in, co
 	struct iphdr *ip = data + l2;
 	if ((void *)ip + hlen > data_end)
 		return -1;
-	if (write_eth(data, data_end, has_vlan, tci, cfg, ETH_P_IP))
-		return -1;
+	write_eth(data, has_vlan, tci, cfg, ETH_P_IP); /* l2 + hlen checked above */
 	__u32 mask = cfg->src4_mask;
 	__u32 src = bpf_htonl((bpf_ntohl(cfg->src4) & ~mask) | (entropy & mask));
 	if (!sc) {
@@ -162,8 +156,7 @@ static __always_inline int encap6(struct xdp_md *ctx, const struct inner *in, co
 	struct ipv6hdr *ip6 = data + l2;
 	if ((void *)ip6 + hlen > data_end)
 		return -1;
-	if (write_eth(data, data_end, has_vlan, tci, cfg, ETH_P_IPV6))
-		return -1;
+	write_eth(data, has_vlan, tci, cfg, ETH_P_IPV6); /* l2 + hlen checked above */
 	ip6->version = 6;
 	ip6->priority = tos >> 4;
 	ip6->flow_lbl[0] = ((tos & 0xf) << 4) | ((entropy >> 16) & 0xf);
