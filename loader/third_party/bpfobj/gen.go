@@ -9,14 +9,20 @@ package bpfobj
 // and libbpf headers the programs include, bpf/include/vendor/VENDORED.md), none of the host's.
 // switchyard's own headers (bpf/include/*.h) are included by relative path.
 //
+// LB, and Bench (which builds lb.c's code into its wrappers), are built for BPF CPU v3: 32-bit
+// ALU instructions, so the forwarder's 32-bit arithmetic (the MurmurHash rounds of the flow hash,
+// the Maglev slot's modulo, the checksums) needs no zero-extension shifts and the x86 JIT emits
+// 32-bit operations (a 32-bit divide for the slot instead of a 64-bit one). Any kernel that runs
+// the forwarder's helpers takes them (v3 needs Linux 5.1). docs/measurements/xdp.md has the A/B.
+//
 // LB, Decap, Pass and Probe are the forwarder's programs (package loader); Bench is the
 // benchmarks' reference program, which production never loads; Dnsxdp is the DNS stop's XDP
 // answer path (package loader/dnsxdp); Quicsteer is the HTTP/3 listeners' SK_REUSEPORT program
 // that keeps QUIC connections across upgrades (package loader/quicsteer).
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family -type quic_vip_bits -type quic_counter_index -type guard_vip -type guard_bucket -type guard_prefix_key -type guard_src_key -type guard_flags -type guard_sizes -type guard_counter_index LB ../../../bpf/lb.c -- -I../../../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc -mcpu=v3" -target bpfel -type flow_key -type flow_key4 -type flow_state -type vip_key -type vip_meta -type backend -type lb_config -type counter -type lb_percpu -type ring_word -type counter_index -type sc_counter_index -type vip_flags -type flow_flags -type cfg_flags -type vip_filter_size -type flow_hash -type lb_defaults -type family -type quic_vip_bits -type quic_counter_index -type guard_vip -type guard_bucket -type guard_prefix_key -type guard_src_key -type guard_flags -type guard_sizes -type guard_counter_index LB ../../../bpf/lb.c -- -I../../../bpf/include/vendor
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type decap_key -type sc_prefix_key -type decap_counter_index -type decap_sc_counter_index -type decap_sc_refused_index -type sc_prefix -type family Decap ../../../bpf/decap.c -- -I../../../bpf/include/vendor
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel Pass ../../../bpf/pass.c -- -I../../../bpf/include/vendor
-//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -no-global-types -type floor_key Bench ../../../bpf/bench.c -- -I../../../bpf/include/vendor
+//go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc -mcpu=v3" -target bpfel -no-global-types -type floor_key Bench ../../../bpf/bench.c -- -I../../../bpf/include/vendor
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type probe_target -type probe_mark -type probe_counter_index -type family Probe ../../../bpf/probe.c -- -I../../../bpf/include/vendor
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type dns_key -type dns_answer -type dns_config -type dns_counter -type dns_limits -type dns_pass_reason -type dns_shape Dnsxdp ../../../bpf/dnsxdp.c -- -I../../../bpf/include/vendor
 //go:generate go tool bpf2go -cflags "-O2 -g -Wall -Werror -nostdinc" -target bpfel -type steer_cid Quicsteer ../../../bpf/quicsteer.c -- -I../../../bpf/include/vendor
