@@ -76,6 +76,18 @@ func fleetNodeIn(t *testing.T, yml, dir string, logs *testutil.SyncBuffer) (*Ser
 	return srv, nil
 }
 
+// storeKeyFile writes a new random store_key_file and returns its path.
+func storeKeyFile(t *testing.T) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "store.key")
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile
+}
+
 // rrTags are the key tags of the DNSKEYs and of the RRSIGs over name's qtype that srv answers.
 func rrTags(t *testing.T, srv *Server, name string, qtype uint16) (keys, sigs []uint16) {
 	t.Helper()
@@ -102,13 +114,7 @@ func rrTags(t *testing.T, srv *Server, name string, qtype uint16) (keys, sigs []
 // node with another key file is refused.
 func TestKeysFleetEtcd(t *testing.T) {
 	e := testutil.StartEtcd(t)
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "store.key")
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := storeKeyFile(t)
 	yml := fleetYAML(e.Endpoint, keyFile)
 	var logA, logB testutil.SyncBuffer
 	a, err := fleetNode(t, yml, &logA)
@@ -158,11 +164,7 @@ func TestKeysFleetEtcd(t *testing.T) {
 			t.Fatalf("%s is stored in the clear: %.80q", kv.Key, kv.Value)
 		}
 	}
-	other := filepath.Join(dir, "other.key")
-	rand.Read(secret)
-	if err := os.WriteFile(other, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	other := storeKeyFile(t)
 	var logC testutil.SyncBuffer
 	if _, err := fleetNode(t, fleetYAML(e.Endpoint, other), &logC); err == nil || !strings.Contains(err.Error(), "store_key_file is not the key") {
 		t.Fatalf("a node with another store_key_file: %v, want it refused naming store_key_file", err)
@@ -240,12 +242,7 @@ func TestKeysFleetEtcd(t *testing.T) {
 // DNSKEYs and the store holds one KSK and one ZSK per zone.
 func TestKeysFleetFirstStart(t *testing.T) {
 	e := testutil.StartEtcd(t)
-	keyFile := filepath.Join(t.TempDir(), "store.key")
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := storeKeyFile(t)
 	origins := []string{"a.example.", "b.example.", "c.example.", "d.example."}
 	yml := fleetZonesYAML(e.Endpoint+"/switchyard/race", keyFile, origins...)
 	nodes := make([]*Server, 2)
@@ -286,12 +283,7 @@ func TestKeysFleetFirstStart(t *testing.T) {
 // nothing readable in the cache; a node that never reached etcd fails its start, naming why.
 func TestKeysFleetRestartWithoutEtcd(t *testing.T) {
 	e := testutil.StartEtcd(t)
-	keyFile := filepath.Join(t.TempDir(), "store.key")
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := storeKeyFile(t)
 	yml := fleetYAML(e.Endpoint, keyFile)
 	dir := t.TempDir()
 	var logs testutil.SyncBuffer
