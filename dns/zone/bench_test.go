@@ -16,12 +16,7 @@ func BenchmarkLookup(b *testing.B) {
 	for i := range 10000 {
 		recs = append(recs, fmt.Sprintf("h%d A 10.0.%d.%d", i, i>>8&255, i&255))
 	}
-	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", Records: recs}}}
-	c.ApplyDefaults()
-	if err := c.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	s, err := Build(c, nil, nil)
+	s, err := buildZones(b, config.Zone{Origin: "z.test.", Records: recs})
 	if err != nil {
 		b.Fatal(err)
 	}

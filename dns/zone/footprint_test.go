@@ -64,12 +64,7 @@ func TestSetCacheAcrossZones(t *testing.T) {
 		zones = append(zones, config.Zone{Origin: fmt.Sprintf("z%d.test.", i),
 			Records: []string{"@ NS ns1", "ns1 A 192.0.2.53", fmt.Sprintf("www A 10.%d.%d.1", i>>8&255, i&255)}})
 	}
-	c := &config.Config{Zones: zones}
-	c.ApplyDefaults()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Build(c, nil, nil)
+	s, err := buildZones(t, zones...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,16 @@ import (
 
 func build(t *testing.T, records ...string) (*Store, error) {
 	t.Helper()
-	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", Records: records}}}
+	return buildZones(t, config.Zone{Origin: "z.test.", Records: records})
+}
+
+// buildZones builds a store of zones (a configuration that must validate).
+func buildZones(tb testing.TB, zones ...config.Zone) (*Store, error) {
+	tb.Helper()
+	c := &config.Config{Zones: zones}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return Build(c, nil, nil)
 }
@@ -134,12 +140,7 @@ naptr NAPTR 100 10 "U" "E2U+sip" "!^.*$!sip:x@example.com!" .
 // TTL per RRset, the lowest), drops duplicates as dns.IsDuplicate judges them, and transfers
 // exactly what it answers.
 func TestPackedMatchesParsed(t *testing.T) {
-	c := &config.Config{Zones: []config.Zone{{Origin: "z.test.", Records: strings.Split(strings.TrimSpace(packedZone), "\n")[2:]}}}
-	c.ApplyDefaults()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Build(c, nil, nil)
+	s, err := build(t, strings.Split(strings.TrimSpace(packedZone), "\n")[2:]...)
 	if err != nil {
 		t.Fatal(err)
 	}
