@@ -257,22 +257,10 @@ func (r *Run) Exit(name string, extra ...string) {
 // connection making requests until the window or the count ends. do(i) makes one request on
 // connection i and says how it went.
 func (r *Run) Drive(conns int, do func(conn int) (Outcome, string)) {
-	var h Hist
-	var wg sync.WaitGroup
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.Take() {
-				out, what := do(i)
-				r.Done(&h, out, 0, what)
-			}
-		}()
-	}
-	wg.Wait()
-	if r.Verdict() != nil {
+	if !r.warm(conns, do) {
 		return
 	}
+	var wg sync.WaitGroup
 	r.Start()
 	for i := range conns {
 		for range r.opts.Concurrency {
@@ -289,5 +277,62 @@ func (r *Run) Drive(conns int, do func(conn int) (Outcome, string)) {
 			}()
 		}
 	}
+	wg.Wait()
+}
+
+// warm makes one checked, untimed request on each of conns connections (handshakes and first
+// answers are not measured) and reports whether all were good.
+func (r *Run) warm(conns int, do func(conn int) (Outcome, string)) bool {
+	var h Hist
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.Take() {
+				out, what := do(i)
+				r.Done(&h, out, 0, what)
+			}
+		}()
+	}
+	wg.Wait()
+	return r.Verdict() == nil
+}
+
+// Pace runs the load at a fixed offered rate instead of as fast as answers come: after the
+// warm-up of Drive, request k is due at rate per second from the window's start and goes out on
+// the next free connection (one request at a time on each), until the window or the count ends.
+// Its latency counts from when it was due, not from when a connection was free, so answers that
+// stall (every connection waiting) show in the percentiles with the backlog they caused instead
+// of slowing the load down (coordinated omission).
+func (r *Run) Pace(conns int, rate float64, do func(conn int) (Outcome, string)) {
+	if !r.warm(conns, do) {
+		return
+	}
+	due := make(chan time.Time, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var h Hist
+			for t := range due {
+				out, what := do(i)
+				r.Done(&h, out, time.Since(t), what)
+			}
+			r.Merge(&h)
+		}()
+	}
+	r.Start()
+	every := time.Duration(float64(time.Second) / rate)
+	for k := time.Duration(0); ; k++ {
+		t := r.start.Add(k * every)
+		time.Sleep(time.Until(t))
+		if !r.Open() {
+			break
+		}
+		due <- t
+	}
+	close(due)
 	wg.Wait()
 }

@@ -64,3 +64,20 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// Pace offers the rate asked, whatever the answers' speed, and counts a request's latency from
+// when it was due: with one connection whose answers take 20 ms, requests due every 5 ms wait
+// behind each other, and the wait shows in the percentiles.
+func TestPace(t *testing.T) {
+	o := Options{Conns: 1, Concurrency: 1, Duration: 400 * time.Millisecond, Requests: 1000, Timeout: time.Second}
+	r := NewRun(o)
+	r.Pace(1, 200, func(int) (Outcome, string) { return OK, "" })
+	if n := r.ok.Load() - 1; n < 60 || n > 81 {
+		t.Fatalf("%d requests in 400 ms at 200 a second, want about 80", n)
+	}
+	r = NewRun(o)
+	r.Pace(1, 200, func(int) (Outcome, string) { time.Sleep(20 * time.Millisecond); return OK, "" })
+	if p99 := r.hist.Quantile(0.99); p99 < 100*time.Millisecond {
+		t.Fatalf("p99 %s with answers of 20 ms due every 5 ms on one connection: the backlog is not counted", p99)
+	}
+}
