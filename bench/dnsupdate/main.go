@@ -2,7 +2,7 @@
 // bench/dnsscale.sh's one-zone update: -c TCP connections with one update at a time on each (as
 // nsupdate sends them; -m must be 1), for -d or until -n updates in all. Update i, signed with the TSIG key -key (HMAC-SHA256, base64 -secret), replaces the A
 // RRset of u<i mod -names>.<zone> with an address made from i (delete the RRset, add one
-// record), so every update changes the zone and the zone stays -names records larger, as
+// record, TTL -ttl), so every update changes the zone and the zone stays -names records larger, as
 // ACME or DHCP traffic does. Every answer is checked: NOERROR with a valid TSIG; another rcode,
 // a bad signature, a transport error or a deadline fails the run (exit 1, naming the first). It
 // prints one line of key=value pairs (bench/loadstat: requests, ok, bad, errors, timeouts, rps,
@@ -26,6 +26,7 @@ type options struct {
 	loadstat.Options
 	addr, zone, key, secret string
 	names                   int
+	ttl                     uint
 }
 
 func main() {
@@ -35,6 +36,7 @@ func main() {
 	flag.StringVar(&o.key, "key", "upd.", "TSIG key name (HMAC-SHA256)")
 	flag.StringVar(&o.secret, "secret", "", "TSIG secret, base64")
 	flag.IntVar(&o.names, "names", 256, "distinct names updated in turn")
+	flag.UintVar(&o.ttl, "ttl", 60, "TTL of the records added (at most a key policy's zone_max_ttl)")
 	o.Register(flag.CommandLine, "TCP connections", "updates")
 	flag.Parse()
 	if err := o.Check(); err != nil {
@@ -75,7 +77,7 @@ func load(o options) (*loadstat.Run, error) {
 // update sends update n on c and checks its answer.
 func update(c *dns.Conn, o options, n int64) (loadstat.Outcome, string) {
 	name := fmt.Sprintf("u%d.%s", n%int64(o.names), o.zone)
-	rr := &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+	rr := &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: uint32(o.ttl)},
 		A: net.IPv4(10, byte(n>>16), byte(n>>8), byte(n)).To4()}
 	m := new(dns.Msg)
 	m.SetUpdate(o.zone)
