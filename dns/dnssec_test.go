@@ -398,6 +398,53 @@ func TestSignaturesCachedAcrossQueries(t *testing.T) {
 	}
 }
 
+// TestSignaturesKeptAcrossReload: a reload that leaves the signing keys as they were (here a
+// key added to the DNSKEY RRset, as a rollover's publication step does) keeps the signatures
+// made: the next answer for www signs nothing and carries the same RRSIG. A reload with another
+// key signs anew with it.
+func TestSignaturesKeptAcrossReload(t *testing.T) {
+	yml, _ := signedZone(t)
+	srv := startServer(t, yml, Options{})
+	first := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	dir := t.TempDir()
+	reload := func(dnssecBlock string) {
+		t.Helper()
+		i := strings.Index(yml, "dnssec: {")
+		cfg, err := config.Parse([]byte(yml[:i] + dnssecBlock + yml[i+strings.IndexByte(yml[i:], '\n'):]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keyFile := func(name string, flags uint16) string {
+		k, err := dnssec.Generate("example.", flags, 3600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, k.File(time.Now()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cur := yml[strings.Index(yml, "dnssec: {"):]
+	cur = cur[:strings.IndexByte(cur, '\n')]
+	reload(strings.TrimSuffix(cur, "}") + ", publish: [" + keyFile("next.key", dnssec.FlagsZSK) + "]}")
+	made := srv.sigStats.Signed.Load()
+	again := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	if got := srv.sigStats.Signed.Load() - made; got != 0 || again.Answer[1].String() != first.Answer[1].String() {
+		t.Errorf("after a reload with the same signing keys: %d signatures made for www (want 0, the cached one)\n%v\n%v", got, first.Answer[1], again.Answer[1])
+	}
+	reload("dnssec: {key_file: " + keyFile("new.key", dnssec.FlagsKSK) + "}")
+	made = srv.sigStats.Signed.Load()
+	other := exchange(t, srv, doQuery("www.example.", mdns.TypeA, false), false)
+	if srv.sigStats.Signed.Load() == made || other.Answer[1].(*mdns.RRSIG).KeyTag == first.Answer[1].(*mdns.RRSIG).KeyTag {
+		t.Errorf("after a reload with a new key, www's signature was not made with it: %v", other.Answer[1])
+	}
+}
+
 // TestBadKeysFailTheReload: a missing or mismatched key file is named in the error and the old
 // zones keep serving signed answers.
 func TestBadKeysFailTheReload(t *testing.T) {

@@ -27,6 +27,9 @@ func (s *Server) signerKeys(cfg *config.Config, now time.Time, signers map[strin
 		}
 		sg.Stats = &s.sigStats
 		sg.Now = s.now
+		if st := s.state.Load(); st != nil {
+			sg.KeepCache(st.signers[zc.Origin]) // same keys: the signatures made stay good
+		}
 		signers[zc.Origin] = sg
 		keys := append(slices.Clone(sg.DNSKEYs()), cds...)
 		if sg.NSEC3 {

@@ -30,7 +30,9 @@ type Signer struct {
 	validity int64    // seconds
 	refresh  int64    // seconds
 	seed     maphash.Seed
-	cache    sigCache
+	// cache is shared with the signer of the next reload when that one signs with the same keys
+	// (KeepCache), so a reload does not re-sign every hot RRset.
+	cache *sigCache
 	// Now is the clock (time.Now; tests move it).
 	Now func() time.Time
 	// Stats, when set, counts signing work; the server shares one across reloads for its metrics.
@@ -118,8 +120,33 @@ func NewFromKeys(zone string, cfg *config.DNSSEC, ks KeySet) *Signer {
 		d.Hdr.Name = zone
 		s.dnskeys = append(s.dnskeys, &d)
 	}
+	s.cache = &sigCache{}
 	s.cache.init()
 	return s
+}
+
+// KeepCache makes s use old's signature cache (and the seed its signing windows are offset by)
+// when both sign with the same keys, validity, refresh and denial: the signatures old made are
+// then exactly those s would make. A reload that leaves the signing keys as they were (a key
+// policy's generation, publication or removal of a key, an edit of another zone) thus re-signs
+// nothing, where each reload used to start with an empty cache and sign every answer anew.
+// It reports whether the cache was kept.
+func (s *Signer) KeepCache(old *Signer) bool {
+	if old == nil || s.Zone != old.Zone || s.validity != old.validity || s.refresh != old.refresh || s.NSEC3 != old.NSEC3 ||
+		!sameKeys(s.zsks, old.zsks) || !sameKeys(s.ksks, old.ksks) {
+		return false
+	}
+	s.seed, s.cache = old.seed, old.cache
+	return true
+}
+
+// sameKeys reports whether a and b are the same keys in the same order (the order of a set's
+// RRSIGs).
+func sameKeys(a, b []*Key) bool {
+	return slices.EqualFunc(a, b, func(x, y *Key) bool {
+		return x.Tag == y.Tag && x.DNSKEY.Algorithm == y.DNSKEY.Algorithm && x.DNSKEY.Flags == y.DNSKEY.Flags &&
+			x.DNSKEY.PublicKey == y.DNSKEY.PublicKey
+	})
 }
 
 // DNSKEYs returns the DNSKEY RRset to publish at the apex.
