@@ -183,7 +183,7 @@ func zoneConfig(cfg *config.Config, origin string) *config.Zone {
 }
 
 // replayUpdates applies each updatable zone's journal to the zone its file built (not to a
-// zone carried over from prev as it was, which holds its updates already).
+// zone carried over from prev, as it was or with new keys, which holds its updates already).
 func (s *Server) replayUpdates(cfg *config.Config, store, prev *zone.Store) (*zone.Store, error) {
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
@@ -191,7 +191,7 @@ func (s *Server) replayUpdates(cfg *config.Config, store, prev *zone.Store) (*zo
 			continue
 		}
 		z := store.Find(zc.Origin)
-		if prev != nil && prev.Find(zc.Origin) == z {
+		if prev != nil && z.CarriedFrom(prev.Find(zc.Origin)) {
 			continue
 		}
 		nz, err := s.replayZone(cfg, zc, z)

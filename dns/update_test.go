@@ -283,3 +283,64 @@ zones:
 		t.Fatalf("serial %d and new.example. answered after a failed update", s)
 	}
 }
+
+// TestKeyChangeKeepsUpdatesWithoutReplay: a reload that changes only a signed zone's keys (a
+// key published, as a key policy's rollover does at its steps) takes the zone as served,
+// updates included, instead of rebuilding it from its records and replaying the update journal,
+// a rebuild of the zone per update it holds (thousands on a busy zone, at every such step). The
+// journal is damaged after the update: a replay would fail the reload or lose the update.
+func TestKeyChangeKeepsUpdatesWithoutReplay(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := func(name string, flags uint16) string {
+		k, err := dnssec.Generate("example.", flags, 3600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, k.File(time.Now()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	csk, zsk := keyFile("csk.key", dnssec.FlagsKSK), keyFile("zsk.key", dnssec.FlagsZSK)
+	journal := filepath.Join(dir, "example.updates")
+	yml := func(dnssecBlock string) string {
+		return `tsig_keys: [{name: upd-key, secret: "` + updSecret + `"}]
+zones:
+  - origin: example.
+    soa: {serial: 7}
+    records: ["www A 192.0.2.1"]
+    dnssec: ` + dnssecBlock + `
+    update: {journal: ` + journal + `, allow: [{key: upd-key}]}
+`
+	}
+	srv := startServer(t, yml("{key_file: "+csk+"}"), Options{Logger: testLogger(t)})
+	m := new(mdns.Msg)
+	m.SetUpdate("example.")
+	rr, _ := mdns.NewRR("new.example. 60 A 192.0.2.9")
+	m.Insert([]mdns.RR{rr})
+	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
+	if resp, _, err := c.Exchange(m, srv.Addr().String()); err != nil || resp.Rcode != mdns.RcodeSuccess {
+		t.Fatalf("update: %v %v", resp, err)
+	}
+	if err := os.WriteFile(journal, []byte("update 1 2 garbage\n+ not a record\nend\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(yml("{key_file: " + csk + ", publish: [" + zsk + "]}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatalf("reload with a key published: %v (the update journal was read again)", err)
+	}
+	if got := answer(t, srv, "new.example.", mdns.TypeA); !strings.Contains(got, "192.0.2.9") {
+		t.Fatalf("after the reload, new.example. A is %q: the update was lost", got)
+	}
+	if keys := q(t, srv, "example.", mdns.TypeDNSKEY, QueryOptions{}); len(keys.Answer) != 2 {
+		t.Fatalf("DNSKEY RRset after publishing a second key: %v", keys.Answer)
+	}
+	if s := srv.state.Load().store.Find("example.").SOA.Serial; s != 8 {
+		t.Fatalf("serial %d after one update and a key change, want 8", s)
+	}
+}

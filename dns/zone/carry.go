@@ -90,3 +90,30 @@ func carried(prev *Store, zc *config.Zone, dir string) *Zone {
 	}
 	return old
 }
+
+// keyTypes are the apex records a signed zone's keys make (KeysFunc), replaced by rekey.
+var keyTypes = []uint16{dns.TypeDNSKEY, dns.TypeCDS, dns.TypeCDNSKEY, dns.TypeNSEC3PARAM}
+
+// rekey returns old, whose data is unchanged, with the key records ks (a KeysFunc's) in place of
+// its own: what a key transition (a key published or removed) needs. It is made from old itself,
+// the records as served (dynamic updates included), not from the file and the update journal,
+// whose replay costs a rebuild of the zone per update it holds: thousands of them on a zone
+// taking updates, at each step of every rollover.
+func rekey(old *Zone, ks []dns.RR) (*Zone, error) {
+	var del []dns.RR
+	for _, t := range keyTypes {
+		del = append(del, old.RRset(old.Origin, t)...)
+	}
+	nz, err := old.Apply(del, ks)
+	if err != nil {
+		return nil, fmt.Errorf("zone %s with new keys: %w", old.Origin, err)
+	}
+	nz.keys, nz.rekeyedFrom = hashKeys(ks), old.id
+	return nz, nil
+}
+
+// CarriedFrom reports whether a build carried z over from old: old itself, or old with new keys
+// (rekey). Such a zone holds old's dynamic updates already.
+func (z *Zone) CarriedFrom(old *Zone) bool {
+	return old != nil && z != nil && (z == old || z.rekeyedFrom == old.id)
+}

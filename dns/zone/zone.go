@@ -49,6 +49,8 @@ type Zone struct {
 	// live that long in caches: RFC 7583's TTLsig); limit, when not 0, is the largest allowed
 	// (dnssec.policy.zone_max_ttl).
 	maxTTL, limit uint32
+	// rekeyedFrom is the id of the zone this one is with new keys (rekey), 0 for none.
+	rekeyedFrom uint64
 }
 
 // KeysFunc returns the DNSKEY RRset (with CDS and CDNSKEY) that the online-signed zone zc
@@ -179,6 +181,7 @@ func buildOrCarry(zc *config.Zone, dir string, prev *Store, keys KeysFunc) (*Zon
 		if zc.DNSSEC == nil || hashKeys(ks) == old.keys {
 			return old, nil
 		}
+		return rekey(old, ks)
 	}
 	var like *Zone
 	if prev != nil {
