@@ -15,6 +15,12 @@
 # Update phase: ROUNDS x 2 runs of bench/dnsupdate (RFC 2136 with TSIG, at most UPDATES updates
 # and SECONDS each) to switchyard, transferred to a Knot secondary (NOTIFY, IXFR), and to Knot as
 # the primary; then the time until the secondary serves the last serial (bounded: 30 s).
+# Stall phase (switchyard only): DO=1 queries at a fixed rate (bench/dnsquery, STALL_RATE a
+# second) to a zone whose key policy rolls its ZSK every STALL_ZSK_LIFETIME seconds; per round the
+# p99 of a quiet window of STALL_SECONDS, then during a burst of STALL_UPDATES updates, another
+# quiet window, then during a whole ZSK rollover (about 8 s); bounded: ROUNDS x STALL_ZSK_LIFETIME.
+# PHASES (default: all) picks phases by name (static signed denial update cores stall), e.g.
+# PHASES=stall; a partial run writes its phases' keys to bench/out/dns-partial.json.
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-dns).
 set -euo pipefail
 
@@ -30,16 +36,29 @@ UPDATE_CONNS=${UPDATE_CONNS:-4}
 UPDATES=${UPDATES:-50000}
 BIN=${BIN:-bin/switchyard}
 OUT=bench/out/dns.json
-PORT_SY=25353 PORT_NSD=25354 PORT_KNOT=25355 PORT_METRICS=25356
+PORT_SY=${PORT_SY:-25353} PORT_NSD=${PORT_NSD:-25354} PORT_KNOT=${PORT_KNOT:-25355} PORT_METRICS=${PORT_METRICS:-25356}
+ALL_PHASES="static signed denial update cores stall"
+PHASES=${PHASES:-$ALL_PHASES}
+# The stall phase: the offered rate (well below saturation), the sockets it uses, the quiet and
+# update windows, the updates of a burst and the ZSK lifetime of its key policy.
+STALL_RATE=${STALL_RATE:-2000}
+STALL_CONNS=${STALL_CONNS:-16}
+STALL_SECONDS=${STALL_SECONDS:-5}
+STALL_UPDATES=${STALL_UPDATES:-1000}
+STALL_ZSK_LIFETIME=${STALL_ZSK_LIFETIME:-45}
 
 BENCH=dns
 . "$(dirname "$0")/lib.sh"
-if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1; fi
+if is_smoke; then ROUNDS=1 SECONDS_PER_RUN=1 STALL_SECONDS=2; fi
+for p in $PHASES; do [[ " $ALL_PHASES " == *" $p "* ]] || bench_fail "PHASES: unknown phase $p; use some of: $ALL_PHASES"; done
+# rounds_of PHASE prints the round numbers of PHASE: none when PHASES leaves it out.
+rounds_of() { if [[ " $PHASES " == *" $1 "* ]]; then seq "$ROUNDS"; fi; }
 require_binary "$BIN" dns
 
 ensure_packages nsd knot dnsperf dnsutils bind9-dnsutils
 WORK_BUILD=$(mktemp -d /tmp/switchyard-dns-bench-build.XXXXXX)
 go build -o "$WORK_BUILD/dnsupdate" ./bench/dnsupdate || bench_fail "could not build bench/dnsupdate"
+go build -o "$WORK_BUILD/dnsquery" ./bench/dnsquery || bench_fail "could not build bench/dnsquery"
 ports_free $PORT_SY $PORT_NSD $PORT_KNOT $PORT_METRICS
 
 WORK=$(mktemp -d /tmp/switchyard-dns-bench.XXXXXX)
@@ -238,6 +257,26 @@ zone:
     acl: update
 CONF
 
+# The stall phase's server: the zone with TTLs of 1 s, signed by a key policy whose intervals are
+# seconds (Dprp 1 s, Ipub 2 s, ZSK Iret 2 s), so a ZSK rollover runs on the wall clock every
+# STALL_ZSK_LIFETIME seconds, and taking updates signed with the key upd.
+sed -e 's/^\$TTL 300$/$TTL 1/' -e 's/ 604800 60$/ 604800 1/' "$WORK/bench.test.zone" >"$WORK/stall.zone"
+cat > "$WORK/switchyard-stall.yaml" <<YAML
+listen: 127.0.0.1:$PORT_SY
+tsig_keys:
+  - {name: upd, algorithm: hmac-sha256, secret: "$UPD_SECRET"}
+zones:
+  - origin: bench.test.
+    file: stall.zone
+    update: {allow: [{key: upd}]}
+    dnssec:
+      key_dir: stall-keys
+      dnskey_ttl: 1
+      refresh: 1m
+      validity: 2h
+      policy: {scheme: ksk_zsk, zsk_lifetime: ${STALL_ZSK_LIFETIME}s, ksk_lifetime: 8760h, propagation_delay: 1s, zone_max_ttl: 1, parent_ds_ttl: 1}
+YAML
+
 # Query files: static names (the NSD comparison) and dynamic names.
 cat > "$WORK/static.txt" <<'Q'
 www.bench.test A
@@ -287,6 +326,8 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   switchyard-update) rm -f "$WORK"/bench.test.zone.updates "$WORK"/bench.test.ixfr
     "$BIN" dns run --config "$WORK/switchyard-update.yaml" >"$WORK/sy-update.log" 2>&1 & port=$PORT_SY ;;
   knot-secondary) rm -rf "$WORK/knot-secondary"/*; knotd -c "$WORK/knot-secondary.conf" >"$WORK/knot-secondary.out" 2>&1 & port=$PORT_KNOT ;;
+  switchyard-stall) rm -rf "$WORK/stall-keys" "$WORK/stall.zone.updates"
+    "$BIN" dns run --config "$WORK/switchyard-stall.yaml" --metrics 127.0.0.1:$PORT_METRICS >"$WORK/sy-stall.log" 2>&1 & port=$PORT_SY ;;
   knot-update) rm -rf "$WORK/knot-update"/{journal,timers,keys}; knotd -c "$WORK/knot-update.conf" >"$WORK/knot-update.out" 2>&1 & port=$PORT_KNOT ;;
   esac
   PID=$!
@@ -296,7 +337,7 @@ start() { # name -> starts the server in the background, waits (10 s) until it a
   # second after start goes to zone events and workers); the rounds measure the server settled.
   sleep 1
   LOGS="$WORK/*.log $WORK/*.out" ready "$1" 5 answers "$port"
-  case $1 in *-signed) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port" ;; esac
+  case $1 in *-signed | *-stall) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port" ;; esac
   case $1 in *-nsec3) LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 signs "$port"
     LOGS="$WORK/*.log $WORK/*.out" ready "$1" 10 nsec3 "$port" ;; esac
 }
@@ -371,7 +412,7 @@ avg() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'; }
 avgf() { awk -v a="$1" -v n="$ROUNDS" 'BEGIN{printf "%.3f", a/n}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print 0 }'; }
 echo "dns bench: $ROUNDS rounds x ${SECONDS_PER_RUN}s per server and phase, dnsperf -c $CLIENTS -q $OUTSTANDING, $(nproc) cores"
-for r in $(seq "$ROUNDS"); do
+for r in $(rounds_of static); do
   # Alternate the order every round so no server always runs on a warmer or busier machine.
   if (( r % 2 )); then order="switchyard switchyard-xdp nsd knot"; else order="knot nsd switchyard-xdp switchyard"; fi
   for s in $order; do
@@ -396,7 +437,7 @@ done
 # switchyard unsigned (DO=0) measured in the same rounds, so the signed/unsigned ratio compares
 # neighbouring runs on this shared machine. The missing name is answered NOERROR by switchyard
 # (compact denial) and NXDOMAIN by Knot (NSEC).
-for r in $(seq "$ROUNDS"); do
+for r in $(rounds_of signed); do
   if (( r % 2 )); then order="switchyard-signed switchyard-unsigned knot-signed"; else order="knot-signed switchyard-unsigned switchyard-signed"; fi
   for s in $order; do
     start "$s"
@@ -422,7 +463,7 @@ done
 # Denial: DO=1 queries to switchyard signing with compact denial and with NSEC3, and to Knot
 # signing the same zone with NSEC3, on the static questions and on the negative mix (half the
 # answers a denial: where a proof costs). delv validates switchyard's NSEC3 answers first.
-for r in $(seq "$ROUNDS"); do
+for r in $(rounds_of denial); do
   if (( r % 2 )); then order="switchyard-nsec3 switchyard-signed knot-nsec3"; else order="knot-nsec3 switchyard-signed switchyard-nsec3"; fi
   for s in $order; do
     start "$s"
@@ -454,7 +495,7 @@ updates() { # what port -> sets RESULT "ups p99_ms cpu_us_per_update"
   ok=$(kv ok "$out")
   RESULT="$(kv rps "$out") $(kv p99_ms "$out") $(us_per "$ticks" "$ok")"
 }
-for r in $(seq "$ROUNDS"); do
+for r in $(rounds_of update); do
   if (( r % 2 )); then order="switchyard-update knot-update"; else order="knot-update switchyard-update"; fi
   for s in $order; do
     if [ "$s" = switchyard-update ]; then
@@ -483,15 +524,18 @@ for r in $(seq "$ROUNDS"); do
     fi
   done
 done
+UPDATE_JSON=""
+if [ -n "$(rounds_of update)" ]; then
 uq=$(avg "${QPS[update/switchyard]}"); ukq=$(avg "${QPS[update/knot]}")
 echo "updates/s: switchyard $uq (p99 $(avgf "${LAT[update/switchyard]}") ms, $(avgf "${CPU[update/switchyard]}") us CPU), knot primary $ukq (p99 $(avgf "${LAT[update/knot]}") ms, $(avgf "${CPU[update/knot]}") us CPU); switchyard / knot $(ratio "$uq" "$ukq"); Knot secondary serves the last $(avg "${CPU[update/lag]}") ms after it"
 UPDATE_JSON="\"update_qps\": $uq, \"update_p99_ms\": $(avgf "${LAT[update/switchyard]}"), \"update_cpu_us\": $(avgf "${CPU[update/switchyard]}"), \"update_secondary_lag_ms\": $(avg "${CPU[update/lag]}"), \"knot_update_qps\": $ukq, \"knot_update_p99_ms\": $(avgf "${LAT[update/knot]}"), \"knot_update_cpu_us\": $(avgf "${CPU[update/knot]}"), \"update_ratio_vs_knot\": $(ratio "$uq" "$ukq"), "
+fi
 
 # Core scaling: switchyard on one core (taskset -c 0, GOMAXPROCS=1) against both cores, static
 # names, same load, the order alternating by round. dnsperf shares the two cores with the server
 # (on one core the server leaves dnsperf a core of its own), so q/s understates scaling; the CPU
 # per answer on one core and on two is the figure that does not depend on that share.
-for r in $(seq "$ROUNDS"); do
+for r in $(rounds_of cores); do
   if (( r % 2 )); then corder="1 2"; else corder="2 1"; fi
   for c in $corder; do
     if [ "$c" = 1 ]; then SY_WRAP="taskset -c 0 env GOMAXPROCS=1"; else SY_WRAP="taskset -c 0,1"; fi
@@ -504,6 +548,96 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 SY_WRAP=""
+
+# Stall: DO=1 queries at STALL_RATE a second (bench/dnsquery: a query's latency counts from when it
+# was due, so answers that wait show with their backlog) to the stall server. Per round: a quiet
+# window, a window with a burst of STALL_UPDATES updates (bench/dnsupdate, one at a time, to other
+# names of the same zone), a quiet window, then a window over a whole ZSK rollover (generation,
+# publication, the new key signing, the old one removed: four rebuilds of the signers). The
+# quiet windows must see one ZSK's signatures and the rollover window two, or the run fails.
+STALL_Q="www.bench.test A, www.bench.test AAAA, api.bench.test A, cdn.bench.test A, bench.test MX, bench.test TXT"
+# next_transition prints the Unix second of the stall zone's next key transition (`dns keys`).
+next_transition() {
+  local t
+  t=$("$BIN" dns keys --config "$WORK/switchyard-stall.yaml" 2>&1 | awk '/next transition/ {print $3}')
+  [ -n "$t" ] || bench_fail "stall: dns keys shows no next transition: $("$BIN" dns keys --config "$WORK/switchyard-stall.yaml" 2>&1)"
+  date -d "$t" +%s
+}
+# signatures prints the RRSIGs the stall server made so far (signature cache misses).
+signatures() { curl -s --max-time 2 "http://127.0.0.1:$PORT_METRICS/metrics" | awk '/^switchyard_dns_dnssec_signatures_total / {print $2 + 0}'; }
+# median prints the middle one of its arguments (the lower middle of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+stall_run() { # seconds -> starts bench/dnsquery in the background (QPID), notes the signatures made
+  SIGS0=$(signatures)
+  "$WORK_BUILD/dnsquery" -addr "127.0.0.1:$PORT_SY" -q "$STALL_Q" -dnssec -rate "$STALL_RATE" -c "$STALL_CONNS" -m 1 \
+    -d "${1}s" -n 10000000 -timeout 2s >"$WORK/stallq.out" 2>&1 &
+  QPID=$!
+}
+stall_result() { # what -> waits for bench/dnsquery, checks its run, sets RESULT "p50_ms p99_ms keytags rps signatures"
+  local out
+  wait "$QPID" || true
+  out=$(cat "$WORK/stallq.out")
+  check_loadgen "$1" "$out"
+  RESULT="$(kv p50_ms "$out") $(kv p99_ms "$out") $(kv keytags "$out") $(kv rps "$out") $(( $(signatures) - SIGS0 ))"
+}
+STALL_JSON=""
+if [ -n "$(rounds_of stall)" ]; then
+  start switchyard-stall
+  # The first keys count as active since a minute before they were made, so with a lifetime
+  # under that their successor is due at once: a reload (SIGHUP) has the policy schedule it.
+  kill -HUP "$PID"
+  zsks() { [ "$("$BIN" dns keys --config "$WORK/switchyard-stall.yaml" | grep -c '^  zsk ')" -ge 2 ]; }
+  LOGS="$WORK/sy-stall.log" ready "switchyard-stall's first ZSK rollover" 10 zsks
+  # A rollover's transitions: generation, publication Dprp (1 s) later, the new ZSK signing Ipub
+  # (2 s) after that, the old one removed Iret (2 s) later, each seen by the key loop within 1 s.
+  roll_span=7
+  RU=() RR=() # each round's ratios, during / before
+  need=$(( 3 * STALL_SECONDS + 8 )) # the three windows before the generation, with their starts
+  for r in $(rounds_of stall); do
+    deadline=$((SECONDS + 2 * STALL_ZSK_LIFETIME + 30))
+    until t=$(next_transition); [ $((t - $(date +%s))) -ge $need ]; do # a gap with no transition
+      [ "$SECONDS" -lt "$deadline" ] || bench_fail "round $r stall: no gap of ${need}s between key transitions (raise STALL_ZSK_LIFETIME)"
+      sleep $(( t + roll_span + 1 - $(date +%s) > 0 ? t + roll_span + 1 - $(date +%s) : 1 ))
+    done
+    stall_run "$STALL_SECONDS"; stall_result "round $r stall quiet"
+    read -r p50 qu tags rps sq <<<"$RESULT"
+    [[ $tags != *,* ]] || bench_fail "round $r stall: the quiet window saw two ZSKs ($tags): a key transition fell in it"
+    stall_run "$STALL_SECONDS"; sleep 1
+    out=$("$WORK_BUILD/dnsupdate" -addr "127.0.0.1:$PORT_SY" -secret "$UPD_SECRET" -key upd -ttl 1 -c 1 -m 1 \
+      -d "$(( STALL_SECONDS > 3 ? STALL_SECONDS - 2 : 1 ))s" -n "$STALL_UPDATES" -timeout 5s 2>&1) || bench_fail "round $r stall: dnsupdate failed: $out"
+    check_loadgen "round $r stall updates" "$out"
+    ups=$(kv rps "$out"); nup=$(kv ok "$out")
+    stall_result "round $r stall during updates"
+    read -r _ du _ _ su <<<"$RESULT"
+    stall_run "$STALL_SECONDS"; stall_result "round $r stall quiet before the rollover"
+    read -r _ qr tags _ <<<"$RESULT"
+    [[ $tags != *,* ]] || bench_fail "round $r stall: the quiet window saw two ZSKs ($tags): a key transition fell in it"
+    t=$(next_transition); wait_s=$((t - 1 - $(date +%s)))
+    [ "$wait_s" -ge 0 ] || bench_fail "round $r stall: the rollover started before its window (at $t)"
+    sleep "$wait_s"
+    stall_run $((roll_span + 1)); stall_result "round $r stall during the ZSK rollover"
+    read -r _ dr tags _ sr <<<"$RESULT"
+    [[ $tags == *,* ]] || bench_fail "round $r stall: the rollover window (from $((t - 1))) saw one ZSK ($tags): no new key signed in it; keys: $("$BIN" dns keys --config "$WORK/switchyard-stall.yaml" 2>&1); log: $(grep -v 'dns update applied' "$WORK/sy-stall.log" | tail -5)"
+    addcpu stall/p50 "$p50"; addcpu stall/rps "$rps"; addcpu stall/ups "$ups"
+    addcpu stall/quiet_u "$qu"; addcpu stall/update "$du"; addcpu stall/quiet_r "$qr"; addcpu stall/rollover "$dr"
+    RU+=("$(ratio "$du" "$qu")"); RR+=("$(ratio "$dr" "$qr")")
+    echo "  round $r stall: $rps q/s DO=1, p50 $p50 ms; p99 quiet $qu ms ($sq signatures made), during $nup updates ($ups a second) $du ms (${RU[-1]}x, $su signatures); p99 quiet $qr ms, during the ZSK rollover $dr ms (${RR[-1]}x, $sr signatures; ZSK tags $tags)"
+  done
+  stop
+  squ=$(avgf "${CPU[stall/quiet_u]}"); sdu=$(avgf "${CPU[stall/update]}"); sqr=$(avgf "${CPU[stall/quiet_r]}"); sdr=$(avgf "${CPU[stall/rollover]}")
+  # The ratios are the median round's: one round whose quiet window met a burst of the shared
+  # machine's other work would sway a ratio of averages.
+  sru=$(median "${RU[@]}"); srr=$(median "${RR[@]}")
+  echo "stall (DO=1 at $STALL_RATE q/s, p99, averages): quiet $squ ms, during updates $sdu ms; quiet $sqr ms, during a ZSK rollover $sdr ms; median round's during / before: updates ${sru}x (rounds: ${RU[*]}), rollover ${srr}x (rounds: ${RR[*]}); target <= 1.2x"
+  STALL_JSON="\"stall_rate\": $STALL_RATE, \"stall_qps\": $(avgf "${CPU[stall/rps]}"), \"stall_p50_ms\": $(avgf "${CPU[stall/p50]}"), \"stall_before_update_p99_ms\": $squ, \"stall_update_p99_ms\": $sdu, \"stall_update_p99_ratio\": $sru, \"stall_updates_per_s\": $(avgf "${CPU[stall/ups]}"), \"stall_before_rollover_p99_ms\": $sqr, \"stall_rollover_p99_ms\": $sdr, \"stall_rollover_p99_ratio\": $srr, "
+fi
+
+if [ "$PHASES" != "$ALL_PHASES" ]; then
+  write_json bench/out/dns-partial.json <<JSON
+{${STALL_JSON}${UPDATE_JSON}"phases": "$PHASES", "rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+JSON
+  exit 0
+fi
 
 declare -A CPUAVG
 
@@ -562,5 +696,5 @@ for k in nsec3 compact; do
 done
 
 write_json "$OUT" <<JSON
-{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_xdp_qps": $syx, "switchyard_xdp_lost": ${LOST[switchyard-xdp/static]}, "switchyard_xdp_latency_ms": $syxl, "xdp_ratio_vs_nsd": $(ratio "$syx" "$nsd"), "xdp_ratio_vs_knot": $(ratio "$syx" "$knot"), "xdp_ratio_vs_switchyard": $(ratio "$syx" "$sy"), "xdp_latency_ratio_vs_nsd": $(ratio "$syxl" "$nsdl"), "switchyard_xdp_cpu_us": $(avgf "${CPU[switchyard-xdp/static]}"), "switchyard_xdp_client_cpu_us": ${CPUAVG[client/switchyard-xdp]}, "switchyard_client_cpu_us": ${CPUAVG[client/switchyard]}, "nsd_client_cpu_us": ${CPUAVG[client/nsd]}, "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, ${DENIAL_JSON}${UPDATE_JSON}"rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
+{"switchyard_qps": $sy, "nsd_qps": $nsd, "knot_qps": $knot, "switchyard_lost": ${LOST[switchyard/static]}, "nsd_lost": ${LOST[nsd/static]}, "knot_lost": ${LOST[knot/static]}, "switchyard_latency_ms": $(avgf "${LAT[switchyard/static]}"), "nsd_latency_ms": $(avgf "${LAT[nsd/static]}"), "knot_latency_ms": $(avgf "${LAT[knot/static]}"), "ratio_vs_nsd": $(ratio "$sy" "$nsd"), "ratio_vs_knot": $(ratio "$sy" "$knot"), "switchyard_xdp_qps": $syx, "switchyard_xdp_lost": ${LOST[switchyard-xdp/static]}, "switchyard_xdp_latency_ms": $syxl, "xdp_ratio_vs_nsd": $(ratio "$syx" "$nsd"), "xdp_ratio_vs_knot": $(ratio "$syx" "$knot"), "xdp_ratio_vs_switchyard": $(ratio "$syx" "$sy"), "xdp_latency_ratio_vs_nsd": $(ratio "$syxl" "$nsdl"), "switchyard_xdp_cpu_us": $(avgf "${CPU[switchyard-xdp/static]}"), "switchyard_xdp_client_cpu_us": ${CPUAVG[client/switchyard-xdp]}, "switchyard_client_cpu_us": ${CPUAVG[client/switchyard]}, "nsd_client_cpu_us": ${CPUAVG[client/nsd]}, "switchyard_ecs_qps": $sye, "nsd_ecs_qps": $nsde, "knot_ecs_qps": $knote, "switchyard_ecs_lost": ${LOST[switchyard/ecs]}, "ecs_ratio_vs_static": $(ratio "$sye" "$sy"), "ecs_ratio_vs_nsd": $(ratio "$sye" "$nsde"), "ecs_ratio_vs_nsd_static": $(ratio "$sye" "$nsd"), "switchyard_1core_qps": $c1, "switchyard_2core_qps": $c2, "cores_2_vs_1": $(ratio "$c2" "$c1"), "switchyard_1core_cpu_us": $cc1, "switchyard_2core_cpu_us": $cc2, "switchyard_cpu_us": ${CPUAVG[switchyard/static]}, "switchyard_batch_fill": $(avgf "${FILLS[switchyard/static]}"), "nsd_cpu_us": ${CPUAVG[nsd/static]}, "knot_cpu_us": ${CPUAVG[knot/static]}, "switchyard_ecs_cpu_us": ${CPUAVG[switchyard/ecs]}, "cpu_ratio_nsd_vs_switchyard": $(ratio "${CPUAVG[nsd/static]}" "${CPUAVG[switchyard/static]}"), "cpu_ratio_knot_vs_switchyard": $(ratio "${CPUAVG[knot/static]}" "${CPUAVG[switchyard/static]}"), "switchyard_cores_lost": $(( ${LOST[cores1]} + ${LOST[cores2]} )), "signed_qps": $sg, "signed_lost": ${LOST[switchyard-signed/static]}, "signed_latency_ms": $(avgf "${LAT[switchyard-signed/static]}"), "unsigned_qps": $su, "signed_ratio_vs_unsigned": $(ratio "$sg" "$su"), "signed_ecs_qps": $sge, "signed_ecs_lost": ${LOST[switchyard-signed/ecs]}, "unsigned_ecs_qps": $sue, "signed_ecs_ratio_vs_unsigned": $(ratio "$sge" "$sue"), "knot_signed_qps": $ks, "knot_signed_lost": ${LOST[knot-signed/static]}, "signed_ratio_vs_knot_signed": $(ratio "$sg" "$ks"), "signed_cpu_us": $sgc, "unsigned_cpu_us": $suc, "signed_cpu_ratio_vs_unsigned": $(ratio "$sgc" "$suc"), "knot_signed_cpu_us": $ksc, ${DENIAL_JSON}${UPDATE_JSON}${STALL_JSON}"rounds": $ROUNDS, "seconds_per_run": $SECONDS_PER_RUN, "smoke": $(smoke_json)}
 JSON

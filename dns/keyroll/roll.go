@@ -19,8 +19,8 @@ type Timings struct {
 	// Ipub is how long a new key is published before it is relied on: Dprp + TTLkey.
 	Ipub time.Duration
 	// IretZSK is how long an old ZSK stays published after it stopped signing: Dprp plus the
-	// largest TTL of a signed RRset (Dsgn is nothing: signatures are made online, and a reload
-	// drops the signature and answer caches).
+	// largest TTL of a signed RRset (Dsgn is nothing: signatures are made online, and the
+	// reload that makes a new ZSK sign drops the signature and answer caches).
 	IretZSK time.Duration
 	// IretDS is how long an old KSK or CSK stays after the new DS was seen: DprpP + TTLds.
 	IretDS time.Duration
