@@ -398,6 +398,19 @@ func TestSignaturesCachedAcrossQueries(t *testing.T) {
 	}
 }
 
+// writeKey writes a new key of zone example. with flags to path and returns path.
+func writeKey(t *testing.T, path string, flags uint16) string {
+	t.Helper()
+	k, err := dnssec.Generate("example.", flags, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, k.File(time.Now()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestSignaturesKeptAcrossReload: a reload that leaves the signing keys as they were (here a
 // key added to the DNSKEY RRset, as a rollover's publication step does) keeps the signatures
 // made: the next answer for www signs nothing and carries the same RRSIG. A reload with another
@@ -418,17 +431,7 @@ func TestSignaturesKeptAcrossReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keyFile := func(name string, flags uint16) string {
-		k, err := dnssec.Generate("example.", flags, 3600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, k.File(time.Now()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	keyFile := func(name string, flags uint16) string { return writeKey(t, filepath.Join(dir, name), flags) }
 	cur := yml[strings.Index(yml, "dnssec: {"):]
 	cur = cur[:strings.IndexByte(cur, '\n')]
 	reload(strings.TrimSuffix(cur, "}") + ", publish: [" + keyFile("next.key", dnssec.FlagsZSK) + "]}")

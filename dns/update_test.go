@@ -259,6 +259,18 @@ func TestNsupdateEndToEnd(t *testing.T) {
 	}
 }
 
+// addNewA sends srv the update adding new.example. 60 A 192.0.2.9, signed with upd-key.
+func addNewA(srv *Server) (*mdns.Msg, error) {
+	m := new(mdns.Msg)
+	m.SetUpdate("example.")
+	rr, _ := mdns.NewRR("new.example. 60 A 192.0.2.9")
+	m.Insert([]mdns.RR{rr})
+	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
+	resp, _, err := c.Exchange(m, srv.Addr().String())
+	return resp, err
+}
+
 // An update whose journal cannot be written is SERVFAIL and changes nothing: what is answered
 // is what a restart would load.
 func TestUpdateUnwritableJournalChangesNothing(t *testing.T) {
@@ -269,13 +281,7 @@ zones:
     records: ["www A 192.0.2.1"]
     update: {journal: /nonexistent-switchyard-dir/j, allow: [{key: upd-key}]}
 `, Options{Logger: testLogger(t)})
-	m := new(mdns.Msg)
-	m.SetUpdate("example.")
-	rr, _ := mdns.NewRR("new.example. 60 A 192.0.2.9")
-	m.Insert([]mdns.RR{rr})
-	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
-	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
-	resp, _, err := c.Exchange(m, srv.Addr().String())
+	resp, err := addNewA(srv)
 	if err != nil || resp.Rcode != mdns.RcodeServerFailure {
 		t.Fatalf("update: %v %v, want SERVFAIL", resp, err)
 	}
@@ -291,18 +297,7 @@ zones:
 // journal is damaged after the update: a replay would fail the reload or lose the update.
 func TestKeyChangeKeepsUpdatesWithoutReplay(t *testing.T) {
 	dir := t.TempDir()
-	keyFile := func(name string, flags uint16) string {
-		k, err := dnssec.Generate("example.", flags, 3600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, k.File(time.Now()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	csk, zsk := keyFile("csk.key", dnssec.FlagsKSK), keyFile("zsk.key", dnssec.FlagsZSK)
+	csk, zsk := writeKey(t, filepath.Join(dir, "csk.key"), dnssec.FlagsKSK), writeKey(t, filepath.Join(dir, "zsk.key"), dnssec.FlagsZSK)
 	journal := filepath.Join(dir, "example.updates")
 	yml := func(dnssecBlock string) string {
 		return `tsig_keys: [{name: upd-key, secret: "` + updSecret + `"}]
@@ -315,13 +310,7 @@ zones:
 `
 	}
 	srv := startServer(t, yml("{key_file: "+csk+"}"), Options{Logger: testLogger(t)})
-	m := new(mdns.Msg)
-	m.SetUpdate("example.")
-	rr, _ := mdns.NewRR("new.example. 60 A 192.0.2.9")
-	m.Insert([]mdns.RR{rr})
-	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
-	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
-	if resp, _, err := c.Exchange(m, srv.Addr().String()); err != nil || resp.Rcode != mdns.RcodeSuccess {
+	if resp, err := addNewA(srv); err != nil || resp.Rcode != mdns.RcodeSuccess {
 		t.Fatalf("update: %v %v", resp, err)
 	}
 	if err := os.WriteFile(journal, []byte("update 1 2 garbage\n+ not a record\nend\n"), 0o600); err != nil {
