@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,9 +125,33 @@ func (p *speakerProc) kill(sig syscall.Signal) {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
-	if sig == syscall.SIGKILL {
+	switch sig {
+	case syscall.SIGKILL:
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_, _ = p.cmd.Process.Wait()
+	case syscall.SIGSTOP:
+		waitStopped(p.cmd.Process.Pid)
+	}
+}
+
+// waitStopped waits (up to a second) until every thread of pid is stopped: a signal is delivered
+// asynchronously, and a speaker still running for a moment after SIGSTOP answers what the test
+// sends next (it once took bird's BFD Down and reset the session itself).
+func waitStopped(pid int) {
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			// The state is the field after the command's closing parenthesis.
+			if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
 	}
 }
 
