@@ -150,6 +150,11 @@ func StopProcess(prefix, name string, grace time.Duration) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %s (pid %d): %w", name, pid, err)
 	}
+	// A killed process's sockets close as it exits, a moment after the signal: wait for that, so
+	// a successor started next does not find it still answering on its socket.
+	for end := time.Now().Add(2 * time.Second); exists(pid) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	return nil
 }
 
