@@ -340,3 +340,51 @@ func TestZoneMaxTTLBound(t *testing.T) {
 		t.Errorf("without zone_max_ttl: %v, want any TTL taken and counted", err)
 	}
 }
+
+// An update's zone carries its owners in canonical order (merged, not sorted again): after a chain
+// of updates that add names before, between and after the others, delete a name's last record,
+// give an empty non-terminal records and add to an existing name, the carried list is the one a
+// sort of the zone's names gives.
+func TestApplyCarriesCanonicalOwners(t *testing.T) {
+	s, err := build(t, "@ SOA ns1 h 1 1 1 1 1", "@ NS ns1", "ns1 A 192.0.2.53", "m A 192.0.2.1", "x.y.deep A 192.0.2.2", "gone TXT t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := s.Find("z.test.")
+	rr := func(text string) dns.RR {
+		r, err := dns.NewRR(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	steps := []struct{ del, add []string }{
+		{add: []string{"A.z.test. 1 A 192.0.2.10", "zz.z.test. 1 A 192.0.2.11"}},              // first, last (and upper case)
+		{add: []string{"n.z.test. 1 A 192.0.2.12", "m.z.test. 1 AAAA 2001:db8::1"}},           // between; an existing name
+		{del: []string{"gone.z.test. 1 TXT t"}},                                               // a name's last record
+		{add: []string{"y.deep.z.test. 1 A 192.0.2.13", "*.z.test. 1 TXT w"}},                 // an empty non-terminal; a wildcard
+		{del: []string{"m.z.test. 1 A 192.0.2.1"}, add: []string{"b.m.z.test. 1 A 192.0.2.14"}}, // below a name
+	}
+	for i, st := range steps {
+		var del, add []dns.RR
+		for _, d := range st.del {
+			del = append(del, rr(d))
+		}
+		for _, a := range st.add {
+			add = append(add, rr(a))
+		}
+		nz, err := z.Apply(del, add)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		carried := fmt.Sprint(nz.owners())
+		nz.canon.Store(nil)
+		if sorted := fmt.Sprint(nz.owners()); carried != sorted {
+			t.Fatalf("step %d: carried owners %s, sorted %s", i, carried, sorted)
+		}
+		z = nz
+	}
+	if got, want := fmt.Sprint(z.owners()), "[z.test. *.z.test. a.z.test. y.deep.z.test. x.y.deep.z.test. m.z.test. b.m.z.test. n.z.test. ns1.z.test. zz.z.test.]"; got != want {
+		t.Errorf("owners %s, want %s", got, want)
+	}
+}
