@@ -37,6 +37,10 @@ type Journal struct {
 	last    uint32
 	size    int64
 	checked bool
+	// torn is set while the file may hold bytes past size (a crash's torn entry, a failed
+	// write): the next append cuts them off first. Otherwise it does not truncate, which changes
+	// the file's times and so made every sync write the inode too.
+	torn bool
 }
 
 // NewJournal returns the journal at path; nothing is read or written until Append.
@@ -49,22 +53,15 @@ func (j *Journal) Path() string { return j.path }
 // end at c.From (the zone file was edited and reloaded since) is moved to path.stale first, so
 // the file is always one chain from the zone file's serial. On error nothing of c is kept.
 func (j *Journal) Append(c *Change, key string, now time.Time) error {
-	if !j.checked {
-		entries, size, err := Read(j.path)
-		if err != nil {
-			return err
-		}
-		j.size, j.checked = size, true
-		if len(entries) > 0 {
-			j.last = entries[len(entries)-1].To
-		}
+	if err := j.check(); err != nil {
+		return err
 	}
 	if j.size > 0 && j.last != c.From {
 		stale := j.path + ".stale"
 		if err := os.Rename(j.path, stale); err != nil {
 			return fmt.Errorf("move the out-of-date update journal aside: %w", err)
 		}
-		j.size = 0
+		j.size, j.torn = 0, false
 	}
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, 0o640)
 	if err != nil {
@@ -72,21 +69,50 @@ func (j *Journal) Append(c *Change, key string, now time.Time) error {
 	}
 	defer f.Close()
 	// Cut a torn entry off, then write the new one at the end of the valid part.
-	if err := f.Truncate(j.size); err != nil {
-		return fmt.Errorf("truncate update journal: %w", err)
+	if j.torn {
+		if err := f.Truncate(j.size); err != nil {
+			return fmt.Errorf("truncate update journal: %w", err)
+		}
 	}
+	j.torn = true // until the entry is written and synced
 	b := entryText(c, key, now)
 	if _, err := f.WriteAt(b, j.size); err != nil {
 		return fmt.Errorf("write update journal: %w", err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncData(f); err != nil {
 		return fmt.Errorf("sync update journal: %w", err)
 	}
+	j.torn = false
 	if j.size == 0 {
 		syncDir(filepath.Dir(j.path)) // the file's name is durable too
 	}
 	j.size += int64(len(b))
 	j.last = c.To
+	return nil
+}
+
+// Ends reports whether the file holds entries and its chain ends at serial: an Append from
+// serial goes on the same chain.
+func (j *Journal) Ends(serial uint32) (bool, error) {
+	if err := j.check(); err != nil {
+		return false, err
+	}
+	return j.size > 0 && j.last == serial, nil
+}
+
+// check reads the file once, for the serial its chain ends at and its valid length.
+func (j *Journal) check() error {
+	if j.checked {
+		return nil
+	}
+	entries, size, err := Read(j.path)
+	if err != nil {
+		return err
+	}
+	j.size, j.checked, j.torn = size, true, true
+	if len(entries) > 0 {
+		j.last = entries[len(entries)-1].To
+	}
 	return nil
 }
 

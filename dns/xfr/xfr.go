@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/internal/wire"
+	"github.com/switchyard/switchyard/dns/update"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
@@ -56,8 +57,11 @@ type Zone struct {
 	diffs   []diff
 	journal int
 	allow   []netip.Prefix
-	// journalPath keeps diffs across restarts (journal.go).
+	// journalPath keeps diffs across restarts (journal.go); file appends to it, which holds
+	// fileSteps steps (carried from build to build with diffs).
 	journalPath string
+	file        *update.Journal
+	fileSteps   int
 	key         string // wire name of the TSIG key transfers need ("" for none)
 	notify      []string
 }
@@ -126,13 +130,16 @@ func buildZones(cfg *config.Config, store *zone.Store, prev map[string]*Zone, lo
 		if old != nil && old.zone == z && sameText(old.fallback, x.fallback) {
 			// The same zone and fallbacks: the same body, no new step, no NOTIFY; the zone's
 			// records are not listed and compared again.
-			x.diffs = old.diffs
+			x.diffs, x.file, x.fileSteps = old.diffs, old.file, old.fileSteps
 			continue
 		}
 		if old == nil {
 			x.diffs = x.loadJournal(log) // the history of the process before this one
 			changed = append(changed, x)
 			continue
+		}
+		if old.journalPath == x.journalPath {
+			x.file, x.fileSteps = old.file, old.fileSteps
 		}
 		if x.carryJournal(old, log) {
 			x.saveJournal(log)
@@ -207,11 +214,16 @@ func (x *Zone) carryJournal(old *Zone, log *slog.Logger) bool {
 	}
 	d := diff{from: old.soa, to: x.soa, del: del, add: add}
 	x.diffs = append(append([]diff(nil), old.diffs...), d)
+	x.bound()
+	return true
+}
+
+// bound keeps the newest of x.diffs: at most journal steps, and (a memory bound) no more
+// records than the zone holds, beyond which a full transfer is smaller than the incremental one.
+func (x *Zone) bound() {
 	if n := len(x.diffs) - x.journal; n > 0 {
 		x.diffs = x.diffs[n:]
 	}
-	// Memory bound: the journal never holds more records than the zone. Beyond that a full
-	// transfer is smaller than the incremental one, so the oldest steps go first.
 	total := 0
 	for _, d := range x.diffs {
 		total += len(d.del) + len(d.add)
@@ -220,7 +232,6 @@ func (x *Zone) carryJournal(old *Zone, log *slog.Logger) bool {
 		total -= len(x.diffs[0].del) + len(x.diffs[0].add)
 		x.diffs = x.diffs[1:]
 	}
-	return true
 }
 
 // journalMinRecords lets small zones keep their steps even when a step changes most of them.

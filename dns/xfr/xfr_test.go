@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/switchyard/switchyard/dns/config"
 	"github.com/switchyard/switchyard/dns/internal/wire"
+	"github.com/switchyard/switchyard/dns/update"
 	"github.com/switchyard/switchyard/dns/zone"
 )
 
@@ -97,4 +100,47 @@ func testXfrZone(t *testing.T, journal int, serial uint32, recs ...string) *Zone
 	}
 	z := s.Find("example.com.")
 	return &Zone{origin: z.Origin, zone: z, soa: z.SOA, journal: journal, size: z.RecordsLen()}
+}
+
+// The history file gains one entry per step (appended, not rewritten) until it holds twice the
+// steps the zone keeps; then it is rewritten with the kept ones. After every step a restart's
+// load finds the same steps as memory holds.
+func TestJournalFileAppendsThenCompacts(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	path := filepath.Join(t.TempDir(), "ixfr")
+	mk := func(serial uint32) *Zone {
+		x := testXfrZone(t, 3, serial, fmt.Sprintf("a.example.com. 300 IN A 192.0.2.%d", serial))
+		x.journalPath = path
+		return x
+	}
+	prev := mk(1)
+	prev.saveJournal(log) // no steps yet: no file
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a zone without steps wrote its history: %v", err)
+	}
+	wantEntries := []int{1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 3}
+	for i, want := range wantEntries {
+		serial := uint32(i + 2)
+		next := mk(serial)
+		next.file, next.fileSteps = prev.file, prev.fileSteps
+		if !next.carryJournal(prev, log) {
+			t.Fatalf("serial %d: change not reported", serial)
+		}
+		before, _ := os.Stat(path)
+		next.saveJournal(log)
+		cs, _, err := update.Read(path)
+		if err != nil || len(cs) != want {
+			t.Fatalf("serial %d: the file holds %d entries (%v), want %d", serial, len(cs), err, want)
+		}
+		after, _ := os.Stat(path)
+		rewritten := i == 0 || want == 3 && i > 2 // the first step, and each compaction
+		if appended := before != nil && os.SameFile(before, after); appended == rewritten {
+			t.Errorf("serial %d: appended %v with %d entries", serial, appended, want)
+		}
+		restarted := mk(serial)
+		if got := restarted.loadJournal(log); len(got) != len(next.diffs) || got[0].from.Serial != next.diffs[0].from.Serial {
+			t.Fatalf("serial %d: a restart loads %d steps, memory holds %d", serial, len(got), len(next.diffs))
+		}
+		prev = next
+	}
 }
