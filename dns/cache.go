@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/dns/policy"
+	"github.com/switchyard/switchyard/dns/zone"
 )
 
 // answerCache keeps the packed responses of static answers keyed by the query bytes after the
@@ -18,7 +19,10 @@ import (
 // subnet); such an entry carries the health generation it was decided in and is stale once any
 // site changes state. A weighted name is decided each time (its rotation must advance), and its
 // answer is then cached per decision: the query's entry names the policy, and the answer lives
-// under the query key plus the decision. A reload builds a new cache with the new state.
+// under the query key plus the decision. A reload builds a new cache with the new state; a
+// change of one zone's data (an update, a transfer, a one-zone reload) keeps the cache, and the
+// entries of the zone's old copy are stale from then on (each names the zone that answered), so
+// an update of one zone does not empty the cache of the 100,000 others.
 //
 // It is split in shards (a lock each, so the workers of several cores rarely meet) and each
 // shard evicts by CLOCK (second chance): a hit sets the entry's reference bit, and a full shard
@@ -42,6 +46,7 @@ type cacheShard struct {
 type cacheEntry struct {
 	key       string
 	wire      []byte
+	zone      *zone.Zone // the zone copy that answered; the entry is stale once it is retired
 	queries   prometheus.Counter
 	decisions prometheus.Counter // nil for static answers
 	health    bool               // valid only while the server's health generation is gen
@@ -55,8 +60,15 @@ type cacheEntry struct {
 	ref     atomic.Bool // asked since the hand last passed
 	// xdp marks a static answer the XDP answer path may send (xdp.go); xdpAt is the Unix second
 	// it was last put in the program's map.
-	xdp   bool
-	xdpAt atomic.Int64
+	xdp    bool
+	xdpAt  atomic.Int64
+	xdpGen atomic.Uint32 // the generation it was last put in
+}
+
+// fresh reports whether the entry's answer still holds: its zone copy serves, the sites' health
+// is the one it was decided in (health-decided answers), its signatures are not due for renewal.
+func (e *cacheEntry) fresh(healthGen uint64, now int64) bool {
+	return (e.zone == nil || !e.zone.Retired()) && (!e.health || e.gen == healthGen) && (e.expires == 0 || now < e.expires)
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take

@@ -105,7 +105,7 @@ func (s *Server) reloadZoneLocked(origin string) (ZoneReload, error) {
 	}
 	// No releaseOld: the old copy is one small zone, not worth a full collection of a heap
 	// that may hold 100,000 others.
-	s.swapState(st, &next)
+	s.swapState(st, &next, old)
 	r.Changed = true
 	return r, nil
 }

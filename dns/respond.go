@@ -33,6 +33,9 @@ type outcome struct {
 	expires int64
 	// nxdomain is a static NXDOMAIN (zone data only): not cached here, but the XDP path packs it.
 	nxdomain bool
+	// zone is the zone copy that answered (nil when none did): its cached answer is stale once
+	// a newer copy serves.
+	zone *zone.Zone
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -52,6 +55,9 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if st.cache != nil && !st.cfg.QueryLog {
 		key = cacheKey(scratch[:0], raw, tcp)
 		e := st.cache.get(key)
+		if e != nil && e.rotate != nil && e.zone != nil && e.zone.Retired() {
+			e = nil
+		}
 		if e != nil && e.rotate != nil {
 			// A weighted name: decide (the rotation advances), then look up the answer packed for
 			// that decision.
@@ -59,7 +65,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && (!e.health || e.gen == s.healthGen.Load()) && (e.expires == 0 || s.unixNow() < e.expires) {
+		if e != nil && e.fresh(s.healthGen.Load(), s.unixNow()) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()
@@ -77,11 +83,12 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			e := &cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+			e := &cacheEntry{zone: oc.zone, queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
 				health: oc.health, gen: gen, expires: oc.expires}
 			if s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStatic(oc) {
 				e.xdp = true
 				e.xdpAt.Store(s.unixNow())
+				e.xdpGen.Store(st.xdpGen)
 				s.xdp.fill(st.xdpGen, raw, out, e.queries)
 			}
 			st.cache.put(key, out, e)
@@ -89,8 +96,8 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			s.xdp.fill(st.xdpGen, raw, out, s.queryCounter(oc))
 		}
 		if key != nil && oc.rotate != nil {
-			st.cache.put(key, nil, &cacheEntry{rotate: oc.rotate})
-			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{queries: s.queryCounter(oc),
+			st.cache.put(key, nil, &cacheEntry{zone: oc.zone, rotate: oc.rotate})
+			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{zone: oc.zone, queries: s.queryCounter(oc),
 				decisions: s.decisionCounter(oc), expires: oc.expires})
 		}
 	}
@@ -235,6 +242,7 @@ func (s *Server) respond(raw []byte, src netip.Addr, tcp bool, pre *policy.Decis
 		oc.name = z.Origin
 		return failEDE(mdns.RcodeFormatError, mdns.ExtendedErrorCodeInvalidQueryType)
 	}
+	oc.zone = z
 	kind := s.fillAnswer(st, resp, z, qname, q.Qtype, client, ecsBits, ecs, oc, pre)
 	if !s.signIfAsked(st, z, resp, kind, qname, q, e, oc) {
 		return fail(mdns.RcodeServerFailure)

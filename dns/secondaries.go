@@ -149,13 +149,21 @@ func (s *Server) changeSecondary(origin string, sz *secondary.Zone, z *zone.Zone
 			next.down[o] = true
 		}
 	}
+	var replaced *zone.Zone // the copy z replaces, when one served
 	if z != nil {
 		next.store = st.store.With(z)
+		if !st.down[origin] {
+			replaced = st.store.Get(origin)
+		}
 	} else {
 		next.store = st.store.Without(origin)
 		next.down[origin] = true
 	}
-	s.swapState(st, &next)
+	if replaced != nil {
+		s.swapState(st, &next, replaced)
+	} else {
+		s.swapState(st, &next)
+	}
 	s.followCatalogs(&next) // a catalog's new copy may add or remove member zones
 }
 

@@ -125,6 +125,8 @@ type Server struct {
 	udpLocal netip.AddrPort
 	// keys is the key policies' loop (keys.go).
 	keys keyLoop
+	// updates is where dynamic updates are applied (dynupdate.go).
+	updates updateThread
 
 	mu          sync.Mutex     // guards the fields below
 	udp         *net.UDPConn   // the first UDP socket; Addr reports it
@@ -510,6 +512,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		if !started { // else the first Close ends the key store once the key loop is done
 			s.closeKeyStore()
+			s.updates.stop()
 		}
 		return nil
 	}
@@ -529,6 +532,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.tap.Close()
 	s.closeKeyStore()
+	s.updates.stop()
 	if s.xdp != nil {
 		// Draining is an upgrade (Shutdown): the successor holds the attachment.
 		if err := s.xdp.close(s.draining.Load() && s.opt.Sockets != nil); err != nil {

@@ -333,3 +333,61 @@ zones:
 		t.Fatalf("serial %d after one update and a key change, want 8", s)
 	}
 }
+
+// An update of one zone keeps the answer cache: the other zones' cached answers stay fresh (a
+// host of 100,000 zones does not lose them all to one zone's update), and the updated zone's
+// go stale, so its changed name is answered anew.
+func TestUpdateKeepsOtherZonesCachedAnswers(t *testing.T) {
+	srv := startServer(t, `tsig_keys: [{name: upd-key, secret: "`+updSecret+`"}]
+zones:
+  - origin: example.
+    soa: {serial: 7}
+    records: ["www A 192.0.2.1"]
+    update: {journal: `+filepath.Join(t.TempDir(), "j")+`, allow: [{key: upd-key}]}
+  - origin: other.test.
+    records: ["www A 192.0.2.2"]
+`, Options{Logger: testLogger(t)})
+	if a := answer(t, srv, "www.example.", mdns.TypeA); !strings.Contains(a, "192.0.2.1") {
+		t.Fatalf("www.example. before the update: %q", a)
+	}
+	if a := answer(t, srv, "www.other.test.", mdns.TypeA); !strings.Contains(a, "192.0.2.2") {
+		t.Fatalf("www.other.test. before the update: %q", a)
+	}
+	cache := srv.state.Load().cache
+	fresh := func(origin string) (n int) {
+		for i := range cache.shards {
+			sh := &cache.shards[i]
+			sh.mu.RLock()
+			for _, e := range sh.ring {
+				if e.zone != nil && e.zone.Origin == origin && e.fresh(srv.healthGen.Load(), srv.unixNow()) {
+					n++
+				}
+			}
+			sh.mu.RUnlock()
+		}
+		return n
+	}
+	if fresh("example.") != 1 || fresh("other.test.") != 1 {
+		t.Fatalf("cached before the update: example. %d, other.test. %d; want 1 each", fresh("example."), fresh("other.test."))
+	}
+	m := new(mdns.Msg)
+	m.SetUpdate("example.")
+	old, _ := mdns.NewRR("www.example. 300 A 192.0.2.1")
+	rr, _ := mdns.NewRR("www.example. 300 A 192.0.2.7")
+	m.Remove([]mdns.RR{old})
+	m.Insert([]mdns.RR{rr})
+	m.SetTsig("upd-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+	c := &mdns.Client{TsigSecret: map[string]string{"upd-key.": updSecret}, Timeout: 2 * time.Second}
+	if resp, _, err := c.Exchange(m, srv.Addr().String()); err != nil || resp.Rcode != mdns.RcodeSuccess {
+		t.Fatalf("update: %v %v", resp, err)
+	}
+	if srv.state.Load().cache != cache {
+		t.Fatal("the update replaced the answer cache")
+	}
+	if fresh("example.") != 0 || fresh("other.test.") != 1 {
+		t.Fatalf("cached after the update: example. %d fresh, other.test. %d; want 0 and 1", fresh("example."), fresh("other.test."))
+	}
+	if a := answer(t, srv, "www.example.", mdns.TypeA); !strings.Contains(a, "192.0.2.7") || strings.Contains(a, "192.0.2.1") {
+		t.Fatalf("www.example. after the update: %q, want 192.0.2.7 alone", a)
+	}
+}

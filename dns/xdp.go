@@ -321,10 +321,11 @@ func (l linkRaw) Write(func(fd uintptr) bool) error { return errors.ErrUnsupport
 // program (its entry evicted from the LRU map, or not packed in this generation yet).
 func (s *Server) xdpRefill(st *state, e *cacheEntry, raw, out []byte) {
 	now := s.unixNow()
-	if st.xdpGen == 0 || e.xdpAt.Load() == now {
-		return
+	if st.xdpGen == 0 || e.xdpAt.Load() == now && e.xdpGen.Load() == st.xdpGen {
+		return // once a second, and at once in a new generation (a kept entry after an update)
 	}
 	e.xdpAt.Store(now)
+	e.xdpGen.Store(st.xdpGen)
 	s.xdp.fill(st.xdpGen, raw, out, e.queries)
 }
 

@@ -51,7 +51,16 @@ type Zone struct {
 	maxTTL, limit uint32
 	// rekeyedFrom is the id of the zone this one is with new keys (rekey), 0 for none.
 	rekeyedFrom uint64
+	// retired is set once a newer copy of the zone serves in its place (Retire).
+	retired atomic.Bool
 }
+
+// Retire marks z as replaced by a newer copy of the same zone (an update, a transfer, a
+// one-zone reload): answers built from z are out of date from here on.
+func (z *Zone) Retire() { z.retired.Store(true) }
+
+// Retired reports whether a newer copy of the zone serves in z's place.
+func (z *Zone) Retired() bool { return z.retired.Load() }
 
 // KeysFunc returns the DNSKEY RRset (with CDS and CDNSKEY) that the online-signed zone zc
 // publishes, given the largest TTL of its data: a key policy's rollover timings depend on it.
