@@ -359,10 +359,10 @@ func TestApplyCarriesCanonicalOwners(t *testing.T) {
 		return r
 	}
 	steps := []struct{ del, add []string }{
-		{add: []string{"A.z.test. 1 A 192.0.2.10", "zz.z.test. 1 A 192.0.2.11"}},              // first, last (and upper case)
-		{add: []string{"n.z.test. 1 A 192.0.2.12", "m.z.test. 1 AAAA 2001:db8::1"}},           // between; an existing name
-		{del: []string{"gone.z.test. 1 TXT t"}},                                               // a name's last record
-		{add: []string{"y.deep.z.test. 1 A 192.0.2.13", "*.z.test. 1 TXT w"}},                 // an empty non-terminal; a wildcard
+		{add: []string{"A.z.test. 1 A 192.0.2.10", "zz.z.test. 1 A 192.0.2.11"}},                // first, last (and upper case)
+		{add: []string{"n.z.test. 1 A 192.0.2.12", "m.z.test. 1 AAAA 2001:db8::1"}},             // between; an existing name
+		{del: []string{"gone.z.test. 1 TXT t"}},                                                 // a name's last record
+		{add: []string{"y.deep.z.test. 1 A 192.0.2.13", "*.z.test. 1 TXT w"}},                   // an empty non-terminal; a wildcard
 		{del: []string{"m.z.test. 1 A 192.0.2.1"}, add: []string{"b.m.z.test. 1 A 192.0.2.14"}}, // below a name
 	}
 	for i, st := range steps {
