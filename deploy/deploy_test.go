@@ -92,10 +92,15 @@ func checkUnit(t *testing.T, name, text, bin string) {
 		want = append(want, "Type=notify\n", "NotifyAccess=all\n", "RuntimeDirectoryMode=0700\n", " --control /run/switchyard-",
 			"ExecReload="+bin+" "+stop+" upgrade --control /run/switchyard-")
 	}
-	if name != "switchyard-lb.service" {
-		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "ProtectKernelTunables=yes")
-	} else {
+	switch name {
+	case "switchyard-edge@.service", "switchyard-l7@.service":
+		// CAP_BPF: QUIC connections kept across an upgrade (TestUpgrade, l7-unit-capabilities).
+		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE CAP_BPF\n",
+			"AmbientCapabilities=CAP_NET_BIND_SERVICE CAP_BPF\n", "ProtectKernelTunables=yes")
+	case "switchyard-lb.service":
 		want = append(want, "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_NET_ADMIN CAP_NET_BIND_SERVICE\n", "LimitMEMLOCK=infinity", "ReadWritePaths=/etc/switchyard /sys/fs/bpf")
+	default:
+		want = append(want, "DynamicUser=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "ProtectKernelTunables=yes")
 	}
 	for _, w := range want {
 		if !strings.Contains(text, w) {

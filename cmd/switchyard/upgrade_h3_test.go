@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -103,6 +104,67 @@ func testUpgradeHTTP3(t *testing.T, built string) {
 	lh := l7H3{built: built, pool: pool, origin: origin, cert: cp, key: kp}
 	t.Run("l7-drain-timeout", func(t *testing.T) { testUpgradeHTTP3DrainTimeout(t, lh) })
 	t.Run("l7-without-bpf", func(t *testing.T) { testUpgradeHTTP3WithoutBPF(t, lh) })
+	t.Run("l7-unit-capabilities", func(t *testing.T) { testUpgradeHTTP3UnitCapabilities(t, lh) })
+}
+
+// The shipped edge and L7 units run the stop as a dynamic user with CAP_NET_BIND_SERVICE and
+// CAP_BPF alone (deploy/systemd): with exactly those, as a user other than root and with no new
+// privileges, the steering program loads and a QUIC connection of the old process survives an
+// upgrade.
+func testUpgradeHTTP3UnitCapabilities(t *testing.T, lh l7H3) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) to run as the unit does")
+	}
+	const nobody = 65534
+	// The user reaches the certificate, the binary and its directory (where it makes its
+	// control socket) through the tests' private directories.
+	reach := func(dir string) {
+		for d := dir; d != filepath.Dir(d) && d != filepath.Clean(os.TempDir()); d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil {
+				os.Chmod(d, fi.Mode().Perm()|0o011)
+			}
+		}
+	}
+	certs := t.TempDir()
+	reach(certs)
+	unit := lh
+	for _, f := range []*string{&unit.cert, &unit.key} {
+		b, err := os.ReadFile(*f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*f = filepath.Join(certs, filepath.Base(*f))
+		os.WriteFile(*f, b, 0o600)
+		os.Chown(*f, nobody, nobody)
+	}
+	p, bin, addr := unit.start(t, "", func(dir, bin string) string {
+		reach(dir)
+		run := filepath.Join(dir, "switchyard-unit")
+		os.WriteFile(run, []byte(fmt.Sprintf("#!/bin/sh\nchown -R %d:%d %s\nexec setpriv --reuid=%d --regid=%d --clear-groups --no-new-privs "+
+			"--inh-caps=-all,+bpf,+net_bind_service --ambient-caps=-all,+bpf,+net_bind_service --bounding-set=-all,+bpf,+net_bind_service -- %s \"$@\"\n",
+			nobody, nobody, dir, nobody, nobody, bin)), 0o755)
+		return run
+	})
+	if b, _ := os.ReadFile(p.log); strings.Contains(string(b), "will not survive an upgrade") {
+		t.Fatalf("the stop cannot steer with the unit's capabilities:\n%s", b)
+	}
+	c := newH3Client(t, lh.pool)
+	c.get(t, "https://"+addr+"/n/before")
+	// As the unit's ExecReload does: the same user (the control socket serves no other).
+	if _, out, err := upgradeStop(t, filepath.Join(filepath.Dir(bin), "switchyard-unit"), "l7", p.ctl); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p.waitLog(t, `a new process takes new connections; serving the open ones`)
+	for i := range 3 {
+		c.get(t, fmt.Sprintf("https://%s/n/after-%d", addr, i))
+	}
+	c.sameConn(t, "after an upgrade with the unit's capabilities")
+	c.tr.Close()
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the old process did not exit within 20 s of its last QUIC connection's end")
+	}
 }
 
 // A connection still busy at the drain timeout (L7's timeouts.idle, 2 s here) is asked to go
