@@ -250,9 +250,10 @@ func withTLSState(h http.Handler) http.Handler {
 // serveH2 serves an HTTP/2 connection (ALPN h2 with its TLS state, or h2c with prior knowledge
 // on the plain listener) until it ends, each stream through h.
 func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler) {
+	raddr := c.RemoteAddr().String() // once a connection, not a stream (6% of a small hit's CPU)
 	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
-		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: c.RemoteAddr().String(), TLS: st})
+		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: raddr, TLS: st})
 	})
 	if !e.h2.track(conn, true) {
 		c.Close()

@@ -31,7 +31,8 @@ type HandlerOptions struct {
 // the stream when the handler aborts (panics with http.ErrAbortHandler). Both HTTP stops serve
 // HTTP/2 with it: L7 for what its request core does not take, the edge for every request.
 func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
-	w := &responseWriter{st: st, hdr: http.Header{}, tunnel: st.Protocol != "", raddr: o.RemoteAddr}
+	// Sized for a cached response's ten or so fields: a map grown past eight rehashed each one.
+	w := &responseWriter{st: st, hdr: make(http.Header, respFields), tunnel: st.Protocol != "", raddr: o.RemoteAddr}
 	if st.TooLarge {
 		http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
 		w.finish()
@@ -98,6 +99,9 @@ func request(st *Stream, o HandlerOptions) (*http.Request, bool) {
 	}
 	return r, true
 }
+
+// respFields is the room a response head's field map starts with.
+const respFields = 16
 
 // serve runs the handler and reports whether the response may end normally: false
 // when the handler aborted it (http.ErrAbortHandler, as net/http's server takes it).
