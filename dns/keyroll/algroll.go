@@ -3,8 +3,6 @@ package keyroll
 import (
 	"fmt"
 	"time"
-
-	"github.com/switchyard/switchyard/dns/config"
 )
 
 // An algorithm rollover is RFC 6781 4.1.4's conservative one (RFC 7583 3.4), started by a
@@ -23,39 +21,28 @@ import (
 //	Unpublish DS seen + IretDS: the old DS is gone from caches; the old DNSKEYs leave the RRset
 //	Remove    Unpublish + Ipub: no cache holds a DNSKEY RRset of the old algorithm; its RRSIGs go
 
-// applyAlgorithm compares the policy with st's keys: a scheme change is refused, an algorithm
-// change starts an algorithm rollover (reporting true) unless another rollover is in progress.
-func (r *Roller) applyAlgorithm(st *State, now time.Time) (bool, error) {
-	if len(st.Keys) == 0 {
-		return false, nil
-	}
+// duringAlgorithmRoll applies the policy while old's algorithm is being rolled away: the
+// rollover's own algorithm and scheme go on, the old algorithm reverses it (reverse.go) if that
+// is still safe, and anything else is refused with the fix.
+func (r *Roller) duringAlgorithmRoll(st *State, old *KeyState, now time.Time) (bool, error) {
 	p := r.Cfg.Policy
-	newest := st.Keys[len(st.Keys)-1]
-	have := config.SchemeKSKZSK
-	if newest.Role == RoleCSK {
-		have = config.SchemeCSK
+	next := st.key(old.Successor)
+	scheme := schemeOf(next.Role)
+	if p.Scheme != scheme {
+		return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for scheme %s: a scheme rollover starts only after it; restore scheme %s, and change it once `switchyard dns keys` shows the rollover done",
+			r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Scheme, scheme)
 	}
-	if p.Scheme != have {
-		return false, fmt.Errorf("keys in %s are scheme %s keys and the policy asks for scheme %s: a scheme rollover (ksk_zsk to csk or back) is not supported, only an algorithm rollover within one scheme; restore scheme %s",
-			r.Keys, have, p.Scheme, have)
-	}
-	if old := rollingAway(st, now); old != nil {
-		if p.Algorithm != newest.Algorithm {
-			return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d: a rollover is not reversed midway; restore algorithm %d, and change it once `switchyard dns keys` shows the rollover done",
-				r.Keys, old.Algorithm, newest.Algorithm, AlgorithmPhase(st, now), p.Algorithm, newest.Algorithm)
-		}
+	switch {
+	case p.Algorithm == next.Algorithm:
 		return false, nil
+	case p.Algorithm == old.Algorithm && old.Reverted.IsZero():
+		return true, r.reverseAlgorithmRoll(st, now)
+	case !old.Reverted.IsZero():
+		return false, fmt.Errorf("keys in %s: the rollover from algorithm %d to %d was reversed at %s and the policy asks for algorithm %d: its keys leave first; keep algorithm %d until `switchyard dns keys` shows key %d removed (at %s), then change it",
+			r.Keys, next.Algorithm, old.Algorithm, old.Reverted.UTC().Format(time.RFC3339), p.Algorithm, next.Algorithm, old.Tag, old.Remove.UTC().Format(time.RFC3339))
 	}
-	if p.Algorithm == newest.Algorithm {
-		return false, nil
-	}
-	for _, k := range st.Keys {
-		if k.Successor != 0 && k.At(now) != Removed {
-			return false, fmt.Errorf("keys in %s: the policy asks for algorithm %d while %s %d (algorithm %d) is being rolled to %d: an algorithm rollover starts only after it; keep algorithm %d until `switchyard dns keys` shows key %d removed, then change it",
-				r.Keys, p.Algorithm, k.Role, k.Tag, k.Algorithm, k.Successor, k.Algorithm, k.Tag)
-		}
-	}
-	return true, r.startAlgorithmRoll(st, now)
+	return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d: a rollover goes to one algorithm at a time; restore algorithm %d, and change it once `switchyard dns keys` shows the rollover done",
+		r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Algorithm, next.Algorithm)
 }
 
 // startAlgorithmRoll generates the policy algorithm's keys as successors of the current ones and
@@ -129,6 +116,10 @@ func AlgorithmPhase(st *State, now time.Time) string {
 	next := st.key(old.Successor)
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	head := fmt.Sprintf("algorithm rollover %d -> %d", old.Algorithm, next.Algorithm)
+	if !old.Reverted.IsZero() { // old is the reversed rollover's new key, next the old one
+		return fmt.Sprintf("algorithm rollover %d -> %d reversed at %s: the algorithm %d keys are %s; they are removed at %s",
+			next.Algorithm, old.Algorithm, ts(old.Reverted), old.Algorithm, old.At(now), ts(old.Remove))
+	}
 	switch {
 	case old.At(now) == Withdrawn:
 		return fmt.Sprintf("%s, stage 5 of 6 (DNSKEY removal): the algorithm %d DNSKEYs are gone; its RRSIGs are removed at %s",

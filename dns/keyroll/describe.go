@@ -18,7 +18,7 @@ func Dir(d *config.DNSSEC, cfgDir string) string {
 }
 
 // Describe lists the keys of zone in dir at now for `switchyard dns keys`: role, tag, algorithm,
-// state, each timestamp, an algorithm rollover's stage and next step, the DS awaited at the
+// state, each timestamp, an algorithm or scheme rollover's stage and next step, the DS awaited at the
 // parent and the next transition. It reads the state only.
 func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string, error) {
 	// The zone's largest TTL is not known here (the zone is not loaded); the transitions
@@ -50,10 +50,16 @@ func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string
 		if !k.Unpublish.IsZero() {
 			line += " unpublish " + ts(k.Unpublish)
 		}
-		out = append(out, line+" remove "+ts(k.Remove))
+		line += " remove " + ts(k.Remove)
+		if !k.Reverted.IsZero() {
+			line += " reverted " + ts(k.Reverted)
+		}
+		out = append(out, line)
 	}
-	if phase := AlgorithmPhase(st, now); phase != "" {
-		out = append(out, "  "+phase)
+	for _, phase := range []string{AlgorithmPhase(st, now), SchemePhase(st, now)} {
+		if phase != "" {
+			out = append(out, "  "+phase)
+		}
 	}
 	if k := AwaitingDS(st, now); k != nil {
 		how := "put it at the parent (its CDS and CDNSKEY are published)"
