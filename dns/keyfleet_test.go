@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,8 +21,20 @@ import (
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
-// fleetPorts are the ports of the key fleet's and the BIND XoT tests' servers.
-var fleetPorts = &portRange{first: 47500, last: 47549}
+// fleetPorts are the ports of the key fleet's and the BIND XoT tests' servers;
+// SWITCHYARD_TEST_FLEET_PORTS=FIRST-LAST replaces them, as SWITCHYARD_TEST_ETCD_PORTS does
+// etcd's, so that several people's runs on one machine each keep to their own ports.
+var fleetPorts = envPortRange("SWITCHYARD_TEST_FLEET_PORTS", 47500, 47549)
+
+// envPortRange is the range in the environment variable env (FIRST-LAST), else first-last.
+func envPortRange(env string, first, last int) *portRange {
+	if v := os.Getenv(env); v != "" {
+		if _, err := fmt.Sscanf(v, "%d-%d", &first, &last); err != nil || first < 1024 || last < first || last > 65535 {
+			panic(fmt.Sprintf("%s=%q: give FIRST-LAST, e.g. 47500-47549", env, v))
+		}
+	}
+	return &portRange{first: first, last: last}
+}
 
 // fleetYAML is a KSK/ZSK policy zone whose keys live in the etcd store at endpoint, with the
 // rollover walks' short intervals: a ZSK successor is made 7m after the first ZSK signs,
@@ -323,7 +336,89 @@ func TestKeysFleetRestartWithoutEtcd(t *testing.T) {
 		}
 	}
 
-	if _, err := fleetNodeIn(t, yml, t.TempDir(), &logs); err == nil || !strings.Contains(err.Error(), "needs etcd once") {
+	if _, err := fleetNodeIn(t, yml, t.TempDir(), &logs); err == nil || !strings.Contains(err.Error(), "no copy of the fleet's keys") {
 		t.Errorf("a new node with etcd down: %v, want the start refused naming etcd", err)
+	}
+}
+
+// TestKeysFleetFirstStartWithoutEtcd: a node that never reached etcd and has no cached copy of
+// the fleet's keys, started while etcd is stopped or does not answer, refuses to start within
+// the store's timeouts, naming the zone, etcd and both fixes; it generates no key (nothing in
+// its cache, nothing in etcd once it is back). The fix it names works: with another node's
+// dnssec-store copied into its state directory it starts, etcd still down, and serves the
+// fleet's DNSKEYs.
+func TestKeysFleetFirstStartWithoutEtcd(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := storeKeyFile(t)
+	var logs testutil.SyncBuffer
+	dirA := t.TempDir()
+	a, err := fleetNodeIn(t, fleetYAML(e.Endpoint, keyFile), dirA, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetKeys, _ := rrTags(t, a, "example.org.", mdns.TypeDNSKEY)
+	a.Close()
+	e.Stop()
+
+	// A port that accepts connections and never answers: etcd unreachable, not refused.
+	silent, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", fleetPorts.free(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, c := range []struct{ name, endpoint string }{{"stopped", e.Endpoint}, {"silent", silent.Addr().String()}} {
+		dir := t.TempDir()
+		start := time.Now()
+		_, err := fleetNodeIn(t, fleetYAML(c.endpoint, keyFile), dir, &logs)
+		took := time.Since(start)
+		t.Logf("etcd %s: a new node's start fails after %s: %v", c.name, took.Round(time.Millisecond), err)
+		for _, want := range []string{"example.org.", "etcd", "no copy of the fleet's keys", "start it once etcd answers",
+			"copy " + filepath.Join(dir, "dnssec-store") + " from another node", "generates none"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("etcd %s, a new node: %v; want the start refused saying %q", c.name, err, want)
+			}
+		}
+		if took > 3*2*time.Second { // the lock's and the read's timeouts, and some slack
+			t.Errorf("etcd %s: the start took %s to fail", c.name, took)
+		}
+		if files, _ := os.ReadDir(filepath.Join(dir, "dnssec-store")); len(files) != 0 {
+			t.Errorf("etcd %s: the refused node wrote %d files to its cache", c.name, len(files))
+		}
+	}
+
+	dirC := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dirC, "dnssec-store"), os.DirFS(filepath.Join(dirA, "dnssec-store"))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleetNodeIn(t, fleetYAML(e.Endpoint, keyFile), dirC, &logs)
+	if err != nil {
+		t.Fatalf("a new node with another node's dnssec-store, etcd down: %v", err)
+	}
+	defer c.Close()
+	if got, _ := rrTags(t, c, "example.org.", mdns.TypeDNSKEY); !slices.Equal(got, fleetKeys) {
+		t.Errorf("a new node from another node's cache publishes %v, the fleet %v", got, fleetKeys)
+	}
+
+	e.Start(t)
+	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/test", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	st, err := reader.Load("example.org.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Keys) != 2 {
+		t.Errorf("etcd holds %d keys after the refused starts, want the fleet's 2: %+v", len(st.Keys), st.Keys)
 	}
 }
