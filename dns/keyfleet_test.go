@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/keyroll"
 	"github.com/switchyard/switchyard/dns/keystore"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
@@ -99,6 +100,22 @@ func storeKeyFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return keyFile
+}
+
+// storedState reads zone's key state from the etcd store at endpointPrefix, as a node with
+// keyFile would.
+func storedState(t *testing.T, endpointPrefix, keyFile, zone string) *keyroll.State {
+	t.Helper()
+	reader, err := keystore.Open("etcd://"+endpointPrefix, keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	st, err := reader.Load(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // rrTags are the key tags of the DNSKEYs and of the RRSIGs over name's qtype that srv answers.
@@ -216,16 +233,7 @@ func TestKeysFleetEtcd(t *testing.T) {
 	if slices.Equal(first, second) {
 		t.Fatalf("www is still signed by %v after the ZSK rollover", first)
 	}
-	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/test", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	st, err := reader.Load("example.org.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Keys) != 3 {
+	if st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org."); len(st.Keys) != 3 {
 		t.Fatalf("the store holds %d keys, want 3 (KSK, ZSK, one successor): %+v", len(st.Keys), st.Keys)
 	}
 	if n := strings.Count(logB.String(), "dns dnssec keys scheduled"); n != 0 {
@@ -367,12 +375,18 @@ func TestKeysFleetFirstStartWithoutEtcd(t *testing.T) {
 	}
 	defer silent.Close()
 	go func() {
+		var held []net.Conn // open and unanswered until the listener closes
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
 		for {
 			c, err := silent.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			held = append(held, c)
 		}
 	}()
 	for _, c := range []struct{ name, endpoint string }{{"stopped", e.Endpoint}, {"silent", silent.Addr().String()}} {
@@ -409,16 +423,7 @@ func TestKeysFleetFirstStartWithoutEtcd(t *testing.T) {
 	}
 
 	e.Start(t)
-	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/test", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	st, err := reader.Load("example.org.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Keys) != 2 {
+	if st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org."); len(st.Keys) != 2 {
 		t.Errorf("etcd holds %d keys after the refused starts, want the fleet's 2: %+v", len(st.Keys), st.Keys)
 	}
 }

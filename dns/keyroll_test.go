@@ -2,6 +2,7 @@ package dns
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -553,43 +554,60 @@ func TestZoneMaxTTLFromZone(t *testing.T) {
 	}
 }
 
-// TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
-// resumes it from the state file (the same keys and times, no new key, the same stage) and moves
-// on by its timestamps. A policy changed to a third algorithm midway is refused with the fix, as
-// is a change of scheme, and both leave the state and the served keys as they were.
-func TestKeyRolloverAlgorithmRestart(t *testing.T) {
+// rollFixture makes a parent (org.) for the ds_check and a key directory, and returns the child's
+// configuration for a scheme and algorithm (rollChildYAML), the text of its state file and what
+// `switchyard dns keys` prints for a server of it.
+func rollFixture(t *testing.T) (yml func(scheme string, alg int) string, state func() string, describe func(*Server) string) {
+	t.Helper()
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
-	yml := func(scheme string, alg int) string {
+	yml = func(scheme string, alg int) string {
 		return rollChildYAML(dir, scheme, alg, "1000h", parent.Addr().String())
 	}
-	state := func() string {
+	state = func() string {
 		b, err := os.ReadFile(filepath.Join(dir, "example.org.keys.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}
-	describe := func(srv *Server) string {
+	describe = func(srv *Server) string {
 		lines, err := keyroll.Describe("example.org.", srv.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), srv.now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Join(lines, "\n")
 	}
-	a := newTestServer(t, yml("ksk_zsk", 13), Options{})
+	return yml, state, describe
+}
+
+// restartMidway starts a server of configuration from, reloads it with to (starting a rollover)
+// and stops it, then starts another of to: it returns that one and the state the first left,
+// failing the test if the restart changed it.
+func restartMidway(t *testing.T, from, to string, state func() string) (*Server, string) {
+	t.Helper()
+	a := newTestServer(t, from, Options{})
 	stopA := startBuilt(t, a)
-	if err := reloadChild(t, a, yml("ksk_zsk", 15)); err != nil {
-		t.Fatalf("reload with algorithm 15: %v", err)
+	if err := reloadChild(t, a, to); err != nil {
+		t.Fatalf("reload starting the rollover: %v", err)
 	}
 	started := state()
 	stopA()
-
-	b := newTestServer(t, yml("ksk_zsk", 15), Options{})
+	b := newTestServer(t, to, Options{})
 	startBuilt(t, b)
 	if got := state(); got != started {
 		t.Fatalf("the restart changed the key state:\n%s\nwas\n%s", got, started)
 	}
+	return b, started
+}
+
+// TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
+// resumes it from the state file (the same keys and times, no new key, the same stage) and moves
+// on by its timestamps. A policy changed to a third algorithm midway is refused with the fix, as
+// is a change of scheme, and both leave the state and the served keys as they were.
+func TestKeyRolloverAlgorithmRestart(t *testing.T) {
+	yml, state, describe := rollFixture(t)
+	b, started := restartMidway(t, yml("ksk_zsk", 13), yml("ksk_zsk", 15), state)
 	keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
 	_, sigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
 	if len(keys) != 2 || len(sigs) != 2 {
@@ -655,11 +673,9 @@ func TestKeyRolloverAlgorithmWaits(t *testing.T) {
 // the parent may serve its DS, so the old algorithm restored is refused naming the way back
 // (finish, then roll again); the state and the served keys stay as they were.
 func TestKeyRolloverAlgorithmReverseRefused(t *testing.T) {
-	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
-	dir := t.TempDir()
-	yml := func(alg int) string { return rollChildYAML(dir, "ksk_zsk", alg, "1000h", parent.Addr().String()) }
-	srv := startServer(t, yml(13), Options{})
-	if err := reloadChild(t, srv, yml(15)); err != nil {
+	yml, state, describe := rollFixture(t)
+	srv := startServer(t, yml("ksk_zsk", 13), Options{})
+	if err := reloadChild(t, srv, yml("ksk_zsk", 15)); err != nil {
 		t.Fatalf("reload with algorithm 15: %v", err)
 	}
 	// Stage 3 after Dprp + the zone's max TTL, stage 4 Ipub later.
@@ -669,24 +685,24 @@ func TestKeyRolloverAlgorithmReverseRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := keyroll.Load(dir, "example.org.")
-	if err != nil {
+	var st keyroll.State
+	before := state()
+	if err := json.Unmarshal([]byte(before), &st); err != nil {
 		t.Fatal(err)
 	}
-	ksk := newestOf(st, keyroll.RoleKSK)
+	ksk := newestOf(&st, keyroll.RoleKSK)
 	if ksk.Algorithm != 15 || ksk.At(srv.now()) != keyroll.Active {
-		t.Fatalf("not in stage 4: %s", keyroll.AlgorithmPhase(st, srv.now()))
+		t.Fatalf("not in stage 4:\n%s", describe(srv))
 	}
-	before, _ := os.ReadFile(filepath.Join(dir, "example.org.keys.json"))
 	keys, _ := rrTags(t, srv, "example.org.", mdns.TypeDNSKEY)
-	err = reloadChild(t, srv, yml(13))
+	err := reloadChild(t, srv, yml("ksk_zsk", 13))
 	for _, want := range []string{fmt.Sprintf("the CDS and CDNSKEY already name ksk %d", ksk.Tag),
 		"restore algorithm 15, let it finish", "then set algorithm 13 to roll back"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("algorithm 13 again in stage 4: %v; want it to say %q", err, want)
 		}
 	}
-	if after, _ := os.ReadFile(filepath.Join(dir, "example.org.keys.json")); string(after) != string(before) {
+	if after := state(); after != before {
 		t.Errorf("the refused reversal changed the key state:\n%s", after)
 	}
 	if got, _ := rrTags(t, srv, "example.org.", mdns.TypeDNSKEY); !slices.Equal(got, keys) || len(got) != 4 {
@@ -699,43 +715,13 @@ func TestKeyRolloverAlgorithmReverseRefused(t *testing.T) {
 // policy changed again midway is refused with the fix and the state untouched, and Ipub later
 // the CDS names the CSK alone.
 func TestKeyRolloverSchemeRestart(t *testing.T) {
-	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
-	dir := t.TempDir()
-	yml := func(scheme string, alg int) string {
-		return rollChildYAML(dir, scheme, alg, "1000h", parent.Addr().String())
-	}
-	state := func() string {
-		b, err := os.ReadFile(filepath.Join(dir, "example.org.keys.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	describe := func(srv *Server) string {
-		lines, err := keyroll.Describe("example.org.", srv.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), srv.now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
-	a := newTestServer(t, yml("ksk_zsk", 13), Options{})
-	stopA := startBuilt(t, a)
-	if err := reloadChild(t, a, yml("csk", 13)); err != nil {
-		t.Fatalf("reload with scheme csk: %v", err)
-	}
-	started := state()
-	stopA()
-
-	b := newTestServer(t, yml("csk", 13), Options{})
-	startBuilt(t, b)
-	if got := state(); got != started {
-		t.Fatalf("the restart changed the key state:\n%s\nwas\n%s", got, started)
-	}
-	st, err := keyroll.Load(dir, "example.org.")
-	if err != nil {
+	yml, state, describe := rollFixture(t)
+	b, started := restartMidway(t, yml("ksk_zsk", 13), yml("csk", 13), state)
+	var st keyroll.State
+	if err := json.Unmarshal([]byte(state()), &st); err != nil {
 		t.Fatal(err)
 	}
-	csk := newestOf(st, keyroll.RoleCSK)
+	csk := newestOf(&st, keyroll.RoleCSK)
 	keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
 	_, sigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
 	if len(keys) != 3 || len(sigs) != 2 || !slices.Contains(sigs, csk.Tag) {

@@ -62,13 +62,7 @@ func (r *Roller) startSchemeRoll(st *State, have string, now time.Time) error {
 // schemeRolling is the old KSK or CSK a scheme rollover in st is replacing at now, nil when none
 // is in progress.
 func schemeRolling(st *State, now time.Time) *KeyState {
-	for _, k := range st.Keys {
-		next := st.key(k.Successor)
-		if k.SEP() && next != nil && next.Algorithm == k.Algorithm && next.Role != k.Role && k.At(now) != Removed {
-			return k
-		}
-	}
-	return nil
+	return replaced(st, now, func(k, next *KeyState) bool { return next.Algorithm == k.Algorithm && next.Role != k.Role })
 }
 
 // SchemePhase describes the scheme rollover in progress at now and its next step ("" when none
@@ -79,16 +73,14 @@ func SchemePhase(st *State, now time.Time) string {
 		return ""
 	}
 	next := st.key(old.Successor)
-	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	head := fmt.Sprintf("scheme rollover %s -> %s", schemeOf(old.Role), schemeOf(next.Role))
 	switch {
 	case next.At(now) == Published:
 		return fmt.Sprintf("%s, stage 1 of 3 (new keys published): %s %d signs beside the old keys; the CDS and CDNSKEY name it at %s",
-			head, next.Role, next.Tag, ts(next.Active))
+			head, next.Role, next.Tag, stamp(next.Active))
 	case next.DSSeen.IsZero():
-		return fmt.Sprintf("%s, stage 2 of 3 (new DS): the CDS and CDNSKEY name %s %d; waiting for its DS at the parent (ds_check)",
-			head, next.Role, next.Tag)
+		return head + ", stage 2 of 3 (new DS): " + awaitingDS(next)
 	}
 	return fmt.Sprintf("%s, stage 3 of 3 (old keys leave): the DS of %s %d was seen at the parent at %s; the %s keys are removed at %s",
-		head, next.Role, next.Tag, ts(next.DSSeen), schemeOf(old.Role), ts(old.Remove))
+		head, next.Role, next.Tag, stamp(next.DSSeen), schemeOf(old.Role), stamp(old.Remove))
 }
