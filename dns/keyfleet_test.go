@@ -427,3 +427,70 @@ func TestKeysFleetFirstStartWithoutEtcd(t *testing.T) {
 		t.Errorf("etcd holds %d keys after the refused starts, want the fleet's 2: %+v", len(st.Keys), st.Keys)
 	}
 }
+
+// TestKeysFleetAlgorithmRolloverReversal: node a of two moves a zone to algorithm 15; node b,
+// whose configuration still has 13, reloads on the watch and neither reverses the rollover nor
+// starts another (its reload is refused and it keeps its keys until its configuration is
+// changed too); a node started with 13 is refused. Node a, changed back to 13, reverses it.
+func TestKeysFleetAlgorithmRolloverReversal(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := storeKeyFile(t)
+	yml13 := fleetYAML(e.Endpoint, keyFile)
+	yml15 := strings.Replace(yml13, "algorithm: 13", "algorithm: 15", 1)
+	var logA, logB testutil.SyncBuffer
+	a, err := fleetNode(t, yml13, &logA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fleetNode(t, yml13, &logB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reloadChild(t, a, yml15); err != nil {
+		t.Fatalf("node a to algorithm 15: %v", err)
+	}
+	const refusal = "but this server did not run algorithm 15"
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(logB.String(), refusal) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node b did not reload on node a's rollover in 15s:\n%s", logB.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rolling := func(step string, wantReverted bool) {
+		t.Helper()
+		st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org.")
+		reverted := 0
+		for _, k := range st.Keys {
+			if !k.Reverted.IsZero() {
+				reverted++
+			}
+		}
+		if len(st.Keys) != 4 || (reverted == 2) != wantReverted || reverted%2 != 0 {
+			t.Fatalf("%s: the store holds %d keys, %d reverted; want the 4 keys of one rollover, reverted %v: %+v", step, len(st.Keys), reverted, wantReverted, st.Keys)
+		}
+	}
+	rolling("node b reloaded with algorithm 13", false)
+	if _, err := fleetNode(t, yml13, &logB); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("a node started with algorithm 13 in the rollover: %v, want it refused", err)
+	}
+	rolling("a node started with algorithm 13", false)
+
+	if err := reloadChild(t, a, yml13); err != nil {
+		t.Fatalf("node a back to algorithm 13: %v", err)
+	}
+	rolling("node a back to algorithm 13", true)
+	// Node b follows the reversal through the watch: the new keys are gone from both.
+	deadline = time.Now().Add(15 * time.Second)
+	_, sigsA := rrTags(t, a, "www.example.org.", mdns.TypeA)
+	for {
+		_, sigsB := rrTags(t, b, "www.example.org.", mdns.TypeA)
+		if len(sigsA) == 1 && slices.Equal(sigsA, sigsB) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the reversal node a signs www with %v, node b with %v; want the one old ZSK on both", sigsA, sigsB)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

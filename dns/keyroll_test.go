@@ -603,8 +603,9 @@ func restartMidway(t *testing.T, from, to string, state func() string) (*Server,
 
 // TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
 // resumes it from the state file (the same keys and times, no new key, the same stage) and moves
-// on by its timestamps. A policy changed to a third algorithm midway is refused with the fix, as
-// is a change of scheme, and both leave the state and the served keys as they were.
+// on by its timestamps. A start with the old algorithm does not reverse it (it did not run the
+// new one), and a policy changed to a third algorithm midway is refused with the fix, as is a
+// change of scheme: all leave the state and the served keys as they were.
 func TestKeyRolloverAlgorithmRestart(t *testing.T) {
 	yml, state, describe := rollFixture(t)
 	b, started := restartMidway(t, yml("ksk_zsk", 13), yml("ksk_zsk", 15), state)
@@ -628,6 +629,19 @@ func TestKeyRolloverAlgorithmRestart(t *testing.T) {
 		if got := state(); got != started {
 			t.Errorf("a refused reload changed the key state:\n%s", got)
 		}
+	}
+	// A start with the old algorithm does not reverse the rollover: it did not run the new one.
+	cfg, err := config.Parse([]byte(yml("ksk_zsk", 13)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	if _, err := NewServer(cfg, Options{}); err == nil || !strings.Contains(err.Error(),
+		"a rollover is reversed only by changing a running server's policy from algorithm 15 back to 13") {
+		t.Errorf("a start with algorithm 13 in the rollover to 15: %v; want it refused naming how to reverse", err)
+	}
+	if got := state(); got != started {
+		t.Errorf("a refused start changed the key state:\n%s", got)
 	}
 	refused(yml("ksk_zsk", 8), "rolling from algorithm 13 to 15", "a rollover goes to one algorithm at a time; restore algorithm 15")
 	refused(yml("csk", 15), "a scheme rollover starts only after it; restore scheme ksk_zsk")

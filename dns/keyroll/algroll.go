@@ -35,8 +35,11 @@ func (r *Roller) duringAlgorithmRoll(st *State, old *KeyState, now time.Time) (b
 	switch {
 	case p.Algorithm == next.Algorithm:
 		return false, nil
-	case p.Algorithm == old.Algorithm && old.Reverted.IsZero():
+	case p.Algorithm == old.Algorithm && old.Reverted.IsZero() && r.Ran != nil && r.Ran.Algorithm == next.Algorithm:
 		return true, r.reverseAlgorithmRoll(st, now)
+	case p.Algorithm == old.Algorithm && old.Reverted.IsZero():
+		return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d, but this server did not run algorithm %d: a rollover is reversed only by changing a running server's policy from algorithm %d back to %d (not by a start, nor by a fleet's node that never took the change); set algorithm %d, and to reverse the rollover then reload with algorithm %d",
+			r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Algorithm, next.Algorithm, next.Algorithm, old.Algorithm, next.Algorithm, old.Algorithm)
 	case !old.Reverted.IsZero():
 		return false, fmt.Errorf("keys in %s: the rollover from algorithm %d to %d was reversed at %s and the policy asks for algorithm %d: its keys leave first; keep algorithm %d until `switchyard dns keys` shows key %d removed (at %s), then change it",
 			r.Keys, next.Algorithm, old.Algorithm, stamp(old.Reverted), p.Algorithm, next.Algorithm, old.Tag, stamp(old.Remove))

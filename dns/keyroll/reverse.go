@@ -17,6 +17,10 @@ import (
 //
 // From stage 4 on the parent may already serve the new DS; turning back then would need the DS
 // set rolled back first, which is a new rollover: the change is refused.
+//
+// Only a server that ran the new algorithm reverses (Roller.Ran): one started with the old
+// algorithm, or a fleet's node whose configuration still has it and that reloads because
+// another node started the rollover, would otherwise undo a rollover nobody asked to undo.
 
 // reverseAlgorithmRoll undoes st's algorithm rollover at now: each new key leaves as above, is
 // marked Reverted and names the old key it was to replace as its successor (so the old key is

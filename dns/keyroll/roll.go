@@ -48,6 +48,11 @@ type Roller struct {
 	Keys Store // where the key files and the state live
 	Cfg  *config.DNSSEC
 	T    Timings
+	// Ran is the policy the server ran for the zone before this configuration (nil: none, as at
+	// its start). An algorithm rollover is reversed only when Ran has the rollover's new
+	// algorithm: an operator changed a server back, not a fleet's node that never took the
+	// change and reloads because another node started the rollover (reverse.go).
+	Ran *config.KeyPolicy
 }
 
 // NewRoller checks that the policy's lifetimes leave room for a rollover's intervals; zoneTTL
