@@ -313,6 +313,11 @@ func walkRollover(t *testing.T, c rollCase) {
 				t.Fatalf("reload with algorithm %d again in state %s: %v", c.alg, c.revertAt, err)
 			}
 			reverted = true
+			lines, err := keyroll.Describe("example.org.", child.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), now())
+			if d := strings.Join(lines, "\n"); err != nil || c.revertAt == keyroll.Published &&
+				!strings.Contains(d, fmt.Sprintf("algorithm rollover %d -> %d reversed at", c.alg, c.toAlg)) {
+				t.Errorf("dns keys after the reversal: %v\n%s", err, d)
+			}
 			continue
 		}
 		// The registry follows the CDS; a DS it withdrew stays live in caches for dsHold.

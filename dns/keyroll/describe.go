@@ -18,8 +18,8 @@ func Dir(d *config.DNSSEC, cfgDir string) string {
 }
 
 // Describe lists the keys of zone in dir at now for `switchyard dns keys`: role, tag, algorithm,
-// state, each timestamp, an algorithm or scheme rollover's stage and next step, the DS awaited at the
-// parent and the next transition. It reads the state only.
+// state, each timestamp, an algorithm or scheme rollover's stage and next step, the DS awaited
+// at the parent and the next transition. It reads the state only.
 func Describe(zone string, d *config.DNSSEC, dir Store, now time.Time) ([]string, error) {
 	// The zone's largest TTL is not known here (the zone is not loaded); the transitions
 	// listed come from the state and from Ipub and Dprp, which do not depend on it.
