@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,12 +17,25 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard/switchyard/dns/config"
+	"github.com/switchyard/switchyard/dns/keyroll"
 	"github.com/switchyard/switchyard/dns/keystore"
 	"github.com/switchyard/switchyard/internal/testutil"
 )
 
-// fleetPorts are the ports of the key fleet's and the BIND XoT tests' servers.
-var fleetPorts = &portRange{first: 47500, last: 47549}
+// fleetPorts are the ports of the key fleet's and the BIND XoT tests' servers;
+// SWITCHYARD_TEST_FLEET_PORTS=FIRST-LAST replaces them, as SWITCHYARD_TEST_ETCD_PORTS does
+// etcd's, so that several people's runs on one machine each keep to their own ports.
+var fleetPorts = envPortRange("SWITCHYARD_TEST_FLEET_PORTS", 47500, 47549)
+
+// envPortRange is the range in the environment variable env (FIRST-LAST), else first-last.
+func envPortRange(env string, first, last int) *portRange {
+	if v := os.Getenv(env); v != "" {
+		if _, err := fmt.Sscanf(v, "%d-%d", &first, &last); err != nil || first < 1024 || last < first || last > 65535 {
+			panic(fmt.Sprintf("%s=%q: give FIRST-LAST, e.g. 47500-47549", env, v))
+		}
+	}
+	return &portRange{first: first, last: last}
+}
 
 // fleetYAML is a KSK/ZSK policy zone whose keys live in the etcd store at endpoint, with the
 // rollover walks' short intervals: a ZSK successor is made 7m after the first ZSK signs,
@@ -86,6 +100,22 @@ func storeKeyFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return keyFile
+}
+
+// storedState reads zone's key state from the etcd store at endpointPrefix, as a node with
+// keyFile would.
+func storedState(t *testing.T, endpointPrefix, keyFile, zone string) *keyroll.State {
+	t.Helper()
+	reader, err := keystore.Open("etcd://"+endpointPrefix, keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	st, err := reader.Load(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // rrTags are the key tags of the DNSKEYs and of the RRSIGs over name's qtype that srv answers.
@@ -203,16 +233,7 @@ func TestKeysFleetEtcd(t *testing.T) {
 	if slices.Equal(first, second) {
 		t.Fatalf("www is still signed by %v after the ZSK rollover", first)
 	}
-	reader, err := keystore.Open("etcd://"+e.Endpoint+"/switchyard/test", keyFile, slog.New(slog.DiscardHandler), keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	st, err := reader.Load("example.org.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Keys) != 3 {
+	if st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org."); len(st.Keys) != 3 {
 		t.Fatalf("the store holds %d keys, want 3 (KSK, ZSK, one successor): %+v", len(st.Keys), st.Keys)
 	}
 	if n := strings.Count(logB.String(), "dns dnssec keys scheduled"); n != 0 {
@@ -323,7 +344,153 @@ func TestKeysFleetRestartWithoutEtcd(t *testing.T) {
 		}
 	}
 
-	if _, err := fleetNodeIn(t, yml, t.TempDir(), &logs); err == nil || !strings.Contains(err.Error(), "needs etcd once") {
+	if _, err := fleetNodeIn(t, yml, t.TempDir(), &logs); err == nil || !strings.Contains(err.Error(), "no copy of the fleet's keys") {
 		t.Errorf("a new node with etcd down: %v, want the start refused naming etcd", err)
+	}
+}
+
+// TestKeysFleetFirstStartWithoutEtcd: a node that never reached etcd and has no cached copy of
+// the fleet's keys, started while etcd is stopped or does not answer, refuses to start within
+// the store's timeouts, naming the zone, etcd and both fixes; it generates no key (nothing in
+// its cache, nothing in etcd once it is back). The fix it names works: with another node's
+// dnssec-store copied into its state directory it starts, etcd still down, and serves the
+// fleet's DNSKEYs.
+func TestKeysFleetFirstStartWithoutEtcd(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := storeKeyFile(t)
+	var logs testutil.SyncBuffer
+	dirA := t.TempDir()
+	a, err := fleetNodeIn(t, fleetYAML(e.Endpoint, keyFile), dirA, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetKeys, _ := rrTags(t, a, "example.org.", mdns.TypeDNSKEY)
+	a.Close()
+	e.Stop()
+
+	// A port that accepts connections and never answers: etcd unreachable, not refused.
+	silent, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", fleetPorts.free(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		var held []net.Conn // open and unanswered until the listener closes
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	for _, c := range []struct{ name, endpoint string }{{"stopped", e.Endpoint}, {"silent", silent.Addr().String()}} {
+		dir := t.TempDir()
+		start := time.Now()
+		_, err := fleetNodeIn(t, fleetYAML(c.endpoint, keyFile), dir, &logs)
+		took := time.Since(start)
+		t.Logf("etcd %s: a new node's start fails after %s: %v", c.name, took.Round(time.Millisecond), err)
+		for _, want := range []string{"example.org.", "etcd", "no copy of the fleet's keys", "start it once etcd answers",
+			"copy " + filepath.Join(dir, "dnssec-store") + " from another node", "generates none"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("etcd %s, a new node: %v; want the start refused saying %q", c.name, err, want)
+			}
+		}
+		if took > 3*2*time.Second { // the lock's and the read's timeouts, and some slack
+			t.Errorf("etcd %s: the start took %s to fail", c.name, took)
+		}
+		if files, _ := os.ReadDir(filepath.Join(dir, "dnssec-store")); len(files) != 0 {
+			t.Errorf("etcd %s: the refused node wrote %d files to its cache", c.name, len(files))
+		}
+	}
+
+	dirC := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dirC, "dnssec-store"), os.DirFS(filepath.Join(dirA, "dnssec-store"))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleetNodeIn(t, fleetYAML(e.Endpoint, keyFile), dirC, &logs)
+	if err != nil {
+		t.Fatalf("a new node with another node's dnssec-store, etcd down: %v", err)
+	}
+	defer c.Close()
+	if got, _ := rrTags(t, c, "example.org.", mdns.TypeDNSKEY); !slices.Equal(got, fleetKeys) {
+		t.Errorf("a new node from another node's cache publishes %v, the fleet %v", got, fleetKeys)
+	}
+
+	e.Start(t)
+	if st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org."); len(st.Keys) != 2 {
+		t.Errorf("etcd holds %d keys after the refused starts, want the fleet's 2: %+v", len(st.Keys), st.Keys)
+	}
+}
+
+// TestKeysFleetAlgorithmRolloverReversal: node a of two moves a zone to algorithm 15; node b,
+// whose configuration still has 13, reloads on the watch and neither reverses the rollover nor
+// starts another (its reload is refused and it keeps its keys until its configuration is
+// changed too); a node started with 13 is refused. Node a, changed back to 13, reverses it.
+func TestKeysFleetAlgorithmRolloverReversal(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	keyFile := storeKeyFile(t)
+	yml13 := fleetYAML(e.Endpoint, keyFile)
+	yml15 := strings.Replace(yml13, "algorithm: 13", "algorithm: 15", 1)
+	var logA, logB testutil.SyncBuffer
+	a, err := fleetNode(t, yml13, &logA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fleetNode(t, yml13, &logB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reloadChild(t, a, yml15); err != nil {
+		t.Fatalf("node a to algorithm 15: %v", err)
+	}
+	const refusal = "but this server did not run algorithm 15"
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(logB.String(), refusal) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node b did not reload on node a's rollover in 15s:\n%s", logB.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rolling := func(step string, wantReverted bool) {
+		t.Helper()
+		st := storedState(t, e.Endpoint+"/switchyard/test", keyFile, "example.org.")
+		reverted := 0
+		for _, k := range st.Keys {
+			if !k.Reverted.IsZero() {
+				reverted++
+			}
+		}
+		if len(st.Keys) != 4 || (reverted == 2) != wantReverted || reverted%2 != 0 {
+			t.Fatalf("%s: the store holds %d keys, %d reverted; want the 4 keys of one rollover, reverted %v: %+v", step, len(st.Keys), reverted, wantReverted, st.Keys)
+		}
+	}
+	rolling("node b reloaded with algorithm 13", false)
+	if _, err := fleetNode(t, yml13, &logB); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("a node started with algorithm 13 in the rollover: %v, want it refused", err)
+	}
+	rolling("a node started with algorithm 13", false)
+
+	if err := reloadChild(t, a, yml13); err != nil {
+		t.Fatalf("node a back to algorithm 13: %v", err)
+	}
+	rolling("node a back to algorithm 13", true)
+	// Node b follows the reversal through the watch: the new keys are gone from both.
+	deadline = time.Now().Add(15 * time.Second)
+	_, sigsA := rrTags(t, a, "www.example.org.", mdns.TypeA)
+	for {
+		_, sigsB := rrTags(t, b, "www.example.org.", mdns.TypeA)
+		if len(sigsA) == 1 && slices.Equal(sigsA, sigsB) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the reversal node a signs www with %v, node b with %v; want the one old ZSK on both", sigsA, sigsB)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

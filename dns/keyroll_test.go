@@ -1,6 +1,8 @@
 package dns
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,14 +110,95 @@ func TestKeyRolloverAlgorithmCSK(t *testing.T) {
 	walkRollover(t, rollCase{scheme: "csk", alg: 8, toAlg: 13, kskLife: "1000h", role: keyroll.RoleCSK})
 }
 
-// rollCase is a walk's policy: scheme, algorithm and KSK lifetime; toAlg, when set, the
-// algorithm the policy changes to after the first step (an algorithm rollover); role, the role
-// whose first key's removal ends the walk.
+// TestKeyRolloverSchemeToCSK walks a scheme rollover from a KSK and ZSK to a CSK (ECDSA P-256),
+// through the CSK's DS submission, until the KSK and the ZSK are gone.
+func TestKeyRolloverSchemeToCSK(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "ksk_zsk", toScheme: "csk", alg: 13, kskLife: "1000h", role: keyroll.RoleKSK,
+		want: []string{"ksk:active", "ksk:retired", "ksk:removed", "zsk:active", "zsk:removed", "csk:published", "csk:active"}})
+}
+
+// TestKeyRolloverSchemeToKSKZSK walks a scheme rollover from a CSK to a KSK and ZSK (Ed25519),
+// until the CSK is gone.
+func TestKeyRolloverSchemeToKSKZSK(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "csk", toScheme: "ksk_zsk", alg: 15, kskLife: "1000h", role: keyroll.RoleCSK,
+		want: []string{"csk:active", "csk:retired", "csk:removed", "ksk:published", "ksk:active", "zsk:active"}})
+}
+
+// TestKeyRolloverAlgorithmReversedPresigned walks an algorithm rollover (13 to 15, KSK/ZSK)
+// reversed while the new keys only sign (stage 2): they leave at once.
+func TestKeyRolloverAlgorithmReversedPresigned(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "ksk_zsk", alg: 13, toAlg: 15, revertAt: keyroll.Presigned, kskLife: "1000h", role: keyroll.RoleKSK,
+		want: []string{"ksk:presigned", "ksk:removed", "zsk:presigned"}})
+}
+
+// TestKeyRolloverAlgorithmReversedPublished walks an algorithm rollover of a CSK (13 to 15)
+// reversed once the new DNSKEY is published (stage 3): it is withdrawn and signs on until no
+// cache holds it, then goes.
+func TestKeyRolloverAlgorithmReversedPublished(t *testing.T) {
+	walkRollover(t, rollCase{scheme: "csk", alg: 13, toAlg: 15, revertAt: keyroll.Published, kskLife: "1000h", role: keyroll.RoleCSK,
+		want: []string{"csk:presigned", "csk:published", "csk:withdrawn", "csk:removed"}})
+}
+
+// rollCase is a walk's policy: scheme, algorithm and KSK lifetime; toAlg or toScheme, when set,
+// the algorithm or scheme the policy changes to after the first step (an algorithm or scheme
+// rollover); revertAt, when set, the state of the new KSK or CSK in which the policy's algorithm
+// goes back to alg (a reversed algorithm rollover); role, the role whose first key's removal ends
+// the walk (with revertAt: whose last key's; with toScheme: once every key of the old scheme is
+// removed); want, the role:state pairs the walk must see (default: role's states in a rollover).
 type rollCase struct {
-	scheme     string
-	alg, toAlg int
-	kskLife    string
-	role       string
+	scheme, toScheme string
+	alg, toAlg       int
+	kskLife          string
+	role             string
+	revertAt         string
+	want             []string
+}
+
+// ended reports whether the walk is over in st at now.
+func (c rollCase) ended(t *testing.T, st *keyroll.State, now time.Time) bool {
+	var keys []*keyroll.KeyState
+	for _, k := range st.Keys {
+		oldScheme := (k.Role == keyroll.RoleCSK) == (c.scheme == "csk")
+		if c.toScheme != "" && oldScheme || c.toScheme == "" && k.Role == c.role {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatalf("no %s in %+v", c.role, st.Keys)
+	}
+	switch {
+	case c.toScheme != "":
+		return !slices.ContainsFunc(keys, func(k *keyroll.KeyState) bool { return k.At(now) != keyroll.Removed })
+	case c.revertAt != "":
+		return keys[len(keys)-1].At(now) == keyroll.Removed
+	}
+	return keys[0].At(now) == keyroll.Removed
+}
+
+// newestOf is st's newest key of role.
+func newestOf(st *keyroll.State, role string) *keyroll.KeyState {
+	for i := len(st.Keys) - 1; i >= 0; i-- {
+		if st.Keys[i].Role == role {
+			return st.Keys[i]
+		}
+	}
+	return &keyroll.KeyState{}
+}
+
+// wantSeen are the role:state pairs the walk must see.
+func (c rollCase) wantSeen() []string {
+	if c.want != nil {
+		return c.want
+	}
+	want := []string{keyroll.Generated, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Removed}
+	if c.toAlg != 0 {
+		want = []string{keyroll.Presigned, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Withdrawn, keyroll.Removed}
+	}
+	var out []string
+	for _, s := range want {
+		out = append(out, c.role+":"+s)
+	}
+	return out
 }
 
 // walkRollover starts a parent (org.) and a child (example.org.) with a key policy, and moves
@@ -127,25 +210,13 @@ type rollCase struct {
 // the key each of those DS names, and no resolver cache can pair a DNSKEY RRset with data
 // signed by none of its keys, or by not every algorithm of it.
 func walkRollover(t *testing.T, c rollCase) {
-	scheme, role := c.scheme, c.role
+	scheme := c.scheme
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
 	child := startServer(t, rollChildYAML(dir, scheme, c.alg, c.kskLife, parent.Addr().String()), Options{})
 	start := time.Now()
 	now := func() time.Time { return child.now() }
-	first := func() *keyroll.KeyState {
-		st, err := keyroll.Load(dir, "example.org.")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range st.Keys {
-			if k.Role == role {
-				return k
-			}
-		}
-		t.Fatalf("no %s in %+v", role, st.Keys)
-		return nil
-	}
+	reverted := false
 	cdsOf := func() []*mdns.DS {
 		var out []*mdns.DS
 		for _, rr := range exchange(t, child, doQuery("example.org.", mdns.TypeCDS, false), true).Answer {
@@ -204,10 +275,11 @@ func walkRollover(t *testing.T, c rollCase) {
 				}
 			}
 		}
-		if scheme == "ksk_zsk" || len(step.dnskeys) == 1 {
+		if scheme == "ksk_zsk" || c.toScheme != "" || len(step.dnskeys) == 1 {
 			// The second validator, over the whole zone. Not for CSKs with two DNSKEYs:
 			// kzonecheck takes a zone for single-key signing only when it has one DNSKEY,
 			// so a CSK rollover's two keys read to it as KSKs with no ZSK to sign the data.
+			// A scheme rollover always has a ZSK signing or one DNSKEY.
 			kzonecheckServed(t, child, "example.org.")
 		}
 		for _, rr := range www.Answer {
@@ -219,17 +291,32 @@ func walkRollover(t *testing.T, c rollCase) {
 		t.Logf("t+%s: %s; DNSKEY %v (algorithms %v); www signed by %v (algorithms %v); live DS %d",
 			now().Sub(start).Round(time.Second), step.states, step.dnskeys, step.keyAlgs, step.signers, step.signerAlgs, len(liveDS))
 
-		if first().At(now()) == keyroll.Removed {
+		if c.ended(t, st, now()) {
 			step.until = now().Add(time.Hour)
 			steps = append(steps, step)
 			break
 		}
-		if i == 0 && c.toAlg != 0 {
-			// The policy's new algorithm: the rollover starts at the reload.
+		if i == 0 && (c.toAlg != 0 || c.toScheme != "") {
+			// The policy's new algorithm or scheme: the rollover starts at the reload.
 			step.until = now()
 			steps = append(steps, step)
-			if err := reloadChild(t, child, rollChildYAML(dir, scheme, c.toAlg, c.kskLife, parent.Addr().String())); err != nil {
-				t.Fatalf("reload with algorithm %d: %v", c.toAlg, err)
+			if err := reloadChild(t, child, rollChildYAML(dir, cmp.Or(c.toScheme, scheme), cmp.Or(c.toAlg, c.alg), c.kskLife, parent.Addr().String())); err != nil {
+				t.Fatalf("reload with scheme %s, algorithm %d: %v", cmp.Or(c.toScheme, scheme), cmp.Or(c.toAlg, c.alg), err)
+			}
+			continue
+		}
+		if k := newestOf(st, c.role); c.revertAt != "" && !reverted && k.Algorithm == uint8(c.toAlg) && k.At(now()) == c.revertAt {
+			// The old algorithm again: the rollover is reversed at the reload.
+			step.until = now()
+			steps = append(steps, step)
+			if err := reloadChild(t, child, rollChildYAML(dir, scheme, c.alg, c.kskLife, parent.Addr().String())); err != nil {
+				t.Fatalf("reload with algorithm %d again in state %s: %v", c.alg, c.revertAt, err)
+			}
+			reverted = true
+			lines, err := keyroll.Describe("example.org.", child.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), now())
+			if d := strings.Join(lines, "\n"); err != nil || c.revertAt == keyroll.Published &&
+				!strings.Contains(d, fmt.Sprintf("algorithm rollover %d -> %d reversed at", c.alg, c.toAlg)) {
+				t.Errorf("dns keys after the reversal: %v\n%s", err, d)
 			}
 			continue
 		}
@@ -264,7 +351,7 @@ func walkRollover(t *testing.T, c rollCase) {
 			}
 		}
 		if next.IsZero() {
-			t.Fatalf("%s: nothing scheduled and the first %s not removed", step.states, role)
+			t.Fatalf("%s: nothing scheduled and the walk not ended", step.states)
 		}
 		step.until = next
 		steps = append(steps, step)
@@ -282,14 +369,13 @@ func walkRollover(t *testing.T, c rollCase) {
 	if now().Sub(start) > 50*time.Minute {
 		t.Fatalf("the walk took %s of skewed clock; signatures made then are not yet valid for delv", now().Sub(start))
 	}
-	want := []string{keyroll.Generated, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Removed}
-	if c.toAlg != 0 {
-		want = []string{keyroll.Presigned, keyroll.Published, keyroll.Active, keyroll.Retired, keyroll.Withdrawn, keyroll.Removed}
-	}
-	for _, s := range want {
-		if !seen[role+":"+s] {
-			t.Errorf("the walk never saw a %s %s", s, role)
+	for _, s := range c.wantSeen() {
+		if !seen[s] {
+			t.Errorf("the walk never saw %s", s)
 		}
+	}
+	if c.revertAt != "" && !reverted {
+		t.Errorf("the walk never reached state %s of the new key to reverse the rollover", c.revertAt)
 	}
 	checkCaches(t, steps)
 	checkDSCaches(t, steps, dsSince)
@@ -473,43 +559,61 @@ func TestZoneMaxTTLFromZone(t *testing.T) {
 	}
 }
 
-// TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
-// resumes it from the state file (the same keys and times, no new key, the same stage) and moves
-// on by its timestamps. A policy changed back to the old algorithm midway is refused with the
-// fix, as is a change of scheme, and both leave the state and the served keys as they were.
-func TestKeyRolloverAlgorithmRestart(t *testing.T) {
+// rollFixture makes a parent (org.) for the ds_check and a key directory, and returns the child's
+// configuration for a scheme and algorithm (rollChildYAML), the text of its state file and what
+// `switchyard dns keys` prints for a server of it.
+func rollFixture(t *testing.T) (yml func(scheme string, alg int) string, state func() string, describe func(*Server) string) {
+	t.Helper()
 	parent := startServer(t, "zones: [{origin: org., records: [\"@ SOA ns hostmaster 1 3600 600 604800 60\", \"@ NS ns\", \"ns A 127.0.0.1\"]}]", Options{})
 	dir := t.TempDir()
-	yml := func(scheme string, alg int) string {
+	yml = func(scheme string, alg int) string {
 		return rollChildYAML(dir, scheme, alg, "1000h", parent.Addr().String())
 	}
-	state := func() string {
+	state = func() string {
 		b, err := os.ReadFile(filepath.Join(dir, "example.org.keys.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}
-	describe := func(srv *Server) string {
+	describe = func(srv *Server) string {
 		lines, err := keyroll.Describe("example.org.", srv.Config().Zones[0].DNSSEC, keyroll.DirStore(dir), srv.now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Join(lines, "\n")
 	}
-	a := newTestServer(t, yml("ksk_zsk", 13), Options{})
+	return yml, state, describe
+}
+
+// restartMidway starts a server of configuration from, reloads it with to (starting a rollover)
+// and stops it, then starts another of to: it returns that one and the state the first left,
+// failing the test if the restart changed it.
+func restartMidway(t *testing.T, from, to string, state func() string) (*Server, string) {
+	t.Helper()
+	a := newTestServer(t, from, Options{})
 	stopA := startBuilt(t, a)
-	if err := reloadChild(t, a, yml("ksk_zsk", 15)); err != nil {
-		t.Fatalf("reload with algorithm 15: %v", err)
+	if err := reloadChild(t, a, to); err != nil {
+		t.Fatalf("reload starting the rollover: %v", err)
 	}
 	started := state()
 	stopA()
-
-	b := newTestServer(t, yml("ksk_zsk", 15), Options{})
+	b := newTestServer(t, to, Options{})
 	startBuilt(t, b)
 	if got := state(); got != started {
 		t.Fatalf("the restart changed the key state:\n%s\nwas\n%s", got, started)
 	}
+	return b, started
+}
+
+// TestKeyRolloverAlgorithmRestart: a server restarted in the middle of an algorithm rollover
+// resumes it from the state file (the same keys and times, no new key, the same stage) and moves
+// on by its timestamps. A start with the old algorithm does not reverse it (it did not run the
+// new one), and a policy changed to a third algorithm midway is refused with the fix, as is a
+// change of scheme: all leave the state and the served keys as they were.
+func TestKeyRolloverAlgorithmRestart(t *testing.T) {
+	yml, state, describe := rollFixture(t)
+	b, started := restartMidway(t, yml("ksk_zsk", 13), yml("ksk_zsk", 15), state)
 	keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
 	_, sigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
 	if len(keys) != 2 || len(sigs) != 2 {
@@ -531,8 +635,21 @@ func TestKeyRolloverAlgorithmRestart(t *testing.T) {
 			t.Errorf("a refused reload changed the key state:\n%s", got)
 		}
 	}
-	refused(yml("ksk_zsk", 13), "rolling from algorithm 13 to 15", "a rollover is not reversed midway; restore algorithm 15")
-	refused(yml("csk", 15), "scheme rollover (ksk_zsk to csk or back) is not supported", "restore scheme ksk_zsk")
+	// A start with the old algorithm does not reverse the rollover: it did not run the new one.
+	cfg, err := config.Parse([]byte(yml("ksk_zsk", 13)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	if _, err := NewServer(cfg, Options{}); err == nil || !strings.Contains(err.Error(),
+		"a rollover is reversed only by changing a running server's policy from algorithm 15 back to 13") {
+		t.Errorf("a start with algorithm 13 in the rollover to 15: %v; want it refused naming how to reverse", err)
+	}
+	if got := state(); got != started {
+		t.Errorf("a refused start changed the key state:\n%s", got)
+	}
+	refused(yml("ksk_zsk", 8), "rolling from algorithm 13 to 15", "a rollover goes to one algorithm at a time; restore algorithm 15")
+	refused(yml("csk", 15), "a scheme rollover starts only after it; restore scheme ksk_zsk")
 
 	// On by the timestamps: Dprp + the zone's max TTL later the new DNSKEYs are published.
 	b.skew.Add(int64(time.Minute + 300*time.Second))
@@ -568,5 +685,95 @@ func TestKeyRolloverAlgorithmWaits(t *testing.T) {
 	}
 	if after, _ := keyroll.Load(dir, "example.org."); len(after.Keys) != 3 {
 		t.Errorf("the refused change generated keys: %+v", after.Keys)
+	}
+}
+
+// TestKeyRolloverAlgorithmReverseRefused: once the CDS names the new algorithm's KSK (stage 4),
+// the parent may serve its DS, so the old algorithm restored is refused naming the way back
+// (finish, then roll again); the state and the served keys stay as they were.
+func TestKeyRolloverAlgorithmReverseRefused(t *testing.T) {
+	yml, state, describe := rollFixture(t)
+	srv := startServer(t, yml("ksk_zsk", 13), Options{})
+	if err := reloadChild(t, srv, yml("ksk_zsk", 15)); err != nil {
+		t.Fatalf("reload with algorithm 15: %v", err)
+	}
+	// Stage 3 after Dprp + the zone's max TTL, stage 4 Ipub later.
+	for _, d := range []time.Duration{time.Minute + 300*time.Second, 2 * time.Minute} {
+		srv.skew.Add(int64(d))
+		if err := srv.keyRound(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st keyroll.State
+	before := state()
+	if err := json.Unmarshal([]byte(before), &st); err != nil {
+		t.Fatal(err)
+	}
+	ksk := newestOf(&st, keyroll.RoleKSK)
+	if ksk.Algorithm != 15 || ksk.At(srv.now()) != keyroll.Active {
+		t.Fatalf("not in stage 4:\n%s", describe(srv))
+	}
+	keys, _ := rrTags(t, srv, "example.org.", mdns.TypeDNSKEY)
+	err := reloadChild(t, srv, yml("ksk_zsk", 13))
+	for _, want := range []string{fmt.Sprintf("the CDS and CDNSKEY already name ksk %d", ksk.Tag),
+		"restore algorithm 15, let it finish", "then set algorithm 13 to roll back"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("algorithm 13 again in stage 4: %v; want it to say %q", err, want)
+		}
+	}
+	if after := state(); after != before {
+		t.Errorf("the refused reversal changed the key state:\n%s", after)
+	}
+	if got, _ := rrTags(t, srv, "example.org.", mdns.TypeDNSKEY); !slices.Equal(got, keys) || len(got) != 4 {
+		t.Errorf("after the refused reversal: DNSKEY %v, want %v (both algorithms' KSK and ZSK)", got, keys)
+	}
+}
+
+// TestKeyRolloverSchemeRestart: a scheme rollover (ksk_zsk to csk) is kept in the state: a
+// server restarted in its first stage serves the same keys, `dns keys` shows the stage, a
+// policy changed again midway is refused with the fix and the state untouched, and Ipub later
+// the CDS names the CSK alone.
+func TestKeyRolloverSchemeRestart(t *testing.T) {
+	yml, state, describe := rollFixture(t)
+	b, started := restartMidway(t, yml("ksk_zsk", 13), yml("csk", 13), state)
+	var st keyroll.State
+	if err := json.Unmarshal([]byte(state()), &st); err != nil {
+		t.Fatal(err)
+	}
+	csk := newestOf(&st, keyroll.RoleCSK)
+	keys, _ := rrTags(t, b, "example.org.", mdns.TypeDNSKEY)
+	_, sigs := rrTags(t, b, "www.example.org.", mdns.TypeA)
+	if len(keys) != 3 || len(sigs) != 2 || !slices.Contains(sigs, csk.Tag) {
+		t.Fatalf("after the restart: DNSKEY %v, www signed by %v; want KSK, ZSK and CSK %d published, the ZSK and the CSK signing", keys, sigs, csk.Tag)
+	}
+	if d := describe(b); !strings.Contains(d, fmt.Sprintf("scheme rollover ksk_zsk -> csk, stage 1 of 3 (new keys published): csk %d signs beside the old keys", csk.Tag)) {
+		t.Errorf("dns keys after the restart:\n%s", d)
+	}
+	for _, bad := range []string{yml("ksk_zsk", 13), yml("csk", 15)} {
+		err := reloadChild(t, b, bad)
+		if err == nil || !strings.Contains(err.Error(), "a scheme rollover is not changed midway; restore scheme csk and algorithm 13") {
+			t.Errorf("a policy change midway: %v; want it refused naming the fix", err)
+		}
+		if got := state(); got != started {
+			t.Errorf("a refused reload changed the key state:\n%s", got)
+		}
+	}
+
+	b.skew.Add(int64(2 * time.Minute)) // Ipub
+	if err := b.keyRound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var cds []uint16
+	for _, rr := range exchange(t, b, doQuery("example.org.", mdns.TypeCDS, false), true).Answer {
+		if c, ok := rr.(*mdns.CDS); ok {
+			cds = append(cds, c.KeyTag)
+		}
+	}
+	if !slices.Equal(cds, []uint16{csk.Tag}) {
+		t.Errorf("after Ipub the CDS names %v, want the CSK %d alone", cds, csk.Tag)
+	}
+	if d := describe(b); !strings.Contains(d, fmt.Sprintf("stage 2 of 3 (new DS): the CDS and CDNSKEY name csk %d", csk.Tag)) ||
+		!strings.Contains(d, fmt.Sprintf("awaiting the DS of csk %d", csk.Tag)) {
+		t.Errorf("dns keys in stage 2:\n%s", d)
 	}
 }

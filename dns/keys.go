@@ -81,6 +81,7 @@ func (s *Server) advanceKeys(cfg *config.Config, zc *config.Zone, now time.Time,
 	if err != nil {
 		return nil, nil, err
 	}
+	r.Ran = s.runningPolicy(zc.Origin)
 	unlock, lerr := kd.Lock(s.serveContext(), zc.Origin)
 	if lerr != nil {
 		s.log.Warn("dns dnssec keys not advanced: the key store cannot be locked; signing with the keys last read", "zone", zc.Origin, "err", lerr)
@@ -104,6 +105,21 @@ func (s *Server) advanceKeys(cfg *config.Config, zc *config.Zone, now time.Time,
 	return r, st, nil
 }
 
+// runningPolicy is the key policy of zone in the configuration the server runs (nil before its
+// first build, or when it had none): keyroll.Roller.Ran.
+func (s *Server) runningPolicy(zone string) *config.KeyPolicy {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	for _, zc := range st.cfg.Zones {
+		if zc.Origin == zone && zc.DNSSEC != nil {
+			return zc.DNSSEC.Policy
+		}
+	}
+	return nil
+}
+
 // serveContext is the context of the running server, or a background one before Start.
 func (s *Server) serveContext() context.Context {
 	if s.serveCtx != nil {
@@ -125,7 +141,7 @@ func (s *Server) followKeys(ks *keystore.Store) {
 			if zc.DNSSEC == nil || zc.DNSSEC.Policy == nil || zone != zc.Origin {
 				continue
 			}
-			if err := s.Reload(st.base); err != nil {
+			if err := s.reloadRunning(); err != nil {
 				s.log.Warn("dns dnssec keys changed in the store: reload failed; the old keys sign", "zone", zone, "err", err)
 			}
 			return
@@ -199,7 +215,17 @@ func (s *Server) keyRound(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	return s.Reload(st.base)
+	return s.reloadRunning()
+}
+
+// reloadRunning reloads the configuration the server runs once it holds the reload lock, not
+// one read before: a key transition, or another node's change, must not put back a
+// configuration that an operator's reload replaced meanwhile (to the key policy that would be
+// a change back, which reverses an algorithm rollover).
+func (s *Server) reloadRunning() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reloadLocked(s.state.Load().base)
 }
 
 // dsDue reports whether zc's parents are due to be asked again, and notes that they are.

@@ -3,8 +3,6 @@ package keyroll
 import (
 	"fmt"
 	"time"
-
-	"github.com/switchyard/switchyard/dns/config"
 )
 
 // An algorithm rollover is RFC 6781 4.1.4's conservative one (RFC 7583 3.4), started by a
@@ -23,39 +21,31 @@ import (
 //	Unpublish DS seen + IretDS: the old DS is gone from caches; the old DNSKEYs leave the RRset
 //	Remove    Unpublish + Ipub: no cache holds a DNSKEY RRset of the old algorithm; its RRSIGs go
 
-// applyAlgorithm compares the policy with st's keys: a scheme change is refused, an algorithm
-// change starts an algorithm rollover (reporting true) unless another rollover is in progress.
-func (r *Roller) applyAlgorithm(st *State, now time.Time) (bool, error) {
-	if len(st.Keys) == 0 {
-		return false, nil
-	}
+// duringAlgorithmRoll applies the policy while old's algorithm is being rolled away: the
+// rollover's own algorithm and scheme go on, the old algorithm reverses it (reverse.go) if that
+// is still safe, and anything else is refused with the fix.
+func (r *Roller) duringAlgorithmRoll(st *State, old *KeyState, now time.Time) (bool, error) {
 	p := r.Cfg.Policy
-	newest := st.Keys[len(st.Keys)-1]
-	have := config.SchemeKSKZSK
-	if newest.Role == RoleCSK {
-		have = config.SchemeCSK
+	next := st.key(old.Successor)
+	scheme := schemeOf(next.Role)
+	if p.Scheme != scheme {
+		return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for scheme %s: a scheme rollover starts only after it; restore scheme %s, and change it once `switchyard dns keys` shows the rollover done",
+			r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Scheme, scheme)
 	}
-	if p.Scheme != have {
-		return false, fmt.Errorf("keys in %s are scheme %s keys and the policy asks for scheme %s: a scheme rollover (ksk_zsk to csk or back) is not supported, only an algorithm rollover within one scheme; restore scheme %s",
-			r.Keys, have, p.Scheme, have)
-	}
-	if old := rollingAway(st, now); old != nil {
-		if p.Algorithm != newest.Algorithm {
-			return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d: a rollover is not reversed midway; restore algorithm %d, and change it once `switchyard dns keys` shows the rollover done",
-				r.Keys, old.Algorithm, newest.Algorithm, AlgorithmPhase(st, now), p.Algorithm, newest.Algorithm)
-		}
+	switch {
+	case p.Algorithm == next.Algorithm:
 		return false, nil
+	case p.Algorithm == old.Algorithm && old.Reverted.IsZero() && r.Ran != nil && r.Ran.Algorithm == next.Algorithm:
+		return true, r.reverseAlgorithmRoll(st, now)
+	case p.Algorithm == old.Algorithm && old.Reverted.IsZero():
+		return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d, but this server did not run algorithm %d: a rollover is reversed only by changing a running server's policy from algorithm %d back to %d (not by a start, nor by a fleet's node that never took the change); set algorithm %d, and to reverse the rollover then reload with algorithm %d",
+			r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Algorithm, next.Algorithm, next.Algorithm, old.Algorithm, next.Algorithm, old.Algorithm)
+	case !old.Reverted.IsZero():
+		return false, fmt.Errorf("keys in %s: the rollover from algorithm %d to %d was reversed at %s and the policy asks for algorithm %d: its keys leave first; keep algorithm %d until `switchyard dns keys` shows key %d removed (at %s), then change it",
+			r.Keys, next.Algorithm, old.Algorithm, stamp(old.Reverted), p.Algorithm, next.Algorithm, old.Tag, stamp(old.Remove))
 	}
-	if p.Algorithm == newest.Algorithm {
-		return false, nil
-	}
-	for _, k := range st.Keys {
-		if k.Successor != 0 && k.At(now) != Removed {
-			return false, fmt.Errorf("keys in %s: the policy asks for algorithm %d while %s %d (algorithm %d) is being rolled to %d: an algorithm rollover starts only after it; keep algorithm %d until `switchyard dns keys` shows key %d removed, then change it",
-				r.Keys, p.Algorithm, k.Role, k.Tag, k.Algorithm, k.Successor, k.Algorithm, k.Tag)
-		}
-	}
-	return true, r.startAlgorithmRoll(st, now)
+	return false, fmt.Errorf("keys in %s are rolling from algorithm %d to %d (%s) and the policy asks for algorithm %d: a rollover goes to one algorithm at a time; restore algorithm %d, and change it once `switchyard dns keys` shows the rollover done",
+		r.Keys, old.Algorithm, next.Algorithm, AlgorithmPhase(st, now), p.Algorithm, next.Algorithm)
 }
 
 // startAlgorithmRoll generates the policy algorithm's keys as successors of the current ones and
@@ -111,12 +101,31 @@ func (r *Roller) scheduleAlgorithmRemoval(st *State) bool {
 // rollingAway is the KSK or CSK an algorithm rollover in st is replacing at now, nil when none is
 // in progress.
 func rollingAway(st *State, now time.Time) *KeyState {
+	return replaced(st, now, func(k, next *KeyState) bool { return next.Algorithm != k.Algorithm })
+}
+
+// replaced is the first KSK or CSK in st, not removed at now, whose successor differs from it
+// as differs says, nil when none does.
+func replaced(st *State, now time.Time, differs func(k, next *KeyState) bool) *KeyState {
 	for _, k := range st.Keys {
-		if next := st.key(k.Successor); k.SEP() && next != nil && next.Algorithm != k.Algorithm && k.At(now) != Removed {
+		if next := st.key(k.Successor); k.SEP() && next != nil && differs(k, next) && k.At(now) != Removed {
 			return k
 		}
 	}
 	return nil
+}
+
+// awaitingDS says that the CDS and CDNSKEY name k, whose DS is awaited at the parent.
+func awaitingDS(k *KeyState) string {
+	return fmt.Sprintf("the CDS and CDNSKEY name %s %d; waiting for its DS at the parent (ds_check)", k.Role, k.Tag)
+}
+
+// stamp is t as `switchyard dns keys` and messages show it ("-": not scheduled).
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // AlgorithmPhase describes the algorithm rollover in progress at now, by RFC 6781 4.1.4's steps,
@@ -127,22 +136,24 @@ func AlgorithmPhase(st *State, now time.Time) string {
 		return ""
 	}
 	next := st.key(old.Successor)
-	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	head := fmt.Sprintf("algorithm rollover %d -> %d", old.Algorithm, next.Algorithm)
+	if !old.Reverted.IsZero() { // old is the reversed rollover's new key, next the old one
+		return fmt.Sprintf("algorithm rollover %d -> %d reversed at %s: the algorithm %d keys are %s; they are removed at %s",
+			next.Algorithm, old.Algorithm, stamp(old.Reverted), old.Algorithm, old.At(now), stamp(old.Remove))
+	}
 	switch {
 	case old.At(now) == Withdrawn:
 		return fmt.Sprintf("%s, stage 5 of 6 (DNSKEY removal): the algorithm %d DNSKEYs are gone; its RRSIGs are removed at %s",
-			head, old.Algorithm, ts(old.Remove))
+			head, old.Algorithm, stamp(old.Remove))
 	case next.At(now) == Presigned:
 		return fmt.Sprintf("%s, stage 2 of 6 (new RRSIGs): both algorithms sign every RRset; the algorithm %d DNSKEYs are published at %s",
-			head, next.Algorithm, ts(next.Publish))
+			head, next.Algorithm, stamp(next.Publish))
 	case next.At(now) == Published:
 		return fmt.Sprintf("%s, stage 3 of 6 (new DNSKEY): both algorithms' DNSKEYs are published; the CDS and CDNSKEY name %s %d at %s",
-			head, next.Role, next.Tag, ts(next.Active))
+			head, next.Role, next.Tag, stamp(next.Active))
 	case next.DSSeen.IsZero():
-		return fmt.Sprintf("%s, stage 4 of 6 (new DS): the CDS and CDNSKEY name %s %d; waiting for its DS at the parent (ds_check)",
-			head, next.Role, next.Tag)
+		return head + ", stage 4 of 6 (new DS): " + awaitingDS(next)
 	}
 	return fmt.Sprintf("%s, stage 4 of 6 (new DS): its DS was seen at the parent at %s; the algorithm %d DNSKEYs are removed at %s",
-		head, ts(next.DSSeen), old.Algorithm, ts(old.Unpublish))
+		head, stamp(next.DSSeen), old.Algorithm, stamp(old.Unpublish))
 }

@@ -48,6 +48,11 @@ type Roller struct {
 	Keys Store // where the key files and the state live
 	Cfg  *config.DNSSEC
 	T    Timings
+	// Ran is the policy the server ran for the zone before this configuration (nil: none, as at
+	// its start). An algorithm rollover is reversed only when Ran has the rollover's new
+	// algorithm: an operator changed a server back, not a fleet's node that never took the
+	// change and reloads because another node started the rollover (reverse.go).
+	Ran *config.KeyPolicy
 }
 
 // NewRoller checks that the policy's lifetimes leave room for a rollover's intervals; zoneTTL
@@ -68,10 +73,11 @@ func NewRoller(zone string, keys Store, d *config.DNSSEC, zoneTTL uint32) (*Roll
 
 // Advance brings st up to now: the first keys of an empty state, successors generated when a
 // key's lifetime nears its end, an old KSK's removal scheduled once its successor's DS was seen,
-// and an algorithm rollover started when the policy's algorithm changed (algroll.go).
+// and a scheme or algorithm rollover started (or an algorithm rollover reversed) when the
+// policy's changed (policy.go).
 // It reports whether st changed (then Save it).
 func (r *Roller) Advance(st *State, now time.Time) (bool, error) {
-	changed, err := r.applyAlgorithm(st, now)
+	changed, err := r.applyPolicy(st, now)
 	if err != nil {
 		return false, err
 	}
@@ -139,21 +145,32 @@ func (r *Roller) advanceRole(st *State, role string, now time.Time) (bool, error
 		}
 		changed = true
 	}
-	// A KSK or CSK leaves once its successor's DS has been seen at the parent and the old DS
-	// has expired from caches (and, for a CSK, the answers it alone signed).
 	for _, k := range st.Keys {
-		next := st.key(k.Successor)
-		if k.SEP() && next != nil && next.Algorithm == k.Algorithm && k.Remove.IsZero() && !next.DSSeen.IsZero() {
-			k.Remove = later(next.DSSeen, next.Active).Add(r.T.IretDS)
-			if k.Role == RoleCSK {
-				// Answers signed by the old CSK alone, from before the new one signed, stay
-				// in caches until Dprp plus their TTL after that.
-				k.Remove = later(k.Remove, next.Publish.Add(r.T.IretZSK))
-			}
-			changed = true
-		}
+		changed = r.scheduleRemoval(st, k) || changed
 	}
 	return changed, nil
+}
+
+// scheduleRemoval schedules k's removal once it is replaced by a KSK or CSK of its algorithm (a
+// KSK, CSK or scheme rollover) whose DS has been seen at the parent: when the old DS has expired
+// from caches and, for a key that signs data (a CSK, or a ZSK a scheme rollover replaces), the
+// answers it signed before its successors did. It reports whether k changed.
+func (r *Roller) scheduleRemoval(st *State, k *KeyState) bool {
+	next := st.key(k.Successor)
+	if next == nil || !next.SEP() || next.Algorithm != k.Algorithm || !k.Remove.IsZero() || next.DSSeen.IsZero() {
+		return false
+	}
+	k.Remove = later(next.DSSeen, next.Active).Add(r.T.IretDS)
+	if k.Role != RoleKSK {
+		// Answers signed by the old key alone, from before the new keys signed, stay in
+		// caches until Dprp plus their TTL after that: a new CSK, or a scheme rollover's new
+		// ZSK, signs once published.
+		k.Remove = later(k.Remove, next.Publish.Add(r.T.IretZSK))
+	}
+	if k.Role == RoleZSK { // replaced by a CSK: it signs until it leaves
+		k.Retire = k.Remove
+	}
+	return true
 }
 
 func later(a, b time.Time) time.Time {

@@ -1,6 +1,8 @@
 // Package keyroll makes and rolls the DNSSEC keys of a zone by its key policy: a ZSK rolls by
 // pre-publication, a KSK or CSK by double signature (RFC 7583 section 3), all keys at once to a
-// new algorithm when the policy's changes (RFC 6781 4.1.4, algroll.go), with the intervals
+// new algorithm when the policy's changes (RFC 6781 4.1.4, algroll.go; reversed early on,
+// reverse.go), all keys at once to the other scheme when the policy's changes (schemeroll.go),
+// with the intervals
 // derived from the DNSKEY TTL, the zone's largest TTL, the parent's DS TTL and the propagation
 // delay. Keys and their timestamps live in a Store: a key directory, the timestamps in one JSON
 // file per zone written atomically, or a fleet's etcd (dns/keystore); a key's state at any moment follows from its timestamps, so a signer
@@ -56,8 +58,11 @@ type KeyState struct {
 	// DSSeen is when the parent was seen serving this KSK's or CSK's DS (the first key's is its
 	// creation: nothing is rolled away from it).
 	DSSeen time.Time `json:"ds_seen,omitzero"`
-	// Successor is the tag of the key that replaces this one (0: none yet).
+	// Successor is the tag of the key that replaces this one (0: none yet); for a key whose
+	// algorithm rollover was reversed, the key it was to replace.
 	Successor uint16 `json:"successor,omitempty"`
+	// Reverted is when the algorithm rollover to this key was reversed (reverse.go).
+	Reverted time.Time `json:"reverted,omitzero"`
 }
 
 // SEP reports whether the key is a KSK or CSK (its DS goes to the parent).

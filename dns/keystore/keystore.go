@@ -14,8 +14,9 @@
 // A node that cannot reach etcd keeps signing with the last state and keys it read (a key's
 // state at any moment follows from the timestamps it already has) and generates nothing. It
 // keeps sealed copies of them in a directory of its own (Options.CacheDir, cache.go), so a node
-// restarted while etcd is down signs with them too: only a node that never reached etcd has no
-// keys.
+// restarted while etcd is down signs with them too. A node with no copy (it never reached etcd,
+// or its cache is gone) fails to load the zone, naming etcd and the fixes (noCopy): it neither
+// generates keys of its own nor serves the zone unsigned.
 package keystore
 
 import (
@@ -66,7 +67,9 @@ type Store struct {
 	down   bool              // the last read failed (logged once until one succeeds)
 	// retryAt is when etcd is asked again after a read or lock that failed: until then both
 	// fail at once, so a reload building many zones waits for one timeout, not one per zone.
+	// lastErr is why that one failed.
 	retryAt time.Time
+	lastErr error
 	// watching is set while Watch runs; stale are the zones whose state changed in etcd since
 	// it was last read (marked by the watch), so their copy in states is not current.
 	watching bool
@@ -125,7 +128,7 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 		last, had := s.states[zone]
 		first := !s.down
 		s.down = true
-		s.failedLocked()
+		s.failedLocked(err)
 		if wasStale { // still not read; a copy never read again is current until the watch says not
 			s.stale[zone] = true
 		}
@@ -139,11 +142,12 @@ func (s *Store) Load(zone string) (*keyroll.State, error) {
 			}
 		}
 		if !had {
-			hint := "the node needs etcd once to learn the fleet's keys"
-			if s.cache != "" {
-				hint += " (it keeps a copy in " + s.cache + " after that)"
+			if errors.Is(err, errRetryWait) { // the failure itself, not the wait for the next try
+				s.mu.Lock()
+				err = s.lastErr
+				s.mu.Unlock()
 			}
-			return nil, fmt.Errorf("read key state of %s: %w; %s", zone, err, hint)
+			return nil, fmt.Errorf("read key state of %s from %s: %w; %s", zone, s, err, s.noCopy())
 		}
 		if first {
 			s.log.Warn("dns dnssec key store unreachable: signing with the last keys read, generating none until it answers", "store", s.String(), "err", err)
@@ -187,18 +191,39 @@ func (s *Store) parse(zone string, b []byte) (*keyroll.State, error) {
 	return &st, nil
 }
 
+// noCopy says what a node that cannot read a state or key file from etcd, and has no copy of
+// it, does about it. It never generates keys in its place: they would differ from the fleet's
+// (other nodes would publish and sign with other DNSKEYs), and signing nothing would make the
+// zone bogus wherever the parent has its DS; so the zone is not loaded (a start fails, a reload
+// keeps the old zones), and the fixes are named.
+func (s *Store) noCopy() string {
+	fix := "start it once etcd answers"
+	if s.cache != "" {
+		fix += ", or copy " + s.cache + " from another node of the fleet (sealed with the same store_key_file)"
+	}
+	return "this node has no copy of the fleet's keys, in memory or in its cache, and generates none (they would differ from the fleet's): " + fix
+}
+
+// errRetryWait is the error of a read or lock not sent: etcd failed the last one moments ago.
+var errRetryWait = errors.New("etcd did not answer")
+
 // waitingRetry is an error while the store is not to be asked again yet.
 func (s *Store) waitingRetry() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if wait := time.Until(s.retryAt); wait > 0 {
-		return fmt.Errorf("etcd did not answer; asking again in %s", wait.Round(time.Second))
+		return fmt.Errorf("%w (%w); asking again in %s", errRetryWait, s.lastErr, wait.Round(time.Second))
 	}
 	return nil
 }
 
-// failedLocked notes a failed read or lock (s.mu held).
-func (s *Store) failedLocked() { s.retryAt = time.Now().Add(retryWait) }
+// failedLocked notes a failed read or lock, err (s.mu held).
+func (s *Store) failedLocked(err error) {
+	if !errors.Is(err, errRetryWait) {
+		s.lastErr = err
+	}
+	s.retryAt = time.Now().Add(retryWait)
+}
 
 // noteUp logs that the store answers again after a failure.
 func (s *Store) noteUp() {
@@ -262,8 +287,11 @@ func (s *Store) ReadKey(zone, name string) ([]byte, error) {
 	} else if err == nil {
 		s.keep(k, b)
 	}
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read dnssec key %s of %s from %s: %w; %s", name, zone, s, err, s.noCopy())
 	}
 	s.mu.Lock()
 	s.keys[k] = b
@@ -282,7 +310,7 @@ func (s *Store) Lock(ctx context.Context, zone string) (func(), error) {
 	}
 	if err := s.st.Lock(ctx, name); err != nil {
 		s.mu.Lock()
-		s.failedLocked()
+		s.failedLocked(err)
 		s.mu.Unlock()
 		return nil, err
 	}
