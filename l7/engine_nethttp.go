@@ -79,7 +79,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
 	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).
-	b, v := rt.admission.Admit(r)
+	b, v := s.admit(rt, r)
 	if v != core.Admitted {
 		ref := s.refusal(rt, v)
 		if v == core.ShedGlobal {
@@ -89,8 +89,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
 	}
-	s.metrics.inFlight.Inc()
-	s.decisions.Add(1)
 
 	// An upgraded connection (WebSocket) lives as long as its peers keep it open; the total
 	// timeout would cut it, so only requests with a response body of their own get it.
@@ -113,10 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Retries start within the total time; a replay needs the body held (GetBody).
 	// The transport replays a request on a stale connection itself (tries gets no connection).
 	ex.t.start(s, rt, policy, r, b, r.GetBody != nil, policy != nil && r.GetBody != nil, start.Add(total))
-	defer func() {
-		rt.admission.Release(ex.t.backend())
-		s.metrics.inFlight.Dec()
-	}()
+	defer func() { s.release(rt, ex.t.backend()) }()
 	defer func() {
 		// Deferred: ReverseProxy aborts the handler (panics) on a body the backend cut short.
 		if ex.relaying != 0 {

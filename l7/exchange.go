@@ -24,7 +24,8 @@ import (
 // only move bytes and frames: the event loops run a step when its socket is ready and go on in
 // evLoop.stepped (engine_loop_exchange_linux.go); the goroutine engine runs them with blocking
 // calls over an HTTP/1.1 or HTTP/2 upstream leg in goConn.forward (engine_goroutine.go,
-// forward_h2.go). net/http's path (RoundTrip) keeps its own sequence but the same tries.
+// forward_h2.go); net/http's path runs them in Server.RoundTrip, its transport connecting and
+// sending within the await step.
 
 // xstep is a step of a request's exchange with its pool's backends.
 type xstep uint8

@@ -19,7 +19,7 @@ import (
 func BenchmarkExchangeLoop(b *testing.B)      { benchExchange(b, false) }
 func BenchmarkExchangeGoroutine(b *testing.B) { benchExchange(b, true) }
 
-// benchPorts are this benchmark's listeners (fixed, so that it stays off other tests' ports).
+// benchBackendPort and benchProxyPort are fixed, so that the benchmark stays off other tests' ports.
 const benchBackendPort, benchProxyPort = 23301, 23302
 
 func benchExchange(b *testing.B, noLoops bool) {
@@ -81,43 +81,29 @@ const benchBody = "0123456789abcdef"
 // benchBackend answers every request on a connection with the same response, allocating
 // nothing per request.
 func benchBackend(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(benchBackendPort))
-	if err != nil {
-		b.Skipf("port %d is taken: %v", benchBackendPort, err)
-	}
-	b.Cleanup(func() { ln.Close() })
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(benchBody)) + "\r\n\r\n" + benchBody)
-	go func() {
+	addr, _ := rawBackendAt(b, "127.0.0.1:"+strconv.Itoa(benchBackendPort), func(c net.Conn) {
+		buf := make([]byte, 4096)
+		n := 0
 		for {
-			c, err := ln.Accept()
+			k, err := c.Read(buf[n:])
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				n := 0
-				for {
-					k, err := c.Read(buf[n:])
-					if err != nil {
-						return
-					}
-					n += k
-					for {
-						end := bytes.Index(buf[:n], []byte("\r\n\r\n"))
-						if end < 0 {
-							break
-						}
-						if _, err := c.Write(resp); err != nil {
-							return
-						}
-						n = copy(buf, buf[end+4:n])
-					}
+			n += k
+			for {
+				end := bytes.Index(buf[:n], []byte("\r\n\r\n"))
+				if end < 0 {
+					break
 				}
-			}()
+				if _, err := c.Write(resp); err != nil {
+					return
+				}
+				n = copy(buf, buf[end+4:n])
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
+	return addr
 }
 
 // readWhole reads one response with a Content-Length body into buf.
