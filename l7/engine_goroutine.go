@@ -409,6 +409,7 @@ func (l *h1Leg) prepare() (int, bool, *h1.Rejection) {
 	return bodyLen, whole, rej
 }
 
+// connect takes an idle connection to b from the pool's, or dials one (always when fresh).
 func (l *h1Leg) connect(b *balance.Backend, fresh bool) error {
 	uc, err := l.p.up.get(b, time.Now(), clientEnds{src: l.gc.raddr, dst: l.gc.c.LocalAddr()}, fresh)
 	l.uc = uc
