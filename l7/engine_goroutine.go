@@ -259,9 +259,7 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	}
 	code, n, keep := gc.forward(&rq, lg, b)
 	gc.stopEncoding() // a response cut short leaves its encoder behind
-	gc.release(&rq, gc.t.backend())
-	gc.observe(rq.rt, gc.t.backend(), code, n, rq.start, gc.t.attempts(), rq.Clean)
-	gc.t.end()
+	gc.finish(&rq, &gc.t, code, n)
 	gc.h1 = h1Leg{}
 	return keep && !rq.RI.Close, false
 }
@@ -307,20 +305,24 @@ func (gc *goConn) requestTrailers() []h1.Field {
 }
 
 // leg is how the goroutine engine speaks to a pool's backends: HTTP/1.1 on the core's
-// connections (h1Leg), or streams on its HTTP/2 connections (h2Leg, forward_h2.go). forward
-// makes the decisions (tries.go); a leg only moves the request and the response.
+// connections (h1Leg), or streams on its HTTP/2 connections (h2Leg, forward_h2.go). It runs the
+// exchange's steps (exchange.go) with blocking calls; forward takes them in the exchange's order.
 type leg interface {
 	// prepare builds the request and buffers the body bytes already read, reporting their
 	// length and whether that is the whole body, or the client's malformed framing.
 	prepare() (bodyLen int, whole bool, rej *h1.Rejection)
-	// send sends the request to the current backend of t (on a new connection when fresh)
-	// and waits for the final response head (interim ones go to the client as they come),
-	// returning its status and, for a gRPC call's trailers-only answer, its grpc-status. On a
-	// failure, reused and gotBytes describe the connection it used (tries.failed).
-	send(t *tries, fresh bool) (code int, grpcStatus string, reused, gotBytes bool, err error)
-	// drop abandons the response send got (the request is retried elsewhere).
-	drop()
-	// relay streams the response to the client; keep: both connections stay usable.
+	// connect gets a connection to b (xConnect): an idle one, or a new one when fresh.
+	connect(b *balance.Backend, fresh bool) error
+	// send sends the request head and the body held, and starts streaming the rest of a body
+	// still arriving (xSend).
+	send() error
+	// await waits for the final response head (xAwait; interim ones go to the client as they
+	// come), returning its status and, for a gRPC call's trailers-only answer, its grpc-status.
+	await() (code int, grpcStatus string, err error)
+	// abandon ends the current attempt, a failed one or one whose response is dropped unread,
+	// closing what it holds; reused and gotBytes describe its connection (tries.failed).
+	abandon() (reused, gotBytes bool)
+	// relay streams the response to the client (xRelay); keep: both connections stay usable.
 	relay(t *tries) (code int, n int64, keep bool)
 	// done releases what the leg holds once the exchange is over.
 	done()
@@ -328,55 +330,41 @@ type leg interface {
 	deadline() time.Time
 }
 
-// forward is the goroutine engine's exchange over lg from the first backend b: send, await
-// the head, retry or replay as the route and the core allow (tries), relay. It returns the
-// status (499 when the client went away), the body bytes sent and whether the client
-// connection stays usable.
+// forward runs the goroutine engine's exchange over lg from the first backend b, one step
+// after another in the exchange's order (tries.after). It returns the status (499 when the
+// client went away), the body bytes sent and whether the client connection stays usable.
 func (gc *goConn) forward(rq *routed, lg leg, b *balance.Backend) (int, int64, bool) {
 	defer lg.done()
 	bodyLen, whole, rej := lg.prepare()
 	gc.t.start(gc.s, rq.rt, rq.retry, &gc.m.Req, b, whole, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
 	gc.t.failover = &gc.failover
 	if rej != nil {
-		return gc.refuseBody(rej)
+		return gc.refuseBody(rej), 0, false
 	}
-	for fresh := false; ; {
-		code, grpcStatus, reused, gotBytes, err := lg.send(&gc.t, fresh)
-		if err != nil {
-			if errors.As(err, &rej) {
-				return gc.refuseBody(rej) // malformed chunked framing from the client
-			}
-			v := gc.t.failed(err, reused, gotBytes, time.Now())
-			switch {
-			case clientCaused(err):
-				return 499, 0, false // the client is gone: nothing to answer
-			case v != answer:
-				fresh = v == replay
-				continue
-			}
-			code, msg, extra := upstreamCode(err)
-			gc.s.log.Debug("upstream error", "client", gc.remote, "error", err)
-			if gc.writeError(code, msg, extra, !whole || gc.clientClose) != nil {
-				return 499, 0, false
-			}
-			// The unread rest of a body would be taken for the next request: close instead.
-			return code, 0, whole
+	var failure error
+	var o outcome
+	for s := xConnect; ; s = gc.t.after(s, o, time.Now()) {
+		o = outcome{}
+		switch s {
+		case xConnect:
+			o.err = lg.connect(gc.t.backend(), gc.t.fresh)
+		case xSend:
+			o.err = lg.send()
+		case xAwait:
+			o.code, o.grpcStatus, o.err = lg.await()
+		case xRetry:
+			lg.abandon()
+		case xRelay:
+			return lg.relay(&gc.t)
+		case xAnswer:
+			code, keep := gc.answerFailure(failure, whole)
+			return code, 0, keep
 		}
-		if gc.t.answered(code, grpcStatus, time.Now()) {
-			lg.drop()
-			fresh = false
-			continue
+		if o.err != nil {
+			failure = o.err
+			o.reused, o.gotBytes = lg.abandon()
 		}
-		return lg.relay(&gc.t)
 	}
-}
-
-// refuseBody answers a request whose body framing was malformed (the client's fault: the
-// backend is not blamed) with 400 and a close.
-func (gc *goConn) refuseBody(rej *h1.Rejection) (int, int64, bool) {
-	gc.s.onReject(gc.raddr, rej)
-	gc.writeError(rej.Status, rej.Reason, nil, true)
-	return rej.Status, 0, false
 }
 
 // requestBody starts the request body of gc.head for an upstream that reads HTTP/1.1 framing
@@ -421,56 +409,61 @@ func (l *h1Leg) prepare() (int, bool, *h1.Rejection) {
 	return bodyLen, whole, rej
 }
 
-// send writes the request (gc.reqBuf) to a connection to the current backend (a new one when
-// fresh) and reads the response head. A body still arriving starts streaming up once the head
-// is out.
-func (l *h1Leg) send(t *tries, fresh bool) (int, string, bool, bool, error) {
-	gc := l.gc
-	uc, err := l.p.up.get(t.backend(), time.Now(), clientEnds{src: gc.raddr, dst: gc.c.LocalAddr()}, fresh)
-	if err != nil {
-		return 0, "", false, false, err
-	}
-	err = gc.sendHead(uc, l.p, l.until)
-	if err == nil && !l.whole {
-		l.uc = uc
-		return l.streamUpload()
-	}
-	if err == nil {
-		err = gc.awaitResponse(uc)
-	}
-	if err != nil {
-		uc.Conn.Close()
-		return 0, "", uc.reused, uc.W != 0, err
-	}
+// connect takes an idle connection to b from the pool's, or dials one (always when fresh).
+func (l *h1Leg) connect(b *balance.Backend, fresh bool) error {
+	uc, err := l.p.up.get(b, time.Now(), clientEnds{src: l.gc.raddr, dst: l.gc.c.LocalAddr()}, fresh)
 	l.uc = uc
-	code, _ := core.StatusCode(gc.rhead.Line)
-	return code, "", false, false, nil
+	return err
 }
 
-// streamUpload streams the rest of the request body on its own goroutine and waits for the
-// response head meanwhile, so a backend may answer before the upload ends (full duplex). When
-// no head comes, the upload's own failure (the client's malformed framing or its going away)
-// is the error, not the backend's.
-func (l *h1Leg) streamUpload() (int, string, bool, bool, error) {
+// send writes the request head and the buffered body part (gc.reqBuf) in one write. A body
+// still arriving then streams up on its own goroutine while await waits for the response head,
+// so a backend may answer before the upload ends (full duplex).
+func (l *h1Leg) send() error {
 	gc, uc := l.gc, l.uc
+	if err := gc.sendHead(uc, l.p, l.until); err != nil || l.whole {
+		return err
+	}
 	l.upload = make(chan error, 1)
 	uc.SetDeadline(l.until) // an upload is bounded by the total timeout, not the header one
 	go func() { l.upload <- gc.copyRequestBody(uc, &l.rb) }()
-	if err := gc.awaitResponse(uc); err != nil {
-		uc.Conn.Close()
-		uerr := <-l.upload
-		l.upload = nil
-		if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) || errors.Is(uerr, errClientBody) {
-			return 0, "", false, false, uerr
-		}
-		return 0, "", false, false, err // a body partly sent is never replayed
-	}
-	code, _ := core.StatusCode(gc.rhead.Line)
-	return code, "", false, false, nil
+	return nil
 }
 
-// drop closes the connection whose response is not read: it is never pooled.
-func (l *h1Leg) drop() { l.uc.Conn.Close() }
+// await reads the response head. When none comes while a body streams up, the upload's own
+// failure (the client's malformed framing or its going away) is the error, not the backend's.
+func (l *h1Leg) await() (int, string, error) {
+	gc, uc := l.gc, l.uc
+	if err := gc.awaitResponse(uc); err != nil {
+		if l.upload != nil {
+			uc.Conn.Close()
+			uerr := <-l.upload
+			l.upload = nil
+			if rej := (*h1.Rejection)(nil); errors.As(uerr, &rej) || errors.Is(uerr, errClientBody) {
+				return 0, "", uerr
+			}
+		}
+		return 0, "", err
+	}
+	code, _ := core.StatusCode(gc.rhead.Line)
+	return code, "", nil
+}
+
+// abandon closes the attempt's connection: one that failed, or whose response is not read, is
+// never pooled.
+func (l *h1Leg) abandon() (reused, gotBytes bool) {
+	uc := l.uc
+	if uc == nil {
+		return false, false
+	}
+	l.uc = nil
+	uc.Conn.Close()
+	if l.upload != nil {
+		<-l.upload
+		l.upload = nil
+	}
+	return uc.reused, uc.W != 0
+}
 
 func (l *h1Leg) done() {}
 

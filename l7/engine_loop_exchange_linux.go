@@ -22,10 +22,10 @@ import (
 	"github.com/switchyard/switchyard/l7/core"
 )
 
-// The event loop's request exchange: one client connection's state machine from a request head
-// to the end of its response, over the request core (request.go, package core). The loop's
-// mechanics (epoll, accepting, dealing connections out, writing to clients, deadlines) are in
-// engine_loop_linux.go.
+// The event loop's request exchange: reading a request head, then the exchange's steps
+// (exchange.go) as non-blocking I/O, each run when its socket is ready and ended in stepped,
+// where the exchange's sequence (tries.after) names the next. The loop's mechanics (epoll,
+// accepting, dealing connections out, writing to clients, deadlines) are in engine_loop_linux.go.
 
 // readHead waits for a request head, then routes and admits it and starts its exchange.
 func (l *evLoop) readHead(c *loopConn) bool {
@@ -117,7 +117,8 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 	rq.rt.mirror.copy(c.reqBuf, int64(n), true)
 	c.in.Consume(end + n)
 	c.sent, c.code, c.n = 0, 0, 0
-	return l.connect(c, false)
+	c.phase, c.x = phExchange, xConnect
+	return true
 }
 
 // refuse answers a refused request head and closes the connection.
@@ -194,32 +195,94 @@ func (l *evLoop) sockaddr(b *balance.Backend) unix.Sockaddr {
 	return sa
 }
 
-// connect gives the request an upstream connection: an idle one (unless fresh) or a new one.
-func (l *evLoop) connect(c *loopConn, fresh bool) bool {
-	p := c.rq.rt.pool
-	if !fresh {
-		if u := l.takeIdle(c.t.backend()); u != nil {
-			u.owner, u.reused, u.gotBytes = c, true, false
-			c.u = u
-			c.phase = phSend
-			c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Header), c.total)
-			return true
-		}
+// exchange runs the request's current step (c.x) as far as its sockets allow.
+func (l *evLoop) exchange(c *loopConn) bool {
+	switch c.x {
+	case xConnect:
+		return l.connect(c)
+	case xSend:
+		return l.sendRequest(c)
+	case xAwait:
+		return l.awaitHead(c)
+	case xRetry:
+		l.abandon(c) // the response is not read: its connection is closed
+		return l.stepped(c, outcome{})
+	case xRelay:
+		return l.streamBody(c)
+	case xAnswer:
+		return l.answer(c)
 	}
-	fd, err := l.dial(c.t.backend())
-	if err != nil {
-		return l.upstreamFailed(c, err)
+	return l.endExchange(c, true) // xDone
+}
+
+// stepped ends the current step as o: the exchange's sequence (tries.after) names the next,
+// which starts here (its deadline; the response head to the client).
+func (l *evLoop) stepped(c *loopConn, o outcome) bool {
+	if o.err != nil {
+		o.reused, o.gotBytes = l.abandon(c)
+		c.failure = o.err
 	}
-	u := &loopUp{fd: fd, b: c.t.backend(), idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
-		in: h1.Reader{Buf: make([]byte, 16<<10)}}
-	for fd >= len(l.up) {
-		l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
+	c.x = c.t.after(c.x, o, l.now)
+	switch c.x {
+	case xConnect:
+		c.sent = 0
+	case xSend:
+		c.deadline = minTime(l.now.Add(c.rq.rt.pool.cfg.Timeouts.Header), c.total)
+	case xRelay:
+		l.startRelay(c)
 	}
-	l.up[fd] = u
-	c.u = u
-	c.phase = phConnect
-	c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
 	return true
+}
+
+// abandon ends the current attempt: its upstream connection, if any, is closed (one that
+// failed, or whose response is not read, is never pooled). reused and gotBytes describe it.
+func (l *evLoop) abandon(c *loopConn) (reused, gotBytes bool) {
+	u := c.u
+	if u == nil {
+		return false, false
+	}
+	c.u = nil
+	l.closeUp(u)
+	return u.reused, u.gotBytes
+}
+
+// connect gives the request an upstream connection: an idle one (unless the attempt must be on
+// a new one) or a new one, once the backend has accepted it.
+func (l *evLoop) connect(c *loopConn) bool {
+	u := c.u
+	if u == nil {
+		b := c.t.backend()
+		if !c.t.fresh {
+			if u = l.takeIdle(b); u != nil {
+				u.owner, u.reused, u.gotBytes = c, true, false
+				c.u = u
+				return l.stepped(c, outcome{})
+			}
+		}
+		fd, err := l.dial(b)
+		if err != nil {
+			return l.stepped(c, outcome{err: err})
+		}
+		p := c.rq.rt.pool
+		u = &loopUp{fd: fd, b: b, idleFor: p.cfg.Timeouts.Idle, maxIdle: p.cfg.MaxIdlePerBackend, owner: c,
+			in: h1.Reader{Buf: make([]byte, 16<<10)}}
+		for fd >= len(l.up) {
+			l.up = append(l.up, make([]*loopUp, len(l.up)+64)...)
+		}
+		l.up[fd] = u
+		c.u = u
+		c.deadline = minTime(l.now.Add(p.cfg.Timeouts.Connect), c.total)
+	}
+	if !u.writable {
+		return false
+	}
+	if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
+		if err == nil {
+			err = syscall.Errno(errno)
+		}
+		return l.stepped(c, outcome{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)}})
+	}
+	return l.stepped(c, outcome{})
 }
 
 // dial opens a non-blocking connection to b on the loop's epoll, counted against the server's
@@ -261,23 +324,6 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// connected waits for the backend to accept the connection.
-func (l *evLoop) connected(c *loopConn) bool {
-	u := c.u
-	if !u.writable {
-		return false
-	}
-	if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
-		if err == nil {
-			err = syscall.Errno(errno)
-		}
-		return l.upstreamFailed(c, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
-	}
-	c.phase = phSend
-	c.deadline = minTime(l.now.Add(c.rq.rt.pool.cfg.Timeouts.Header), c.total)
-	return true
-}
-
 // sendRequest writes the request head and body upstream.
 func (l *evLoop) sendRequest(c *loopConn) bool {
 	u := c.u
@@ -290,7 +336,7 @@ func (l *evLoop) sendRequest(c *loopConn) bool {
 		case err == unix.EAGAIN:
 			u.writable = false
 		case err != nil:
-			return l.upstreamFailed(c, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)})
+			return l.stepped(c, outcome{err: &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}})
 		default:
 			c.sent += n
 			if c.sent < len(c.reqBuf) {
@@ -298,8 +344,7 @@ func (l *evLoop) sendRequest(c *loopConn) bool {
 			}
 		}
 	}
-	c.phase = phAwait
-	return true
+	return l.stepped(c, outcome{})
 }
 
 // awaitHead reads the response head; interim (1xx) heads go to the client as they come.
@@ -312,7 +357,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		}
 		n, err := readInto(u.fd, &u.in, 64<<10+4<<10, &u.readable, u.hup)
 		if err != nil {
-			return l.upstreamFailed(c, err)
+			return l.stepped(c, outcome{err: err})
 		}
 		if n > 0 {
 			u.gotBytes = true
@@ -320,11 +365,11 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		return n > 0
 	}
 	if rej := h1.ParseHead(u.in.Buffered()[:end], &c.rhead); rej != nil {
-		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, rej))
+		return l.stepped(c, outcome{err: errors.Join(core.ErrUpstream, rej)})
 	}
 	code, ok := core.StatusCode(c.rhead.Line)
 	if !ok || code == http.StatusSwitchingProtocols {
-		return l.upstreamFailed(c, errors.Join(core.ErrUpstream, errors.New("bad status line")))
+		return l.stepped(c, outcome{err: errors.Join(core.ErrUpstream, errors.New("bad status line"))})
 	}
 	c.upClose = c.responseTokens()
 	if code < 200 {
@@ -333,14 +378,18 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		c.send(head)
 		return true
 	}
-	if c.t.answered(code, "", l.now) {
-		return l.retryElsewhere(c) // the response is not read: its connection is closed
-	}
-	// The response head: its framing, then the head and the body bytes that came with it.
-	c.code = code
-	fr := core.ResponseFraming(c.rq.Method, code, &c.rhead)
-	head := c.responseHead(code, fr)
+	// The final head: its bytes are consumed (c.rhead still points into them, and they stay
+	// in the buffer until the next read), what follows is the exchange's.
 	u.in.Consume(end)
+	c.code = code
+	return l.stepped(c, outcome{code: code})
+}
+
+// startRelay sends the client the response head, with the body bytes that came with it.
+func (l *evLoop) startRelay(c *loopConn) {
+	u := c.u
+	fr := core.ResponseFraming(c.rq.Method, c.code, &c.rhead)
+	head := c.responseHead(c.code, fr)
 	c.body.Reset(fr, c.rhead.ContentLength, false)
 	c.respErr = nil
 	if !c.body.Done() && len(u.in.Buffered()) > 0 {
@@ -351,20 +400,7 @@ func (l *evLoop) awaitHead(c *loopConn) bool {
 		l.responseTaken(c)
 	}
 	c.send(head)
-	c.phase = phBody
 	c.deadline = c.total
-	return true
-}
-
-// retryElsewhere sends the request to the backend tries moved it to: the current upstream
-// connection is closed (its response, if any, unread).
-func (l *evLoop) retryElsewhere(c *loopConn) bool {
-	if c.u != nil {
-		l.closeUp(c.u)
-		c.u = nil
-	}
-	c.sent = 0
-	return l.connect(c, false)
 }
 
 // dialable reports a backend the loop can connect to itself (given as an IP address).
@@ -409,7 +445,7 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 		return false
 	}
 	if c.body.Done() {
-		return l.endExchange(c, true)
+		return l.stepped(c, outcome{})
 	}
 	u := c.u
 	if !c.flush() || !u.readable {
@@ -442,38 +478,20 @@ func (l *evLoop) streamBody(c *loopConn) bool {
 	return true
 }
 
-// upstreamFailed handles an upstream failure before any response byte: tries decides between
-// a replay on a new connection (a pooled one the backend had closed), another backend, and the
-// answer the failure gets (upstreamCode).
-func (l *evLoop) upstreamFailed(c *loopConn, err error) bool {
-	var reused, gotBytes bool
-	if u := c.u; u != nil {
-		c.u = nil
-		l.closeUp(u)
-		reused, gotBytes = u.reused, u.gotBytes
-	}
-	switch c.t.failed(err, reused, gotBytes, l.now) {
-	case replay:
-		c.sent = 0
-		return l.connect(c, true)
-	case retry:
-		return l.retryElsewhere(c)
-	}
-	code, msg, extra := upstreamCode(err)
-	l.s.log.Debug("upstream error", "client", c.remote, "error", err)
-	c.writeError(code, msg, extra, c.clientClose)
+// answer tells the client of the failure that ended the exchange (answerFailure).
+func (l *evLoop) answer(c *loopConn) bool {
+	code, keep := c.answerFailure(c.failure, true)
+	c.failure = nil
 	l.endRequest(c, code)
-	return l.endExchange(c, true)
+	return l.endExchange(c, keep)
 }
 
-// endRequest records a finished request and gives back what admit took.
+// endRequest ends the request (finish): the loop forgets its route (and with it the
+// configuration it belongs to) between requests.
 func (l *evLoop) endRequest(c *loopConn, code int) {
-	b := c.t.backend()
-	c.observe(c.rq.rt, b, code, c.n, c.rq.start, c.t.attempts(), c.rq.Clean)
-	c.release(&c.rq, b)
+	c.finish(&c.rq, &c.t, code, c.n)
 	c.reqBuf = c.reqBuf[:0]
-	c.t.end()
-	c.rq = routed{} // an idle connection keeps no route (nor the configuration it belongs to)
+	c.rq, c.failure = routed{}, nil
 }
 
 // endExchange readies the connection for its next request, or to close once its answer is out.

@@ -97,12 +97,9 @@ type loopListener struct {
 type phase int
 
 const (
-	phHead    phase = iota // reading a request head
-	phConnect              // connecting to the backend
-	phSend                 // writing the request upstream
-	phAwait                // reading the response head
-	phBody                 // streaming the response body
-	phDrain                // writing what is left, then closing
+	phHead     phase = iota // reading a request head
+	phExchange              // the request's exchange, at step loopConn.x
+	phDrain                 // writing what is left, then closing
 )
 
 // loopConn is a client connection on an event loop.
@@ -128,6 +125,8 @@ type loopConn struct {
 	// the request in progress
 	rq      routed
 	t       tries // its attempts (tries.go); none between requests
+	x       xstep // its exchange's step (exchange.go)
+	failure error // why the exchange failed, for its answer (xAnswer)
 	u       *loopUp
 	total   time.Time // the request's total deadline
 	sent    int
@@ -653,11 +652,8 @@ func (l *evLoop) forget(c *loopConn) {
 // abort ends a connection at once: the request in progress (if any) ends with code.
 func (l *evLoop) abort(c *loopConn, code int) {
 	if c.t.attempts() > 0 {
-		if c.u != nil {
-			l.closeUp(c.u)
-			c.u = nil
-		}
-		if c.phase == phBody {
+		l.abandon(c)
+		if c.phase == phExchange && c.x == xRelay {
 			code = c.code // the status already went out
 		}
 		l.endRequest(c, code)
@@ -681,14 +677,8 @@ func (l *evLoop) step(c *loopConn) {
 		switch c.phase {
 		case phHead:
 			more = l.readHead(c)
-		case phConnect:
-			more = l.connected(c)
-		case phSend:
-			more = l.sendRequest(c)
-		case phAwait:
-			more = l.awaitHead(c)
-		case phBody:
-			more = l.streamBody(c)
+		case phExchange:
+			more = l.exchange(c)
 		case phDrain:
 			if c.flush() && !c.gone {
 				l.abort(c, 0)
@@ -798,14 +788,14 @@ func (l *evLoop) expire() {
 		if c.deadline.IsZero() || l.now.Before(c.deadline) {
 			continue
 		}
-		switch c.phase {
-		case phConnect, phSend, phAwait:
-			if l.upstreamFailed(c, os.ErrDeadlineExceeded) {
-				l.step(c)
-			}
-		default:
-			l.abort(c, 504)
+		if c.phase == phExchange && c.x < xRelay {
+			// Connecting, sending or awaiting the head: a failure of the attempt, which the
+			// exchange may retry.
+			l.stepped(c, outcome{err: os.ErrDeadlineExceeded})
+			l.step(c)
+			continue
 		}
+		l.abort(c, 504)
 	}
 	l.idle.Expire(l.now, loopIdleFor, l.closeUp)
 	for _, ll := range l.lns {

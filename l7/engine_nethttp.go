@@ -79,7 +79,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
 	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).
-	b, v := rt.admission.Admit(r)
+	b, v := s.admit(rt, r)
 	if v != core.Admitted {
 		ref := s.refusal(rt, v)
 		if v == core.ShedGlobal {
@@ -89,8 +89,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
 	}
-	s.metrics.inFlight.Inc()
-	s.decisions.Add(1)
 
 	// An upgraded connection (WebSocket) lives as long as its peers keep it open; the total
 	// timeout would cut it, so only requests with a response body of their own get it.
@@ -113,10 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Retries start within the total time; a replay needs the body held (GetBody).
 	// The transport replays a request on a stale connection itself (tries gets no connection).
 	ex.t.start(s, rt, policy, r, b, r.GetBody != nil, policy != nil && r.GetBody != nil, start.Add(total))
-	defer func() {
-		rt.admission.Release(ex.t.backend())
-		s.metrics.inFlight.Dec()
-	}()
+	defer func() { s.release(rt, ex.t.backend()) }()
 	defer func() {
 		// Deferred: ReverseProxy aborts the handler (panics) on a body the backend cut short.
 		if ex.relaying != 0 {
@@ -308,52 +303,69 @@ func grpcBound(r *http.Request, route time.Duration) time.Duration {
 }
 
 // RoundTrip forwards the request to the backend admission picked, and moves it to another one
-// on connect errors and the route's retry statuses, as the core's retry policy and budget allow
-// (core.RetryPolicy, core.Admission.Retry: the same decisions as every engine's).
+// on connect errors and the route's retry statuses, as the core's retry policy and budget allow:
+// the exchange's steps in its order (tries.after), as on every engine. net/http's transport
+// connects and sends within its round trip (xAwait here) and replays a request on a stale
+// connection itself (tries gets no connection).
 func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := req.Context().Value(exchangeKey).(*exchange)
-	p, rt := ex.route.pool, ex.route
-	for {
-		b := ex.t.backend()
-		out := req
-		if ex.t.attempts() > 1 {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, fmt.Errorf("replay request body: %w", err)
+	var resp *http.Response
+	var failure error
+	var o outcome
+	for step := xAwait; ; step = ex.t.after(step, o, time.Now()) {
+		o = outcome{}
+		switch step {
+		case xAwait:
+			resp, o.err = s.roundTrip(req, ex)
+			if o.err != nil {
+				failure = fmt.Errorf("forward to %s: %w", ex.t.backend().Address, o.err)
+			} else {
+				o.code = resp.StatusCode
 			}
-			out = req.Clone(req.Context())
-			out.Body = body
-		}
-		out.URL.Scheme, out.URL.Host = p.scheme, b.Address
-		var resp *http.Response
-		var err error
-		if p.h2up != nil && out.Header.Get("Upgrade") != "" {
-			resp, err = p.h2up.upgrade(out, b) // WebSocket to an HTTP/2 backend: extended CONNECT
-		} else {
-			resp, err = p.transport.RoundTrip(out)
-		}
-		if err != nil {
-			if errors.Is(req.Context().Err(), context.Canceled) {
-				err = errors.Join(err, context.Canceled) // the client's own abort
-			}
-			if ex.t.failed(err, false, false, time.Now()) == retry {
-				continue
-			}
-			return nil, fmt.Errorf("forward to %s: %w", b.Address, err)
-		}
-		if ex.t.answered(resp.StatusCode, "", time.Now()) {
+		case xRetry:
 			// Drain a little so the connection can be reused, then drop this response.
 			io.CopyN(io.Discard, resp.Body, 4<<10)
 			resp.Body.Close()
-			continue
+		case xRelay:
+			ex.relaying = resp.StatusCode // passive health hears of it once relayed (ServeHTTP)
+			if h := ex.route.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.t.attempts() > 1 {
+				resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
+			}
+			resp.Body = watchBody(resp.Body, ex)
+			return resp, nil
+		case xAnswer:
+			return nil, failure // answered by proxyError
 		}
-		ex.relaying = resp.StatusCode // passive health hears of it once relayed (ServeHTTP)
-		if h := rt.cfg.Retry; h != nil && h.FailoverHeader != "" && ex.t.attempts() > 1 {
-			resp.Header.Set(h.FailoverHeader, "1") // l7/failover.go
-		}
-		resp.Body = watchBody(resp.Body, ex)
-		return resp, nil
+		// xConnect, xSend: the transport's, within the round trip
 	}
+}
+
+// roundTrip sends the request to the current backend of ex (its held body again on a retry)
+// and returns the response head.
+func (s *Server) roundTrip(req *http.Request, ex *exchange) (*http.Response, error) {
+	p := ex.route.pool
+	b := ex.t.backend()
+	out := req
+	if ex.t.attempts() > 1 {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("replay request body: %w", err)
+		}
+		out = req.Clone(req.Context())
+		out.Body = body
+	}
+	out.URL.Scheme, out.URL.Host = p.scheme, b.Address
+	var resp *http.Response
+	var err error
+	if p.h2up != nil && out.Header.Get("Upgrade") != "" {
+		resp, err = p.h2up.upgrade(out, b) // WebSocket to an HTTP/2 backend: extended CONNECT
+	} else {
+		resp, err = p.transport.RoundTrip(out)
+	}
+	if err != nil && errors.Is(req.Context().Err(), context.Canceled) {
+		err = errors.Join(err, context.Canceled) // the client's own abort
+	}
+	return resp, err
 }
 
 // watchBody notes an error that cuts the response body short (ex.broken), for ServeHTTP to end

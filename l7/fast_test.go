@@ -56,7 +56,13 @@ func readResponse(t *testing.T, br *bufio.Reader, method string) (*http.Response
 // rawBackend accepts connections and runs serve on each; it is a backend that can misbehave.
 func rawBackend(t *testing.T, serve func(c net.Conn)) (string, *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return rawBackendAt(t, "127.0.0.1:0", serve)
+}
+
+// rawBackendAt is rawBackend listening at addr.
+func rawBackendAt(t testing.TB, addr string, serve func(c net.Conn)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

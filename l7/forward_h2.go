@@ -21,7 +21,7 @@ import (
 
 // h2Leg sends requests to an h2 or h2c pool as streams on the core's own HTTP/2 connections
 // (h2Upstreams), the response streaming back with its trailers, whatever the client speaks
-// (goConn.forward decides). A gRPC call's deadline is its client's grpc-timeout when shorter
+// (goConn.forward runs its steps). A gRPC call's deadline is its client's grpc-timeout when shorter
 // than the route's, and a stream the client resets ends its upstream stream too.
 type h2Leg struct {
 	gc     *goConn
@@ -31,8 +31,13 @@ type h2Leg struct {
 	cancel context.CancelFunc
 	rb     core.RequestBody
 	upload *clientBody // the rest of a body still arriving, read by the transport
-	resp   *http.Response
-	end    func() // ends the current attempt once its response is relayed
+	// the current attempt: its backend, its connection with a stream reserved (until the
+	// round trip takes it), its request, its response and how that ends once relayed
+	b    *balance.Backend
+	cc   *http.ClientConn
+	req  *http.Request
+	resp *http.Response
+	end  func()
 }
 
 // newH2Leg starts the leg of a request to an HTTP/2 pool, due by deadline.
@@ -61,27 +66,53 @@ func (l *h2Leg) prepare() (int, bool, *h1.Rejection) {
 	return bodyLen, whole, rej
 }
 
-// send opens a stream to the current backend; fresh is not needed (net/http's ClientConn
-// moves a request the backend refused before processing it, GOAWAY or REFUSED_STREAM, itself).
-func (l *h2Leg) send(t *tries, _ bool) (int, string, bool, bool, error) {
-	resp, end, err := l.gc.roundTripH2(l.ctx, l.rq, t.backend(), &l.rb, l.upload)
+// connect takes a connection to b with a stream reserved; fresh is not needed (net/http's
+// ClientConn moves a request the backend refused before processing it, GOAWAY or
+// REFUSED_STREAM, itself).
+func (l *h2Leg) connect(b *balance.Backend, _ bool) error {
+	cc, err := l.rq.rt.pool.h2up.get(l.ctx, b)
+	l.b, l.cc = b, cc
+	return err
+}
+
+// send builds the request of the attempt; the connection's transport sends it as the round
+// trip (await) starts.
+func (l *h2Leg) send() error {
+	l.req = l.gc.h2Request(l.rq, l.b, &l.rb, l.upload)
+	return nil
+}
+
+// await sends the request on the reserved stream and waits for the response head.
+func (l *h2Leg) await() (int, string, error) {
+	cc := l.cc
+	l.cc = nil // the round trip takes the reservation
+	resp, end, err := roundTripH2(l.ctx, cc, l.req, l.upload != nil, l.rq.rt.pool.cfg.Timeouts.Header)
 	if err != nil {
 		if l.ctx.Err() == context.Canceled {
 			err = errors.Join(err, context.Canceled) // the client reset its stream
 		}
-		return 0, "", false, false, err
+		return 0, "", err
 	}
 	l.resp, l.end = resp, end
 	grpcStatus := ""
 	if l.rq.RI.GRPC || l.gc.grpcWeb {
 		grpcStatus = resp.Header.Get("Grpc-Status") // a trailers-only answer: nothing streamed yet
 	}
-	return resp.StatusCode, grpcStatus, false, false, nil
+	return resp.StatusCode, grpcStatus, nil
 }
 
-func (l *h2Leg) drop() {
-	l.resp.Body.Close()
-	l.end()
+// abandon gives back a stream reserved and not used, or drops a response unread.
+func (l *h2Leg) abandon() (reused, gotBytes bool) {
+	if l.cc != nil {
+		l.cc.Release()
+		l.cc = nil
+	}
+	if l.resp != nil {
+		l.resp.Body.Close()
+		l.end()
+		l.resp, l.end = nil, nil
+	}
+	return false, false
 }
 
 func (l *h2Leg) relay(t *tries) (int, int64, bool) {
@@ -111,16 +142,11 @@ func (l *h2Leg) done() {
 // errHeaderTimeout is a response head that did not come within the pool's header timeout.
 var errHeaderTimeout = fmt.Errorf("await response head: %w", os.ErrDeadlineExceeded)
 
-// roundTripH2 sends the request to b on a pooled HTTP/2 connection and returns the response
-// head, and done, which ends the attempt once its response has been relayed. A body held whole
-// (gc.reqBuf) is sent again on each try; one still arriving follows what came with the head
-// from upload. The head of a request sent whole must come within the pool's header timeout.
-func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backend, rb *core.RequestBody, upload *clientBody) (*http.Response, func(), error) {
+// h2Request is the request of an attempt at b as an HTTP/2 stream's: the head from the core's
+// rules, a body held whole (gc.reqBuf) sent again on each try, one still arriving following
+// what came with the head from upload, and the trailers.
+func (gc *goConn) h2Request(rq *routed, b *balance.Backend, rb *core.RequestBody, upload *clientBody) *http.Request {
 	p := rq.rt.pool
-	cc, err := p.h2up.get(ctx, b)
-	if err != nil {
-		return nil, nil, err
-	}
 	req := &http.Request{Method: rq.Method, Proto: "HTTP/2.0", ProtoMajor: 2,
 		URL:  &url.URL{Scheme: p.scheme, Host: b.Address, Opaque: string(rq.Target)},
 		Host: string(rq.RI.HostUpstream()), Header: make(http.Header, len(gc.head.Fields)+5)}
@@ -165,15 +191,22 @@ func (gc *goConn) roundTripH2(ctx context.Context, rq *routed, b *balance.Backen
 			upload.trailer = req.Trailer
 		}
 	}
+	return req
+}
+
+// roundTripH2 sends req on cc's reserved stream and returns the response head, and done, which
+// ends the attempt once its response has been relayed. The head of a request sent whole
+// (streamed false) must come within header.
+func roundTripH2(ctx context.Context, cc *http.ClientConn, req *http.Request, streamed bool, header time.Duration) (*http.Response, func(), error) {
 	actx, cancel := context.WithCancel(ctx)
 	// The header timeout runs from a body sent whole; a streamed upload is bounded by the total
 	// timeout only (the backend may answer only once it has all of it), as on HTTP/1.1 pools.
-	late := time.AfterFunc(p.cfg.Timeouts.Header, cancel)
-	if upload != nil {
+	late := time.AfterFunc(header, cancel)
+	if streamed {
 		late.Stop()
 	}
 	resp, err := cc.RoundTrip(req.WithContext(actx))
-	fired := upload == nil && !late.Stop()
+	fired := !streamed && !late.Stop()
 	switch {
 	case err == nil && !fired:
 		return resp, cancel, nil

@@ -166,10 +166,8 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 // can serve another request.
 func (cc *clientConn) admit(rq *routed) (b *balance.Backend, keep bool) {
 	s, rt := cc.s, rq.rt
-	b, v := rt.admission.Admit(&cc.m.Req)
+	b, v := s.admit(rt, &cc.m.Req)
 	if v == core.Admitted {
-		s.metrics.inFlight.Inc()
-		s.decisions.Add(1)
 		return b, true
 	}
 	closeConn := rq.HasBody || rq.RI.Close
@@ -215,9 +213,23 @@ func (r refusal) setHeaders(h http.Header) {
 }
 
 // release gives back what admit took for a request that ended on backend b.
-func (cc *clientConn) release(rq *routed, b *balance.Backend) {
-	rq.rt.admission.Release(b)
-	cc.s.metrics.inFlight.Dec()
+func (cc *clientConn) release(rq *routed, b *balance.Backend) { cc.s.release(rq.rt, b) }
+
+// admit lets the core admit r on route rt (the gates, rate limit, retry budget) and pick its
+// first backend, on every engine; an admitted request is in flight until release.
+func (s *Server) admit(rt *routeRT, r *http.Request) (*balance.Backend, core.Verdict) {
+	b, v := rt.admission.Admit(r)
+	if v == core.Admitted {
+		s.metrics.inFlight.Inc()
+		s.decisions.Add(1)
+	}
+	return b, v
+}
+
+// release gives back what admit took for a request that ended on backend b.
+func (s *Server) release(rt *routeRT, b *balance.Backend) {
+	rt.admission.Release(b)
+	s.metrics.inFlight.Dec()
 }
 
 // upstreamHead builds the request head for the backend into cc.reqBuf.

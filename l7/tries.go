@@ -11,21 +11,9 @@ import (
 	"github.com/switchyard/switchyard/l7/core"
 )
 
-// The exchange's lifecycle, the same on every engine:
-//
-//	route → admit (picks the first backend) → send → await the head
-//	  ├ failed before any response byte: replay once on a fresh connection (a pooled one the
-//	  │   backend had closed), retry on another backend, or answer the failure (upstreamCode)
-//	  ├ a head the route retries on: retry on another backend
-//	  └ relay the head, the body and its trailers
-//	→ release → observe
-//
-// The engines only move bytes and frames between those steps: the event loops as a state
-// machine (engine_loop_exchange_linux.go), the goroutine engine and the HTTP/2 front end with
-// blocking calls (goConn.forward, one loop over an HTTP/1.1 or HTTP/2 upstream leg), net/http's
-// path in RoundTrip. Every decision between the steps is made here, once: which failures the
-// backend is blamed for, when a request may go out again and to which backend, and what the
-// client is told.
+// tries makes every decision of the exchange between its steps, once for every engine (the
+// steps and their order: exchange.go): which failures the backend is blamed for, when a
+// request may go out again and to which backend.
 
 // tries is one request's attempts at its pool's backends: the backends tried (the last one
 // current) and the decisions about the next attempt.
@@ -39,6 +27,7 @@ type tries struct {
 	deadline time.Time // the request's total time: no retry starts after it
 	whole    bool      // the request's body is all held (it can be sent again)
 	stale    bool      // a stale pooled connection was replaced once already
+	fresh    bool      // the next attempt replays on a new connection (not an idle one)
 	// usable, when set, restricts retries to backends the engine can reach itself.
 	usable func(*balance.Backend) bool
 	// failover, when set, is where the route's failover header line goes once the request
@@ -50,7 +39,7 @@ type tries struct {
 // held, replayable that it may go to another backend (the route's policy allows it and the body
 // fits); policy is nil when the route does not retry it.
 func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend, whole, replayable bool, deadline time.Time) {
-	t.s, t.rt, t.policy, t.req, t.deadline, t.whole, t.stale = s, rt, policy, req, deadline, whole, false
+	t.s, t.rt, t.policy, t.req, t.deadline, t.whole, t.stale, t.fresh = s, rt, policy, req, deadline, whole, false, false
 	t.usable, t.failover = nil, nil
 	t.tried = append(t.tried[:0], b)
 	t.max = policy.MaxAttempts(replayable)
@@ -73,7 +62,7 @@ func (t *tries) end() {
 type verdict uint8
 
 const (
-	answer verdict = iota // the client gets upstreamCode(err)
+	answer verdict = iota // the client is told of the failure (answerFailure)
 	replay                // the same backend again, on a new connection
 	retry                 // another backend, now t.backend()
 )

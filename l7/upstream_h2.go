@@ -25,9 +25,9 @@ import (
 // net/http's ClientConn does the HTTP/2 framing, flow control and HPACK (a client as complete
 // and as hardened as Go's is not worth writing twice), over connections that gather its
 // per-frame writes (batchConn); the pool, the choice of connection, the
-// descriptor budget (the transport dials through it) and the exchange around it (goConn.
-// forwardH2: admission, retries, timeouts, gRPC answers, passive health) are the core's, the
-// same as for HTTP/1.1 pools.
+// descriptor budget (the transport dials through it) and the exchange around it (h2Leg under
+// goConn.forward: admission, retries, timeouts, gRPC answers, passive health) are the core's,
+// the same as for HTTP/1.1 pools.
 type h2Upstreams struct {
 	tr     *http.Transport // Protocols HTTP/2 or unencrypted HTTP/2; dials through the budget
 	scheme string          // "https" (h2) or "http" (h2c)
