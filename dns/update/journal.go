@@ -32,6 +32,10 @@ import (
 // Journal appends the applied updates of one zone to its file.
 type Journal struct {
 	path string
+	// Unsynced skips the sync after each append, for a file that only saves work (an IXFR
+	// history a restart can do without): a crash may lose its last entries, never tear one
+	// that a reader would take.
+	Unsynced bool
 	// last is the serial the file's chain ends at and size its valid length, known after the
 	// first append has read the file (checked).
 	last    uint32
@@ -79,8 +83,10 @@ func (j *Journal) Append(c *Change, key string, now time.Time) error {
 	if _, err := f.WriteAt(b, j.size); err != nil {
 		return fmt.Errorf("write update journal: %w", err)
 	}
-	if err := syncData(f); err != nil {
-		return fmt.Errorf("sync update journal: %w", err)
+	if !j.Unsynced {
+		if err := syncData(f); err != nil {
+			return fmt.Errorf("sync update journal: %w", err)
+		}
 	}
 	j.torn = false
 	if j.size == 0 {

@@ -12,12 +12,12 @@ import (
 // The IXFR history of a zone (Zone.diffs) is kept in a file (config.IXFRJournalPath) so the
 // first IXFR after a restart is still incremental. It is written in the update journal's
 // format (package update: one entry per step, the SOAs first among the deletions and the
-// additions). A new step is appended (and synced); the file is rewritten whole and atomically,
-// with only the steps kept, once it holds twice as many as the zone keeps, so a step costs the
-// same whatever the journal's length (rewriting 1,000 steps at every update was most of an
-// update's CPU). At start it is taken when its last step ends at the zone's serial, and dropped
-// otherwise (the zone file changed while the server was down: the steps no longer lead to the
-// zone).
+// additions). A new step is appended (not synced: historyFile); the file is rewritten whole and
+// atomically, with only the steps kept, once it holds twice as many as the zone keeps, so a step
+// costs the same whatever the journal's length (rewriting 1,000 steps at every update was most
+// of an update's CPU). At start it is taken when its last step ends at the zone's serial, and
+// dropped otherwise (the zone file changed while the server was down, or a crash lost its last
+// steps: the steps no longer lead to the zone).
 
 // saveJournal writes x's newest step to its journal file, or all its steps when the file is
 // due for compaction or does not end where the step starts; a failure is logged and the steps
@@ -40,7 +40,7 @@ func (x *Zone) saveJournal(log *slog.Logger) {
 	for i, d := range x.diffs {
 		cs[i] = stepChange(d)
 	}
-	x.file, x.fileSteps = update.NewJournal(x.journalPath), len(cs)
+	x.file, x.fileSteps = historyFile(x.journalPath), len(cs)
 	err := update.Rewrite(x.journalPath, cs, now)
 	if err != nil || len(cs) == 0 {
 		x.file = nil // unknown, or removed (no steps)
@@ -48,6 +48,15 @@ func (x *Zone) saveJournal(log *slog.Logger) {
 	if err != nil {
 		log.Warn("dns IXFR journal not saved; after a restart the first transfer is a full one", "zone", x.origin, "err", err)
 	}
+}
+
+// historyFile is the journal file of the steps, appended without a sync each: it saves
+// secondaries a full transfer after a restart, and a crash that loses its last steps costs one
+// (its chain no longer ends at the zone's serial, so it is dropped at start).
+func historyFile(path string) *update.Journal {
+	j := update.NewJournal(path)
+	j.Unsynced = true
+	return j
 }
 
 // stepChange is a step as a journal entry: the SOAs first among the deletions and additions.
@@ -70,7 +79,7 @@ func (x *Zone) loadJournal(log *slog.Logger) []diff {
 	if len(cs) == 0 || cs[len(cs)-1].To != x.soa.Serial {
 		return nil
 	}
-	x.file, x.fileSteps = update.NewJournal(x.journalPath), len(cs)
+	x.file, x.fileSteps = historyFile(x.journalPath), len(cs)
 	var out []diff
 	for _, c := range cs {
 		from, ok1 := first[*mdns.SOA](c.Del)
