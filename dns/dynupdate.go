@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -66,7 +67,9 @@ func (s *Server) answerUpdate(req *mdns.Msg, raw []byte, src netip.Addr) []byte 
 const updateNice = 10
 
 // updateThread runs the updates on one thread of lower priority (lowprio), started by the
-// first update and stopped by Close (after the connections that send updates are done).
+// first update and stopped by Close (after the connections that send updates are done). With
+// one P (GOMAXPROCS=1) updates run on the caller's thread: a niced thread the kernel puts aside
+// would hold the only P, and no answer would run until it got the CPU back.
 type updateThread struct {
 	mu      sync.Mutex
 	t       *lowprio.Thread
@@ -77,7 +80,7 @@ type updateThread struct {
 // do runs f on the thread; after stop, on the caller's.
 func (u *updateThread) do(log *slog.Logger, f func()) {
 	u.mu.Lock()
-	if u.t == nil && !u.stopped {
+	if u.t == nil && !u.stopped && runtime.GOMAXPROCS(0) > 1 {
 		u.t = lowprio.Start(updateNice)
 		if u.t.Err != nil {
 			log.Warn("dns updates run at the answers' priority", "err", u.t.Err)
