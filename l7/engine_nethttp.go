@@ -81,15 +81,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, http.StatusNotFound, "no route matches "+r.Method+" "+clean, false)
 		return
 	}
-	rt := st.routes[m.Index].pick(r)
+	rt, policy := st.routeTo(m.Index, r)
 	ex.route = rt
 	if rt.redirect != nil {
 		rec.code = rt.redirect.answer(rec, r, ex.scheme)
 		return
-	}
-	var policy *core.RetryPolicy
-	if s.retryable(rt, r) {
-		policy = rt.retry
 	}
 	// Admitted as on every engine (begin): RoundTrip moves the request on a retry, finish gives
 	// back the last backend.
@@ -170,12 +166,6 @@ func schemeOf(r *http.Request) string {
 		return "https"
 	}
 	return "http"
-}
-
-// retryable says whether the route's retry policy covers this request's method (the core's
-// rule, core.RetryPolicy, the same on every engine).
-func (s *Server) retryable(rt *routeRT, r *http.Request) bool {
-	return rt.retry.Covers(r.Method)
 }
 
 // bufferBody reads a request body up to the route's buffer size so a retry can replay it. A body

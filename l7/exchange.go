@@ -122,6 +122,17 @@ func (cc *clientConn) refuseBody(rej *h1.Rejection) int {
 	return rej.Status
 }
 
+// routeTo ends the route step of every engine, once the engine has matched route idx of st for
+// req: the route's runtime (a split route picks its pool here) and the retry policy that covers
+// req's method (nil: the route does not retry it).
+func (st *state) routeTo(idx int, req *http.Request) (*routeRT, *core.RetryPolicy) {
+	rt := st.routes[idx].pick(req)
+	if !rt.retry.Covers(req.Method) {
+		return rt, nil
+	}
+	return rt, rt.retry
+}
+
 // begin is the head side of the exchange on every engine, once the engine has read the request
 // and routed it to rt: admission takes it in (the proxy's and the pool's gates, the route's rate
 // limit) and picks its first backend, where t's attempts start under policy (nil: the route does

@@ -137,7 +137,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	if len(cc.s.acme) > 0 && strings.HasPrefix(rq.Clean, tlsconf.HTTPChallengePath) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
-	rq.rt = st.routes[rq.Index].pick(&cc.m.Req)
+	rq.rt, rq.retry = st.routeTo(rq.Index, &cc.m.Req)
 	if rq.rt.redirect != nil {
 		return rq, false // a redirect is net/http's to answer (filters.go)
 	}
@@ -151,9 +151,6 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	cc.grpcWeb = rq.RI.GRPCWeb && rq.rt.pool.h2up != nil
 	cc.responseHeaders = rq.rt.responseHeaders
 	cc.compress, cc.coding = rq.rt.compress, negotiateCoding(rq.rt.compress, &cc.head)
-	if rq.rt.retry.Covers(rq.Method) {
-		rq.retry = rq.rt.retry
-	}
 	return rq, true
 }
 
