@@ -18,12 +18,14 @@ import (
 )
 
 // Every engine begins and finishes a request the same way (exchange.go): the same requests, one
-// relayed and one refused by the route's rate limit, through the event loops, the goroutine
-// engine, the HTTP/2 engine and net/http give the same metric increments and access-log lines,
-// each request recorded once and every admission given back. An engine that observed twice,
-// skipped release, or routed or admitted its own way would differ here.
+// retried on the route's status (the first backend answers 503) and relayed from the second, one
+// refused by the route's rate limit, through the event loops, the goroutine engine, the HTTP/2
+// engine and net/http give the same metric increments and access-log lines, each request
+// recorded once and every admission given back. An engine that observed twice, skipped release,
+// or routed, admitted or retried its own way would differ here.
 func TestEveryEngineBeginsAndFinishesAlike(t *testing.T) {
-	b := startBackend(t, "b", nil)
+	bad, b := startBackend(t, "x", nil), startBackend(t, "b", nil)
+	bad.code.Store(http.StatusServiceUnavailable)
 	cases := []struct {
 		e      engine
 		http10 bool // ask in HTTP/1.0, which the core hands to net/http
@@ -37,7 +39,7 @@ func TestEveryEngineBeginsAndFinishesAlike(t *testing.T) {
 	// One line per request, the proxy's own answer's body size aside (the core records 0,
 	// net/http what it wrote).
 	want := []string{
-		"GET a /ok 200 16 r p " + b.addr + " 1",
+		"GET a /ok 200 16 r p " + b.addr + " 2",
 		"GET a /ok 429 - r p - 0",
 	}
 	for _, c := range cases {
@@ -47,9 +49,9 @@ func TestEveryEngineBeginsAndFinishesAlike(t *testing.T) {
 listeners: [{address: "127.0.0.1:0"}]
 access_log: %q
 access_log_format: '$request_method $host $request_uri $status $body_bytes_sent $route $pool $upstream_addr $attempts'
-routes: [{name: r, pool: p, rate_limit: {key: client, rate: 0.01, burst: 1}}]
-pools: [{name: p, backends: [{address: %q}]}]
-`, log, b.addr))
+routes: [{name: r, pool: p, rate_limit: {key: client, rate: 0.01, burst: 1}, retry: {attempts: 1, on_status: [503]}}]
+pools: [{name: p, backends: [{address: %q}, {address: %q}], retry_budget: {percent: 100, min_per_second: 100}}]
+`, log, bad.addr, b.addr))
 			p.viaNetHTTP = c.http10
 			for _, code := range []int{200, 429} {
 				conn, br := p.dial(t)
@@ -89,7 +91,7 @@ pools: [{name: p, backends: [{address: %q}]}]
 			for _, s := range []struct {
 				labels []string
 				want   float64
-			}{{[]string{"r", "p", b.addr, "200"}, 1}, {[]string{"r", "p", "", "429"}, 1}} {
+			}{{[]string{"r", "p", b.addr, "200"}, 1}, {[]string{"r", "p", "", "429"}, 1}, {[]string{"r", "p", bad.addr, "503"}, 0}} {
 				if got := counterValue(m.requests.WithLabelValues(s.labels...)); got != s.want {
 					t.Errorf("requests_total%q = %v, want %v", s.labels, got, s.want)
 				}
