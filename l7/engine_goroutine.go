@@ -248,8 +248,7 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	gc.in.Consume(end)
 	deadline := rq.start.Add(rq.rt.timeout)
 	gc.in.SetDeadline(deadline)
-	b, keep := gc.admit(&rq)
-	if b == nil {
+	if ok, keep := gc.admit(&rq, &gc.t); !ok {
 		return keep, false
 	}
 	gc.h1 = h1Leg{gc: gc, rq: &rq, p: rq.rt.pool, until: deadline}
@@ -257,9 +256,9 @@ func (gc *goConn) handle(st *state, end int) (keep, fallback bool) {
 	if rq.rt.pool.h2up != nil {
 		lg = gc.newH2Leg(&rq, deadline)
 	}
-	code, n, keep := gc.forward(&rq, lg, b)
+	code, n, keep := gc.forward(&rq, lg)
 	gc.stopEncoding() // a response cut short leaves its encoder behind
-	gc.finish(&rq, &gc.t, code, n)
+	gc.finish(rq.rt, &rq, &gc.t, code, n)
 	gc.h1 = h1Leg{}
 	return keep && !rq.RI.Close, false
 }
@@ -330,13 +329,13 @@ type leg interface {
 	deadline() time.Time
 }
 
-// forward runs the goroutine engine's exchange over lg from the first backend b, one step
-// after another in the exchange's order (tries.after). It returns the status (499 when the
+// forward runs the goroutine engine's exchange over lg from the first backend begin picked, one
+// step after another in the exchange's order (tries.after). It returns the status (499 when the
 // client went away), the body bytes sent and whether the client connection stays usable.
-func (gc *goConn) forward(rq *routed, lg leg, b *balance.Backend) (int, int64, bool) {
+func (gc *goConn) forward(rq *routed, lg leg) (int, int64, bool) {
 	defer lg.done()
 	bodyLen, whole, rej := lg.prepare()
-	gc.t.start(gc.s, rq.rt, rq.retry, &gc.m.Req, b, whole, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
+	gc.t.hold(whole, whole && rq.retry.Replayable(rq.Method, int64(bodyLen), whole), lg.deadline())
 	gc.t.failover = &gc.failover
 	if rej != nil {
 		return gc.refuseBody(rej), 0, false

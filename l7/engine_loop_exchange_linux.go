@@ -102,16 +102,15 @@ func (l *evLoop) startRequest(c *loopConn, st *state, end int) bool {
 		l.handOff(c, false)
 		return false
 	}
-	bk, keep := c.admit(&rq)
-	if bk == nil {
+	l.s.served.add(engineLoop) // the loop's from here, answered or refused, as on every engine
+	if ok, keep := c.admit(&rq, &c.t); !ok {
 		c.in.Consume(end)
 		return l.endExchange(c, keep)
 	}
-	l.s.served.add(engineLoop)
 	c.rq = rq
 	c.started = false
 	c.total = rq.start.Add(rq.rt.timeout)
-	c.t.start(l.s, rq.rt, rq.retry, &c.m.Req, bk, true, rq.retry.Replayable(rq.Method, int64(n), true), c.total)
+	c.t.hold(true, rq.retry.Replayable(rq.Method, int64(n), true), c.total)
 	c.t.usable, c.t.failover = l.usable, &c.failover
 	c.reqBuf = append(c.upstreamHead(&rq), body...)
 	rq.rt.mirror.copy(c.reqBuf, int64(n), true)
@@ -489,7 +488,7 @@ func (l *evLoop) answer(c *loopConn) bool {
 // endRequest ends the request (finish): the loop forgets its route (and with it the
 // configuration it belongs to) between requests.
 func (l *evLoop) endRequest(c *loopConn, code int) {
-	c.finish(&c.rq, &c.t, code, c.n)
+	c.finish(c.rq.rt, &c.rq, &c.t, code, c.n)
 	c.reqBuf = c.reqBuf[:0]
 	c.rq, c.failure = routed{}, nil
 }

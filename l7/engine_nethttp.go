@@ -40,10 +40,12 @@ type exchange struct {
 	relaying int
 	// client are the client connection's addresses, for a pool's PROXY header (proxyDial).
 	client clientEnds
+	obs    observer // records the request (finish)
 }
 
-// ServeHTTP is the proxy's request path: admission, normalisation, routing, rate limiting, pool
-// admission, then the reverse proxy whose transport picks and retries backends.
+// ServeHTTP is net/http's request path: normalisation and routing of its http.Request, then the
+// exchange's head side (begin: admission, the first backend, the attempts), the reverse proxy
+// whose transport (RoundTrip) runs the exchange's steps, and finish, as on every engine.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.acme) > 0 && s.answerACME(w, r) {
 		return
@@ -53,7 +55,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 	ex := &exchange{scheme: schemeOf(r), client: clientEndsOf(r)}
-	defer func() { s.observe(r, rec, ex, start) }()
+	defer func() {
+		// Deferred: ReverseProxy aborts the handler (panics) on a body the backend cut short.
+		if ex.relaying != 0 {
+			ex.t.relayed(ex.relaying, ex.broken)
+		}
+		// r is the request as routed by then: its path the clean one once normalised.
+		s.finish(&ex.obs, &ex.t, logged{rt: ex.route, start: start, client: r.RemoteAddr, method: r.Method,
+			host: r.Host, path: r.URL.Path, proto: r.Proto}, rec.code, rec.bytes)
+	}()
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the response start while the request body still streams up (bidirectional
 		// streaming); HTTP/1 in net/http is half duplex unless asked.
@@ -71,20 +81,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(rec, r, http.StatusNotFound, "no route matches "+r.Method+" "+clean, false)
 		return
 	}
-	rt := st.routes[m.Index].pick(r)
+	rt, policy := st.routeTo(m.Index, r)
 	ex.route = rt
 	if rt.redirect != nil {
 		rec.code = rt.redirect.answer(rec, r, ex.scheme)
 		return
 	}
-	// Admitted by the core, as on every engine: the gates, rate limit, retry budget and the
-	// first backend (RoundTrip moves the request on a retry; Release gives back the last one).
-	b, v := s.admit(rt, r)
-	if v != core.Admitted {
-		ref := s.refusal(rt, v)
-		if v == core.ShedGlobal {
-			ex.route = nil
-		}
+	// Admitted as on every engine (begin): RoundTrip moves the request on a retry, finish gives
+	// back the last backend.
+	if ref, ok := s.begin(&ex.t, rt, policy, r); !ok {
+		ex.route = ref.route
 		ref.setHeaders(rec.Header())
 		fail(rec, r, ref.code, ref.msg, ref.shed)
 		return
@@ -103,21 +109,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	r = r.WithContext(context.WithValue(ctx, exchangeKey, ex))
 	r.URL.Path, r.URL.RawPath = clean, ""
-	var policy *core.RetryPolicy
-	if s.retryable(rt, r) {
-		policy = rt.retry
+	if policy != nil {
 		s.bufferBody(rt, r)
 	}
 	// Retries start within the total time; a replay needs the body held (GetBody).
 	// The transport replays a request on a stale connection itself (tries gets no connection).
-	ex.t.start(s, rt, policy, r, b, r.GetBody != nil, policy != nil && r.GetBody != nil, start.Add(total))
-	defer func() { s.release(rt, ex.t.backend()) }()
-	defer func() {
-		// Deferred: ReverseProxy aborts the handler (panics) on a body the backend cut short.
-		if ex.relaying != 0 {
-			ex.t.relayed(ex.relaying, ex.broken)
-		}
-	}()
+	ex.t.hold(r.GetBody != nil, policy != nil && r.GetBody != nil, start.Add(total))
 	s.proxy.ServeHTTP(rec, r)
 	if ex.broken != nil && r.Context().Err() == nil {
 		s.brokenResponse(rec, r, ex.broken)
@@ -169,12 +166,6 @@ func schemeOf(r *http.Request) string {
 		return "https"
 	}
 	return "http"
-}
-
-// retryable says whether the route's retry policy covers this request's method (the core's
-// rule, core.RetryPolicy, the same on every engine).
-func (s *Server) retryable(rt *routeRT, r *http.Request) bool {
-	return rt.retry.Covers(r.Method)
 }
 
 // bufferBody reads a request body up to the route's buffer size so a retry can replay it. A body
@@ -428,26 +419,6 @@ func (r *recorder) Write(p []byte) (int, error) {
 func (r *recorder) Flush() { http.NewResponseController(r.ResponseWriter).Flush() }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// observe records metrics and the access log line of one request.
-func (s *Server) observe(r *http.Request, rec *recorder, ex *exchange, start time.Time) {
-	elapsed := time.Since(start)
-	routeName, poolName, backend := "", "", ""
-	if ex.route != nil {
-		routeName, poolName = ex.route.cfg.Name, ex.route.poolName()
-	}
-	if ex.t.attempts() > 0 {
-		backend = ex.t.backend().Address
-	}
-	code := strconv.Itoa(rec.code)
-	s.metrics.requests.WithLabelValues(routeName, poolName, backend, code).Inc()
-	s.metrics.duration.WithLabelValues(routeName, poolName).Observe(elapsed.Seconds())
-	if s.access != nil {
-		s.access.log(&accessEntry{client: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
-			status: rec.code, bytes: rec.bytes, duration: elapsed, route: routeName, pool: poolName, backend: backend,
-			attempts: ex.t.attempts()})
-	}
-}
 
 // clientEndsOf are the addresses of r's client connection (dst nil where the server does not
 // say: the PROXY header is then LOCAL).

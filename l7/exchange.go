@@ -2,30 +2,36 @@ package l7
 
 import (
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/h1"
+	"github.com/switchyard/switchyard/l7/balance"
+	"github.com/switchyard/switchyard/l7/core"
 )
 
 // The exchange: one request's lifecycle, the same on every engine.
 //
-//	route → admit (picks the first backend)
+//	read the head, route (the engine's: clientConn.route, or ServeHTTP's match of net/http's request)
+//	→ begin: admit, pick the first backend, start the attempts (a refusal goes to finish)
 //	  → connect → send → await the head            (xConnect, xSend, xAwait)
 //	      ├ failed before any response byte: replay once on a new connection (a pooled one the
 //	      │   backend had closed), retry on another backend (both back to xConnect), or answer
 //	      │   the failure (xAnswer)
 //	      ├ a head the route retries on: drop it, on to another backend (xRetry → xConnect)
 //	      └ relay the head, the body and its trailers (xRelay)
-//	  → release → observe                          (finish)
+//	  → finish: release, observe (metrics, access log), forget the attempts
 //
-// The order of the steps is tries.after, once; every decision between them is tries' (which
-// failures the backend is blamed for, when a request may go out again and to which backend)
-// and what the client is told of a failure is answerFailure's. The engines run the steps and
-// only move bytes and frames: the event loops run a step when its socket is ready and go on in
-// evLoop.stepped (engine_loop_exchange_linux.go); the goroutine engine runs them with blocking
-// calls over an HTTP/1.1 or HTTP/2 upstream leg in goConn.forward (engine_goroutine.go,
-// forward_h2.go); net/http's path runs them in Server.RoundTrip, its transport connecting and
-// sending within the await step.
+// Every request an engine takes ends in finish once, admitted or not, so what admission took
+// is given back and the request recorded in one place. The order of the steps is tries.after,
+// once; every decision between them is tries' (which failures the backend is blamed for, when a
+// request may go out again and to which backend) and what the client is told of a failure is
+// answerFailure's (net/http's proxyError gives the same status, upstreamCode). The engines run
+// the steps and only move bytes and frames: the event loops run a step when its socket is ready
+// and go on in evLoop.stepped (engine_loop_exchange_linux.go); the goroutine engine runs them
+// with blocking calls over an HTTP/1.1 or HTTP/2 upstream leg in goConn.forward
+// (engine_goroutine.go, forward_h2.go); net/http's path runs them in Server.RoundTrip, its
+// transport connecting and sending within the await step.
 
 // xstep is a step of a request's exchange with its pool's backends.
 type xstep uint8
@@ -116,11 +122,45 @@ func (cc *clientConn) refuseBody(rej *h1.Rejection) int {
 	return rej.Status
 }
 
-// finish ends a request that went to t's backends and got code, with n body bytes relayed: it
-// gives back what admit took, records it (metrics, access log) and forgets its attempts.
-func (cc *clientConn) finish(rq *routed, t *tries, code int, n int64) {
-	b := t.backend()
-	cc.release(rq, b)
-	cc.observe(rq.rt, b, code, n, rq.start, t.attempts(), rq.Clean)
+// routeTo ends the route step of every engine, once the engine has matched route idx of st for
+// req: the route's runtime (a split route picks its pool here) and the retry policy that covers
+// req's method (nil: the route does not retry it).
+func (st *state) routeTo(idx int, req *http.Request) (*routeRT, *core.RetryPolicy) {
+	rt := st.routes[idx].pick(req)
+	if !rt.retry.Covers(req.Method) {
+		return rt, nil
+	}
+	return rt, rt.retry
+}
+
+// begin is the head side of the exchange on every engine, once the engine has read the request
+// and routed it to rt: admission takes it in (the proxy's and the pool's gates, the route's rate
+// limit) and picks its first backend, where t's attempts start under policy (nil: the route does
+// not retry it); req is what admission and the pool's picker read. A refused request is counted
+// and its answer returned for the engine to write in its client's framing; it ends through finish
+// like any other.
+func (s *Server) begin(t *tries, rt *routeRT, policy *core.RetryPolicy, req *http.Request) (refusal, bool) {
+	b, v := rt.admission.Admit(req)
+	if v != core.Admitted {
+		return s.refusal(rt, v), false
+	}
+	s.metrics.inFlight.Inc() // until finish
+	s.decisions.Add(1)
+	t.start(s, rt, policy, req, b)
+	return refusal{}, true
+}
+
+// finish ends a request on every engine, whatever became of it (relayed, failed, refused, or
+// never admitted): it gives back what begin took when it was admitted (t started; t.backend()
+// is the last backend tried), records the request q, with code and n body bytes sent, once
+// (metrics, access log: observe), and forgets its attempts.
+func (s *Server) finish(o *observer, t *tries, q logged, code int, n int64) {
+	var b *balance.Backend
+	attempts := t.attempts()
+	if attempts > 0 {
+		b = t.backend()
+		s.release(t.rt, b)
+	}
+	s.observe(o, &q, b, code, n, attempts)
 	t.end()
 }

@@ -49,7 +49,8 @@ pools: [{name: p, backends: [{address: "127.0.0.1:23310"}, {address: "127.0.0.1:
 	}
 	run := func(t *testing.T, rows []row) {
 		var tr tries
-		tr.start(s, rt, rt.retry, req, rt.pool.backends[0], true, rt.retry.Replayable(http.MethodGet, 0, true), now.Add(time.Minute))
+		tr.start(s, rt, rt.retry, req, rt.pool.backends[0])
+		tr.hold(true, rt.retry.Replayable(http.MethodGet, 0, true), now.Add(time.Minute))
 		for _, r := range rows {
 			before := tr.backend()
 			got := tr.after(r.from, r.o, now)

@@ -25,8 +25,8 @@ import (
 // frames and decides reuse and retries; this file ties that to the configuration state
 // (state.go: which route and pool an index means, the answers and metrics of a refusal) and
 // observes (metrics, access log), the same way for every engine. An engine owns the sockets and
-// calls these in order: route, admit, (forward with the core's heads and body framing, the
-// attempts decided by tries.go), release, observe.
+// runs the exchange (exchange.go): route, begin (admit), the steps with the core's heads and
+// body framing (their decisions tries.go's), finish (release, observe).
 
 // clientConn is the per-connection request state every HTTP/1.1 engine shares: the event loops
 // (loopConn) and the goroutine engine (goConn) each wrap one.
@@ -78,11 +78,7 @@ type clientConn struct {
 	out    []byte            // the response head and other client-bound bytes
 	body   core.ResponseBody // the response body being forwarded
 
-	// the last requests_total series used, so steady traffic does no label lookup
-	mRoute *routeRT
-	mBack  *balance.Backend
-	mCode  int
-	mCount prometheus.Counter
+	obs observer // records the connection's requests (finish)
 }
 
 // newClientConn makes the per-connection state for a client at raddr.
@@ -141,7 +137,7 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	if len(cc.s.acme) > 0 && strings.HasPrefix(rq.Clean, tlsconf.HTTPChallengePath) {
 		return rq, false // ServeHTTP answers the CA's HTTP-01 request (answerACME)
 	}
-	rq.rt = st.routes[rq.Index].pick(&cc.m.Req)
+	rq.rt, rq.retry = st.routeTo(rq.Index, &cc.m.Req)
 	if rq.rt.redirect != nil {
 		return rq, false // a redirect is net/http's to answer (filters.go)
 	}
@@ -155,29 +151,27 @@ func (cc *clientConn) route(st *state, start time.Time) (rq routed, ok bool) {
 	cc.grpcWeb = rq.RI.GRPCWeb && rq.rt.pool.h2up != nil
 	cc.responseHeaders = rq.rt.responseHeaders
 	cc.compress, cc.coding = rq.rt.compress, negotiateCoding(rq.rt.compress, &cc.head)
-	if rq.rt.retry.Covers(rq.Method) {
-		rq.retry = rq.rt.retry
-	}
 	return rq, true
 }
 
-// admit lets the core admit a routed request and pick its backend. When it is refused, the
-// client is answered here (s.refusal) and nil returned; keep then says whether the connection
-// can serve another request.
-func (cc *clientConn) admit(rq *routed) (b *balance.Backend, keep bool) {
-	s, rt := cc.s, rq.rt
-	b, v := s.admit(rt, &cc.m.Req)
-	if v == core.Admitted {
-		return b, true
+// admit is begin on the core's engines: a refused request is answered here, in the client's
+// framing, and ended (finish); keep then says whether the connection can serve another request.
+func (cc *clientConn) admit(rq *routed, t *tries) (ok, keep bool) {
+	ref, ok := cc.s.begin(t, rq.rt, rq.retry, &cc.m.Req)
+	if ok {
+		return true, true
 	}
 	closeConn := rq.HasBody || rq.RI.Close
-	ref := s.refusal(rt, v)
 	cc.writeError(ref.code, ref.msg, ref.extra, closeConn)
-	if v == core.ShedGlobal {
-		rt = nil // the proxy's limit, before any route's
-	}
-	cc.observe(rt, nil, ref.code, 0, rq.start, 0, rq.Clean)
-	return nil, !closeConn
+	cc.finish(ref.route, rq, t, ref.code, 0)
+	return false, !closeConn
+}
+
+// finish is finish on the core's engines: rq, recorded on route rt (nil: the proxy shed it
+// before any route), ended with code and n body bytes relayed.
+func (cc *clientConn) finish(rt *routeRT, rq *routed, t *tries, code int, n int64) {
+	cc.s.finish(&cc.obs, t, logged{rt: rt, start: rq.start, client: cc.remote, method: cc.m.Req.Method,
+		host: cc.m.Req.Host, path: rq.Clean, proto: cc.protoName()}, code, n)
 }
 
 // refusal is the answer to a request admission refused: the status, the message, extra
@@ -187,6 +181,7 @@ type refusal struct {
 	msg   string
 	extra []byte
 	shed  bool
+	route *routeRT // what the request is recorded on: nil when the proxy shed it before any route
 }
 
 // refusal counts admission's verdict v on route rt and returns the answer every engine gives.
@@ -194,17 +189,17 @@ func (s *Server) refusal(rt *routeRT, v core.Verdict) refusal {
 	switch v {
 	case core.ShedGlobal:
 		s.metrics.shedGlobal.Inc()
-		return refusal{http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, true}
+		return refusal{http.StatusServiceUnavailable, "overloaded (proxy in-flight limit); retry later", core.ShedHeaders, true, nil}
 	case core.RateLimited:
 		rt.limitedCount.Inc()
 		wait := int64(rt.limiter.RetryAfter().Seconds() + 0.999)
 		extra := strconv.AppendInt([]byte("Retry-After: "), wait, 10)
-		return refusal{http.StatusTooManyRequests, "rate limit exceeded; slow down", append(extra, "\r\n"...), true}
+		return refusal{http.StatusTooManyRequests, "rate limit exceeded; slow down", append(extra, "\r\n"...), true, rt}
 	case core.ShedPool:
 		rt.pool.shedCount.Inc()
-		return refusal{http.StatusServiceUnavailable, "overloaded (pool " + rt.pool.name + " in-flight limit); retry later", core.ShedHeaders, true}
+		return refusal{http.StatusServiceUnavailable, "overloaded (pool " + rt.pool.name + " in-flight limit); retry later", core.ShedHeaders, true, rt}
 	}
-	return refusal{http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), false}
+	return refusal{http.StatusServiceUnavailable, "no available backend", []byte("Retry-After: 1\r\n"), false, rt}
 }
 
 // setHeaders sets the extra header lines on h (an http.ResponseWriter's).
@@ -212,21 +207,7 @@ func (r refusal) setHeaders(h http.Header) {
 	core.EachLine(r.extra, func(name, value []byte) { h.Set(string(name), string(value)) })
 }
 
-// release gives back what admit took for a request that ended on backend b.
-func (cc *clientConn) release(rq *routed, b *balance.Backend) { cc.s.release(rq.rt, b) }
-
-// admit lets the core admit r on route rt (the gates, rate limit, retry budget) and pick its
-// first backend, on every engine; an admitted request is in flight until release.
-func (s *Server) admit(rt *routeRT, r *http.Request) (*balance.Backend, core.Verdict) {
-	b, v := rt.admission.Admit(r)
-	if v == core.Admitted {
-		s.metrics.inFlight.Inc()
-		s.decisions.Add(1)
-	}
-	return b, v
-}
-
-// release gives back what admit took for a request that ended on backend b.
+// release gives back what begin took for a request that ended on backend b.
 func (s *Server) release(rt *routeRT, b *balance.Backend) {
 	rt.admission.Release(b)
 	s.metrics.inFlight.Dec()
@@ -296,38 +277,49 @@ func upstreamCode(err error) (int, string, []byte) {
 	return http.StatusBadGateway, "upstream error", nil
 }
 
-// observe records metrics and the access log line of a request, with pre-resolved series so
-// steady traffic allocates nothing here.
-func (cc *clientConn) observe(rt *routeRT, b *balance.Backend, code int, n int64, start time.Time, attempts int, path string) {
-	s := cc.s
-	elapsed := time.Since(start)
-	if cc.mCount == nil || cc.mRoute != rt || cc.mBack != b || cc.mCode != code {
-		routeName, poolName, backend := "", "", ""
-		if rt != nil {
-			routeName, poolName = rt.cfg.Name, rt.poolName()
-		}
-		if b != nil {
-			backend = b.Address
-		}
-		cc.mRoute, cc.mBack, cc.mCode = rt, b, code
-		cc.mCount = s.metrics.requests.WithLabelValues(routeName, poolName, backend, strconv.Itoa(code))
+// observer records requests (metrics, access log) for finish: those of one client connection
+// on the core's engines, of one request on net/http's. It keeps the last requests_total series
+// used, so steady traffic does no label lookup and allocates nothing here.
+type observer struct {
+	rt    *routeRT
+	b     *balance.Backend
+	code  int
+	count prometheus.Counter
+}
+
+// logged is a request as observation names it: its route (nil when it has none, or the proxy
+// shed it before any), when it started, and the access log's fields of the request itself.
+type logged struct {
+	rt                                *routeRT
+	start                             time.Time
+	client, method, host, path, proto string
+}
+
+// observe records a request q that ended with code on backend b (nil: none), n body bytes
+// sent, after attempts backends.
+func (s *Server) observe(o *observer, q *logged, b *balance.Backend, code int, n int64, attempts int) {
+	rt := q.rt
+	elapsed := time.Since(q.start)
+	routeName, poolName, backend := "", "", ""
+	if rt != nil {
+		routeName, poolName = rt.cfg.Name, rt.poolName()
 	}
-	cc.mCount.Inc()
+	if b != nil {
+		backend = b.Address
+	}
+	if o.count == nil || o.rt != rt || o.b != b || o.code != code {
+		o.rt, o.b, o.code = rt, b, code
+		o.count = s.metrics.requests.WithLabelValues(routeName, poolName, backend, strconv.Itoa(code))
+	}
+	o.count.Inc()
 	if rt != nil {
 		rt.durationObs.Observe(elapsed.Seconds())
 	} else {
 		s.metrics.duration.WithLabelValues("", "").Observe(elapsed.Seconds())
 	}
 	if s.access != nil {
-		routeName, poolName, backend := "", "", ""
-		if rt != nil {
-			routeName, poolName = rt.cfg.Name, rt.poolName()
-		}
-		if b != nil {
-			backend = b.Address
-		}
-		s.access.log(&accessEntry{client: cc.remote, method: cc.m.Req.Method, host: cc.m.Req.Host, path: path,
-			proto: cc.protoName(), status: code, bytes: n, duration: elapsed, route: routeName, pool: poolName,
+		s.access.log(&accessEntry{client: q.client, method: q.method, host: q.host, path: q.path,
+			proto: q.proto, status: code, bytes: n, duration: elapsed, route: routeName, pool: poolName,
 			backend: backend, attempts: attempts})
 	}
 }

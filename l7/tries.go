@@ -35,14 +35,23 @@ type tries struct {
 	failover *[]byte
 }
 
-// start begins the attempts of a request admitted to backend b. whole says that its body is all
-// held, replayable that it may go to another backend (the route's policy allows it and the body
-// fits); policy is nil when the route does not retry it.
-func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend, whole, replayable bool, deadline time.Time) {
-	t.s, t.rt, t.policy, t.req, t.deadline, t.whole, t.stale, t.fresh = s, rt, policy, req, deadline, whole, false, false
+// start begins the attempts of a request admitted to backend b (begin); policy is nil when the
+// route does not retry it. Until hold says what the engine holds of it, the request goes to b
+// alone.
+func (t *tries) start(s *Server, rt *routeRT, policy *core.RetryPolicy, req *http.Request, b *balance.Backend) {
+	t.s, t.rt, t.policy, t.req, t.whole, t.stale, t.fresh = s, rt, policy, req, false, false, false
 	t.usable, t.failover = nil, nil
 	t.tried = append(t.tried[:0], b)
-	t.max = policy.MaxAttempts(replayable)
+	t.max = 1
+}
+
+// hold says what the engine holds of the request once it has read what it reads before the
+// first attempt: whole, that its body is all held (it can be sent again); replayable, that it may
+// go to another backend (the route's policy allows it and the body fits); deadline, its total
+// time (no retry starts after it).
+func (t *tries) hold(whole, replayable bool, deadline time.Time) {
+	t.whole, t.deadline = whole, deadline
+	t.max = t.policy.MaxAttempts(replayable)
 }
 
 // backend is the backend of the current attempt.
