@@ -194,6 +194,25 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
+/* vip_cache_slot is the vip_cache slot of a VIP key (a multiplicative hash of its words). */
+static __always_inline __u32 vip_cache_slot(const struct vip_key *k)
+{
+	__u32 x = k->addr[0] ^ k->addr[1] ^ k->addr[2] ^ k->addr[3] ^ ((const __u32 *)k)[4];
+	return (x * 0x9e3779b1U) >> (32 - VIP_CACHE_BITS);
+}
+
+/* vip_key_eq compares two VIP keys word by word, without a branch a word. */
+static __always_inline int vip_key_eq(const struct vip_key *a, const struct vip_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+}
+
+/* vip_lookup finds the VIP of a key: in this CPU's vip_cache when its slot holds that key at the
+ * current vips_version (two inlined array reads and a compare), else in vips (a hash lookup,
+ * which costs several times that), refilling the slot. The version is read before vips, so a
+ * copy made of an entry that changes meanwhile carries the version before the change and is
+ * never used again; a key vips does not hold is not cached. */
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
 {
 	struct vip_key k = {};
@@ -201,7 +220,21 @@ static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u
 	k.port = port;
 	k.proto = f->proto;
 	k.family = f->family;
-	return bpf_map_lookup_elem(&vips, &k);
+	__u32 zero = 0, slot = vip_cache_slot(&k);
+	__u32 *ver = bpf_map_lookup_elem(&vips_version, &zero);
+	struct vip_cache_entry *c = bpf_map_lookup_elem(&vip_cache, &slot);
+	if (!ver || !c)
+		return bpf_map_lookup_elem(&vips, &k);
+	__u32 version = *ver;
+	if (c->version == version && vip_key_eq(&c->key, &k))
+		return &c->meta;
+	struct vip_meta *m = bpf_map_lookup_elem(&vips, &k);
+	if (m) {
+		c->key = k;
+		c->meta = *m;
+		c->version = version;
+	}
+	return m;
 }
 
 /* find_vip looks up {address, port, protocol}, then {address, any port, protocol}. */

@@ -259,7 +259,7 @@ func prefill(b *testing.B, prog *ebpf.Program, frame []byte, check pathCheck) {
 }
 
 // firstCPU is the first CPU this process may run on.
-func firstCPU(b *testing.B) int {
+func firstCPU(b testing.TB) int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		b.Fatal(err)
@@ -275,7 +275,7 @@ func firstCPU(b *testing.B) int {
 
 // pinThread keeps the calling goroutine on one OS thread bound to cpu. It stays locked: when the
 // benchmark's goroutine ends, the runtime ends that thread too, so no other goroutine inherits it.
-func pinThread(b *testing.B, cpu int) {
+func pinThread(b testing.TB, cpu int) {
 	runtime.LockOSThread()
 	var set unix.CPUSet
 	set.Set(cpu)

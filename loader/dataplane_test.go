@@ -527,6 +527,35 @@ func TestVIPRemovalEndsFlows(t *testing.T) {
 	}
 }
 
+// TestVIPCacheFollowsChanges: a VIP a CPU has cached (vip_cache) is not used once vips changed:
+// a removed VIP's port passes, and a VIP put again under another id is balanced by its new ring.
+// Pinned to one CPU, so every packet meets the same CPU's cache.
+func TestVIPCacheFollowsChanges(t *testing.T) {
+	pinThread(t, firstCPU(t))
+	dp := newDataplane(t)
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])
+	dp.vip(1, vip4, 443, maps.TCP, 0, be4[1])
+	syn := func(sport uint16) []byte {
+		return pkt{src: cli4, dst: vip4, sport: sport, dport: 80, proto: "tcp", flags: "S"}.build(t)
+	}
+	for sport := uint16(1000); sport < 1003; sport++ {
+		if v, out := dp.run(syn(sport)); v != xdpTX || decodeEncap(t, out).outerDst.String() != be4[0] {
+			t.Fatalf("SYN to the VIP: verdict %s, want TX to %s", verdictName[v], be4[0])
+		}
+	}
+	k := maps.VIPKey{Addr: netip.MustParseAddr(vip4), Port: 80, Proto: maps.TCP}
+	if err := dp.s.DeleteVIP(k); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := dp.run(syn(1003)); v != xdpPass {
+		t.Fatalf("SYN to a removed VIP's port: verdict %s, want PASS", verdictName[v])
+	}
+	dp.vip(2, vip4, 80, maps.TCP, 0, be4[2])
+	if v, out := dp.run(syn(1004)); v != xdpTX || decodeEncap(t, out).outerDst.String() != be4[2] {
+		t.Fatalf("SYN to the VIP put again under id 2: verdict %s, want TX to %s", verdictName[v], be4[2])
+	}
+}
+
 // TestDeleteFlowsPerVIP: the entries the program makes carry their VIP's id, so cutting one VIP's
 // flows to a backend leaves that backend's flows of other VIPs alone (drain timeout of an address
 // shared by two VIPs). The map API itself is tested in maps/ (TestFlows).

@@ -24,6 +24,25 @@ struct {
 	__type(value, struct vip_meta);
 } vips SEC(".maps");
 
+/* The version of vips: the control plane adds one after every change of vips (maps.Set), the
+ * loader at every load. A vip_cache slot holds for the version it was copied at only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} vips_version SEC(".maps");
+
+/* Each CPU's cache of vips entries (lb.c, vip_lookup): an array read and a key compare instead
+ * of a hash lookup for the VIP of a new flow. Per CPU, so only this CPU's program writes a slot,
+ * and never while another reads it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, VIP_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct vip_cache_entry);
+} vip_cache SEC(".maps");
+
 /* Every address that carries at least one VIP (port 0, proto 0): decides whether a fragment, an
  * IPv4 packet with options or an ICMP message is "toward a VIP". Value: number of VIPs on it. */
 struct {
