@@ -2,6 +2,7 @@ package loader_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"net/netip"
 	"testing"
@@ -380,6 +381,39 @@ func TestHashOptions(t *testing.T) {
 	}
 	if len(seen5) < 5 {
 		t.Fatalf("five-tuple hashing used only %d backends for 50 connections", len(seen5))
+	}
+}
+
+// TestFlowHashMatchesGo: for IPv4 and IPv6 flows and every hash option, the backend the program
+// picks for a new flow is the one the Go replica of the hash (maps.Slot) names, so `lb flow` and
+// the control plane tell the truth about where a flow goes.
+func TestFlowHashMatchesGo(t *testing.T) {
+	dp := newDataplane(t)
+	var many4, many6 []string
+	for i := 1; i <= 20; i++ {
+		many4 = append(many4, netip.AddrFrom4([4]byte{198, 18, 3, byte(i)}).String())
+		many6 = append(many6, fmt.Sprintf("fd00:5e:3::%d", i))
+	}
+	id := uint32(0)
+	for _, opt := range []maps.VIPFlags{0, maps.HashSrcOnly, maps.NoSrcPort} {
+		for _, fam := range []struct {
+			vip, cli string
+			bes      []string
+		}{{vip4, "198.18.1.%d", many4}, {vip6, "fd00:5e:1::%d", many6}} {
+			port := uint16(8000 + id)
+			dp.vip(id, fam.vip, port, maps.TCP, opt, fam.bes...)
+			for i := range 40 {
+				p := pkt{src: fmt.Sprintf(fam.cli, 10+i%7), dst: fam.vip, sport: uint16(2000 + 13*i), dport: port, proto: "tcp", flags: "S"}
+				v, out := dp.run(p.build(t))
+				if v != xdpTX {
+					t.Fatalf("%s, options %#x: verdict %s", p.src, opt, verdictName[v])
+				}
+				if got, want := decodeEncap(t, out).outerDst, dp.expectBackend(id, opt, p.flow()); got != want {
+					t.Fatalf("%s:%d -> %s:%d, options %#x: the program picked %s, the Go hash %s", p.src, p.sport, p.dst, port, opt, got, want)
+				}
+			}
+			id++
+		}
 	}
 }
 
