@@ -194,43 +194,41 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
-/* vip_cache_slot is the vip_cache slot of a VIP key (a multiplicative hash of its words). */
-static __always_inline __u32 vip_cache_slot(const struct vip_key *k)
-{
-	__u32 x = k->addr[0] ^ k->addr[1] ^ k->addr[2] ^ k->addr[3] ^ ((const __u32 *)k)[4];
-	return (x * 0x9e3779b1U) >> (32 - VIP_CACHE_BITS);
-}
-
-/* vip_key_eq compares two VIP keys word by word, without a branch a word. */
-static __always_inline int vip_key_eq(const struct vip_key *a, const struct vip_key *b)
-{
-	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
-	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
-}
+/* vip_key_words is a VIP key as its five words. */
+union vip_key_words {
+	struct vip_key k;
+	__u32 w[5];
+};
 
 /* vip_lookup finds the VIP of a key: in this CPU's vip_cache when its slot holds that key at the
  * current vips_version (two inlined array reads and a compare), else in vips (a hash lookup,
  * which costs several times that), refilling the slot. The version is read before vips, so a
  * copy made of an entry that changes meanwhile carries the version before the change and is
- * never used again; a key vips does not hold is not cached. */
+ * never used again; a key vips does not hold is not cached. The key's last word (port, protocol,
+ * family; little-endian, as the target) is made in a register, not by narrow stores that a word
+ * load would then have to wait for; the slot is a multiplicative hash of the words. */
 static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
 {
-	struct vip_key k = {};
-	__builtin_memcpy(k.addr, f->dst, 16);
-	k.port = port;
-	k.proto = f->proto;
-	k.family = f->family;
-	__u32 zero = 0, slot = vip_cache_slot(&k);
+	union vip_key_words key;
+	key.w[0] = f->dst[0];
+	key.w[1] = f->dst[1];
+	key.w[2] = f->dst[2];
+	key.w[3] = f->dst[3];
+	key.w[4] = port | (__u32)f->proto << 16 | (__u32)f->family << 24;
+	__u32 zero = 0;
+	__u32 slot = ((key.w[0] ^ key.w[1] ^ key.w[2] ^ key.w[3] ^ key.w[4]) * 0x9e3779b1U) >> (32 - VIP_CACHE_BITS);
 	__u32 *ver = bpf_map_lookup_elem(&vips_version, &zero);
 	struct vip_cache_entry *c = bpf_map_lookup_elem(&vip_cache, &slot);
 	if (!ver || !c)
-		return bpf_map_lookup_elem(&vips, &k);
+		return bpf_map_lookup_elem(&vips, &key.k);
 	__u32 version = *ver;
-	if (c->version == version && vip_key_eq(&c->key, &k))
+	const __u32 *cw = (const __u32 *)&c->key;
+	if (c->version == version && ((cw[0] ^ key.w[0]) | (cw[1] ^ key.w[1]) | (cw[2] ^ key.w[2]) |
+				      (cw[3] ^ key.w[3]) | (cw[4] ^ key.w[4])) == 0)
 		return &c->meta;
-	struct vip_meta *m = bpf_map_lookup_elem(&vips, &k);
+	struct vip_meta *m = bpf_map_lookup_elem(&vips, &key.k);
 	if (m) {
-		c->key = k;
+		c->key = key.k;
 		c->meta = *m;
 		c->version = version;
 	}
