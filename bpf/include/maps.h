@@ -131,16 +131,20 @@ struct {
 	__type(value, struct flow_state);
 } conntrack4 SEC(".maps");
 
-/* key4 is the IPv4 connection-table key of a flow. */
+/* key4 is the IPv4 connection-table key of a flow, made as four words (little-endian, as the
+ * target): the kernel hashes and compares it word by word, and a word load that spans several
+ * narrow stores waits for them to retire. */
 static __always_inline struct flow_key4 key4(const struct flow_key *f)
 {
-	struct flow_key4 k = {};
-	k.src = f->src[0];
-	k.dst = f->dst[0];
-	k.sport = f->sport;
-	k.dport = f->dport;
-	k.proto = f->proto;
-	return k;
+	union {
+		struct flow_key4 k;
+		__u32 w[4];
+	} u;
+	u.w[0] = f->src[0];
+	u.w[1] = f->dst[0];
+	u.w[2] = f->sport | (__u32)f->dport << 16;
+	u.w[3] = f->proto;
+	return u.k;
 }
 
 /* ct_lookup finds a flow's connection-table entry in its family's table. */
