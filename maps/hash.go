@@ -28,20 +28,15 @@ func mm3Fmix(h uint32) uint32 {
 }
 
 // FlowHash is the forwarder's flow hash (flow_hash in bpf/include/hash.h), so that the control
-// plane can tell which Maglev slot a flow maps to: an IPv4 flow hashes one word of each address
-// (16 bytes in all), an IPv6 flow four (40 bytes).
+// plane can tell which Maglev slot a flow maps to.
 func FlowHash(f Flow, flags VIPFlags) uint32 {
 	k := FlowKey(f)
-	n, size := 4, uint32(40)
-	if k.Family == uint8(bpfobj.LBFamilyFAMILY_V4) {
-		n, size = 1, 16
-	}
 	h := uint32(flowHashSeed)
-	for _, w := range k.Src[:n] {
+	for _, w := range k.Src {
 		h = mm3Mix(h, w)
 	}
 	if flags&HashSrcOnly == 0 {
-		for _, w := range k.Dst[:n] {
+		for _, w := range k.Dst {
 			h = mm3Mix(h, w)
 		}
 		sport := uint32(k.Sport)
@@ -51,7 +46,7 @@ func FlowHash(f Flow, flags VIPFlags) uint32 {
 		h = mm3Mix(h, sport<<16|uint32(k.Dport))
 		h = mm3Mix(h, uint32(k.Proto))
 	}
-	return mm3Fmix(h ^ size)
+	return mm3Fmix(h ^ 40)
 }
 
 // Slot is the index in a VIP's ring of ringSize slots that a new flow maps to.

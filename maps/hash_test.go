@@ -17,9 +17,9 @@ func TestFlowHashValues(t *testing.T) {
 		flags VIPFlags
 		want  uint32
 	}{
-		{v4, 0, 0x3dd698e1},
-		{v4, HashSrcOnly, 0x1bbcecf5},
-		{v4, NoSrcPort, 0x83f7ed1e},
+		{v4, 0, 0xd132fcec},
+		{v4, HashSrcOnly, 0x9cc5cf94},
+		{v4, NoSrcPort, 0x28339172},
 		{v6, 0, 0x65815005},
 		{v6, HashSrcOnly, 0xab73a7fe},
 		{v6, NoSrcPort, 0xf5c07eea},
