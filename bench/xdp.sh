@@ -47,7 +47,7 @@ go test ./internal/maglev/ -run '^$' -bench 'BenchmarkBuild1000' -benchtime "${B
   { cat "$raw" >&2; bench_fail "go test -bench BenchmarkBuild1000 failed"; }
 if grep -E -- '--- (SKIP|FAIL)' "$raw" >&2; then bench_fail "a benchmark skipped or failed (above)"; fi
 # Every case must have given a figure in every round.
-for c in pass new_flow new_flows_distinct established many_flows icmp_ptb guard_drop minimal lookup_floor lookup_floor_cold $KATRAN_CASES; do
+for c in pass new_flow new_flows_distinct established many_flows icmp_ptb guard_drop guard_flood minimal lookup_floor lookup_floor_cold $KATRAN_CASES; do
   n=$(grep -cE "^BenchmarkXDP/$c(-[0-9]+)? .* ns/pkt" "$raw" || true)
   [ "$n" = "$ROUNDS" ] || { cat "$raw" >&2; bench_fail "case $c gave $n of $ROUNDS rounds"; }
 done
@@ -60,7 +60,7 @@ fi
 
 # Ratios: name numerator denominator (the same-run ratio of medians, and the range of the ratio
 # round by round). The Katran ones only when its rows are there.
-ratios="pass_ratio pass minimal guard_drop_vs_pass guard_drop pass new_flow_ratio new_flow minimal established_ratio established minimal icmp_ptb_ratio icmp_ptb minimal many_flows_ratio many_flows minimal established_vs_floor established lookup_floor many_flows_vs_cold_floor many_flows lookup_floor_cold"
+ratios="pass_ratio pass minimal guard_drop_vs_pass guard_drop pass guard_flood_vs_pass guard_flood pass new_flow_ratio new_flow minimal established_ratio established minimal icmp_ptb_ratio icmp_ptb minimal many_flows_ratio many_flows minimal established_vs_floor established lookup_floor many_flows_vs_cold_floor many_flows lookup_floor_cold"
 if [ -n "$katran" ]; then
   ratios="$ratios established_vs_katran established katran_established new_flow_vs_katran_insert new_flow katran_new_flow_insert new_flow_vs_katran new_flow katran_new_flow new_flows_distinct_vs_katran new_flows_distinct katran_new_flows_distinct many_flows_vs_katran many_flows katran_many_flows pass_vs_katran pass katran_pass katran_pass_ratio katran_pass minimal katran_established_ratio katran_established minimal"
 fi
@@ -76,7 +76,7 @@ function median(arr, n,    i, j, t) {
 }
 /^BenchmarkBuild1000/ { for (i = 1; i <= NF; i++) if ($(i+1) == "ns/op") { nb++; mb[nb] = $i / 1e6 } }
 END {
-	nk = split("pass new_flow new_flows_distinct established many_flows icmp_ptb guard_drop minimal lookup_floor lookup_floor_cold " katran, order, " ")
+	nk = split("pass new_flow new_flows_distinct established many_flows icmp_ptb guard_drop guard_flood minimal lookup_floor lookup_floor_cold " katran, order, " ")
 	for (k = 1; k <= nk; k++) { c = order[k]; delete t; for (i = 1; i <= n[c]; i++) t[i] = v[c, i]; med[c] = median(t, n[c]) }
 	build = median(mb, nb)
 	printf "%-24s %10s %12s %s\n", "case", "ns/packet", "x minimal", "(rounds: min-max)"

@@ -194,17 +194,95 @@ static __always_inline int established(struct xdp_md *ctx, const struct packet *
 	return send(ctx, p, pc, cfg, be, st->backend, st->vip_id, st->backend2);
 }
 
+/* vip_key_words is a VIP key as its five words. */
+union vip_key_words {
+	struct vip_key k;
+	__u32 w[5];
+};
+
+/* vip_lookup finds the VIP of a key: in this CPU's vip_cache when its slot holds that key at the
+ * current vips_version (two inlined array reads and a compare), else in vips (a hash lookup,
+ * which costs several times that), refilling the slot. The version is read before vips, so a
+ * copy made of an entry that changes meanwhile carries the version before the change and is
+ * never used again; a key vips does not hold is not cached. The key's last word (port, protocol,
+ * family; little-endian, as the target) is made in a register, not by narrow stores that a word
+ * load would then have to wait for; the slot is a multiplicative hash of the words. */
+static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
+{
+	union vip_key_words key;
+	key.w[0] = f->dst[0];
+	key.w[1] = f->dst[1];
+	key.w[2] = f->dst[2];
+	key.w[3] = f->dst[3];
+	key.w[4] = port | (__u32)f->proto << 16 | (__u32)f->family << 24;
+	__u32 zero = 0;
+	__u32 slot = ((key.w[0] ^ key.w[1] ^ key.w[2] ^ key.w[3] ^ key.w[4]) * 0x9e3779b1U) >> (32 - VIP_CACHE_BITS);
+	__u32 *ver = bpf_map_lookup_elem(&vips_version, &zero);
+	struct vip_cache_entry *c = bpf_map_lookup_elem(&vip_cache, &slot);
+	if (!ver || !c)
+		return bpf_map_lookup_elem(&vips, &key.k);
+	__u32 version = *ver;
+	const __u32 *cw = (const __u32 *)&c->key;
+	if (c->version == version && ((cw[0] ^ key.w[0]) | (cw[1] ^ key.w[1]) | (cw[2] ^ key.w[2]) |
+				      (cw[3] ^ key.w[3]) | (cw[4] ^ key.w[4])) == 0)
+		return &c->meta;
+	struct vip_meta *m = bpf_map_lookup_elem(&vips, &key.k);
+	if (m) {
+		c->key = key.k;
+		c->meta = *m;
+		c->version = version;
+	}
+	return m;
+}
+
+/* find_vip looks up {address, port, protocol}, then {address, any port, protocol}. */
+static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
+{
+	struct vip_meta *v = vip_lookup(f, f->dport);
+	return v ? v : vip_lookup(f, 0);
+}
+
 /* Ethernet, a 20-byte IPv4 header and 14 bytes of transport header (the TCP flags): the least
  * that fast4 reads. */
 #define FAST4_MIN (ETH_HLEN + IPV4_HDR_LEN + 14)
+
+/* syn4 is the guard of a TCP SYN in fast4's frame (its fields read by fast4), before anything
+ * is parsed: the SYN's VIP is looked up from the header as read, and a SYN the VIP's guard refuses
+ * is dropped here, so a flood's SYN costs no parse (docs/xdp.md, "The guard"). It returns the
+ * verdict of a drop, or -1 with *vipp set to the VIP (NULL when none, or when the frame is not
+ * addressed to this balancer's MAC): process() then goes on with the SYN, looks the VIP up only
+ * when *vipp is NULL, and runs the guard only then. */
+static __always_inline int syn4(void *data, const __u32 *ip, const __u8 *l4, __u32 tot, struct vip_meta **vipp)
+{
+	struct lb_config *cfg = get_config();
+	if (!cfg || foreign_mac(data, cfg))
+		return -1;
+	struct flow_key f = {
+		.src = {ip[3]},
+		.dst = {ip[4]},
+		.sport = *(__u16 *)l4,
+		.dport = *(__u16 *)(l4 + 2),
+		.proto = IPPROTO_TCP_,
+		.family = FAMILY_V4,
+	};
+	struct vip_meta *vip = find_vip(&f);
+	if (!vip)
+		return -1;
+	int g = guard_check(&f, vip->id, 1, percpu(), tot);
+	if (g >= 0)
+		return guard_drop(g, vip->id, tot);
+	*vipp = vip;
+	return -1;
+}
 
 /* fast4 is the established path of the common frame, read straight from the frame into registers
  * (no struct packet, one bounds check): untagged Ethernet, IPv4 without options or fragment bits,
  * a TCP packet that is not a SYN or a UDP datagram, whose lengths are consistent (parse_ports'
  * checks) and whose connection-table entry is valid, with no second candidate to carry and no
- * MTU problem. It returns -1, having changed nothing, for every other frame: process() then takes
- * it from the start, and decides as it always did. */
-static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
+ * MTU problem. A SYN of that frame goes to syn4 (the guard). It returns -1 for every other frame,
+ * having changed nothing but what syn4 did to a SYN: process() then takes it from the start, and
+ * decides as it always did. */
+static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end, struct vip_meta **syn_vip)
 {
 	if (data + FAST4_MIN > data_end)
 		return -1;
@@ -222,8 +300,10 @@ static __always_inline int fast4(struct xdp_md *ctx, void *data, void *data_end)
 	if (proto == IPPROTO_TCP_) {
 		flags = l4[13];
 		__u32 doff = l4[12] >> 4;
-		if ((flags & (TCP_SYN | TCP_ACK)) == TCP_SYN || doff < 5 || doff * 4 > payload)
+		if (doff < 5 || doff * 4 > payload)
 			return -1;
+		if ((flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
+			return syn4(data, ip, l4, tot, syn_vip);
 	} else if (proto == IPPROTO_UDP_) {
 		__u32 ulen = bpf_ntohs(*(__u16 *)(l4 + 4));
 		if (ulen < 8 || ulen > payload)
@@ -424,23 +504,6 @@ static __always_inline int quic_route(struct xdp_md *ctx, const struct packet *p
 	return send_to(ctx, p, pc, st.backend, vip->id, 0);
 }
 
-static __always_inline struct vip_meta *vip_lookup(const struct flow_key *f, __u16 port)
-{
-	struct vip_key k = {};
-	__builtin_memcpy(k.addr, f->dst, 16);
-	k.port = port;
-	k.proto = f->proto;
-	k.family = f->family;
-	return bpf_map_lookup_elem(&vips, &k);
-}
-
-/* find_vip looks up {address, port, protocol}, then {address, any port, protocol}. */
-static __always_inline struct vip_meta *find_vip(const struct flow_key *f)
-{
-	struct vip_meta *v = vip_lookup(f, f->dport);
-	return v ? v : vip_lookup(f, 0);
-}
-
 /* vip_filter_has reads the vip_filter slot of a destination address whose words XOR to x. */
 static __always_inline int vip_filter_has(__u32 x)
 {
@@ -541,13 +604,14 @@ static __always_inline int process(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 len = data_end - data;
+	struct vip_meta *vip = NULL; /* a SYN's VIP, looked up and guarded by fast4 (syn4) */
 	/* Traffic for the host itself: no parse, an array lookup, no hash lookup. The common frame,
 	 * untagged IPv4, is filtered on the words fast4 reads anyway; then fast4 tries the
 	 * established path. */
 	if (data + FAST4_MIN <= data_end && *(__u16 *)(data + 12) == bpf_htons(ETH_P_IP)) {
 		if (!vip_filter_has(*(__u32 *)(data + ETH_HLEN + 16)))
 			return verdict_pass(len);
-		int fast = fast4(ctx, data, data_end);
+		int fast = fast4(ctx, data, data_end, &vip);
 		if (fast >= 0)
 			return fast;
 		/* fast4 changed nothing: the frame's bounds are read again rather than kept across
@@ -592,12 +656,15 @@ static __always_inline int process(struct xdp_md *ctx)
 			if (v >= 0)
 				return v;
 		}
-		struct vip_meta *vip = find_vip(&p.flow);
-		if (vip) {
-			/* The guard: new flows only, before anything costs a ring lookup or an entry. */
-			int g = guard_check(&p.flow, vip->id, syn || p.flow.proto == IPPROTO_UDP_, pc, p.l3_len);
+		if (!vip) {
+			vip = find_vip(&p.flow);
+			/* The guard: new flows only, before anything costs a ring lookup or an entry
+			 * (a SYN fast4 read had it in syn4). */
+			int g = vip ? guard_check(&p.flow, vip->id, syn || p.flow.proto == IPPROTO_UDP_, pc, p.l3_len) : -1;
 			if (g >= 0)
 				return guard_drop(g, vip->id, p.l3_len);
+		}
+		if (vip) {
 			/* QUIC VIPs only, after the connection table (docs/xdp.md, "QUIC by
 			 * connection ID"): the established path is the same for every flow. */
 			if ((vip->flags & (VIP_QUIC_KATRAN | VIP_QUIC_LB)) && p.flow.proto == IPPROTO_UDP_) {

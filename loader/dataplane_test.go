@@ -2,6 +2,7 @@ package loader_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"net/netip"
 	"testing"
@@ -383,6 +384,39 @@ func TestHashOptions(t *testing.T) {
 	}
 }
 
+// TestFlowHashMatchesGo: for IPv4 and IPv6 flows and every hash option, the backend the program
+// picks for a new flow is the one the Go replica of the hash (maps.Slot) names, so `lb flow` and
+// the control plane tell the truth about where a flow goes.
+func TestFlowHashMatchesGo(t *testing.T) {
+	dp := newDataplane(t)
+	var many4, many6 []string
+	for i := 1; i <= 20; i++ {
+		many4 = append(many4, netip.AddrFrom4([4]byte{198, 18, 3, byte(i)}).String())
+		many6 = append(many6, fmt.Sprintf("fd00:5e:3::%d", i))
+	}
+	id := uint32(0)
+	for _, opt := range []maps.VIPFlags{0, maps.HashSrcOnly, maps.NoSrcPort} {
+		for _, fam := range []struct {
+			vip, cli string
+			bes      []string
+		}{{vip4, "198.18.1.%d", many4}, {vip6, "fd00:5e:1::%d", many6}} {
+			port := uint16(8000 + id)
+			dp.vip(id, fam.vip, port, maps.TCP, opt, fam.bes...)
+			for i := range 40 {
+				p := pkt{src: fmt.Sprintf(fam.cli, 10+i%7), dst: fam.vip, sport: uint16(2000 + 13*i), dport: port, proto: "tcp", flags: "S"}
+				v, out := dp.run(p.build(t))
+				if v != xdpTX {
+					t.Fatalf("%s, options %#x: verdict %s", p.src, opt, verdictName[v])
+				}
+				if got, want := decodeEncap(t, out).outerDst, dp.expectBackend(id, opt, p.flow()); got != want {
+					t.Fatalf("%s:%d -> %s:%d, options %#x: the program picked %s, the Go hash %s", p.src, p.sport, p.dst, port, opt, got, want)
+				}
+			}
+			id++
+		}
+	}
+}
+
 // TestCountersAfterReplay replays a fixed mix and checks every counter it touches.
 func TestCountersAfterReplay(t *testing.T) {
 	dp := standard(t)
@@ -524,6 +558,35 @@ func TestVIPRemovalEndsFlows(t *testing.T) {
 	_, out = dp.run(ack.build(t))
 	if got := decodeEncap(t, out).outerDst.String(); got != be4[1] {
 		t.Fatalf("re-putting the VIP moved an established flow to %s", got)
+	}
+}
+
+// TestVIPCacheFollowsChanges: a VIP a CPU has cached (vip_cache) is not used once vips changed:
+// a removed VIP's port passes, and a VIP put again under another id is balanced by its new ring.
+// Pinned to one CPU, so every packet meets the same CPU's cache.
+func TestVIPCacheFollowsChanges(t *testing.T) {
+	pinThread(t, firstCPU(t))
+	dp := newDataplane(t)
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])
+	dp.vip(1, vip4, 443, maps.TCP, 0, be4[1])
+	syn := func(sport uint16) []byte {
+		return pkt{src: cli4, dst: vip4, sport: sport, dport: 80, proto: "tcp", flags: "S"}.build(t)
+	}
+	for sport := uint16(1000); sport < 1003; sport++ {
+		if v, out := dp.run(syn(sport)); v != xdpTX || decodeEncap(t, out).outerDst.String() != be4[0] {
+			t.Fatalf("SYN to the VIP: verdict %s, want TX to %s", verdictName[v], be4[0])
+		}
+	}
+	k := maps.VIPKey{Addr: netip.MustParseAddr(vip4), Port: 80, Proto: maps.TCP}
+	if err := dp.s.DeleteVIP(k); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := dp.run(syn(1003)); v != xdpPass {
+		t.Fatalf("SYN to a removed VIP's port: verdict %s, want PASS", verdictName[v])
+	}
+	dp.vip(2, vip4, 80, maps.TCP, 0, be4[2])
+	if v, out := dp.run(syn(1004)); v != xdpTX || decodeEncap(t, out).outerDst.String() != be4[2] {
+		t.Fatalf("SYN to the VIP put again under id 2: verdict %s, want TX to %s", verdictName[v], be4[2])
 	}
 }
 

@@ -179,6 +179,26 @@ func TestGuardVIPBucket(t *testing.T) {
 	counterGrew(t, before, g.guardCounters(), "vip_rate", 2)
 }
 
+// TestGuardVIPBucketFirst: with both limits, an empty VIP bucket drops a new source's SYN before
+// it makes a source bucket (a random-source flood then costs no LRU insert a packet), and a SYN
+// the source's bucket refuses takes no token from the VIP's.
+func TestGuardVIPBucketFirst(t *testing.T) {
+	g := newGuardDP(t)
+	g.set(maps.GuardState{VIPs: map[uint32]maps.GuardVIP{0: {SourcePrefix4: 32,
+		PerSource: maps.GuardLimit{Rate: 1, Burst: 1}, PerVIP: maps.GuardLimit{Rate: 1, Burst: 2}}}})
+	before := g.guardCounters()
+	g.expect("first source, first SYN", syn4("198.18.33.1", 1), xdpTX)
+	g.expect("first source over its rate", syn4("198.18.33.1", 2), xdpDrop)
+	g.expect("second source: the VIP's token left", syn4("198.18.33.2", 1), xdpTX)
+	for i := range 5 {
+		g.expect("new source over the VIP's rate", syn4(fmt.Sprintf("198.18.34.%d", i+1), 1), xdpDrop)
+	}
+	after := g.guardCounters()
+	counterGrew(t, before, after, "source_rate", 1)
+	counterGrew(t, before, after, "vip_rate", 5)
+	counterGrew(t, before, after, "source_buckets_made", 2)
+}
+
 // TestGuardSkipsEstablished: a flow in the connection table is never limited nor denied, even
 // when its source is over its rate and later denied; its source's new connections are.
 func TestGuardSkipsEstablished(t *testing.T) {

@@ -43,6 +43,8 @@ var mapTypes = map[string]struct {
 	cKey, cValue string
 }{
 	bpfobj.LBMapVips:               {bpfobj.LBVipKey{}, bpfobj.LBVipMeta{}, "vip_key", "vip_meta"},
+	bpfobj.LBMapVipsVersion:        {uint32(0), uint32(0), "__u32", "__u32"},
+	bpfobj.LBMapVipCache:           {uint32(0), bpfobj.LBVipCacheEntry{}, "__u32", "vip_cache_entry"},
 	bpfobj.LBMapVipAddrs:           {bpfobj.LBVipKey{}, uint32(0), "vip_key", "__u32"},
 	bpfobj.LBMapVipFilter:          {uint32(0), uint32(0), "__u32", "__u32"},
 	bpfobj.LBMapVipGens:            {uint32(0), uint32(0), "__u32", "__u32"},

@@ -199,7 +199,7 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 			return nil, err
 		}
 		if f, err := migrateIfOld(spec, opts); f != nil || err != nil {
-			return f, err
+			return freshVIPCache(f, err)
 		}
 		dir := MapsDir(opts.PinDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -219,7 +219,35 @@ func LoadForwarder(opts Options) (*Forwarder, error) {
 		}
 		return nil, fmt.Errorf("load forwarder: %w", explainLoadError(err))
 	}
-	return &f, nil
+	return freshVIPCache(&f, nil)
+}
+
+// freshVIPCache bumps the vips version of a forwarder just loaded, so that its program uses no
+// vip_cache slot copied before: an older binary, which knows no cache, may have changed the
+// pinned vips since this layout's program last ran.
+func freshVIPCache(f *Forwarder, err error) (*Forwarder, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := BumpVIPsVersion(f.Objs.VipsVersion); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("load forwarder: %w", err)
+	}
+	return f, nil
+}
+
+// BumpVIPsVersion adds one to the version of the vips map (bpf/include/maps.h, vips_version),
+// which makes every CPU's cached copy of a vips entry (vip_cache) stale. Whatever writes vips
+// calls it after each write (maps.Set), so that no packet uses a VIP's old copy past it.
+func BumpVIPsVersion(m *ebpf.Map) error {
+	var v uint32
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		return fmt.Errorf("read vips version: %w", err)
+	}
+	if err := m.Put(uint32(0), v+1); err != nil {
+		return fmt.Errorf("bump vips version: %w", err)
+	}
+	return nil
 }
 
 // retiredPins are maps that older binaries pinned in this layout and this one replaced: rings and

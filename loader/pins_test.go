@@ -9,6 +9,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/testutil"
 	"github.com/switchyard/switchyard/loader"
+	"github.com/switchyard/switchyard/loader/third_party/bpfobj"
+	"github.com/switchyard/switchyard/maps"
 )
 
 // TestRefusesOldLayout: maps pinned by a binary of layout v1 (a common LRU list, per-index
@@ -30,5 +32,37 @@ func TestRefusesOldLayout(t *testing.T) {
 	}
 	if _, err := os.Stat(loader.MapsDir(pin)); !os.IsNotExist(err) {
 		t.Fatalf("%s was created beside the old pins (%v)", loader.MapsDir(pin), err)
+	}
+}
+
+// TestVIPCacheFreshAfterLoad: a program loaded over pinned maps uses no VIP a CPU cached
+// (vip_cache) before the load: an older binary, which knows no cache, may have changed vips in
+// between. Here the VIP is deleted through the map itself, without the version bump maps.Set
+// makes, as such a binary would. Pinned to one CPU, so every packet meets the same CPU's cache.
+func TestVIPCacheFreshAfterLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	pinThread(t, firstCPU(t))
+	pin := fmt.Sprintf("/sys/fs/bpf/switchyard/test/vipcache-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	if err := loader.EnsureBPFFS(pin); err != nil {
+		t.Skip(err)
+	}
+	opts := loader.Options{PinDir: pin, RingSize: testRing, MaxVIPs: 8, MaxBackends: 64, ConnTableSize: 4096}
+	dp := newDataplaneOpts(t, opts)
+	dp.vip(0, vip4, 80, maps.TCP, 0, be4[0])
+	syn := pkt{src: cli4, dst: vip4, sport: 1000, dport: 80, proto: "tcp", flags: "S"}.build(t)
+	if v, _ := dp.run(syn); v != xdpTX {
+		t.Fatalf("SYN to the VIP: verdict %s, want TX", verdictName[v])
+	}
+	var k bpfobj.LBVipKey
+	var m bpfobj.LBVipMeta
+	for it := dp.f.Objs.Vips.Iterate(); it.Next(&k, &m); {
+		if err := dp.f.Objs.Vips.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := newDataplaneOpts(t, opts)
+	if v, _ := again.run(syn); v != xdpPass {
+		t.Fatalf("SYN to the VIP deleted before the load: verdict %s, want PASS", verdictName[v])
 	}
 }

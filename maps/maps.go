@@ -268,6 +268,9 @@ func (s *Set) PutVIP(v VIP) error {
 	if err := s.m.Vips.Put(k, bpfobj.LBVipMeta{Id: v.ID, Flags: uint32(v.Flags), RingOff: v.Ring.Off, RingSize: v.Ring.Size}); err != nil {
 		return fmt.Errorf("put vip %s: %w", v.Key, err)
 	}
+	if err := loader.BumpVIPsVersion(s.m.VipsVersion); err != nil {
+		return fmt.Errorf("put vip %s: %w", v.Key, err)
+	}
 	s.ranges[v.ID] = v.Ring
 	if exists {
 		return nil // its address is counted already
@@ -298,6 +301,9 @@ func (s *Set) DeleteVIP(k VIPKey) error {
 		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
 	if err := s.m.Vips.Delete(vipKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete vip %s: %w", k, err)
+	}
+	if err := loader.BumpVIPsVersion(s.m.VipsVersion); err != nil {
 		return fmt.Errorf("delete vip %s: %w", k, err)
 	}
 	delete(s.ranges, old.Id)

@@ -93,6 +93,10 @@ enum cfg_flags {
 /* last_seen is refreshed at most this often for TCP, to keep the fast path read-mostly. */
 #define TCP_REFRESH_NS 1000000000ULL
 
+/* Slots of each CPU's VIP cache (vip_cache; a power of two no larger than 2^16). */
+#define VIP_CACHE_SLOTS 1024
+#define VIP_CACHE_BITS 10
+
 /* Slots of the VIP-address filter (must be a power of two). */
 enum vip_filter_size {
 	VIP_FILTER_SLOTS = 4096,

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* guard.h: the DDoS guard (docs/xdp.md, "The guard"). It runs on the miss path only, after the
- * connection table and the VIP lookup and before Maglev, so an established flow never meets it
- * and a VIP whose guard is off ("guard_vips" entry zero) costs one array lookup per new flow.
+ * connection table (a SYN never looks there) and the VIP lookup and before Maglev, so an
+ * established flow never meets it and a VIP whose guard is off ("guard_vips" entry zero) costs one
+ * array lookup per new flow. An IPv4 SYN meets it before the parse (syn4 in lb.c).
  * In order: an allow match (the VIP's list, then the global one) exempts the source from every
- * rule; a deny match drops; then a new connection (a TCP SYN, a UDP packet without an entry) takes
- * a token from its source prefix's bucket and from the VIP's bucket, and is dropped when either is
- * empty. A mid-stream TCP packet without an entry (a flow moved by ECMP, a restart) is never rate
+ * rule; a deny match drops; then a new connection (a TCP SYN, a UDP packet without an entry) is
+ * dropped when the VIP's bucket is empty, else when its source prefix's bucket is, and otherwise
+ * takes a token from each. A mid-stream TCP packet without an entry (a flow moved by ECMP, a restart) is never rate
  * limited: after a failover every moved flow arrives at once.
  *
  * The guard's state is bounded: rules in LPM tries of GUARD_RULES_MAX entries, source buckets in
@@ -165,17 +166,23 @@ static __always_inline int guard_listed(void *trie, const struct flow_key *f, __
 	return (flags & global) && guard_match(trie, f, GUARD_SCOPE_GLOBAL);
 }
 
-/* guard_take refills a bucket for the time since its last refill (at most cap) and takes one
- * token (cost) from it: 1 when it had one, 0 when it is empty. */
-static __always_inline int guard_take(struct guard_bucket *b, __u64 now, __u64 cost, __u64 cap)
+/* guard_refill is a bucket's credit refilled for the time since its last refill, at most cap
+ * (its last refill moved to now; the credit itself is left to the caller to store). */
+static __always_inline __u64 guard_refill(struct guard_bucket *b, __u64 now, __u64 cap)
 {
 	__u64 credit = b->credit_ns;
 	if (now > b->last_ns) {
 		credit += now - b->last_ns;
 		b->last_ns = now;
 	}
-	if (credit > cap)
-		credit = cap;
+	return credit > cap ? cap : credit;
+}
+
+/* guard_take refills a bucket and takes one token (cost) from it: 1 when it had one, 0 when it
+ * is empty. */
+static __always_inline int guard_take(struct guard_bucket *b, __u64 now, __u64 cost, __u64 cap)
+{
+	__u64 credit = guard_refill(b, now, cap);
 	if (credit < cost) {
 		b->credit_ns = credit;
 		return 0;
@@ -221,18 +228,13 @@ static __always_inline int guard_src_take(const struct guard_vip *g, const struc
 	return 1;
 }
 
-/* guard_vip_take takes a token from the VIP's bucket. */
-static __always_inline int guard_vip_take(const struct guard_vip *g, __u32 vip_id, __u64 now)
-{
-	struct guard_bucket *b = bpf_map_lookup_elem(&guard_vip_buckets, &vip_id);
-	if (!b)
-		return 1;
-	return guard_take(b, now, g->vip_cost_ns, g->vip_cap_ns);
-}
-
 /* guard_check runs the VIP's guard on a packet that missed the connection table. It returns the
  * guard counter of the drop (GUARD_CNT_DENY, _SRC_RATE, _VIP_RATE), or -1 to let it through.
- * new_conn says whether the packet opens a connection (rate limits apply to those only). */
+ * new_conn says whether the packet opens a connection (rate limits apply to those only).
+ * The VIP's bucket is looked at before the source's: under a flood that has emptied it, a packet
+ * from a new source is dropped by an array read instead of making a source bucket (an LRU
+ * insert, a few times the cost of the rest of the drop). Its token is taken only once the
+ * source's bucket gave one, so a packet dropped by either rule takes no token from the other. */
 static __always_inline int guard_check(const struct flow_key *f, __u32 vip_id, int new_conn, struct lb_percpu *pc, __u64 bytes)
 {
 	struct guard_vip *g = bpf_map_lookup_elem(&guard_vips, &vip_id);
@@ -250,10 +252,25 @@ static __always_inline int guard_check(const struct flow_key *f, __u32 vip_id, i
 	if (!new_conn || !(flags & (GUARD_SRC_LIMIT | GUARD_VIP_LIMIT)))
 		return -1;
 	__u64 now = now_pc(pc);
-	if ((flags & GUARD_SRC_LIMIT) && !guard_src_take(g, f, vip_id, now))
+	struct guard_bucket *vb = NULL;
+	__u64 vcredit = 0;
+	if (flags & GUARD_VIP_LIMIT) {
+		vb = bpf_map_lookup_elem(&guard_vip_buckets, &vip_id);
+		if (vb) {
+			vcredit = guard_refill(vb, now, g->vip_cap_ns);
+			if (vcredit < g->vip_cost_ns) {
+				vb->credit_ns = vcredit;
+				return GUARD_CNT_VIP_RATE;
+			}
+		}
+	}
+	if ((flags & GUARD_SRC_LIMIT) && !guard_src_take(g, f, vip_id, now)) {
+		if (vb)
+			vb->credit_ns = vcredit;
 		return GUARD_CNT_SRC_RATE;
-	if ((flags & GUARD_VIP_LIMIT) && !guard_vip_take(g, vip_id, now))
-		return GUARD_CNT_VIP_RATE;
+	}
+	if (vb)
+		vb->credit_ns = vcredit - g->vip_cost_ns;
 	return -1;
 }
 

@@ -24,6 +24,25 @@ struct {
 	__type(value, struct vip_meta);
 } vips SEC(".maps");
 
+/* The version of vips: the control plane adds one after every change of vips (maps.Set), the
+ * loader at every load. A vip_cache slot holds for the version it was copied at only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} vips_version SEC(".maps");
+
+/* Each CPU's cache of vips entries (lb.c, vip_lookup): an array read and a key compare instead
+ * of a hash lookup for the VIP of a new flow. Per CPU, so only this CPU's program writes a slot,
+ * and never while another reads it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, VIP_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct vip_cache_entry);
+} vip_cache SEC(".maps");
+
 /* Every address that carries at least one VIP (port 0, proto 0): decides whether a fragment, an
  * IPv4 packet with options or an ICMP message is "toward a VIP". Value: number of VIPs on it. */
 struct {
@@ -112,16 +131,20 @@ struct {
 	__type(value, struct flow_state);
 } conntrack4 SEC(".maps");
 
-/* key4 is the IPv4 connection-table key of a flow. */
+/* key4 is the IPv4 connection-table key of a flow, made as four words (little-endian, as the
+ * target): the kernel hashes and compares it word by word, and a word load that spans several
+ * narrow stores waits for them to retire. */
 static __always_inline struct flow_key4 key4(const struct flow_key *f)
 {
-	struct flow_key4 k = {};
-	k.src = f->src[0];
-	k.dst = f->dst[0];
-	k.sport = f->sport;
-	k.dport = f->dport;
-	k.proto = f->proto;
-	return k;
+	union {
+		struct flow_key4 k;
+		__u32 w[4];
+	} u;
+	u.w[0] = f->src[0];
+	u.w[1] = f->dst[0];
+	u.w[2] = f->sport | (__u32)f->dport << 16;
+	u.w[3] = f->proto;
+	return u.k;
 }
 
 /* ct_lookup finds a flow's connection-table entry in its family's table. */

@@ -58,6 +58,14 @@ struct vip_meta {
 	__u32 ring_size; /* slots of the VIP's ring (a prime); 0 = no ring yet (no backend) */
 };
 
+/* A slot of a CPU's VIP cache (maps.h, vip_cache): a copy of a vips entry, valid while version
+ * is the vips map's (vips_version). */
+struct vip_cache_entry {
+	struct vip_key key;
+	struct vip_meta meta;
+	__u32 version;
+};
+
 /* A backend (the "backends" array, indexed by backend id; id 0 is never used). */
 struct backend {
 	__u32 addr[4];

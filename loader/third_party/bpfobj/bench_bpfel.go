@@ -44,11 +44,13 @@ const (
 	BenchMapRings16             = "rings16"
 	BenchMapScCounters          = "sc_counters"
 	BenchMapVipAddrs            = "vip_addrs"
+	BenchMapVipCache            = "vip_cache"
 	BenchMapVipDrops            = "vip_drops"
 	BenchMapVipFilter           = "vip_filter"
 	BenchMapVipGens             = "vip_gens"
 	BenchMapVipStats            = "vip_stats"
 	BenchMapVips                = "vips"
+	BenchMapVipsVersion         = "vips_version"
 	BenchProgXdpLb              = "xdp_lb"
 	BenchProgXdpLbBench         = "xdp_lb_bench"
 	BenchProgXdpLbBenchFlows    = "xdp_lb_bench_flows"
@@ -133,11 +135,13 @@ type BenchMapSpecs struct {
 	Rings16         *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters      *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs        *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipCache        *ebpf.MapSpec `ebpf:"vip_cache"`
 	VipDrops        *ebpf.MapSpec `ebpf:"vip_drops"`
 	VipFilter       *ebpf.MapSpec `ebpf:"vip_filter"`
 	VipGens         *ebpf.MapSpec `ebpf:"vip_gens"`
 	VipStats        *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips            *ebpf.MapSpec `ebpf:"vips"`
+	VipsVersion     *ebpf.MapSpec `ebpf:"vips_version"`
 }
 
 // BenchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -188,11 +192,13 @@ type BenchMaps struct {
 	Rings16         *ebpf.Map `ebpf:"rings16"`
 	ScCounters      *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs        *ebpf.Map `ebpf:"vip_addrs"`
+	VipCache        *ebpf.Map `ebpf:"vip_cache"`
 	VipDrops        *ebpf.Map `ebpf:"vip_drops"`
 	VipFilter       *ebpf.Map `ebpf:"vip_filter"`
 	VipGens         *ebpf.Map `ebpf:"vip_gens"`
 	VipStats        *ebpf.Map `ebpf:"vip_stats"`
 	Vips            *ebpf.Map `ebpf:"vips"`
+	VipsVersion     *ebpf.Map `ebpf:"vips_version"`
 }
 
 func (m *BenchMaps) Close() error {
@@ -219,11 +225,13 @@ func (m *BenchMaps) Close() error {
 		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,
+		m.VipCache,
 		m.VipDrops,
 		m.VipFilter,
 		m.VipGens,
 		m.VipStats,
 		m.Vips,
+		m.VipsVersion,
 	)
 }
 

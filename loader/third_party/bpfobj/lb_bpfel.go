@@ -246,6 +246,13 @@ const (
 	LBScCounterIndexSC_CNT_MAX     LBScCounterIndex = 3
 )
 
+type LBVipCacheEntry struct {
+	_       structs.HostLayout
+	Key     LBVipKey
+	Meta    LBVipMeta
+	Version uint32
+}
+
 type LBVipFilterSize uint32
 
 const (
@@ -299,11 +306,13 @@ const (
 	LBMapRings16         = "rings16"
 	LBMapScCounters      = "sc_counters"
 	LBMapVipAddrs        = "vip_addrs"
+	LBMapVipCache        = "vip_cache"
 	LBMapVipDrops        = "vip_drops"
 	LBMapVipFilter       = "vip_filter"
 	LBMapVipGens         = "vip_gens"
 	LBMapVipStats        = "vip_stats"
 	LBMapVips            = "vips"
+	LBMapVipsVersion     = "vips_version"
 	LBProgXdpLb          = "xdp_lb"
 )
 
@@ -376,11 +385,13 @@ type LBMapSpecs struct {
 	Rings16         *ebpf.MapSpec `ebpf:"rings16"`
 	ScCounters      *ebpf.MapSpec `ebpf:"sc_counters"`
 	VipAddrs        *ebpf.MapSpec `ebpf:"vip_addrs"`
+	VipCache        *ebpf.MapSpec `ebpf:"vip_cache"`
 	VipDrops        *ebpf.MapSpec `ebpf:"vip_drops"`
 	VipFilter       *ebpf.MapSpec `ebpf:"vip_filter"`
 	VipGens         *ebpf.MapSpec `ebpf:"vip_gens"`
 	VipStats        *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips            *ebpf.MapSpec `ebpf:"vips"`
+	VipsVersion     *ebpf.MapSpec `ebpf:"vips_version"`
 }
 
 // LBVariableSpecs contains global variables before they are loaded into the kernel.
@@ -429,11 +440,13 @@ type LBMaps struct {
 	Rings16         *ebpf.Map `ebpf:"rings16"`
 	ScCounters      *ebpf.Map `ebpf:"sc_counters"`
 	VipAddrs        *ebpf.Map `ebpf:"vip_addrs"`
+	VipCache        *ebpf.Map `ebpf:"vip_cache"`
 	VipDrops        *ebpf.Map `ebpf:"vip_drops"`
 	VipFilter       *ebpf.Map `ebpf:"vip_filter"`
 	VipGens         *ebpf.Map `ebpf:"vip_gens"`
 	VipStats        *ebpf.Map `ebpf:"vip_stats"`
 	Vips            *ebpf.Map `ebpf:"vips"`
+	VipsVersion     *ebpf.Map `ebpf:"vips_version"`
 }
 
 func (m *LBMaps) Close() error {
@@ -458,11 +471,13 @@ func (m *LBMaps) Close() error {
 		m.Rings16,
 		m.ScCounters,
 		m.VipAddrs,
+		m.VipCache,
 		m.VipDrops,
 		m.VipFilter,
 		m.VipGens,
 		m.VipStats,
 		m.Vips,
+		m.VipsVersion,
 	)
 }
 
