@@ -71,8 +71,10 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 // newFastPath returns the fast path on the client listener ln; srv is to serve its Fallback.
 func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
 	cfg := e.fastConfig()
-	cfg.H2C = func(c net.Conn) { e.serveH2(c, nil, e) }
-	return fastpath.New(fastCache{e, e}, ln, cfg)
+	var fs *fastpath.Server
+	cfg.H2C = func(c net.Conn) { e.serveH2(c, nil, e, fs) } // its hits on the fast path too
+	fs = fastpath.New(fastCache{e, e}, ln, cfg)
+	return fs
 }
 
 // newTLSFastPath returns the fast path of the TLS listener ln: its HTTP/1.1 connections, once

@@ -214,7 +214,7 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		}
 		return
 	}
-	e.serveH2(c, &st, h)
+	e.serveH2(c, &st, h, fd.fast)
 }
 
 // tlsStateKey holds a TLS connection's state in its requests' context (connTLSState).
@@ -248,11 +248,15 @@ func withTLSState(h http.Handler) http.Handler {
 }
 
 // serveH2 serves an HTTP/2 connection (ALPN h2 with its TLS state, or h2c with prior knowledge
-// on the plain listener) until it ends, each stream through h.
-func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler) {
+// on the plain listener) until it ends: each stream a fresh memory hit is answered by the
+// listener's fast path (fast, nil when it is off), every other one through h.
+func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler, fast *fastpath.Server) {
 	raddr := c.RemoteAddr().String() // once a connection, not a stream (6% of a small hit's CPU)
 	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
 		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
+		if fast != nil && fast.ServeH2(s) {
+			return
+		}
 		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: raddr, TLS: st})
 	})
 	if !e.h2.track(conn, true) {
@@ -297,7 +301,7 @@ func (e *Edge) sniffH2C(ln net.Listener, hand *h1.Handover) {
 		pc := &h1.PrefixConn{Conn: c, Pre: pre}
 		switch {
 		case h2c:
-			e.serveH2(pc, nil, e)
+			e.serveH2(pc, nil, e, nil)
 		case !hand.Deliver(pc):
 			c.Close()
 		}

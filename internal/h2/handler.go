@@ -50,13 +50,11 @@ func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
 	}
 	ctx, cancel := context.WithCancel(base)
 	defer cancel()
-	go func() {
-		select {
-		case <-st.Done(): // the client reset the stream: stop what the handler started
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The client reset the stream: stop what the handler started. OnReset, not a goroutine
+	// waiting on Done: that cost a goroutine and a channel per stream, and kept the stream
+	// from being reused.
+	st.OnReset(cancel)
+	defer st.OnReset(nil)
 	if serve(h, w, r.WithContext(ctx)) {
 		w.finish()
 		return
