@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
@@ -35,7 +36,7 @@ func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.Serve
 // pass-through and freshness checks, a memory body only.
 func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fields) (*store.Entry, time.Duration, bool) {
 	e := c.e
-	primary := e.primaryKey(string(host), string(target))
+	primary := e.fastPrimaryKey(host, target)
 	if path, _, _ := bytes.Cut(target, []byte("?")); string(path) == rttPath {
 		return nil, 0, false
 	}
@@ -66,6 +67,25 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 		return nil, 0, false
 	}
 	return ent, age, true
+}
+
+// fastPrimaryKey is primaryKey of a fast path's plain host and target (h1.PlainHost: ASCII), in
+// one allocation where no cache_key rule rewrites the URI (the two conversions and the
+// concatenation were three).
+func (e *Edge) fastPrimaryKey(host, target []byte) string {
+	if e.cfg.CacheKey != nil {
+		return e.primaryKey(string(host), string(target))
+	}
+	var b strings.Builder
+	b.Grow(len(host) + len(target))
+	for _, ch := range host {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		b.WriteByte(ch)
+	}
+	b.Write(target)
+	return b.String()
 }
 
 // newFastPath returns the fast path on the client listener ln; srv is to serve its Fallback.
