@@ -252,8 +252,12 @@ func withTLSState(h http.Handler) http.Handler {
 // listener's fast path (fast, nil when it is off), every other one through h.
 func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler, fast *fastpath.Server) {
 	raddr := c.RemoteAddr().String() // once a connection, not a stream (6% of a small hit's CPU)
-	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
-		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
+	cfg := h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
+		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}
+	if fast != nil {
+		cfg.Inline = fast.TryH2 // a small hit is answered on the connection's reader
+	}
+	conn := h2.NewConn(c, cfg, func(s *h2.Stream) {
 		if fast != nil && fast.ServeH2(s) {
 			return
 		}

@@ -24,8 +24,16 @@ import (
 // ServeH2 answers an HTTP/2 stream when it is a fresh memory hit, as the HTTP/1.1 fast path
 // answers a request: a GET or HEAD without a body of a plain target and authority, without
 // ranges, preconditions or request cache directives. It reports false, with nothing written,
-// when the full path must answer the stream (internal/h2.ServeHandler).
-func (fs *Server) ServeH2(st *h2.Stream) bool {
+// when the full path must answer the stream (internal/h2.ServeHandler). It runs as the
+// stream's handler: it may wait for the client to open its flow-control windows.
+func (fs *Server) ServeH2(st *h2.Stream) bool { return fs.serveH2(st, false) }
+
+// TryH2 is ServeH2 for internal/h2's Config.Inline, on the connection's reader: it never waits,
+// and also reports false (nothing written) when the hit cannot go at once (a body past the
+// flow-control windows or one frame): ServeH2 answers it then, on the stream's goroutine.
+func (fs *Server) TryH2(st *h2.Stream) bool { return fs.serveH2(st, true) }
+
+func (fs *Server) serveH2(st *h2.Stream, inline bool) bool {
 	hr, ok := fs.inspectH2(st)
 	if !ok {
 		return false
@@ -58,12 +66,18 @@ func (fs *Server) ServeH2(st *h2.Stream) bool {
 	if alt := fs.cfg.AltSvc; alt != "" {
 		block = h2.AppendField(block, []byte("alt-svc"), []byte(alt))
 	}
-	fs.cache.ServedHit(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
 	body := ent.Body
 	if hr.head {
 		body = nil
 	}
-	_ = st.Respond(block, body, true) // a reset or a dead connection: nothing more to tell anyone
+	if inline {
+		if !st.TryRespond(block, body) {
+			return false
+		}
+	} else {
+		_ = st.Respond(block, body, true) // a reset or a dead connection: nothing more to tell anyone
+	}
+	fs.cache.ServedHit(hr.host, hr.fromTier, hr.head, int64(len(ent.Body)))
 	return true
 }
 

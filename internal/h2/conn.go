@@ -45,6 +45,12 @@ type Config struct {
 	ResetsPerSecond int
 	// OnMalformed is told of each malformed request (a stream error PROTOCOL_ERROR).
 	OnMalformed func(reason string)
+	// Inline, when set, is offered each new stream whose request ended with its headers, on the
+	// connection's reader goroutine before a goroutine is given it: a cache hit is answered
+	// there without the hand-over (a channel send and a goroutine's wake-up per stream). It
+	// must not wait for anything: it answers with Stream.TryRespond only and reports whether
+	// it answered; when it did not, with nothing sent, the Handler runs as usual.
+	Inline func(*Stream) bool
 	// ExtendedConnect offers extended CONNECT (RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL),
 	// so clients can run WebSocket over a stream; the handler sees Stream.Protocol.
 	ExtendedConnect bool

@@ -186,6 +186,9 @@ func (c *Conn) start(st *Stream, end bool, bad string) error {
 	c.streams[st.ID] = st
 	c.active++
 	c.started = st.ID
+	if end && c.cfg.Inline != nil && c.inline(st) {
+		return nil
+	}
 	if n := len(c.idle); n > 0 {
 		w := c.idle[n-1]
 		c.idle = c.idle[:n-1]
@@ -196,6 +199,19 @@ func (c *Conn) start(st *Stream, end bool, bad string) error {
 	w <- st
 	go c.work(w)
 	return nil
+}
+
+// inline offers a stream whose request is whole to Config.Inline, on the reader goroutine
+// (c.mu held, and held again on return); true when it answered the stream, which is then
+// finished here.
+func (c *Conn) inline(st *Stream) bool {
+	c.mu.Unlock()
+	answered := c.cfg.Inline(st)
+	if answered {
+		st.finish()
+	}
+	c.mu.Lock()
+	return answered
 }
 
 // work runs stream handlers one after another, waiting idle in between: the goroutines of a
