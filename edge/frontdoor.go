@@ -24,7 +24,8 @@ import (
 // knowledge), the edge serves clients over TLS (tls:) on an address of its own, HTTP/2 or
 // HTTP/1.1 by ALPN, and HTTP/3 over QUIC on the same port (tls.http3), advertised to TLS clients
 // with Alt-Svc. Every protocol reaches the same Edge.ServeHTTP, so every cache rule, collapse
-// and purge holds on all of them alike; HTTP/2 is internal/h2's, the one L7 runs.
+// and purge holds on all of them alike; HTTP/2 is internal/h2's, the one L7 runs. Fresh memory
+// hits of HTTP/1.1 and HTTP/2 are answered by the fast path (edge/fastpath) by the same rules.
 
 // TLSConfig is the edge's TLS listener.
 type TLSConfig struct {
