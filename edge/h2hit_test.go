@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -124,26 +121,7 @@ func equalValues(a, b []string) bool { return strings.Join(a, "\n") == strings.J
 // BenchmarkH2Hit measures a small HTTP/2 hit (h2c, one stream at a time on one connection, a
 // raw client of x/net's Framer so that the edge's allocations are most of allocs/op).
 func BenchmarkH2Hit(b *testing.B) {
-	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=300")
-		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, strings.Repeat("s", 480))
-	}))
-	defer o.Close()
-	e, err := New(Config{Listen: "127.0.0.1:0", Origin: o.URL}, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	http.Get(e.URL() + "/x")
-	c, err := net.Dial("tcp", e.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	e, c := benchHitEdge(b)
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, bufio.NewReader(c))
 	fr.SetReuseFrames()
