@@ -29,7 +29,8 @@ type HandlerOptions struct {
 // when the client resets the stream), the response through an http.ResponseWriter that holds
 // the head until the body starts, ends the stream with the trailers the handler set, and resets
 // the stream when the handler aborts (panics with http.ErrAbortHandler). Both HTTP stops serve
-// HTTP/2 with it: L7 for what its request core does not take, the edge for every request.
+// HTTP/2 with it: L7 for what its request core does not take, the edge for every request its
+// fast path does not answer (edge/fastpath/h2hit.go).
 func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
 	// Sized for a cached response's ten or so fields: a map grown past eight rehashed each one.
 	w := &responseWriter{st: st, hdr: make(http.Header, respFields), tunnel: st.Protocol != "", raddr: o.RemoteAddr}
