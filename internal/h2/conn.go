@@ -5,7 +5,8 @@
 // decoder, but is not x/net's server: one reader goroutine per connection reads and
 // dispatches frames, every stream's frames go to one write buffer that a writer goroutine
 // sends in one write per flush, and each request runs its Handler on a goroutine of its own
-// (blocking upstream I/O), so nothing per frame crosses a channel.
+// (blocking upstream I/O), so nothing per frame crosses a channel; a request Config.Inline can
+// answer at once (the edge's cache hits) is answered on the reader instead.
 //
 // The package knows nothing of proxying: package l7 turns each Stream into an HTTP/1.1
 // exchange through the request core.
