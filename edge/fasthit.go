@@ -62,7 +62,11 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 		return nil, 0, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
 	}
 	m := ent.Meta
-	age := m.Age(e.now()) // the cache's clock; now stays the wall clock for Date and deadlines
+	cacheNow := now // the cache's clock (WithClock), the wall clock by default: one clock read
+	if e.clock != nil {
+		cacheNow = e.clock() // now stays the wall clock for Date and deadlines
+	}
+	age := m.Age(cacheNow)
 	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
 		return nil, 0, false
 	}

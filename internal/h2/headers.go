@@ -208,7 +208,7 @@ func (c *Conn) inline(st *Stream) bool {
 	c.mu.Unlock()
 	answered := c.cfg.Inline(st)
 	if answered {
-		st.finish()
+		st.finish(true)
 	}
 	c.mu.Lock()
 	return answered
@@ -220,7 +220,7 @@ func (c *Conn) inline(st *Stream) bool {
 func (c *Conn) work(w chan *Stream) {
 	for st := range w {
 		c.handler(st)
-		st.finish()
+		st.finish(false)
 		c.mu.Lock()
 		if c.dead {
 			c.mu.Unlock()

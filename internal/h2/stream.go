@@ -347,8 +347,10 @@ func (st *Stream) resetLocked(code http2.ErrCode, send bool) {
 
 // finish ends a stream whose handler returned: a response that did not end is cut
 // (RST_STREAM CANCEL); a request body the handler did not wait for is refused (RST_STREAM
-// NO_ERROR, RFC 9113 8.1); buffered body bytes are credited back to the connection.
-func (st *Stream) finish() {
+// NO_ERROR, RFC 9113 8.1); buffered body bytes are credited back to the connection. onReader:
+// it runs on the reader (Config.Inline), which arms the idle timeout before its next read
+// anyway (a clock read per stream saved).
+func (st *Stream) finish(onReader bool) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -379,7 +381,7 @@ func (st *Stream) finish() {
 		c.closing = true
 		c.wcond.Signal()
 	}
-	if c.active == 0 {
+	if c.active == 0 && !onReader {
 		c.idleDeadlineLocked()
 	}
 }
