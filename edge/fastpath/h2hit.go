@@ -33,6 +33,8 @@ func (fs *Server) ServeH2(st *h2.Stream) bool { return fs.serveH2(st, false) }
 // flow-control windows or one frame): ServeH2 answers it then, on the stream's goroutine.
 func (fs *Server) TryH2(st *h2.Stream) bool { return fs.serveH2(st, true) }
 
+// serveH2 is ServeH2, or TryH2 when inline: the decision is the same, only the send differs, and
+// a hit is counted once it is sent.
 func (fs *Server) serveH2(st *h2.Stream, inline bool) bool {
 	hr, ok := fs.inspectH2(st)
 	if !ok {
