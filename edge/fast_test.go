@@ -426,26 +426,7 @@ func TestFastPathAfterUpdate(t *testing.T) {
 
 // BenchmarkFastHit measures the fast path's cost per hit on a keep-alive connection.
 func BenchmarkFastHit(b *testing.B) {
-	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=300")
-		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, strings.Repeat("s", 480))
-	}))
-	defer o.Close()
-	e, err := New(Config{Listen: "127.0.0.1:0", Origin: o.URL}, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	http.Get(e.URL() + "/x")
-	c, err := net.Dial("tcp", e.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	e, c := benchHitEdge(b)
 	br := bufio.NewReader(c)
 	req := []byte(fmt.Sprintf("GET /x HTTP/1.1\r\nHost: %s\r\n\r\n", e.Addr()))
 	b.ResetTimer()
@@ -456,6 +437,31 @@ func BenchmarkFastHit(b *testing.B) {
 			b.Fatal(resp, err)
 		}
 	}
+}
+
+// benchHitEdge is an edge holding a fresh 480-byte /x, and a client connection to it.
+func benchHitEdge(b *testing.B) (*Edge, net.Conn) {
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=300")
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, strings.Repeat("s", 480))
+	}))
+	b.Cleanup(o.Close)
+	e, err := New(Config{Listen: "127.0.0.1:0", Origin: o.URL}, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	http.Get(e.URL() + "/x")
+	c, err := net.Dial("tcp", e.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return e, c
 }
 
 // TestFastPathConcurrentHitsAndPurges: clients hit the fast path while the entry is purged (soft

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/edge/cachecontrol"
@@ -35,7 +36,7 @@ func (c fastCache) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.Serve
 // pass-through and freshness checks, a memory body only.
 func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fields) (*store.Entry, time.Duration, bool) {
 	e := c.e
-	primary := e.primaryKey(string(host), string(target))
+	primary := e.fastPrimaryKey(host, target)
 	if path, _, _ := bytes.Cut(target, []byte("?")); string(path) == rttPath {
 		return nil, 0, false
 	}
@@ -61,18 +62,43 @@ func (c fastCache) FreshHit(now time.Time, host, target []byte, req fastpath.Fie
 		return nil, 0, false // a miss, a body that lives on disk only, or unreadable (net/http answers 503)
 	}
 	m := ent.Meta
-	age := m.Age(e.now()) // the cache's clock; now stays the wall clock for Date and deadlines
+	cacheNow := now // the cache's clock (WithClock), the wall clock by default: one clock read
+	if e.clock != nil {
+		cacheNow = e.clock() // now stays the wall clock for Date and deadlines
+	}
+	age := m.Age(cacheNow)
 	if cachecontrol.Decide(nil, m.Directives, age, lifetime(m), time.Duration(e.cfg.Grace)) != cachecontrol.Fresh {
 		return nil, 0, false
 	}
 	return ent, age, true
 }
 
+// fastPrimaryKey is primaryKey of a fast path's plain host and target (h1.PlainHost: ASCII), in
+// one allocation where no cache_key rule rewrites the URI (the two conversions and the
+// concatenation were three).
+func (e *Edge) fastPrimaryKey(host, target []byte) string {
+	if e.cfg.CacheKey != nil {
+		return e.primaryKey(string(host), string(target))
+	}
+	var b strings.Builder
+	b.Grow(len(host) + len(target))
+	for _, ch := range host {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		b.WriteByte(ch)
+	}
+	b.Write(target)
+	return b.String()
+}
+
 // newFastPath returns the fast path on the client listener ln; srv is to serve its Fallback.
 func (e *Edge) newFastPath(ln net.Listener) *fastpath.Server {
 	cfg := e.fastConfig()
-	cfg.H2C = func(c net.Conn) { e.serveH2(c, nil, e) }
-	return fastpath.New(fastCache{e, e}, ln, cfg)
+	var fs *fastpath.Server
+	cfg.H2C = func(c net.Conn) { e.serveH2(c, nil, e, fs) } // its hits on the fast path too
+	fs = fastpath.New(fastCache{e, e}, ln, cfg)
+	return fs
 }
 
 // newTLSFastPath returns the fast path of the TLS listener ln: its HTTP/1.1 connections, once

@@ -24,7 +24,8 @@ import (
 // knowledge), the edge serves clients over TLS (tls:) on an address of its own, HTTP/2 or
 // HTTP/1.1 by ALPN, and HTTP/3 over QUIC on the same port (tls.http3), advertised to TLS clients
 // with Alt-Svc. Every protocol reaches the same Edge.ServeHTTP, so every cache rule, collapse
-// and purge holds on all of them alike; HTTP/2 is internal/h2's, the one L7 runs.
+// and purge holds on all of them alike; HTTP/2 is internal/h2's, the one L7 runs. Fresh memory
+// hits of HTTP/1.1 and HTTP/2 are answered by the fast path (edge/fastpath) by the same rules.
 
 // TLSConfig is the edge's TLS listener.
 type TLSConfig struct {
@@ -214,7 +215,7 @@ func (e *Edge) serveTLS(fd *frontDoor, c *tls.Conn, h http.Handler) {
 		}
 		return
 	}
-	e.serveH2(c, &st, h)
+	e.serveH2(c, &st, h, fd.fast)
 }
 
 // tlsStateKey holds a TLS connection's state in its requests' context (connTLSState).
@@ -248,11 +249,19 @@ func withTLSState(h http.Handler) http.Handler {
 }
 
 // serveH2 serves an HTTP/2 connection (ALPN h2 with its TLS state, or h2c with prior knowledge
-// on the plain listener) until it ends, each stream through h.
-func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler) {
+// on the plain listener) until it ends: each stream a fresh memory hit is answered by the
+// listener's fast path (fast, nil when it is off), every other one through h.
+func (e *Edge) serveH2(c net.Conn, st *tls.ConnectionState, h http.Handler, fast *fastpath.Server) {
 	raddr := c.RemoteAddr().String() // once a connection, not a stream (6% of a small hit's CPU)
-	conn := h2.NewConn(c, h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
-		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}, func(s *h2.Stream) {
+	cfg := h2.Config{MaxHeaderBytes: clientMaxHead, IdleTimeout: clientIdle, PrefaceTimeout: clientReadHeader,
+		WriteTimeout: time.Duration(e.cfg.ClientTimeout)}
+	if fast != nil {
+		cfg.Inline = fast.TryH2 // a small hit is answered on the connection's reader
+	}
+	conn := h2.NewConn(c, cfg, func(s *h2.Stream) {
+		if fast != nil && fast.ServeH2(s) {
+			return
+		}
 		h2.ServeHandler(s, h, h2.HandlerOptions{RemoteAddr: raddr, TLS: st})
 	})
 	if !e.h2.track(conn, true) {
@@ -297,7 +306,7 @@ func (e *Edge) sniffH2C(ln net.Listener, hand *h1.Handover) {
 		pc := &h1.PrefixConn{Conn: c, Pre: pre}
 		switch {
 		case h2c:
-			e.serveH2(pc, nil, e)
+			e.serveH2(pc, nil, e, nil)
 		case !hand.Deliver(pc):
 			c.Close()
 		}

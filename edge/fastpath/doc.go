@@ -20,6 +20,10 @@
 // byte and the same body, only a streamed body's chunk boundaries may differ
 // (edge/fastmiss_test.go).
 //
+// HTTP/2 hits (TLS and h2c) are answered here too (h2hit.go): internal/h2 hands each stream to
+// ServeH2 (or, on the connection's reader, TryH2) before the full path, and a stream that is a
+// plain fresh hit by the same rules gets the same hit head, pre-encoded in HPACK.
+//
 // It is a package of its own because it is the edge's connection handling, not its cache: it
 // sees the cache only through Cache (a fresh memory hit, the full path, the counters) and the
 // listener's limits through Config, and hands connections to the edge's net/http server through

@@ -532,10 +532,11 @@ func (fc *fastConn) Fields(names []string) http.Header {
 // the status line, then the header fields sorted by name (rendered by http.Header.Write, net/http's
 // own writer), then the fields net/http adds itself.
 type hitHead struct {
-	pre     []byte // status line and the fields sorting before "Age"
-	post    []byte // the fields sorting after "Age", X-Cache and Via among them
-	date    bool   // the stored response has no Date: net/http adds the current one
-	sniffed string // no Content-Type (and no Content-Encoding): net/http sniffs one for a body
+	pre     []byte  // status line and the fields sorting before "Age"
+	post    []byte  // the fields sorting after "Age", X-Cache and Via among them
+	date    bool    // the stored response has no Date: net/http adds the current one
+	sniffed string  // no Content-Type (and no Content-Encoding): net/http sniffs one for a body
+	h2      h2Cache // the HPACK form, for HTTP/2 hits (h2hit.go)
 }
 
 // hitHeadOf returns the entry's hit head, rendering it on first use; nil when the fast path does

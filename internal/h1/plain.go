@@ -11,12 +11,20 @@ import "bytes"
 // neither decoding nor escaping.
 func PlainPath(p []byte) bool {
 	for _, ch := range p {
-		if !isUnreserved(ch) && bytes.IndexByte([]byte("!$&'()*+,;=:@/"), ch) < 0 {
+		if !pathByte[ch] {
 			return false
 		}
 	}
 	return true
 }
+
+// pathByte marks the bytes of a plain path: a table, as every hit's path goes through it.
+var pathByte = func() (t [256]bool) {
+	for ch := range 256 {
+		t[ch] = isUnreserved(byte(ch)) || bytes.IndexByte([]byte("!$&'()*+,;=:@/"), byte(ch)) >= 0
+	}
+	return t
+}()
 
 // PlainQuery reports a query of visible ASCII without '#', which net/http forwards verbatim.
 func PlainQuery(q []byte) bool {

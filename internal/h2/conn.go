@@ -5,7 +5,8 @@
 // decoder, but is not x/net's server: one reader goroutine per connection reads and
 // dispatches frames, every stream's frames go to one write buffer that a writer goroutine
 // sends in one write per flush, and each request runs its Handler on a goroutine of its own
-// (blocking upstream I/O), so nothing per frame crosses a channel.
+// (blocking upstream I/O), so nothing per frame crosses a channel; a request Config.Inline can
+// answer at once (the edge's cache hits) is answered on the reader instead.
 //
 // The package knows nothing of proxying: package l7 turns each Stream into an HTTP/1.1
 // exchange through the request core.
@@ -45,6 +46,12 @@ type Config struct {
 	ResetsPerSecond int
 	// OnMalformed is told of each malformed request (a stream error PROTOCOL_ERROR).
 	OnMalformed func(reason string)
+	// Inline, when set, is offered each new stream whose request ended with its headers, on the
+	// connection's reader goroutine before a goroutine is given it: a cache hit is answered
+	// there without the hand-over (a channel send and a goroutine's wake-up per stream). It
+	// must not wait for anything: it answers with Stream.TryRespond only and reports whether
+	// it answered; when it did not, with nothing sent, the Handler runs as usual.
+	Inline func(*Stream) bool
 	// ExtendedConnect offers extended CONNECT (RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL),
 	// so clients can run WebSocket over a stream; the handler sees Stream.Protocol.
 	ExtendedConnect bool

@@ -29,7 +29,8 @@ type HandlerOptions struct {
 // when the client resets the stream), the response through an http.ResponseWriter that holds
 // the head until the body starts, ends the stream with the trailers the handler set, and resets
 // the stream when the handler aborts (panics with http.ErrAbortHandler). Both HTTP stops serve
-// HTTP/2 with it: L7 for what its request core does not take, the edge for every request.
+// HTTP/2 with it: L7 for what its request core does not take, the edge for every request its
+// fast path does not answer (edge/fastpath/h2hit.go).
 func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
 	// Sized for a cached response's ten or so fields: a map grown past eight rehashed each one.
 	w := &responseWriter{st: st, hdr: make(http.Header, respFields), tunnel: st.Protocol != "", raddr: o.RemoteAddr}
@@ -50,13 +51,11 @@ func ServeHandler(st *Stream, h http.Handler, o HandlerOptions) {
 	}
 	ctx, cancel := context.WithCancel(base)
 	defer cancel()
-	go func() {
-		select {
-		case <-st.Done(): // the client reset the stream: stop what the handler started
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The client reset the stream: stop what the handler started. OnReset, not a goroutine
+	// waiting on Done: that cost a goroutine and a channel per stream, and kept the stream
+	// from being reused.
+	st.OnReset(cancel)
+	defer st.OnReset(nil)
 	if serve(h, w, r.WithContext(ctx)) {
 		w.finish()
 		return

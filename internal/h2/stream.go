@@ -227,6 +227,31 @@ func (st *Stream) Respond(block, data []byte, end bool) error {
 	return err
 }
 
+// TryRespond sends a whole response, header block and data, ending the stream, when it can
+// go at once: the data within the flow-control windows and one frame, and the writer not
+// behind. It reports false, having sent nothing, when it cannot (Respond would wait); true
+// also when the stream was reset meanwhile (there is no one to answer).
+func (st *Stream) TryRespond(block, data []byte) bool {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.reset || st.sendDone || c.dead {
+		return true
+	}
+	if n := int64(len(data)); n > st.sendWindow || n > c.sendWindow || len(data) > c.peerFrame || len(c.wbuf) > maxPending {
+		return false
+	}
+	c.wbuf = appendHeaders(c.wbuf, st.ID, block, len(data) == 0, c.peerFrame)
+	if len(data) > 0 {
+		c.wbuf = append(appendFrameHeader(c.wbuf, len(data), http2.FrameData, http2.FlagDataEndStream, st.ID), data...)
+		st.sendWindow -= int64(len(data))
+		c.sendWindow -= int64(len(data))
+	}
+	st.sendDone = true
+	c.wcond.Signal()
+	return true
+}
+
 // Trailers ends the stream with a trailer header block (AppendField only: no pseudo-header,
 // RFC 9113 8.1), after the head and any data already sent. gRPC carries its status there.
 func (st *Stream) Trailers(block []byte) error {
@@ -322,8 +347,10 @@ func (st *Stream) resetLocked(code http2.ErrCode, send bool) {
 
 // finish ends a stream whose handler returned: a response that did not end is cut
 // (RST_STREAM CANCEL); a request body the handler did not wait for is refused (RST_STREAM
-// NO_ERROR, RFC 9113 8.1); buffered body bytes are credited back to the connection.
-func (st *Stream) finish() {
+// NO_ERROR, RFC 9113 8.1); buffered body bytes are credited back to the connection. onReader:
+// it runs on the reader (Config.Inline), which arms the idle timeout before its next read
+// anyway (a clock read per stream saved).
+func (st *Stream) finish(onReader bool) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -354,7 +381,7 @@ func (st *Stream) finish() {
 		c.closing = true
 		c.wcond.Signal()
 	}
-	if c.active == 0 {
+	if c.active == 0 && !onReader {
 		c.idleDeadlineLocked()
 	}
 }
