@@ -23,11 +23,19 @@
 # stored), Varnish (beresp.do_gzip, gzip_level 5: stored gzipped), nginx (gzip on hits, level 5:
 # proxy_cache stores identity, so nginx compresses every hit); bodies checked by length and once
 # by decompression.
+# The latency row: p50 and p99 of small hits offered at a fixed LAT_RATE a second to each server
+# over keep-alive HTTP/1.1 (bench/h1rate, open loop: a request's latency counts from when it was
+# due). wrk's p99 in the rows above is taken at each server's own saturation, and with the load
+# generator on the same cores the faster server's tail is mostly wrk waiting for a core
+# (docs/measurements/edge.md, "Plain HTTP/1.1 480 B hits: what sets the p99"); this row compares
+# the servers at one load.
 # The range row (bench/edge-range.sh, run at the end with the same ROUNDS): time to the first byte
 # of a range at 90% of a sparse 10 GiB object from a cold cache, switchyard with `slice:` against
 # nginx's slice module; its keys go into the same JSON.
-# Bounded: ROUNDS x (4 servers x 3 rows + 3 x 5 TLS cells + 2 x 2 HTTP/3 cells) x SECONDS_PER_RUN
-# of load (defaults 3 x 31 x 4 s).
+# The latency row: small hits offered at a fixed rate (LAT_RATE, bench/h1rate) to each of the four,
+# p50 and p99 at the same load.
+# Bounded: ROUNDS x (4 servers x 5 rows + 3 x 5 TLS cells + 2 x 2 HTTP/3 cells) x SECONDS_PER_RUN
+# of load (defaults 3 x 39 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),
 # wrapped in `flock /tmp/switchyard-bench.lock` on a shared machine.
 set -euo pipefail
@@ -44,6 +52,10 @@ PORT_ORIGIN=18180 PORT_SY=18181 PORT_VARNISH=18182 PORT_NGINX=18183 PORT_SYNET=1
 PORT_SY_TLS=18200 PORT_NGINX_TLS=18201 PORT_HITCH=18202 PORT_VARNISH_PROXY=18203 PORT_CADDY=18204 PORT_CADDY_HTTP=18205
 # h2load's clients x streams (as bench/l7.sh), tlsload's workers, h3load's connections x streams.
 H2_CLIENTS=16 H2_STREAMS=10 HS_WORKERS=16 H3_CONNS=16 H3_STREAMS=10
+# The latency row: small hits offered at this fixed rate (bench/h1rate) over CONNECTIONS
+# connections, below every server's closed-loop rate on this machine, so every server is measured
+# at the same load.
+LAT_RATE=${LAT_RATE:-40000}
 
 BENCH=edge
 . "$(dirname "$0")/lib.sh"
@@ -69,6 +81,7 @@ LOGS="$WORK/*.log"
 go build -o "$WORK/origin" ./bench/edge
 go build -o "$WORK/tlsload" ./bench/tlsload
 go build -o "$WORK/h3load" ./bench/h3load
+go build -o "$WORK/h1rate" ./bench/h1rate
 "$WORK/origin" -listen 127.0.0.1:$PORT_ORIGIN &
 PIDS+=($!)
 
@@ -366,11 +379,22 @@ run_fd() {
   echo "$v $lat $(us_per $((t1 - t0)) "$n")" >> "$WORK/fd-$cell-$name"
 }
 
+# run_rate ROUND NAME -> checks the run and appends "rps p50_ms p99_ms" to $WORK/rate-NAME: small
+# hits offered at LAT_RATE a second.
+run_rate() {
+  local out what="round $1 $2 latency at $LAT_RATE/s"
+  out=$("$WORK/h1rate" -url "http://127.0.0.1:${PORT[$2]}/small" -size 480 -rate "$LAT_RATE" \
+    -c "$CONNECTIONS" -m 1 -d "${SECONDS_PER_RUN}s" -timeout 5s 2>&1) || bench_fail "$what: $out"
+  check_loadgen "$what" "$out"
+  echo "$(kv rps "$out") $(kv p50_ms "$out") $(kv p99_ms "$out")" >> "$WORK/rate-$2"
+}
+
 ORDER=("${NAMES[@]}")
 for r in $(seq 1 "$ROUNDS"); do
   for obj in "${OBJS[@]}"; do
     for name in "${ORDER[@]}"; do run_wrk "$r" "$name" "$obj"; done
   done
+  for name in "${ORDER[@]}"; do run_rate "$r" "$name"; done
   for cell in "${FD_CELLS[@]}"; do
     read -r -a fd_order <<<"$(cell_names "$cell")"
     k=$(( (r - 1) % ${#fd_order[@]} ))
@@ -384,12 +408,15 @@ misses_after=$(curl -s http://127.0.0.1:$PORT_ORIGIN/misscount)
 # median of column $2 in file $1
 median() { sort -g -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
 
-declare -A RPS P99
+declare -A RPS P99 LAT
 for name in "${NAMES[@]}"; do
   for obj in "${OBJS[@]}"; do
     RPS[$name-$obj]=$(median "$WORK/$name-$obj" 1)
     P99[$name-$obj]=$(median "$WORK/$name-$obj" 2)
   done
+  LAT[rps/$name]=$(median "$WORK/rate-$name" 1)
+  LAT[p50/$name]=$(median "$WORK/rate-$name" 2)
+  LAT[p99/$name]=$(median "$WORK/rate-$name" 3)
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
@@ -409,6 +436,14 @@ echo "mixed = 90% hits of the small object, 10% misses (new URLs, origin latency
 gzlens=""
 for n in "${NAMES[@]}"; do gzlens="$gzlens $n ${GZLEN[$n]} B;"; done
 echo "gzip = hits of a 20 KB JSON object for Accept-Encoding: gzip, level 5 (gzip bodies:$gzlens); switchyard $(ratio "${RPS[switchyard-gzip]}" "${RPS[varnish-gzip]}")x Varnish (target >= 1.3)"
+echo
+echo "latency at one load: small hits offered at $LAT_RATE/s over $CONNECTIONS keep-alive connections (bench/h1rate, open loop), medians"
+printf '%-11s | %12s | %8s | %8s | %14s\n' cache "requests/s" "p50 ms" "p99 ms" "p99 vs varnish"
+printf -- '------------|--------------|----------|----------|---------------\n'
+for name in "${NAMES[@]}"; do
+  printf '%-11s | %12.0f | %8s | %8s | %14s\n' "$name" "${LAT[rps/$name]}" "${LAT[p50/$name]}" "${LAT[p99/$name]}" \
+    "$(ratio "${LAT[p99/$name]}" "${LAT[p99/varnish]}")"
+done
 echo "origin requests during the measured phase: $((after - before)) (0 means every measured hit row was all hits); mixed-row misses fetched: $((misses_after - misses_before))"
 
 # The TLS parameters must be the same for every server, or the TLS cells compare different work.
@@ -531,6 +566,10 @@ write_json "$OUT" <<JSON
   "gzip_ratio_vs_varnish": $(ratio "${RPS[switchyard-gzip]}" "${RPS[varnish-gzip]}"),
   "gzip_ratio_vs_nginx": $(ratio "${RPS[switchyard-gzip]}" "${RPS[nginx-gzip]}"),
   "origin_requests_measured": $((after - before)),
+  "latency_rate": $LAT_RATE,
+$(for name in "${NAMES[@]}"; do k=${name//-/_}; echo "  \"latency_${k}_rps\": ${LAT[rps/$name]}, \"latency_${k}_p50_ms\": ${LAT[p50/$name]}, \"latency_${k}_p99_ms\": ${LAT[p99/$name]},"; done)
+  "latency_p99_ratio_varnish": $(ratio "${LAT[p99/switchyard]}" "${LAT[p99/varnish]}"),
+  "latency_p99_ratio_nginx": $(ratio "${LAT[p99/switchyard]}" "${LAT[p99/nginx]}"),
 $(fd_json)
 $(cat "$WORK/range.keys")
   "rounds": $ROUNDS,

@@ -66,7 +66,7 @@ func TestCheck(t *testing.T) {
 }
 
 // Pace offers the rate asked, whatever the answers' speed, and counts a request's latency from
-// when it was due: with one connection whose answers take 20 ms, requests due every 5 ms wait
+// when it was released: with one connection whose answers take 20 ms, requests due every 5 ms wait
 // behind each other, and the wait shows in the percentiles.
 func TestPace(t *testing.T) {
 	o := Options{Conns: 1, Concurrency: 1, Duration: 400 * time.Millisecond, Requests: 1000, Timeout: time.Second}
@@ -79,5 +79,20 @@ func TestPace(t *testing.T) {
 	r.Pace(1, 200, func(int) (Outcome, string) { time.Sleep(20 * time.Millisecond); return OK, "" })
 	if p99 := r.hist.Quantile(0.99); p99 < 100*time.Millisecond {
 		t.Fatalf("p99 %s with answers of 20 ms due every 5 ms on one connection: the backlog is not counted", p99)
+	}
+}
+
+// A request that waits for a free connection longer than the timeout is a timeout, and the run
+// fails: the backlog of a server that fell behind the rate is bounded by the timeout, not drained.
+func TestPaceBacklogTimesOut(t *testing.T) {
+	o := Options{Conns: 1, Concurrency: 1, Duration: 300 * time.Millisecond, Requests: 1000, Timeout: 100 * time.Millisecond}
+	r := NewRun(o)
+	start := time.Now()
+	r.Pace(1, 200, func(int) (Outcome, string) { time.Sleep(20 * time.Millisecond); return OK, "" })
+	if r.timeouts.Load() == 0 || r.Verdict() == nil {
+		t.Fatalf("%d timeouts, verdict %v: want the requests queued past the timeout counted as timeouts", r.timeouts.Load(), r.Verdict())
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the run took %s: the backlog was drained instead of timed out", took)
 	}
 }
