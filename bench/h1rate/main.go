@@ -34,7 +34,11 @@ type options struct {
 }
 
 // conn is one keep-alive connection and its reader; body is the buffer answers are read into.
+// A server that ends the connection with "Connection: close" (nginx does after 1,000 requests)
+// gets a new one before the next request, as wrk and browsers do; the dial counts in that
+// request's latency.
 type conn struct {
+	addr string
 	c    net.Conn
 	r    *bufio.Reader
 	body []byte
@@ -73,12 +77,15 @@ func main() {
 func load(o options, u *url.URL) (*loadstat.Run, error) {
 	conns := make([]*conn, o.Conns)
 	for i := range conns {
-		c, err := net.DialTimeout("tcp", u.Host, o.Timeout)
-		if err != nil {
-			return nil, fmt.Errorf("dial %s: %w", u.Host, err)
+		conns[i] = &conn{addr: u.Host, body: make([]byte, 64<<10)}
+		if err := conns[i].dial(o.Timeout); err != nil {
+			return nil, err
 		}
-		defer c.Close()
-		conns[i] = &conn{c: c, r: bufio.NewReaderSize(c, 16<<10), body: make([]byte, 64<<10)}
+		defer func() {
+			if conns[i].c != nil {
+				conns[i].c.Close()
+			}
+		}()
 	}
 	req := []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\n\r\n")
 	r := loadstat.NewRun(o.Options)
@@ -88,15 +95,34 @@ func load(o options, u *url.URL) (*loadstat.Run, error) {
 	return r, nil
 }
 
+// dial opens the connection (again, after the server closed it).
+func (c *conn) dial(timeout time.Duration) error {
+	nc, err := net.DialTimeout("tcp", c.addr, timeout)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", c.addr, err)
+	}
+	c.c = nc
+	if c.r == nil {
+		c.r = bufio.NewReaderSize(nc, 16<<10)
+	}
+	c.r.Reset(nc)
+	return nil
+}
+
 // get sends req and reads the whole answer, checking it.
 func (c *conn) get(req []byte, size int64, timeout time.Duration) (loadstat.Outcome, string) {
+	if c.c == nil {
+		if err := c.dial(timeout); err != nil {
+			return loadstat.Classify(err), err.Error()
+		}
+	}
 	if err := c.c.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return loadstat.Error, err.Error()
 	}
 	if _, err := c.c.Write(req); err != nil {
 		return loadstat.Classify(err), "send: " + err.Error()
 	}
-	n, err := c.head()
+	n, closing, err := c.head()
 	if err != nil {
 		var bad badAnswer
 		if errors.As(err, &bad) {
@@ -114,6 +140,10 @@ func (c *conn) get(req []byte, size int64, timeout time.Duration) (loadstat.Outc
 		}
 		n -= int64(k)
 	}
+	if closing {
+		c.c.Close()
+		c.c = nil
+	}
 	return loadstat.OK, ""
 }
 
@@ -122,38 +152,43 @@ type badAnswer string
 
 func (b badAnswer) Error() string { return string(b) }
 
-// head reads the status line and the header fields and returns the body's length.
-func (c *conn) head() (int64, error) {
+// head reads the status line and the header fields and returns the body's length and whether
+// the server closes the connection after this answer.
+func (c *conn) head() (length int64, closing bool, err error) {
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
-		return 0, badAnswer(fmt.Sprintf("status line %q, want HTTP/1.1 200", bytes.TrimSpace(line)))
+		return 0, false, badAnswer(fmt.Sprintf("status line %q, want HTTP/1.1 200", bytes.TrimSpace(line)))
 	}
-	length := int64(-1)
+	length = -1
 	for {
 		line, err = c.r.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, err
+			return 0, false, err
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
 			break
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if ok && bytes.EqualFold(name, []byte("Content-Length")) {
+		switch {
+		case !ok:
+		case bytes.EqualFold(name, []byte("Content-Length")):
 			length, err = strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
 			if err != nil || length < 0 {
-				return 0, badAnswer(fmt.Sprintf("Content-Length %q", value))
+				return 0, false, badAnswer(fmt.Sprintf("Content-Length %q", value))
 			}
+		case bytes.EqualFold(name, []byte("Connection")):
+			closing = bytes.EqualFold(bytes.TrimSpace(value), []byte("close"))
 		}
 	}
 	if length < 0 {
-		return 0, badAnswer("an answer without Content-Length (chunked answers are not read here)")
+		return 0, false, badAnswer("an answer without Content-Length (chunked answers are not read here)")
 	}
-	return length, nil
+	return length, closing, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,21 @@ func TestPacedRunIsGood(t *testing.T) {
 	line := r.Line()
 	if !strings.Contains(line, "bad=0 errors=0 timeouts=0") || strings.Contains(line, " ok=0 ") {
 		t.Fatalf("line %q: want good requests and no failures", line)
+	}
+}
+
+// A server that closes each connection after a few answers with "Connection: close" (as nginx
+// does after 1,000) gets new connections and a good run.
+func TestConnectionCloseRedials(t *testing.T) {
+	var n atomic.Int64
+	r := run(t, func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1)%3 == 0 {
+			w.Header().Set("Connection", "close")
+		}
+		_, _ = w.Write([]byte(strings.Repeat("s", 480)))
+	}, 480)
+	if err := r.Verdict(); err != nil || n.Load() < 12 {
+		t.Fatalf("verdict %v after %d answers, want a good run over redialled connections", err, n.Load())
 	}
 }
 
