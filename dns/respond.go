@@ -54,9 +54,10 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	var scratch [cacheKeyMax + rotateSigMax]byte
 	if st.cache != nil && !st.cfg.QueryLog {
 		key = cacheKey(scratch[:0], raw, tcp)
+		healthGen, now := s.healthGen.Load(), s.unixNow()
 		e := st.cache.get(key)
-		if e != nil && e.rotate != nil && e.zone != nil && e.zone.Retired() {
-			e = nil
+		if e != nil && e.rotate != nil && !e.fresh(healthGen, now) {
+			e = nil // a weighted name of a replaced zone copy: decide nothing, answer anew
 		}
 		if e != nil && e.rotate != nil {
 			// A weighted name: decide (the rotation advances), then look up the answer packed for
@@ -65,7 +66,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && e.fresh(s.healthGen.Load(), s.unixNow()) {
+		if e != nil && e.fresh(healthGen, now) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()
