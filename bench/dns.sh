@@ -549,8 +549,8 @@ for r in $(rounds_of cores); do
 done
 SY_WRAP=""
 
-# Stall: DO=1 queries at STALL_RATE a second (bench/dnsquery: a query's latency counts from when it
-# was due, so answers that wait show with their backlog) to the stall server. Per round: a quiet
+# Stall: DO=1 queries at STALL_RATE a second (bench/dnsquery: a query's latency counts from its
+# release, so answers that wait show with their backlog) to the stall server. Per round: a quiet
 # window, a window with a burst of STALL_UPDATES updates (bench/dnsupdate, one at a time, to other
 # names of the same zone), a quiet window, then a window over a whole ZSK rollover (generation,
 # publication, the new key signing, the old one removed: four rebuilds of the signers). The

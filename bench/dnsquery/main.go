@@ -1,7 +1,7 @@
 // Command dnsquery is the fixed-rate query generator of bench/dns.sh's stall phase: UDP queries
 // for the -q questions in turn, -rate a second in all over -c sockets (one query at a time on
 // each; -m must be 1), for -d or until -n queries (bench/loadstat's Pace: a query's latency
-// counts from when it was due, so a stalled server shows in the percentiles). With -dnssec the
+// counts from its release, so a stalled server shows in the percentiles). With -dnssec the
 // queries set DO and every answer must carry an RRSIG. Every answer is checked: NOERROR, the
 // question asked, not truncated, at least one answer record; another answer, a transport error
 // or a deadline (a lost query) fails the run (exit 1, naming the first). It prints one line of
