@@ -23,17 +23,14 @@
 # stored), Varnish (beresp.do_gzip, gzip_level 5: stored gzipped), nginx (gzip on hits, level 5:
 # proxy_cache stores identity, so nginx compresses every hit); bodies checked by length and once
 # by decompression.
-# The latency row: p50 and p99 of small hits offered at a fixed LAT_RATE a second to each server
-# over keep-alive HTTP/1.1 (bench/h1rate, open loop: a request's latency counts from when it was
-# due). wrk's p99 in the rows above is taken at each server's own saturation, and with the load
-# generator on the same cores the faster server's tail is mostly wrk waiting for a core
-# (docs/measurements/edge.md, "Plain HTTP/1.1 480 B hits: what sets the p99"); this row compares
-# the servers at one load.
 # The range row (bench/edge-range.sh, run at the end with the same ROUNDS): time to the first byte
 # of a range at 90% of a sparse 10 GiB object from a cold cache, switchyard with `slice:` against
 # nginx's slice module; its keys go into the same JSON.
-# The latency row: small hits offered at a fixed rate (LAT_RATE, bench/h1rate) to each of the four,
-# p50 and p99 at the same load.
+# The latency row: p50 and p99 of small hits offered at a fixed LAT_RATE a second to each of the
+# four over keep-alive HTTP/1.1 (bench/h1rate, open loop: a request's latency counts from its
+# release). wrk's p99 above is each server's at its own saturation, and with wrk on the same cores
+# the faster server's tail is mostly threads waiting for a core (docs/measurements/edge.md, "Plain
+# 480 B hits' p99"); this row compares the servers at one load.
 # Bounded: ROUNDS x (4 servers x 5 rows + 3 x 5 TLS cells + 2 x 2 HTTP/3 cells) x SECONDS_PER_RUN
 # of load (defaults 3 x 39 x 4 s).
 # Run from the repository root after `go build -o bin/switchyard ./cmd/switchyard` (make bench-edge),

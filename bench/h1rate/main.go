@@ -1,7 +1,7 @@
 // Command h1rate is the fixed-rate HTTP/1.1 load generator of bench/edge.sh's latency row: GET
 // requests for -url at -rate a second in all, over -c keep-alive connections (one request at a
 // time on each; -m must be 1), for -d or until -n requests (bench/loadstat's Pace: a request's
-// latency counts from when it was due, so a server that stalls shows in the percentiles with the
+// latency counts from its release, so a server that stalls shows in the percentiles with the
 // backlog it caused). wrk cannot do this: it sends as fast as answers come, so when two servers
 // answer at different rates their percentiles are taken at different loads, and on a machine
 // whose cores the load generator shares, the faster server's tail is mostly the generator's own
