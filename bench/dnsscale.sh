@@ -84,6 +84,7 @@ server:
   zonesdir: "$WORK"
   pidfile: "$WORK/nsd.pid"
   xfrdfile: "$WORK/xfrd.state"
+  xfrdir: "$WORK"
   zonelistfile: "$WORK/zone.list"
   database: ""
   logfile: "$WORK/nsd.log"

@@ -112,17 +112,7 @@ func helper(t *testing.T, name string) (*exec.Cmd, *bufio.Reader, *syncBuf) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { testutil.StopChild(cmd, stdin, 5*time.Second) })
 	return cmd, bufio.NewReader(stdout), stderr
 }
 

@@ -166,6 +166,7 @@ func startNSDOn(t *testing.T, port int, origin, zoneText, topConf, zoneConf stri
   zonesdir: "%s"
   pidfile: "%s/nsd.pid"
   xfrdfile: "%s/xfrd.state"
+  xfrdir: "%s"
   zonelistfile: "%s/zone.list"
   database: ""
   logfile: "%s/nsd.log"
@@ -175,7 +176,7 @@ remote-control:
   control-enable: no
 %szone:
   name: %s
-%s%s`, port, dir, dir, dir, dir, dir, topConf, origin, zoneLine, zoneConf)
+%s%s`, port, dir, dir, dir, dir, dir, dir, topConf, origin, zoneLine, zoneConf)
 	if err := os.WriteFile(filepath.Join(dir, "nsd.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ pools:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { testutil.StopChild(cmd, stdin, 10*time.Second) })
 	addr := childAddr(t, stdout)
 
 	ka, err := dialBase(addr)
