@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/control/api"
 	"github.com/switchyard/switchyard/internal/namednetns"
+	"github.com/switchyard/switchyard/lab/bird"
 	"github.com/switchyard/switchyard/lab/topo"
 	"github.com/switchyard/switchyard/loader"
 )
@@ -63,6 +64,24 @@ func waitAnswering(sock, name, logPath string, timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SessionReport is what to read when bird's session with balancer n does not come up: bird's
+// view of the session, bird's log lines naming n and the end of n's daemon log. The lab is
+// gone by the time anyone reads a failed test, so a test's error carries it.
+func SessionReport(st *State, n topo.Node) string {
+	dir := StateDir(st.Prefix)
+	var named []string
+	if b, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, n.Name) {
+				named = append(named, l)
+			}
+		}
+	}
+	return fmt.Sprintf("bird's session:\n%s\nbird's log on %s (last 20):\n%s\nthe end of %s.log:\n%s",
+		bird.ProtocolDetail(BirdDir(st.Prefix), n.Name), n.Name, strings.Join(named[max(0, len(named)-20):], "\n"),
+		n.Name, logTail(filepath.Join(dir, n.Name+".log"), 20))
 }
 
 // logTail is the last n lines of a log file (a lab is often gone before anyone reads it).

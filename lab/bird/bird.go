@@ -208,6 +208,16 @@ func Protocols(dir string) ([]Protocol, error) {
 	return ps, nil
 }
 
+// ProtocolDetail is `birdc show protocols all NAME`: the session's state, its last error and
+// its BFD and graceful-restart state, for a report when a session does not come up.
+func ProtocolDetail(dir, name string) string {
+	out, err := birdc(dir, "show", "protocols", "all", name)
+	if err != nil {
+		return err.Error()
+	}
+	return string(bytes.TrimSpace(out))
+}
+
 // Route is one prefix of bird's table with every path bird has for it.
 type Route struct {
 	Prefix string      `json:"prefix"`

@@ -238,7 +238,7 @@ func (f *fleet) restart(p *l4load.Pool, n topo.Node, bfd bool) (RestartResult, e
 			end = up.Add(time.Second)
 		}
 		if time.Since(t0) > time.Minute {
-			return r, fmt.Errorf("bird's session with %s not established a minute after the restart", n.Name)
+			return r, fmt.Errorf("bird's session with %s not established a minute after the restart\n%s", n.Name, lab.SessionReport(f.st, n))
 		}
 	}
 	r.Up = up.Sub(t0)
