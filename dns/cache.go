@@ -22,7 +22,9 @@ import (
 // under the query key plus the decision. A reload builds a new cache with the new state; a
 // change of one zone's data (an update, a transfer, a one-zone reload) keeps the cache, and the
 // entries of the zone's old copy are stale from then on (each names the zone that answered), so
-// an update of one zone does not empty the cache of the 100,000 others.
+// an update of one zone does not empty the cache of the 100,000 others. Within the updated zone,
+// a positive answer that names what it read (its CNAME chain and glue, answerDeps) moves to the
+// new copy on its next hit when no update since changed any of that (carry).
 //
 // It is split in shards (a lock each, so the workers of several cores rarely meet) and each
 // shard evicts by CLOCK (second chance): a hit sets the entry's reference bit, and a full shard
@@ -44,9 +46,13 @@ type cacheShard struct {
 }
 
 type cacheEntry struct {
-	key       string
-	wire      []byte
-	zone      *zone.Zone // the zone copy that answered; the entry is stale once it is retired
+	key  string
+	wire []byte
+	// zone is the zone copy that answered; the entry is stale once it is retired, unless deps
+	// (nil for answers that read more than their own RRset) lets carry move it to the copy
+	// that serves now.
+	zone      atomic.Pointer[zone.Zone]
+	deps      *answerDeps
 	queries   prometheus.Counter
 	decisions prometheus.Counter // nil for static answers
 	health    bool               // valid only while the server's health generation is gen
@@ -68,7 +74,31 @@ type cacheEntry struct {
 // fresh reports whether the entry's answer still holds: its zone copy serves, the sites' health
 // is the one it was decided in (health-decided answers), its signatures are not due for renewal.
 func (e *cacheEntry) fresh(healthGen uint64, now int64) bool {
-	return (e.zone == nil || !e.zone.Retired()) && (!e.health || e.gen == healthGen) && (e.expires == 0 || now < e.expires)
+	z := e.zone.Load()
+	return (z == nil || !z.Retired()) && (!e.health || e.gen == healthGen) && (e.expires == 0 || now < e.expires)
+}
+
+// of sets the zone copy that answered e and returns e.
+func (e *cacheEntry) of(z *zone.Zone) *cacheEntry {
+	e.zone.Store(z)
+	return e
+}
+
+// carry moves e, whose zone copy is retired, to the copy of its zone that serves in st when
+// the updates between them changed nothing its answer reads (deps), and reports whether it
+// did. Without it every cached answer of a zone is built again after each of its updates: a
+// burst of updates then turned a zone's hits into misses for as long as it lasted.
+func (e *cacheEntry) carry(st *state) bool {
+	old := e.zone.Load()
+	if e.deps == nil || old == nil {
+		return false
+	}
+	cur := st.store.Find(old.Origin)
+	if cur == nil || cur == old || cur.Origin != old.Origin || !cur.Unchanged(old, e.deps.names, e.deps.qtype, e.deps.targets) {
+		return false
+	}
+	e.zone.CompareAndSwap(old, cur)
+	return true
 }
 
 // cacheKeyMax bounds the query size that is cached; longer queries (large OPT options) take
@@ -189,7 +219,16 @@ func (sh *cacheShard) evict() {
 	}
 }
 
-func entrySize(e *cacheEntry) int { return 2*len(e.key) + len(e.wire) + cacheEntryOverhead }
+func entrySize(e *cacheEntry) int {
+	n := 2*len(e.key) + len(e.wire) + cacheEntryOverhead
+	if e.deps != nil {
+		n += 64
+		for _, name := range append(e.deps.names, e.deps.targets...) {
+			n += len(name) + 16
+		}
+	}
+	return n
+}
 
 // len reports the number of entries (for tests).
 func (c *answerCache) len() int {

@@ -34,8 +34,51 @@ type outcome struct {
 	// nxdomain is a static NXDOMAIN (zone data only): not cached here, but the XDP path packs it.
 	nxdomain bool
 	// zone is the zone copy that answered (nil when none did): its cached answer is stale once
-	// a newer copy serves.
+	// a newer copy serves, unless deps says what it read and the updates since left that alone.
 	zone *zone.Zone
+	deps *answerDeps
+}
+
+// answerDeps is what a static positive answer reads of its zone, so that the cache can keep it
+// across an update that changed none of it (zone.Zone.Unchanged).
+type answerDeps struct {
+	names   []string // the name asked, then the target of each CNAME of the answer
+	qtype   uint16
+	targets []string // the names whose addresses are its glue
+}
+
+// depsOf returns what res, the answer to qname/qtype, reads when the cache may keep it across
+// updates: an answer of qtype records, after the CNAMEs that led to them if any, none
+// synthesised from a wildcard; nil otherwise. The keys' records (DNSKEY, CDS, ...) change only
+// with new keys, which start a new lineage.
+func depsOf(res zone.Result, qname string, qtype uint16) *answerDeps {
+	if res.Kind != zone.Answer || res.Wildcard || len(res.Answer) == 0 {
+		return nil
+	}
+	d := &answerDeps{names: []string{qname}, qtype: qtype}
+	for _, rr := range res.Answer {
+		var target string
+		switch r := rr.(type) {
+		case *mdns.CNAME:
+			if qtype != mdns.TypeCNAME && qtype != mdns.TypeANY {
+				d.names = append(d.names, strings.ToLower(r.Target))
+				continue
+			}
+		case *mdns.NS:
+			target = r.Ns
+		case *mdns.MX:
+			target = r.Mx
+		case *mdns.SRV:
+			target = r.Target
+		}
+		if rr.Header().Rrtype != qtype && qtype != mdns.TypeANY {
+			return nil
+		}
+		if target != "" {
+			d.targets = append(d.targets, strings.ToLower(target))
+		}
+	}
+	return d
 }
 
 // Respond builds the wire response to the wire query raw from client src. It returns nil when the
@@ -66,7 +109,7 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			pre = &d
 			e = st.cache.get(rotateKey(key, d))
 		}
-		if e != nil && e.fresh(healthGen, now) {
+		if e != nil && (e.fresh(healthGen, now) || e.carry(st) && e.fresh(healthGen, now)) {
 			e.queries.Inc()
 			if e.decisions != nil {
 				e.decisions.Inc()
@@ -84,8 +127,8 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 	if oc != nil {
 		s.observe(oc, src)
 		if key != nil && oc.cacheable {
-			e := &cacheEntry{zone: oc.zone, queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
-				health: oc.health, gen: gen, expires: oc.expires}
+			e := (&cacheEntry{queries: s.queryCounter(oc), decisions: s.decisionCounter(oc),
+				health: oc.health, gen: gen, expires: oc.expires, deps: oc.deps}).of(oc.zone)
 			if s.xdp != nil && !tcp && st.xdpGen != 0 && xdpStatic(oc) {
 				e.xdp = true
 				e.xdpAt.Store(s.unixNow())
@@ -97,9 +140,9 @@ func (s *Server) respondTo(dst, raw []byte, src netip.Addr, tcp bool) []byte {
 			s.xdp.fill(st.xdpGen, raw, out, s.queryCounter(oc))
 		}
 		if key != nil && oc.rotate != nil {
-			st.cache.put(key, nil, &cacheEntry{zone: oc.zone, rotate: oc.rotate})
-			st.cache.put(rotateKey(key, oc.decision), out, &cacheEntry{zone: oc.zone, queries: s.queryCounter(oc),
-				decisions: s.decisionCounter(oc), expires: oc.expires})
+			st.cache.put(key, nil, (&cacheEntry{rotate: oc.rotate}).of(oc.zone))
+			st.cache.put(rotateKey(key, oc.decision), out, (&cacheEntry{queries: s.queryCounter(oc),
+				decisions: s.decisionCounter(oc), expires: oc.expires}).of(oc.zone))
 		}
 	}
 	return out
@@ -364,6 +407,7 @@ func (s *Server) fillAnswer(st *state, resp *mdns.Msg, z *zone.Zone, qname strin
 		}
 	default:
 		oc.cacheable = true // the ECS echo, if any, is made of query bytes
+		oc.deps = depsOf(res, qname, qtype)
 	}
 	return res.Kind
 }

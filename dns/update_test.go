@@ -359,7 +359,7 @@ zones:
 			sh := &cache.shards[i]
 			sh.mu.RLock()
 			for _, e := range sh.ring {
-				if e.zone != nil && e.zone.Origin == origin && e.fresh(srv.healthGen.Load(), srv.unixNow()) {
+				if z := e.zone.Load(); z != nil && z.Origin == origin && e.fresh(srv.healthGen.Load(), srv.unixNow()) {
 					n++
 				}
 			}

@@ -109,6 +109,8 @@ func rekey(old *Zone, ks []dns.RR) (*Zone, error) {
 		return nil, fmt.Errorf("zone %s with new keys: %w", old.Origin, err)
 	}
 	nz.keys, nz.rekeyedFrom = hashKeys(ks), old.id
+	// New keys sign every answer anew: no answer of old holds, so the copy starts a lineage.
+	nz.lineage, nz.version, nz.recent = 0, 0, nil
 	return nz, nil
 }
 

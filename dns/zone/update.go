@@ -89,6 +89,7 @@ func (z *Zone) Apply(del, add []dns.RR) (*Zone, error) {
 		return nil, err
 	}
 	nz.carryOwners(z, add)
+	nz.descend(z, del, add)
 	return nz, nil
 }
 

@@ -53,6 +53,10 @@ type Zone struct {
 	rekeyedFrom uint64
 	// retired is set once a newer copy of the zone serves in its place (Retire).
 	retired atomic.Bool
+	// lineage, version and recent place the copy among those Apply made from one another
+	// (lineage.go); lineage 0 is a copy that starts its own.
+	lineage, version uint64
+	recent           []*change
 }
 
 // Retire marks z as replaced by a newer copy of the same zone (an update, a transfer, a
@@ -106,6 +110,8 @@ type Result struct {
 	Ns          []dns.RR
 	Extra       []dns.RR
 	DynamicName string
+	// Wildcard is set when records of the answer were synthesised from a wildcard.
+	Wildcard bool
 }
 
 // Build parses the static records of every zone of c; keys makes the DNSKEY RRsets of the
@@ -368,6 +374,7 @@ func (z *Zone) Lookup(qname string, qtype uint16) Result {
 		wild := false // records synthesised from a wildcard are unpacked with the asked name
 		if !n.exists() && !ent {
 			n, wild = z.wildcard(qname), true
+			res.Wildcard = true
 		}
 		rrs := func(s rrset) []dns.RR {
 			if wild {

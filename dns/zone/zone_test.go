@@ -388,3 +388,85 @@ func TestApplyCarriesCanonicalOwners(t *testing.T) {
 		t.Errorf("owners %s, want %s", got, want)
 	}
 }
+
+// Unchanged follows the copies Apply makes from one another: an answer holds across the changes
+// that leave its RRset, the delegations above it and its glue alone, up to recentMax versions
+// back; new keys and other zones are another lineage.
+func TestUnchangedAcrossApply(t *testing.T) {
+	s, err := build(t, "@ SOA ns1 h 1 1 1 1 1", "@ NS ns1", "ns1 A 192.0.2.53", "www A 192.0.2.1", "x.api A 192.0.2.2", "mail A 192.0.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	z0 := s.Find("z.test.")
+	apply := func(z *Zone, add ...string) *Zone {
+		t.Helper()
+		var rrs []dns.RR
+		for _, a := range add {
+			r, err := dns.NewRR(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rrs = append(rrs, r)
+		}
+		nz, err := z.Apply(nil, rrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nz
+	}
+	z1 := apply(z0, "new.z.test. 1 A 192.0.2.9")
+	z2 := apply(z1, "api.z.test. 1 NS ns1.z.test.")    // a delegation above x.api
+	z3 := apply(z2, "mail.z.test. 1 AAAA 2001:db8::3") // mail's addresses: glue of an MX to it
+	for _, c := range []struct {
+		name        string
+		from, to    *Zone
+		names       []string
+		qtype       uint16
+		targets     []string
+		unchangedOK bool
+	}{
+		{"other name", z0, z1, []string{"www.z.test."}, dns.TypeA, nil, true},
+		{"the name", z0, z1, []string{"new.z.test."}, dns.TypeA, nil, false},
+		{"another type of the name", z0, z1, []string{"new.z.test."}, dns.TypeAAAA, nil, true},
+		{"any type of the name", z0, z1, []string{"new.z.test."}, dns.TypeANY, nil, false},
+		{"delegation above", z1, z2, []string{"x.api.z.test."}, dns.TypeA, nil, false},
+		{"delegation at", z1, z2, []string{"api.z.test."}, dns.TypeA, nil, false},
+		{"delegation elsewhere", z1, z2, []string{"www.z.test."}, dns.TypeA, nil, true},
+		{"glue changed", z2, z3, []string{"z.test."}, dns.TypeMX, []string{"mail.z.test."}, false},
+		{"glue kept", z2, z3, []string{"z.test."}, dns.TypeMX, []string{"ns1.z.test."}, true},
+		{"a chain's target changed", z0, z1, []string{"c.z.test.", "new.z.test."}, dns.TypeA, nil, false},
+		{"a chain kept", z0, z1, []string{"c.z.test.", "www.z.test."}, dns.TypeA, nil, true},
+		{"a chain's target delegated", z1, z2, []string{"c.z.test.", "x.api.z.test."}, dns.TypeA, nil, false},
+		{"two versions", z0, z2, []string{"www.z.test."}, dns.TypeA, nil, true},
+		{"backwards", z2, z0, []string{"www.z.test."}, dns.TypeA, nil, false},
+		{"the same copy", z0, z0, []string{"www.z.test."}, dns.TypeA, nil, true},
+	} {
+		if got := c.to.Unchanged(c.from, c.names, c.qtype, c.targets); got != c.unchangedOK {
+			t.Errorf("%s: Unchanged %v, want %v", c.name, got, c.unchangedOK)
+		}
+	}
+	other, err := build(t, "@ SOA ns1 h 1 1 1 1 1", "@ NS ns1", "ns1 A 192.0.2.53", "www A 192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Find("z.test.").Unchanged(z0, []string{"www.z.test."}, dns.TypeA, nil) {
+		t.Error("a zone built again counts as a descendant of the old copy")
+	}
+	rk, err := rekey(z1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rk.Unchanged(z1, []string{"www.z.test."}, dns.TypeA, nil) || apply(rk, "n2.z.test. 1 A 192.0.2.8").Unchanged(z1, []string{"www.z.test."}, dns.TypeA, nil) {
+		t.Error("answers carried across new keys")
+	}
+	z := z0
+	for i := range recentMax + 1 {
+		z = apply(z, fmt.Sprintf("n%d.z.test. 1 A 192.0.2.7", i))
+	}
+	if z.Unchanged(z0, []string{"www.z.test."}, dns.TypeA, nil) {
+		t.Errorf("an answer %d versions back judged unchanged; a copy remembers %d", recentMax+1, recentMax)
+	}
+	if !z.Unchanged(z1, []string{"www.z.test."}, dns.TypeA, nil) {
+		t.Errorf("an answer %d versions back judged changed; a copy remembers %d", recentMax, recentMax)
+	}
+}
