@@ -218,15 +218,16 @@ func (s *Server) commitUpdate(st *state, zc *config.Zone, z *zone.Zone, ch *upda
 // or expiry, a one-zone reload): the transfer data is rebuilt (the IXFR journal gains the step)
 // and the changed zones' secondaries get a NOTIFY. When the only change is replaced, zones next
 // serves a newer copy of (same origins, nothing else), the answer cache is kept and replaced's
-// entries go stale; otherwise (a zone added, removed or down) it starts empty. The caller holds
-// s.mu.
+// entries go stale (those an update left alone are carried: cacheEntry.carry); otherwise (a zone
+// added, removed or down) it starts empty. The caller holds s.mu.
 func (s *Server) swapState(st, next *state, replaced ...*zone.Zone) {
-	next.cache = newAnswerCache()
 	if len(replaced) > 0 && !slices.Contains(replaced, nil) {
 		next.cache = st.cache
 		for _, z := range replaced {
 			z.Retire()
 		}
+	} else {
+		next.cache = newAnswerCache()
 	}
 	next.xfr = xfr.Build(next.cfg, next.store, st.xfr, s.log)
 	next.xdpGen = 0
