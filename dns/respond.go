@@ -57,25 +57,15 @@ func depsOf(res zone.Result, qname string, qtype uint16) *answerDeps {
 	}
 	d := &answerDeps{names: []string{qname}, qtype: qtype}
 	for _, rr := range res.Answer {
-		var target string
-		switch r := rr.(type) {
-		case *mdns.CNAME:
-			if qtype != mdns.TypeCNAME && qtype != mdns.TypeANY {
-				d.names = append(d.names, strings.ToLower(r.Target))
-				continue
-			}
-		case *mdns.NS:
-			target = r.Ns
-		case *mdns.MX:
-			target = r.Mx
-		case *mdns.SRV:
-			target = r.Target
+		if c, ok := rr.(*mdns.CNAME); ok && qtype != mdns.TypeCNAME && qtype != mdns.TypeANY {
+			d.names = append(d.names, strings.ToLower(c.Target))
+			continue
 		}
 		if rr.Header().Rrtype != qtype && qtype != mdns.TypeANY {
 			return nil
 		}
-		if target != "" {
-			d.targets = append(d.targets, strings.ToLower(target))
+		if target := zone.GlueTarget(rr); target != "" {
+			d.targets = append(d.targets, target)
 		}
 	}
 	return d

@@ -472,20 +472,25 @@ func (z *Zone) cutFor(qname string) string {
 	return ""
 }
 
+// GlueTarget is the lowercased name whose addresses an NS, MX or SRV record's answer carries as
+// glue, "" for other records.
+func GlueTarget(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.NS:
+		return strings.ToLower(r.Ns)
+	case *dns.MX:
+		return strings.ToLower(r.Mx)
+	case *dns.SRV:
+		return strings.ToLower(r.Target)
+	}
+	return ""
+}
+
 // glue returns the in-zone A/AAAA records of the targets of NS, MX and SRV records.
 func (z *Zone) glue(set []dns.RR) []dns.RR {
 	var out []dns.RR
 	for _, rr := range set {
-		var target string
-		switch r := rr.(type) {
-		case *dns.NS:
-			target = r.Ns
-		case *dns.MX:
-			target = r.Mx
-		case *dns.SRV:
-			target = r.Target
-		}
-		target = strings.ToLower(target)
+		target := GlueTarget(rr)
 		if n, _ := z.node(target); n.exists() {
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
 				if s, ok := n.set(t); ok {
